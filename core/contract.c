@@ -1,0 +1,376 @@
+/* contract.c - helpers over the sbx.v1 protobuf-c messages (see include/sbx/contract.h):
+ * uuids, clocks, request/completion builders, copies and field setters.
+ * Every message built here follows the ownership rule of contract.h so that
+ * protobuf_c_message_free_unpacked(msg, NULL) releases it whole. */
+#include "sbx/contract.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "sbx/provider.h"
+
+void sbx_uuid_v4(char out[SBX_UUID_LEN])
+{
+    uint8_t b[16];
+    size_t got = 0;
+    while (got < sizeof(b)) {
+        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(out, SBX_UUID_LEN,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+}
+
+int64_t sbx_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t sbx_monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t sbx_monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- setters ------------------------------------------------------------------------------ */
+
+bool sbx_set_string(char **field, const char *value)
+{
+    char *copy = (char *)protobuf_c_empty_string;
+    if (value != NULL && value[0] != '\0') {
+        copy = strdup(value);
+        if (copy == NULL)
+            return false;
+    }
+    if (*field != NULL && *field != protobuf_c_empty_string)
+        free(*field);
+    *field = copy;
+    return true;
+}
+
+bool sbx_set_bytes(ProtobufCBinaryData *field, const void *data, size_t len)
+{
+    uint8_t *copy = NULL;
+    if (len > 0) {
+        copy = malloc(len);
+        if (copy == NULL)
+            return false;
+        memcpy(copy, data, len);
+    }
+    free(field->data);
+    field->data = copy;
+    field->len = len;
+    return true;
+}
+
+bool sbx_append_bytes(ProtobufCBinaryData *field, const void *data, size_t len)
+{
+    if (len == 0)
+        return true;
+    uint8_t *grown = realloc(field->data, field->len + len);
+    if (grown == NULL)
+        return false;
+    memcpy(grown + field->len, data, len);
+    field->data = grown;
+    field->len += len;
+    return true;
+}
+
+bool sbx_add_string(size_t *n, char ***items, const char *value)
+{
+    char *copy = strdup(value != NULL ? value : "");
+    if (copy == NULL)
+        return false;
+    char **grown = realloc(*items, (*n + 1) * sizeof(**items));
+    if (grown == NULL) {
+        free(copy);
+        return false;
+    }
+    grown[*n] = copy;
+    *items = grown;
+    (*n)++;
+    return true;
+}
+
+bool sbx_result_add_file(sbx_result *r, sbx_file *f)
+{
+    sbx_file **grown = realloc(r->files, (r->n_files + 1) * sizeof(*r->files));
+    if (grown == NULL)
+        return false;
+    grown[r->n_files++] = f;
+    r->files = grown;
+    return true;
+}
+
+bool sbx_result_set_data(sbx_result *r, const char *key, const char *value)
+{
+    for (size_t i = 0; i < r->n_provider_data; i++)
+        if (strcmp(r->provider_data[i]->key, key) == 0)
+            return sbx_set_string(&r->provider_data[i]->value, value);
+    Sbx__V1__Result__ProviderDataEntry *e = malloc(sizeof(*e));
+    if (e == NULL)
+        return false;
+    sbx__v1__result__provider_data_entry__init(e);
+    Sbx__V1__Result__ProviderDataEntry **grown =
+        realloc(r->provider_data, (r->n_provider_data + 1) * sizeof(*grown));
+    if (grown == NULL || !sbx_set_string(&e->key, key) || !sbx_set_string(&e->value, value)) {
+        if (grown != NULL)
+            r->provider_data = grown;
+        protobuf_c_message_free_unpacked(&e->base, NULL);
+        return false;
+    }
+    grown[r->n_provider_data++] = e;
+    r->provider_data = grown;
+    return true;
+}
+
+/* ---- constructors ------------------------------------------------------------------------- */
+
+#define SBX_DEFINE_NEW(fn, type, init)                                                       \
+    type *fn(void)                                                                           \
+    {                                                                                        \
+        type *m = malloc(sizeof(*m));                                                        \
+        if (m != NULL)                                                                       \
+            init(m);                                                                         \
+        return m;                                                                            \
+    }
+
+SBX_DEFINE_NEW(sbx_result_new, sbx_result, sbx__v1__result__init)
+SBX_DEFINE_NEW(sbx_policy_new, sbx_policy, sbx__v1__policy__init)
+SBX_DEFINE_NEW(sbx_principal_new, sbx_principal, sbx__v1__principal__init)
+SBX_DEFINE_NEW(sbx_session_handle_new, sbx_session_handle, sbx__v1__session_handle__init)
+SBX_DEFINE_NEW(sbx_file_new, sbx_file, sbx__v1__file__init)
+
+sbx_request *sbx_request_new(void)
+{
+    sbx_request *req = malloc(sizeof(*req));
+    if (req == NULL)
+        return NULL;
+    sbx__v1__execution_request__init(req);
+    char id[SBX_UUID_LEN];
+    sbx_uuid_v4(id);
+    if (!sbx_set_string(&req->task_id, id)) {
+        free(req);
+        return NULL;
+    }
+    return req;
+}
+
+void sbx_message_free(ProtobufCMessage *m)
+{
+    if (m != NULL)
+        protobuf_c_message_free_unpacked(m, NULL);
+}
+
+void sbx_request_free(sbx_request *req)
+{
+    sbx_message_free((ProtobufCMessage *)req);
+}
+
+void sbx_completion_free(sbx_completion *c)
+{
+    sbx_message_free((ProtobufCMessage *)c);
+}
+
+uint8_t *sbx_message_pack(const ProtobufCMessage *m, size_t *out_len)
+{
+    size_t len = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL)
+        return NULL;
+    *out_len = protobuf_c_message_pack(m, buf);
+    return buf;
+}
+
+ProtobufCMessage *sbx_message_copy(const ProtobufCMessage *m)
+{
+    if (m == NULL)
+        return NULL;
+    size_t len = 0;
+    uint8_t *buf = sbx_message_pack(m, &len);
+    if (buf == NULL)
+        return NULL;
+    ProtobufCMessage *copy = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
+    free(buf);
+    return copy;
+}
+
+sbx_request *sbx_request_copy(const sbx_request *req)
+{
+    return (sbx_request *)sbx_message_copy((const ProtobufCMessage *)req);
+}
+
+sbx_completion *sbx_completion_copy(const sbx_completion *c)
+{
+    return (sbx_completion *)sbx_message_copy((const ProtobufCMessage *)c);
+}
+
+sbx_completion *sbx_completion_new(const char *task_id)
+{
+    sbx_completion *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    sbx__v1__execution_completion__init(c);
+    c->status = SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED;
+    c->result = sbx_result_new();
+    if (c->result == NULL || !sbx_set_string(&c->task_id, task_id)) {
+        sbx_completion_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static sbx_completion *completion_fail_text(const char *task_id, sbx_status code,
+                                            const char *text)
+{
+    sbx_completion *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    sbx__v1__execution_completion__init(c);
+    c->status = code == SBX_E_TIMEOUT ? SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT
+                                      : SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED;
+    c->error_code = (Sbx__V1__ErrorCode)code;
+    if (!sbx_set_string(&c->task_id, task_id) || !sbx_set_string(&c->error, text)) {
+        sbx_completion_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+sbx_completion *sbx_completion_fail(const char *task_id, sbx_status code, const char *fmt, ...)
+{
+    char text[SBX_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return completion_fail_text(task_id, code, text);
+}
+
+sbx_completion *sbx_completion_from_error(const char *task_id, const sbx_error *err)
+{
+    return completion_fail_text(task_id, err->code, err->message);
+}
+
+void sbx_completion_add_notice(sbx_completion *c, const char *fmt, ...)
+{
+    char text[SBX_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (c->notice == NULL || c->notice[0] == '\0') {
+        sbx_set_string(&c->notice, text);
+        return;
+    }
+    size_t len = strlen(c->notice) + 2 + strlen(text) + 1;
+    char *joined = malloc(len);
+    if (joined == NULL)
+        return;
+    snprintf(joined, len, "%s; %s", c->notice, text);
+    free(c->notice);
+    c->notice = joined;
+}
+
+const char *sbx_request_op_name(const sbx_request *req)
+{
+    switch (req->op_case) {
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE: return "run_code";
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND: return "run_command";
+    case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES: return "install_packages";
+    case SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE: return "write_file";
+    case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE: return "read_file";
+    case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES: return "list_files";
+    case SBX__V1__EXECUTION_REQUEST__OP_DESTROY: return "destroy";
+    default: return "none";
+    }
+}
+
+static sbx_status decode_bounded(const ProtobufCMessageDescriptor *desc, const char *what,
+                                 const uint8_t *buf, size_t len, size_t max_len,
+                                 ProtobufCMessage **out, sbx_error *err)
+{
+    *out = NULL;
+    if (len > max_len)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                             "%s of %zu bytes exceeds the limit of %zu bytes; send a smaller "
+                             "message or raise max_message_bytes",
+                             what, len, max_len);
+    *out = protobuf_c_message_unpack(desc, NULL, len, buf);
+    if (*out == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "%s of %zu bytes is not a valid sbx.v1 protobuf message", what, len);
+    return SBX_OK;
+}
+
+sbx_status sbx_request_decode(const uint8_t *buf, size_t len, size_t max_len, sbx_request **out,
+                              sbx_error *err)
+{
+    return decode_bounded(&sbx__v1__execution_request__descriptor, "ExecutionRequest", buf, len,
+                          max_len, (ProtobufCMessage **)out, err);
+}
+
+sbx_status sbx_completion_decode(const uint8_t *buf, size_t len, size_t max_len,
+                                 sbx_completion **out, sbx_error *err)
+{
+    return decode_bounded(&sbx__v1__execution_completion__descriptor, "ExecutionCompletion", buf,
+                          len, max_len, (ProtobufCMessage **)out, err);
+}
+
+/* ---- sbx_strlist (provider.h) ------------------------------------------------------------- */
+
+bool sbx_strlist_add(sbx_strlist *l, const char *item)
+{
+    return sbx_add_string(&l->n, &l->items, item);
+}
+
+bool sbx_strlist_contains(const sbx_strlist *l, const char *item)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->items[i], item) == 0)
+            return true;
+    return false;
+}
+
+void sbx_strlist_clear(sbx_strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->items[i]);
+    free(l->items);
+    l->items = NULL;
+    l->n = 0;
+}
+
+char *sbx_strlist_join(const sbx_strlist *l, const char *sep)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < l->n; i++)
+        len += strlen(l->items[i]) + (i ? strlen(sep) : 0);
+    char *out = malloc(len);
+    if (out == NULL)
+        return NULL;
+    out[0] = '\0';
+    char *p = out;
+    for (size_t i = 0; i < l->n; i++)
+        p += sprintf(p, "%s%s", i ? sep : "", l->items[i]);
+    return out;
+}

@@ -1,0 +1,86 @@
+/* status.c - sbx_status names and the sbx_error value (see include/sbx/status.h).
+ * Must not allocate: errors are reported even when memory is exhausted. */
+#include "sbx/status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const status_names[] = {
+    [SBX_OK] = "NONE",
+    [SBX_E_CONFIG] = "CONFIG",
+    [SBX_E_CAPABILITY] = "CAPABILITY",
+    [SBX_E_POLICY] = "POLICY",
+    [SBX_E_TIMEOUT] = "TIMEOUT",
+    [SBX_E_PROVISION] = "PROVISION",
+    [SBX_E_GONE] = "GONE",
+    [SBX_E_SESSION_NOT_FOUND] = "SESSION_NOT_FOUND",
+    [SBX_E_BROKER] = "BROKER",
+    [SBX_E_PERMISSION_DENIED] = "PERMISSION_DENIED",
+    [SBX_E_INVALID_ARGUMENT] = "INVALID_ARGUMENT",
+    [SBX_E_RESOURCE_EXHAUSTED] = "RESOURCE_EXHAUSTED",
+    [SBX_E_INTERNAL] = "INTERNAL",
+    [SBX_E_UNAUTHENTICATED] = "UNAUTHENTICATED",
+};
+
+#define N_STATUS (sizeof(status_names) / sizeof(status_names[0]))
+
+const char *sbx_status_name(sbx_status code)
+{
+    if ((unsigned)code < N_STATUS && status_names[code] != NULL)
+        return status_names[code];
+    return "UNKNOWN";
+}
+
+int sbx_status_from_name(const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (size_t i = 0; i < N_STATUS; i++)
+        if (status_names[i] != NULL && strcmp(status_names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+sbx_status sbx_error_vset(sbx_error *err, sbx_status code, const char *fmt, va_list ap)
+{
+    if (err == NULL)
+        return code;
+    err->code = code;
+    int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    if (n >= (int)sizeof(err->message))
+        memcpy(err->message + sizeof(err->message) - 4, "...", 4);
+    return code;
+}
+
+sbx_status sbx_error_set(sbx_error *err, sbx_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sbx_error_vset(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void sbx_error_prefix(sbx_error *err, const char *fmt, ...)
+{
+    if (err == NULL)
+        return;
+    char prefix[SBX_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    char joined[SBX_ERROR_MAX];
+    int n = snprintf(joined, sizeof(joined), "%s%s", prefix, err->message);
+    if (n >= (int)sizeof(joined))
+        memcpy(joined + sizeof(joined) - 4, "...", 4);
+    memcpy(err->message, joined, sizeof(err->message));
+}
+
+void sbx_error_clear(sbx_error *err)
+{
+    if (err == NULL)
+        return;
+    err->code = SBX_OK;
+    err->message[0] = '\0';
+}

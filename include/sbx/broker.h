@@ -1,0 +1,87 @@
+/* broker.h - the common broker interface (DESIGN §6): embedded (inline), thread (bounded pool)
+ * and remote (gRPC client of sbx-worker). The same request gives the same completion through
+ * any of them.
+ *
+ * submit() returns a completion when it is ready within wait_ms, or leaves the task pending
+ * (*out == NULL) so the caller collects it later with result(). In-process brokers keep a
+ * bounded LRU of recent completions for result(). close() is idempotent and drains in-flight
+ * work; free() releases the broker (closing it first if needed).
+ */
+#ifndef SBX_BROKER_H
+#define SBX_BROKER_H
+
+#include <stdint.h>
+
+#include "sbx/config.h"
+#include "sbx/contract.h"
+#include "sbx/engine.h"
+#include "sbx/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sbx_broker sbx_broker;
+
+/* Wait forever (only where the caller really means it). */
+#define SBX_WAIT_FOREVER (-1)
+
+typedef struct sbx_thread_broker_opts {
+    int threads;        /* executor threads (>= 1) */
+    int queue_depth;    /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED */
+    int lru_size;       /* completions kept for result() */
+} sbx_thread_broker_opts;
+
+/* engine is borrowed and must outlive the broker. */
+sbx_status sbx_broker_open_embedded(sbx_engine *engine, sbx_broker **out, sbx_error *err);
+sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_opts *opts,
+                                  sbx_broker **out, sbx_error *err);
+/* A gRPC client of sbx-worker (broker/remote.c). */
+sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **out,
+                                  sbx_error *err);
+/* By cfg->broker.flavor; engine may be NULL for `remote`. */
+sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker **out,
+                           sbx_error *err);
+
+/* "embedded", "thread" or "remote". */
+const char *sbx_broker_flavor(const sbx_broker *b);
+
+/* Submits req (borrowed). Returns SBX_OK and either *out = the completion (caller frees) or
+ * *out = NULL when wait_ms elapsed first (pending; collect with sbx_broker_result).
+ * A full queue or a closed broker is an error status with *out = a FAILED completion saying so.
+ * hooks (may be NULL) stream output and carry cancellation; they must stay valid until the
+ * completion is produced (so pass NULL when wait_ms may elapse). */
+sbx_status sbx_broker_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
+                             const sbx_engine_hooks *hooks, sbx_completion **out);
+/* Collects a task's completion, waiting up to wait_ms. *out NULL: still pending.
+ * An unknown (or discarded, or evicted) task_id is SBX_E_INVALID_ARGUMENT. */
+sbx_status sbx_broker_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
+                             sbx_completion **out);
+/* Forgets a task: its completion is dropped when it arrives. Unknown ids are fine. */
+void sbx_broker_discard(sbx_broker *b, const char *task_id);
+/* Stops accepting work and waits for in-flight work to finish. Idempotent. */
+void sbx_broker_close(sbx_broker *b);
+/* Closes (if needed) and frees. NULL is fine. */
+void sbx_broker_free(sbx_broker *b);
+
+/* Appends one Recording frame per completed request to path (created 0600 if absent).
+ * NULL path stops recording. */
+sbx_status sbx_broker_record_to(sbx_broker *b, const char *path, sbx_error *err);
+
+/* ---- the broker implementation interface (broker/*.c) ---------------------------------- */
+
+typedef struct sbx_broker_vtable {
+    const char *flavor;
+    sbx_status (*submit)(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
+                         const sbx_engine_hooks *hooks, sbx_completion **out);
+    sbx_status (*result)(sbx_broker *b, const char *task_id, int64_t wait_ms,
+                         sbx_completion **out);
+    void (*discard)(sbx_broker *b, const char *task_id);
+    void (*close)(sbx_broker *b);
+    void (*destroy)(sbx_broker *b);
+} sbx_broker_vtable;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+/* contract.h - helpers over the sbx.v1 protobuf-c messages: short type names, requests with
+ * fresh task ids, completion builders, deep copy and free, and field setters.
+ *
+ * Ownership rule for every message built by hand: every pointer field (strings, bytes,
+ * submessages, repeated arrays, map entries) points to its own malloc'd memory, so the whole
+ * tree is released by one protobuf_c_message_free_unpacked(msg, NULL) -- which is what the
+ * *_free helpers below call. Strings that are unset keep protobuf-c's shared empty default.
+ * This file must not know about brokers, providers or the wire.
+ */
+#ifndef SBX_CONTRACT_H
+#define SBX_CONTRACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbx/status.h"
+#include "sbx/v1/execution.pb-c.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef Sbx__V1__ExecutionRequest sbx_request;
+typedef Sbx__V1__ExecutionCompletion sbx_completion;
+typedef Sbx__V1__Principal sbx_principal;
+typedef Sbx__V1__Policy sbx_policy;
+typedef Sbx__V1__SessionHandle sbx_session_handle;
+typedef Sbx__V1__Result sbx_result;
+typedef Sbx__V1__File sbx_file;
+typedef Sbx__V1__Capabilities sbx_capabilities;
+typedef Sbx__V1__Recording sbx_recording;
+
+/* Length of a textual uuid v4 plus its NUL. */
+#define SBX_UUID_LEN 37
+
+/* Writes a random (getrandom) uuid v4 like "1b4e28ba-2fa1-4d2e-8c0a-...". */
+void sbx_uuid_v4(char out[SBX_UUID_LEN]);
+
+/* Wall clock in unix milliseconds, and a monotonic clock in ms / us (for deadlines). */
+int64_t sbx_now_ms(void);
+int64_t sbx_monotonic_ms(void);
+int64_t sbx_monotonic_us(void);
+
+/* A new, empty request with a fresh task_id and no op. Free with sbx_request_free. */
+sbx_request *sbx_request_new(void);
+void sbx_request_free(sbx_request *req);
+/* Deep copy, lossless (unknown fields included). NULL on allocation failure. */
+sbx_request *sbx_request_copy(const sbx_request *req);
+
+/* A SUCCEEDED completion for task_id with an empty result. Free with sbx_completion_free. */
+sbx_completion *sbx_completion_new(const char *task_id);
+/* A completion for a machinery failure: status FAILED (TIMED_OUT for SBX_E_TIMEOUT),
+ * error_code = code, error = the formatted text. */
+sbx_completion *sbx_completion_fail(const char *task_id, sbx_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same, from an sbx_error. */
+sbx_completion *sbx_completion_from_error(const char *task_id, const sbx_error *err);
+void sbx_completion_free(sbx_completion *c);
+sbx_completion *sbx_completion_copy(const sbx_completion *c);
+
+/* Appends a notice to c->notice, separated by "; " from any notice already there. */
+void sbx_completion_add_notice(sbx_completion *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Deep copies of any message (pack + unpack); NULL on failure or when m is NULL. */
+ProtobufCMessage *sbx_message_copy(const ProtobufCMessage *m);
+void sbx_message_free(ProtobufCMessage *m);
+
+/* Message constructors: malloc + init. NULL on allocation failure. */
+sbx_result *sbx_result_new(void);
+sbx_policy *sbx_policy_new(void);
+sbx_principal *sbx_principal_new(void);
+sbx_session_handle *sbx_session_handle_new(void);
+sbx_file *sbx_file_new(void);
+
+/* Field setters following the ownership rule above. Each frees the old value; value NULL
+ * resets to the empty default. Return false on allocation failure (field then unchanged). */
+bool sbx_set_string(char **field, const char *value);
+bool sbx_set_bytes(ProtobufCBinaryData *field, const void *data, size_t len);
+bool sbx_append_bytes(ProtobufCBinaryData *field, const void *data, size_t len);
+bool sbx_add_string(size_t *n, char ***items, const char *value);
+/* Adds a file entry to a result (takes ownership of f). */
+bool sbx_result_add_file(sbx_result *r, sbx_file *f);
+/* Sets key=value in result->provider_data (replacing an existing key). */
+bool sbx_result_set_data(sbx_result *r, const char *key, const char *value);
+
+/* Name of the op in a request ("run_code", "run_command", ... or "none"). */
+const char *sbx_request_op_name(const sbx_request *req);
+
+/* Encodes / decodes a message with a length-bounded buffer. Decoding refuses inputs longer than
+ * max_len (INVALID_ARGUMENT / RESOURCE_EXHAUSTED) and malformed bytes (INVALID_ARGUMENT). */
+sbx_status sbx_request_decode(const uint8_t *buf, size_t len, size_t max_len, sbx_request **out,
+                              sbx_error *err);
+sbx_status sbx_completion_decode(const uint8_t *buf, size_t len, size_t max_len,
+                                 sbx_completion **out, sbx_error *err);
+/* Packs into a new malloc'd buffer; *out_len gets its length. NULL on allocation failure. */
+uint8_t *sbx_message_pack(const ProtobufCMessage *m, size_t *out_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

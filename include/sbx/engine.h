@@ -1,0 +1,54 @@
+/* engine.h - the one place that turns an ExecutionRequest into an ExecutionCompletion
+ * (DESIGN §5). Every broker and the worker call it; nothing else talks to providers.
+ *
+ * sbx_engine_process never fails to produce a completion: machinery failures are FAILED or
+ * TIMED_OUT completions with an error code, and a failing program is a SUCCEEDED completion
+ * whose result says so. The engine is thread-safe: requests of one session are serialized by a
+ * per-session lock, different sessions run in parallel.
+ */
+#ifndef SBX_ENGINE_H
+#define SBX_ENGINE_H
+
+#include <stdint.h>
+
+#include "sbx/config.h"
+#include "sbx/contract.h"
+#include "sbx/provider.h"
+#include "sbx/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sbx_engine sbx_engine;
+
+/* Per-call hooks: streaming output and cancellation. May be NULL. Borrowed for the call. */
+typedef struct sbx_engine_hooks {
+    sbx_output_fn on_output;    /* output chunks as they are produced */
+    void *on_output_arg;
+    const volatile int *cancel; /* non-zero: abandon (client gone, gRPC deadline) */
+} sbx_engine_hooks;
+
+/* Creates an engine over cfg (borrowed: must outlive the engine). Reads or creates the binding
+ * secret (cfg->secret_file, 0600). Providers are opened lazily, once per profile. */
+sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *err);
+/* Closes every opened provider. NULL is fine. */
+void sbx_engine_free(sbx_engine *engine);
+
+/* Runs one request. Always returns a completion (NULL only when memory is exhausted); the
+ * caller frees it with sbx_completion_free. req is borrowed. */
+sbx_completion *sbx_engine_process(sbx_engine *engine, const sbx_request *req,
+                                   const sbx_engine_hooks *hooks);
+
+/* Profiles and their capabilities (for Describe and `sbx providers`). Free with
+ * sbx_message_free. */
+sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **out,
+                               sbx_error *err);
+
+/* The configuration the engine runs on. */
+const sbx_config *sbx_engine_config(const sbx_engine *engine);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,138 @@
+/* provider.h - the provider interface (DESIGN §8): one const ops table per provider type, and
+ * the factory that finds built-in providers by name.
+ *
+ * A provider knows nothing about brokers, config files or the wire: the factory hands it its
+ * own validated config block (sbx_provider_ctx.options). Only the engine calls providers.
+ * Capabilities are honest: declare only what is enforced. An operation a provider does not
+ * declare is answered SBX_E_CAPABILITY by the engine before the provider is called; an ops slot
+ * may be NULL for an operation that is never declared.
+ *
+ * Threading: open/close are called once per profile. create/attach/destroy may be called from
+ * several threads at once (different sessions); calls on one sbx_sandbox are serialized by the
+ * engine's per-session lock.
+ */
+#ifndef SBX_PROVIDER_H
+#define SBX_PROVIDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbx/config.h"
+#include "sbx/contract.h"
+#include "sbx/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the factory hands a provider when a profile opens it. All borrowed; valid until close. */
+typedef struct sbx_provider_ctx {
+    const char *profile;         /* profile name, for labels and messages */
+    const sbx_options *options;  /* its config block, validated against ops->options */
+    sbx_environment environment; /* managed or attached */
+    const char *attach_to;       /* attached: the external sandbox id; else NULL */
+    const char *node;            /* this host's node name */
+    const char *runtime_dir;     /* per-host state dir (/run/sbx or $XDG_RUNTIME_DIR/sbx) */
+} sbx_provider_ctx;
+
+/* A live handle to one sandbox. Providers embed it as the FIRST member of their own struct. */
+typedef struct sbx_sandbox {
+    char *id; /* the provider's reconnect id (malloc'd; freed by the provider's close) */
+} sbx_sandbox;
+
+/* Output streaming: called with each chunk as the program produces it (stream is
+ * SBX__V1__STREAM__STREAM_STDOUT or _STDERR; offset is the chunk's position in that stream). */
+typedef void (*sbx_output_fn)(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                              uint64_t offset);
+
+/* How one operation runs. Borrowed by the provider for the duration of the call. */
+typedef struct sbx_exec_opts {
+    int64_t deadline_mono_ms;     /* sbx_monotonic_ms() deadline; 0 = none. On expiry the whole
+                                     process tree is killed: return SBX_E_TIMEOUT with the result
+                                     filled with what was printed so far (outcome TIMED_OUT). */
+    uint64_t output_limit_bytes;  /* per stream; 0 = provider maximum */
+    sbx_output_fn on_output;      /* NULL = no streaming */
+    void *on_output_arg;
+    const volatile int *cancel;   /* non-NULL and non-zero: abandon as on a deadline */
+    const sbx_principal *principal; /* effective principal (never NULL) */
+    const sbx_policy *policy;       /* effective policy (never NULL) */
+} sbx_exec_opts;
+
+/* A list of names (policy dimensions the provider cannot enforce, ...). */
+typedef struct sbx_strlist {
+    char **items;
+    size_t n;
+} sbx_strlist;
+bool sbx_strlist_add(sbx_strlist *l, const char *item); /* copies item; false on ENOMEM */
+bool sbx_strlist_contains(const sbx_strlist *l, const char *item);
+void sbx_strlist_clear(sbx_strlist *l);
+/* Joins with sep into a malloc'd string ("" for an empty list). */
+char *sbx_strlist_join(const sbx_strlist *l, const char *sep);
+
+/* Static traits, known without opening the provider (used by the config's environment matrix). */
+enum {
+    SBX_PROVIDER_PROVISIONS = 1u << 0,  /* can create sandboxes: usable under `managed` */
+    SBX_PROVIDER_ATTACHES = 1u << 1,    /* can attach to ones it did not create: `attached` */
+};
+
+typedef struct sbx_provider_ops {
+    const char *name;                /* "local", "docker", ... */
+    const char *summary;             /* one line for `sbx providers` */
+    unsigned traits;                 /* SBX_PROVIDER_* */
+    const sbx_option_spec *options;  /* schema of its config block ({NULL} terminated) */
+
+    /* Opens the provider for one profile. *state is passed back to every other call. */
+    sbx_status (*open)(const sbx_provider_ctx *ctx, void **state, sbx_error *err);
+    /* Releases the provider (never its sandboxes). state may be NULL. */
+    void (*close)(void *state);
+
+    /* Fills caps (initialised by the caller; languages via sbx_add_string). */
+    void (*capabilities)(void *state, sbx_capabilities *caps);
+    /* Appends to *unenforceable the name of every non-default policy dimension this provider
+     * cannot enforce ("network_egress=allowlist", "cpu", "memory_mb", "fs_write", ...).
+     * NULL: the engine derives it from the capabilities. */
+    sbx_status (*check_policy)(void *state, const sbx_policy *policy, sbx_strlist *unenforceable,
+                               sbx_error *err);
+
+    /* Provisions a new sandbox for session (managed only). */
+    sbx_status (*create)(void *state, const sbx_session_handle *session,
+                         const sbx_principal *principal, const sbx_policy *policy,
+                         sbx_sandbox **out, sbx_error *err);
+    /* Reconnects to sandbox_id; SBX_E_GONE when it no longer exists. */
+    sbx_status (*attach)(void *state, const char *sandbox_id, const sbx_principal *principal,
+                         const sbx_policy *policy, sbx_sandbox **out, sbx_error *err);
+    /* Destroys sandbox_id. Idempotent: an unknown or already destroyed id is SBX_OK. */
+    sbx_status (*destroy)(void *state, const char *sandbox_id, sbx_error *err);
+
+    /* Operations on an acquired sandbox. The result is initialised by the caller; a program that
+     * fails is SBX_OK with the result saying so. */
+    sbx_status (*run_code)(sbx_sandbox *sb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
+                           sbx_result *result, sbx_error *err);
+    sbx_status (*run_command)(sbx_sandbox *sb, const Sbx__V1__RunCommand *op,
+                              const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    sbx_status (*install_packages)(sbx_sandbox *sb, const Sbx__V1__InstallPackages *op,
+                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    sbx_status (*write_file)(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
+                             const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    /* Fills result->files with one entry holding the content. */
+    sbx_status (*read_file)(sbx_sandbox *sb, const Sbx__V1__ReadFile *op, const sbx_exec_opts *o,
+                            sbx_result *result, sbx_error *err);
+    /* Fills result->files with one entry per directory entry (no content). */
+    sbx_status (*list_files)(sbx_sandbox *sb, const Sbx__V1__ListFiles *op,
+                             const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    /* Releases the handle, never the sandbox. sb may be NULL. */
+    void (*sandbox_close)(sbx_sandbox *sb);
+} sbx_provider_ops;
+
+/* The built-in provider with this name; NULL when unknown. */
+const sbx_provider_ops *sbx_provider_lookup(const char *name);
+/* All built-in providers (sorted by name); returns the count. */
+size_t sbx_provider_builtins(const sbx_provider_ops *const **list);
+/* "docker, e2b, fake, local" -- for error messages. Static storage. */
+const char *sbx_provider_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages sbx needs to build and test -- only the missing ones.
+# Uses sudo when not root. Safe to run again: it does nothing when everything is present.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config git clang
+  # contract codecs
+  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev nanopb libnanopb-dev
+  # libraries
+  libcurl4-openssl-dev libnghttp2-dev libssl-dev libyaml-dev libjansson-dev libseccomp-dev
+  # tests: unit framework, fake cloud servers, independent encoder and gRPC client
+  libcmocka-dev libmicrohttpd-dev python3 python3-protobuf python3-grpcio python3-grpc-tools
+  # tests: real peers and parts
+  docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
+  iproute2 procps openssl uidmap
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
