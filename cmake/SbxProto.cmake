@@ -35,7 +35,7 @@ function(sbx_protoc_nanopb out_var)
       COMMAND ${CMAKE_COMMAND} -E make_directory ${SBX_GEN_DIR}/nanopb
       COMMAND ${PROTOC} --plugin=protoc-gen-nanopb=${PROTOC_GEN_NANOPB}
               -I${CMAKE_SOURCE_DIR}/proto
-              "--nanopb_out=-I${CMAKE_SOURCE_DIR}/proto/${dir}:${SBX_GEN_DIR}/nanopb"
+              "--nanopb_out=-I${CMAKE_SOURCE_DIR}/proto:${SBX_GEN_DIR}/nanopb"
               ${CMAKE_SOURCE_DIR}/proto/${proto}
       DEPENDS ${CMAKE_SOURCE_DIR}/proto/${proto} ${opts}
       COMMENT "nanopb ${proto}")
