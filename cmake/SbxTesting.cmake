@@ -1,11 +1,12 @@
 # Test helpers. sbx_add_test(NAME n SOURCES s... [LIBS l...] [LABELS l...] [TIMEOUT sec]
-#                            [ENV K=V...]) builds a cmocka test and registers it with ctest.
+#                            [ENV K=V...] [ARGS a...]) builds a cmocka test and registers it
+# with ctest (ARGS: command-line arguments of the test binary).
 function(sbx_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV;ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE sbx PkgConfig::CMOCKA ${T_LIBS})
   target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests)
-  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
