@@ -242,6 +242,10 @@ sbx_completion *sbx_completion_new(const char *task_id)
 static sbx_completion *completion_fail_text(const char *task_id, sbx_status code,
                                             const char *text)
 {
+    /* A FAILED completion with error_code NONE would tell the caller nothing: a caller that
+     * passes SBX_OK here has a bug, which is what INTERNAL reports. */
+    if (code == SBX_OK)
+        code = SBX_E_INTERNAL;
     sbx_completion *c = malloc(sizeof(*c));
     if (c == NULL)
         return NULL;
@@ -256,18 +260,31 @@ static sbx_completion *completion_fail_text(const char *task_id, sbx_status code
     return c;
 }
 
+/* Formats into text (SBX_ERROR_MAX bytes); a text that does not fit ends with "...", as
+ * sbx_error messages do, so a reader knows it was cut. */
+static void format_text(char text[SBX_ERROR_MAX], const char *fmt, va_list ap)
+{
+    int n = vsnprintf(text, SBX_ERROR_MAX, fmt, ap);
+    if (n < 0)
+        snprintf(text, SBX_ERROR_MAX, "(unformattable message)");
+    else if (n >= SBX_ERROR_MAX)
+        memcpy(text + SBX_ERROR_MAX - 4, "...", 4);
+}
+
 sbx_completion *sbx_completion_fail(const char *task_id, sbx_status code, const char *fmt, ...)
 {
     char text[SBX_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    format_text(text, fmt, ap);
     va_end(ap);
     return completion_fail_text(task_id, code, text);
 }
 
 sbx_completion *sbx_completion_from_error(const char *task_id, const sbx_error *err)
 {
+    if (err == NULL)
+        return completion_fail_text(task_id, SBX_E_INTERNAL, "failed without an error message");
     return completion_fail_text(task_id, err->code, err->message);
 }
 
@@ -276,7 +293,7 @@ void sbx_completion_add_notice(sbx_completion *c, const char *fmt, ...)
     char text[SBX_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    format_text(text, fmt, ap);
     va_end(ap);
     if (c->notice == NULL || c->notice[0] == '\0') {
         sbx_set_string(&c->notice, text);
@@ -362,15 +379,24 @@ void sbx_strlist_clear(sbx_strlist *l)
 
 char *sbx_strlist_join(const sbx_strlist *l, const char *sep)
 {
-    size_t len = 1;
+    if (sep == NULL)
+        sep = "";
+    size_t sep_len = strlen(sep), len = 1;
     for (size_t i = 0; i < l->n; i++)
-        len += strlen(l->items[i]) + (i ? strlen(sep) : 0);
+        len += strlen(l->items[i]) + (i ? sep_len : 0);
     char *out = malloc(len);
     if (out == NULL)
         return NULL;
-    out[0] = '\0';
     char *p = out;
-    for (size_t i = 0; i < l->n; i++)
-        p += sprintf(p, "%s%s", i ? sep : "", l->items[i]);
+    for (size_t i = 0; i < l->n; i++) {
+        if (i > 0) {
+            memcpy(p, sep, sep_len);
+            p += sep_len;
+        }
+        size_t n = strlen(l->items[i]);
+        memcpy(p, l->items[i], n);
+        p += n;
+    }
+    *p = '\0';
     return out;
 }

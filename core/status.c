@@ -41,14 +41,27 @@ int sbx_status_from_name(const char *name)
     return -1;
 }
 
+/* Formats into out (SBX_ERROR_MAX bytes); a text that does not fit ends with "...". */
+static void format_cut(char out[SBX_ERROR_MAX], const char *fmt, va_list ap)
+{
+    int n = vsnprintf(out, SBX_ERROR_MAX, fmt, ap);
+    if (n < 0)
+        snprintf(out, SBX_ERROR_MAX, "(unformattable error message)");
+    else if (n >= SBX_ERROR_MAX)
+        memcpy(out + SBX_ERROR_MAX - 4, "...", 4);
+}
+
 sbx_status sbx_error_vset(sbx_error *err, sbx_status code, const char *fmt, va_list ap)
 {
     if (err == NULL)
         return code;
+    /* Formatted aside first: callers wrap an error with its own text
+     * (sbx_error_set(err, c, "loading x: %s", err->message)), and vsnprintf into a buffer that
+     * is also one of its arguments is undefined behaviour. */
+    char text[SBX_ERROR_MAX];
+    format_cut(text, fmt, ap);
     err->code = code;
-    int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    if (n >= (int)sizeof(err->message))
-        memcpy(err->message + sizeof(err->message) - 4, "...", 4);
+    memcpy(err->message, text, sizeof(err->message));
     return code;
 }
 
@@ -68,7 +81,7 @@ void sbx_error_prefix(sbx_error *err, const char *fmt, ...)
     char prefix[SBX_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    format_cut(prefix, fmt, ap);
     va_end(ap);
     char joined[SBX_ERROR_MAX];
     int n = snprintf(joined, sizeof(joined), "%s%s", prefix, err->message);

@@ -1,0 +1,585 @@
+/* test_contract.c - the contract helpers of include/sbx/contract.h (core/contract.c): uuids,
+ * requests and completions, deep copies, the setters' ownership rule (run under ASan/LSan, a
+ * leak fails the suite), the bounded decoders, and sbx_strlist.
+ * Must not depend on any provider, broker or the network. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sbx/contract.h"
+#include "sbx/provider.h"
+
+/* ---- uuid --------------------------------------------------------------------------------- */
+
+static bool is_lower_hex(char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+}
+
+static void test_uuid_v4_has_the_canonical_form_and_version_bits(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 200; round++) {
+        char id[SBX_UUID_LEN];
+        memset(id, 'Z', sizeof(id));
+        sbx_uuid_v4(id);
+        assert_int_equal(strlen(id), 36);
+        for (int i = 0; i < 36; i++) {
+            if (i == 8 || i == 13 || i == 18 || i == 23)
+                assert_int_equal(id[i], '-');
+            else
+                assert_true(is_lower_hex(id[i]));
+        }
+        assert_int_equal(id[14], '4');           /* version 4 */
+        assert_non_null(strchr("89ab", id[19])); /* RFC 4122 variant 10xx */
+    }
+}
+
+static int cmp_ids(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+static void test_uuid_v4_does_not_repeat(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    char(*ids)[SBX_UUID_LEN] = calloc(N, SBX_UUID_LEN);
+    assert_non_null(ids);
+    for (int i = 0; i < N; i++)
+        sbx_uuid_v4(ids[i]);
+    qsort(ids, N, SBX_UUID_LEN, cmp_ids);
+    for (int i = 1; i < N; i++)
+        assert_string_not_equal(ids[i - 1], ids[i]);
+    free(ids);
+}
+
+/* ---- requests ----------------------------------------------------------------------------- */
+
+static void test_request_new_has_a_fresh_task_id_and_no_op(void **state)
+{
+    (void)state;
+    sbx_request *a = sbx_request_new(), *b = sbx_request_new();
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(strlen(a->task_id), 36);
+    assert_int_equal(a->task_id[14], '4');
+    assert_string_not_equal(a->task_id, b->task_id);
+    assert_int_equal(a->op_case, SBX__V1__EXECUTION_REQUEST__OP__NOT_SET);
+    assert_string_equal(sbx_request_op_name(a), "none");
+    assert_null(a->principal);
+    assert_null(a->policy);
+    assert_null(a->session);
+    sbx_request_free(a);
+    sbx_request_free(b);
+}
+
+static void test_request_free_and_completion_free_accept_null(void **state)
+{
+    (void)state;
+    sbx_request_free(NULL);
+    sbx_completion_free(NULL);
+    sbx_message_free(NULL);
+    assert_null(sbx_message_copy(NULL));
+}
+
+/* A request whose op is a RunCommand with two argv entries and a policy, built with the
+ * setters only (so that freeing it checks the ownership rule). */
+static sbx_request *build_run_command(void)
+{
+    sbx_request *req = sbx_request_new();
+    assert_non_null(req);
+    Sbx__V1__RunCommand *rc = malloc(sizeof(*rc));
+    assert_non_null(rc);
+    sbx__v1__run_command__init(rc);
+    assert_true(sbx_add_string(&rc->n_argv, &rc->argv, "echo"));
+    assert_true(sbx_add_string(&rc->n_argv, &rc->argv, "héllo 世界"));
+    assert_true(sbx_set_bytes(&rc->stdin, "in\0put", 6));
+    req->run_command = rc;
+    req->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
+    req->policy = sbx_policy_new();
+    assert_non_null(req->policy);
+    req->policy->memory_mb = 512;
+    assert_true(sbx_add_string(&req->policy->n_fs_write, &req->policy->fs_write, "/out"));
+    req->principal = sbx_principal_new();
+    assert_non_null(req->principal);
+    assert_true(sbx_set_string(&req->principal->subject, "alice"));
+    return req;
+}
+
+static void test_request_op_name_names_each_op(void **state)
+{
+    (void)state;
+    static const struct {
+        Sbx__V1__ExecutionRequest__OpCase op;
+        const char *name;
+    } ops[] = {
+        {SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE, "run_code"},
+        {SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND, "run_command"},
+        {SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES, "install_packages"},
+        {SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE, "write_file"},
+        {SBX__V1__EXECUTION_REQUEST__OP_READ_FILE, "read_file"},
+        {SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES, "list_files"},
+        {SBX__V1__EXECUTION_REQUEST__OP_DESTROY, "destroy"},
+    };
+    sbx_request req;
+    sbx__v1__execution_request__init(&req);
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        req.op_case = ops[i].op;
+        assert_string_equal(sbx_request_op_name(&req), ops[i].name);
+        /* the name is the protobuf field name of the op */
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(
+            &sbx__v1__execution_request__descriptor, (unsigned)ops[i].op);
+        assert_non_null(f);
+        assert_string_equal(f->name, ops[i].name);
+    }
+}
+
+static void test_request_copy_is_deep_and_equal(void **state)
+{
+    (void)state;
+    sbx_request *req = build_run_command();
+    sbx_request *copy = sbx_request_copy(req);
+    assert_non_null(copy);
+    assert_ptr_not_equal(copy, req);
+    assert_ptr_not_equal(copy->run_command, req->run_command);
+    assert_ptr_not_equal(copy->task_id, req->task_id);
+    assert_string_equal(copy->task_id, req->task_id);
+    assert_int_equal(copy->op_case, SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND);
+    assert_int_equal(copy->run_command->n_argv, 2);
+    assert_string_equal(copy->run_command->argv[1], "héllo 世界");
+    assert_int_equal(copy->run_command->stdin.len, 6);
+    assert_memory_equal(copy->run_command->stdin.data, "in\0put", 6);
+    assert_int_equal(copy->policy->memory_mb, 512);
+
+    /* Changing the original leaves the copy alone. */
+    assert_true(sbx_set_string(&req->run_command->argv[0], "printf"));
+    req->policy->memory_mb = 1;
+    assert_string_equal(copy->run_command->argv[0], "echo");
+    assert_int_equal(copy->policy->memory_mb, 512);
+    sbx_request_free(req);
+
+    /* The copy outlives the original and packs to what a fresh pack of it gives. */
+    size_t len = 0;
+    uint8_t *bytes = sbx_message_pack(&copy->base, &len);
+    assert_non_null(bytes);
+    sbx_request *again = NULL;
+    assert_int_equal(sbx_request_decode(bytes, len, len, &again, NULL), SBX_OK);
+    assert_string_equal(again->run_command->argv[1], "héllo 世界");
+    free(bytes);
+    sbx_request_free(again);
+    sbx_request_free(copy);
+}
+
+/* A ListFiles request followed by fields this contract does not know (varint field 100 and a
+ * length-delimited field 101), as a newer client would send. */
+static const uint8_t request_with_unknown_fields[] = {
+    0x0a, 0x03, 'a',  'b',  'c',           /* task_id = "abc" */
+    0x7a, 0x03, 0x0a, 0x01, '/',           /* list_files { path = "/" } */
+    0xa0, 0x06, 0x2a,                      /* field 100 (varint) = 42 */
+    0xaa, 0x06, 0x04, 'n',  'e', 'w', '!', /* field 101 (bytes) = "new!" */
+};
+
+static void test_request_copy_keeps_unknown_fields(void **state)
+{
+    (void)state;
+    sbx_request *req = NULL;
+    assert_int_equal(sbx_request_decode(request_with_unknown_fields,
+                                        sizeof(request_with_unknown_fields), 1024, &req, NULL),
+                     SBX_OK);
+    assert_int_equal(req->base.n_unknown_fields, 2);
+    sbx_request *copy = sbx_request_copy(req);
+    sbx_request_free(req);
+    assert_non_null(copy);
+    assert_int_equal(copy->base.n_unknown_fields, 2);
+    size_t len = 0;
+    uint8_t *bytes = sbx_message_pack(&copy->base, &len);
+    assert_non_null(bytes);
+    assert_int_equal(len, sizeof(request_with_unknown_fields));
+    assert_memory_equal(bytes, request_with_unknown_fields, len);
+    free(bytes);
+    sbx_request_free(copy);
+}
+
+/* ---- completions -------------------------------------------------------------------------- */
+
+static void test_completion_new_is_succeeded_with_an_empty_result(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_new("task-1");
+    assert_non_null(c);
+    assert_string_equal(c->task_id, "task-1");
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_NONE);
+    assert_non_null(c->result);
+    assert_int_equal(c->result->exit_code, 0);
+    assert_int_equal(c->result->stdout.len, 0);
+    assert_string_equal(c->error, "");
+    assert_string_equal(c->notice, "");
+    sbx_completion_free(c);
+}
+
+static void test_completion_fail_is_failed_with_code_and_text(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_fail("task-2", SBX_E_POLICY,
+                                            "cannot enforce %s on profile '%s'", "cpu", "default");
+    assert_non_null(c);
+    assert_string_equal(c->task_id, "task-2");
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_POLICY);
+    assert_string_equal(c->error, "cannot enforce cpu on profile 'default'");
+    assert_null(c->result);
+    sbx_completion_free(c);
+}
+
+static void test_completion_fail_with_timeout_is_timed_out(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_fail("task-3", SBX_E_TIMEOUT, "deadline of %d ms", 5);
+    assert_non_null(c);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_TIMEOUT);
+    assert_string_equal(c->error, "deadline of 5 ms");
+    sbx_completion_free(c);
+}
+
+static void test_completion_fail_with_ok_reports_internal(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_fail("task-4", SBX_OK, "oops");
+    assert_non_null(c);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_INTERNAL);
+    sbx_completion_free(c);
+}
+
+static void test_completion_fail_cuts_long_text_with_ellipsis(void **state)
+{
+    (void)state;
+    char *big = malloc(3 * SBX_ERROR_MAX);
+    assert_non_null(big);
+    memset(big, 'x', 3 * SBX_ERROR_MAX - 1);
+    big[3 * SBX_ERROR_MAX - 1] = '\0';
+    sbx_completion *c = sbx_completion_fail("t", SBX_E_INTERNAL, "%s", big);
+    assert_non_null(c);
+    size_t n = strlen(c->error);
+    assert_int_equal(n, SBX_ERROR_MAX - 1);
+    assert_string_equal(c->error + n - 3, "...");
+    sbx_completion_free(c);
+    free(big);
+}
+
+static void test_completion_from_error_carries_code_and_message(void **state)
+{
+    (void)state;
+    sbx_error err;
+    sbx_error_set(&err, SBX_E_GONE, "sandbox %s no longer exists", "sbx-1");
+    sbx_completion *c = sbx_completion_from_error("task-5", &err);
+    assert_non_null(c);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_GONE);
+    assert_string_equal(c->error, "sandbox sbx-1 no longer exists");
+    sbx_completion_free(c);
+
+    sbx_error_set(&err, SBX_E_TIMEOUT, "too slow");
+    c = sbx_completion_from_error("task-6", &err);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    sbx_completion_free(c);
+
+    c = sbx_completion_from_error("task-7", NULL);
+    assert_non_null(c);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_INTERNAL);
+    sbx_completion_free(c);
+}
+
+static void test_completion_add_notice_joins_with_semicolons(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_new("t");
+    sbx_completion_add_notice(c, "the sandbox was recreated");
+    assert_string_equal(c->notice, "the sandbox was recreated");
+    sbx_completion_add_notice(c, "stdout cut at %d bytes", 1024);
+    assert_string_equal(c->notice, "the sandbox was recreated; stdout cut at 1024 bytes");
+    sbx_completion_add_notice(c, "idle reset");
+    assert_string_equal(c->notice,
+                        "the sandbox was recreated; stdout cut at 1024 bytes; idle reset");
+    sbx_completion_free(c);
+}
+
+static void test_completion_copy_is_deep_and_lossless(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_new("t");
+    assert_true(sbx_set_bytes(&c->result->stdout, "out", 3));
+    assert_true(sbx_result_set_data(c->result, "container_id", "abc"));
+    sbx_file *f = sbx_file_new();
+    assert_true(sbx_set_string(&f->path, "/w/a"));
+    assert_true(sbx_result_add_file(c->result, f));
+    c->session = sbx_session_handle_new();
+    assert_true(sbx_set_bytes(&c->session->binding, "\x01\x02\x00\x03", 4));
+    sbx_completion_add_notice(c, "n");
+
+    sbx_completion *copy = sbx_completion_copy(c);
+    assert_non_null(copy);
+    assert_ptr_not_equal(copy->result, c->result);
+    size_t a_len = 0, b_len = 0;
+    uint8_t *a = sbx_message_pack(&c->base, &a_len), *b = sbx_message_pack(&copy->base, &b_len);
+    assert_int_equal(a_len, b_len);
+    assert_memory_equal(a, b, a_len);
+    free(a);
+    free(b);
+    sbx_completion_free(c);
+    assert_string_equal(copy->result->files[0]->path, "/w/a");
+    assert_string_equal(copy->result->provider_data[0]->value, "abc");
+    assert_memory_equal(copy->session->binding.data, "\x01\x02\x00\x03", 4);
+    sbx_completion_free(copy);
+}
+
+/* ---- setters and ownership (leaks show under ASan/LSan) ----------------------------------- */
+
+static void test_set_string_replaces_and_null_resets_to_the_shared_empty(void **state)
+{
+    (void)state;
+    sbx_session_handle *s = sbx_session_handle_new();
+    assert_true(sbx_set_string(&s->sandbox_id, "first"));
+    assert_true(sbx_set_string(&s->sandbox_id, "second")); /* "first" is freed */
+    assert_string_equal(s->sandbox_id, "second");
+    assert_true(sbx_set_string(&s->sandbox_id, NULL));
+    assert_ptr_equal(s->sandbox_id, protobuf_c_empty_string);
+    assert_true(sbx_set_string(&s->sandbox_id, ""));
+    assert_ptr_equal(s->sandbox_id, protobuf_c_empty_string);
+    assert_true(sbx_set_string(&s->name, "n"));
+    sbx_message_free(&s->base); /* frees "n", never the shared empty string */
+}
+
+static void test_set_bytes_and_append_bytes_own_their_copy(void **state)
+{
+    (void)state;
+    sbx_result *r = sbx_result_new();
+    char src[] = "abc";
+    assert_true(sbx_set_bytes(&r->stdout, src, 3));
+    src[0] = 'z'; /* the field holds its own copy */
+    assert_memory_equal(r->stdout.data, "abc", 3);
+    assert_true(sbx_append_bytes(&r->stdout, "\0de", 3));
+    assert_int_equal(r->stdout.len, 6);
+    assert_memory_equal(r->stdout.data, "abc\0de", 6);
+    assert_true(sbx_append_bytes(&r->stdout, NULL, 0));
+    assert_int_equal(r->stdout.len, 6);
+    assert_true(sbx_set_bytes(&r->stdout, NULL, 0));
+    assert_int_equal(r->stdout.len, 0);
+    assert_null(r->stdout.data);
+    assert_true(sbx_append_bytes(&r->stderr, "err", 3)); /* append onto an empty field */
+    assert_int_equal(r->stderr.len, 3);
+    sbx_message_free(&r->base);
+}
+
+static void test_add_string_appends_copies(void **state)
+{
+    (void)state;
+    sbx_principal *p = sbx_principal_new();
+    char group[] = "admins";
+    assert_true(sbx_add_string(&p->n_groups, &p->groups, group));
+    group[0] = 'X';
+    assert_true(sbx_add_string(&p->n_groups, &p->groups, NULL));
+    assert_true(sbx_add_string(&p->n_groups, &p->groups, "ops"));
+    assert_int_equal(p->n_groups, 3);
+    assert_string_equal(p->groups[0], "admins");
+    assert_string_equal(p->groups[1], "");
+    assert_string_equal(p->groups[2], "ops");
+    sbx_message_free(&p->base);
+}
+
+static void test_result_set_data_adds_and_replaces_keys(void **state)
+{
+    (void)state;
+    sbx_result *r = sbx_result_new();
+    assert_true(sbx_result_set_data(r, "image", "debian:12"));
+    assert_true(sbx_result_set_data(r, "id", "c1"));
+    assert_true(sbx_result_set_data(r, "image", "busybox")); /* replaced, not added */
+    assert_int_equal(r->n_provider_data, 2);
+    assert_string_equal(r->provider_data[0]->key, "image");
+    assert_string_equal(r->provider_data[0]->value, "busybox");
+    assert_string_equal(r->provider_data[1]->value, "c1");
+    assert_true(sbx_result_add_file(r, sbx_file_new()));
+    assert_true(sbx_result_add_file(r, sbx_file_new()));
+    assert_int_equal(r->n_files, 2);
+    sbx_message_free(&r->base);
+}
+
+/* ---- bounded decoding --------------------------------------------------------------------- */
+
+static void test_request_decode_accepts_a_valid_message(void **state)
+{
+    (void)state;
+    sbx_request *req = NULL;
+    sbx_error err;
+    sbx_error_clear(&err);
+    assert_int_equal(sbx_request_decode(request_with_unknown_fields,
+                                        sizeof(request_with_unknown_fields),
+                                        sizeof(request_with_unknown_fields), &req, &err),
+                     SBX_OK);
+    assert_string_equal(req->task_id, "abc");
+    assert_int_equal(req->op_case, SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES);
+    assert_string_equal(req->list_files->path, "/");
+    assert_int_equal(err.code, SBX_OK);
+    sbx_request_free(req);
+}
+
+static void test_request_decode_of_empty_input_is_an_empty_request(void **state)
+{
+    (void)state;
+    sbx_request *req = NULL;
+    assert_int_equal(sbx_request_decode((const uint8_t *)"", 0, 16, &req, NULL), SBX_OK);
+    assert_non_null(req);
+    assert_string_equal(req->task_id, "");
+    sbx_request_free(req);
+}
+
+static void test_request_decode_refuses_input_over_the_limit(void **state)
+{
+    (void)state;
+    sbx_request *req = (sbx_request *)(uintptr_t)1; /* must be reset to NULL */
+    sbx_error err;
+    assert_int_equal(sbx_request_decode(request_with_unknown_fields,
+                                        sizeof(request_with_unknown_fields),
+                                        sizeof(request_with_unknown_fields) - 1, &req, &err),
+                     SBX_E_RESOURCE_EXHAUSTED);
+    assert_null(req);
+    assert_int_equal(err.code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(err.message, "ExecutionRequest of 20 bytes"));
+    assert_non_null(strstr(err.message, "limit of 19 bytes"));
+}
+
+static void test_request_decode_refuses_malformed_bytes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *why;
+        uint8_t bytes[8];
+        size_t len;
+    } bad[] = {
+        {"truncated varint", {0x40, 0x80}, 2},              /* deadline_ms, no end byte */
+        {"length past the end", {0x0a, 0x05, 'a', 'b'}, 4}, /* task_id of 5, 2 given */
+        {"wire type 7", {0x0f, 0x00}, 2},                   /* field 1, wire type 7 */
+        {"field number 0", {0x00, 0x01}, 2},
+        {"submessage past the end", {0x7a, 0x03, 0x0a, 0x05, 'x'}, 5},
+        {"string for a varint field", {0x42, 0x01, 'x'}, 3}, /* deadline_ms as bytes */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        sbx_request *req = NULL;
+        sbx_error err;
+        sbx_status st = sbx_request_decode(bad[i].bytes, bad[i].len, 1024, &req, &err);
+        if (st != SBX_E_INVALID_ARGUMENT)
+            fail_msg("%s: decoded with status %d", bad[i].why, (int)st);
+        assert_null(req);
+        assert_non_null(strstr(err.message, "not a valid sbx.v1 protobuf message"));
+    }
+}
+
+static void test_completion_decode_is_bounded_and_strict(void **state)
+{
+    (void)state;
+    sbx_completion *c = sbx_completion_fail("t", SBX_E_GONE, "gone");
+    size_t len = 0;
+    uint8_t *bytes = sbx_message_pack(&c->base, &len);
+    sbx_completion_free(c);
+
+    sbx_completion *out = NULL;
+    assert_int_equal(sbx_completion_decode(bytes, len, len, &out, NULL), SBX_OK);
+    assert_int_equal(out->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_GONE);
+    sbx_completion_free(out);
+
+    sbx_error err;
+    assert_int_equal(sbx_completion_decode(bytes, len, len - 1, &out, &err),
+                     SBX_E_RESOURCE_EXHAUSTED);
+    assert_null(out);
+    assert_non_null(strstr(err.message, "ExecutionCompletion"));
+
+    assert_int_equal(sbx_completion_decode(bytes, len - 1, len, &out, &err),
+                     SBX_E_INVALID_ARGUMENT); /* cut inside the error text */
+    assert_null(out);
+    free(bytes);
+}
+
+/* ---- sbx_strlist -------------------------------------------------------------------------- */
+
+static void test_strlist_adds_finds_joins_and_clears(void **state)
+{
+    (void)state;
+    sbx_strlist l = {NULL, 0};
+    char *empty = sbx_strlist_join(&l, ", ");
+    assert_string_equal(empty, "");
+    free(empty);
+    assert_false(sbx_strlist_contains(&l, "cpu"));
+
+    assert_true(sbx_strlist_add(&l, "cpu"));
+    char *one = sbx_strlist_join(&l, ", ");
+    assert_string_equal(one, "cpu");
+    free(one);
+    assert_true(sbx_strlist_add(&l, "memory_mb"));
+    assert_true(sbx_strlist_add(&l, "network_egress=allowlist"));
+    assert_true(sbx_strlist_contains(&l, "memory_mb"));
+    assert_false(sbx_strlist_contains(&l, "memory"));
+    char *all = sbx_strlist_join(&l, ", ");
+    assert_string_equal(all, "cpu, memory_mb, network_egress=allowlist");
+    free(all);
+    char *bare = sbx_strlist_join(&l, NULL);
+    assert_string_equal(bare, "cpumemory_mbnetwork_egress=allowlist");
+    free(bare);
+
+    sbx_strlist_clear(&l);
+    assert_int_equal(l.n, 0);
+    assert_null(l.items);
+    sbx_strlist_clear(&l); /* clearing twice is fine */
+}
+
+/* ---- clocks ------------------------------------------------------------------------------- */
+
+static void test_clocks_are_plausible_and_monotonic(void **state)
+{
+    (void)state;
+    assert_true(sbx_now_ms() > INT64_C(1600000000000)); /* after September 2020 */
+    int64_t a = sbx_monotonic_us(), b = sbx_monotonic_us();
+    assert_true(b >= a);
+    int64_t ms = sbx_monotonic_ms();
+    assert_true(ms >= a / 1000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uuid_v4_has_the_canonical_form_and_version_bits),
+        cmocka_unit_test(test_uuid_v4_does_not_repeat),
+        cmocka_unit_test(test_request_new_has_a_fresh_task_id_and_no_op),
+        cmocka_unit_test(test_request_free_and_completion_free_accept_null),
+        cmocka_unit_test(test_request_op_name_names_each_op),
+        cmocka_unit_test(test_request_copy_is_deep_and_equal),
+        cmocka_unit_test(test_request_copy_keeps_unknown_fields),
+        cmocka_unit_test(test_completion_new_is_succeeded_with_an_empty_result),
+        cmocka_unit_test(test_completion_fail_is_failed_with_code_and_text),
+        cmocka_unit_test(test_completion_fail_with_timeout_is_timed_out),
+        cmocka_unit_test(test_completion_fail_with_ok_reports_internal),
+        cmocka_unit_test(test_completion_fail_cuts_long_text_with_ellipsis),
+        cmocka_unit_test(test_completion_from_error_carries_code_and_message),
+        cmocka_unit_test(test_completion_add_notice_joins_with_semicolons),
+        cmocka_unit_test(test_completion_copy_is_deep_and_lossless),
+        cmocka_unit_test(test_set_string_replaces_and_null_resets_to_the_shared_empty),
+        cmocka_unit_test(test_set_bytes_and_append_bytes_own_their_copy),
+        cmocka_unit_test(test_add_string_appends_copies),
+        cmocka_unit_test(test_result_set_data_adds_and_replaces_keys),
+        cmocka_unit_test(test_request_decode_accepts_a_valid_message),
+        cmocka_unit_test(test_request_decode_of_empty_input_is_an_empty_request),
+        cmocka_unit_test(test_request_decode_refuses_input_over_the_limit),
+        cmocka_unit_test(test_request_decode_refuses_malformed_bytes),
+        cmocka_unit_test(test_completion_decode_is_bounded_and_strict),
+        cmocka_unit_test(test_strlist_adds_finds_joins_and_clears),
+        cmocka_unit_test(test_clocks_are_plausible_and_monotonic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
