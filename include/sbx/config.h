@@ -60,6 +60,11 @@ bool sbx_options_get_bool(const sbx_options *o, const char *key);
 size_t sbx_options_get_list(const sbx_options *o, const char *key, const char *const **items);
 /* True when the key was set in the file (not just defaulted). */
 bool sbx_options_is_set(const sbx_options *o, const char *key);
+/* The schema the block was validated against ({NULL}-terminated; NULL when it has none, e.g.
+ * the built-in default before its provider is known). For listing a block's keys. */
+const sbx_option_spec *sbx_options_schema(const sbx_options *o);
+/* "string", "integer", "boolean", "one of", "list of strings", "environment variable name". */
+const char *sbx_option_type_name(sbx_option_type t);
 
 /* ---- profiles ----------------------------------------------------------------------------- */
 

@@ -125,12 +125,27 @@ typedef struct sbx_provider_ops {
     void (*sandbox_close)(sbx_sandbox *sb);
 } sbx_provider_ops;
 
-/* The built-in provider with this name; NULL when unknown. */
+/* The provider with this name (built-in first, then registered); NULL when unknown. */
 const sbx_provider_ops *sbx_provider_lookup(const char *name);
-/* All built-in providers (sorted by name); returns the count. */
+/* All providers: the built-ins (sorted by name) followed by the registered ones in
+ * registration order; returns the count. The list stays valid for the life of the process
+ * (later registrations only append). */
 size_t sbx_provider_builtins(const sbx_provider_ops *const **list);
-/* "docker, e2b, fake, local" -- for error messages. Static storage. */
+/* "docker, e2b, fake, local" -- for error messages. Thread-local storage, valid until the
+ * calling thread calls it again. */
 const char *sbx_provider_names(void);
+
+/* Maximum number of providers (built-in plus registered): a fixed table keeps lookups lock-free
+ * and the list returned by sbx_provider_builtins stable. 64 is ten times the built-in set. */
+#define SBX_MAX_PROVIDERS 64
+
+/* Registers a provider at run time (an embedding program's own provider, a test provider).
+ * ops must stay valid for the life of the process and is never copied. Thread-safe.
+ * SBX_E_INVALID_ARGUMENT: NULL ops, a name that is not [a-z0-9_]{1,32}, no traits;
+ * SBX_E_CONFIG: the name is already taken (built-in or registered);
+ * SBX_E_RESOURCE_EXHAUSTED: SBX_MAX_PROVIDERS reached. There is no unregister: config and
+ * engine keep pointers to ops. */
+sbx_status sbx_provider_register(const sbx_provider_ops *ops, sbx_error *err);
 
 #ifdef __cplusplus
 }

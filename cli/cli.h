@@ -1,0 +1,89 @@
+/* cli.h - what every `sbx` subcommand shares: the exit codes (the one documented table), the
+ * global options (--config, --json, ...) parsed once by main.c, and small helpers to load the
+ * config and report errors the same way everywhere.
+ *
+ * Adding a subcommand: write cli/cmd_<name>.c with `int cmd_<name>(int argc, char **argv)`
+ * (argv[0] is "<name>"; global options are already removed) and its help text
+ * `const char cmd_<name>_help[]`, declare both below, and add one line to the table in
+ * main.c. `sbx <name> --help` then prints the help without calling the command.
+ * The CLI is the top of the data flow: it may print and exit; libsbx never does.
+ */
+#ifndef SBX_CLI_H
+#define SBX_CLI_H
+
+#include <stdbool.h>
+
+#include "sbx/config.h"
+#include "sbx/status.h"
+
+/* Exit codes of every sbx command. Commands that run a program (run, exec, code) exit with the
+ * PROGRAM's status when it ran (128+N when killed by signal N) and use CLI_EXIT_NOT_RUN when
+ * sbx itself could not run it; every other command uses the table. Keep CLI_EXIT_CODES_HELP in
+ * step with the enum: `sbx --help` prints it. */
+enum cli_exit {
+    CLI_EXIT_OK = 0,        /* success */
+    CLI_EXIT_FAILED = 1,    /* the operation failed (provider, broker, transport, internal) */
+    CLI_EXIT_USAGE = 2,     /* bad command line */
+    CLI_EXIT_CONFIG = 3,    /* configuration error (file, profile, unknown provider) */
+    CLI_EXIT_REFUSED = 4,   /* refused: policy, capability, permission, authentication */
+    CLI_EXIT_TIMEOUT = 5,   /* a deadline passed */
+    CLI_EXIT_NOT_FOUND = 6, /* no such session, or its sandbox is gone */
+    CLI_EXIT_NOT_RUN = 125, /* run/exec/code: sbx could not run the program (details on stderr) */
+};
+
+#define CLI_EXIT_CODES_HELP                                                                     \
+    "Exit codes:\n"                                                                             \
+    "  0    success\n"                                                                          \
+    "  1    the operation failed (provider, broker, transport, internal error)\n"              \
+    "  2    usage error (bad command line)\n"                                                   \
+    "  3    configuration error (the message names file:line:column)\n"                        \
+    "  4    refused by policy, capability, permission or authentication\n"                     \
+    "  5    a deadline passed\n"                                                                \
+    "  6    no such session, or its sandbox is gone\n"                                          \
+    "  125  run/exec/code: sbx could not run the program (otherwise they exit with the\n"      \
+    "       program's own status, 128+N when it was killed by signal N)\n"
+
+/* Global options, valid before or after the subcommand name (up to a `--`). */
+typedef struct cli_globals {
+    const char *config_path; /* --config FILE; NULL: $SBX_CONFIG, else the built-in default */
+    bool json;               /* --json: machine-readable output on stdout */
+} cli_globals;
+
+extern cli_globals cli_global;
+
+#define CLI_GLOBAL_OPTIONS_HELP                                                                 \
+    "Global options (before or after the command):\n"                                          \
+    "  --config FILE   use this config file (default: $SBX_CONFIG, else the built-in\n"        \
+    "                  default: one `local` profile named `default`, network denied)\n"        \
+    "  --json          machine-readable output (JSON on stdout)\n"                              \
+    "  -h, --help      help (`sbx COMMAND --help` for a command)\n"
+
+/* Removes the global options from argv (stopping at `--`), filling cli_global. Returns the new
+ * argc, or -1 after printing a usage error. */
+int cli_parse_globals(int argc, char **argv);
+
+/* The exit code for a status (see the table). */
+int cli_exit_code(sbx_status st);
+
+/* Loads the config named by `file` (if not NULL), else --config, else $SBX_CONFIG, else the
+ * built-in default. */
+sbx_status cli_load_config(const char *file, sbx_config **out, sbx_error *err);
+
+/* Prints "sbx: <what>: <message>" to stderr (as {"error":...} on stdout too with --json) and
+ * returns the exit code for err->code. */
+int cli_report_error(const char *what, const sbx_error *err);
+
+/* Prints "sbx <cmd>: <message>" and a pointer to `sbx <cmd> --help`; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True for "-h" or "--help". */
+bool cli_is_help(const char *arg);
+
+/* ---- subcommands (one file each: cli/cmd_<name>.c) ------------------------------------ */
+
+int cmd_version(int argc, char **argv);
+extern const char cmd_version_help[];
+int cmd_config(int argc, char **argv);
+extern const char cmd_config_help[];
+
+#endif

@@ -1,0 +1,80 @@
+/* main.c - the `sbx` command: parses the global options and dispatches to one subcommand from
+ * the table below (one file each, cli/cmd_<name>.c). Adding a command is one line here plus
+ * its declaration in cli.h. main.c must not hold any command's logic.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the command name */
+    const char *summary;               /* one line for `sbx --help` */
+    const char *help;                  /* full text for `sbx NAME --help` */
+} cli_command;
+
+static const cli_command commands[] = {
+    {"config", cmd_config, "check the configuration and print the resolved profiles",
+     cmd_config_help},
+    {"version", cmd_version, "print the version and the providers built in", cmd_version_help},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "sbx - run code and commands inside sandboxes, for AI agents\n\n"
+                 "Usage: sbx [GLOBAL OPTIONS] COMMAND [ARGS...]\n\nCommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n%s\n%s", CLI_GLOBAL_OPTIONS_HELP, CLI_EXIT_CODES_HELP);
+}
+
+/* True when --help/-h appears among the command's own arguments (before any `--`). */
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (cli_is_help(argv[i]))
+            return true;
+    }
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    int n = cli_parse_globals(argc - 1, argv + 1);
+    if (n < 0)
+        return CLI_EXIT_USAGE;
+    char **args = argv + 1;
+    if (n == 0) {
+        print_usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (cli_is_help(args[0]) || strcmp(args[0], "help") == 0) {
+        if (n > 1)
+            for (size_t i = 0; i < N_COMMANDS; i++)
+                if (strcmp(commands[i].name, args[1]) == 0) {
+                    fputs(commands[i].help, stdout);
+                    return CLI_EXIT_OK;
+                }
+        print_usage(stdout);
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (strcmp(commands[i].name, args[0]) != 0)
+            continue;
+        if (wants_help(n, args)) {
+            fputs(commands[i].help, stdout);
+            return CLI_EXIT_OK;
+        }
+        return commands[i].run(n, args);
+    }
+    fprintf(stderr, "sbx: unknown command '%s'; the commands are:", args[0]);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(stderr, " %s", commands[i].name);
+    fprintf(stderr, " (see sbx --help)\n");
+    return CLI_EXIT_USAGE;
+}

@@ -1,0 +1,1362 @@
+/* config.c - the sbx configuration (include/sbx/config.h, DESIGN §10): interprets the tree that
+ * config_yaml.c parsed, key by key, against the documented schema, applies every default, and
+ * checks what only makes sense together (the environment matrix of DESIGN §5, TLS and auth of
+ * a non-loopback worker, the default profile).
+ *
+ * Every error names file:line:column, the dotted key path, what was wrong and what is accepted;
+ * on error nothing is returned (no half-loaded config). Secrets only ever appear as the NAME of
+ * an environment variable (`*_env` keys); a key that looks like an inline secret is refused.
+ * This file must not open sandboxes, sockets or the secret file, nor create files or
+ * directories: it only reads the config file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/config_internal.h"
+#include "sbx/config.h"
+#include "sbx/provider.h"
+
+/* ---- limits and defaults (each a named constant with its reason) ----------------------- */
+
+/* Most profiles in one file: each opens a provider instance; 256 is far past any real fleet. */
+#define CONFIG_MAX_PROFILES 256
+/* Most worker callers: each is compared on every request; 256 is plenty for service accounts. */
+#define CONFIG_MAX_CALLERS 256
+/* Longest profile name: it appears in session handles, labels and bindings. */
+#define CONFIG_PROFILE_NAME_MAX 64
+/* Longest node name: a DNS name. */
+#define CONFIG_NODE_NAME_MAX 253
+
+#define DEFAULT_PROFILE_NAME "default"
+#define DEFAULT_PROVIDER "local"
+#define DEFAULT_IDLE_TIMEOUT_S 1800          /* 30 minutes: a conversation's pause, not a day */
+#define MAX_IDLE_TIMEOUT_S (30 * 24 * 3600)  /* 30 days: longer is "never" -- use 0 for that */
+/* The policy defaults of DESIGN §10: no network, one core, 512 MiB, 256 processes, 2 minutes. */
+#define DEFAULT_POLICY_CPU 1.0
+#define DEFAULT_POLICY_MEMORY_MB 512
+#define DEFAULT_POLICY_PIDS 256
+#define DEFAULT_POLICY_TIMEOUT_MS 120000
+#define MAX_POLICY_CPU 1024.0                /* cores; beyond any single host */
+#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
+#define MAX_POLICY_PIDS 4194304              /* the kernel's PID_MAX_LIMIT */
+#define MAX_POLICY_DISK_MB (1LL << 30)       /* 1 PiB */
+#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* a week: longer is a service, not a call */
+#define MAX_POLICY_OUTPUT_BYTES (1LL << 34)  /* 16 GiB per stream */
+
+#define DEFAULT_BROKER_FLAVOR "thread"
+#define DEFAULT_BROKER_THREADS 16
+#define MAX_BROKER_THREADS 1024              /* executor threads; more only thrash */
+#define DEFAULT_BROKER_QUEUE_DEPTH 1024
+#define MAX_BROKER_QUEUE_DEPTH (1 << 20)
+#define DEFAULT_BROKER_WAIT_MS 60000
+#define MAX_BROKER_WAIT_MS (24LL * 3600 * 1000)
+#define DEFAULT_BROKER_LRU 1024              /* DESIGN §6 */
+#define MAX_BROKER_LRU (1 << 20)
+#define DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define MAX_CONNECT_TIMEOUT_MS 600000
+
+#define DEFAULT_WORKER_LISTEN "127.0.0.1:7443"
+#define DEFAULT_WORKER_MAX_MESSAGE (16 * 1024 * 1024) /* 16 MiB: DESIGN §10 */
+#define MIN_WORKER_MAX_MESSAGE 1024                   /* below this no request fits */
+#define MAX_WORKER_MAX_MESSAGE (1024 * 1024 * 1024)   /* 1 GiB: gRPC's own practical ceiling */
+#define DEFAULT_WORKER_DRAIN_MS 30000
+#define MAX_WORKER_DRAIN_MS 3600000
+
+/* Provider type names that are part of sbx even when this build lacks one: a block named after
+ * one of them inside a profile of another type is a misplaced block, not an unknown key. */
+static const char *const known_provider_names[] = {"local", "docker", "e2b", "daytona",
+                                                   "ec2_ssm", "fake", NULL};
+
+/* Accepted keys, per level (also the list printed when a key is unknown). */
+static const char *const root_keys[] = {"sandbox", NULL};
+static const char *const sandbox_keys[] = {"default_profile", "secret_file", "node", "runtime_dir",
+                                           "broker", "worker", "profiles", NULL};
+static const char *const broker_keys[] = {"flavor", "threads", "queue_depth", "wait_timeout_ms",
+                                          "lru_size", "remote", NULL};
+static const char *const remote_keys[] = {"endpoint", "ca_file", "cert_file", "key_file",
+                                          "token_env", "connect_timeout_ms", NULL};
+static const char *const worker_keys[] = {"listen", "tls", "auth", "max_message_bytes",
+                                          "drain_timeout_ms", "record", NULL};
+static const char *const tls_keys[] = {"cert_file", "key_file", "client_ca_file", NULL};
+static const char *const auth_keys[] = {"callers", NULL};
+static const char *const caller_keys[] = {"name", "token_env", "cert_subject", "subjects", NULL};
+static const char *const identity_keys[] = {"mode", NULL};
+static const char *const policy_keys[] = {"network_egress", "network_allow", "fs_read",
+                                          "fs_write", "cpu", "memory_mb", "pids", "disk_mb",
+                                          "timeout_ms", "output_limit_bytes", "lenient", NULL};
+
+static const char *const flavor_choices[] = {"embedded", "thread", "remote", NULL};
+static const char *const scope_choices[] = {"per_call", "per_session", "per_runtime", NULL};
+static const char *const environment_choices[] = {"managed", "attached", NULL};
+static const char *const identity_choices[] = {"agent", "user", NULL};
+static const char *const egress_choices[] = {"deny", "allow", "allowlist", NULL};
+
+/* Key names that would hold a secret inline. Matching keys are refused with a pointer to the
+ * `<key>_env` form, so a pasted API key never sits in a file that gets committed or shared. */
+static const char *const secret_key_names[] = {
+    "api_key", "apikey", "token", "password", "passwd", "secret", "secret_key", "access_key",
+    "access_key_id", "secret_access_key", "aws_secret_access_key", "client_secret",
+    "private_key", "auth_token", "bearer_token", "session_token", "credentials", NULL};
+static const char *const secret_key_suffixes[] = {"_token", "_password", "_secret", "_api_key",
+                                                  "_secret_key", "_access_key", NULL};
+
+/* ---- the loader ------------------------------------------------------------------------ */
+
+typedef struct loader {
+    const char *name;  /* file name for messages */
+    const char *dir;   /* directory relative paths resolve against; NULL: keep as given */
+    sbx_error *err;
+    sbx_config *cfg;
+} loader;
+
+static sbx_status fail(loader *L, const config_node *at, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static sbx_status fail(loader *L, const config_node *at, const char *path, const char *fmt, ...)
+{
+    char what[SBX_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return sbx_error_set(L->err, SBX_E_CONFIG, "%s:%d:%d: %s: %s", L->name, at ? at->line : 1,
+                         at ? at->column : 1, path, what);
+}
+
+static sbx_status oom(loader *L)
+{
+    return sbx_error_set(L->err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", L->name);
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+    for (size_t i = 0; list[i] != NULL; i++)
+        if (strcmp(list[i], s) == 0)
+            return true;
+    return false;
+}
+
+static bool looks_like_secret(const char *key)
+{
+    if (in_list(secret_key_names, key))
+        return true;
+    size_t len = strlen(key);
+    for (size_t i = 0; secret_key_suffixes[i] != NULL; i++) {
+        size_t n = strlen(secret_key_suffixes[i]);
+        if (len > n && strcmp(key + len - n, secret_key_suffixes[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+static sbx_status unknown_key(loader *L, const config_node *key, const char *path,
+                              const char *const *accepted)
+{
+    char list[SBX_ERROR_MAX / 2];
+    config_join(list, sizeof(list), accepted);
+    if (looks_like_secret(key->text))
+        return fail(L, key, path,
+                    "'%s' looks like an inline secret; secrets never go in the config file: put "
+                    "it in an environment variable and name the variable with `%s_env: "
+                    "VARIABLE_NAME` where the provider accepts it (accepted keys here: %s)",
+                    key->text, key->text, list);
+    return fail(L, key, path, "unknown key '%s'; accepted keys here: %s", key->text, list);
+}
+
+static const char *kind_name(const config_node *n)
+{
+    if (config_node_is_null(n))
+        return "nothing (null)";
+    return n->kind == CONFIG_MAP ? "a mapping" : n->kind == CONFIG_SEQ ? "a list" : "a scalar";
+}
+
+/* Builds "parent.key" into buf. */
+static const char *subpath(char *buf, size_t size, const char *parent, const char *key)
+{
+    int n = snprintf(buf, size, "%s.%s", parent, key);
+    if (n < 0 || (size_t)n >= size) /* a path that long is cut; the line:column still point */
+        memcpy(buf + size - 4, "...", 4);
+    return buf;
+}
+
+/* A mapping (or null = empty mapping: returns SBX_OK with *pairs 0). */
+static sbx_status need_map(loader *L, const config_node *v, const char *path, size_t *pairs)
+{
+    if (config_node_is_null(v)) {
+        *pairs = 0;
+        return SBX_OK;
+    }
+    if (v->kind != CONFIG_MAP)
+        return fail(L, v, path, "expected a mapping of keys, got %s", kind_name(v));
+    *pairs = v->n_kids / 2;
+    return SBX_OK;
+}
+
+static sbx_status need_scalar(loader *L, const config_node *v, const char *path,
+                              const char *expected)
+{
+    if (v->kind != CONFIG_SCALAR)
+        return fail(L, v, path, "expected %s, got %s", expected, kind_name(v));
+    if (config_node_is_null(v))
+        return fail(L, v, path, "needs a value: %s", expected);
+    return SBX_OK;
+}
+
+static sbx_status get_string(loader *L, const config_node *v, const char *path, char **out)
+{
+    sbx_status st = need_scalar(L, v, path, "a string");
+    if (st != SBX_OK)
+        return st;
+    char *copy = strdup(v->text);
+    if (copy == NULL)
+        return oom(L);
+    free(*out);
+    *out = copy;
+    return SBX_OK;
+}
+
+static sbx_status get_int(loader *L, const config_node *v, const char *path, int64_t min,
+                          int64_t max, int64_t *out)
+{
+    char expected[128];
+    snprintf(expected, sizeof(expected), "an integer from %lld to %lld", (long long)min,
+             (long long)max);
+    sbx_status st = need_scalar(L, v, path, expected);
+    if (st != SBX_OK)
+        return st;
+    int64_t n;
+    if (!v->plain || !config_parse_int(v->text, &n))
+        return fail(L, v, path, "expected %s, got '%s'", expected, v->text);
+    if (n < min || n > max)
+        return fail(L, v, path, "%lld is out of range; accepted: %lld to %lld", (long long)n,
+                    (long long)min, (long long)max);
+    *out = n;
+    return SBX_OK;
+}
+
+static sbx_status get_bool(loader *L, const config_node *v, const char *path, bool *out)
+{
+    sbx_status st = need_scalar(L, v, path, "true or false");
+    if (st != SBX_OK)
+        return st;
+    if (v->plain && strcmp(v->text, "true") == 0)
+        *out = true;
+    else if (v->plain && strcmp(v->text, "false") == 0)
+        *out = false;
+    else /* yes/no/on/off are YAML 1.1 booleans elsewhere; refuse them rather than guess */
+        return fail(L, v, path, "expected true or false, got '%s'", v->text);
+    return SBX_OK;
+}
+
+static sbx_status get_enum(loader *L, const config_node *v, const char *path,
+                           const char *const *choices, int *out)
+{
+    char list[512];
+    config_join(list, sizeof(list), choices);
+    char expected[600];
+    snprintf(expected, sizeof(expected), "one of: %s", list);
+    sbx_status st = need_scalar(L, v, path, expected);
+    if (st != SBX_OK)
+        return st;
+    for (int i = 0; choices[i] != NULL; i++)
+        if (strcmp(choices[i], v->text) == 0) {
+            *out = i;
+            return SBX_OK;
+        }
+    return fail(L, v, path, "'%s' is not accepted; accepted: %s", v->text, list);
+}
+
+static sbx_status get_env_name(loader *L, const config_node *v, const char *path, char **out)
+{
+    sbx_status st = need_scalar(L, v, path, "the name of an environment variable");
+    if (st != SBX_OK)
+        return st;
+    if (!config_env_name_ok(v->text))
+        return fail(L, v, path,
+                    "'%.32s%s' is not an environment variable name; name the variable that holds "
+                    "the secret (letters, digits, '_'; e.g. SBX_TOKEN), never the secret itself",
+                    v->text, v->len > 32 ? "..." : "");
+    return get_string(L, v, path, out);
+}
+
+/* A file path; relative paths resolve against the config file's directory. */
+static sbx_status get_path(loader *L, const config_node *v, const char *path, char **out)
+{
+    sbx_status st = need_scalar(L, v, path, "a file path");
+    if (st != SBX_OK)
+        return st;
+    if (v->text[0] == '/' || L->dir == NULL)
+        return get_string(L, v, path, out);
+    size_t n = strlen(L->dir) + 1 + v->len + 1;
+    if (n > PATH_MAX)
+        return fail(L, v, path, "the path is longer than %d bytes", PATH_MAX);
+    char *joined = malloc(n);
+    if (joined == NULL)
+        return oom(L);
+    snprintf(joined, n, "%s/%s", L->dir, v->text);
+    free(*out);
+    *out = joined;
+    return SBX_OK;
+}
+
+/* A list of strings (null or [] = empty), each passing `check` when given. */
+static sbx_status get_string_list(loader *L, const config_node *v, const char *path,
+                                  bool (*check)(const char *), const char *what, size_t *n,
+                                  char ***items)
+{
+    if (config_node_is_null(v))
+        return SBX_OK;
+    if (v->kind != CONFIG_SEQ)
+        return fail(L, v, path, "expected a list of %s (e.g. [a, b]), got %s", what,
+                    kind_name(v));
+    if (v->n_kids > CONFIG_LIST_MAX)
+        return fail(L, v, path, "more than %d items", CONFIG_LIST_MAX);
+    for (size_t i = 0; i < v->n_kids; i++) {
+        const config_node *item = v->kids[i];
+        sbx_status st = need_scalar(L, item, path, what);
+        if (st != SBX_OK)
+            return st;
+        if (check != NULL && !check(item->text))
+            return fail(L, item, path, "'%s' is not %s", item->text, what);
+        if (!sbx_add_string(n, items, item->text))
+            return oom(L);
+    }
+    return SBX_OK;
+}
+
+static bool absolute_path_ok(const char *s) { return s[0] == '/'; }
+
+/* A network_allow entry: a domain, *.domain, an IPv4/IPv6 address or a CIDR. Checked loosely
+ * here (the provider parses it); only characters that can appear in those forms. */
+static bool network_entry_ok(const char *s)
+{
+    size_t len = strlen(s);
+    if (len == 0 || len > 253)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '*' || c == ':' || c == '/' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+static bool name_ok(const char *s, size_t max)
+{
+    size_t len = strlen(s);
+    if (len == 0 || len > max)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* ---- host:port and endpoints ------------------------------------------------------------ */
+
+static bool host_is_loopback(const char *host, size_t len)
+{
+    return (len == 9 && strncmp(host, "localhost", 9) == 0) ||
+           (len >= 4 && strncmp(host, "127.", 4) == 0) || (len == 5 && strncmp(host, "[::1]", 5) == 0) ||
+           (len == 3 && strncmp(host, "::1", 3) == 0);
+}
+
+/* Splits "host:port" / "[v6]:port"; false when malformed. */
+static bool split_host_port(const char *s, size_t *host_len, int64_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s)
+        return false;
+    if (s[0] == '[' && colon[-1] != ']')
+        return false;
+    if (!config_parse_int(colon + 1, port) || *port < 0 || *port > 65535)
+        return false;
+    *host_len = (size_t)(colon - s);
+    return true;
+}
+
+static bool listen_is_loopback(const char *listen)
+{
+    size_t host_len;
+    int64_t port;
+    return split_host_port(listen, &host_len, &port) && host_is_loopback(listen, host_len);
+}
+
+/* ---- sections ------------------------------------------------------------------------- */
+
+static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_config *r)
+{
+    const char *path = "sandbox.broker.remote";
+    size_t pairs;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        if (strcmp(k->text, "endpoint") == 0) {
+            st = get_string(L, v, p, &r->endpoint);
+            if (st != SBX_OK)
+                break;
+            const char *hp = NULL;
+            bool tls = strncmp(v->text, "https://", 8) == 0;
+            if (tls)
+                hp = v->text + 8;
+            else if (strncmp(v->text, "http://", 7) == 0)
+                hp = v->text + 7;
+            size_t host_len;
+            int64_t port;
+            char hostport[512];
+            snprintf(hostport, sizeof(hostport), "%s", hp ? hp : "");
+            char *slash = strchr(hostport, '/');
+            if (slash != NULL)
+                *slash = '\0';
+            if (hp == NULL || !split_host_port(hostport, &host_len, &port) || port == 0)
+                st = fail(L, v, p,
+                          "'%s' is not an endpoint; accepted: https://HOST:PORT, or "
+                          "http://127.0.0.1:PORT (plain h2c only to loopback)",
+                          v->text);
+            else if (!tls && !host_is_loopback(hostport, host_len))
+                st = fail(L, v, p,
+                          "'%s' would send requests unencrypted off this host; use https:// "
+                          "(plain http:// is accepted only for 127.0.0.1, ::1 or localhost)",
+                          v->text);
+        } else if (strcmp(k->text, "ca_file") == 0) {
+            st = get_path(L, v, p, &r->ca_file);
+        } else if (strcmp(k->text, "cert_file") == 0) {
+            st = get_path(L, v, p, &r->cert_file);
+        } else if (strcmp(k->text, "key_file") == 0) {
+            st = get_path(L, v, p, &r->key_file);
+        } else if (strcmp(k->text, "token_env") == 0) {
+            st = get_env_name(L, v, p, &r->token_env);
+        } else if (strcmp(k->text, "connect_timeout_ms") == 0) {
+            st = get_int(L, v, p, 1, MAX_CONNECT_TIMEOUT_MS, &r->connect_timeout_ms);
+        } else {
+            st = unknown_key(L, k, path, remote_keys);
+        }
+    }
+    if (st == SBX_OK && (r->cert_file == NULL) != (r->key_file == NULL))
+        st = fail(L, map, path,
+                  "cert_file and key_file go together (client certificate for mTLS); set both "
+                  "or neither");
+    return st;
+}
+
+static sbx_status parse_broker(loader *L, const config_node *map)
+{
+    const char *path = "sandbox.broker";
+    sbx_broker_config *b = &L->cfg->broker;
+    const config_node *flavor_node = NULL;
+    size_t pairs;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        if (strcmp(k->text, "flavor") == 0) {
+            int idx;
+            st = get_enum(L, v, p, flavor_choices, &idx);
+            if (st == SBX_OK)
+                st = get_string(L, v, p, &b->flavor);
+            flavor_node = v;
+        } else if (strcmp(k->text, "threads") == 0) {
+            st = get_int(L, v, p, 1, MAX_BROKER_THREADS, &b->threads);
+        } else if (strcmp(k->text, "queue_depth") == 0) {
+            st = get_int(L, v, p, 1, MAX_BROKER_QUEUE_DEPTH, &b->queue_depth);
+        } else if (strcmp(k->text, "wait_timeout_ms") == 0) {
+            st = get_int(L, v, p, 0, MAX_BROKER_WAIT_MS, &b->wait_timeout_ms);
+        } else if (strcmp(k->text, "lru_size") == 0) {
+            st = get_int(L, v, p, 0, MAX_BROKER_LRU, &b->lru_size);
+        } else if (strcmp(k->text, "remote") == 0) {
+            st = parse_remote(L, v, &b->remote);
+        } else {
+            st = unknown_key(L, k, path, broker_keys);
+        }
+    }
+    if (st == SBX_OK && flavor_node != NULL && strcmp(b->flavor, "remote") == 0 &&
+        b->remote.endpoint == NULL)
+        st = fail(L, flavor_node, "sandbox.broker.flavor",
+                  "flavor remote needs sandbox.broker.remote.endpoint (https://HOST:PORT of a "
+                  "worker or its load balancer)");
+    return st;
+}
+
+static sbx_status parse_caller(loader *L, const config_node *map, const char *path,
+                               sbx_worker_caller *c)
+{
+    size_t pairs;
+    const config_node *subjects_node = NULL, *cert_node = NULL;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        if (strcmp(k->text, "name") == 0) {
+            st = get_string(L, v, p, &c->name);
+        } else if (strcmp(k->text, "token_env") == 0) {
+            st = get_env_name(L, v, p, &c->token_env);
+        } else if (strcmp(k->text, "cert_subject") == 0) {
+            st = get_string(L, v, p, &c->cert_subject);
+            cert_node = v;
+        } else if (strcmp(k->text, "subjects") == 0) {
+            st = get_string_list(L, v, p, NULL, "principal subjects (\"*\" = any)",
+                                 &c->n_subjects, &c->subjects);
+            subjects_node = v;
+        } else {
+            st = unknown_key(L, k, path, caller_keys);
+        }
+    }
+    if (st != SBX_OK)
+        return st;
+    if (c->name == NULL)
+        return fail(L, map, path, "a caller needs `name` (used in logs)");
+    if ((c->token_env == NULL) == (c->cert_subject == NULL))
+        return fail(L, map, path,
+                    "caller '%s' needs exactly one of token_env (a bearer token held in that "
+                    "environment variable) or cert_subject (the CN of its mTLS client "
+                    "certificate)",
+                    c->name);
+    if (c->n_subjects == 0)
+        return fail(L, subjects_node ? subjects_node : map, path,
+                    "caller '%s' needs `subjects`: the principal subjects it may act for, or "
+                    "[\"*\"] for any",
+                    c->name);
+    (void)cert_node;
+    return SBX_OK;
+}
+
+static sbx_status parse_worker(loader *L, const config_node *map)
+{
+    const char *path = "sandbox.worker";
+    sbx_worker_config *w = &L->cfg->worker;
+    const config_node *listen_node = NULL, *tls_node = NULL, *client_ca_node = NULL;
+    const config_node *first_cert_caller = NULL;
+    size_t pairs;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        if (strcmp(k->text, "listen") == 0) {
+            st = get_string(L, v, p, &w->listen);
+            size_t host_len;
+            int64_t port;
+            if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
+                st = fail(L, v, p,
+                          "'%s' is not HOST:PORT; accepted e.g. 127.0.0.1:7443, 0.0.0.0:7443, "
+                          "[::]:7443 (port 0 = any free port)",
+                          v->text);
+            listen_node = v;
+        } else if (strcmp(k->text, "tls") == 0) {
+            size_t n;
+            const char *tpath = "sandbox.worker.tls";
+            tls_node = v;
+            st = need_map(L, v, tpath, &n);
+            for (size_t j = 0; st == SBX_OK && j < n; j++) {
+                const config_node *tk = v->kids[2 * j], *tv = v->kids[2 * j + 1];
+                char tp[256];
+                subpath(tp, sizeof(tp), tpath, tk->text);
+                if (strcmp(tk->text, "cert_file") == 0)
+                    st = get_path(L, tv, tp, &w->tls_cert_file);
+                else if (strcmp(tk->text, "key_file") == 0)
+                    st = get_path(L, tv, tp, &w->tls_key_file);
+                else if (strcmp(tk->text, "client_ca_file") == 0) {
+                    st = get_path(L, tv, tp, &w->tls_client_ca_file);
+                    client_ca_node = tv;
+                } else
+                    st = unknown_key(L, tk, tpath, tls_keys);
+            }
+            if (st == SBX_OK && (w->tls_cert_file == NULL) != (w->tls_key_file == NULL))
+                st = fail(L, v, tpath, "cert_file and key_file go together; set both or neither");
+            if (st == SBX_OK && client_ca_node != NULL && w->tls_cert_file == NULL)
+                st = fail(L, client_ca_node, "sandbox.worker.tls.client_ca_file",
+                          "client certificates (mTLS) need TLS: set cert_file and key_file too");
+        } else if (strcmp(k->text, "auth") == 0) {
+            size_t n;
+            const char *apath = "sandbox.worker.auth";
+            st = need_map(L, v, apath, &n);
+            for (size_t j = 0; st == SBX_OK && j < n; j++) {
+                const config_node *ak = v->kids[2 * j], *av = v->kids[2 * j + 1];
+                if (strcmp(ak->text, "callers") != 0) {
+                    st = unknown_key(L, ak, apath, auth_keys);
+                    break;
+                }
+                if (config_node_is_null(av))
+                    continue;
+                if (av->kind != CONFIG_SEQ) {
+                    st = fail(L, av, "sandbox.worker.auth.callers",
+                              "expected a list of callers ({name, token_env | cert_subject, "
+                              "subjects}), got %s",
+                              kind_name(av));
+                    break;
+                }
+                if (av->n_kids > CONFIG_MAX_CALLERS) {
+                    st = fail(L, av, "sandbox.worker.auth.callers", "more than %d callers",
+                              CONFIG_MAX_CALLERS);
+                    break;
+                }
+                w->callers = calloc(av->n_kids ? av->n_kids : 1, sizeof(*w->callers));
+                if (w->callers == NULL)
+                    return oom(L);
+                for (size_t c = 0; st == SBX_OK && c < av->n_kids; c++) {
+                    char cp[128];
+                    snprintf(cp, sizeof(cp), "sandbox.worker.auth.callers[%zu]", c);
+                    sbx_worker_caller *caller = &w->callers[w->n_callers++];
+                    st = parse_caller(L, av->kids[c], cp, caller);
+                    for (size_t d = 0; st == SBX_OK && d + 1 < w->n_callers; d++)
+                        if (strcmp(w->callers[d].name, caller->name) == 0)
+                            st = fail(L, av->kids[c], cp,
+                                      "a second caller named '%s'; caller names are unique",
+                                      caller->name);
+                    if (st == SBX_OK && caller->cert_subject != NULL && first_cert_caller == NULL)
+                        first_cert_caller = av->kids[c];
+                }
+            }
+        } else if (strcmp(k->text, "max_message_bytes") == 0) {
+            st = get_int(L, v, p, MIN_WORKER_MAX_MESSAGE, MAX_WORKER_MAX_MESSAGE,
+                         &w->max_message_bytes);
+        } else if (strcmp(k->text, "drain_timeout_ms") == 0) {
+            st = get_int(L, v, p, 0, MAX_WORKER_DRAIN_MS, &w->drain_timeout_ms);
+        } else if (strcmp(k->text, "record") == 0) {
+            st = get_path(L, v, p, &w->record);
+        } else {
+            st = unknown_key(L, k, path, worker_keys);
+        }
+    }
+    if (st != SBX_OK)
+        return st;
+    if (first_cert_caller != NULL && w->tls_client_ca_file == NULL)
+        return fail(L, first_cert_caller, "sandbox.worker.auth.callers",
+                    "a cert_subject caller needs sandbox.worker.tls.client_ca_file (the CA that "
+                    "signs client certificates)");
+    /* DESIGN §7: every non-loopback listener requires TLS and an authenticated caller. */
+    if (listen_node != NULL && !listen_is_loopback(w->listen)) {
+        if (w->tls_cert_file == NULL)
+            return fail(L, listen_node, "sandbox.worker.listen",
+                        "listening on '%s' (not loopback) requires TLS: set "
+                        "sandbox.worker.tls.cert_file and key_file",
+                        w->listen);
+        if (w->n_callers == 0)
+            return fail(L, listen_node, "sandbox.worker.listen",
+                        "listening on '%s' (not loopback) requires authenticated callers: set "
+                        "sandbox.worker.auth.callers",
+                        w->listen);
+    }
+    (void)tls_node;
+    return SBX_OK;
+}
+
+static sbx_status parse_policy(loader *L, const config_node *map, const char *path,
+                               sbx_policy *pol)
+{
+    size_t pairs;
+    const config_node *egress_node = NULL, *allow_node = NULL;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        int64_t n = 0;
+        if (strcmp(k->text, "network_egress") == 0) {
+            int idx;
+            st = get_enum(L, v, p, egress_choices, &idx);
+            if (st == SBX_OK)
+                pol->network_egress = idx == 0   ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY
+                                      : idx == 1 ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
+                                                 : SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+            egress_node = v;
+        } else if (strcmp(k->text, "network_allow") == 0) {
+            st = get_string_list(L, v, p, network_entry_ok,
+                                 "a domain, *.domain, IP address or CIDR",
+                                 &pol->n_network_allow, &pol->network_allow);
+            allow_node = v;
+        } else if (strcmp(k->text, "fs_read") == 0) {
+            st = get_string_list(L, v, p, absolute_path_ok, "an absolute path", &pol->n_fs_read,
+                                 &pol->fs_read);
+        } else if (strcmp(k->text, "fs_write") == 0) {
+            st = get_string_list(L, v, p, absolute_path_ok, "an absolute path", &pol->n_fs_write,
+                                 &pol->fs_write);
+        } else if (strcmp(k->text, "cpu") == 0) {
+            const char *expected = "a number of CPU cores from 0 (no limit) to 1024, e.g. 0.5";
+            st = need_scalar(L, v, p, expected);
+            if (st != SBX_OK)
+                break;
+            char *end = NULL;
+            errno = 0;
+            double cores = strtod(v->text, &end);
+            if (!v->plain || errno != 0 || end == v->text || *end != '\0' || !isfinite(cores))
+                st = fail(L, v, p, "expected %s, got '%s'", expected, v->text);
+            else if (cores < 0 || cores > MAX_POLICY_CPU)
+                st = fail(L, v, p, "%s is out of range; accepted: %s", v->text, expected);
+            else
+                pol->cpu = cores;
+        } else if (strcmp(k->text, "memory_mb") == 0) {
+            st = get_int(L, v, p, 0, MAX_POLICY_MEMORY_MB, &n);
+            pol->memory_mb = (uint64_t)n;
+        } else if (strcmp(k->text, "pids") == 0) {
+            st = get_int(L, v, p, 0, MAX_POLICY_PIDS, &n);
+            pol->pids = (uint32_t)n;
+        } else if (strcmp(k->text, "disk_mb") == 0) {
+            st = get_int(L, v, p, 0, MAX_POLICY_DISK_MB, &n);
+            pol->disk_mb = (uint64_t)n;
+        } else if (strcmp(k->text, "timeout_ms") == 0) {
+            st = get_int(L, v, p, 1, MAX_POLICY_TIMEOUT_MS, &n);
+            pol->timeout_ms = (uint64_t)n;
+        } else if (strcmp(k->text, "output_limit_bytes") == 0) {
+            st = get_int(L, v, p, 0, MAX_POLICY_OUTPUT_BYTES, &n);
+            pol->output_limit_bytes = (uint64_t)n;
+        } else if (strcmp(k->text, "lenient") == 0) {
+            bool b = false;
+            st = get_bool(L, v, p, &b);
+            pol->lenient = b;
+        } else {
+            st = unknown_key(L, k, path, policy_keys);
+        }
+    }
+    if (st != SBX_OK)
+        return st;
+    bool allowlist = pol->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+    if (!allowlist && pol->n_network_allow > 0)
+        return fail(L, allow_node, path,
+                    "network_allow is only used with `network_egress: allowlist`; set that, or "
+                    "remove network_allow");
+    if (allowlist && pol->n_network_allow == 0)
+        return fail(L, egress_node, path,
+                    "`network_egress: allowlist` with an empty network_allow allows nothing; list "
+                    "the domains/CIDRs, or use `network_egress: deny`");
+    return SBX_OK;
+}
+
+static sbx_policy *default_policy(void)
+{
+    sbx_policy *pol = sbx_policy_new();
+    if (pol == NULL)
+        return NULL;
+    pol->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    pol->cpu = DEFAULT_POLICY_CPU;
+    pol->memory_mb = DEFAULT_POLICY_MEMORY_MB;
+    pol->pids = DEFAULT_POLICY_PIDS;
+    pol->timeout_ms = DEFAULT_POLICY_TIMEOUT_MS;
+    pol->lenient = false;
+    return pol;
+}
+
+/* Fills a profile with every default; ops may be NULL (options then have no schema). */
+static bool profile_defaults(sbx_profile_config *p, const char *name, const char *type,
+                             const sbx_provider_ops *ops)
+{
+    p->name = strdup(name);
+    p->type = strdup(type);
+    p->scope = SBX_SCOPE_PER_SESSION;
+    p->environment = SBX_ENV_MANAGED;
+    p->idle_timeout_s = DEFAULT_IDLE_TIMEOUT_S;
+    p->identity_mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
+    p->policy = default_policy();
+    p->options = sbx_options_new(ops ? ops->options : NULL);
+    return p->name && p->type && p->policy && p->options;
+}
+
+static void profile_free(sbx_profile_config *p)
+{
+    free(p->name);
+    free(p->type);
+    free(p->attach_to);
+    sbx_message_free((ProtobufCMessage *)p->policy);
+    sbx_options_free(p->options);
+}
+
+/* The provider block: each key through sbx_options_set (the schema decides). */
+static sbx_status parse_provider_block(loader *L, const config_node *map, const char *path,
+                                       sbx_options *o)
+{
+    size_t pairs;
+    sbx_status st = need_map(L, map, path, &pairs);
+    const sbx_option_spec *schema = sbx_options_schema(o);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        const sbx_option_spec *spec = NULL;
+        for (size_t j = 0; schema != NULL && schema[j].key != NULL; j++)
+            if (strcmp(schema[j].key, k->text) == 0)
+                spec = &schema[j];
+        if (spec == NULL) {
+            const char *accepted[128];
+            size_t n = 0;
+            for (size_t j = 0; schema != NULL && schema[j].key != NULL && n + 1 < 128; j++)
+                accepted[n++] = schema[j].key;
+            accepted[n] = NULL;
+            if (n == 0)
+                accepted[0] = "(none: this provider takes no options)", accepted[1] = NULL;
+            st = unknown_key(L, k, path, accepted);
+            break;
+        }
+        sbx_error e;
+        if (spec->type == SBX_OPT_LIST) {
+            if (config_node_is_null(v) || (v->kind == CONFIG_SEQ && v->n_kids == 0)) {
+                config_options_set_empty(o, k->text);
+                continue;
+            }
+            if (v->kind != CONFIG_SEQ) {
+                st = fail(L, v, p, "expected a list of strings (e.g. [a, b]), got %s",
+                          kind_name(v));
+                break;
+            }
+            for (size_t j = 0; st == SBX_OK && j < v->n_kids; j++) {
+                st = need_scalar(L, v->kids[j], p, "a string");
+                if (st == SBX_OK && sbx_options_set(o, k->text, v->kids[j]->text, &e) != SBX_OK)
+                    st = fail(L, v->kids[j], path, "%s", e.message);
+            }
+            continue;
+        }
+        const char *expected = spec->type == SBX_OPT_ENUM ? spec->choices
+                               : spec->type == SBX_OPT_ENV_NAME
+                                   ? "the name of an environment variable"
+                                   : sbx_option_type_name(spec->type);
+        st = need_scalar(L, v, p, expected);
+        if (st != SBX_OK)
+            break;
+        if ((spec->type == SBX_OPT_INT || spec->type == SBX_OPT_BOOL) && !v->plain) {
+            st = fail(L, v, p, "expected %s, got the quoted string \"%s\"",
+                      sbx_option_type_name(spec->type), v->text);
+            break;
+        }
+        if (sbx_options_set(o, k->text, v->text, &e) != SBX_OK)
+            st = fail(L, v, path, "%s", e.message);
+    }
+    return st;
+}
+
+static sbx_status parse_profile(loader *L, const config_node *key, const config_node *map,
+                                sbx_profile_config *p)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "sandbox.profiles.%s", key->text);
+    if (!name_ok(key->text, CONFIG_PROFILE_NAME_MAX))
+        return fail(L, key, "sandbox.profiles",
+                    "'%s' is not a valid profile name; use 1 to %d characters of letters, "
+                    "digits, '.', '-', '_'",
+                    key->text, CONFIG_PROFILE_NAME_MAX);
+    if (map->kind != CONFIG_MAP)
+        return fail(L, config_node_is_null(map) ? key : map, path,
+                    "a profile is a mapping with at least `type` (one of: %s)",
+                    sbx_provider_names());
+    /* `type` first: it decides which provider block is accepted. */
+    const config_node *type_node = NULL;
+    for (size_t i = 0; i < map->n_kids; i += 2)
+        if (strcmp(map->kids[i]->text, "type") == 0)
+            type_node = map->kids[i + 1];
+    if (type_node == NULL)
+        return fail(L, key, path, "profile '%s' has no `type`; accepted: %s", key->text,
+                    sbx_provider_names());
+    char tpath[300];
+    subpath(tpath, sizeof(tpath), path, "type");
+    sbx_status st = need_scalar(L, type_node, tpath, "a provider name");
+    if (st != SBX_OK)
+        return st;
+    const sbx_provider_ops *ops = sbx_provider_lookup(type_node->text);
+    if (ops == NULL)
+        return fail(L, type_node, tpath,
+                    "unknown provider type '%s'; the providers in this build are: %s",
+                    type_node->text, sbx_provider_names());
+    if (!profile_defaults(p, key->text, ops->name, ops))
+        return oom(L);
+    p->line = key->line;
+    p->column = key->column;
+
+    const config_node *env_node = NULL, *attach_key = NULL;
+    for (size_t i = 0; st == SBX_OK && i < map->n_kids; i += 2) {
+        const config_node *k = map->kids[i], *v = map->kids[i + 1];
+        char kp[300];
+        subpath(kp, sizeof(kp), path, k->text);
+        int idx;
+        if (strcmp(k->text, "type") == 0) {
+            continue;
+        } else if (strcmp(k->text, "scope") == 0) {
+            st = get_enum(L, v, kp, scope_choices, &idx);
+            p->scope = (sbx_scope)idx;
+        } else if (strcmp(k->text, "environment") == 0) {
+            st = get_enum(L, v, kp, environment_choices, &idx);
+            p->environment = (sbx_environment)idx;
+            env_node = v;
+        } else if (strcmp(k->text, "attach_to") == 0) {
+            st = get_string(L, v, kp, &p->attach_to);
+            attach_key = k;
+        } else if (strcmp(k->text, "idle_timeout_s") == 0) {
+            st = get_int(L, v, kp, 0, MAX_IDLE_TIMEOUT_S, &p->idle_timeout_s);
+        } else if (strcmp(k->text, "identity") == 0) {
+            size_t n;
+            st = need_map(L, v, kp, &n);
+            for (size_t j = 0; st == SBX_OK && j < n; j++) {
+                const config_node *ik = v->kids[2 * j], *iv = v->kids[2 * j + 1];
+                char ip[320];
+                subpath(ip, sizeof(ip), kp, ik->text);
+                if (strcmp(ik->text, "mode") == 0) {
+                    st = get_enum(L, iv, ip, identity_choices, &idx);
+                    p->identity_mode = idx == 0 ? SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT
+                                                : SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+                } else {
+                    st = unknown_key(L, ik, kp, identity_keys);
+                }
+            }
+        } else if (strcmp(k->text, "policy") == 0) {
+            st = parse_policy(L, v, kp, p->policy);
+        } else if (strcmp(k->text, ops->name) == 0) {
+            st = parse_provider_block(L, v, kp, p->options);
+        } else if (sbx_provider_lookup(k->text) != NULL ||
+                   in_list(known_provider_names, k->text)) {
+            st = fail(L, k, path,
+                      "a '%s' block in a profile of type '%s'; a profile takes only the block "
+                      "of its own provider (`%s:`); move it to a profile with `type: %s`",
+                      k->text, ops->name, ops->name, k->text);
+        } else {
+            const char *accepted[] = {"type", "scope", "environment", "attach_to",
+                                      "idle_timeout_s", "identity", "policy", ops->name, NULL};
+            st = unknown_key(L, k, path, accepted);
+        }
+    }
+    if (st != SBX_OK)
+        return st;
+
+    /* The environment matrix (DESIGN §5), both directions. */
+    bool provisions = (ops->traits & SBX_PROVIDER_PROVISIONS) != 0;
+    bool attaches = (ops->traits & SBX_PROVIDER_ATTACHES) != 0;
+    if (p->environment == SBX_ENV_MANAGED) {
+        if (!provisions)
+            return fail(L, env_node ? env_node : type_node, path,
+                        "profile '%s': provider '%s' cannot create sandboxes, it only attaches "
+                        "to existing ones; set `environment: attached` with `attach_to: <id>`, "
+                        "or use a provider that provisions",
+                        p->name, ops->name);
+        if (attach_key != NULL)
+            return fail(L, attach_key, path,
+                        "profile '%s': attach_to is only used with `environment: attached`; "
+                        "set that, or remove attach_to to let sbx create sandboxes",
+                        p->name);
+    } else {
+        if (!attaches)
+            return fail(L, env_node, path,
+                        "profile '%s': provider '%s' cannot attach to sandboxes it did not "
+                        "create; use `environment: managed` (and remove attach_to)",
+                        p->name, ops->name);
+        if (p->attach_to == NULL || p->attach_to[0] == '\0')
+            return fail(L, env_node, path,
+                        "profile '%s': `environment: attached` needs `attach_to: <the "
+                        "provider's id of the existing sandbox>`",
+                        p->name);
+    }
+    return SBX_OK;
+}
+
+static sbx_status parse_profiles(loader *L, const config_node *map)
+{
+    size_t pairs;
+    sbx_status st = need_map(L, map, "sandbox.profiles", &pairs);
+    if (st != SBX_OK)
+        return st;
+    if (pairs > CONFIG_MAX_PROFILES)
+        return fail(L, map, "sandbox.profiles", "more than %d profiles", CONFIG_MAX_PROFILES);
+    if (pairs == 0)
+        return SBX_OK;
+    L->cfg->profiles = calloc(pairs, sizeof(*L->cfg->profiles));
+    if (L->cfg->profiles == NULL)
+        return oom(L);
+    for (size_t i = 0; i < pairs; i++) {
+        sbx_profile_config *p = &L->cfg->profiles[L->cfg->n_profiles++];
+        st = parse_profile(L, map->kids[2 * i], map->kids[2 * i + 1], p);
+        if (st != SBX_OK)
+            return st;
+    }
+    return SBX_OK;
+}
+
+/* ---- defaults that depend on the host ------------------------------------------------ */
+
+static char *path_join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *s = malloc(n);
+    if (s != NULL)
+        snprintf(s, n, "%s/%s", a, b);
+    return s;
+}
+
+static bool host_defaults(sbx_config *cfg)
+{
+    if (geteuid() == 0) {
+        cfg->secret_file = strdup("/etc/sbx/secret");
+        cfg->runtime_dir = strdup("/run/sbx");
+    } else {
+        const char *xdg = getenv("XDG_CONFIG_HOME");
+        const char *home = getenv("HOME");
+        if (xdg != NULL && xdg[0] == '/')
+            cfg->secret_file = path_join(xdg, "sbx/secret");
+        else if (home != NULL && home[0] == '/')
+            cfg->secret_file = path_join(home, ".config/sbx/secret");
+        else {
+            char buf[64];
+            snprintf(buf, sizeof(buf), "/tmp/sbx-%u/secret", (unsigned)geteuid());
+            cfg->secret_file = strdup(buf);
+        }
+        const char *run = getenv("XDG_RUNTIME_DIR");
+        if (run != NULL && run[0] == '/')
+            cfg->runtime_dir = path_join(run, "sbx");
+        else {
+            char buf[64];
+            snprintf(buf, sizeof(buf), "/tmp/sbx-%u", (unsigned)geteuid());
+            cfg->runtime_dir = strdup(buf);
+        }
+    }
+    char host[256] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    cfg->node = strdup(host);
+    cfg->default_profile = strdup(DEFAULT_PROFILE_NAME);
+    cfg->broker.flavor = strdup(DEFAULT_BROKER_FLAVOR);
+    cfg->broker.threads = DEFAULT_BROKER_THREADS;
+    cfg->broker.queue_depth = DEFAULT_BROKER_QUEUE_DEPTH;
+    cfg->broker.wait_timeout_ms = DEFAULT_BROKER_WAIT_MS;
+    cfg->broker.lru_size = DEFAULT_BROKER_LRU;
+    cfg->broker.remote.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+    cfg->worker.listen = strdup(DEFAULT_WORKER_LISTEN);
+    cfg->worker.max_message_bytes = DEFAULT_WORKER_MAX_MESSAGE;
+    cfg->worker.drain_timeout_ms = DEFAULT_WORKER_DRAIN_MS;
+    return cfg->secret_file && cfg->runtime_dir && cfg->node && cfg->default_profile &&
+           cfg->broker.flavor && cfg->worker.listen;
+}
+
+/* Adds the built-in `local` profile named "default" (ops may be NULL: no registry needed). */
+static bool add_builtin_profile(sbx_config *cfg, const sbx_provider_ops *ops)
+{
+    cfg->profiles = calloc(1, sizeof(*cfg->profiles));
+    if (cfg->profiles == NULL)
+        return false;
+    cfg->n_profiles = 1;
+    return profile_defaults(&cfg->profiles[0], DEFAULT_PROFILE_NAME, DEFAULT_PROVIDER, ops);
+}
+
+/* ---- public API ----------------------------------------------------------------------- */
+
+const char *sbx_scope_name(sbx_scope s)
+{
+    return (unsigned)s < 3 ? scope_choices[s] : "unknown";
+}
+
+const char *sbx_environment_name(sbx_environment e)
+{
+    return (unsigned)e < 2 ? environment_choices[e] : "unknown";
+}
+
+void sbx_config_free(sbx_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    free(cfg->path);
+    free(cfg->default_profile);
+    free(cfg->secret_file);
+    free(cfg->node);
+    free(cfg->runtime_dir);
+    free(cfg->broker.flavor);
+    free(cfg->broker.remote.endpoint);
+    free(cfg->broker.remote.ca_file);
+    free(cfg->broker.remote.cert_file);
+    free(cfg->broker.remote.key_file);
+    free(cfg->broker.remote.token_env);
+    free(cfg->worker.listen);
+    free(cfg->worker.tls_cert_file);
+    free(cfg->worker.tls_key_file);
+    free(cfg->worker.tls_client_ca_file);
+    for (size_t i = 0; i < cfg->worker.n_callers; i++) {
+        sbx_worker_caller *c = &cfg->worker.callers[i];
+        free(c->name);
+        free(c->token_env);
+        free(c->cert_subject);
+        for (size_t j = 0; j < c->n_subjects; j++)
+            free(c->subjects[j]);
+        free(c->subjects);
+    }
+    free(cfg->worker.callers);
+    free(cfg->worker.record);
+    for (size_t i = 0; i < cfg->n_profiles; i++)
+        profile_free(&cfg->profiles[i]);
+    free(cfg->profiles);
+    free(cfg);
+}
+
+const sbx_profile_config *sbx_config_profile(const sbx_config *cfg, const char *name)
+{
+    if (cfg == NULL)
+        return NULL;
+    if (name == NULL || name[0] == '\0')
+        name = cfg->default_profile;
+    for (size_t i = 0; name != NULL && i < cfg->n_profiles; i++)
+        if (strcmp(cfg->profiles[i].name, name) == 0)
+            return &cfg->profiles[i];
+    return NULL;
+}
+
+sbx_status sbx_config_default(sbx_config **out, sbx_error *err)
+{
+    if (out == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_config_default: out is NULL");
+    *out = NULL;
+    sbx_config *cfg = calloc(1, sizeof(*cfg));
+    if (cfg == NULL || !host_defaults(cfg) || !add_builtin_profile(cfg, NULL)) {
+        sbx_config_free(cfg);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "built-in config: out of memory");
+    }
+    *out = cfg;
+    return SBX_OK;
+}
+
+static sbx_status parse_sandbox(loader *L, const config_node *map)
+{
+    const char *path = "sandbox";
+    size_t pairs;
+    const config_node *default_node = NULL;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        if (strcmp(k->text, "default_profile") == 0) {
+            st = get_string(L, v, p, &L->cfg->default_profile);
+            default_node = v;
+        } else if (strcmp(k->text, "secret_file") == 0) {
+            st = get_path(L, v, p, &L->cfg->secret_file);
+        } else if (strcmp(k->text, "runtime_dir") == 0) {
+            st = get_path(L, v, p, &L->cfg->runtime_dir);
+        } else if (strcmp(k->text, "node") == 0) {
+            st = get_string(L, v, p, &L->cfg->node);
+            if (st == SBX_OK && !name_ok(v->text, CONFIG_NODE_NAME_MAX))
+                st = fail(L, v, p,
+                          "'%s' is not a node name; use a host name (letters, digits, '.', '-', "
+                          "'_', at most %d)",
+                          v->text, CONFIG_NODE_NAME_MAX);
+        } else if (strcmp(k->text, "broker") == 0) {
+            st = parse_broker(L, v);
+        } else if (strcmp(k->text, "worker") == 0) {
+            st = parse_worker(L, v);
+        } else if (strcmp(k->text, "profiles") == 0) {
+            st = parse_profiles(L, v);
+        } else {
+            st = unknown_key(L, k, path, sandbox_keys);
+        }
+    }
+    if (st != SBX_OK)
+        return st;
+    sbx_config *cfg = L->cfg;
+    if (cfg->n_profiles == 0) {
+        /* No profiles in the file: the built-in default profile applies. */
+        free(cfg->profiles);
+        cfg->profiles = NULL;
+        if (!add_builtin_profile(cfg, sbx_provider_lookup(DEFAULT_PROVIDER)))
+            return oom(L);
+    }
+    if (sbx_config_profile(cfg, NULL) == NULL) {
+        char names[SBX_ERROR_MAX / 2] = "";
+        size_t off = 0;
+        for (size_t i = 0; i < cfg->n_profiles && off + 1 < sizeof(names); i++) {
+            int w = snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
+                             cfg->profiles[i].name);
+            if (w < 0)
+                break;
+            off += (size_t)w;
+        }
+        if (default_node != NULL)
+            return fail(L, default_node, "sandbox.default_profile",
+                        "no profile named '%s'; the profiles are: %s", cfg->default_profile,
+                        names);
+        if (cfg->n_profiles == 1) { /* one profile and no default_profile: it is the default */
+            char *only = strdup(cfg->profiles[0].name);
+            if (only == NULL)
+                return oom(L);
+            free(cfg->default_profile);
+            cfg->default_profile = only;
+            return SBX_OK;
+        }
+        return fail(L, map, "sandbox.default_profile",
+                    "no profile is named 'default'; set default_profile to one of: %s", names);
+    }
+    return SBX_OK;
+}
+
+static sbx_status load_tree(loader *L, const config_node *root)
+{
+    if (root == NULL || config_node_is_null(root))
+        return parse_sandbox(L, NULL);
+    size_t pairs;
+    sbx_status st = need_map(L, root, "(top level)", &pairs);
+    if (st != SBX_OK)
+        return st;
+    const config_node *sandbox = NULL;
+    for (size_t i = 0; i < pairs; i++) {
+        if (strcmp(root->kids[2 * i]->text, "sandbox") != 0)
+            return unknown_key(L, root->kids[2 * i], "(top level)", root_keys);
+        sandbox = root->kids[2 * i + 1];
+    }
+    return parse_sandbox(L, sandbox);
+}
+
+static sbx_status load_buffer(const char *yaml, size_t len, const char *name, const char *dir,
+                              sbx_config **out, sbx_error *err)
+{
+    config_node *root = NULL;
+    sbx_status st = config_yaml_parse(yaml, len, name, &root, err);
+    if (st != SBX_OK)
+        return st;
+    sbx_config *cfg = calloc(1, sizeof(*cfg));
+    if (cfg == NULL || !host_defaults(cfg)) {
+        sbx_config_free(cfg);
+        config_node_free(root);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", name);
+    }
+    loader L = {.name = name, .dir = dir, .err = err, .cfg = cfg};
+    /* Parse "null" sandbox (an empty document) through the same path as a real one. */
+    st = load_tree(&L, root);
+    config_node_free(root);
+    if (st != SBX_OK) {
+        sbx_config_free(cfg);
+        return st;
+    }
+    *out = cfg;
+    return SBX_OK;
+}
+
+sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name,
+                                  sbx_config **out, sbx_error *err)
+{
+    if (out == NULL || (yaml == NULL && len > 0))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_config_load_string: NULL argument");
+    *out = NULL;
+    return load_buffer(yaml ? yaml : "", len, name ? name : "(string)", NULL, out, err);
+}
+
+/* Reads at most CONFIG_MAX_BYTES + 1 bytes, so an endless or huge file is refused, not read. */
+static sbx_status read_bounded(const char *path, const char *source, char **buf, size_t *len,
+                               sbx_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return sbx_error_set(err, SBX_E_CONFIG,
+                                 "%s: the config file does not exist (named by %s); create it "
+                                 "(see examples/) or name an existing file",
+                                 path, source);
+        return sbx_error_set(err, SBX_E_CONFIG, "%s: cannot open the config file (named by %s): %s",
+                             path, source, strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "%s: is a directory, not a config file (named by %s)", path, source);
+    }
+    char *data = malloc(CONFIG_MAX_BYTES + 1);
+    if (data == NULL) {
+        close(fd);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", path);
+    }
+    size_t got = 0;
+    while (got < CONFIG_MAX_BYTES + 1) {
+        ssize_t n = read(fd, data + got, CONFIG_MAX_BYTES + 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            free(data);
+            return sbx_error_set(err, SBX_E_CONFIG, "%s: cannot read the config file: %s", path,
+                                 strerror(e));
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got > CONFIG_MAX_BYTES) {
+        free(data);
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "%s:1:1: the file is larger than %d bytes; config files are "
+                             "limited to that",
+                             path, CONFIG_MAX_BYTES);
+    }
+    *buf = data;
+    *len = got;
+    return SBX_OK;
+}
+
+sbx_status sbx_config_load(const char *path, sbx_config **out, sbx_error *err)
+{
+    if (out == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_config_load: out is NULL");
+    *out = NULL;
+    const char *source = "the caller";
+    if (path == NULL) {
+        const char *env = getenv("SBX_CONFIG");
+        if (env == NULL || env[0] == '\0') {
+            /* No file: the built-in default, with the local provider's option defaults when
+             * that provider is built in. */
+            sbx_status st = sbx_config_default(out, err);
+            if (st != SBX_OK)
+                return st;
+            const sbx_provider_ops *local = sbx_provider_lookup(DEFAULT_PROVIDER);
+            if (local != NULL && local->options != NULL) {
+                sbx_options *o = sbx_options_new(local->options);
+                if (o == NULL) {
+                    sbx_config_free(*out);
+                    *out = NULL;
+                    return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+                }
+                sbx_options_free((*out)->profiles[0].options);
+                (*out)->profiles[0].options = o;
+            }
+            return SBX_OK;
+        }
+        path = env;
+        source = "$SBX_CONFIG";
+    }
+    if (path[0] == '\0')
+        return sbx_error_set(err, SBX_E_CONFIG, "an empty config file name (from %s)", source);
+    char *buf = NULL;
+    size_t len = 0;
+    sbx_status st = read_bounded(path, source, &buf, &len, err);
+    if (st != SBX_OK)
+        return st;
+    char *dir = strdup(path);
+    char *path_copy = strdup(path);
+    if (dir == NULL || path_copy == NULL) {
+        free(buf);
+        free(dir);
+        free(path_copy);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", path);
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, strlen(dir) + 1, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    st = load_buffer(buf, len, path, dir, out, err);
+    free(buf);
+    free(dir);
+    if (st != SBX_OK) {
+        free(path_copy);
+        return st;
+    }
+    (*out)->path = path_copy;
+    return SBX_OK;
+}

@@ -1,0 +1,76 @@
+#!/bin/sh
+# check_cli.sh MODE SBX DIR - drives the built `sbx` binary for the config tests (ctest).
+#   bad-exact: every DIR/*.yaml is refused with exit 3 and "FILE:LINE:COL:" on stderr at the
+#              location its first line names (`# expect: LINE:COL ...`); SBX carries the test
+#              providers, so the intended mistake is the one reported.
+#   bad:       every DIR/*.yaml is refused with exit 3 and some "FILE:LINE:COL:" on stderr
+#              (the plain `sbx`, whatever providers it has built in).
+#   good:      every DIR/*.yaml is accepted (exit 0), in text and in --json (valid JSON).
+#   usage:     --help, version, unknown commands and options, missing files: exit codes.
+# Prints every failure and exits 1 if there was one.
+set -u
+mode=$1 sbx=$2 dir=$3
+fails=0
+out=$(mktemp -d "${TMPDIR:-/tmp}/sbx-config-cli.XXXXXX")
+trap 'rm -rf "$out"' EXIT INT TERM
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_rc WANT CMD... : runs CMD (stdout/stderr to $out/o, $out/e) and checks its exit code.
+expect_rc() {
+  want=$1; shift
+  "$@" >"$out/o" 2>"$out/e"; rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$* -> exit $rc, expected $want"; sed 's/^/    /' "$out/e" | head -5; return 1
+  fi
+  return 0
+}
+
+count=0
+case $mode in
+bad-exact|bad)
+  for f in "$dir"/*.yaml; do
+    count=$((count + 1))
+    expect_rc 3 env -u SBX_CONFIG "$sbx" config check "$f" || continue
+    if [ "$mode" = bad-exact ]; then
+      where=$(head -1 "$f" | sed -n 's/^# expect: \([0-9]*:[0-9]*\) .*/\1/p')
+      grep -qF "$f:$where: " "$out/e" || { fail "$f: stderr lacks $f:$where:"; sed 's/^/    /' "$out/e"; }
+    else
+      grep -qE "^sbx: config error: .*\.yaml:[0-9]+:[0-9]+: " "$out/e" ||
+        { fail "$f: stderr names no file:line:column"; sed 's/^/    /' "$out/e"; }
+    fi
+  done
+  [ "$count" -ge 30 ] || fail "only $count bad files in $dir (at least 30 expected)"
+  ;;
+good)
+  for f in "$dir"/*.yaml; do
+    count=$((count + 1))
+    expect_rc 0 "$sbx" config check "$f" || continue
+    expect_rc 0 "$sbx" --json config check "$f" || continue
+    /usr/bin/python3 -m json.tool <"$out/o" >/dev/null || fail "$f: --json output is not JSON"
+  done
+  [ "$count" -ge 1 ] || fail "no examples in $dir"
+  ;;
+usage)
+  expect_rc 0 "$sbx" --help && { grep -q "^Exit codes:" "$out/o" || fail "--help lacks the exit codes"; }
+  expect_rc 0 "$sbx" version && { grep -q "^sbx [0-9]" "$out/o" || fail "version prints no version"; }
+  expect_rc 0 "$sbx" config --help && { grep -q "sbx config check" "$out/o" || fail "config --help"; }
+  expect_rc 0 "$sbx" config check --help
+  expect_rc 2 "$sbx"
+  expect_rc 2 "$sbx" frobnicate
+  expect_rc 2 "$sbx" config
+  expect_rc 2 "$sbx" config check a.yaml b.yaml
+  expect_rc 2 "$sbx" config check --frob
+  expect_rc 2 "$sbx" --config
+  expect_rc 3 "$sbx" config check "$out/does-not-exist.yaml" &&
+    { grep -q "does not exist" "$out/e" || fail "missing file: message"; }
+  expect_rc 3 env SBX_CONFIG="$out/nope.yaml" "$sbx" config check
+  expect_rc 3 "$sbx" --config "$out/nope.yaml" config check
+  expect_rc 0 env -u SBX_CONFIG "$sbx" config check &&
+    { grep -q "built-in default" "$out/o" || fail "no-file check does not say built-in default"; }
+  expect_rc 0 env -u SBX_CONFIG "$sbx" config check --json &&
+    { /usr/bin/python3 -m json.tool <"$out/o" >/dev/null || fail "--json after the command"; }
+  ;;
+*) echo "usage: check_cli.sh bad-exact|bad|good|usage SBX DIR"; exit 2 ;;
+esac
+[ "$fails" -eq 0 ] && echo "ok: $mode ($count files)"
+[ "$fails" -eq 0 ]

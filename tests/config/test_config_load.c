@@ -1,0 +1,461 @@
+/* test_config_load.c - the config loader's good paths and file handling: the built-in default,
+ * every key parsed into its field, defaults for omitted keys, SBX_CONFIG selection, missing or
+ * oversized files, the node-count bound, relative paths, profile lookup. */
+#include <sys/stat.h>
+
+#include "sbx/provider.h"
+#include "tests/config/config_test_util.h"
+#include "tests/config/test_providers.h"
+
+static void test_config_default_is_one_local_profile_without_network(void **state)
+{
+    (void)state;
+    sbx_config *cfg = NULL;
+    assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
+    assert_null(cfg->path);
+    assert_int_equal(cfg->n_profiles, 1);
+    const sbx_profile_config *p = sbx_config_profile(cfg, NULL);
+    assert_non_null(p);
+    assert_string_equal(p->name, "default");
+    assert_string_equal(p->type, "local");
+    assert_int_equal(p->scope, SBX_SCOPE_PER_SESSION);
+    assert_int_equal(p->environment, SBX_ENV_MANAGED);
+    assert_null(p->attach_to);
+    assert_int_equal(p->idle_timeout_s, 1800);
+    assert_int_equal(p->identity_mode, SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT);
+    assert_int_equal(p->policy->network_egress, SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY);
+    assert_true(p->policy->cpu == 1.0);
+    assert_int_equal(p->policy->memory_mb, 512);
+    assert_int_equal(p->policy->pids, 256);
+    assert_int_equal(p->policy->timeout_ms, 120000);
+    assert_false(p->policy->lenient);
+    assert_non_null(p->options);
+    sbx_config_free(cfg);
+}
+
+static void test_config_default_does_not_consult_the_registry(void **state)
+{
+    (void)state;
+    /* A `local` provider is registered (stand-in or real), yet the default has no schema. */
+    assert_non_null(sbx_provider_lookup("local"));
+    sbx_config *cfg = NULL;
+    assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
+    assert_null(sbx_options_schema(cfg->profiles[0].options));
+    sbx_config_free(cfg);
+}
+
+static void test_config_no_file_and_no_env_is_the_builtin_default(void **state)
+{
+    (void)state;
+    unsetenv("SBX_CONFIG");
+    sbx_config *cfg = NULL;
+    assert_int_equal(sbx_config_load(NULL, &cfg, NULL), SBX_OK);
+    assert_null(cfg->path);
+    assert_string_equal(cfg->profiles[0].type, "local");
+    /* load() (unlike default()) applies the local provider's option defaults when known */
+    assert_ptr_equal(sbx_options_schema(cfg->profiles[0].options),
+                     sbx_provider_lookup("local")->options);
+    sbx_config_free(cfg);
+}
+
+static void test_config_host_defaults_follow_root_or_xdg(void **state)
+{
+    (void)state;
+    sbx_config *cfg = NULL;
+    if (geteuid() == 0) {
+        assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
+        assert_string_equal(cfg->secret_file, "/etc/sbx/secret");
+        assert_string_equal(cfg->runtime_dir, "/run/sbx");
+        sbx_config_free(cfg);
+        return;
+    }
+    setenv("XDG_CONFIG_HOME", "/xdg/cfg", 1);
+    setenv("XDG_RUNTIME_DIR", "/xdg/run", 1);
+    assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
+    assert_string_equal(cfg->secret_file, "/xdg/cfg/sbx/secret");
+    assert_string_equal(cfg->runtime_dir, "/xdg/run/sbx");
+    sbx_config_free(cfg);
+    unsetenv("XDG_RUNTIME_DIR");
+    assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
+    char want[64];
+    snprintf(want, sizeof(want), "/tmp/sbx-%u", (unsigned)geteuid());
+    assert_string_equal(cfg->runtime_dir, want);
+    sbx_config_free(cfg);
+}
+
+static void test_config_node_defaults_to_hostname(void **state)
+{
+    (void)state;
+    char host[256] = "";
+    assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+    sbx_config *cfg = load_ok("sandbox: {}\n");
+    assert_string_equal(cfg->node, host);
+    sbx_config_free(cfg);
+}
+
+static const char every_key[] =
+    "sandbox:\n"
+    "  default_profile: p2\n"
+    "  secret_file: /srv/sbx/secret\n"
+    "  node: node-7\n"
+    "  runtime_dir: /srv/run\n"
+    "  broker:\n"
+    "    flavor: remote\n"
+    "    threads: 3\n"
+    "    queue_depth: 9\n"
+    "    wait_timeout_ms: 1234\n"
+    "    lru_size: 77\n"
+    "    remote:\n"
+    "      endpoint: https://w.example:7443\n"
+    "      ca_file: /ca.pem\n"
+    "      cert_file: /c.pem\n"
+    "      key_file: /c.key\n"
+    "      token_env: MY_TOKEN\n"
+    "      connect_timeout_ms: 999\n"
+    "  worker:\n"
+    "    listen: 0.0.0.0:0\n"
+    "    tls: {cert_file: /s.pem, key_file: /s.key, client_ca_file: /cca.pem}\n"
+    "    auth:\n"
+    "      callers:\n"
+    "        - {name: a, token_env: A_TOKEN, subjects: ['*']}\n"
+    "        - {name: b, cert_subject: b.example, subjects: [u1, u2]}\n"
+    "    max_message_bytes: 4096\n"
+    "    drain_timeout_ms: 5\n"
+    "    record: /rec.bin\n"
+    "  profiles:\n"
+    "    p1:\n"
+    "      type: test_both\n"
+    "      scope: per_call\n"
+    "      environment: attached\n"
+    "      attach_to: box-9\n"
+    "      idle_timeout_s: 0\n"
+    "      identity: {mode: user}\n"
+    "      policy:\n"
+    "        network_egress: allowlist\n"
+    "        network_allow: [pypi.org, '*.example.com', 10.0.0.0/8]\n"
+    "        fs_read: [/data]\n"
+    "        fs_write: [/out, /tmp/x]\n"
+    "        cpu: 0.5\n"
+    "        memory_mb: 64\n"
+    "        pids: 10\n"
+    "        disk_mb: 100\n"
+    "        timeout_ms: 5000\n"
+    "        output_limit_bytes: 65536\n"
+    "        lenient: true\n"
+    "      test_both: {image: alpine, count: 7, flag: true, mode: slow, tags: [x], key_env: K}\n"
+    "    p2:\n"
+    "      type: test_managed\n"
+    "      scope: per_runtime\n";
+
+static void test_config_every_key_is_parsed_into_its_field(void **state)
+{
+    (void)state;
+    sbx_config *cfg = load_ok(every_key);
+    assert_string_equal(cfg->default_profile, "p2");
+    assert_string_equal(cfg->secret_file, "/srv/sbx/secret");
+    assert_string_equal(cfg->node, "node-7");
+    assert_string_equal(cfg->runtime_dir, "/srv/run");
+    assert_string_equal(cfg->broker.flavor, "remote");
+    assert_int_equal(cfg->broker.threads, 3);
+    assert_int_equal(cfg->broker.queue_depth, 9);
+    assert_int_equal(cfg->broker.wait_timeout_ms, 1234);
+    assert_int_equal(cfg->broker.lru_size, 77);
+    assert_string_equal(cfg->broker.remote.endpoint, "https://w.example:7443");
+    assert_string_equal(cfg->broker.remote.ca_file, "/ca.pem");
+    assert_string_equal(cfg->broker.remote.cert_file, "/c.pem");
+    assert_string_equal(cfg->broker.remote.key_file, "/c.key");
+    assert_string_equal(cfg->broker.remote.token_env, "MY_TOKEN");
+    assert_int_equal(cfg->broker.remote.connect_timeout_ms, 999);
+    assert_string_equal(cfg->worker.listen, "0.0.0.0:0");
+    assert_string_equal(cfg->worker.tls_cert_file, "/s.pem");
+    assert_string_equal(cfg->worker.tls_key_file, "/s.key");
+    assert_string_equal(cfg->worker.tls_client_ca_file, "/cca.pem");
+    assert_int_equal(cfg->worker.n_callers, 2);
+    assert_string_equal(cfg->worker.callers[0].name, "a");
+    assert_string_equal(cfg->worker.callers[0].token_env, "A_TOKEN");
+    assert_null(cfg->worker.callers[0].cert_subject);
+    assert_int_equal(cfg->worker.callers[0].n_subjects, 1);
+    assert_string_equal(cfg->worker.callers[0].subjects[0], "*");
+    assert_string_equal(cfg->worker.callers[1].cert_subject, "b.example");
+    assert_int_equal(cfg->worker.callers[1].n_subjects, 2);
+    assert_string_equal(cfg->worker.callers[1].subjects[1], "u2");
+    assert_int_equal(cfg->worker.max_message_bytes, 4096);
+    assert_int_equal(cfg->worker.drain_timeout_ms, 5);
+    assert_string_equal(cfg->worker.record, "/rec.bin");
+
+    assert_int_equal(cfg->n_profiles, 2);
+    const sbx_profile_config *p = sbx_config_profile(cfg, "p1");
+    assert_non_null(p);
+    assert_string_equal(p->type, "test_both");
+    assert_int_equal(p->scope, SBX_SCOPE_PER_CALL);
+    assert_int_equal(p->environment, SBX_ENV_ATTACHED);
+    assert_string_equal(p->attach_to, "box-9");
+    assert_int_equal(p->idle_timeout_s, 0);
+    assert_int_equal(p->identity_mode, SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER);
+    const sbx_policy *pol = p->policy;
+    assert_int_equal(pol->network_egress, SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST);
+    assert_int_equal(pol->n_network_allow, 3);
+    assert_string_equal(pol->network_allow[1], "*.example.com");
+    assert_int_equal(pol->n_fs_read, 1);
+    assert_string_equal(pol->fs_read[0], "/data");
+    assert_int_equal(pol->n_fs_write, 2);
+    assert_true(pol->cpu == 0.5);
+    assert_int_equal(pol->memory_mb, 64);
+    assert_int_equal(pol->pids, 10);
+    assert_int_equal(pol->disk_mb, 100);
+    assert_int_equal(pol->timeout_ms, 5000);
+    assert_int_equal(pol->output_limit_bytes, 65536);
+    assert_true(pol->lenient);
+    assert_string_equal(sbx_options_get(p->options, "image"), "alpine");
+    assert_int_equal(sbx_options_get_int(p->options, "count"), 7);
+    assert_true(sbx_options_get_bool(p->options, "flag"));
+    assert_string_equal(sbx_options_get(p->options, "mode"), "slow");
+    assert_string_equal(sbx_options_get(p->options, "key_env"), "K");
+    const char *const *tags;
+    assert_int_equal(sbx_options_get_list(p->options, "tags", &tags), 1);
+    assert_string_equal(tags[0], "x");
+    assert_int_equal(p->line, 30);
+    assert_int_equal(p->column, 5);
+
+    const sbx_profile_config *d = sbx_config_profile(cfg, NULL);
+    assert_non_null(d);
+    assert_string_equal(d->name, "p2");
+    assert_int_equal(d->scope, SBX_SCOPE_PER_RUNTIME);
+    sbx_config_free(cfg);
+}
+
+static void test_config_omitted_keys_take_their_defaults(void **state)
+{
+    (void)state;
+    sbx_config *cfg = load_ok("sandbox:\n  profiles:\n    default: {type: test_managed}\n");
+    assert_string_equal(cfg->default_profile, "default");
+    assert_string_equal(cfg->broker.flavor, "thread");
+    assert_int_equal(cfg->broker.threads, 16);
+    assert_int_equal(cfg->broker.queue_depth, 1024);
+    assert_int_equal(cfg->broker.wait_timeout_ms, 60000);
+    assert_int_equal(cfg->broker.lru_size, 1024);
+    assert_null(cfg->broker.remote.endpoint);
+    assert_int_equal(cfg->broker.remote.connect_timeout_ms, 5000);
+    assert_string_equal(cfg->worker.listen, "127.0.0.1:7443");
+    assert_null(cfg->worker.tls_cert_file);
+    assert_int_equal(cfg->worker.n_callers, 0);
+    assert_int_equal(cfg->worker.max_message_bytes, 16 * 1024 * 1024);
+    assert_int_equal(cfg->worker.drain_timeout_ms, 30000);
+    assert_null(cfg->worker.record);
+    const sbx_profile_config *p = sbx_config_profile(cfg, "default");
+    assert_int_equal(p->scope, SBX_SCOPE_PER_SESSION);
+    assert_int_equal(p->environment, SBX_ENV_MANAGED);
+    assert_int_equal(p->idle_timeout_s, 1800);
+    assert_int_equal(p->policy->network_egress, SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY);
+    assert_int_equal(p->policy->timeout_ms, 120000);
+    /* provider block absent: the schema's defaults */
+    assert_string_equal(sbx_options_get(p->options, "image"), "busybox");
+    assert_false(sbx_options_is_set(p->options, "image"));
+    sbx_config_free(cfg);
+}
+
+static void test_config_empty_document_is_the_builtin_default(void **state)
+{
+    (void)state;
+    sbx_config *cfg = load_ok("# nothing but a comment\n");
+    assert_int_equal(cfg->n_profiles, 1);
+    assert_string_equal(cfg->profiles[0].name, "default");
+    assert_string_equal(cfg->profiles[0].type, "local");
+    sbx_config_free(cfg);
+}
+
+static void test_config_single_profile_is_the_default(void **state)
+{
+    (void)state;
+    sbx_config *cfg = load_ok("sandbox:\n  profiles:\n    only: {type: test_managed}\n");
+    assert_string_equal(cfg->default_profile, "only");
+    assert_string_equal(sbx_config_profile(cfg, "")->name, "only");
+    assert_null(sbx_config_profile(cfg, "other"));
+    sbx_config_free(cfg);
+}
+
+static void test_config_quoted_strings_and_numbers_as_strings(void **state)
+{
+    (void)state;
+    sbx_config *cfg = load_ok("sandbox:\n  node: \"1234\"\n");
+    assert_string_equal(cfg->node, "1234");
+    sbx_config_free(cfg);
+}
+
+static void test_config_missing_file_is_an_error(void **state)
+{
+    (void)state;
+    sbx_config *cfg = (sbx_config *)0x1;
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load("/nonexistent/sbx.yaml", &cfg, &err), SBX_E_CONFIG);
+    assert_null(cfg);
+    assert_non_null(strstr(err.message, "/nonexistent/sbx.yaml"));
+    assert_non_null(strstr(err.message, "does not exist"));
+}
+
+static void test_config_env_selects_the_file(void **state)
+{
+    (void)state;
+    char dir[256], path[300];
+    make_temp_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/c.yaml", dir);
+    const char *text = "sandbox:\n  node: from-env\n";
+    write_file(path, text, strlen(text));
+    setenv("SBX_CONFIG", path, 1);
+    sbx_config *cfg = NULL;
+    assert_int_equal(sbx_config_load(NULL, &cfg, NULL), SBX_OK);
+    assert_string_equal(cfg->node, "from-env");
+    assert_string_equal(cfg->path, path);
+    sbx_config_free(cfg);
+    /* an explicit path wins over the environment */
+    assert_int_equal(sbx_config_load("/nonexistent/x.yaml", &cfg, NULL), SBX_E_CONFIG);
+    unsetenv("SBX_CONFIG");
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_config_env_naming_a_missing_file_is_an_error(void **state)
+{
+    (void)state;
+    setenv("SBX_CONFIG", "/nonexistent/env.yaml", 1);
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load(NULL, &cfg, &err), SBX_E_CONFIG);
+    assert_null(cfg);
+    assert_non_null(strstr(err.message, "$SBX_CONFIG"));
+    unsetenv("SBX_CONFIG");
+}
+
+static void test_config_relative_paths_resolve_against_the_file(void **state)
+{
+    (void)state;
+    char dir[256], path[300], want[400];
+    make_temp_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/c.yaml", dir);
+    const char *text = "sandbox:\n  secret_file: keys/secret\n  worker: {record: /abs/rec}\n";
+    write_file(path, text, strlen(text));
+    sbx_config *cfg = NULL;
+    assert_int_equal(sbx_config_load(path, &cfg, NULL), SBX_OK);
+    snprintf(want, sizeof(want), "%s/keys/secret", dir);
+    assert_string_equal(cfg->secret_file, want);
+    assert_string_equal(cfg->worker.record, "/abs/rec");
+    sbx_config_free(cfg);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_config_oversized_file_is_refused_unread(void **state)
+{
+    (void)state;
+    char dir[256], path[300];
+    make_temp_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/big.yaml", dir);
+    size_t len = 1024 * 1024 + 16;
+    char *text = malloc(len);
+    assert_non_null(text);
+    memset(text, '#', len);
+    write_file(path, text, len);
+    free(text);
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load(path, &cfg, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "larger than"));
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_config_directory_is_refused(void **state)
+{
+    (void)state;
+    char dir[256];
+    make_temp_dir(dir, sizeof(dir));
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load(dir, &cfg, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "directory"));
+    rmdir(dir);
+}
+
+static void test_config_node_count_is_bounded(void **state)
+{
+    (void)state;
+    /* 30000 one-character items: small (60 KB) but more nodes than any config needs */
+    size_t items = 30000;
+    char *text = malloc(items * 2 + 64);
+    assert_non_null(text);
+    size_t off = (size_t)sprintf(text, "sandbox:\n  node: [");
+    for (size_t i = 0; i < items; i++) {
+        text[off++] = 'x';
+        text[off++] = ',';
+    }
+    text[off - 1] = ']';
+    text[off++] = '\n';
+    text[off] = '\0';
+    load_fails(text, "test.yaml:2:", "more than 20000 nodes", NULL);
+    free(text);
+}
+
+static void test_config_string_loader_rejects_null_out(void **state)
+{
+    (void)state;
+    assert_int_equal(sbx_config_load_string("", 0, "x", NULL, NULL), SBX_E_INVALID_ARGUMENT);
+    sbx_config_free(NULL);
+    assert_null(sbx_config_profile(NULL, NULL));
+}
+
+static void test_config_scope_and_environment_names(void **state)
+{
+    (void)state;
+    assert_string_equal(sbx_scope_name(SBX_SCOPE_PER_CALL), "per_call");
+    assert_string_equal(sbx_scope_name(SBX_SCOPE_PER_SESSION), "per_session");
+    assert_string_equal(sbx_scope_name(SBX_SCOPE_PER_RUNTIME), "per_runtime");
+    assert_string_equal(sbx_environment_name(SBX_ENV_MANAGED), "managed");
+    assert_string_equal(sbx_environment_name(SBX_ENV_ATTACHED), "attached");
+}
+
+static void test_config_unknown_key_lists_the_accepted_keys(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  profiles:\n    default:\n      type: test_managed\n      polcy: {}\n",
+               "test.yaml:5:7:", "unknown key 'polcy'",
+               "accepted keys here: type, scope, environment, attach_to, idle_timeout_s, "
+               "identity, policy, test_managed",
+               NULL);
+}
+
+static void test_config_inline_secret_points_to_env_form(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  profiles:\n    default:\n      type: test_managed\n"
+               "      test_managed: {github_token: ghp_x}\n",
+               "test.yaml:5:22:", "inline secret", "github_token_env", NULL);
+}
+
+int main(void)
+{
+    config_test_register_providers();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_default_is_one_local_profile_without_network),
+        cmocka_unit_test(test_config_default_does_not_consult_the_registry),
+        cmocka_unit_test(test_config_no_file_and_no_env_is_the_builtin_default),
+        cmocka_unit_test(test_config_host_defaults_follow_root_or_xdg),
+        cmocka_unit_test(test_config_node_defaults_to_hostname),
+        cmocka_unit_test(test_config_every_key_is_parsed_into_its_field),
+        cmocka_unit_test(test_config_omitted_keys_take_their_defaults),
+        cmocka_unit_test(test_config_empty_document_is_the_builtin_default),
+        cmocka_unit_test(test_config_single_profile_is_the_default),
+        cmocka_unit_test(test_config_quoted_strings_and_numbers_as_strings),
+        cmocka_unit_test(test_config_missing_file_is_an_error),
+        cmocka_unit_test(test_config_env_selects_the_file),
+        cmocka_unit_test(test_config_env_naming_a_missing_file_is_an_error),
+        cmocka_unit_test(test_config_relative_paths_resolve_against_the_file),
+        cmocka_unit_test(test_config_oversized_file_is_refused_unread),
+        cmocka_unit_test(test_config_directory_is_refused),
+        cmocka_unit_test(test_config_node_count_is_bounded),
+        cmocka_unit_test(test_config_string_loader_rejects_null_out),
+        cmocka_unit_test(test_config_scope_and_environment_names),
+        cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
+        cmocka_unit_test(test_config_inline_secret_points_to_env_form),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
