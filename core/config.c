@@ -38,7 +38,7 @@
 #define DEFAULT_PROFILE_NAME "default"
 #define DEFAULT_PROVIDER "local"
 #define DEFAULT_IDLE_TIMEOUT_S 1800          /* 30 minutes: a conversation's pause, not a day */
-#define MAX_IDLE_TIMEOUT_S (30 * 24 * 3600)  /* 30 days: longer is "never" -- use 0 for that */
+#define MAX_IDLE_TIMEOUT_S (30LL * 24 * 3600)  /* 30 days: longer is "never" -- use 0 for that */
 /* The policy defaults of DESIGN §10: no network, one core, 512 MiB, 256 processes, 2 minutes. */
 #define DEFAULT_POLICY_CPU 1.0
 #define DEFAULT_POLICY_MEMORY_MB 512
@@ -64,9 +64,9 @@
 #define MAX_CONNECT_TIMEOUT_MS 600000
 
 #define DEFAULT_WORKER_LISTEN "127.0.0.1:7443"
-#define DEFAULT_WORKER_MAX_MESSAGE (16 * 1024 * 1024) /* 16 MiB: DESIGN §10 */
+#define DEFAULT_WORKER_MAX_MESSAGE (16LL * 1024 * 1024) /* 16 MiB: DESIGN §10 */
 #define MIN_WORKER_MAX_MESSAGE 1024                   /* below this no request fits */
-#define MAX_WORKER_MAX_MESSAGE (1024 * 1024 * 1024)   /* 1 GiB: gRPC's own practical ceiling */
+#define MAX_WORKER_MAX_MESSAGE (1024LL * 1024 * 1024)   /* 1 GiB: gRPC's own practical ceiling */
 #define DEFAULT_WORKER_DRAIN_MS 30000
 #define MAX_WORKER_DRAIN_MS 3600000
 
@@ -190,10 +190,9 @@ static const char *subpath(char *buf, size_t size, const char *parent, const cha
 /* A mapping (or null = empty mapping: returns SBX_OK with *pairs 0). */
 static sbx_status need_map(loader *L, const config_node *v, const char *path, size_t *pairs)
 {
-    if (config_node_is_null(v)) {
-        *pairs = 0;
+    *pairs = 0;
+    if (v == NULL || config_node_is_null(v))
         return SBX_OK;
-    }
     if (v->kind != CONFIG_MAP)
         return fail(L, v, path, "expected a mapping of keys, got %s", kind_name(v));
     *pairs = v->n_kids / 2;
@@ -399,7 +398,7 @@ static bool listen_is_loopback(const char *listen)
 static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_config *r)
 {
     const char *path = "sandbox.broker.remote";
-    size_t pairs;
+    size_t pairs = 0;
     sbx_status st = need_map(L, map, path, &pairs);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
         const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
@@ -458,14 +457,14 @@ static sbx_status parse_broker(loader *L, const config_node *map)
     const char *path = "sandbox.broker";
     sbx_broker_config *b = &L->cfg->broker;
     const config_node *flavor_node = NULL;
-    size_t pairs;
+    size_t pairs = 0;
     sbx_status st = need_map(L, map, path, &pairs);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
         const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
         char p[256];
         subpath(p, sizeof(p), path, k->text);
         if (strcmp(k->text, "flavor") == 0) {
-            int idx;
+            int idx = 0;
             st = get_enum(L, v, p, flavor_choices, &idx);
             if (st == SBX_OK)
                 st = get_string(L, v, p, &b->flavor);
@@ -495,7 +494,7 @@ static sbx_status parse_broker(loader *L, const config_node *map)
 static sbx_status parse_caller(loader *L, const config_node *map, const char *path,
                                sbx_worker_caller *c)
 {
-    size_t pairs;
+    size_t pairs = 0;
     const config_node *subjects_node = NULL, *cert_node = NULL;
     sbx_status st = need_map(L, map, path, &pairs);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
@@ -542,7 +541,7 @@ static sbx_status parse_worker(loader *L, const config_node *map)
     sbx_worker_config *w = &L->cfg->worker;
     const config_node *listen_node = NULL, *tls_node = NULL, *client_ca_node = NULL;
     const config_node *first_cert_caller = NULL;
-    size_t pairs;
+    size_t pairs = 0;
     sbx_status st = need_map(L, map, path, &pairs);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
         const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
@@ -559,7 +558,7 @@ static sbx_status parse_worker(loader *L, const config_node *map)
                           v->text);
             listen_node = v;
         } else if (strcmp(k->text, "tls") == 0) {
-            size_t n;
+            size_t n = 0;
             const char *tpath = "sandbox.worker.tls";
             tls_node = v;
             st = need_map(L, v, tpath, &n);
@@ -583,7 +582,7 @@ static sbx_status parse_worker(loader *L, const config_node *map)
                 st = fail(L, client_ca_node, "sandbox.worker.tls.client_ca_file",
                           "client certificates (mTLS) need TLS: set cert_file and key_file too");
         } else if (strcmp(k->text, "auth") == 0) {
-            size_t n;
+            size_t n = 0;
             const char *apath = "sandbox.worker.auth";
             st = need_map(L, v, apath, &n);
             for (size_t j = 0; st == SBX_OK && j < n; j++) {
@@ -660,7 +659,7 @@ static sbx_status parse_worker(loader *L, const config_node *map)
 static sbx_status parse_policy(loader *L, const config_node *map, const char *path,
                                sbx_policy *pol)
 {
-    size_t pairs;
+    size_t pairs = 0;
     const config_node *egress_node = NULL, *allow_node = NULL;
     sbx_status st = need_map(L, map, path, &pairs);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
@@ -669,7 +668,7 @@ static sbx_status parse_policy(loader *L, const config_node *map, const char *pa
         subpath(p, sizeof(p), path, k->text);
         int64_t n = 0;
         if (strcmp(k->text, "network_egress") == 0) {
-            int idx;
+            int idx = 0;
             st = get_enum(L, v, p, egress_choices, &idx);
             if (st == SBX_OK)
                 pol->network_egress = idx == 0   ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY
@@ -780,7 +779,7 @@ static void profile_free(sbx_profile_config *p)
 static sbx_status parse_provider_block(loader *L, const config_node *map, const char *path,
                                        sbx_options *o)
 {
-    size_t pairs;
+    size_t pairs = 0;
     sbx_status st = need_map(L, map, path, &pairs);
     const sbx_option_spec *schema = sbx_options_schema(o);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
@@ -880,7 +879,7 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
         const config_node *k = map->kids[i], *v = map->kids[i + 1];
         char kp[300];
         subpath(kp, sizeof(kp), path, k->text);
-        int idx;
+        int idx = 0;
         if (strcmp(k->text, "type") == 0) {
             continue;
         } else if (strcmp(k->text, "scope") == 0) {
@@ -896,7 +895,7 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
         } else if (strcmp(k->text, "idle_timeout_s") == 0) {
             st = get_int(L, v, kp, 0, MAX_IDLE_TIMEOUT_S, &p->idle_timeout_s);
         } else if (strcmp(k->text, "identity") == 0) {
-            size_t n;
+            size_t n = 0;
             st = need_map(L, v, kp, &n);
             for (size_t j = 0; st == SBX_OK && j < n; j++) {
                 const config_node *ik = v->kids[2 * j], *iv = v->kids[2 * j + 1];
@@ -961,7 +960,7 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
 
 static sbx_status parse_profiles(loader *L, const config_node *map)
 {
-    size_t pairs;
+    size_t pairs = 0;
     sbx_status st = need_map(L, map, "sandbox.profiles", &pairs);
     if (st != SBX_OK)
         return st;
@@ -1124,7 +1123,7 @@ sbx_status sbx_config_default(sbx_config **out, sbx_error *err)
 static sbx_status parse_sandbox(loader *L, const config_node *map)
 {
     const char *path = "sandbox";
-    size_t pairs;
+    size_t pairs = 0;
     const config_node *default_node = NULL;
     sbx_status st = need_map(L, map, path, &pairs);
     for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
@@ -1197,7 +1196,7 @@ static sbx_status load_tree(loader *L, const config_node *root)
 {
     if (root == NULL || config_node_is_null(root))
         return parse_sandbox(L, NULL);
-    size_t pairs;
+    size_t pairs = 0;
     sbx_status st = need_map(L, root, "(top level)", &pairs);
     if (st != SBX_OK)
         return st;
