@@ -388,8 +388,8 @@ static bool split_host_port(const char *s, size_t *host_len, int64_t *port)
 
 static bool listen_is_loopback(const char *listen)
 {
-    size_t host_len;
-    int64_t port;
+    size_t host_len = 0;
+    int64_t port = 0;
     return split_host_port(listen, &host_len, &port) && host_is_loopback(listen, host_len);
 }
 
@@ -414,16 +414,25 @@ static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_con
                 hp = v->text + 8;
             else if (strncmp(v->text, "http://", 7) == 0)
                 hp = v->text + 7;
-            size_t host_len;
-            int64_t port;
+            size_t host_len = 0;
+            int64_t port = 0;
             char hostport[512];
             snprintf(hostport, sizeof(hostport), "%s", hp ? hp : "");
             char *slash = strchr(hostport, '/');
             if (slash != NULL)
                 *slash = '\0';
-            if (hp == NULL || !split_host_port(hostport, &host_len, &port) || port == 0)
+            /* no port: the scheme's (443 / 80) */
+            bool has_port = strchr(hostport, ':') != NULL && hostport[0] != '[';
+            if (hostport[0] == '[')
+                has_port = strstr(hostport, "]:") != NULL;
+            if (!has_port) {
+                host_len = strlen(hostport);
+                port = tls ? 443 : 80;
+            }
+            if (hp == NULL || hostport[0] == '\0' ||
+                (has_port && (!split_host_port(hostport, &host_len, &port) || port == 0)))
                 st = fail(L, v, p,
-                          "'%s' is not an endpoint; accepted: https://HOST:PORT, or "
+                          "'%s' is not an endpoint; accepted: https://HOST[:PORT], or "
                           "http://127.0.0.1:PORT (plain h2c only to loopback)",
                           v->text);
             else if (!tls && !host_is_loopback(hostport, host_len))
@@ -549,8 +558,8 @@ static sbx_status parse_worker(loader *L, const config_node *map)
         subpath(p, sizeof(p), path, k->text);
         if (strcmp(k->text, "listen") == 0) {
             st = get_string(L, v, p, &w->listen);
-            size_t host_len;
-            int64_t port;
+            size_t host_len = 0;
+            int64_t port = 0;
             if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
                 st = fail(L, v, p,
                           "'%s' is not HOST:PORT; accepted e.g. 127.0.0.1:7443, 0.0.0.0:7443, "

@@ -431,6 +431,65 @@ static void test_config_inline_secret_points_to_env_form(void **state)
                "test.yaml:5:22:", "inline secret", "github_token_env", NULL);
 }
 
+static void remote_endpoint_ok(const char *endpoint)
+{
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "sandbox:\n  broker:\n    remote: {endpoint: '%s'}\n", endpoint);
+    sbx_config *cfg = load_ok(yaml);
+    assert_string_equal(cfg->broker.remote.endpoint, endpoint);
+    sbx_config_free(cfg);
+}
+
+static void remote_endpoint_refused(const char *endpoint, const char *fragment)
+{
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "sandbox:\n  broker:\n    remote: {endpoint: '%s'}\n", endpoint);
+    load_fails(yaml, "test.yaml:3:24:", fragment, NULL);
+}
+
+static void test_config_remote_endpoint_needs_tls_off_loopback(void **state)
+{
+    (void)state;
+    remote_endpoint_ok("https://workers.example:7443");
+    remote_endpoint_ok("https://workers.example");
+    remote_endpoint_ok("https://workers.example/prefix");
+    remote_endpoint_ok("https://[2001:db8::1]:7443");
+    remote_endpoint_ok("http://127.0.0.1:7443");
+    remote_endpoint_ok("http://localhost");
+    remote_endpoint_ok("http://[::1]:80");
+    remote_endpoint_refused("http://workers.example:7443", "unencrypted");
+    remote_endpoint_refused("http://[2001:db8::1]:80", "unencrypted");
+    remote_endpoint_refused("ftp://workers.example", "is not an endpoint");
+    remote_endpoint_refused("https://:7443", "is not an endpoint");
+    remote_endpoint_refused("https://w:0", "is not an endpoint");
+    remote_endpoint_refused("https://w:99999", "is not an endpoint");
+    remote_endpoint_refused("workers.example:7443", "is not an endpoint");
+}
+
+static void test_config_worker_off_loopback_needs_tls_and_callers(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  worker:\n    listen: '[::]:7443'\n"
+               "    tls: {cert_file: /c, key_file: /k}\n",
+               "test.yaml:3:13:", "requires authenticated callers", NULL);
+    load_fails("sandbox:\n  worker:\n    tls: {client_ca_file: /ca}\n", "test.yaml:3:27:",
+               "need TLS", NULL);
+    load_fails("sandbox:\n  worker:\n    tls: {cert_file: /c}\n", "test.yaml:3:10:",
+               "cert_file and key_file go together", NULL);
+    load_fails("sandbox:\n  worker:\n    auth: {callers: [{name: x, cert_subject: cn, "
+               "subjects: [a]}]}\n",
+               "test.yaml:3:22:", "needs sandbox.worker.tls.client_ca_file", NULL);
+    load_fails("sandbox:\n  worker:\n    auth: {callers: [{name: x, token_env: T, "
+               "cert_subject: cn, subjects: [a]}]}\n",
+               "test.yaml:3:22:", "exactly one of token_env", NULL);
+    load_fails("sandbox:\n  worker:\n    auth: {callers: [{name: x, token_env: T, subjects: [a]},"
+               " {name: x, token_env: U, subjects: [b]}]}\n",
+               "a second caller named 'x'", NULL);
+    sbx_config *cfg = load_ok("sandbox:\n  worker:\n    listen: localhost:0\n");
+    assert_string_equal(cfg->worker.listen, "localhost:0");
+    sbx_config_free(cfg);
+}
+
 int main(void)
 {
     config_test_register_providers();
@@ -456,6 +515,8 @@ int main(void)
         cmocka_unit_test(test_config_scope_and_environment_names),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
         cmocka_unit_test(test_config_inline_secret_points_to_env_form),
+        cmocka_unit_test(test_config_remote_endpoint_needs_tls_off_loopback),
+        cmocka_unit_test(test_config_worker_off_loopback_needs_tls_and_callers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -67,8 +67,6 @@ static const sbx_option_spec ec2_ssm_schema[] = {
     {.key = "secret_access_key_env", .type = SBX_OPT_ENV_NAME,
      .default_value = "AWS_SECRET_ACCESS_KEY"},
     {.key = "session_token_env", .type = SBX_OPT_ENV_NAME, .default_value = "AWS_SESSION_TOKEN"},
-    {.key = "role_arn", .type = SBX_OPT_STRING},
-    {.key = "run_as", .type = SBX_OPT_STRING},
     {.key = NULL},
 };
 static const sbx_option_spec fake_schema[] = {{.key = NULL}};
