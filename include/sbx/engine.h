@@ -9,6 +9,7 @@
 #ifndef SBX_ENGINE_H
 #define SBX_ENGINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sbx/config.h"
@@ -44,6 +45,10 @@ sbx_completion *sbx_engine_process(sbx_engine *engine, const sbx_request *req,
  * sbx_message_free. */
 sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **out,
                                sbx_error *err);
+
+/* Session lock objects currently held or waited for (they are freed when unused); for tests
+ * and metrics. */
+size_t sbx_engine_session_locks(sbx_engine *engine);
 
 /* The configuration the engine runs on. */
 const sbx_config *sbx_engine_config(const sbx_engine *engine);

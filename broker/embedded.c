@@ -1,0 +1,116 @@
+/* embedded.c - the embedded broker (DESIGN §6): runs the engine inline in the caller's thread,
+ * always synchronously. It keeps the bounded completion LRU for result()/discard() and dedups
+ * task_ids like every in-process broker (a task_id running in another thread is joined, a done
+ * one returns its stored completion).
+ * This file must not start threads.
+ */
+#include <stdlib.h>
+
+#include "broker/tasks.h"
+#include "sbx/broker.h"
+
+typedef struct embedded {
+    sbx_engine *engine; /* borrowed */
+    bt_store store;
+} embedded;
+
+static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
+                             const sbx_engine_hooks *hooks, sbx_completion **out)
+{
+    (void)wait_ms; /* always synchronous */
+    embedded *e = sbx_broker_impl(b);
+    const char *id = req->task_id != NULL ? req->task_id : "";
+    pthread_mutex_lock(&e->store.mu);
+    bt_task *t = id[0] != '\0' ? bt_find(&e->store, id) : NULL;
+    if (t != NULL) {
+        bt_wait(&e->store, t, SBX_WAIT_FOREVER, out);
+        pthread_mutex_unlock(&e->store.mu);
+        if (*out == NULL)
+            *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
+        return SBX_OK;
+    }
+    t = id[0] != '\0' ? bt_insert(&e->store, id) : NULL;
+    if (t != NULL)
+        t->state = BT_RUNNING;
+    pthread_mutex_unlock(&e->store.mu);
+
+    int64_t started = sbx_now_ms();
+    sbx_completion *c = sbx_engine_process(e->engine, req, hooks);
+    if (c == NULL)
+        c = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory producing a completion");
+    sbx_broker_record(b, req, c, started, sbx_now_ms());
+    if (t == NULL) { /* no task_id (the engine refused it) or no memory: nothing to keep */
+        *out = c;
+        return SBX_OK;
+    }
+    *out = sbx_completion_copy(c);
+    pthread_mutex_lock(&e->store.mu);
+    bt_complete(&e->store, t, c);
+    pthread_mutex_unlock(&e->store.mu);
+    if (*out == NULL)
+        *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
+    return SBX_OK;
+}
+
+static sbx_status emb_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
+                             sbx_completion **out)
+{
+    embedded *e = sbx_broker_impl(b);
+    pthread_mutex_lock(&e->store.mu);
+    bt_task *t = bt_find(&e->store, task_id);
+    sbx_status st = SBX_OK;
+    if (t == NULL || t->discarded)
+        st = SBX_E_INVALID_ARGUMENT;
+    else
+        bt_wait(&e->store, t, wait_ms, out);
+    pthread_mutex_unlock(&e->store.mu);
+    return st;
+}
+
+static void emb_discard(sbx_broker *b, const char *task_id)
+{
+    embedded *e = sbx_broker_impl(b);
+    pthread_mutex_lock(&e->store.mu);
+    bt_discard(&e->store, task_id);
+    pthread_mutex_unlock(&e->store.mu);
+}
+
+static void emb_close(sbx_broker *b)
+{
+    (void)b; /* nothing runs outside the callers' own threads */
+}
+
+static void emb_destroy(sbx_broker *b)
+{
+    embedded *e = sbx_broker_impl(b);
+    bt_store_destroy(&e->store);
+    free(e);
+}
+
+static const sbx_broker_vtable embedded_vtable = {
+    .flavor = "embedded",
+    .submit = emb_submit,
+    .result = emb_result,
+    .discard = emb_discard,
+    .close = emb_close,
+    .destroy = emb_destroy,
+};
+
+sbx_status sbx_broker_open_embedded(sbx_engine *engine, sbx_broker **out, sbx_error *err)
+{
+    *out = NULL;
+    if (engine == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "embedded broker needs an engine");
+    embedded *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening the embedded broker");
+    e->engine = engine;
+    bt_store_init(&e->store, BT_DEFAULT_LRU);
+    *out = sbx_broker_wrap(&embedded_vtable, e);
+    if (*out == NULL) {
+        bt_store_destroy(&e->store);
+        free(e);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening the embedded broker");
+    }
+    return SBX_OK;
+}

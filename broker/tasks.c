@@ -1,0 +1,171 @@
+/* tasks.c - the in-process brokers' task table and completion LRU (see tasks.h). */
+#include "broker/tasks.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sbx/broker.h"
+
+static uint64_t hash_id(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+void bt_store_init(bt_store *s, size_t lru_max)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    s->lru_max = lru_max > 0 ? lru_max : 1;
+}
+
+static void task_free(bt_task *t)
+{
+    pthread_cond_destroy(&t->done);
+    sbx_request_free(t->req_owned);
+    sbx_completion_free(t->completion);
+    free(t);
+}
+
+void bt_store_destroy(bt_store *s)
+{
+    for (size_t b = 0; b < BT_BUCKETS; b++)
+        for (bt_task *t = s->buckets[b], *next; t != NULL; t = next) {
+            next = t->hnext;
+            task_free(t);
+        }
+    pthread_mutex_destroy(&s->mu);
+}
+
+bt_task *bt_find(bt_store *s, const char *task_id)
+{
+    uint64_t h = hash_id(task_id);
+    for (bt_task *t = s->buckets[h & (BT_BUCKETS - 1)]; t != NULL; t = t->hnext)
+        if (t->hash == h && strcmp(t->id, task_id) == 0)
+            return t;
+    return NULL;
+}
+
+bt_task *bt_insert(bt_store *s, const char *task_id)
+{
+    size_t len = strlen(task_id);
+    bt_task *t = calloc(1, sizeof(*t) + len + 1);
+    if (t == NULL)
+        return NULL;
+    memcpy(t->id, task_id, len + 1);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->done, &attr);
+    pthread_condattr_destroy(&attr);
+    t->hash = hash_id(task_id);
+    t->state = BT_QUEUED;
+    t->in_table = true;
+    bt_task **bucket = &s->buckets[t->hash & (BT_BUCKETS - 1)];
+    t->hnext = *bucket;
+    *bucket = t;
+    return t;
+}
+
+static void unlink_table(bt_store *s, bt_task *t)
+{
+    if (!t->in_table)
+        return;
+    bt_task **pp = &s->buckets[t->hash & (BT_BUCKETS - 1)];
+    while (*pp != t)
+        pp = &(*pp)->hnext;
+    *pp = t->hnext;
+    t->hnext = NULL;
+    t->in_table = false;
+}
+
+static void unlink_lru(bt_store *s, bt_task *t)
+{
+    if (t->lru_prev != NULL)
+        t->lru_prev->lru_next = t->lru_next;
+    else if (s->lru_head == t)
+        s->lru_head = t->lru_next;
+    else
+        return; /* not in the LRU */
+    if (t->lru_next != NULL)
+        t->lru_next->lru_prev = t->lru_prev;
+    else
+        s->lru_tail = t->lru_prev;
+    t->lru_prev = t->lru_next = NULL;
+    s->n_done--;
+}
+
+/* Removes t from everything; frees it unless a waiter still holds it (the last one frees). */
+static void drop(bt_store *s, bt_task *t)
+{
+    unlink_table(s, t);
+    unlink_lru(s, t);
+    if (t->refs == 0)
+        task_free(t);
+}
+
+void bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
+{
+    t->completion = c;
+    t->state = BT_DONE;
+    t->hooks = NULL;
+    /* The borrowed request belonged to a submitter that is returning now. */
+    t->req = t->req_owned;
+    pthread_cond_broadcast(&t->done);
+    if (t->discarded) {
+        drop(s, t);
+        return;
+    }
+    t->lru_prev = s->lru_tail;
+    t->lru_next = NULL;
+    if (s->lru_tail != NULL)
+        s->lru_tail->lru_next = t;
+    else
+        s->lru_head = t;
+    s->lru_tail = t;
+    s->n_done++;
+    while (s->n_done > s->lru_max)
+        drop(s, s->lru_head);
+}
+
+void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out)
+{
+    *out = NULL;
+    t->refs++;
+    if (wait_ms == SBX_WAIT_FOREVER) {
+        while (t->state != BT_DONE)
+            pthread_cond_wait(&t->done, &s->mu);
+    } else if (wait_ms > 0 && t->state != BT_DONE) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (t->state != BT_DONE)
+            if (pthread_cond_timedwait(&t->done, &s->mu, &until) == ETIMEDOUT)
+                break;
+    }
+    if (t->state == BT_DONE && t->completion != NULL)
+        *out = sbx_completion_copy(t->completion);
+    t->refs--;
+    if (t->refs == 0 && !t->in_table)
+        task_free(t);
+}
+
+void bt_discard(bt_store *s, const char *task_id)
+{
+    bt_task *t = bt_find(s, task_id);
+    if (t == NULL)
+        return;
+    if (t->state == BT_DONE)
+        drop(s, t);
+    else
+        t->discarded = true;
+}

@@ -1,0 +1,70 @@
+/* tasks.h - the task table the in-process brokers share: one entry per task_id (queued,
+ * running or done), a bounded LRU of done completions for result(), waiting with a timeout,
+ * discard, and task_id dedup (a task_id seen again joins the entry instead of running twice).
+ * Private to broker/.
+ *
+ * Every function here expects the store's mutex to be held by the caller (bt_wait releases it
+ * while sleeping). This module must not run requests: the brokers do.
+ */
+#ifndef SBX_BROKER_TASKS_H
+#define SBX_BROKER_TASKS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sbx/contract.h"
+#include "sbx/engine.h"
+
+/* Hash buckets of the task table: a power of two above the default LRU size (1024) plus a full
+ * default queue (1024), so chains stay short. */
+#define BT_BUCKETS 4096
+
+/* Default completions kept for result() (DESIGN §6). */
+#define BT_DEFAULT_LRU 1024
+
+typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
+
+typedef struct bt_task {
+    struct bt_task *hnext;           /* hash chain */
+    struct bt_task *lru_prev, *lru_next; /* done tasks, oldest first */
+    struct bt_task *qnext;           /* ready queue or session backlog (thread broker) */
+    struct bt_session *session;      /* thread broker: the session it serializes on, or NULL */
+    uint64_t hash;
+    bt_state state;
+    bool in_table;                   /* reachable by task_id */
+    bool discarded;                  /* drop the completion when it arrives */
+    int refs;                        /* waiters holding the entry */
+    pthread_cond_t done;             /* broadcast when state becomes BT_DONE */
+    const sbx_request *req;          /* the request to run (req_owned or the caller's) */
+    sbx_request *req_owned;          /* our copy when the caller may stop waiting */
+    const sbx_engine_hooks *hooks;   /* only when the submitter waits forever */
+    int64_t started_at_ms;
+    sbx_completion *completion;      /* BT_DONE */
+    char id[];
+} bt_task;
+
+typedef struct bt_store {
+    pthread_mutex_t mu;
+    bt_task *buckets[BT_BUCKETS];
+    bt_task *lru_head, *lru_tail;
+    size_t n_done, lru_max;
+} bt_store;
+
+void bt_store_init(bt_store *s, size_t lru_max);
+/* Frees every task (no waiter may remain). */
+void bt_store_destroy(bt_store *s);
+
+bt_task *bt_find(bt_store *s, const char *task_id);
+/* A new BT_QUEUED entry for task_id (not yet present). NULL on ENOMEM. */
+bt_task *bt_insert(bt_store *s, const char *task_id);
+/* Publishes c (ownership taken): BT_DONE, wakes waiters, enters the LRU (evicting the oldest)
+ * or is freed when discarded. */
+void bt_complete(bt_store *s, bt_task *t, sbx_completion *c);
+/* Waits up to wait_ms (SBX_WAIT_FOREVER: no limit) for t; *out = a copy of its completion, or
+ * NULL when still pending. Releases and re-takes s->mu while sleeping. */
+void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out);
+/* Forgets task_id: a done entry is freed; a pending one drops its completion on arrival. */
+void bt_discard(bt_store *s, const char *task_id);
+
+#endif

@@ -1,0 +1,241 @@
+/* binding.c - the deployment secret and the session binding HMAC (see binding.h).
+ *
+ * The secret file is the only key that lets a worker vouch for a session handle, so it is
+ * treated like an ssh private key: opened without following symlinks, refused when another
+ * user could read it, created with O_EXCL so two processes racing to create it cannot both
+ * write (the loser reads the winner's key). It must not log or return the key bytes.
+ */
+#include "core/binding.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+struct sbx_binding_key {
+    EVP_MAC *mac;          /* fetched once: fetching per call costs microseconds */
+    EVP_MAC_CTX *template; /* keyed once; each signature works on a duplicate (read-only use
+                              of the template, so signing is thread-safe without a lock) */
+};
+
+void sbx_binding_key_free(sbx_binding_key *k)
+{
+    if (k == NULL)
+        return;
+    EVP_MAC_CTX_free(k->template);
+    EVP_MAC_free(k->mac);
+    free(k);
+}
+
+sbx_status sbx_binding_key_from_bytes(const uint8_t *key, size_t len, sbx_binding_key **out,
+                                      sbx_error *err)
+{
+    *out = NULL;
+    if (key == NULL || len < SBX_SECRET_MIN_LEN)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "binding secret is %zu bytes; at least %d are needed", len,
+                             SBX_SECRET_MIN_LEN);
+    sbx_binding_key *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory loading the binding secret");
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+        OSSL_PARAM_construct_end(),
+    };
+    k->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    k->template = k->mac != NULL ? EVP_MAC_CTX_new(k->mac) : NULL;
+    if (k->template == NULL || !EVP_MAC_init(k->template, key, len, params)) {
+        sbx_binding_key_free(k);
+        return sbx_error_set(err, SBX_E_INTERNAL,
+                             "OpenSSL has no HMAC-SHA256 (EVP_MAC_fetch failed); check the "
+                             "OpenSSL installation");
+    }
+    *out = k;
+    return SBX_OK;
+}
+
+/* mkdir -p for the secret's directory, new directories 0700 (the secret's neighbours are none
+ * of anyone's business). */
+static sbx_status make_parent_dirs(const char *path, sbx_error *err)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return sbx_error_set(err, SBX_E_CONFIG, "secret_file path '%.200s...' is too long",
+                             path);
+    char *dir = dirname(buf);
+    for (char *p = dir + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return sbx_error_set(err, SBX_E_CONFIG, "cannot create directory '%s' for secret_file: %s",
+                                 dir, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_E_CONFIG, "cannot create directory '%s' for secret_file: %s",
+                             dir, strerror(errno));
+    return SBX_OK;
+}
+
+static sbx_status create_secret(const char *path, sbx_error *err)
+{
+    sbx_status st = make_parent_dirs(path, err);
+    if (st != SBX_OK)
+        return st;
+    uint8_t key[SBX_SECRET_NEW_LEN];
+    if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+        return sbx_error_set(err, SBX_E_INTERNAL, "getrandom failed creating the binding secret");
+    /* Write to a private temp name, then link() into place: link fails with EEXIST if another
+     * process created the secret meanwhile, and no reader ever sees a half-written key. */
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+        return sbx_error_set(err, SBX_E_CONFIG, "secret_file path '%.200s...' is too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sbx_error_set(err, SBX_E_CONFIG, "cannot create secret_file '%s': %s", path,
+                             strerror(errno));
+    bool ok = write(fd, key, sizeof(key)) == (ssize_t)sizeof(key) && fsync(fd) == 0;
+    OPENSSL_cleanse(key, sizeof(key));
+    close(fd);
+    if (!ok) {
+        unlink(tmp);
+        return sbx_error_set(err, SBX_E_CONFIG, "cannot write secret_file '%s': %s", path,
+                             strerror(errno));
+    }
+    int rc = link(tmp, path);
+    int saved = errno;
+    unlink(tmp);
+    if (rc != 0 && saved != EEXIST)
+        return sbx_error_set(err, SBX_E_CONFIG, "cannot create secret_file '%s': %s", path,
+                             strerror(saved));
+    return SBX_OK;
+}
+
+sbx_status sbx_binding_key_load(const char *path, sbx_binding_key **out, sbx_error *err)
+{
+    *out = NULL;
+    if (path == NULL || path[0] == '\0')
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "no secret_file configured; set sandbox.secret_file to a path "
+                             "(created 0600 when absent)");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        sbx_status st = create_secret(path, err);
+        if (st != SBX_OK)
+            return st;
+        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return sbx_error_set(err, errno == ELOOP ? SBX_E_PERMISSION_DENIED : SBX_E_CONFIG,
+                             "cannot open secret_file '%s': %s%s", path, strerror(errno),
+                             errno == ELOOP ? " (symlinks are refused; point secret_file at the "
+                                              "real file)"
+                                            : "");
+    struct stat stt;
+    if (fstat(fd, &stt) != 0) {
+        close(fd);
+        return sbx_error_set(err, SBX_E_CONFIG, "cannot stat secret_file '%s': %s", path,
+                             strerror(errno));
+    }
+    if (!S_ISREG(stt.st_mode)) {
+        close(fd);
+        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                             "secret_file '%s' is not a regular file", path);
+    }
+    if (stt.st_uid != geteuid()) {
+        close(fd);
+        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                             "secret_file '%s' is owned by uid %ld, not by this user (uid %ld); "
+                             "chown it or point secret_file elsewhere",
+                             path, (long)stt.st_uid, (long)geteuid());
+    }
+    if ((stt.st_mode & 077) != 0) {
+        close(fd);
+        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                             "secret_file '%s' has mode %04o: group or others can access it; "
+                             "run `chmod 600 %s`",
+                             path, (unsigned)(stt.st_mode & 07777), path);
+    }
+    uint8_t key[SBX_SECRET_MAX_LEN];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, key + len, sizeof(key) - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof(key))
+            break;
+    }
+    close(fd);
+    sbx_status st;
+    if (len < SBX_SECRET_MIN_LEN)
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "secret_file '%s' holds %zu bytes; at least %d are needed (delete it "
+                           "to have a new one generated)",
+                           path, len, SBX_SECRET_MIN_LEN);
+    else
+        st = sbx_binding_key_from_bytes(key, len, out, err);
+    OPENSSL_cleanse(key, sizeof(key));
+    return st;
+}
+
+static bool mac_field(EVP_MAC_CTX *ctx, const char *s)
+{
+    size_t len = s != NULL ? strlen(s) : 0;
+    char prefix[32];
+    int n = snprintf(prefix, sizeof(prefix), "%zu:", len);
+    return EVP_MAC_update(ctx, (const unsigned char *)prefix, (size_t)n) &&
+           (len == 0 || EVP_MAC_update(ctx, (const unsigned char *)s, len)) &&
+           EVP_MAC_update(ctx, (const unsigned char *)"|", 1);
+}
+
+bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject,
+                      uint8_t out[SBX_BINDING_LEN])
+{
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(k->template);
+    if (ctx == NULL)
+        return false;
+    size_t len = 0;
+    bool ok = mac_field(ctx, h->session_id) && mac_field(ctx, h->profile) &&
+              mac_field(ctx, h->provider) && mac_field(ctx, h->sandbox_id) &&
+              mac_field(ctx, subject) && EVP_MAC_final(ctx, out, &len, SBX_BINDING_LEN) &&
+              len == SBX_BINDING_LEN;
+    EVP_MAC_CTX_free(ctx);
+    return ok;
+}
+
+bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h,
+                        const char *subject)
+{
+    uint8_t want[SBX_BINDING_LEN];
+    if (h->binding.len != SBX_BINDING_LEN || !sbx_binding_sign(k, h, subject, want))
+        return false;
+    return CRYPTO_memcmp(want, h->binding.data, SBX_BINDING_LEN) == 0;
+}
+
+bool sbx_binding_stamp(const sbx_binding_key *k, sbx_session_handle *h, const char *subject)
+{
+    uint8_t mac[SBX_BINDING_LEN];
+    if (!sbx_binding_sign(k, h, subject, mac))
+        return false;
+    if (h->binding.len == SBX_BINDING_LEN) {
+        memcpy(h->binding.data, mac, SBX_BINDING_LEN);
+        return true;
+    }
+    return sbx_set_bytes(&h->binding, mac, SBX_BINDING_LEN);
+}

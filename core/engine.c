@@ -1,0 +1,929 @@
+/* engine.c - the one place that turns an ExecutionRequest into an ExecutionCompletion
+ * (DESIGN §5), in this order: shape, profile, destroy, fail-closed checks, session lock,
+ * acquire (binding, attach, self-heal or create), execute, stamp and sign.
+ *
+ * Every early return produces a completion; nothing here prints or exits. Providers are opened
+ * lazily once per profile and cached; the hot path does no config parsing and no syscalls of
+ * its own beyond the clock reads it needs. This file must not know about brokers or the wire.
+ */
+#include "sbx/engine.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/binding.h"
+#include "core/policy.h"
+
+/* Output kept per stream when the policy sets no output_limit_bytes: a completion must fit in
+ * one gRPC message (16 MiB default max_message_bytes) with both streams and the rest. */
+#define ENGINE_OUTPUT_CAP (6u * 1024u * 1024u)
+
+/* Session-lock hash buckets: a power of two well above the number of sessions running at once
+ * on one worker (threads default 16), so chains stay one or two entries long. */
+#define ENGINE_LOCK_BUCKETS 1024
+
+/* Bounds of request fields, matching proto/sbx/v1/execution.options (the nanopb limits), so a
+ * request the engine accepts can cross every codec. */
+#define REQ_TASK_ID_MAX 64
+#define REQ_PROFILE_MAX 128
+#define REQ_SESSION_ID_MAX 128
+#define REQ_SANDBOX_ID_MAX 256
+#define REQ_SUBJECT_MAX 256
+#define REQ_PATH_MAX 1024
+#define REQ_LANGUAGE_MAX 32
+
+/* One profile's provider, opened on first use. `mu` guards opening; once `opened` is set
+ * (release) state/caps are immutable and read without the lock. */
+typedef struct profile_slot {
+    const sbx_profile_config *profile;
+    const sbx_provider_ops *ops;
+    sbx_provider_ctx ctx;
+    pthread_mutex_t mu;
+    atomic_int opened;
+    void *state;
+    sbx_capabilities *caps;
+} profile_slot;
+
+/* A session's lock. Lives in the engine's table while refs > 0; the last holder frees it, so
+ * idle sessions cost nothing (lock objects are reclaimed when unused). Guarded by locks_mu
+ * except `mu` itself. */
+typedef struct session_lock {
+    struct session_lock *next;
+    uint64_t hash;
+    int refs;
+    pthread_mutex_t mu;
+    char id[];
+} session_lock;
+
+struct sbx_engine {
+    const sbx_config *cfg;      /* borrowed, immutable */
+    sbx_binding_key *key;       /* immutable after new */
+    profile_slot *slots;        /* one per configured profile, same order */
+    size_t n_slots;
+    pthread_mutex_t locks_mu;   /* guards the buckets and every session_lock's refs */
+    session_lock *buckets[ENGINE_LOCK_BUCKETS];
+    char *profile_names;        /* "a, b, c" for CONFIG errors */
+};
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static bool str_set(const char *s)
+{
+    return s != NULL && s[0] != '\0';
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static sbx_session_handle *handle_copy(const sbx_session_handle *src)
+{
+    sbx_session_handle *h = sbx_session_handle_new();
+    if (h == NULL || src == NULL)
+        return h;
+    bool ok = sbx_set_string(&h->session_id, src->session_id) &&
+              sbx_set_string(&h->name, src->name) && sbx_set_string(&h->profile, src->profile) &&
+              sbx_set_string(&h->provider, src->provider) &&
+              sbx_set_string(&h->sandbox_id, src->sandbox_id) &&
+              sbx_set_string(&h->node, src->node) &&
+              sbx_set_bytes(&h->binding, src->binding.data, src->binding.len);
+    h->created_at_ms = src->created_at_ms;
+    h->last_used_at_ms = src->last_used_at_ms;
+    h->status = src->status;
+    if (!ok) {
+        sbx_message_free(&h->base);
+        return NULL;
+    }
+    return h;
+}
+
+static sbx_completion *fail(const sbx_request *req, const sbx_error *err,
+                            const sbx_session_handle *session)
+{
+    const char *task_id = req != NULL && req->task_id != NULL ? req->task_id : "";
+    sbx_completion *c = sbx_completion_from_error(task_id, err);
+    if (c != NULL && session != NULL)
+        c->session = handle_copy(session);
+    return c;
+}
+
+/* Takes ownership of session. */
+static sbx_completion *fail_owned(const sbx_request *req, const sbx_error *err,
+                                  sbx_session_handle *session, sbx_result *partial)
+{
+    const char *task_id = req->task_id != NULL ? req->task_id : "";
+    sbx_completion *c = sbx_completion_from_error(task_id, err);
+    if (c == NULL) {
+        sbx_message_free((ProtobufCMessage *)session);
+        sbx_message_free((ProtobufCMessage *)partial);
+        return NULL;
+    }
+    c->session = session;
+    c->result = partial;
+    return c;
+}
+
+/* ---- engine lifetime ---------------------------------------------------------------------- */
+
+sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *err)
+{
+    *out = NULL;
+    if (cfg == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_engine_new: no configuration");
+    sbx_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory creating the engine");
+    e->cfg = cfg;
+    pthread_mutex_init(&e->locks_mu, NULL);
+    e->n_slots = cfg->n_profiles;
+    e->slots = calloc(e->n_slots > 0 ? e->n_slots : 1, sizeof(*e->slots));
+    size_t names_len = 1;
+    for (size_t i = 0; i < cfg->n_profiles; i++)
+        names_len += strlen(cfg->profiles[i].name) + 2;
+    e->profile_names = calloc(1, names_len);
+    if (e->slots == NULL || e->profile_names == NULL) {
+        sbx_engine_free(e);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory creating the engine");
+    }
+    for (size_t i = 0; i < cfg->n_profiles; i++) {
+        const sbx_profile_config *p = &cfg->profiles[i];
+        profile_slot *s = &e->slots[i];
+        pthread_mutex_init(&s->mu, NULL);
+        s->profile = p;
+        if (i > 0)
+            strcat(e->profile_names, ", ");
+        strcat(e->profile_names, p->name);
+        s->ops = sbx_provider_lookup(p->type);
+        if (s->ops == NULL) {
+            sbx_error_set(err, SBX_E_CONFIG,
+                          "profile '%s': unknown provider type '%s'; built-in providers: %s",
+                          p->name, p->type != NULL ? p->type : "(none)", sbx_provider_names());
+            sbx_engine_free(e);
+            return SBX_E_CONFIG;
+        }
+        s->ctx.profile = p->name;
+        s->ctx.options = p->options;
+        s->ctx.environment = p->environment;
+        s->ctx.attach_to = p->attach_to;
+        s->ctx.node = cfg->node;
+        s->ctx.runtime_dir = cfg->runtime_dir;
+    }
+    sbx_status st = sbx_binding_key_load(cfg->secret_file, &e->key, err);
+    if (st != SBX_OK) {
+        sbx_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return SBX_OK;
+}
+
+void sbx_engine_free(sbx_engine *e)
+{
+    if (e == NULL)
+        return;
+    for (size_t i = 0; e->slots != NULL && i < e->n_slots; i++) {
+        profile_slot *s = &e->slots[i];
+        if (atomic_load(&s->opened) && s->ops->close != NULL)
+            s->ops->close(s->state);
+        sbx_message_free((ProtobufCMessage *)s->caps);
+        pthread_mutex_destroy(&s->mu);
+    }
+    for (size_t b = 0; b < ENGINE_LOCK_BUCKETS; b++)
+        for (session_lock *l = e->buckets[b], *next; l != NULL; l = next) {
+            next = l->next;
+            pthread_mutex_destroy(&l->mu);
+            free(l);
+        }
+    pthread_mutex_destroy(&e->locks_mu);
+    sbx_binding_key_free(e->key);
+    free(e->slots);
+    free(e->profile_names);
+    free(e);
+}
+
+const sbx_config *sbx_engine_config(const sbx_engine *engine)
+{
+    return engine != NULL ? engine->cfg : NULL;
+}
+
+/* ---- profiles and providers --------------------------------------------------------------- */
+
+static profile_slot *find_slot(sbx_engine *e, const char *name)
+{
+    if (!str_set(name))
+        name = e->cfg->default_profile;
+    if (!str_set(name))
+        return e->n_slots == 1 ? &e->slots[0] : NULL;
+    for (size_t i = 0; i < e->n_slots; i++)
+        if (strcmp(e->slots[i].profile->name, name) == 0)
+            return &e->slots[i];
+    return NULL;
+}
+
+/* Opens the slot's provider once. A failed open is retried on the next request (the daemon or
+ * API behind it may come back). */
+static sbx_status slot_open(profile_slot *s, sbx_error *err)
+{
+    if (atomic_load_explicit(&s->opened, memory_order_acquire))
+        return SBX_OK;
+    sbx_status st = SBX_OK;
+    pthread_mutex_lock(&s->mu);
+    if (!atomic_load_explicit(&s->opened, memory_order_relaxed)) {
+        void *state = NULL;
+        st = s->ops->open != NULL ? s->ops->open(&s->ctx, &state, err) : SBX_OK;
+        if (st == SBX_OK) {
+            s->caps = malloc(sizeof(*s->caps));
+            if (s->caps == NULL) {
+                if (s->ops->close != NULL)
+                    s->ops->close(state);
+                st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening a provider");
+            } else {
+                sbx__v1__capabilities__init(s->caps);
+                if (s->ops->capabilities != NULL)
+                    s->ops->capabilities(state, s->caps);
+                s->state = state;
+                atomic_store_explicit(&s->opened, 1, memory_order_release);
+            }
+        } else {
+            sbx_error_prefix(err, "profile '%s' (provider %s): ", s->profile->name, s->ops->name);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+/* ---- session locks ------------------------------------------------------------------------ */
+
+static session_lock *lock_session(sbx_engine *e, const char *id)
+{
+    uint64_t h = hash_str(id);
+    session_lock **bucket = &e->buckets[h & (ENGINE_LOCK_BUCKETS - 1)];
+    pthread_mutex_lock(&e->locks_mu);
+    session_lock *l = *bucket;
+    while (l != NULL && (l->hash != h || strcmp(l->id, id) != 0))
+        l = l->next;
+    if (l == NULL) {
+        size_t len = strlen(id);
+        l = malloc(sizeof(*l) + len + 1);
+        if (l == NULL) {
+            pthread_mutex_unlock(&e->locks_mu);
+            return NULL;
+        }
+        memcpy(l->id, id, len + 1);
+        l->hash = h;
+        l->refs = 0;
+        pthread_mutex_init(&l->mu, NULL);
+        l->next = *bucket;
+        *bucket = l;
+    }
+    l->refs++;
+    pthread_mutex_unlock(&e->locks_mu);
+    pthread_mutex_lock(&l->mu);
+    return l;
+}
+
+static void unlock_session(sbx_engine *e, session_lock *l)
+{
+    if (l == NULL)
+        return;
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_lock(&e->locks_mu);
+    if (--l->refs == 0) {
+        session_lock **pp = &e->buckets[l->hash & (ENGINE_LOCK_BUCKETS - 1)];
+        while (*pp != l)
+            pp = &(*pp)->next;
+        *pp = l->next;
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+    }
+    pthread_mutex_unlock(&e->locks_mu);
+}
+
+size_t sbx_engine_session_locks(sbx_engine *e)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&e->locks_mu);
+    for (size_t b = 0; b < ENGINE_LOCK_BUCKETS; b++)
+        for (session_lock *l = e->buckets[b]; l != NULL; l = l->next)
+            n++;
+    pthread_mutex_unlock(&e->locks_mu);
+    return n;
+}
+
+/* ---- step 1: shape ------------------------------------------------------------------------ */
+
+static sbx_status check_len(const char *what, const char *s, size_t max, sbx_error *err)
+{
+    if (s != NULL && strlen(s) > max)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "%s is longer than %zu bytes", what,
+                             max);
+    return SBX_OK;
+}
+
+static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
+{
+    if (req == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "no request");
+    if (!str_set(req->task_id))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "request has no task_id; set a uuid (sbx_request_new does)");
+    if (check_len("task_id", req->task_id, REQ_TASK_ID_MAX, err) ||
+        check_len("profile", req->profile, REQ_PROFILE_MAX, err))
+        return SBX_E_INVALID_ARGUMENT;
+    if (req->deadline_ms < 0)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "deadline_ms %lld is negative; use unix milliseconds or 0 for none",
+                             (long long)req->deadline_ms);
+    const sbx_session_handle *s = req->session;
+    if (s != NULL) {
+        if (check_len("session.session_id", s->session_id, REQ_SESSION_ID_MAX, err) ||
+            check_len("session.sandbox_id", s->sandbox_id, REQ_SANDBOX_ID_MAX, err))
+            return SBX_E_INVALID_ARGUMENT;
+        if (str_set(s->sandbox_id) && !str_set(s->session_id))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "session has a sandbox_id but no session_id; pass the whole "
+                                 "handle a completion returned");
+        if (s->binding.len != 0 && s->binding.len != SBX_BINDING_LEN)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "session.binding is %zu bytes; a binding is %d bytes",
+                                 s->binding.len, SBX_BINDING_LEN);
+    }
+    if (req->principal != NULL &&
+        check_len("principal.subject", req->principal->subject, REQ_SUBJECT_MAX, err))
+        return SBX_E_INVALID_ARGUMENT;
+    const sbx_policy *p = req->policy;
+    if (p != NULL && p->n_network_allow > 0 &&
+        (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY ||
+         p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "policy.network_allow is set but network_egress is %s; use "
+                             "allowlist or drop the entries",
+                             sbx_policy_egress_name(p->network_egress));
+    switch (req->op_case) {
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE:
+        if (!str_set(req->run_code->language))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "run_code.language is empty; name one (python, bash, ...)");
+        return check_len("run_code.language", req->run_code->language, REQ_LANGUAGE_MAX, err);
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND: {
+        bool has_argv = req->run_command->n_argv > 0, has_shell = str_set(req->run_command->shell);
+        if (has_argv == has_shell)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "run_command needs exactly one of argv and shell (got %s)",
+                                 has_argv ? "both" : "neither");
+        if (has_argv && !str_set(req->run_command->argv[0]))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "run_command.argv[0] is empty");
+        return SBX_OK;
+    }
+    case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
+        if (!str_set(req->install_packages->manager) || req->install_packages->n_packages == 0)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "install_packages needs a manager and at least one package");
+        return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE:
+        if (!str_set(req->write_file->path))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "write_file.path is empty");
+        return check_len("write_file.path", req->write_file->path, REQ_PATH_MAX, err);
+    case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE:
+        if (!str_set(req->read_file->path))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "read_file.path is empty");
+        return check_len("read_file.path", req->read_file->path, REQ_PATH_MAX, err);
+    case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES:
+        if (!str_set(req->list_files->path))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "list_files.path is empty");
+        return check_len("list_files.path", req->list_files->path, REQ_PATH_MAX, err);
+    case SBX__V1__EXECUTION_REQUEST__OP_DESTROY:
+        if (s == NULL || !str_set(s->session_id))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "destroy needs the session handle to destroy");
+        return SBX_OK;
+    default:
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "request has no operation; set one of run_code, run_command, "
+                             "install_packages, write_file, read_file, list_files, destroy");
+    }
+}
+
+/* ---- step 2: profile ---------------------------------------------------------------------- */
+
+static sbx_status resolve_profile(sbx_engine *e, const sbx_request *req, profile_slot **out,
+                                  sbx_error *err)
+{
+    const sbx_session_handle *s = req->session;
+    const char *name = req->profile;
+    if (s != NULL && str_set(s->profile)) {
+        if (str_set(name) && strcmp(name, s->profile) != 0)
+            return sbx_error_set(err, SBX_E_CONFIG,
+                                 "session '%s' belongs to profile '%s', but profile '%s' was "
+                                 "requested; a session never moves to another profile (omit "
+                                 "profile to reuse the session)",
+                                 s->session_id, s->profile, name);
+        name = s->profile;
+    }
+    profile_slot *slot = find_slot(e, name);
+    if (slot == NULL)
+        return sbx_error_set(err, SBX_E_CONFIG, "unknown profile '%s'; configured profiles: %s",
+                             str_set(name) ? name : "(default)", e->profile_names);
+    if (s != NULL && str_set(s->provider) && strcmp(s->provider, slot->ops->name) != 0)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "session '%s' was created by provider '%s', but profile '%s' now "
+                             "uses '%s'; start a new session",
+                             s->session_id, s->provider, slot->profile->name, slot->ops->name);
+    *out = slot;
+    return SBX_OK;
+}
+
+/* ---- step 4: fail-closed checks ----------------------------------------------------------- */
+
+static sbx_status check_identity(const profile_slot *slot, const sbx_principal *eff,
+                                 sbx_error *err)
+{
+    const char *p = slot->profile->name;
+    bool profile_user = slot->profile->identity_mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    bool user = eff->mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    if (profile_user && !user)
+        return sbx_error_set(err, SBX_E_POLICY,
+                             "profile '%s' requires user identity, but the request carries an "
+                             "agent principal; sbx never falls back to the agent's identity",
+                             p);
+    if (user && !str_set(eff->subject))
+        return sbx_error_set(err, SBX_E_POLICY,
+                             "profile '%s': a user principal needs principal.subject (the user's "
+                             "id)",
+                             p);
+    if (user && !slot->caps->principal_user)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "profile '%s': provider '%s' cannot act as a user principal "
+                             "(principal_user); use an agent principal or a provider that can",
+                             p, slot->ops->name);
+    return SBX_OK;
+}
+
+static sbx_status check_capability(const profile_slot *slot, const sbx_request *req,
+                                   sbx_error *err)
+{
+    const sbx_capabilities *c = slot->caps;
+    const sbx_provider_ops *ops = slot->ops;
+    const char *p = slot->profile->name, *prov = ops->name;
+    switch (req->op_case) {
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE: {
+        const char *lang = req->run_code->language;
+        bool found = false;
+        for (size_t i = 0; i < c->n_languages && !found; i++)
+            found = strcmp(c->languages[i], lang) == 0;
+        if (!found || ops->run_code == NULL) {
+            sbx_strlist l = {(char **)c->languages, c->n_languages};
+            char *offered = sbx_strlist_join(&l, ", ");
+            sbx_error_set(err, SBX_E_CAPABILITY,
+                          "profile '%s': provider '%s' does not offer language '%s'; it offers: "
+                          "%s",
+                          p, prov, lang, offered != NULL && offered[0] ? offered : "(none)");
+            free(offered);
+            return SBX_E_CAPABILITY;
+        }
+        return SBX_OK;
+    }
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND:
+        if (!c->shell || ops->run_command == NULL)
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' does not offer run_command (shell)",
+                                 p, prov);
+        return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
+        if (!c->package_install || ops->install_packages == NULL)
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' does not offer install_packages",
+                                 p, prov);
+        return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE:
+    case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE:
+    case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES: {
+        bool slot_ok = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE ? ops->write_file != NULL
+                       : req->op_case == SBX__V1__EXECUTION_REQUEST__OP_READ_FILE ? ops->read_file != NULL
+                                                                                 : ops->list_files != NULL;
+        if (!c->files || !slot_ok)
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' does not offer file operations "
+                                 "(%s)",
+                                 p, prov, sbx_request_op_name(req));
+        return SBX_OK;
+    }
+    default:
+        return SBX_OK;
+    }
+}
+
+/* ---- steps 6-8 ---------------------------------------------------------------------------- */
+
+typedef struct run {
+    sbx_engine *e;
+    const sbx_request *req;
+    profile_slot *slot;
+    sbx_principal principal; /* shallow copy of the request's, mode resolved; never freed */
+    sbx_policy *policy;      /* effective, owned */
+    sbx_session_handle *handle; /* working copy, owned until handed to the completion */
+    sbx_completion *c;
+    sbx_error err;
+} run;
+
+static const char *subject_of(const run *r)
+{
+    return r->principal.subject != NULL ? r->principal.subject : "";
+}
+
+static bool managed(const profile_slot *s)
+{
+    return s->profile->environment == SBX_ENV_MANAGED;
+}
+
+/* Acquires the session's sandbox: attach (self-heal on GONE for managed), or create. */
+static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
+{
+    profile_slot *s = r->slot;
+    const sbx_provider_ops *ops = s->ops;
+    sbx_session_handle *h = r->handle;
+    *recreated = false;
+    const char *target = str_set(h->sandbox_id) ? h->sandbox_id
+                         : managed(s)           ? NULL
+                                                : s->profile->attach_to;
+    if (target != NULL) {
+        if (ops->attach == NULL || !(s->caps->attach || s->caps->attaches_external))
+            return sbx_error_set(&r->err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' cannot reconnect to sandbox '%s' "
+                                 "(attach); use a per_call scope",
+                                 s->profile->name, ops->name, target);
+        sbx_status st = ops->attach(s->state, target, &r->principal,
+                                    r->policy, sb, &r->err);
+        if (st != SBX_E_GONE)
+            return st;
+        if (!managed(s))
+            return sbx_error_set(&r->err, SBX_E_GONE,
+                                 "attached environment '%s' (profile '%s') is unreachable; not "
+                                 "recreating: attached environments are never provisioned by sbx",
+                                 target, s->profile->name);
+        *recreated = true;
+        sbx_error_clear(&r->err);
+    }
+    if (!managed(s))
+        return sbx_error_set(&r->err, SBX_E_CONFIG,
+                             "profile '%s' is attached but has no attach_to; set attach_to to "
+                             "the environment's id",
+                             s->profile->name);
+    if (ops->create == NULL || !s->caps->provisions)
+        return sbx_error_set(&r->err, SBX_E_CAPABILITY,
+                             "profile '%s': provider '%s' cannot create sandboxes; use "
+                             "environment: attached",
+                             s->profile->name, ops->name);
+    sbx_status st = ops->create(s->state, h, &r->principal, r->policy, sb, &r->err);
+    if (st == SBX_OK) {
+        h->created_at_ms = sbx_now_ms();
+        if (*recreated)
+            sbx_completion_add_notice(r->c,
+                                      "the sandbox behind session %s no longer existed and was "
+                                      "recreated empty",
+                                      h->session_id);
+    }
+    return st;
+}
+
+static void limit_stream(ProtobufCBinaryData *data, protobuf_c_boolean *truncated, uint64_t limit,
+                         const char *name, sbx_completion *c)
+{
+    if (data->len > limit) {
+        data->len = (size_t)limit;
+        *truncated = 1;
+    }
+    if (*truncated)
+        sbx_completion_add_notice(c, "%s truncated at %llu bytes (output_limit_bytes)", name,
+                                  (unsigned long long)limit);
+}
+
+static sbx_status execute(run *r, sbx_sandbox *sb, const sbx_exec_opts *o, sbx_result *res)
+{
+    const sbx_provider_ops *ops = r->slot->ops;
+    const sbx_request *req = r->req;
+    switch (req->op_case) {
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE:
+        return ops->run_code(sb, req->run_code, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND:
+        return ops->run_command(sb, req->run_command, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
+        return ops->install_packages(sb, req->install_packages, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE:
+        return ops->write_file(sb, req->write_file, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE:
+        return ops->read_file(sb, req->read_file, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES:
+        return ops->list_files(sb, req->list_files, o, res, &r->err);
+    default:
+        return sbx_error_set(&r->err, SBX_E_INTERNAL, "no operation to execute");
+    }
+}
+
+/* Stamps and signs the handle (step 8) and hands it to the completion. */
+static void finish_handle(run *r)
+{
+    sbx_session_handle *h = r->handle;
+    h->last_used_at_ms = sbx_now_ms();
+    if (!sbx_binding_stamp(r->e->key, h, subject_of(r)))
+        sbx_set_bytes(&h->binding, NULL, 0);
+    sbx_message_free((ProtobufCMessage *)r->c->session);
+    r->c->session = h;
+    r->handle = NULL;
+}
+
+static int64_t deadline_mono(const run *r, int64_t now_mono)
+{
+    int64_t d = 0;
+    if (r->policy->timeout_ms > 0)
+        d = now_mono + (int64_t)r->policy->timeout_ms;
+    if (r->req->deadline_ms > 0) {
+        int64_t rd = now_mono + (r->req->deadline_ms - sbx_now_ms());
+        if (d == 0 || rd < d)
+            d = rd;
+    }
+    return d;
+}
+
+static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
+{
+    profile_slot *s = r->slot;
+    sbx_session_handle *h = r->handle;
+
+    /* Fill the handle's identity fields (a fresh session gets its id here). */
+    bool fresh = !str_set(h->session_id);
+    if (fresh) {
+        char id[SBX_UUID_LEN];
+        sbx_uuid_v4(id);
+        sbx_set_string(&h->session_id, id);
+    }
+    if (!sbx_set_string(&h->profile, s->profile->name) ||
+        !sbx_set_string(&h->provider, s->ops->name) || !sbx_set_string(&h->node, r->e->cfg->node))
+        return fail_owned(r->req, &r->err, h, NULL);
+    h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
+
+    /* Step 5: the session lock (a freshly minted id is known to nobody else). */
+    session_lock *lock = NULL;
+    if (!fresh && (lock = lock_session(r->e, h->session_id)) == NULL) {
+        sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
+        return fail_owned(r->req, &r->err, h, NULL);
+    }
+
+    /* Step 6: acquire. The binding is verified before any provider call. */
+    int64_t now_mono = sbx_monotonic_ms();
+    int64_t deadline = deadline_mono(r, now_mono);
+    sbx_sandbox *sb = NULL;
+    sbx_status st = SBX_OK;
+    bool recreated = false;
+    if (r->req->deadline_ms > 0 && deadline <= now_mono) {
+        st = sbx_error_set(&r->err, SBX_E_TIMEOUT,
+                           "the request's deadline passed before it ran; nothing was executed");
+    } else if ((str_set(h->sandbox_id) || h->binding.len > 0) &&
+               !sbx_binding_verify(r->e->key, h, subject_of(r))) {
+        st = sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
+                           "session '%s' is not bound to principal '%s' (binding does not "
+                           "verify); use a handle this principal created",
+                           h->session_id, subject_of(r));
+    } else {
+        st = acquire(r, &sb, &recreated);
+    }
+    if (st != SBX_OK) {
+        unlock_session(r->e, lock);
+        sbx_session_handle *orig = r->req->session != NULL ? handle_copy(r->req->session) : NULL;
+        sbx_message_free((ProtobufCMessage *)h);
+        r->handle = NULL;
+        sbx_completion *c = fail(r->req, &r->err, orig);
+        sbx_message_free((ProtobufCMessage *)orig);
+        if (c != NULL && r->c->notice != NULL && r->c->notice[0])
+            sbx_set_string(&c->notice, r->c->notice);
+        return c;
+    }
+    if (sb == NULL || sb->id == NULL) {
+        unlock_session(r->e, lock);
+        sbx_error_set(&r->err, SBX_E_INTERNAL, "provider '%s' returned no sandbox",
+                      s->ops->name);
+        return fail_owned(r->req, &r->err, h, NULL);
+    }
+    if (strcmp(h->sandbox_id, sb->id) != 0)
+        sbx_set_string(&h->sandbox_id, sb->id);
+
+    /* Step 7: execute under the deadline. */
+    uint64_t limit = r->policy->output_limit_bytes > 0 ? r->policy->output_limit_bytes
+                                                       : ENGINE_OUTPUT_CAP;
+    sbx_exec_opts o = {
+        .deadline_mono_ms = deadline,
+        .output_limit_bytes = limit,
+        .on_output = hooks != NULL ? hooks->on_output : NULL,
+        .on_output_arg = hooks != NULL ? hooks->on_output_arg : NULL,
+        .cancel = hooks != NULL ? hooks->cancel : NULL,
+        .principal = &r->principal,
+        .policy = r->policy,
+    };
+    sbx_result *res = r->c->result;
+    st = execute(r, sb, &o, res);
+    if (s->ops->sandbox_close != NULL)
+        s->ops->sandbox_close(sb);
+    unlock_session(r->e, lock);
+
+    /* Step 8: output limit, stamp, sign. */
+    limit_stream(&res->stdout, &res->stdout_truncated, limit, "stdout", r->c);
+    limit_stream(&res->stderr, &res->stderr_truncated, limit, "stderr", r->c);
+    finish_handle(r);
+    if (st != SBX_OK) {
+        if (st == SBX_E_TIMEOUT && res->outcome == SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED)
+            res->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
+        if (!r->err.message[0])
+            sbx_error_set(&r->err, st, "provider '%s' failed %s", s->ops->name,
+                          sbx_request_op_name(r->req));
+        r->c->status = st == SBX_E_TIMEOUT ? SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT
+                                           : SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED;
+        r->c->error_code = (Sbx__V1__ErrorCode)st;
+        sbx_set_string(&r->c->error, r->err.message);
+    }
+    sbx_completion *c = r->c;
+    r->c = NULL;
+    return c;
+}
+
+static sbx_completion *do_destroy(run *r)
+{
+    profile_slot *s = r->slot;
+    sbx_session_handle *h = r->handle;
+    if (str_set(h->sandbox_id) || h->binding.len > 0) {
+        if (!sbx_binding_verify(r->e->key, h, subject_of(r))) {
+            sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
+                          "session '%s' is not bound to principal '%s' (binding does not "
+                          "verify); only its owner can destroy it",
+                          h->session_id, subject_of(r));
+            return fail(r->req, &r->err, r->req->session);
+        }
+    }
+    session_lock *lock = lock_session(r->e, h->session_id);
+    if (lock == NULL) {
+        sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
+        return fail(r->req, &r->err, r->req->session);
+    }
+    sbx_status st = SBX_OK;
+    if (str_set(h->sandbox_id) && managed(s)) {
+        st = slot_open(s, &r->err);
+        if (st == SBX_OK && s->ops->destroy != NULL)
+            st = s->ops->destroy(s->state, h->sandbox_id, &r->err);
+    }
+    unlock_session(r->e, lock);
+    if (st != SBX_OK)
+        return fail(r->req, &r->err, r->req->session);
+    /* Attached: only the binding is dropped; the environment itself is never touched. */
+    sbx_set_string(&h->sandbox_id, NULL);
+    sbx_set_string(&h->profile, s->profile->name);
+    sbx_set_string(&h->provider, s->ops->name);
+    h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED;
+    finish_handle(r);
+    sbx_completion *c = r->c;
+    r->c = NULL;
+    return c;
+}
+
+sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
+                                   const sbx_engine_hooks *hooks)
+{
+    run r = {.e = e, .req = req};
+    sbx_error_clear(&r.err);
+
+    /* 1. Shape. */
+    if (e == NULL) {
+        sbx_error_set(&r.err, SBX_E_INTERNAL, "no engine");
+        return fail(req, &r.err, NULL);
+    }
+    if (validate_shape(req, &r.err) != SBX_OK)
+        return fail(req, &r.err, NULL);
+
+    /* 2. Profile. */
+    if (resolve_profile(e, req, &r.slot, &r.err) != SBX_OK)
+        return fail(req, &r.err, req->session);
+
+    r.c = sbx_completion_new(req->task_id);
+    r.handle = handle_copy(req->session);
+    if (r.c == NULL || r.handle == NULL) {
+        sbx_completion_free(r.c);
+        sbx_message_free((ProtobufCMessage *)r.handle);
+        return sbx_completion_fail(req->task_id, SBX_E_INTERNAL, "out of memory");
+    }
+    static const sbx_principal no_principal = SBX__V1__PRINCIPAL__INIT;
+    r.principal = req->principal != NULL ? *req->principal : no_principal;
+    if (r.principal.mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED)
+        r.principal.mode = r.slot->profile->identity_mode !=
+                                   SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED
+                               ? r.slot->profile->identity_mode
+                               : SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
+
+    sbx_completion *out = NULL;
+    /* 3. Destroy. */
+    if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_DESTROY) {
+        out = do_destroy(&r);
+        goto done;
+    }
+
+    /* 4. Fail-closed checks, before any provider call (opening reads capabilities only). */
+    if (slot_open(r.slot, &r.err) != SBX_OK || check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
+        out = fail(req, &r.err, req->session);
+        goto done;
+    }
+    r.policy = sbx_policy_new();
+    sbx_strlist widened = {0}, unenforceable = {0};
+    sbx_status st = r.policy != NULL ? sbx_policy_merge(r.slot->profile->policy, req->policy,
+                                                        r.policy, &widened, &r.err)
+                                     : sbx_error_set(&r.err, SBX_E_INTERNAL, "out of memory");
+    if (st == SBX_OK && widened.n > 0) {
+        char *list = sbx_strlist_join(&widened, "; ");
+        st = sbx_error_set(&r.err, SBX_E_POLICY,
+                           "the request widens profile '%s''s policy (%s); a request may only "
+                           "narrow it",
+                           r.slot->profile->name, list != NULL ? list : "?");
+        free(list);
+    }
+    if (st == SBX_OK) {
+        const sbx_provider_ops *ops = r.slot->ops;
+        st = ops->check_policy != NULL
+                 ? ops->check_policy(r.slot->state, r.policy, &unenforceable, &r.err)
+                 : sbx_policy_unenforceable(r.slot->caps, r.policy, &unenforceable);
+        if (st == SBX_OK && unenforceable.n > 0) {
+            char *list = sbx_strlist_join(&unenforceable, ", ");
+            if (!r.policy->lenient)
+                st = sbx_error_set(&r.err, SBX_E_POLICY,
+                                   "provider '%s' (profile '%s') cannot enforce policy dimensions "
+                                   "[%s] (strict); relax the policy or set lenient: true",
+                                   ops->name, r.slot->profile->name, list != NULL ? list : "?");
+            else
+                sbx_completion_add_notice(r.c,
+                                          "policy dimensions not enforced by provider '%s' "
+                                          "(lenient): %s",
+                                          ops->name, list != NULL ? list : "?");
+            free(list);
+        } else if (st != SBX_OK && !r.err.message[0]) {
+            sbx_error_set(&r.err, st, "provider '%s' could not check the policy", ops->name);
+        }
+    }
+    sbx_strlist_clear(&widened);
+    sbx_strlist_clear(&unenforceable);
+    if (st == SBX_OK)
+        st = check_capability(r.slot, req, &r.err);
+    if (st != SBX_OK) {
+        out = fail(req, &r.err, req->session);
+        goto done;
+    }
+
+    /* 5-8. */
+    out = do_operation(&r, hooks);
+    r.handle = NULL; /* do_operation consumed it */
+done:
+    sbx_completion_free(r.c);
+    sbx_message_free((ProtobufCMessage *)r.handle);
+    sbx_message_free((ProtobufCMessage *)r.policy);
+    return out;
+}
+
+/* ---- Describe ----------------------------------------------------------------------------- */
+
+sbx_status sbx_engine_describe(sbx_engine *e, Sbx__V1__DescribeResponse **out, sbx_error *err)
+{
+    *out = NULL;
+    Sbx__V1__DescribeResponse *d = malloc(sizeof(*d));
+    if (d == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    sbx__v1__describe_response__init(d);
+    d->profiles = calloc(e->n_slots > 0 ? e->n_slots : 1, sizeof(*d->profiles));
+    bool ok = d->profiles != NULL && sbx_set_string(&d->default_profile, e->cfg->default_profile) &&
+              sbx_set_string(&d->node, e->cfg->node) && sbx_set_string(&d->version, SBX_VERSION);
+    for (size_t i = 0; ok && i < e->n_slots; i++) {
+        profile_slot *s = &e->slots[i];
+        Sbx__V1__ProfileDescription *pd = malloc(sizeof(*pd));
+        if (pd == NULL) {
+            ok = false;
+            break;
+        }
+        sbx__v1__profile_description__init(pd);
+        d->profiles[d->n_profiles++] = pd;
+        ok = sbx_set_string(&pd->name, s->profile->name) &&
+             sbx_set_string(&pd->provider, s->ops->name) &&
+             sbx_set_string(&pd->scope, sbx_scope_name(s->profile->scope)) &&
+             sbx_set_string(&pd->environment, sbx_environment_name(s->profile->environment));
+        sbx_error open_err;
+        /* A provider that cannot open here (no dockerd, no API key) is listed without
+         * capabilities rather than hiding the profile. */
+        if (ok && slot_open(s, &open_err) == SBX_OK)
+            pd->capabilities = (sbx_capabilities *)sbx_message_copy(&s->caps->base);
+    }
+    if (!ok) {
+        sbx_message_free(&d->base);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory describing profiles");
+    }
+    *out = d;
+    return SBX_OK;
+}

@@ -1,0 +1,218 @@
+/* policy.c - request-over-profile policy merge, the no-widening rule, and the list of
+ * dimensions a provider cannot enforce (see policy.h).
+ *
+ * Zero means "profile default" for every field of a request's policy (proto3). For limits the
+ * profile's zero means "no limit configured", so any request value narrows it. This file must
+ * not call providers or decide between strict and lenient: the engine does.
+ */
+#include "core/policy.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *sbx_policy_egress_name(Sbx__V1__NetworkEgress e)
+{
+    switch (e) {
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY: return "deny";
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW: return "allow";
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST: return "allowlist";
+    default: return "unspecified";
+    }
+}
+
+/* How much egress a value grants: deny < allowlist < allow. */
+static int egress_rank(Sbx__V1__NetworkEgress e)
+{
+    switch (e) {
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY: return 0;
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST: return 1;
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW: return 2;
+    default: return -1;
+    }
+}
+
+static bool copy_list(size_t n, char *const *items, size_t *out_n, char ***out_items)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!sbx_add_string(out_n, out_items, items[i]))
+            return false;
+    return true;
+}
+
+static bool list_has(size_t n, char *const *items, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(items[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* True when path equals base or lies under it ("/data/x" under "/data", not "/database"). */
+static bool path_within(const char *path, const char *base)
+{
+    size_t bl = strlen(base);
+    while (bl > 1 && base[bl - 1] == '/')
+        bl--;
+    if (strncmp(path, base, bl) != 0)
+        return false;
+    return path[bl] == '\0' || path[bl] == '/' || (bl == 1 && base[0] == '/');
+}
+
+static bool paths_within(size_t n, char *const *paths, size_t nb, char *const *bases,
+                         const char **outside)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool ok = false;
+        for (size_t j = 0; j < nb && !ok; j++)
+            ok = path_within(paths[i], bases[j]);
+        if (!ok) {
+            *outside = paths[i];
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool add_widened(sbx_strlist *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool add_widened(sbx_strlist *w, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    return sbx_strlist_add(w, text);
+}
+
+/* Unsigned limit: zero in the request means the profile's value; a profile zero is unlimited. */
+#define MERGE_LIMIT(field, fmt_spec, cast)                                                   \
+    do {                                                                                     \
+        eff->field = prof->field;                                                            \
+        if (req->field != 0) {                                                               \
+            if (prof->field != 0 && req->field > prof->field)                                \
+                ok &= add_widened(widened, #field " " fmt_spec " > profile's " fmt_spec,     \
+                                  (cast)req->field, (cast)prof->field);                      \
+            else                                                                             \
+                eff->field = req->field;                                                     \
+        }                                                                                    \
+    } while (0)
+
+sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_policy *eff,
+                            sbx_strlist *widened, sbx_error *err)
+{
+    static const sbx_policy empty = SBX__V1__POLICY__INIT;
+    if (req == NULL)
+        req = &empty;
+    if (prof == NULL)
+        prof = &empty;
+    bool ok = true;
+
+    if (isnan(req->cpu) || req->cpu < 0)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "policy.cpu must be a non-negative number of cores");
+
+    /* Network egress: the request may only move towards deny. */
+    eff->network_egress = prof->network_egress;
+    if (req->network_egress != SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_UNSPECIFIED) {
+        int pr = egress_rank(prof->network_egress);
+        if (pr >= 0 && egress_rank(req->network_egress) > pr)
+            ok &= add_widened(widened, "network_egress %s > profile's %s",
+                              sbx_policy_egress_name(req->network_egress),
+                              sbx_policy_egress_name(prof->network_egress));
+        else
+            eff->network_egress = req->network_egress;
+    }
+    /* Allowlist entries: under a profile allowlist, only entries the profile lists. */
+    const size_t na = req->n_network_allow;
+    if (na > 0) {
+        if (prof->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST ||
+            prof->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY) {
+            for (size_t i = 0; i < na; i++)
+                if (!list_has(prof->n_network_allow, prof->network_allow, req->network_allow[i]))
+                    ok &= add_widened(widened, "network_allow '%s' not in the profile's allowlist",
+                                      req->network_allow[i]);
+        }
+        ok &= copy_list(na, req->network_allow, &eff->n_network_allow, &eff->network_allow);
+    } else {
+        ok &= copy_list(prof->n_network_allow, prof->network_allow, &eff->n_network_allow,
+                        &eff->network_allow);
+    }
+
+    /* Filesystem: extra paths must lie inside the profile's own extra paths. */
+    const char *outside = NULL;
+    if (req->n_fs_read > 0) {
+        if (!paths_within(req->n_fs_read, req->fs_read, prof->n_fs_read, prof->fs_read, &outside))
+            ok &= add_widened(widened, "fs_read '%s' outside the profile's fs_read", outside);
+        ok &= copy_list(req->n_fs_read, req->fs_read, &eff->n_fs_read, &eff->fs_read);
+    } else {
+        ok &= copy_list(prof->n_fs_read, prof->fs_read, &eff->n_fs_read, &eff->fs_read);
+    }
+    if (req->n_fs_write > 0) {
+        if (!paths_within(req->n_fs_write, req->fs_write, prof->n_fs_write, prof->fs_write,
+                          &outside))
+            ok &= add_widened(widened, "fs_write '%s' outside the profile's fs_write", outside);
+        ok &= copy_list(req->n_fs_write, req->fs_write, &eff->n_fs_write, &eff->fs_write);
+    } else {
+        ok &= copy_list(prof->n_fs_write, prof->fs_write, &eff->n_fs_write, &eff->fs_write);
+    }
+
+    /* cpu is a double; the same rule as the integer limits. */
+    eff->cpu = prof->cpu;
+    if (req->cpu > 0) {
+        if (prof->cpu > 0 && req->cpu > prof->cpu)
+            ok &= add_widened(widened, "cpu %g > profile's %g", req->cpu, prof->cpu);
+        else
+            eff->cpu = req->cpu;
+    }
+    MERGE_LIMIT(memory_mb, "%llu", unsigned long long);
+    MERGE_LIMIT(pids, "%u", unsigned);
+    MERGE_LIMIT(disk_mb, "%llu", unsigned long long);
+    MERGE_LIMIT(timeout_ms, "%llu", unsigned long long);
+    MERGE_LIMIT(output_limit_bytes, "%llu", unsigned long long);
+
+    /* Lenient only loosens: a request cannot turn a strict profile lenient. */
+    eff->lenient = prof->lenient;
+    if (req->lenient && !prof->lenient)
+        ok &= add_widened(widened, "lenient true > profile's strict");
+
+    if (!ok && widened->n == 0)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory merging the policy");
+    return SBX_OK;
+}
+
+sbx_status sbx_policy_unenforceable(const sbx_capabilities *caps, const sbx_policy *p,
+                                    sbx_strlist *out)
+{
+    bool ok = true;
+    switch (p->network_egress) {
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY:
+        if (!caps->policy_network)
+            ok &= sbx_strlist_add(out, "network_egress=deny");
+        break;
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST:
+        if (!caps->policy_network_domains)
+            ok &= sbx_strlist_add(out, "network_egress=allowlist");
+        break;
+    default: /* allow restricts nothing; unspecified asks for nothing */
+        break;
+    }
+    if (!caps->policy_filesystem) {
+        if (p->n_fs_read > 0)
+            ok &= sbx_strlist_add(out, "fs_read");
+        if (p->n_fs_write > 0)
+            ok &= sbx_strlist_add(out, "fs_write");
+    }
+    if (!caps->policy_resources) {
+        if (p->cpu > 0)
+            ok &= sbx_strlist_add(out, "cpu");
+        if (p->memory_mb > 0)
+            ok &= sbx_strlist_add(out, "memory_mb");
+        if (p->pids > 0)
+            ok &= sbx_strlist_add(out, "pids");
+        if (p->disk_mb > 0)
+            ok &= sbx_strlist_add(out, "disk_mb");
+    }
+    return ok ? SBX_OK : SBX_E_INTERNAL;
+}

@@ -1,0 +1,31 @@
+/* fixture.h - helpers for engine/broker/session tests: configurations built by hand (fake
+ * profiles, a private secret file in a unique temp dir) and request builders.
+ */
+#ifndef SBX_TESTS_ENGINE_FIXTURE_H
+#define SBX_TESTS_ENGINE_FIXTURE_H
+
+#include "sbx/config.h"
+#include "sbx/contract.h"
+#include "sbx/engine.h"
+
+/* A config with no profiles, a fresh secret path under a unique temp dir, node "test-node". */
+sbx_config *fx_config_new(void);
+/* Adds a profile (managed, per_session, fake unless type given, empty policy, default options).
+ * The returned pointer is valid until the next fx_add_profile. */
+sbx_profile_config *fx_add_profile(sbx_config *cfg, const char *name, const char *type);
+void fx_opt(sbx_profile_config *p, const char *key, const char *value);
+void fx_config_free(sbx_config *cfg);
+const char *fx_tmpdir(const sbx_config *cfg);
+
+sbx_engine *fx_engine(const sbx_config *cfg);
+
+sbx_request *fx_shell(const char *profile, const char *line);
+sbx_request *fx_code(const char *profile, const char *language, const char *code);
+sbx_request *fx_destroy(const sbx_session_handle *h);
+/* Replaces the request's session with a copy of h. */
+void fx_session(sbx_request *r, const sbx_session_handle *h);
+void fx_subject(sbx_request *r, const char *subject);
+/* Result stdout as a NUL-terminated static string (for asserts). */
+const char *fx_stdout(const sbx_completion *c);
+
+#endif

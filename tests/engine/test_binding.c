@@ -1,0 +1,132 @@
+/* test_binding.c - the deployment secret file rules and the binding HMAC (core/binding.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/binding.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/sbx-binding-XXXXXX");
+    return mkdtemp(dir) == NULL;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) != 0;
+}
+
+static void test_binding_secret_is_created_0600_with_private_dir(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/sub/secret", dir);
+    sbx_binding_key *k = NULL;
+    assert_int_equal(sbx_binding_key_load(path, &k, NULL), SBX_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(st.st_size, SBX_SECRET_NEW_LEN);
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%s/sub", dir);
+    assert_int_equal(stat(sub, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    sbx_binding_key_free(k);
+}
+
+static void test_binding_secret_readable_by_group_is_refused(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/secret", dir);
+    sbx_binding_key *k = NULL;
+    assert_int_equal(sbx_binding_key_load(path, &k, NULL), SBX_OK);
+    sbx_binding_key_free(k);
+    chmod(path, 0640);
+    sbx_error err;
+    assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_PERMISSION_DENIED);
+    assert_null(k);
+    assert_non_null(strstr(err.message, "chmod 600"));
+}
+
+static void test_binding_secret_symlink_is_refused(void **state)
+{
+    (void)state;
+    char path[128], link[128];
+    snprintf(path, sizeof(path), "%s/secret", dir);
+    snprintf(link, sizeof(link), "%s/link", dir);
+    sbx_binding_key *k = NULL;
+    assert_int_equal(sbx_binding_key_load(path, &k, NULL), SBX_OK);
+    sbx_binding_key_free(k);
+    assert_int_equal(symlink(path, link), 0);
+    k = NULL;
+    assert_int_not_equal(sbx_binding_key_load(link, &k, NULL), SBX_OK);
+    assert_null(k);
+}
+
+static void test_binding_secret_is_stable_across_loads(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/secret", dir);
+    sbx_binding_key *k1 = NULL, *k2 = NULL;
+    assert_int_equal(sbx_binding_key_load(path, &k1, NULL), SBX_OK);
+    assert_int_equal(sbx_binding_key_load(path, &k2, NULL), SBX_OK);
+    sbx_session_handle h = SBX__V1__SESSION_HANDLE__INIT;
+    h.session_id = "s1";
+    h.sandbox_id = "fk-1";
+    uint8_t a[SBX_BINDING_LEN], b[SBX_BINDING_LEN];
+    assert_true(sbx_binding_sign(k1, &h, "alice", a));
+    assert_true(sbx_binding_sign(k2, &h, "alice", b));
+    assert_memory_equal(a, b, SBX_BINDING_LEN);
+    sbx_binding_key_free(k1);
+    sbx_binding_key_free(k2);
+}
+
+static void test_binding_verify_fails_for_other_subject_or_field(void **state)
+{
+    (void)state;
+    const uint8_t key[32] = {1, 2, 3};
+    sbx_binding_key *k = NULL;
+    assert_int_equal(sbx_binding_key_from_bytes(key, sizeof(key), &k, NULL), SBX_OK);
+    sbx_session_handle *h = sbx_session_handle_new();
+    sbx_set_string(&h->session_id, "s1");
+    sbx_set_string(&h->profile, "p");
+    sbx_set_string(&h->provider, "fake");
+    sbx_set_string(&h->sandbox_id, "fk-1");
+    assert_true(sbx_binding_stamp(k, h, "alice"));
+    assert_true(sbx_binding_verify(k, h, "alice"));
+    assert_false(sbx_binding_verify(k, h, "bob"));
+    /* Field boundaries are unambiguous: moving a character between fields changes the MAC. */
+    sbx_set_string(&h->profile, "pf");
+    sbx_set_string(&h->provider, "ake");
+    assert_false(sbx_binding_verify(k, h, "alice"));
+    sbx_message_free(&h->base);
+    sbx_binding_key_free(k);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_binding_secret_is_created_0600_with_private_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binding_secret_readable_by_group_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binding_secret_symlink_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binding_secret_is_stable_across_loads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binding_verify_fails_for_other_subject_or_field, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

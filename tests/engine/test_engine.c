@@ -1,0 +1,548 @@
+/* test_engine.c - the engine's rules (DESIGN §5) on the fake provider: shape, profile,
+ * destroy, fail-closed identity/policy/capability checks, binding, self-heal, timeouts, output
+ * limits, and that every path returns a completion.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/fixture.h"
+#include "providers/fake/fake.h"
+
+typedef struct env {
+    sbx_config *cfg;
+    sbx_engine *e;
+} env;
+
+#define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
+#define FAILED SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED
+
+static int setup(void **state)
+{
+    env *t = calloc(1, sizeof(*t));
+    t->cfg = fx_config_new();
+    fx_add_profile(t->cfg, "default", "fake");
+    sbx_profile_config *att = fx_add_profile(t->cfg, "ext", "fake");
+    att->environment = SBX_ENV_ATTACHED;
+    att->attach_to = strdup("external-1");
+    sbx_profile_config *strict = fx_add_profile(t->cfg, "weak", "fake");
+    fx_opt(strict, "policy_resources", "false");
+    fx_opt(strict, "policy_filesystem", "false");
+    fx_opt(strict, "policy_network", "false");
+    strict->policy->cpu = 1;
+    strict->policy->memory_mb = 512;
+    sbx_add_string(&strict->policy->n_fs_write, &strict->policy->fs_write, "/data");
+    strict->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    sbx_profile_config *lim = fx_add_profile(t->cfg, "limited", "fake");
+    lim->policy->memory_mb = 512;
+    lim->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    lim->policy->timeout_ms = 60000;
+    sbx_profile_config *user = fx_add_profile(t->cfg, "user", "fake");
+    user->identity_mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    fx_opt(user, "principal_user", "true");
+    sbx_profile_config *nouser = fx_add_profile(t->cfg, "nouser", "fake");
+    nouser->identity_mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    sbx_profile_config *py = fx_add_profile(t->cfg, "pyonly", "fake");
+    fx_opt(py, "languages", "python");
+    fx_opt(py, "shell", "false");
+    t->e = fx_engine(t->cfg);
+    *state = t;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env *t = *state;
+    sbx_engine_free(t->e);
+    fx_config_free(t->cfg);
+    free(t);
+    return 0;
+}
+
+static sbx_completion *run(env *t, sbx_request *r)
+{
+    sbx_completion *c = sbx_engine_process(t->e, r, NULL);
+    sbx_request_free(r);
+    assert_non_null(c);
+    return c;
+}
+
+/* Runs a shell line on a fresh session of profile and returns the completion. */
+static sbx_completion *fresh(env *t, const char *profile, const char *line)
+{
+    return run(t, fx_shell(profile, line));
+}
+
+static void test_engine_runs_command_and_returns_signed_handle(void **state)
+{
+    env *t = *state;
+    sbx_completion *c = fresh(t, "default", "echo x");
+    assert_int_equal(c->status, OK_STATUS);
+    assert_string_equal(fx_stdout(c), "x\n");
+    assert_non_null(c->session);
+    assert_string_equal(c->session->sandbox_id, "fk-1");
+    assert_string_equal(c->session->profile, "default");
+    assert_string_equal(c->session->provider, "fake");
+    assert_string_equal(c->session->node, "test-node");
+    assert_int_equal(c->session->binding.len, 32);
+    assert_true(c->session->last_used_at_ms > 0);
+    assert_true(c->session->session_id[0] != '\0');
+    sbx_completion_free(c);
+}
+
+static void test_engine_failing_program_is_succeeded_completion(void **state)
+{
+    env *t = *state;
+    sbx_completion *c = fresh(t, "default", "warn oops; exit 3");
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->error_code, 0);
+    assert_int_equal(c->result->exit_code, 3);
+    assert_int_equal(c->result->outcome, SBX__V1__OUTCOME__OUTCOME_NONZERO);
+    sbx_completion_free(c);
+}
+
+static void test_engine_request_without_op_is_invalid_and_touches_nothing(void **state)
+{
+    env *t = *state;
+    sbx_request *r = sbx_request_new();
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->status, FAILED);
+    assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
+    assert_null(sbx_fake_get("default"));
+    sbx_completion_free(c);
+}
+
+static void test_engine_unknown_profile_lists_configured_profiles(void **state)
+{
+    env *t = *state;
+    sbx_completion *c = fresh(t, "nope", "echo x");
+    assert_int_equal(c->error_code, SBX_E_CONFIG);
+    assert_non_null(strstr(c->error, "nope"));
+    assert_non_null(strstr(c->error, "default, ext, weak"));
+    sbx_completion_free(c);
+}
+
+static void test_engine_state_persists_in_session(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = run(t, fx_code("default", "python", "x = 20 + 1"));
+    assert_int_equal(c1->status, OK_STATUS);
+    sbx_request *r = fx_code("default", "python", "print(x * 2)\nx");
+    fx_session(r, c1->session);
+    sbx_completion *c2 = run(t, r);
+    assert_string_equal(fx_stdout(c2), "42\n");
+    assert_string_equal(c2->result->value, "21");
+    assert_string_equal(c2->session->sandbox_id, c1->session->sandbox_id);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_self_heals_gone_managed_sandbox_with_notice(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo one");
+    sbx_fake_vanish(sbx_fake_get("default"), c1->session->sandbox_id);
+    sbx_request *r = fx_shell("default", "echo two");
+    fx_session(r, c1->session);
+    sbx_completion *c2 = run(t, r);
+    assert_int_equal(c2->status, OK_STATUS);
+    assert_string_equal(fx_stdout(c2), "two\n");
+    assert_string_not_equal(c2->session->sandbox_id, c1->session->sandbox_id);
+    assert_string_equal(c2->session->session_id, c1->session->session_id);
+    char want[256];
+    snprintf(want, sizeof(want),
+             "the sandbox behind session %s no longer existed and was recreated empty",
+             c1->session->session_id);
+    assert_string_equal(c2->notice, want);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_attached_gone_is_not_recreated(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "ext", "echo hi");
+    assert_int_equal(c1->status, OK_STATUS);
+    assert_string_equal(c1->session->sandbox_id, "external-1");
+    sbx_fake *f = sbx_fake_get("ext");
+    sbx_fake_vanish(f, "external-1");
+    sbx_request *r = fx_shell("ext", "echo again");
+    fx_session(r, c1->session);
+    sbx_completion *c2 = run(t, r);
+    assert_int_equal(c2->status, FAILED);
+    assert_int_equal(c2->error_code, SBX_E_GONE);
+    assert_int_equal(sbx_fake_created_count(f), 0);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_destroy_managed_destroys_and_closes_handle(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo hi");
+    char id[64];
+    snprintf(id, sizeof(id), "%s", c1->session->sandbox_id);
+    sbx_completion *c2 = run(t, fx_destroy(c1->session));
+    assert_int_equal(c2->status, OK_STATUS);
+    assert_string_equal(c2->session->sandbox_id, "");
+    assert_int_equal(c2->session->status, SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED);
+    assert_true(sbx_fake_was_destroyed(sbx_fake_get("default"), id));
+    /* Idempotent: destroying the closed handle again is fine. */
+    sbx_completion *c3 = run(t, fx_destroy(c2->session));
+    assert_int_equal(c3->status, OK_STATUS);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+    sbx_completion_free(c3);
+}
+
+static void test_engine_destroy_attached_only_drops_binding(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "ext", "echo hi");
+    sbx_completion *c2 = run(t, fx_destroy(c1->session));
+    assert_int_equal(c2->status, OK_STATUS);
+    assert_string_equal(c2->session->sandbox_id, "");
+    sbx_fake *f = sbx_fake_get("ext");
+    assert_int_equal(sbx_fake_destroy_calls(f), 0);
+    assert_true(sbx_fake_alive(f, "external-1"));
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_strict_policy_lists_every_unenforceable_dimension(void **state)
+{
+    env *t = *state;
+    sbx_completion *c = fresh(t, "weak", "echo x");
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "network_egress=deny"));
+    assert_non_null(strstr(c->error, "fs_write"));
+    assert_non_null(strstr(c->error, "cpu"));
+    assert_non_null(strstr(c->error, "memory_mb"));
+    assert_non_null(strstr(c->error, "strict"));
+    sbx_fake *f = sbx_fake_get("weak");
+    assert_int_equal(sbx_fake_created_count(f), 0);
+    sbx_completion_free(c);
+}
+
+static void test_engine_lenient_profile_runs_with_notice(void **state)
+{
+    env *t = *state;
+    t->cfg->profiles[2].policy->lenient = true; /* "weak" */
+    sbx_completion *c = fresh(t, "weak", "echo x");
+    t->cfg->profiles[2].policy->lenient = false;
+    assert_int_equal(c->status, OK_STATUS);
+    assert_non_null(strstr(c->notice, "lenient"));
+    assert_non_null(strstr(c->notice, "memory_mb"));
+    sbx_completion_free(c);
+}
+
+static void test_engine_request_cannot_turn_strict_profile_lenient(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("weak", "echo x");
+    r->policy = sbx_policy_new();
+    r->policy->lenient = true;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "lenient"));
+    sbx_completion_free(c);
+}
+
+static void test_engine_request_widening_memory_is_refused(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("limited", "echo x");
+    r->policy = sbx_policy_new();
+    r->policy->memory_mb = 1024;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "memory_mb 1024 > profile's 512"));
+    assert_int_equal(sbx_fake_created_count(sbx_fake_get("limited")), 0);
+    sbx_completion_free(c);
+}
+
+static void test_engine_request_widening_network_is_refused(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("limited", "echo x");
+    r->policy = sbx_policy_new();
+    r->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "network_egress allow > profile's deny"));
+    sbx_completion_free(c);
+}
+
+static void test_engine_request_narrowing_is_accepted(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("limited", "echo x");
+    r->policy = sbx_policy_new();
+    r->policy->memory_mb = 256;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+}
+
+static void test_engine_user_profile_refuses_agent_principal(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("user", "echo x");
+    r->principal->mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "requires user identity"));
+    sbx_fake *f = sbx_fake_get("user");
+    assert_true(f == NULL || sbx_fake_created_count(f) == 0);
+    sbx_completion_free(c);
+}
+
+static void test_engine_user_principal_needs_principal_user_capability(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("nouser", "echo x");
+    r->principal->mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_CAPABILITY);
+    assert_non_null(strstr(c->error, "principal_user"));
+    assert_int_equal(sbx_fake_created_count(sbx_fake_get("nouser")), 0);
+    sbx_completion_free(c);
+}
+
+static void test_engine_user_principal_runs_where_declared(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("user", "echo x");
+    r->principal->mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+}
+
+static void test_engine_undeclared_operations_are_capability_errors(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "pyonly", "echo x");
+    assert_int_equal(c1->error_code, SBX_E_CAPABILITY);
+    sbx_completion *c2 = run(t, fx_code("pyonly", "ruby", "puts 1"));
+    assert_int_equal(c2->error_code, SBX_E_CAPABILITY);
+    assert_non_null(strstr(c2->error, "it offers: python"));
+    assert_int_equal(sbx_fake_created_count(sbx_fake_get("pyonly")), 0);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_tampered_binding_is_denied_and_touches_nothing(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo x");
+    sbx_fake *f = sbx_fake_get("default");
+    uint64_t ops = sbx_fake_ops(f);
+    sbx_request *r = fx_shell("default", "echo y");
+    fx_session(r, c1->session);
+    r->session->binding.data[0] ^= 1;
+    sbx_completion *c2 = run(t, r);
+    assert_int_equal(c2->error_code, SBX_E_PERMISSION_DENIED);
+    assert_int_equal(sbx_fake_ops(f), ops);
+    /* A forged sandbox_id with the old binding is denied as well. */
+    r = fx_shell("default", "echo y");
+    fx_session(r, c1->session);
+    sbx_set_string(&r->session->sandbox_id, "fk-999");
+    sbx_completion *c3 = run(t, r);
+    assert_int_equal(c3->error_code, SBX_E_PERMISSION_DENIED);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+    sbx_completion_free(c3);
+}
+
+static void test_engine_foreign_principal_is_denied(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo x");
+    sbx_fake *f = sbx_fake_get("default");
+    uint64_t ops = sbx_fake_ops(f);
+    sbx_request *r = fx_shell("default", "echo y");
+    fx_session(r, c1->session);
+    fx_subject(r, "mallory");
+    sbx_completion *c2 = run(t, r);
+    assert_int_equal(c2->error_code, SBX_E_PERMISSION_DENIED);
+    assert_int_equal(sbx_fake_ops(f), ops);
+    sbx_request *d = fx_destroy(c1->session);
+    fx_subject(d, "mallory");
+    sbx_completion *c3 = run(t, d);
+    assert_int_equal(c3->error_code, SBX_E_PERMISSION_DENIED);
+    assert_true(sbx_fake_alive(f, c1->session->sandbox_id));
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+    sbx_completion_free(c3);
+}
+
+static void test_engine_session_never_moves_to_another_profile(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo x");
+    sbx_request *r = fx_shell("limited", "echo y");
+    fx_session(r, c1->session);
+    sbx_completion *c2 = run(t, r);
+    assert_int_equal(c2->error_code, SBX_E_CONFIG);
+    assert_non_null(strstr(c2->error, "belongs to profile 'default'"));
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_timeout_kills_and_keeps_session(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("default", "echo before; sleep 60000");
+    r->policy = sbx_policy_new();
+    r->policy->timeout_ms = 50;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_int_equal(c->error_code, SBX_E_TIMEOUT);
+    assert_int_equal(c->result->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
+    assert_string_equal(fx_stdout(c), "before\n");
+    assert_string_equal(c->session->sandbox_id, "fk-1");
+    sbx_completion_free(c);
+}
+
+static void test_engine_passes_deadline_to_provider(void **state)
+{
+    env *t = *state;
+    int64_t before = sbx_monotonic_ms();
+    sbx_completion *c = fresh(t, "limited", "echo x"); /* timeout_ms 60000 */
+    int64_t d = sbx_fake_last_deadline(sbx_fake_get("limited"));
+    assert_true(d >= before + 60000);
+    assert_true(d <= sbx_monotonic_ms() + 60000);
+    sbx_completion_free(c);
+}
+
+static void test_engine_past_request_deadline_runs_nothing(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("default", "echo x");
+    r->deadline_ms = sbx_now_ms() - 1000;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_TIMEOUT);
+    sbx_fake *f = sbx_fake_get("default");
+    assert_true(f == NULL || sbx_fake_created_count(f) == 0);
+    sbx_completion_free(c);
+}
+
+static void test_engine_output_limit_truncates_with_notice(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("default", "yes 1000");
+    r->policy = sbx_policy_new();
+    r->policy->output_limit_bytes = 100;
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, 100);
+    assert_true(c->result->stdout_truncated);
+    assert_non_null(strstr(c->notice, "stdout truncated at 100 bytes"));
+    sbx_completion_free(c);
+}
+
+static void test_engine_create_failure_is_provision_error(void **state)
+{
+    env *t = *state;
+    sbx_completion *c0 = fresh(t, "default", "echo warm");
+    sbx_fake_set_fail_create(sbx_fake_get("default"), true);
+    sbx_completion *c = fresh(t, "default", "echo x");
+    assert_int_equal(c->status, FAILED);
+    assert_int_equal(c->error_code, SBX_E_PROVISION);
+    sbx_completion_free(c0);
+    sbx_completion_free(c);
+}
+
+static void test_engine_session_locks_are_reclaimed(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo x");
+    for (int i = 0; i < 3; i++) {
+        sbx_request *r = fx_shell("default", "echo y");
+        fx_session(r, c1->session);
+        sbx_completion_free(run(t, r));
+    }
+    assert_int_equal(sbx_engine_session_locks(t->e), 0);
+    sbx_completion_free(c1);
+}
+
+static void test_engine_files_round_trip(void **state)
+{
+    env *t = *state;
+    sbx_request *w = fx_shell("default", "true");
+    sbx__v1__run_command__free_unpacked(w->run_command, NULL);
+    w->run_command = NULL;
+    w->write_file = malloc(sizeof(*w->write_file));
+    sbx__v1__write_file__init(w->write_file);
+    sbx_set_string(&w->write_file->path, "/workspace/a.txt");
+    sbx_set_bytes(&w->write_file->content, "hello", 5);
+    w->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
+    sbx_completion *c1 = run(t, w);
+    assert_int_equal(c1->status, OK_STATUS);
+    sbx_request *r = fx_shell("default", "cat a.txt");
+    fx_session(r, c1->session);
+    sbx_completion *c2 = run(t, r);
+    assert_string_equal(fx_stdout(c2), "hello");
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
+static void test_engine_describe_lists_profiles_with_capabilities(void **state)
+{
+    env *t = *state;
+    Sbx__V1__DescribeResponse *d = NULL;
+    assert_int_equal(sbx_engine_describe(t->e, &d, NULL), SBX_OK);
+    assert_int_equal(d->n_profiles, t->cfg->n_profiles);
+    assert_string_equal(d->profiles[0]->name, "default");
+    assert_string_equal(d->profiles[0]->provider, "fake");
+    assert_non_null(d->profiles[0]->capabilities);
+    assert_true(d->profiles[0]->capabilities->shell);
+    assert_string_equal(d->default_profile, "default");
+    sbx_message_free(&d->base);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_engine_runs_command_and_returns_signed_handle),
+        T(test_engine_failing_program_is_succeeded_completion),
+        T(test_engine_request_without_op_is_invalid_and_touches_nothing),
+        T(test_engine_unknown_profile_lists_configured_profiles),
+        T(test_engine_state_persists_in_session),
+        T(test_engine_self_heals_gone_managed_sandbox_with_notice),
+        T(test_engine_attached_gone_is_not_recreated),
+        T(test_engine_destroy_managed_destroys_and_closes_handle),
+        T(test_engine_destroy_attached_only_drops_binding),
+        T(test_engine_strict_policy_lists_every_unenforceable_dimension),
+        T(test_engine_lenient_profile_runs_with_notice),
+        T(test_engine_request_cannot_turn_strict_profile_lenient),
+        T(test_engine_request_widening_memory_is_refused),
+        T(test_engine_request_widening_network_is_refused),
+        T(test_engine_request_narrowing_is_accepted),
+        T(test_engine_user_profile_refuses_agent_principal),
+        T(test_engine_user_principal_needs_principal_user_capability),
+        T(test_engine_user_principal_runs_where_declared),
+        T(test_engine_undeclared_operations_are_capability_errors),
+        T(test_engine_tampered_binding_is_denied_and_touches_nothing),
+        T(test_engine_foreign_principal_is_denied),
+        T(test_engine_session_never_moves_to_another_profile),
+        T(test_engine_timeout_kills_and_keeps_session),
+        T(test_engine_passes_deadline_to_provider),
+        T(test_engine_past_request_deadline_runs_nothing),
+        T(test_engine_output_limit_truncates_with_notice),
+        T(test_engine_create_failure_is_provision_error),
+        T(test_engine_session_locks_are_reclaimed),
+        T(test_engine_files_round_trip),
+        T(test_engine_describe_lists_profiles_with_capabilities),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
