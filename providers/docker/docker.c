@@ -1,0 +1,795 @@
+/* docker.c - the docker provider (DESIGN §8, isolation CONTAINER): sandboxes are containers of
+ * a Docker Engine reached over its unix socket.
+ *
+ *  - managed: sbx creates the container (labels sbx.*), its entrypoint is sbx-agent
+ *    bind-mounted read-only from the host, its /.sbx is a host directory holding the agent's
+ *    socket; the policy maps onto HostConfig (NetworkMode none, Memory, NanoCpus, PidsLimit,
+ *    ReadonlyRootfs + tmpfs, CapDrop, no-new-privileges). Execution goes through the agent.
+ *  - attached: a container sbx did not create (`attach_to`): execution through the exec API,
+ *    files through the archive API; destroy only drops the binding.
+ *
+ * Reconnect is by container id from any process on the host. A removed or stopped container is
+ * GONE. The daemon's own words come back in the error text. This file never pulls an image and
+ * never touches a container it did not create, except to exec in an attached one.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "providers/docker/docker_agent.h"
+#include "providers/docker/docker_provider.h"
+#include "sbx/contract.h"
+
+/* Longest container reference we accept from a handle or attach_to (a 64-hex id, or a name:
+ * Docker names are [a-zA-Z0-9][a-zA-Z0-9_.-]+, and we allow a leading '/'). */
+#define DOCKER_MAX_REF 128
+/* The in-container mount points of the agent binary and its state directory. */
+#define DOCKER_AGENT_MOUNT "/.sbx-bin/sbx-agent"
+#define DOCKER_STATE_MOUNT "/.sbx"
+/* Label keys (DESIGN §8: labels sbx.*). sbx.state_dir tells a reconnecting process where the
+ * agent socket lives on the host. */
+#define LABEL_MANAGED "sbx.managed"
+#define LABEL_SESSION "sbx.session"
+#define LABEL_PROFILE "sbx.profile"
+#define LABEL_OWNER "sbx.owner"
+#define LABEL_NODE "sbx.node"
+#define LABEL_STATE "sbx.state_dir"
+/* tmpfs size when the policy sets no disk_mb: enough for a scratch workspace, bounded so a
+ * program cannot fill the host's memory through it. */
+#define DOCKER_DEFAULT_TMPFS_MB 256
+
+static const sbx_option_spec docker_options[] = {
+    {.key = "socket", .type = SBX_OPT_STRING, .default_value = "/var/run/docker.sock",
+     .help = "unix socket of the Docker daemon"},
+    {.key = "image", .type = SBX_OPT_STRING, .default_value = "busybox:latest",
+     .help = "image of managed containers (must exist on the daemon; sbx never pulls)"},
+    {.key = "agent", .type = SBX_OPT_STRING, .default_value = NULL,
+     .help = "host path of the static sbx-agent binary (default: $SBX_AGENT, then "
+             "/usr/lib/sbx/sbx-agent)"},
+    {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace",
+     .help = "working directory of managed containers"},
+    {.key = "python", .type = SBX_OPT_STRING, .default_value = "python3",
+     .help = "python interpreter inside the container, for run_code"},
+    {.key = "network", .type = SBX_OPT_STRING, .default_value = "bridge",
+     .help = "Docker network of managed containers when network_egress is allow"},
+    {.key = "user", .type = SBX_OPT_STRING, .default_value = NULL,
+     .help = "attached: run commands as this user (default: the container's)"},
+    {.key = "tmpfs_mb", .type = SBX_OPT_INT, .default_value = "256", .min = 1, .max = 1048576,
+     .help = "size of each writable tmpfs under a read-only root when disk_mb is not set"},
+    {.key = NULL},
+};
+
+/* ---- open / close -------------------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s) { return s != NULL && s[0] != '\0' ? strdup(s) : NULL; }
+
+static void provider_free(docker_provider *p)
+{
+    if (p == NULL)
+        return;
+    docker_api_close(&p->api);
+    free(p->profile);
+    free(p->node);
+    free(p->runtime_dir);
+    free(p->attach_to);
+    free(p->image);
+    free(p->agent_path);
+    free(p->workdir);
+    free(p->python);
+    free(p->network);
+    free(p->exec_user);
+    free(p);
+}
+
+static bool ref_ok(const char *ref)
+{
+    size_t n = ref != NULL ? strlen(ref) : 0;
+    if (n == 0 || n > DOCKER_MAX_REF)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = ref[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '-' || (c == '/' && i == 0);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
+{
+    docker_provider *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    const sbx_options *o = ctx->options;
+    p->managed = ctx->environment == SBX_ENV_MANAGED;
+    p->profile = strdup(ctx->profile != NULL ? ctx->profile : "");
+    p->node = strdup(ctx->node != NULL ? ctx->node : "");
+    p->attach_to = dup_or_null(ctx->attach_to);
+    p->image = dup_or_null(sbx_options_get(o, "image"));
+    p->workdir = dup_or_null(sbx_options_get(o, "workdir"));
+    p->python = dup_or_null(sbx_options_get(o, "python"));
+    p->network = dup_or_null(sbx_options_get(o, "network"));
+    p->exec_user = dup_or_null(sbx_options_get(o, "user"));
+    p->tmpfs_mb = sbx_options_get_int(o, "tmpfs_mb");
+    if (p->tmpfs_mb <= 0)
+        p->tmpfs_mb = DOCKER_DEFAULT_TMPFS_MB;
+    const char *agent = sbx_options_get(o, "agent");
+    if (agent == NULL || agent[0] == '\0')
+        agent = getenv("SBX_AGENT");
+    if (agent == NULL || agent[0] == '\0')
+        agent = "/usr/lib/sbx/sbx-agent";
+    p->agent_path = strdup(agent);
+    if (ctx->runtime_dir != NULL && ctx->runtime_dir[0] != '\0' &&
+        asprintf(&p->runtime_dir, "%s/docker", ctx->runtime_dir) < 0)
+        p->runtime_dir = NULL;
+    if (p->profile == NULL || p->node == NULL || p->agent_path == NULL || p->python == NULL ||
+        p->workdir == NULL || p->image == NULL || p->network == NULL) {
+        provider_free(p);
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "profile '%s': docker.image, docker.workdir, docker.python and "
+                             "docker.network must not be empty",
+                             ctx->profile ? ctx->profile : "");
+    }
+    if (p->workdir[0] != '/') {
+        sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
+                                      "profile '%s': docker.workdir '%s' must be an absolute path",
+                                      p->profile, p->workdir);
+        provider_free(p);
+        return st;
+    }
+    if (!p->managed && !ref_ok(p->attach_to)) {
+        sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
+                                      "profile '%s': attach_to '%s' is not a container id or name",
+                                      p->profile, p->attach_to ? p->attach_to : "");
+        provider_free(p);
+        return st;
+    }
+    if (p->managed && p->runtime_dir == NULL) {
+        provider_free(p);
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "profile '%s': managed docker sandboxes need a runtime dir for the "
+                             "agent sockets (sandbox.runtime_dir)",
+                             ctx->profile ? ctx->profile : "");
+    }
+    /* The daemon is contacted here once, so a wrong socket is reported when the profile opens;
+     * every later call connects anew (a restarted daemon is simply reached again). */
+    const char *socket_path = sbx_options_get(o, "socket");
+    sbx_status st = docker_api_open(&p->api, socket_path, err);
+    if (st != SBX_OK) {
+        sbx_error_prefix(err, "profile '%s': ", p->profile);
+        provider_free(p);
+        return st;
+    }
+    *state = p;
+    return SBX_OK;
+}
+
+static void docker_close(void *state) { provider_free(state); }
+
+/* ---- capabilities and policy --------------------------------------------------------------- */
+
+static void docker_capabilities(void *state, sbx_capabilities *caps)
+{
+    docker_provider *p = state;
+    caps->isolation = SBX__V1__ISOLATION__ISOLATION_CONTAINER;
+    caps->shell = true;
+    sbx_add_string(&caps->n_languages, &caps->languages, "python");
+    sbx_add_string(&caps->n_languages, &caps->languages, "bash");
+    sbx_add_string(&caps->n_languages, &caps->languages, "sh");
+    caps->files = true;
+    caps->package_install = false;
+    caps->attach = true;
+    caps->provisions = p == NULL || p->managed;
+    caps->attaches_external = p == NULL || !p->managed;
+    caps->principal_user = false;
+    caps->streaming = true;
+    bool managed = p == NULL || p->managed;
+    /* Managed containers are made to the policy; an attached one is as its owner made it. */
+    caps->stateful = managed && docker_agent_available();
+    caps->policy_network = managed;
+    caps->policy_network_domains = false;
+    caps->policy_filesystem = managed;
+    caps->policy_resources = managed;
+}
+
+static sbx_status docker_check_policy(void *state, const sbx_policy *policy,
+                                      sbx_strlist *unenforceable, sbx_error *err)
+{
+    docker_provider *p = state;
+    bool ok = true;
+    (void)err;
+    switch (policy->network_egress) {
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY:
+        if (!p->managed)
+            ok &= sbx_strlist_add(unenforceable, "network_egress=deny");
+        break;
+    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST:
+        /* No egress proxy for containers yet: a domain list would be silently ignored. */
+        ok &= sbx_strlist_add(unenforceable, "network_egress=allowlist");
+        break;
+    default:
+        break;
+    }
+    if (!p->managed) {
+        if (policy->n_fs_read > 0)
+            ok &= sbx_strlist_add(unenforceable, "fs_read");
+        if (policy->n_fs_write > 0)
+            ok &= sbx_strlist_add(unenforceable, "fs_write");
+        if (policy->cpu > 0)
+            ok &= sbx_strlist_add(unenforceable, "cpu");
+        if (policy->memory_mb > 0)
+            ok &= sbx_strlist_add(unenforceable, "memory_mb");
+        if (policy->pids > 0)
+            ok &= sbx_strlist_add(unenforceable, "pids");
+        if (policy->disk_mb > 0)
+            ok &= sbx_strlist_add(unenforceable, "disk_mb");
+    }
+    return ok ? SBX_OK : SBX_E_INTERNAL;
+}
+
+/* ---- inspect -------------------------------------------------------------------------------- */
+
+typedef struct container_info {
+    char id[72];
+    bool running;
+    char status[32];
+    char workdir[512];
+    char state_dir[1024];
+    bool managed_label;
+} container_info;
+
+/* GET /containers/{id}/json (API v1.41 ContainerInspect): 200 with State and Config, 404 when
+ * there is no such container. */
+static sbx_status inspect(docker_provider *p, const char *ref, container_info *ci, sbx_error *err)
+{
+    memset(ci, 0, sizeof(*ci));
+    char *esc = docker_url_escape(ref);
+    char path[512];
+    snprintf(path, sizeof(path), "/containers/%s/json", esc ? esc : "");
+    free(esc);
+    json_t *j = NULL;
+    long status = 0;
+    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &j, err);
+    if (st != SBX_OK)
+        return st;
+    if (status == 404) {
+        const char *m = json_string_value(json_object_get(j, "message"));
+        st = sbx_error_set(err, SBX_E_GONE, "container '%s' no longer exists (Docker daemon: %s)",
+                           ref, m ? m : "no such container");
+        json_decref(j);
+        return st;
+    }
+    const char *id = json_string_value(json_object_get(j, "Id"));
+    if (status != 200 || id == NULL || strlen(id) >= sizeof(ci->id)) {
+        const char *m = json_string_value(json_object_get(j, "message"));
+        st = sbx_error_set(err, SBX_E_PROVISION, "Docker daemon: inspect of container '%s' "
+                           "answered HTTP %ld: %s", ref, status, m ? m : "no message");
+        json_decref(j);
+        return st;
+    }
+    snprintf(ci->id, sizeof(ci->id), "%s", id);
+    json_t *state = json_object_get(j, "State");
+    ci->running = json_is_true(json_object_get(state, "Running")) &&
+                  !json_is_true(json_object_get(state, "Paused"));
+    const char *s = json_string_value(json_object_get(state, "Status"));
+    snprintf(ci->status, sizeof(ci->status), "%s", s ? s : "unknown");
+    json_t *config = json_object_get(j, "Config");
+    const char *wd = json_string_value(json_object_get(config, "WorkingDir"));
+    snprintf(ci->workdir, sizeof(ci->workdir), "%s", wd != NULL && wd[0] == '/' ? wd : "/");
+    json_t *labels = json_object_get(config, "Labels");
+    ci->managed_label = json_is_string(json_object_get(labels, LABEL_MANAGED)) &&
+                        strcmp(json_string_value(json_object_get(labels, LABEL_MANAGED)), "1") == 0;
+    const char *sd = json_string_value(json_object_get(labels, LABEL_STATE));
+    if (sd != NULL && strlen(sd) < sizeof(ci->state_dir))
+        snprintf(ci->state_dir, sizeof(ci->state_dir), "%s", sd);
+    json_decref(j);
+    return SBX_OK;
+}
+
+/* ---- sandboxes -------------------------------------------------------------------------------- */
+
+static docker_sandbox *sandbox_new(docker_provider *p, const char *id, bool managed,
+                                   const char *workdir, const char *state_dir)
+{
+    docker_sandbox *sb = calloc(1, sizeof(*sb));
+    if (sb == NULL)
+        return NULL;
+    sb->p = p;
+    sb->managed = managed;
+    sb->base.id = strdup(id);
+    sb->workdir = strdup(workdir);
+    sb->state_dir = state_dir != NULL ? strdup(state_dir) : NULL;
+    if (sb->base.id == NULL || sb->workdir == NULL || (state_dir != NULL && sb->state_dir == NULL)) {
+        free(sb->base.id);
+        free(sb->workdir);
+        free(sb->state_dir);
+        free(sb);
+        return NULL;
+    }
+    return sb;
+}
+
+static void docker_sandbox_close(sbx_sandbox *base)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (sb == NULL)
+        return;
+    docker_agent_close(sb);
+    free(sb->base.id);
+    free(sb->workdir);
+    free(sb->state_dir);
+    free(sb);
+}
+
+/* DELETE /containers/{id}?force=true&v=true (API v1.41 ContainerDelete): 204 removed, 404 no
+ * such container (already gone: success for us), 409 removal already in progress (also
+ * success: it is going away). */
+static sbx_status remove_container(docker_provider *p, const char *ref, sbx_error *err)
+{
+    char *esc = docker_url_escape(ref);
+    char path[512];
+    snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", esc ? esc : "");
+    free(esc);
+    json_t *j = NULL;
+    long status = 0;
+    sbx_status st = docker_api_json(&p->api, "DELETE", path, NULL, &status, &j, err);
+    if (st == SBX_OK && status != 204 && status != 404 && status != 409 && status != 200) {
+        const char *m = json_string_value(json_object_get(j, "message"));
+        st = sbx_error_set(err, SBX_E_PROVISION, "Docker daemon could not remove container '%s': "
+                           "HTTP %ld: %s", ref, status, m ? m : "no message");
+    }
+    json_decref(j);
+    return st;
+}
+
+/* Removes a managed container's host state dir (agent socket and metadata). Only a dir under
+ * our runtime dir is ever removed: the path comes from a label, which whoever can talk to the
+ * daemon could have forged. */
+static void remove_state_dir(docker_provider *p, const char *dir)
+{
+    if (dir == NULL || dir[0] == '\0' || p->runtime_dir == NULL)
+        return;
+    size_t rl = strlen(p->runtime_dir);
+    if (strncmp(dir, p->runtime_dir, rl) != 0 || dir[rl] != '/' || strchr(dir + rl + 1, '/') ||
+        strstr(dir, "..") != NULL)
+        return;
+    docker_agent_cleanup_dir(dir);
+}
+
+static sbx_status mkdir_p(const char *path, mode_t mode)
+{
+    char buf[1024];
+    if (strlen(path) >= sizeof(buf))
+        return SBX_E_CONFIG;
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *s = buf + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return SBX_E_PROVISION;
+        *s = '/';
+    }
+    if (mkdir(buf, mode) != 0 && errno != EEXIST)
+        return SBX_E_PROVISION;
+    return SBX_OK;
+}
+
+/* The HostConfig of a managed container, from the policy. Every dimension here is one that
+ * check_policy declared enforceable; anything else was refused before we got here (strict) or
+ * is knowingly ignored (lenient). */
+static json_t *host_config(docker_provider *p, const sbx_policy *policy, const char *state_dir)
+{
+    json_t *hc = json_object();
+    json_t *binds = json_array();
+    char bind[2048];
+    snprintf(bind, sizeof(bind), "%s:%s:ro", p->agent_path, DOCKER_AGENT_MOUNT);
+    json_array_append_new(binds, json_string(bind));
+    snprintf(bind, sizeof(bind), "%s:%s:rw", state_dir, DOCKER_STATE_MOUNT);
+    json_array_append_new(binds, json_string(bind));
+    /* fs_read: host paths the program may read, bound read-only at the same path. */
+    for (size_t i = 0; i < policy->n_fs_read; i++) {
+        snprintf(bind, sizeof(bind), "%s:%s:ro", policy->fs_read[i], policy->fs_read[i]);
+        json_array_append_new(binds, json_string(bind));
+    }
+    json_object_set_new(hc, "Binds", binds);
+
+    /* Network: DENY is NetworkMode "none" (only loopback); ALLOW the configured network;
+     * unspecified means the profile default, which the engine resolved -- still "none" when
+     * nothing asked for egress (fail closed). */
+    bool allow = policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    json_object_set_new(hc, "NetworkMode", json_string(allow ? p->network : "none"));
+
+    if (policy->memory_mb > 0) {
+        json_int_t bytes = (json_int_t)policy->memory_mb * 1024 * 1024;
+        json_object_set_new(hc, "Memory", json_integer(bytes));
+        /* MemorySwap equal to Memory: no swap on top of the limit (API: -1 = unlimited swap). */
+        json_object_set_new(hc, "MemorySwap", json_integer(bytes));
+    }
+    if (policy->cpu > 0)
+        json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)llround(policy->cpu * 1e9)));
+    if (policy->pids > 0)
+        json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)policy->pids));
+
+    /* Filesystem policy (fs_write or disk_mb): the image's root is read-only; the workdir, /tmp
+     * and every fs_write path are tmpfs of disk_mb (or tmpfs_mb) each. */
+    if (policy->n_fs_write > 0 || policy->disk_mb > 0) {
+        json_object_set_new(hc, "ReadonlyRootfs", json_true());
+        json_t *tmpfs = json_object();
+        uint64_t mb = policy->disk_mb > 0 ? policy->disk_mb : (uint64_t)p->tmpfs_mb;
+        char opts[128];
+        snprintf(opts, sizeof(opts), "rw,nosuid,nodev,size=%llum,mode=1777",
+                 (unsigned long long)mb);
+        json_object_set_new(tmpfs, "/tmp", json_string(opts));
+        json_object_set_new(tmpfs, p->workdir, json_string(opts));
+        for (size_t i = 0; i < policy->n_fs_write; i++)
+            if (policy->fs_write[i][0] == '/')
+                json_object_set_new(tmpfs, policy->fs_write[i], json_string(opts));
+        json_object_set_new(hc, "Tmpfs", tmpfs);
+    }
+    /* Capabilities: all dropped but what the agent (PID 1, root in the container) needs to run
+     * programs as an unprivileged uid and to manage them: SETUID/SETGID to switch to it, KILL
+     * to signal its processes, CHOWN/FOWNER/DAC_OVERRIDE for files it writes on the program's
+     * behalf. Programs lose all of them at setuid (no ambient set) and no-new-privileges keeps
+     * setuid binaries from handing any back. */
+    json_t *drop = json_array();
+    json_array_append_new(drop, json_string("ALL"));
+    json_object_set_new(hc, "CapDrop", drop);
+    json_t *add = json_array();
+    static const char *const agent_caps[] = {"SETUID", "SETGID", "KILL", "CHOWN", "FOWNER",
+                                             "DAC_OVERRIDE", NULL};
+    for (size_t i = 0; agent_caps[i] != NULL; i++)
+        json_array_append_new(add, json_string(agent_caps[i]));
+    json_object_set_new(hc, "CapAdd", add);
+    json_t *secopt = json_array();
+    json_array_append_new(secopt, json_string("no-new-privileges"));
+    json_object_set_new(hc, "SecurityOpt", secopt);
+    json_t *restart = json_object();
+    json_object_set_new(restart, "Name", json_string("no"));
+    json_object_set_new(hc, "RestartPolicy", restart);
+    return hc;
+}
+
+static sbx_status docker_create(void *state, const sbx_session_handle *session,
+                                const sbx_principal *principal, const sbx_policy *policy,
+                                sbx_sandbox **out, sbx_error *err)
+{
+    docker_provider *p = state;
+    *out = NULL;
+    if (!p->managed)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "profile '%s' is attached: docker creates containers only under "
+                             "environment: managed", p->profile);
+    if (access(p->agent_path, X_OK) != 0)
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "profile '%s': sbx-agent not found or not executable at '%s' (%s); set "
+                             "docker.agent or $SBX_AGENT to the static sbx-agent binary",
+                             p->profile, p->agent_path, strerror(errno));
+    char uuid[SBX_UUID_LEN];
+    sbx_uuid_v4(uuid);
+    char state_dir[1024];
+    snprintf(state_dir, sizeof(state_dir), "%s/%s", p->runtime_dir, uuid);
+    if (mkdir_p(p->runtime_dir, 0700) != SBX_OK || mkdir_p(state_dir, 0700) != SBX_OK)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot create the agent state dir '%s': %s",
+                             state_dir, strerror(errno));
+
+    json_t *body = json_object();
+    json_object_set_new(body, "Image", json_string(p->image));
+    json_t *entry = json_array();
+    json_array_append_new(entry, json_string(DOCKER_AGENT_MOUNT));
+    docker_agent_add_args(entry, p);
+    json_object_set_new(body, "Entrypoint", entry);
+    json_object_set_new(body, "Cmd", json_array());
+    json_object_set_new(body, "WorkingDir", json_string(p->workdir));
+    json_object_set_new(body, "User", json_string("0:0"));
+    json_object_set_new(body, "Tty", json_false());
+    json_object_set_new(body, "OpenStdin", json_false());
+    /* The agent stops its programs on SIGTERM; a short stop timeout keeps `docker stop` and
+     * daemon shutdown from waiting the default 10 s. */
+    json_object_set_new(body, "StopTimeout", json_integer(2));
+    json_t *labels = json_object();
+    json_object_set_new(labels, LABEL_MANAGED, json_string("1"));
+    json_object_set_new(labels, LABEL_SESSION,
+                        json_string(session != NULL && session->session_id ? session->session_id : ""));
+    json_object_set_new(labels, LABEL_PROFILE, json_string(p->profile));
+    json_object_set_new(labels, LABEL_OWNER,
+                        json_string(principal != NULL && principal->subject ? principal->subject : ""));
+    json_object_set_new(labels, LABEL_NODE, json_string(p->node));
+    json_object_set_new(labels, LABEL_STATE, json_string(state_dir));
+    json_object_set_new(body, "Labels", labels);
+    json_object_set_new(body, "HostConfig", host_config(p, policy, state_dir));
+    if (json_object_size(body) == 0) {
+        json_decref(body);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    }
+
+    /* POST /containers/create?name=sbx-<uuid> (API v1.41 ContainerCreate): 201 {"Id"}, 400 bad
+     * parameter, 404 no such image (we never pull: the message says so), 409 name conflict. */
+    char path[128];
+    snprintf(path, sizeof(path), "/containers/create?name=sbx-%s", uuid);
+    json_t *resp = NULL;
+    long status = 0;
+    sbx_status st = docker_api_json(&p->api, "POST", path, body, &status, &resp, err);
+    json_decref(body);
+    if (st != SBX_OK) {
+        remove_state_dir(p, state_dir);
+        return st;
+    }
+    const char *id = json_string_value(json_object_get(resp, "Id"));
+    if (status != 201 || id == NULL || !ref_ok(id)) {
+        const char *m = json_string_value(json_object_get(resp, "message"));
+        if (status == 404)
+            st = sbx_error_set(err, SBX_E_PROVISION,
+                               "profile '%s': image '%s' is not on the Docker daemon (sbx never "
+                               "pulls; `docker pull` or `docker import` it first): %s",
+                               p->profile, p->image, m ? m : "no such image");
+        else
+            st = sbx_error_set(err, SBX_E_PROVISION,
+                               "profile '%s': Docker daemon refused to create the container: "
+                               "HTTP %ld: %s", p->profile, status, m ? m : "no message");
+        json_decref(resp);
+        remove_state_dir(p, state_dir);
+        return st;
+    }
+    char cid[72];
+    snprintf(cid, sizeof(cid), "%s", id);
+    json_decref(resp);
+
+    /* POST /containers/{id}/start: 204 started, 304 already started, 404 gone. */
+    snprintf(path, sizeof(path), "/containers/%s/start", cid);
+    st = docker_api_json(&p->api, "POST", path, NULL, &status, &resp, err);
+    if (st == SBX_OK && status != 204 && status != 304) {
+        const char *m = json_string_value(json_object_get(resp, "message"));
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "profile '%s': Docker daemon could not start container %.12s: HTTP "
+                           "%ld: %s", p->profile, cid, status, m ? m : "no message");
+    }
+    json_decref(resp);
+    docker_sandbox *sb = NULL;
+    if (st == SBX_OK) {
+        sb = sandbox_new(p, cid, true, p->workdir, state_dir);
+        if (sb == NULL)
+            st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    }
+    if (st == SBX_OK)
+        st = docker_agent_connect(sb, true, err);
+    if (st != SBX_OK) {
+        docker_sandbox_close((sbx_sandbox *)sb);
+        remove_container(p, cid, NULL);
+        remove_state_dir(p, state_dir);
+        return st;
+    }
+    *out = &sb->base;
+    return SBX_OK;
+}
+
+static sbx_status docker_attach(void *state, const char *sandbox_id, const sbx_principal *principal,
+                                const sbx_policy *policy, sbx_sandbox **out, sbx_error *err)
+{
+    docker_provider *p = state;
+    (void)principal;
+    (void)policy;
+    *out = NULL;
+    if (!ref_ok(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE,
+                             "'%.80s' is not a container id or name, so no such sandbox exists",
+                             sandbox_id ? sandbox_id : "");
+    container_info ci;
+    sbx_status st = inspect(p, sandbox_id, &ci, err);
+    if (st != SBX_OK)
+        return st;
+    if (p->managed && !ci.managed_label)
+        return sbx_error_set(err, SBX_E_GONE,
+                             "container '%s' was not created by sbx (no %s label); a managed "
+                             "profile only reconnects to its own containers",
+                             sandbox_id, LABEL_MANAGED);
+    if (!ci.running) {
+        if (p->managed) {
+            /* A stopped managed container is dead to us (its agent, kernels and processes are
+             * gone): remove it so the engine's self-heal does not leave it behind. */
+            remove_container(p, ci.id, NULL);
+            remove_state_dir(p, ci.state_dir);
+        }
+        return sbx_error_set(err, SBX_E_GONE, "container '%s' is not running (status %s)",
+                             sandbox_id, ci.status);
+    }
+    docker_sandbox *sb = sandbox_new(p, ci.id, p->managed, p->managed ? p->workdir : ci.workdir,
+                                     p->managed ? ci.state_dir : NULL);
+    if (sb == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    if (p->managed) {
+        st = docker_agent_connect(sb, false, err);
+        if (st != SBX_OK) {
+            docker_sandbox_close(&sb->base);
+            return st;
+        }
+    }
+    *out = &sb->base;
+    return SBX_OK;
+}
+
+static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error *err)
+{
+    docker_provider *p = state;
+    if (!p->managed)
+        return SBX_OK; /* attached: only the binding goes; the container is not ours */
+    if (!ref_ok(sandbox_id))
+        return SBX_OK; /* nothing by that name can exist */
+    container_info ci;
+    sbx_error ignored;
+    sbx_status st = inspect(p, sandbox_id, &ci, &ignored);
+    if (st == SBX_E_GONE)
+        return SBX_OK;
+    if (st != SBX_OK) {
+        if (err != NULL)
+            *err = ignored;
+        return st;
+    }
+    if (!ci.managed_label)
+        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                             "container '%s' was not created by sbx (no %s label); refusing to "
+                             "remove it", sandbox_id, LABEL_MANAGED);
+    st = remove_container(p, ci.id, err);
+    if (st == SBX_OK)
+        remove_state_dir(p, ci.state_dir);
+    return st;
+}
+
+/* ---- operations ------------------------------------------------------------------------------ */
+
+/* "K=V" strings of a protobuf map (malloc'd array and strings, NULL terminated). */
+static char **env_list(size_t n, Sbx__V1__RunCommand__EnvEntry **entries)
+{
+    char **env = calloc(n + 1, sizeof(*env));
+    if (env == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (asprintf(&env[i], "%s=%s", entries[i]->key, entries[i]->value) < 0) {
+            for (size_t k = 0; k < i; k++)
+                free(env[k]);
+            free(env);
+            return NULL;
+        }
+    }
+    return env;
+}
+
+static char **code_env_list(size_t n, Sbx__V1__RunCode__EnvEntry **entries)
+{
+    char **env = calloc(n + 1, sizeof(*env));
+    if (env == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (asprintf(&env[i], "%s=%s", entries[i]->key, entries[i]->value) < 0) {
+            for (size_t k = 0; k < i; k++)
+                free(env[k]);
+            free(env);
+            return NULL;
+        }
+    }
+    return env;
+}
+
+static void strv_free(char **v)
+{
+    for (size_t i = 0; v != NULL && v[i] != NULL; i++)
+        free(v[i]);
+    free(v);
+}
+
+static sbx_status docker_run_command(sbx_sandbox *base, const Sbx__V1__RunCommand *op,
+                                     const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (sb->agent != NULL)
+        return docker_agent_run_command(sb, op, o, result, err);
+    if (op->n_argv == 0 && (op->shell == NULL || op->shell[0] == '\0'))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "run_command: give argv or shell (both are empty)");
+    const char *shell_argv[] = {"/bin/sh", "-c", op->shell, NULL};
+    const char **argv = shell_argv;
+    const char **copy = NULL;
+    if (op->n_argv > 0) {
+        copy = calloc(op->n_argv + 1, sizeof(*copy));
+        if (copy == NULL)
+            return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+        for (size_t i = 0; i < op->n_argv; i++)
+            copy[i] = op->argv[i];
+        argv = copy;
+    }
+    char **env = env_list(op->n_env, op->env);
+    sbx_status st = env == NULL ? sbx_error_set(err, SBX_E_INTERNAL, "out of memory")
+                                : docker_exec_run(sb, argv, (const char *const *)env, op->cwd,
+                                                  op->stdin.data, op->stdin.len, o, result, err);
+    strv_free(env);
+    free(copy);
+    return st;
+}
+
+static sbx_status docker_run_code(sbx_sandbox *base, const Sbx__V1__RunCode *op,
+                                  const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (sb->agent != NULL)
+        return docker_agent_run_code(sb, op, o, result, err);
+    const char *lang = op->language != NULL ? op->language : "";
+    const char *interp;
+    if (strcmp(lang, "python") == 0)
+        interp = sb->p->python;
+    else if (strcmp(lang, "bash") == 0)
+        interp = "bash";
+    else if (strcmp(lang, "sh") == 0)
+        interp = "/bin/sh";
+    else
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "run_code: language '%s' is not offered by docker (python, bash, sh)",
+                             lang);
+    size_t code_len = op->code != NULL ? strlen(op->code) : 0;
+    if (code_len > DOCKER_MAX_CODE_ARG)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "run_code: %zu bytes of code is over the %u bytes an attached "
+                             "container's exec can pass; write it to a file and run that",
+                             code_len, DOCKER_MAX_CODE_ARG);
+    const char *argv[] = {interp, "-c", op->code != NULL ? op->code : "", NULL};
+    char **env = code_env_list(op->n_env, op->env);
+    sbx_status st = env == NULL ? sbx_error_set(err, SBX_E_INTERNAL, "out of memory")
+                                : docker_exec_run(sb, argv, (const char *const *)env, op->cwd,
+                                                  op->stdin.data, op->stdin.len, o, result, err);
+    strv_free(env);
+    return st;
+}
+
+static sbx_status docker_write_file(sbx_sandbox *base, const Sbx__V1__WriteFile *op,
+                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (sb->agent != NULL)
+        return docker_agent_write_file(sb, op, o, result, err);
+    return docker_archive_write(sb, op, result, err);
+}
+
+static sbx_status docker_read_file(sbx_sandbox *base, const Sbx__V1__ReadFile *op,
+                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (sb->agent != NULL)
+        return docker_agent_read_file(sb, op, o, result, err);
+    return docker_archive_read(sb, op, result, err);
+}
+
+static sbx_status docker_list_files(sbx_sandbox *base, const Sbx__V1__ListFiles *op,
+                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (sb->agent != NULL)
+        return docker_agent_list_files(sb, op, o, result, err);
+    return docker_archive_list(sb, op, result, err);
+}
+
+const sbx_provider_ops sbx_provider_docker = {
+    .name = "docker",
+    .summary = "containers of a Docker Engine over its unix socket (managed via sbx-agent, or "
+               "attached with the exec API)",
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES,
+    .options = docker_options,
+    .open = docker_open,
+    .close = docker_close,
+    .capabilities = docker_capabilities,
+    .check_policy = docker_check_policy,
+    .create = docker_create,
+    .attach = docker_attach,
+    .destroy = docker_destroy,
+    .run_code = docker_run_code,
+    .run_command = docker_run_command,
+    .install_packages = NULL,
+    .write_file = docker_write_file,
+    .read_file = docker_read_file,
+    .list_files = docker_list_files,
+    .sandbox_close = docker_sandbox_close,
+};

@@ -1,0 +1,81 @@
+/* docker_provider.h - the docker provider's private types, shared by its files: the provider
+ * state, the sandbox handle, and the two execution back ends (the exec/archive API for attached
+ * containers, the sbx-agent for managed ones). Private to providers/docker/.
+ */
+#ifndef SBX_DOCKER_PROVIDER_H
+#define SBX_DOCKER_PROVIDER_H
+
+#include <stdbool.h>
+
+#include "providers/docker/docker_api.h"
+#include "sbx/provider.h"
+
+/* Output kept per stream when the caller sets no limit: the worker's default maximum message is
+ * 16 MiB, so two streams of 4 MiB plus framing always fit in one completion. */
+#define DOCKER_MAX_OUTPUT_BYTES (4u * 1024u * 1024u)
+/* Largest file read_file returns, and write_file accepts: the content travels inside one
+ * completion or request (16 MiB default message limit). */
+#define DOCKER_MAX_FILE_BYTES (16u * 1024u * 1024u)
+/* list_files through the archive API streams the whole subtree; past this many bytes (or
+ * entries) the listing is refused rather than read forever. */
+#define DOCKER_MAX_LIST_ARCHIVE_BYTES (256ull * 1024u * 1024u)
+#define DOCKER_MAX_LIST_ENTRIES 100000
+/* How many symlinks read_file follows through the archive API before refusing (as ELOOP). */
+#define DOCKER_MAX_SYMLINK_HOPS 8
+/* Code passed to an interpreter on its command line (`python3 -c CODE`): Linux caps one
+ * argument at MAX_ARG_STRLEN (128 KiB); stay below with room for the environment. */
+#define DOCKER_MAX_CODE_ARG (120u * 1024u)
+
+typedef struct docker_provider {
+    docker_api api;
+    char *profile;
+    char *node;
+    char *runtime_dir;      /* <ctx runtime_dir>/docker: per-sandbox agent socket dirs */
+    bool managed;
+    char *attach_to;        /* attached: the container named in the profile */
+    char *image;
+    char *agent_path;       /* host path of the static sbx-agent */
+    char *workdir;
+    char *python;
+    char *network;          /* NetworkMode for network_egress=allow */
+    char *exec_user;        /* attached: exec as this user (NULL: the container's) */
+    int64_t tmpfs_mb;       /* size of each writable tmpfs under a read-only root */
+} docker_provider;
+
+typedef struct docker_sandbox {
+    sbx_sandbox base;       /* first: the engine sees an sbx_sandbox */
+    docker_provider *p;
+    bool managed;           /* created by sbx (labels say so): execution through the agent */
+    char *workdir;          /* the container's working dir (relative paths resolve here) */
+    char *state_dir;        /* managed: host dir bind-mounted at /.sbx (agent socket) */
+    void *agent;            /* managed: the agent connection (docker_agent.c) */
+} docker_sandbox;
+
+/* Output accumulation shared by both back ends: bounded per stream, streamed with offsets. */
+typedef struct docker_output {
+    sbx_result *result;
+    const sbx_exec_opts *opts;
+    uint64_t limit;          /* per stream */
+    uint64_t offset[3];      /* bytes seen per stream (index 1 stdout, 2 stderr) */
+    bool over_limit;
+} docker_output;
+
+void docker_output_init(docker_output *o, sbx_result *r, const sbx_exec_opts *opts);
+void docker_output_add(void *arg, int stream, const uint8_t *data, size_t len);
+
+/* Attached (and agent-less) back end: exec and archive API (docker_exec_ops.c). */
+sbx_status docker_exec_run(docker_sandbox *sb, const char *const *argv, const char *const *env,
+                           const char *cwd, const uint8_t *stdin_data, size_t stdin_len,
+                           const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op,
+                                sbx_result *result, sbx_error *err);
+sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
+                               sbx_result *result, sbx_error *err);
+sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
+                               sbx_result *result, sbx_error *err);
+
+/* An absolute path inside the container: `path` as is when absolute, else under the workdir.
+ * malloc'd; NULL on ENOMEM. */
+char *docker_abs_path(const docker_sandbox *sb, const char *path);
+
+#endif
