@@ -71,6 +71,9 @@ static const sbx_option_spec ssm_options[] = {
      "$AWS_SHARED_CREDENTIALS_FILE, then ~/.aws/credentials)"},
     {"aws_profile", SBX_OPT_STRING, NULL, NULL, 0, 0,
      "profile in the shared credentials file (default $AWS_PROFILE, then default)"},
+    {"role_arn", SBX_OPT_STRING, NULL, NULL, 0, 0,
+     "user mode: the role assumed for a user principal without credentials[\"role_arn\"] "
+     "(the STS session is still named after the user and cached per user)"},
     {"poll_initial_ms", SBX_OPT_INT, "250", NULL, 1, 60000,
      "first GetCommandInvocation poll interval; doubles up to poll_max_ms"},
     {"poll_max_ms", SBX_OPT_INT, "5000", NULL, 1, 60000,
@@ -108,6 +111,7 @@ typedef struct ssm_state {
     aws_client *aws;
     aws_creds_source src;
     char *src_strings[5]; /* owned copies behind src */
+    char *default_role;   /* role_arn option: user mode without credentials["role_arn"] */
     int64_t poll_initial_ms, poll_max_ms, exec_timeout_s, delivery_timeout_s;
     int64_t invocation_wait_ms, role_duration_s, refresh_margin_s;
 
@@ -158,6 +162,7 @@ static void ssm_close(void *state)
     for (size_t i = 0; i < 5; i++)
         free(st->src_strings[i]);
     free(st->profile);
+    free(st->default_role);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
@@ -182,6 +187,8 @@ static sbx_status ssm_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     st->src.session_token_env = st->src_strings[2];
     st->src.credentials_file = st->src_strings[3];
     st->src.profile = st->src_strings[4];
+    if (opt(o, "role_arn") != NULL)
+        st->default_role = strdup(opt(o, "role_arn"));
     st->poll_initial_ms = opt_int(o, "poll_initial_ms", 250);
     st->poll_max_ms = opt_int(o, "poll_max_ms", 5000);
     if (st->poll_max_ms < st->poll_initial_ms)
@@ -314,6 +321,14 @@ static bool user_mode(const sbx_principal *p)
     return p != NULL && p->mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
 }
 
+/* The role a user principal acts through: its own credentials["role_arn"], else the profile's
+ * role_arn option. */
+static const char *principal_role(const ssm_state *st, const sbx_principal *p)
+{
+    const char *r = principal_credential(p, "role_arn");
+    return r != NULL ? r : st->default_role;
+}
+
 /* The deployment's own credentials (copied into *out). Loaded once, reloaded when `reload`. */
 static sbx_status base_creds(ssm_state *st, bool reload, aws_creds *out, sbx_error *err)
 {
@@ -363,12 +378,12 @@ static sbx_status principal_creds(ssm_state *st, const sbx_principal *p, int64_t
     aws_creds_clear(out);
     if (!user_mode(p))
         return base_creds(st, false, out, err);
-    const char *role = principal_credential(p, "role_arn");
+    const char *role = principal_role(st, p);
     const char *subject = p->subject != NULL ? p->subject : "";
     if (role == NULL)
         return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
-                             "ec2_ssm: user principal '%.128s' has no credentials[\"role_arn\"]; "
-                             "user mode acts only through the user's own IAM role (sbx never "
+                             "ec2_ssm: user principal '%.128s' has no credentials[\"role_arn\"] and "
+                             "the profile sets no role_arn; user mode acts only through the user's own IAM role (sbx never "
                              "falls back to the agent's identity)",
                              subject);
     if (subject[0] == '\0')
@@ -452,7 +467,7 @@ static sbx_status call_as(ssm_state *st, const sbx_principal *p, const char *op,
         /* ExpiredTokenException: the token died before its advertised expiry (revoked
          * session, rotated environment): renew and try once more. */
         if (user_mode(p))
-            cache_invalidate(st, p->subject, principal_credential(p, "role_arn"));
+            cache_invalidate(st, p->subject != NULL ? p->subject : "", principal_role(st, p));
         else {
             aws_creds fresh = {0};
             s = base_creds(st, true, &fresh, err);

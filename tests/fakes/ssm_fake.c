@@ -207,7 +207,7 @@ static int run_stmt(interp *in, stmt *s)
     char *text = tb_take(&piped);
     const char *saved_stdin = in->stdin_text;
     in->stdin_text = text;
-    int st = run_words(in, s->w + s->pipe_at, s->n - s->pipe_at);
+    int st = run_words(in, s->w + (s->pipe_at - 1), s->n - (s->pipe_at - 1));
     in->stdin_text = saved_stdin;
     free(text);
     return st;
@@ -423,7 +423,8 @@ static int run_words(interp *in, word *w, size_t n)
         }
         return 0;
     }
-    if (strcmp(cmd, "repeat") == 0 && n == 3) {
+    if (strcmp(cmd, "repeat") == 0 && (n == 3 || (n == 4 && !w[3].quoted &&
+                                                   strcmp(w[3].text, ">&2") == 0))) {
         long count = strtol(w[1].text, NULL, 10);
         size_t tl = strlen(w[2].text);
         if (count < 0 || tl == 0 || (size_t)count * tl > INTERP_MAX_OUTPUT)
@@ -433,7 +434,7 @@ static int run_words(interp *in, word *w, size_t n)
             abort();
         for (long i = 0; i < count; i++)
             memcpy(b + (size_t)i * tl, w[2].text, tl);
-        emit(in, 1, b, (size_t)count * tl);
+        emit(in, n == 4 ? 2 : 1, b, (size_t)count * tl);
         free(b);
         return 0;
     }

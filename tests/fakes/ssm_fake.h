@@ -13,7 +13,7 @@
  * Commands are never run: a tiny deterministic interpreter understands echo (and `>&2`),
  * printf '%s', cat (stdin), exit N, sleep S (advances the command's own clock; the invocation
  * stays InProgress that long in real time), pwd, whoami, printenv, export, true/false,
- * `repeat N TEXT` (TEXT N times, for big outputs), `sh -c` / `bash -c`, and
+ * `repeat N TEXT [>&2]` (TEXT N times, for big outputs), `sh -c` / `bash -c`, and
  * `sudo -n -u USER -- sh -c SCRIPT`. Anything else prints "not found" and exits 127.
  */
 #ifndef SBX_TESTS_SSM_FAKE_H
