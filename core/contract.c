@@ -4,6 +4,7 @@
  * protobuf_c_message_free_unpacked(msg, NULL) releases it whole. */
 #include "sbx/contract.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,13 +146,13 @@ bool sbx_result_set_data(sbx_result *r, const char *key, const char *value)
 
 /* ---- constructors ------------------------------------------------------------------------- */
 
-#define SBX_DEFINE_NEW(fn, type, init)                                                       \
-    type *fn(void)                                                                           \
-    {                                                                                        \
-        type *m = malloc(sizeof(*m));                                                        \
-        if (m != NULL)                                                                       \
-            init(m);                                                                         \
-        return m;                                                                            \
+#define SBX_DEFINE_NEW(fn, type, init)                                                             \
+    type *fn(void)                                                                                 \
+    {                                                                                              \
+        type *m = malloc(sizeof(*m));                                                              \
+        if (m != NULL)                                                                             \
+            init(m);                                                                               \
+        return m;                                                                                  \
     }
 
 SBX_DEFINE_NEW(sbx_result_new, sbx_result, sbx__v1__result__init)
@@ -239,8 +240,7 @@ sbx_completion *sbx_completion_new(const char *task_id)
     return c;
 }
 
-static sbx_completion *completion_fail_text(const char *task_id, sbx_status code,
-                                            const char *text)
+static sbx_completion *completion_fail_text(const char *task_id, sbx_status code, const char *text)
 {
     /* A FAILED completion with error_code NONE would tell the caller nothing: a caller that
      * passes SBX_OK here has a bug, which is what INTERNAL reports. */
@@ -262,6 +262,8 @@ static sbx_completion *completion_fail_text(const char *task_id, sbx_status code
 
 /* Formats into text (SBX_ERROR_MAX bytes); a text that does not fit ends with "...", as
  * sbx_error messages do, so a reader knows it was cut. */
+static void format_text(char text[SBX_ERROR_MAX], const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void format_text(char text[SBX_ERROR_MAX], const char *fmt, va_list ap)
 {
     int n = vsnprintf(text, SBX_ERROR_MAX, fmt, ap);
@@ -322,35 +324,153 @@ const char *sbx_request_op_name(const sbx_request *req)
     }
 }
 
-static sbx_status decode_bounded(const ProtobufCMessageDescriptor *desc, const char *what,
-                                 const uint8_t *buf, size_t len, size_t max_len,
-                                 ProtobufCMessage **out, sbx_error *err)
+/* Largest field number protobuf allows (2^29 - 1). */
+#define CONTRACT_MAX_FIELD_NUMBER 536870911u
+/* Nesting the strictness pass follows; sbx.v1 has no recursive message, so real depth < 8. */
+#define CONTRACT_MAX_DEPTH 32
+/* Fields of a message tracked with a bit each; longer messages get a heap array. */
+#define CONTRACT_SEEN_BITS 64
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *value = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The strictness pass, run on bytes protobuf-c already accepted. It refuses what protobuf-c
+ * 1.4 accepts but reads differently from the protobuf spec (and from Python and nanopb):
+ *  - field number 0 written as a multi-byte varint (80 00), or above 2^29-1: protobuf-c keeps
+ *    them as unknown fields and packs them into bytes it then refuses itself, so the message
+ *    could not be copied or forwarded;
+ *  - a oneof message member that appears more than once: the spec merges the parts, protobuf-c
+ *    keeps only the last one. A proxy or auditor reading the merged message would see another
+ *    operation than the one sbx runs (e.g. other argv), so such input is refused outright.
+ * Walks every message-typed field recursively. Returns false with a reason in why. */
+static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
+                        int depth, char *why, size_t why_len)
+{
+    if (depth > CONTRACT_MAX_DEPTH) {
+        snprintf(why, why_len, "nests messages deeper than %d levels", CONTRACT_MAX_DEPTH);
+        return false;
+    }
+    const uint8_t *end = p + len;
+    uint64_t seen_bits = 0;
+    uint8_t *seen_heap = NULL;
+    if (d->n_fields > CONTRACT_SEEN_BITS) {
+        seen_heap = calloc(d->n_fields, 1);
+        if (seen_heap == NULL) {
+            snprintf(why, why_len, "could not be checked: out of memory");
+            return false;
+        }
+    }
+    bool ok = true;
+    while (ok && p < end) {
+        uint64_t key = 0, value = 0;
+        if (!wire_varint(&p, end, &key)) {
+            snprintf(why, why_len, "has a malformed field key");
+            ok = false;
+            break;
+        }
+        uint64_t number = key >> 3;
+        if (number == 0 || number > CONTRACT_MAX_FIELD_NUMBER) {
+            snprintf(why, why_len, "has a field numbered %" PRIu64 " (valid: 1 to 2^29-1)", number);
+            ok = false;
+            break;
+        }
+        switch (key & 7) {
+        case 0: ok = wire_varint(&p, end, &value); break;
+        case 1:
+        case 5: {
+            size_t n = (key & 7) == 1 ? 8 : 4;
+            ok = (size_t)(end - p) >= n;
+            p += ok ? n : 0;
+            break;
+        }
+        case 2: {
+            ok = wire_varint(&p, end, &value) && value <= (uint64_t)(end - p);
+            if (!ok)
+                break;
+            const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field(d, (unsigned)number);
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+                    size_t idx = (size_t)(f - d->fields);
+                    bool again = seen_heap ? seen_heap[idx] != 0 : (seen_bits >> idx) & 1;
+                    if (again) {
+                        snprintf(why, why_len,
+                                 "has the oneof member '%s' of %s more than once (send it once)",
+                                 f->name, d->name);
+                        ok = false;
+                        break;
+                    }
+                    if (seen_heap)
+                        seen_heap[idx] = 1;
+                    else
+                        seen_bits |= UINT64_C(1) << idx;
+                }
+                ok = wire_strict(f->descriptor, p, (size_t)value, depth + 1, why, why_len);
+                if (!ok)
+                    break;
+            }
+            p += value;
+            break;
+        }
+        default:
+            snprintf(why, why_len, "has a field of wire type %u", (unsigned)(key & 7));
+            ok = false;
+        }
+        if (!ok && why[0] == '\0')
+            snprintf(why, why_len, "is truncated inside a field");
+    }
+    free(seen_heap);
+    return ok;
+}
+
+sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *buf,
+                              size_t len, size_t max_len, ProtobufCMessage **out, sbx_error *err)
 {
     *out = NULL;
+    const char *what = desc->short_name;
     if (len > max_len)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
                              "%s of %zu bytes exceeds the limit of %zu bytes; send a smaller "
                              "message or raise max_message_bytes",
                              what, len, max_len);
-    *out = protobuf_c_message_unpack(desc, NULL, len, buf);
-    if (*out == NULL)
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, buf);
+    if (m == NULL)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "%s of %zu bytes is not a valid sbx.v1 protobuf message", what, len);
+    char why[256] = "";
+    if (!wire_strict(desc, buf, len, 0, why, sizeof(why))) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "%s of %zu bytes %s; it is not a valid sbx.v1 protobuf message", what,
+                             len, why);
+    }
+    *out = m;
     return SBX_OK;
 }
 
 sbx_status sbx_request_decode(const uint8_t *buf, size_t len, size_t max_len, sbx_request **out,
                               sbx_error *err)
 {
-    return decode_bounded(&sbx__v1__execution_request__descriptor, "ExecutionRequest", buf, len,
-                          max_len, (ProtobufCMessage **)out, err);
+    return sbx_message_decode(&sbx__v1__execution_request__descriptor, buf, len, max_len,
+                              (ProtobufCMessage **)out, err);
 }
 
 sbx_status sbx_completion_decode(const uint8_t *buf, size_t len, size_t max_len,
                                  sbx_completion **out, sbx_error *err)
 {
-    return decode_bounded(&sbx__v1__execution_completion__descriptor, "ExecutionCompletion", buf,
-                          len, max_len, (ProtobufCMessage **)out, err);
+    return sbx_message_decode(&sbx__v1__execution_completion__descriptor, buf, len, max_len,
+                              (ProtobufCMessage **)out, err);
 }
 
 /* ---- sbx_strlist (provider.h) ------------------------------------------------------------- */

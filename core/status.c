@@ -43,6 +43,8 @@ int sbx_status_from_name(const char *name)
 
 /* Formats into out (SBX_ERROR_MAX bytes); a text that does not fit ends with "...". */
 static void format_cut(char out[SBX_ERROR_MAX], const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void format_cut(char out[SBX_ERROR_MAX], const char *fmt, va_list ap)
 {
     int n = vsnprintf(out, SBX_ERROR_MAX, fmt, ap);
     if (n < 0)

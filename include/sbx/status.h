@@ -46,7 +46,8 @@ typedef struct sbx_error {
  * `return sbx_error_set(err, SBX_E_CONFIG, "...", ...);`. */
 sbx_status sbx_error_set(sbx_error *err, sbx_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-sbx_status sbx_error_vset(sbx_error *err, sbx_status code, const char *fmt, va_list ap);
+sbx_status sbx_error_vset(sbx_error *err, sbx_status code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Prepends context ("profile 'x': ") to an error already set. err may be NULL. */
 void sbx_error_prefix(sbx_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

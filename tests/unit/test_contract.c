@@ -482,6 +482,57 @@ static void test_request_decode_refuses_malformed_bytes(void **state)
     }
 }
 
+static void expect_refused(const uint8_t *bytes, size_t len, const char *reason)
+{
+    sbx_request *req = NULL;
+    sbx_error err;
+    sbx_status st = sbx_request_decode(bytes, len, 1024, &req, &err);
+    if (st != SBX_E_INVALID_ARGUMENT)
+        fail_msg("decoded with status %d", (int)st);
+    assert_null(req);
+    if (strstr(err.message, reason) == NULL)
+        fail_msg("message \"%s\" does not say \"%s\"", err.message, reason);
+}
+
+/* protobuf-c takes field number 0 written as two bytes (80 00) and then cannot pack it back. */
+static void test_request_decode_refuses_field_number_zero_in_any_form(void **state)
+{
+    (void)state;
+    static const uint8_t top[] = {0x80, 0x00, 0x6f};
+    expect_refused(top, sizeof(top), "field numbered 0");
+    static const uint8_t nested[] = {0x52, 0x0b, 0x0a, 0x06, 'p',  'y', 't',
+                                     'h',  'o',  'n',  0x82, 0x00, 0x00}; /* inside run_code */
+    expect_refused(nested, sizeof(nested), "field numbered 0");
+}
+
+static void test_request_decode_refuses_field_numbers_above_the_protobuf_range(void **state)
+{
+    (void)state;
+    static const uint8_t over[] = {0x80, 0x80, 0x80, 0x80, 0x10, 0x01}; /* field 2^29 */
+    expect_refused(over, sizeof(over), "field numbered 536870912");
+}
+
+/* The spec merges two parts of the same oneof member, protobuf-c keeps the last: refused. */
+static void test_request_decode_refuses_a_oneof_member_sent_twice(void **state)
+{
+    (void)state;
+    static const uint8_t twice[] = {0x5a, 0x03, 0x0a, 0x01, 'a',  /* run_command{argv a} */
+                                    0x5a, 0x03, 0x0a, 0x01, 'b'}; /* run_command{argv b} */
+    expect_refused(twice, sizeof(twice), "oneof member 'run_command'");
+}
+
+/* Two different members: the last one wins in every implementation, so this is accepted. */
+static void test_request_decode_keeps_the_last_of_two_oneof_members(void **state)
+{
+    (void)state;
+    static const uint8_t two[] = {0x5a, 0x03, 0x0a, 0x01, 'a',  /* run_command{argv a} */
+                                  0x7a, 0x03, 0x0a, 0x01, '/'}; /* list_files{path /} */
+    sbx_request *req = NULL;
+    assert_int_equal(sbx_request_decode(two, sizeof(two), 1024, &req, NULL), SBX_OK);
+    assert_int_equal(req->op_case, SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES);
+    sbx_request_free(req);
+}
+
 static void test_completion_decode_is_bounded_and_strict(void **state)
 {
     (void)state;
@@ -577,6 +628,10 @@ int main(void)
         cmocka_unit_test(test_request_decode_of_empty_input_is_an_empty_request),
         cmocka_unit_test(test_request_decode_refuses_input_over_the_limit),
         cmocka_unit_test(test_request_decode_refuses_malformed_bytes),
+        cmocka_unit_test(test_request_decode_refuses_field_number_zero_in_any_form),
+        cmocka_unit_test(test_request_decode_refuses_field_numbers_above_the_protobuf_range),
+        cmocka_unit_test(test_request_decode_refuses_a_oneof_member_sent_twice),
+        cmocka_unit_test(test_request_decode_keeps_the_last_of_two_oneof_members),
         cmocka_unit_test(test_completion_decode_is_bounded_and_strict),
         cmocka_unit_test(test_strlist_adds_finds_joins_and_clears),
         cmocka_unit_test(test_clocks_are_plausible_and_monotonic),

@@ -1,0 +1,42 @@
+# Fuzz targets (libFuzzer). A harness is one file defining LLVMFuzzerTestOneInput(); register it
+# from any tests/ folder with
+#   sbx_add_fuzz_target(NAME fuzz_foo SOURCES fuzz_foo.c [LIBS lib...] [CORPUS dir...])
+# which ALWAYS builds <NAME>_replay: the harness linked with tests/fuzz/replay_main.c, run by
+# ctest (test_<NAME>_corpus) over every file of the seed corpus (default
+# ${CMAKE_CURRENT_SOURCE_DIR}/corpus/<NAME>, plus any CORPUS dirs), so the normal suite exercises
+# every harness. With -DSBX_FUZZ=ON and clang it ALSO builds <NAME>, the real libFuzzer binary
+# (-fsanitize=fuzzer,address,undefined; every sbx target is then built with coverage
+# instrumentation). Fuzzers never run under ctest: see tests/fuzz/README.md.
+if(SBX_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "SBX_FUZZ=ON needs clang (libFuzzer): configure with CC=clang")
+  endif()
+  # sbx_no_sanitize_directory() (the static agent) strips these too.
+  list(APPEND SBX_SANITIZE_FLAGS -fsanitize=fuzzer-no-link)
+  if(SBX_SANITIZE)
+    add_compile_options(-fsanitize=fuzzer-no-link)
+  else()
+    add_compile_options(${SBX_SANITIZE_FLAGS})
+    add_link_options(-fsanitize=address,undefined)
+  endif()
+endif()
+
+set(SBX_FUZZ_REPLAY_MAIN ${CMAKE_SOURCE_DIR}/tests/fuzz/replay_main.c)
+
+function(sbx_add_fuzz_target)
+  cmake_parse_arguments(F "" "NAME" "SOURCES;LIBS;CORPUS" ${ARGN})
+  set(corpus ${CMAKE_CURRENT_SOURCE_DIR}/corpus/${F_NAME} ${F_CORPUS})
+
+  add_executable(${F_NAME}_replay ${F_SOURCES} ${SBX_FUZZ_REPLAY_MAIN})
+  target_link_libraries(${F_NAME}_replay PRIVATE sbx ${F_LIBS})
+  target_include_directories(${F_NAME}_replay PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests)
+  add_test(NAME test_${F_NAME}_corpus COMMAND ${F_NAME}_replay ${corpus})
+  set_tests_properties(test_${F_NAME}_corpus PROPERTIES LABELS fuzz TIMEOUT 300)
+
+  if(SBX_FUZZ)
+    add_executable(${F_NAME} ${F_SOURCES})
+    target_link_libraries(${F_NAME} PRIVATE sbx ${F_LIBS})
+    target_include_directories(${F_NAME} PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests)
+    target_link_options(${F_NAME} PRIVATE -fsanitize=fuzzer)
+  endif()
+endfunction()
