@@ -34,19 +34,52 @@ bad-exact|bad)
     if [ "$mode" = bad-exact ]; then
       where=$(head -1 "$f" | sed -n 's/^# expect: \([0-9]*:[0-9]*\) .*/\1/p')
       grep -qF "$f:$where: " "$out/e" || { fail "$f: stderr lacks $f:$where:"; sed 's/^/    /' "$out/e"; }
+      expect_rc 3 env -u SBX_CONFIG "$sbx" --json config check "$f" || continue
+      cp "$out/o" "$out/json.$count"          # checked below, all in one python run
+      printf '%s\n' "$f:$where: " >"$out/want.$count"
     else
       grep -qE "^sbx: config error: .*\.yaml:[0-9]+:[0-9]+: " "$out/e" ||
         { fail "$f: stderr names no file:line:column"; sed 's/^/    /' "$out/e"; }
     fi
   done
   [ "$count" -ge 30 ] || fail "only $count bad files in $dir (at least 30 expected)"
+  if [ "$mode" = bad-exact ]; then
+    /usr/bin/python3 - "$out" "$count" <<'PY' || fail "--json errors (see above)"
+import json, sys, os
+out, n, bad = sys.argv[1], int(sys.argv[2]), 0
+for i in range(1, n + 1):
+    if not os.path.exists(f"{out}/json.{i}"):
+        continue
+    want = open(f"{out}/want.{i}").read().rstrip("\n")
+    try:
+        e = json.load(open(f"{out}/json.{i}"))["error"]
+        ok = e["code"] == "CONFIG" and want in e["message"]
+    except Exception as x:
+        ok = False
+    if not ok:
+        print(f"FAIL: --json error for {want} is not {{error: {{code: CONFIG, message: ...}}}}")
+        bad += 1
+sys.exit(1 if bad else 0)
+PY
+  fi
   ;;
 good)
   for f in "$dir"/*.yaml; do
     count=$((count + 1))
     expect_rc 0 "$sbx" config check "$f" || continue
+    grep -q "^profiles (default: " "$out/o" && grep -q "^    policy: network " "$out/o" ||
+      fail "$f: the text output lacks the profiles and their policy"
     expect_rc 0 "$sbx" --json config check "$f" || continue
-    /usr/bin/python3 -m json.tool <"$out/o" >/dev/null || fail "$f: --json output is not JSON"
+    /usr/bin/python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+assert c["profiles"], "no profiles"
+assert any(p["name"] == c["default_profile"] for p in c["profiles"]), "default profile missing"
+for p in c["profiles"]:
+    for k in ("provider", "scope", "environment", "identity", "policy", "options"):
+        assert k in p, k
+    assert p["policy"]["network_egress"] in ("deny", "allow", "allowlist")
+' <"$out/o" || fail "$f: --json output lacks the resolved profiles"
   done
   [ "$count" -ge 1 ] || fail "no examples in $dir"
   ;;
