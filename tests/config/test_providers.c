@@ -36,22 +36,32 @@ static const sbx_provider_ops test_both = {
 
 static const sbx_option_spec local_schema[] = {
     {.key = "rootfs", .type = SBX_OPT_STRING, .default_value = "host"},
+    {.key = "binds", .type = SBX_OPT_LIST, .default_value = "/usr,/bin,/lib,/lib64,/etc/alternatives"},
+    {.key = "extra_binds", .type = SBX_OPT_LIST},
     {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace"},
-    {.key = "ro_binds", .type = SBX_OPT_LIST, .default_value = "/usr,/bin,/lib,/lib64,/etc/alternatives"},
     {.key = NULL},
 };
 static const sbx_option_spec docker_schema[] = {
     {.key = "socket", .type = SBX_OPT_STRING, .default_value = "/var/run/docker.sock"},
     {.key = "image", .type = SBX_OPT_STRING, .default_value = "busybox:latest"},
+    {.key = "agent", .type = SBX_OPT_STRING},
     {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace"},
+    {.key = "python", .type = SBX_OPT_STRING, .default_value = "python3"},
+    {.key = "network", .type = SBX_OPT_STRING, .default_value = "bridge"},
+    {.key = "user", .type = SBX_OPT_STRING},
+    {.key = "tmpfs_mb", .type = SBX_OPT_INT, .default_value = "256", .min = 1, .max = 1048576},
     {.key = NULL},
 };
 static const sbx_option_spec e2b_schema[] = {
     {.key = "api_key_env", .type = SBX_OPT_ENV_NAME, .default_value = "E2B_API_KEY"},
-    {.key = "api_url", .type = SBX_OPT_STRING, .default_value = "https://api.e2b.dev"},
+    {.key = "api_url", .type = SBX_OPT_STRING, .default_value = "https://api.e2b.app"},
+    {.key = "domain", .type = SBX_OPT_STRING, .default_value = "e2b.app"},
     {.key = "template", .type = SBX_OPT_STRING, .default_value = "code-interpreter-v1"},
+    {.key = "code_interpreter", .type = SBX_OPT_BOOL, .default_value = "true"},
     {.key = "sandbox_timeout_s", .type = SBX_OPT_INT, .default_value = "300", .min = 1,
      .max = 86400},
+    {.key = "user", .type = SBX_OPT_STRING, .default_value = "user"},
+    {.key = "env", .type = SBX_OPT_LIST},
     {.key = NULL},
 };
 static const sbx_option_spec daytona_schema[] = {
