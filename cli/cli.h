@@ -85,5 +85,19 @@ int cmd_version(int argc, char **argv);
 extern const char cmd_version_help[];
 int cmd_config(int argc, char **argv);
 extern const char cmd_config_help[];
+int cmd_replay(int argc, char **argv);
+extern const char cmd_replay_help[];
+int cmd_providers(int argc, char **argv);
+extern const char cmd_providers_help[];
+int cmd_run(int argc, char **argv);
+extern const char cmd_run_help[];
+int cmd_code(int argc, char **argv);
+extern const char cmd_code_help[];
+int cmd_session(int argc, char **argv);
+extern const char cmd_session_help[];
+int cmd_exec(int argc, char **argv);
+extern const char cmd_exec_help[];
+int cmd_cp(int argc, char **argv);
+extern const char cmd_cp_help[];
 
 #endif

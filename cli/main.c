@@ -17,6 +17,16 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"config", cmd_config, "check the configuration and print the resolved profiles",
      cmd_config_help},
+    {"replay", cmd_replay, "re-run a recording and report completions that differ",
+     cmd_replay_help},
+    {"providers", cmd_providers, "list profiles and their providers' capabilities",
+     cmd_providers_help},
+    {"run", cmd_run, "run a command in a fresh sandbox (exit status of the program)",
+     cmd_run_help},
+    {"code", cmd_code, "run source code (-l python, bash, ...)", cmd_code_help},
+    {"session", cmd_session, "create, list and remove sessions", cmd_session_help},
+    {"exec", cmd_exec, "run a command in a session", cmd_exec_help},
+    {"cp", cmd_cp, "copy a file between the host and a session", cmd_cp_help},
     {"version", cmd_version, "print the version and the providers built in", cmd_version_help},
 };
 

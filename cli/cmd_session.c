@@ -1,0 +1,124 @@
+/* cmd_session.c - `sbx session new|ls|rm`: the sessions this user keeps between invocations
+ * ($XDG_STATE_HOME/sbx/sessions). */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/cmd_plane.h"
+
+const char cmd_session_help[] =
+    "Usage: sbx session new [--profile P] [--name N]\n"
+    "       sbx session ls\n"
+    "       sbx session rm SESSION...\n\n"
+    "new  mints a session of a per_session profile and prints its id; its sandbox is created\n"
+    "     on first use (`sbx exec --session ID -- ...`).\n"
+    "ls   lists the sessions kept in $XDG_STATE_HOME/sbx/sessions (files 0600).\n"
+    "rm   destroys each session's sandbox and forgets the session (unknown ids are fine).\n\n"
+    "SESSION is an id or a name. --json prints JSON.\n";
+
+static void print_time(int64_t ms)
+{
+    if (ms <= 0) {
+        printf("%-20s", "-");
+        return;
+    }
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[32];
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    printf("%-20s", buf);
+}
+
+static int session_new(cli_plane *p, int argc, char **argv)
+{
+    const char *profile = NULL, *name = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
+            profile = argv[++i];
+        else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
+            name = argv[++i];
+        else
+            return cli_usage_error("session", "unexpected argument '%s'", argv[i]);
+    }
+    sbx_session_handle *h = NULL;
+    sbx_error err;
+    if (sbx_sessions_create(p->sessions, profile, name, &h, &err) != SBX_OK)
+        return cli_report_error("session new", &err);
+    if (cli_global.json)
+        printf("{\"session_id\": \"%s\", \"profile\": \"%s\", \"name\": \"%s\"}\n",
+               h->session_id, h->profile, h->name);
+    else
+        printf("%s\n", h->session_id);
+    sbx_message_free(&h->base);
+    return CLI_EXIT_OK;
+}
+
+static int session_ls(cli_plane *p)
+{
+    sbx_session_handle **list = NULL;
+    size_t n = sbx_sessions_list(p->sessions, &list);
+    if (cli_global.json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(
+                arr, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I}", "session_id",
+                               list[i]->session_id, "name", list[i]->name, "profile",
+                               list[i]->profile, "provider", list[i]->provider, "sandbox_id",
+                               list[i]->sandbox_id, "created_at_ms",
+                               (json_int_t)list[i]->created_at_ms, "last_used_at_ms",
+                               (json_int_t)list[i]->last_used_at_ms));
+        json_dumpf(arr, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+        json_decref(arr);
+    } else {
+        printf("%-38s %-16s %-12s %-20s %s\n", "SESSION", "NAME", "PROFILE", "LAST USED",
+               "SANDBOX");
+        for (size_t i = 0; i < n; i++) {
+            printf("%-38s %-16s %-12s ", list[i]->session_id,
+                   list[i]->name[0] ? list[i]->name : "-", list[i]->profile);
+            print_time(list[i]->last_used_at_ms);
+            printf(" %s\n", list[i]->sandbox_id[0] ? list[i]->sandbox_id : "(none yet)");
+        }
+    }
+    sbx_sessions_list_free(list, n);
+    return CLI_EXIT_OK;
+}
+
+static int session_rm(cli_plane *p, int argc, char **argv)
+{
+    if (argc < 3)
+        return cli_usage_error("session", "rm needs at least one SESSION");
+    int rc = CLI_EXIT_OK;
+    for (int i = 2; i < argc; i++) {
+        sbx_error err;
+        if (sbx_sessions_destroy(p->sessions, argv[i], p->principal, &err) != SBX_OK)
+            rc = cli_report_error(argv[i], &err);
+    }
+    return rc;
+}
+
+int cmd_session(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error("session", "name an action: new, ls or rm");
+    const char *action = argv[1];
+    if (strcmp(action, "new") != 0 && strcmp(action, "ls") != 0 && strcmp(action, "rm") != 0)
+        return cli_usage_error("session", "unknown action '%s' (new, ls, rm)", action);
+    if (strcmp(action, "ls") == 0 && argc > 2)
+        return cli_usage_error("session", "ls takes no arguments");
+    cli_plane p;
+    int rc = cli_plane_open(&p, true);
+    if (rc != 0)
+        return rc;
+    if (strcmp(action, "new") == 0)
+        rc = session_new(&p, argc, argv);
+    else if (strcmp(action, "ls") == 0)
+        rc = session_ls(&p);
+    else
+        rc = session_rm(&p, argc, argv);
+    cli_plane_close(&p);
+    return rc;
+}
