@@ -6,6 +6,8 @@
 #   bad:       every DIR/*.yaml is refused with exit 3 and some "FILE:LINE:COL:" on stderr
 #              (the plain `sbx`, whatever providers it has built in).
 #   good:      every DIR/*.yaml is accepted (exit 0), in text and in --json (valid JSON).
+#   good-builtin: the same with the plain `sbx`, for every file whose provider types are all
+#              built into it (the others are listed as skipped; the set grows as providers land).
 #   usage:     --help, version, unknown commands and options, missing files: exit codes.
 # Prints every failure and exits 1 if there was one.
 set -u
@@ -63,8 +65,16 @@ sys.exit(1 if bad else 0)
 PY
   fi
   ;;
-good)
+good|good-builtin)
+  builtin=$("$sbx" --json version | /usr/bin/python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin)["providers"]))')
   for f in "$dir"/*.yaml; do
+    if [ "$mode" = good-builtin ]; then
+      missing=
+      for t in $(sed -n 's/^ *type: *\([a-z0-9_]*\).*/\1/p' "$f"); do
+        case " $builtin " in *" $t "*) ;; *) missing="$missing $t" ;; esac
+      done
+      if [ -n "$missing" ]; then echo "skipped $f (not built in:$missing)"; continue; fi
+    fi
     count=$((count + 1))
     expect_rc 0 "$sbx" config check "$f" || continue
     grep -q "^profiles (default: " "$out/o" && grep -q "^    policy: network " "$out/o" ||
@@ -103,7 +113,7 @@ usage)
   expect_rc 0 env -u SBX_CONFIG "$sbx" config check --json &&
     { /usr/bin/python3 -m json.tool <"$out/o" >/dev/null || fail "--json after the command"; }
   ;;
-*) echo "usage: check_cli.sh bad-exact|bad|good|usage SBX DIR"; exit 2 ;;
+*) echo "usage: check_cli.sh bad-exact|bad|good|good-builtin|usage SBX DIR"; exit 2 ;;
 esac
 [ "$fails" -eq 0 ] && echo "ok: $mode ($count files)"
 [ "$fails" -eq 0 ]
