@@ -345,6 +345,44 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
     return false;
 }
 
+/* True when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF) without a NUL byte. */
+static bool utf8_text_valid(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t extra;
+        uint32_t cp, min;
+        if ((c & 0xe0) == 0xc0) {
+            extra = 1, cp = c & 0x1fu, min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+            extra = 2, cp = c & 0x0fu, min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+            extra = 3, cp = c & 0x07u, min = 0x10000;
+        } else {
+            return false;
+        }
+        if (n - i <= extra)
+            return false;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3fu);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += extra + 1;
+    }
+    return true;
+}
+
 /* The strictness pass, run on bytes protobuf-c already accepted. It refuses what protobuf-c
  * 1.4 accepts but reads differently from the protobuf spec (and from Python and nanopb):
  *  - field number 0 written as a multi-byte varint (80 00), or above 2^29-1: protobuf-c keeps
@@ -352,7 +390,11 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
  *    could not be copied or forwarded;
  *  - a oneof message member that appears more than once: the spec merges the parts, protobuf-c
  *    keeps only the last one. A proxy or auditor reading the merged message would see another
- *    operation than the one sbx runs (e.g. other argv), so such input is refused outright.
+ *    operation than the one sbx runs (e.g. other argv), so such input is refused outright;
+ *  - a string field that is not UTF-8 (proto3 requires it; Python and C++ clients refuse the
+ *    whole message, so a task_id or path echoed back would make the completion unreadable), or
+ *    that holds a NUL byte (protobuf-c's char * ends there: "a\0b" would be read, and
+ *    forwarded, as "a").
  * Walks every message-typed field recursively. Returns false with a reason in why. */
 static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
                         int depth, char *why, size_t why_len)
@@ -400,6 +442,15 @@ static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
                 break;
             const ProtobufCFieldDescriptor *f =
                 protobuf_c_message_descriptor_get_field(d, (unsigned)number);
+            if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
+                !utf8_text_valid(p, (size_t)value)) {
+                snprintf(why, why_len,
+                         "has a string field '%s' of %s that is not UTF-8 text without NUL "
+                         "bytes (send binary data in a bytes field)",
+                         f->name, d->name);
+                ok = false;
+                break;
+            }
             if (f != NULL && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
                     size_t idx = (size_t)(f - d->fields);

@@ -97,9 +97,10 @@ sbx_status sbx_completion_decode(const uint8_t *buf, size_t len, size_t max_len,
 /* The same for any message type (desc: e.g. &sbx__v1__agent_event__descriptor); the two above
  * call it. Strict as well as bounded: besides malformed bytes it refuses (INVALID_ARGUMENT) what
  * protobuf-c 1.4 accepts but reads unlike the protobuf spec -- field number 0 or above 2^29-1,
- * and a oneof message member sent more than once (the spec merges the parts, protobuf-c keeps
- * the last) -- so every reader of the same bytes sees the same message. *out: free with
- * sbx_message_free; NULL on failure. */
+ * a oneof message member sent more than once (the spec merges the parts, protobuf-c keeps the
+ * last), a string that is not UTF-8 or holds a NUL byte (cut short by protobuf-c) -- so every
+ * reader of the same bytes sees the same message. *out: free with sbx_message_free; NULL on
+ * failure. */
 sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *buf,
                               size_t len, size_t max_len, ProtobufCMessage **out, sbx_error *err);
 /* Packs into a new malloc'd buffer; *out_len gets its length. NULL on allocation failure. */

@@ -6,7 +6,8 @@
  * For every vector listed in VECTOR_DIR/MANIFEST:
  *   - its SHA-256 matches the manifest (skipped with --no-digest, which the byte-flip test uses
  *     to prove the decoding checks alone catch a corrupted vector);
- *   - protobuf-c decodes it and re-encodes the identical bytes (unknown fields included);
+ *   - protobuf-c decodes it and re-encodes the identical bytes (unknown fields included), and
+ *     the host's strict decoder (sbx_message_decode) accepts it;
  *   - nanopb decodes it (or, for vectors flagged nanopb_rejects, refuses it), the two decodings
  *     agree field by field, and nanopb re-encodes the identical bytes (unless the vector carries
  *     unknown fields, which nanopb drops by design);
@@ -36,6 +37,7 @@
 #include <pb_encode.h>
 
 #include "codec_compare.h"
+#include "sbx/contract.h"
 #include "sbx/v1/agent.pb-c.h"
 #include "sbx/v1/agent.pb.h"
 #include "sbx/v1/execution.pb-c.h"
@@ -416,6 +418,13 @@ static void test_vector_round_trips_in_both_codecs(void **state)
     if (!v->map_defaults && (plen != len || memcmp(pout, bytes, len) != 0))
         fail_msg("%s: protobuf-c re-encodes %zu bytes that differ from the %zu of the vector",
                  v->name, plen, len);
+
+    /* The host's strict decoder (what the worker and brokers run) accepts every vector too. */
+    ProtobufCMessage *strict = NULL;
+    sbx_error err;
+    if (sbx_message_decode(t->pbc, bytes, len, len, &strict, &err) != SBX_OK)
+        fail_msg("%s: sbx_message_decode refuses it: %s", v->name, err.message);
+    sbx_message_free(strict);
 
     /* nanopb: decodes within its bounds (or refuses what exceeds them). */
     void *nm = calloc(1, t->nano_size);

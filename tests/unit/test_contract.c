@@ -521,6 +521,41 @@ static void test_request_decode_refuses_a_oneof_member_sent_twice(void **state)
     expect_refused(twice, sizeof(twice), "oneof member 'run_command'");
 }
 
+/* proto3 strings are UTF-8 (Python refuses the whole message otherwise), and protobuf-c's
+ * char * cannot hold a NUL. */
+static void test_request_decode_refuses_strings_that_are_not_utf8_text(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *why;
+        uint8_t bytes[8];
+        size_t len;
+    } bad[] = {
+        {"invalid byte", {0x0a, 0x03, 0xc3, 0x28, 0xff}, 5},
+        {"overlong slash", {0x0a, 0x02, 0xc0, 0xaf}, 4},
+        {"surrogate", {0x0a, 0x03, 0xed, 0xa0, 0x80}, 5},
+        {"above U+10FFFF", {0x0a, 0x04, 0xf4, 0x90, 0x80, 0x80}, 6},
+        {"cut sequence", {0x0a, 0x02, 0xe6, 0x97}, 4},
+        {"NUL", {0x0a, 0x03, 'a', 0x00, 'b'}, 5},
+        {"NUL in a map key", {0x1a, 0x05, 0x22, 0x03, 0x0a, 0x01, 0x00}, 7}, /* principal */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        sbx_request *req = NULL;
+        sbx_error err;
+        if (sbx_request_decode(bad[i].bytes, bad[i].len, 1024, &req, &err) !=
+            SBX_E_INVALID_ARGUMENT)
+            fail_msg("%s: accepted", bad[i].why);
+        assert_null(req);
+        assert_non_null(strstr(err.message, "not UTF-8 text"));
+    }
+    static const uint8_t good[] = {
+        0x0a, 0x0a, 0xe6, 0x97, 0xa5, 0xf0,
+        0x9f, 0xa6, 0x80, 'e',  0xcc, 0x81}; /* 日, crab, e + combining acute */
+    sbx_request *req = NULL;
+    assert_int_equal(sbx_request_decode(good, sizeof(good), 1024, &req, NULL), SBX_OK);
+    sbx_request_free(req);
+}
+
 /* Two different members: the last one wins in every implementation, so this is accepted. */
 static void test_request_decode_keeps_the_last_of_two_oneof_members(void **state)
 {
@@ -632,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_request_decode_refuses_field_numbers_above_the_protobuf_range),
         cmocka_unit_test(test_request_decode_refuses_a_oneof_member_sent_twice),
         cmocka_unit_test(test_request_decode_keeps_the_last_of_two_oneof_members),
+        cmocka_unit_test(test_request_decode_refuses_strings_that_are_not_utf8_text),
         cmocka_unit_test(test_completion_decode_is_bounded_and_strict),
         cmocka_unit_test(test_strlist_adds_finds_joins_and_clears),
         cmocka_unit_test(test_clocks_are_plausible_and_monotonic),
