@@ -251,6 +251,30 @@ static sbx_status sign_post(aws_client *c, const aws_endpoint *e, const char *se
     return SBX_OK;
 }
 
+/* Replaces every occurrence of the secret key and session token in msg with "[REDACTED]"
+ * (never growing msg). This does not depend on the HTTP client's secret table, which is bounded:
+ * the credentials used for a call are always scrubbed from that call's error. */
+static void redact_one(char *msg, const char *secret)
+{
+    static const char mark[] = "[REDACTED]";
+    size_t sl = secret != NULL ? strlen(secret) : 0;
+    if (msg == NULL || sl < sizeof(mark) - 1)
+        return;
+    char *p;
+    while ((p = strstr(msg, secret)) != NULL) {
+        memcpy(p, mark, sizeof(mark) - 1);
+        memmove(p + sizeof(mark) - 1, p + sl, strlen(p + sl) + 1);
+    }
+}
+
+static void redact_creds(sbx_error *err, const aws_creds *creds)
+{
+    if (err == NULL || creds == NULL)
+        return;
+    redact_one(err->message, creds->secret_access_key);
+    redact_one(err->message, creds->session_token);
+}
+
 static void register_secrets(aws_client *c, const aws_creds *creds)
 {
     if (creds->secret_access_key != NULL)
@@ -388,6 +412,8 @@ sbx_status aws_ssm_call(aws_client *c, const aws_creds *creds, const char *opera
         break;
     }
     free(body);
+    if (st != SBX_OK)
+        redact_creds(err, creds);
     return st;
 }
 
@@ -643,6 +669,7 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
     ssm_buf_free(&body);
     if (st != SBX_OK) {
         sbx_error_prefix(err, "STS AssumeRole: ");
+        redact_creds(err, base);
         sbx_http_response_clear(&resp);
         return st;
     }
@@ -679,5 +706,6 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
                       : "");
     if (err != NULL)
         sbx_http_redact(c->http, err->message);
+    redact_creds(err, base);
     return st;
 }

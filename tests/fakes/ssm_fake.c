@@ -606,6 +606,7 @@ struct ssm_fake {
     int invisible_polls;
     int64_t credential_lifetime_s;
     int signature_failures;
+    bool echo_token; /* hostile-server mode: error messages quote the session token */
     char *last_script, *last_cwd, *last_session_name;
     int64_t last_exec_timeout;
 };
@@ -1007,7 +1008,13 @@ static void ssm_handler(void *arg, const fake_request *r, fake_response *resp)
     if (!verify_sigv4(f, r, "ssm", akid, code, sizeof(code), why, sizeof(why))) {
         pthread_mutex_lock(&f->lock);
         f->signature_failures++;
+        bool echo = f->echo_token;
         pthread_mutex_unlock(&f->lock);
+        const char *tok = fake_request_header(r, "X-Amz-Security-Token");
+        if (echo && tok != NULL) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof(why) - l, " (token %.150s)", tok);
+        }
         ssm_error(resp, strcmp(code, "UnrecognizedClientException") == 0 ? 400 : 403, code, why);
         return;
     }
@@ -1287,6 +1294,13 @@ void ssm_fake_deny_role(ssm_fake *f, const char *role_arn)
     pthread_mutex_lock(&f->lock);
     if (f->n_denied < FAKE_SSM_MAX_DENIED)
         snprintf(f->denied[f->n_denied++], 256, "%s", role_arn);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void ssm_fake_echo_token_in_errors(ssm_fake *f, bool on)
+{
+    pthread_mutex_lock(&f->lock);
+    f->echo_token = on;
     pthread_mutex_unlock(&f->lock);
 }
 

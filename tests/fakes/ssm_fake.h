@@ -57,6 +57,9 @@ void ssm_fake_set_invisible_polls(ssm_fake *f, int polls);
 void ssm_fake_throttle(ssm_fake *f, const char *operation, int n);
 /* AssumeRole of this role ARN answers 403 AccessDenied. */
 void ssm_fake_deny_role(ssm_fake *f, const char *role_arn);
+/* Hostile-server mode (AWS never does this): signature errors quote the request's session
+ * token, so a test can check the client scrubs it from its own error. */
+void ssm_fake_echo_token_in_errors(ssm_fake *f, bool on);
 /* Issued credentials expire this many seconds after issue (default: DurationSeconds). */
 void ssm_fake_set_credential_lifetime(ssm_fake *f, int64_t seconds);
 

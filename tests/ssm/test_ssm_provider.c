@@ -707,6 +707,20 @@ static void test_ssm_wrong_secret_is_config_and_never_echoed(void **state)
     assert_false(fake_http_log_contains(ssm_fake_ssm_http(f->h.fake), secret));
 }
 
+static void test_ssm_server_echoed_session_token_is_redacted(void **state)
+{
+    fixture *f = *state;
+    const char *token = "IQoJb3JpZ2luX2VjEXAMPLESESSIONTOKENvalue1234567890";
+    setenv("AWS_SECRET_ACCESS_KEY", "WRONGsecretKEY/ForThisTest+1234567", 1);
+    setenv("AWS_SESSION_TOKEN", token, 1);
+    ssm_fake_echo_token_in_errors(f->h.fake, true);
+    assert_int_equal(harness_open(&f->h), SBX_OK);
+    assert_int_equal(harness_attach(&f->h, NULL, &f->sb), SBX_E_CONFIG);
+    assert_null(strstr(f->h.err.message, token));
+    assert_non_null(strstr(f->h.err.message, "[REDACTED]"));
+    unsetenv("AWS_SESSION_TOKEN");
+}
+
 static void test_ssm_secrets_never_reach_results_or_the_wire(void **state)
 {
     fixture *f = *state;
@@ -842,6 +856,7 @@ int main(void)
         T(test_ssm_missing_credentials_is_config),
         T(test_ssm_secret_env_named_in_config_is_used),
         T(test_ssm_wrong_secret_is_config_and_never_echoed),
+        T(test_ssm_server_echoed_session_token_is_redacted),
         T(test_ssm_secrets_never_reach_results_or_the_wire),
         T(test_ssm_plain_http_to_a_remote_host_is_refused),
         T(test_ssm_missing_region_is_config),
