@@ -12,6 +12,7 @@
  * GONE. The daemon's own words come back in the error text. This file never pulls an image and
  * never touches a container it did not create, except to exec in an attached one.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -31,6 +32,8 @@
 /* The in-container mount points of the agent binary and its state directory. */
 #define DOCKER_AGENT_MOUNT "/.sbx-bin/sbx-agent"
 #define DOCKER_STATE_MOUNT "/.sbx"
+/* uid and gid of programs in a managed container: nobody/nogroup, as on the local provider. */
+#define DOCKER_PROGRAM_ID "65534"
 /* Label keys (DESIGN §8: labels sbx.*). sbx.state_dir tells a reconnecting process where the
  * agent socket lives on the host. */
 #define LABEL_MANAGED "sbx.managed"
@@ -49,8 +52,8 @@ static const sbx_option_spec docker_options[] = {
     {.key = "image", .type = SBX_OPT_STRING, .default_value = "busybox:latest",
      .help = "image of managed containers (must exist on the daemon; sbx never pulls)"},
     {.key = "agent", .type = SBX_OPT_STRING, .default_value = NULL,
-     .help = "host path of the static sbx-agent binary (default: $SBX_AGENT, then "
-             "/usr/lib/sbx/sbx-agent)"},
+     .help = "host path of the static sbx-agent binary (default: $SBX_AGENT, the build "
+             "tree's, beside the program, /usr/libexec/sbx/sbx-agent)"},
     {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace",
      .help = "working directory of managed containers"},
     {.key = "python", .type = SBX_OPT_STRING, .default_value = "python3",
@@ -60,7 +63,8 @@ static const sbx_option_spec docker_options[] = {
     {.key = "user", .type = SBX_OPT_STRING, .default_value = NULL,
      .help = "attached: run commands as this user (default: the container's)"},
     {.key = "tmpfs_mb", .type = SBX_OPT_INT, .default_value = "256", .min = 1, .max = 1048576,
-     .help = "size of each writable tmpfs under a read-only root when disk_mb is not set"},
+     .help = "size in MiB of the workdir and /tmp tmpfs of managed containers when the "
+             "policy sets no disk_mb"},
     {.key = NULL},
 };
 
@@ -120,10 +124,11 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
     if (p->tmpfs_mb <= 0)
         p->tmpfs_mb = DOCKER_DEFAULT_TMPFS_MB;
     const char *agent = sbx_options_get(o, "agent");
-    if (agent == NULL || agent[0] == '\0')
-        agent = getenv("SBX_AGENT");
-    if (agent == NULL || agent[0] == '\0')
-        agent = "/usr/lib/sbx/sbx-agent";
+    char found[1024];
+    if (agent == NULL || agent[0] == '\0') {
+        docker_agent_default_path(found, sizeof(found));
+        agent = found;
+    }
     p->agent_path = strdup(agent);
     if (ctx->runtime_dir != NULL && ctx->runtime_dir[0] != '\0' &&
         asprintf(&p->runtime_dir, "%s/docker", ctx->runtime_dir) < 0)
@@ -216,7 +221,16 @@ static sbx_status docker_check_policy(void *state, const sbx_policy *policy,
     default:
         break;
     }
-    if (!p->managed) {
+    if (p->managed) {
+        /* fs_write paths become tmpfs mounts inside the container, fs_read paths host binds:
+         * both must be absolute (a relative one has no meaning there). */
+        for (size_t i = 0; i < policy->n_fs_write; i++)
+            if (policy->fs_write[i][0] != '/')
+                ok &= sbx_strlist_add(unenforceable, "fs_write (relative path)");
+        for (size_t i = 0; i < policy->n_fs_read; i++)
+            if (policy->fs_read[i][0] != '/' || strchr(policy->fs_read[i], ':') != NULL)
+                ok &= sbx_strlist_add(unenforceable, "fs_read (relative path or ':')");
+    } else {
         if (policy->n_fs_read > 0)
             ok &= sbx_strlist_add(unenforceable, "fs_read");
         if (policy->n_fs_write > 0)
@@ -359,7 +373,18 @@ static void remove_state_dir(docker_provider *p, const char *dir)
     if (strncmp(dir, p->runtime_dir, rl) != 0 || dir[rl] != '/' || strchr(dir + rl + 1, '/') ||
         strstr(dir, "..") != NULL)
         return;
-    docker_agent_cleanup_dir(dir);
+    /* The dir holds only what the agent made (its socket, small files): one level. */
+    DIR *d = opendir(dir);
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            unlinkat(dirfd(d), e->d_name, 0);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
 }
 
 static sbx_status mkdir_p(const char *path, mode_t mode)
@@ -417,22 +442,24 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     if (policy->pids > 0)
         json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)policy->pids));
 
-    /* Filesystem policy (fs_write or disk_mb): the image's root is read-only; the workdir, /tmp
-     * and every fs_write path are tmpfs of disk_mb (or tmpfs_mb) each. */
+    /* The workdir and /tmp are always tmpfs of disk_mb (or tmpfs_mb) each, writable by the
+     * program's uid (mode 1777): the workspace is bounded, and the image's own /tmp (on the
+     * unbounded container layer) is out of reach. A filesystem policy (fs_write) or a disk
+     * limit makes the image's root read-only (no other unbounded place to write), with each
+     * fs_write path another such tmpfs. */
+    json_t *tmpfs = json_object();
+    uint64_t mb = policy->disk_mb > 0 ? policy->disk_mb : (uint64_t)p->tmpfs_mb;
+    char opts[128];
+    snprintf(opts, sizeof(opts), "rw,nosuid,nodev,size=%llum,mode=1777", (unsigned long long)mb);
+    json_object_set_new(tmpfs, "/tmp", json_string(opts));
+    json_object_set_new(tmpfs, p->workdir, json_string(opts));
     if (policy->n_fs_write > 0 || policy->disk_mb > 0) {
         json_object_set_new(hc, "ReadonlyRootfs", json_true());
-        json_t *tmpfs = json_object();
-        uint64_t mb = policy->disk_mb > 0 ? policy->disk_mb : (uint64_t)p->tmpfs_mb;
-        char opts[128];
-        snprintf(opts, sizeof(opts), "rw,nosuid,nodev,size=%llum,mode=1777",
-                 (unsigned long long)mb);
-        json_object_set_new(tmpfs, "/tmp", json_string(opts));
-        json_object_set_new(tmpfs, p->workdir, json_string(opts));
         for (size_t i = 0; i < policy->n_fs_write; i++)
             if (policy->fs_write[i][0] == '/')
                 json_object_set_new(tmpfs, policy->fs_write[i], json_string(opts));
-        json_object_set_new(hc, "Tmpfs", tmpfs);
     }
+    json_object_set_new(hc, "Tmpfs", tmpfs);
     /* Capabilities: all dropped but what the agent (PID 1, root in the container) needs to run
      * programs as an unprivileged uid and to manage them: SETUID/SETGID to switch to it, KILL
      * to signal its processes, CHOWN/FOWNER/DAC_OVERRIDE for files it writes on the program's
@@ -483,7 +510,15 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     json_object_set_new(body, "Image", json_string(p->image));
     json_t *entry = json_array();
     json_array_append_new(entry, json_string(DOCKER_AGENT_MOUNT));
-    docker_agent_add_args(entry, p);
+    /* sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] (agent/main.c): programs
+     * run as nobody, a uid distinct from the agent's root, so they cannot ptrace or signal it. */
+    static const char *const agent_args[] = {"--socket", DOCKER_STATE_MOUNT "/agent.sock",
+                                             "--uid", DOCKER_PROGRAM_ID, "--gid",
+                                             DOCKER_PROGRAM_ID, NULL};
+    for (size_t i = 0; agent_args[i] != NULL; i++)
+        json_array_append_new(entry, json_string(agent_args[i]));
+    json_array_append_new(entry, json_string("--workdir"));
+    json_array_append_new(entry, json_string(p->workdir));
     json_object_set_new(body, "Entrypoint", entry);
     json_object_set_new(body, "Cmd", json_array());
     json_object_set_new(body, "WorkingDir", json_string(p->workdir));

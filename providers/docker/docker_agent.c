@@ -1,59 +1,108 @@
-/* docker_agent.c - the managed back end of the docker provider (see docker_agent.h).
- *
- * Until providers/common/agent_client lands, this build has no host-side agent client:
- * docker_agent_connect leaves sb->agent NULL and managed containers are driven through the
- * exec and archive API like attached ones (no stateful kernels; capabilities say so).
+/* docker_agent.c - the managed back end of the docker provider (see docker_agent.h): a managed
+ * container's PID 1 is sbx-agent, its /.sbx is the host dir sb->state_dir, and every operation
+ * goes through the shared host-side client (providers/common/agent_client), exactly as on the
+ * local provider. This file only finds and keeps the connection; it must not speak the wire
+ * protocol itself.
  */
 #include "providers/docker/docker_agent.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-bool docker_agent_available(void) { return false; }
+#include "providers/common/agent_client.h"
 
-void docker_agent_add_args(json_t *entrypoint, const docker_provider *p)
+/* How long a freshly started container may take until its agent accepts: container start plus
+ * the agent's own start, on a loaded 2-core machine. */
+#define DOCKER_AGENT_START_MS 30000
+/* How long a reconnect waits for a running container's agent before calling it gone. */
+#define DOCKER_AGENT_RECONNECT_MS 5000
+
+bool docker_agent_available(void) { return true; }
+
+void docker_agent_default_path(char *out, size_t cap)
 {
-    (void)entrypoint;
-    (void)p;
+    sbx_error ignored;
+    if (sbx_agent_binary_path(out, cap, &ignored) != SBX_OK)
+        snprintf(out, cap, "/usr/libexec/sbx/sbx-agent"); /* create then names it as missing */
 }
 
 sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
 {
-    (void)fresh;
-    (void)err;
     sb->agent = NULL;
+    if (sb->state_dir == NULL)
+        return sbx_error_set(err, SBX_E_GONE,
+                             "container %.12s has no agent state dir label; not an sbx sandbox",
+                             sb->base.id);
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/agent.sock", sb->state_dir);
+    sbx_agent_conn *c = NULL;
+    int64_t deadline = sbx_monotonic_ms() + (fresh ? DOCKER_AGENT_START_MS : DOCKER_AGENT_RECONNECT_MS);
+    sbx_status st = sbx_agent_connect(path, deadline, &c, err);
+    if (st != SBX_OK) {
+        if (fresh) {
+            /* Just created: the agent never came up -- a provisioning failure, not a gone box. */
+            sbx_error_prefix(err, "the sbx-agent of new container %.12s did not come up "
+                                  "(is docker.agent a static sbx-agent?): ",
+                             sb->base.id);
+            if (err != NULL)
+                err->code = SBX_E_PROVISION;
+            return SBX_E_PROVISION;
+        }
+        sbx_error_prefix(err, "container %.12s is running but its agent is unreachable: ",
+                         sb->base.id);
+        if (err != NULL)
+            err->code = SBX_E_GONE;
+        return SBX_E_GONE;
+    }
+    sb->agent = c;
     return SBX_OK;
 }
 
-void docker_agent_close(docker_sandbox *sb) { (void)sb; }
-
-void docker_agent_cleanup_dir(const char *dir)
+void docker_agent_close(docker_sandbox *sb)
 {
-    /* The dir holds only what the agent made (its socket, small metadata files): one level. */
-    DIR *d = opendir(dir);
-    if (d != NULL) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            unlinkat(dirfd(d), e->d_name, 0);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    if (sb == NULL || sb->agent == NULL)
+        return;
+    sbx_agent_close(sb->agent);
+    sb->agent = NULL;
 }
 
-#define NO_CLIENT(name, type)                                                                  \
-    sbx_status name(docker_sandbox *sb, const type *op, const sbx_exec_opts *o,                \
-                    sbx_result *result, sbx_error *err)                                        \
-    {                                                                                          \
-        (void)sb, (void)op, (void)o, (void)result;                                             \
-        return sbx_error_set(err, SBX_E_INTERNAL, "docker: no agent client in this build");    \
-    }
-NO_CLIENT(docker_agent_run_command, Sbx__V1__RunCommand)
-NO_CLIENT(docker_agent_run_code, Sbx__V1__RunCode)
-NO_CLIENT(docker_agent_write_file, Sbx__V1__WriteFile)
-NO_CLIENT(docker_agent_read_file, Sbx__V1__ReadFile)
-NO_CLIENT(docker_agent_list_files, Sbx__V1__ListFiles)
+static const sbx_agent_identity default_identity = {0, 0};
+
+sbx_status docker_agent_run_command(docker_sandbox *sb, const Sbx__V1__RunCommand *op,
+                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    return sbx_agent_run_command(sb->agent, op, &default_identity, o, result, NULL, err);
+}
+
+sbx_status docker_agent_run_code(docker_sandbox *sb, const Sbx__V1__RunCode *op,
+                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    const char *lang = op->language != NULL ? op->language : "";
+    if (strcmp(lang, "python") != 0 && strcmp(lang, "bash") != 0 && strcmp(lang, "sh") != 0)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "run_code: language '%s' is not offered by docker (python, bash, sh)",
+                             lang);
+    /* Python keeps its variables between calls (the agent's persistent kernel). */
+    bool stateful = strcmp(lang, "python") == 0;
+    return sbx_agent_run_code(sb->agent, op, stateful, &default_identity, o, result, NULL, err);
+}
+
+sbx_status docker_agent_write_file(docker_sandbox *sb, const Sbx__V1__WriteFile *op,
+                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    (void)result;
+    return sbx_agent_write_file(sb->agent, op, &default_identity,
+                                o != NULL ? o->deadline_mono_ms : 0, NULL, err);
+}
+
+sbx_status docker_agent_read_file(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
+                                  const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    return sbx_agent_read_file(sb->agent, op, o != NULL ? o->deadline_mono_ms : 0, result, err);
+}
+
+sbx_status docker_agent_list_files(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
+                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    return sbx_agent_list_files(sb->agent, op, o != NULL ? o->deadline_mono_ms : 0, result, err);
+}

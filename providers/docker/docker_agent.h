@@ -5,23 +5,21 @@
 #ifndef SBX_DOCKER_AGENT_H
 #define SBX_DOCKER_AGENT_H
 
-#include <jansson.h>
 #include <stdbool.h>
 
 #include "providers/docker/docker_provider.h"
 
+/* Where sbx-agent is when the profile does not say (docker.agent): the shared client's search
+ * ($SBX_AGENT, the build tree, beside the program, /usr/libexec/sbx/sbx-agent). */
+void docker_agent_default_path(char *out, size_t cap);
 /* True when this build carries the host-side agent client (providers/common/agent_client). */
 bool docker_agent_available(void);
-/* Appends the agent's command-line arguments (after its path) to the Entrypoint array. */
-void docker_agent_add_args(json_t *entrypoint, const docker_provider *p);
 /* Connects sb->agent to the agent socket under sb->state_dir. fresh: the container was just
  * started, so wait (bounded) for the socket to appear. GONE when a running container's agent
  * cannot be reached. Leaves sb->agent NULL (exec API back end) when no client is built in. */
 sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err);
 /* Drops the connection (never the container). */
 void docker_agent_close(docker_sandbox *sb);
-/* Removes a managed container's state dir (its socket and files). */
-void docker_agent_cleanup_dir(const char *dir);
 
 sbx_status docker_agent_run_command(docker_sandbox *sb, const Sbx__V1__RunCommand *op,
                                     const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
