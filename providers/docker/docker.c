@@ -443,14 +443,20 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
         json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)policy->pids));
 
     /* The workdir and /tmp are always tmpfs of disk_mb (or tmpfs_mb) each, writable by the
-     * program's uid (mode 1777): the workspace is bounded, and the image's own /tmp (on the
+     * program's uid: the workspace is bounded, and the image's own /tmp (on the
      * unbounded container layer) is out of reach. A filesystem policy (fs_write) or a disk
      * limit makes the image's root read-only (no other unbounded place to write), with each
      * fs_write path another such tmpfs. */
     json_t *tmpfs = json_object();
     uint64_t mb = policy->disk_mb > 0 ? policy->disk_mb : (uint64_t)p->tmpfs_mb;
     char opts[128];
-    snprintf(opts, sizeof(opts), "rw,nosuid,nodev,size=%llum,mode=1777", (unsigned long long)mb);
+    /* Owned by the program's uid: Docker copies the image directory's own mode onto a tmpfs
+     * mounted over it (its "tmpcopyup"), so mode= alone does not make /workspace writable. exec
+     * overrides Docker's default noexec: programs build and run things in their workspace. */
+    snprintf(opts, sizeof(opts),
+             "rw,exec,nosuid,nodev,size=%llum,mode=1777,uid=" DOCKER_PROGRAM_ID
+             ",gid=" DOCKER_PROGRAM_ID,
+             (unsigned long long)mb);
     json_object_set_new(tmpfs, "/tmp", json_string(opts));
     json_object_set_new(tmpfs, p->workdir, json_string(opts));
     if (policy->n_fs_write > 0 || policy->disk_mb > 0) {

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "providers/common/agent_client.h"
 
@@ -16,6 +17,8 @@
 #define DOCKER_AGENT_START_MS 30000
 /* How long a reconnect waits for a running container's agent before calling it gone. */
 #define DOCKER_AGENT_RECONNECT_MS 5000
+/* Pause between connection attempts while waiting for the agent's socket. */
+#define DOCKER_AGENT_RETRY_MS 20
 
 bool docker_agent_available(void) { return true; }
 
@@ -37,7 +40,16 @@ sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
     snprintf(path, sizeof(path), "%s/agent.sock", sb->state_dir);
     sbx_agent_conn *c = NULL;
     int64_t deadline = sbx_monotonic_ms() + (fresh ? DOCKER_AGENT_START_MS : DOCKER_AGENT_RECONNECT_MS);
-    sbx_status st = sbx_agent_connect(path, deadline, &c, err);
+    sbx_status st;
+    /* A just-started container may not have created its socket yet: retry until the deadline
+     * (the client answers at once when the socket file does not exist). */
+    for (;;) {
+        st = sbx_agent_connect(path, deadline, &c, err);
+        if (st == SBX_OK || sbx_monotonic_ms() >= deadline)
+            break;
+        struct timespec pause = {0, DOCKER_AGENT_RETRY_MS * 1000000L};
+        nanosleep(&pause, NULL);
+    }
     if (st != SBX_OK) {
         if (fresh) {
             /* Just created: the agent never came up -- a provisioning failure, not a gone box. */

@@ -1,0 +1,442 @@
+/* test_docker_managed.c - managed docker sandboxes against the real private dockerd: the policy
+ * as the daemon recorded it (inspect), labels, destroy (twice), GONE for removed and stopped
+ * containers (the stopped one cleaned up), the daemon's own error for a missing image,
+ * reconnect from a fresh process, and -- through sbx-agent -- execution, files and stateful
+ * python. One behaviour per test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "docker_test.h"
+#include "sbx/contract.h"
+
+extern const sbx_provider_ops sbx_provider_docker;
+static const sbx_provider_ops *ops = &sbx_provider_docker;
+static const char *self_path;
+
+typedef struct fixture {
+    dt_env env;
+    char *runtime_dir;
+    void *provider; /* managed, python image */
+    sbx_policy *policy;
+    sbx_principal *principal;
+    sbx_session_handle *session;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    dt_env_load(&f->env);
+    f->runtime_dir = dt_tempdir();
+    char image[160];
+    snprintf(image, sizeof(image), "image=%s", f->env.image_python);
+    const char *opts[] = {image, NULL};
+    f->provider = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
+    f->policy = sbx_policy_new();
+    f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    f->principal = sbx_principal_new();
+    sbx_set_string(&f->principal->subject, "alice");
+    f->session = sbx_session_handle_new();
+    sbx_set_string(&f->session->session_id, "sess-docker-1");
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    dt_provider_close(f->provider);
+    dt_rmtree(f->runtime_dir);
+    free(f->runtime_dir);
+    sbx_message_free((ProtobufCMessage *)f->policy);
+    sbx_message_free((ProtobufCMessage *)f->principal);
+    sbx_message_free((ProtobufCMessage *)f->session);
+    dt_env_free(&f->env);
+    free(f);
+    return 0;
+}
+
+static sbx_sandbox *create(fixture *f, const sbx_policy *policy)
+{
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    sbx_status st = ops->create(f->provider, f->session, f->principal, policy ? policy : f->policy,
+                                &sb, &err);
+    if (st != SBX_OK)
+        fail_msg("create: %s: %s", sbx_status_name(st), err.message);
+    return sb;
+}
+
+static void destroy(fixture *f, sbx_sandbox *sb)
+{
+    char *id = strdup(sb->id);
+    ops->sandbox_close(sb);
+    sbx_error err;
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    free(id);
+}
+
+static sbx_status run_shell(fixture *f, sbx_sandbox *sb, const char *line, sbx_result **out,
+                            sbx_error *err)
+{
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = (char *)line;
+    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    *out = sbx_result_new();
+    return ops->run_command(sb, &op, &o, *out, err);
+}
+
+static void assert_stdout(const sbx_result *r, const char *want)
+{
+    if (r->stdout.len != strlen(want) || memcmp(r->stdout.data, want, r->stdout.len) != 0)
+        fail_msg("stdout '%.*s' (stderr '%.*s'), wanted '%s'", (int)r->stdout.len,
+                 (const char *)r->stdout.data, (int)r->stderr.len, (const char *)r->stderr.data,
+                 want);
+}
+
+static void test_docker_managed_policy_is_what_the_daemon_recorded(void **state)
+{
+    fixture *f = *state;
+    sbx_policy *p = sbx_policy_new();
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->memory_mb = 96;
+    p->cpu = 0.5;
+    p->pids = 64;
+    p->disk_mb = 32;
+    sbx_sandbox *sb = create(f, p);
+    json_t *j = dt_container_inspect(&f->env, sb->id);
+    assert_non_null(j);
+    json_t *hc = json_object_get(j, "HostConfig");
+    assert_string_equal(json_string_value(json_object_get(hc, "NetworkMode")), "none");
+    assert_int_equal(json_integer_value(json_object_get(hc, "Memory")), 96 * 1024 * 1024);
+    assert_int_equal(json_integer_value(json_object_get(hc, "MemorySwap")), 96 * 1024 * 1024);
+    assert_int_equal(json_integer_value(json_object_get(hc, "NanoCpus")), 500000000);
+    assert_int_equal(json_integer_value(json_object_get(hc, "PidsLimit")), 64);
+    assert_true(json_is_true(json_object_get(hc, "ReadonlyRootfs")));
+    const char *tmp = json_string_value(json_object_get(json_object_get(hc, "Tmpfs"), "/tmp"));
+    assert_non_null(tmp);
+    assert_non_null(strstr(tmp, "size=32m"));
+    assert_non_null(json_object_get(json_object_get(hc, "Tmpfs"), "/workspace"));
+    json_t *drop = json_object_get(hc, "CapDrop");
+    assert_int_equal(json_array_size(drop), 1);
+    assert_string_equal(json_string_value(json_array_get(drop, 0)), "ALL");
+    json_t *sec = json_object_get(hc, "SecurityOpt");
+    assert_string_equal(json_string_value(json_array_get(sec, 0)), "no-new-privileges");
+    json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
+    assert_string_equal(json_string_value(json_object_get(labels, "sbx.session")),
+                        "sess-docker-1");
+    assert_string_equal(json_string_value(json_object_get(labels, "sbx.profile")),
+                        "docker-managed");
+    assert_string_equal(json_string_value(json_object_get(labels, "sbx.owner")), "alice");
+    json_decref(j);
+    destroy(f, sb);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
+static void test_docker_managed_allow_uses_the_configured_network(void **state)
+{
+    fixture *f = *state;
+    /* ALLOW puts the container on docker.network; a network the daemon does not have fails
+     * with the daemon's own words, as PROVISION, and nothing is left behind. */
+    char image[160];
+    snprintf(image, sizeof(image), "image=%s", f->env.image_busybox);
+    const char *opts[] = {"network=sbx-no-such-network", image, NULL};
+    void *prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
+    sbx_policy *p = sbx_policy_new();
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    assert_int_equal(ops->create(prov, f->session, f->principal, p, &sb, &err), SBX_E_PROVISION);
+    assert_null(sb);
+    assert_non_null(strstr(err.message, "sbx-no-such-network"));
+    assert_non_null(strstr(err.message, "not found"));
+    sbx_message_free((ProtobufCMessage *)p);
+    dt_provider_close(prov);
+}
+
+static void test_docker_managed_allowlist_is_unenforceable(void **state)
+{
+    fixture *f = *state;
+    sbx_policy *p = sbx_policy_new();
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+    sbx_strlist list = {0};
+    sbx_error err;
+    assert_int_equal(ops->check_policy(f->provider, p, &list, &err), SBX_OK);
+    assert_true(sbx_strlist_contains(&list, "network_egress=allowlist"));
+    sbx_strlist_clear(&list);
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->memory_mb = 64;
+    assert_int_equal(ops->check_policy(f->provider, p, &list, &err), SBX_OK);
+    assert_int_equal(list.n, 0);
+    sbx_strlist_clear(&list);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
+static void test_docker_managed_missing_image_is_provision_with_the_daemons_words(void **state)
+{
+    fixture *f = *state;
+    const char *opts[] = {"image=sbx-no-such-image:never", NULL};
+    void *prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    assert_int_equal(ops->create(prov, f->session, f->principal, f->policy, &sb, &err),
+                     SBX_E_PROVISION);
+    assert_non_null(strstr(err.message, "sbx-no-such-image:never"));
+    assert_non_null(strstr(err.message, "No such image"));
+    dt_provider_close(prov);
+}
+
+static void test_docker_managed_runs_a_command(void **state)
+{
+    fixture *f = *state;
+    sbx_sandbox *sb = create(f, NULL);
+    sbx_result *r;
+    sbx_error err;
+    assert_int_equal(run_shell(f, sb, "echo hello; exit 4", &r, &err), SBX_OK);
+    assert_stdout(r, "hello\n");
+    assert_int_equal(r->exit_code, 4);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_NONZERO);
+    sbx_message_free((ProtobufCMessage *)r);
+    destroy(f, sb);
+}
+
+static void test_docker_managed_destroy_removes_container_and_state_and_is_idempotent(void **state)
+{
+    fixture *f = *state;
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    json_t *j = dt_container_inspect(&f->env, id);
+    const char *dir = json_string_value(
+        json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), "sbx.state_dir"));
+    assert_non_null(dir);
+    char *state_dir = strdup(dir);
+    json_decref(j);
+    struct stat stbuf;
+    assert_int_equal(stat(state_dir, &stbuf), 0);
+    ops->sandbox_close(sb);
+    sbx_error err;
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    assert_null(dt_container_inspect(&f->env, id));
+    assert_int_not_equal(stat(state_dir, &stbuf), 0);
+    /* Again: already gone is success. */
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    free(state_dir);
+    free(id);
+}
+
+static void test_docker_managed_destroy_refuses_a_container_sbx_did_not_create(void **state)
+{
+    fixture *f = *state;
+    const char *argv[] = {"sleep", "600", NULL};
+    char *id = dt_container_run(&f->env, f->env.image_busybox, argv);
+    sbx_error err;
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_E_PERMISSION_DENIED);
+    json_t *j = dt_container_inspect(&f->env, id);
+    assert_non_null(j);
+    json_decref(j);
+    dt_container_remove(&f->env, id);
+    free(id);
+}
+
+static void test_docker_managed_removed_container_is_gone(void **state)
+{
+    fixture *f = *state;
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    ops->sandbox_close(sb);
+    dt_container_remove(&f->env, id);
+    sbx_error err;
+    sb = NULL;
+    assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &sb, &err), SBX_E_GONE);
+    assert_null(sb);
+    free(id);
+}
+
+static void test_docker_managed_stopped_container_is_gone_and_cleaned_up(void **state)
+{
+    fixture *f = *state;
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    ops->sandbox_close(sb);
+    dt_container_stop(&f->env, id);
+    sbx_error err;
+    sb = NULL;
+    assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &sb, &err), SBX_E_GONE);
+    assert_non_null(strstr(err.message, "not running"));
+    /* The dead container is removed, so the engine's self-heal leaves nothing behind. */
+    assert_null(dt_container_inspect(&f->env, id));
+    free(id);
+}
+
+static void test_docker_managed_attach_to_a_foreign_container_is_gone(void **state)
+{
+    fixture *f = *state;
+    const char *argv[] = {"sleep", "600", NULL};
+    char *id = dt_container_run(&f->env, f->env.image_busybox, argv);
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &sb, &err), SBX_E_GONE);
+    assert_non_null(strstr(err.message, "not created by sbx"));
+    dt_container_remove(&f->env, id);
+    free(id);
+}
+
+/* The child half of the fresh-process test: attach by id, read the marker, print it. */
+static int child_main(const char *id)
+{
+    fixture f0 = {0}, *f = &f0;
+    dt_env_load(&f->env);
+    const char *rt = getenv("SBX_TEST_RUNTIME_DIR");
+    f->provider = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, rt, NULL);
+    f->policy = sbx_policy_new();
+    f->principal = sbx_principal_new();
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    if (ops->attach(f->provider, id, f->principal, f->policy, &sb, &err) != SBX_OK) {
+        fprintf(stderr, "child attach: %s\n", err.message);
+        return 2;
+    }
+    sbx_result *r;
+    if (run_shell(f, sb, "cat /workspace/marker", &r, &err) != SBX_OK) {
+        fprintf(stderr, "child run: %s\n", err.message);
+        return 3;
+    }
+    int rc = r->stdout.len == 6 && memcmp(r->stdout.data, "alive\n", 6) == 0 ? 0 : 4;
+    sbx_message_free((ProtobufCMessage *)r);
+    ops->sandbox_close(sb);
+    dt_provider_close(f->provider);
+    sbx_message_free((ProtobufCMessage *)f->policy);
+    sbx_message_free((ProtobufCMessage *)f->principal);
+    dt_env_free(&f->env);
+    return rc;
+}
+
+static void test_docker_managed_reconnects_from_a_fresh_process(void **state)
+{
+    fixture *f = *state;
+    sbx_sandbox *sb = create(f, NULL);
+    sbx_result *r;
+    sbx_error err;
+    assert_int_equal(run_shell(f, sb, "echo alive > /workspace/marker", &r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    char *id = strdup(sb->id);
+    /* This process lets go of the sandbox entirely; another process finds it by id. */
+    ops->sandbox_close(sb);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("SBX_TEST_RUNTIME_DIR", f->runtime_dir, 1);
+        execl(self_path, self_path, "--child", id, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    free(id);
+}
+
+static bool stateful(fixture *f)
+{
+    sbx_capabilities caps = SBX__V1__CAPABILITIES__INIT;
+    ops->capabilities(f->provider, &caps);
+    bool s = caps.stateful;
+    for (size_t i = 0; i < caps.n_languages; i++)
+        free(caps.languages[i]);
+    free(caps.languages);
+    return s;
+}
+
+static void test_docker_managed_python_keeps_state_between_calls(void **state)
+{
+    fixture *f = *state;
+    if (!stateful(f)) {
+        skip(); /* this build has no agent client: stateful code is not declared */
+    }
+    sbx_sandbox *sb = create(f, NULL);
+    Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
+    op.language = "python";
+    op.code = "x = 41";
+    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    if (ops->run_code(sb, &op, &o, r, &err) != SBX_OK)
+        fail_msg("run_code: %s", err.message);
+    sbx_message_free((ProtobufCMessage *)r);
+    op.code = "x + 1";
+    r = sbx_result_new();
+    assert_int_equal(ops->run_code(sb, &op, &o, r, &err), SBX_OK);
+    assert_string_equal(r->value, "42");
+    sbx_message_free((ProtobufCMessage *)r);
+    destroy(f, sb);
+}
+
+static void test_docker_managed_files_roundtrip_in_the_workspace(void **state)
+{
+    fixture *f = *state;
+    sbx_sandbox *sb = create(f, NULL);
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.path = "sub/dir/data.txt";
+    w.content.data = (uint8_t *)"payload";
+    w.content.len = 7;
+    w.mkdirs = true;
+    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    if (ops->write_file(sb, &w, &o, r, &err) != SBX_OK)
+        fail_msg("write_file: %s", err.message);
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_int_equal(run_shell(f, sb, "cat /workspace/sub/dir/data.txt", &r, &err), SBX_OK);
+    assert_stdout(r, "payload");
+    sbx_message_free((ProtobufCMessage *)r);
+    Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+    rd.path = "/workspace/sub/dir/data.txt";
+    r = sbx_result_new();
+    assert_int_equal(ops->read_file(sb, &rd, &o, r, &err), SBX_OK);
+    assert_int_equal(r->n_files, 1);
+    assert_int_equal(r->files[0]->content.len, 7);
+    sbx_message_free((ProtobufCMessage *)r);
+    Sbx__V1__ListFiles ls = SBX__V1__LIST_FILES__INIT;
+    ls.path = "sub/dir";
+    r = sbx_result_new();
+    assert_int_equal(ops->list_files(sb, &ls, &o, r, &err), SBX_OK);
+    assert_int_equal(r->n_files, 1);
+    sbx_message_free((ProtobufCMessage *)r);
+    destroy(f, sb);
+}
+
+int main(int argc, char **argv)
+{
+    self_path = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_docker_managed_policy_is_what_the_daemon_recorded),
+        cmocka_unit_test(test_docker_managed_allow_uses_the_configured_network),
+        cmocka_unit_test(test_docker_managed_allowlist_is_unenforceable),
+        cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
+        cmocka_unit_test(test_docker_managed_runs_a_command),
+        cmocka_unit_test(test_docker_managed_destroy_removes_container_and_state_and_is_idempotent),
+        cmocka_unit_test(test_docker_managed_destroy_refuses_a_container_sbx_did_not_create),
+        cmocka_unit_test(test_docker_managed_removed_container_is_gone),
+        cmocka_unit_test(test_docker_managed_stopped_container_is_gone_and_cleaned_up),
+        cmocka_unit_test(test_docker_managed_attach_to_a_foreign_container_is_gone),
+        cmocka_unit_test(test_docker_managed_reconnects_from_a_fresh_process),
+        cmocka_unit_test(test_docker_managed_python_keeps_state_between_calls),
+        cmocka_unit_test(test_docker_managed_files_roundtrip_in_the_workspace),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
