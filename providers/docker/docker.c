@@ -56,6 +56,8 @@ static const sbx_option_spec docker_options[] = {
              "tree's, beside the program, /usr/libexec/sbx/sbx-agent)"},
     {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace",
      .help = "working directory of managed containers"},
+    {.key = "languages", .type = SBX_OPT_LIST, .default_value = "python,sh",
+     .help = "run_code languages the image has interpreters for (python, bash, sh)"},
     {.key = "python", .type = SBX_OPT_STRING, .default_value = "python3",
      .help = "python interpreter inside the container, for run_code"},
     {.key = "network", .type = SBX_OPT_STRING, .default_value = "bridge",
@@ -69,6 +71,16 @@ static const sbx_option_spec docker_options[] = {
 };
 
 /* ---- open / close -------------------------------------------------------------------------- */
+
+const char *const docker_lang_names[DOCKER_LANG_COUNT] = {"python", "bash", "sh"};
+
+int docker_lang_index(const char *name)
+{
+    for (int i = 0; i < DOCKER_LANG_COUNT; i++)
+        if (name != NULL && strcmp(name, docker_lang_names[i]) == 0)
+            return i;
+    return -1;
+}
 
 static char *dup_or_null(const char *s) { return s != NULL && s[0] != '\0' ? strdup(s) : NULL; }
 
@@ -120,6 +132,20 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
     p->python = dup_or_null(sbx_options_get(o, "python"));
     p->network = dup_or_null(sbx_options_get(o, "network"));
     p->exec_user = dup_or_null(sbx_options_get(o, "user"));
+    const char *const *langs = NULL;
+    size_t n_langs = sbx_options_get_list(o, "languages", &langs);
+    for (size_t i = 0; i < n_langs; i++) {
+        int k = docker_lang_index(langs[i]);
+        if (k < 0) {
+            sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
+                                          "profile '%s': docker.languages has '%s'; accepted: "
+                                          "python, bash, sh",
+                                          p->profile ? p->profile : "", langs[i]);
+            provider_free(p);
+            return st;
+        }
+        p->languages[k] = true;
+    }
     p->tmpfs_mb = sbx_options_get_int(o, "tmpfs_mb");
     if (p->tmpfs_mb <= 0)
         p->tmpfs_mb = DOCKER_DEFAULT_TMPFS_MB;
@@ -184,9 +210,11 @@ static void docker_capabilities(void *state, sbx_capabilities *caps)
     docker_provider *p = state;
     caps->isolation = SBX__V1__ISOLATION__ISOLATION_CONTAINER;
     caps->shell = true;
-    sbx_add_string(&caps->n_languages, &caps->languages, "python");
-    sbx_add_string(&caps->n_languages, &caps->languages, "bash");
-    sbx_add_string(&caps->n_languages, &caps->languages, "sh");
+    /* Only the interpreters the image has (docker.languages): declaring bash for a busybox
+     * image would be a lie the first run_code exposes. */
+    for (int i = 0; i < DOCKER_LANG_COUNT; i++)
+        if (p == NULL || p->languages[i])
+            sbx_add_string(&caps->n_languages, &caps->languages, docker_lang_names[i]);
     caps->files = true;
     caps->package_install = false;
     caps->attach = true;
@@ -757,20 +785,23 @@ static sbx_status docker_run_code(sbx_sandbox *base, const Sbx__V1__RunCode *op,
                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->agent != NULL)
+    if (sb->agent != NULL) {
+        int lk = docker_lang_index(op->language);
+        if (lk < 0 || !sb->p->languages[lk])
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "run_code: language '%s' is not offered by this docker profile "
+                                 "(docker.languages)", op->language ? op->language : "");
         return docker_agent_run_code(sb, op, o, result, err);
+    }
     const char *lang = op->language != NULL ? op->language : "";
-    const char *interp;
-    if (strcmp(lang, "python") == 0)
-        interp = sb->p->python;
-    else if (strcmp(lang, "bash") == 0)
-        interp = "bash";
-    else if (strcmp(lang, "sh") == 0)
-        interp = "/bin/sh";
-    else
+    int k = docker_lang_index(lang);
+    if (k < 0 || !sb->p->languages[k])
         return sbx_error_set(err, SBX_E_CAPABILITY,
-                             "run_code: language '%s' is not offered by docker (python, bash, sh)",
-                             lang);
+                             "run_code: language '%s' is not offered by this docker profile "
+                             "(docker.languages)", lang);
+    const char *interp = k == DOCKER_LANG_PYTHON ? sb->p->python
+                         : k == DOCKER_LANG_BASH ? "bash"
+                                                 : "/bin/sh";
     size_t code_len = op->code != NULL ? strlen(op->code) : 0;
     if (code_len > DOCKER_MAX_CODE_ARG)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,

@@ -90,11 +90,7 @@ sbx_status docker_agent_run_code(docker_sandbox *sb, const Sbx__V1__RunCode *op,
                                  const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     const char *lang = op->language != NULL ? op->language : "";
-    if (strcmp(lang, "python") != 0 && strcmp(lang, "bash") != 0 && strcmp(lang, "sh") != 0)
-        return sbx_error_set(err, SBX_E_CAPABILITY,
-                             "run_code: language '%s' is not offered by docker (python, bash, sh)",
-                             lang);
-    /* Python keeps its variables between calls (the agent's persistent kernel). */
+    /* The caller (docker.c) checked the language against docker.languages. Python keeps its variables between calls (the agent's persistent kernel). */
     bool stateful = strcmp(lang, "python") == 0;
     return sbx_agent_run_code(sb->agent, op, stateful, &default_identity, o, result, NULL, err);
 }

@@ -39,8 +39,15 @@ typedef struct docker_provider {
     char *python;
     char *network;          /* NetworkMode for network_egress=allow */
     char *exec_user;        /* attached: exec as this user (NULL: the container's) */
-    int64_t tmpfs_mb;       /* size of each writable tmpfs under a read-only root */
+    int64_t tmpfs_mb;       /* size of the workdir and /tmp tmpfs of managed containers */
+    bool languages[3];      /* run_code languages offered, indexed by docker_lang */
 } docker_provider;
+
+/* run_code languages the docker provider knows (docker.languages picks the offered ones). */
+enum { DOCKER_LANG_PYTHON = 0, DOCKER_LANG_BASH = 1, DOCKER_LANG_SH = 2, DOCKER_LANG_COUNT = 3 };
+extern const char *const docker_lang_names[DOCKER_LANG_COUNT];
+/* Index of a language name, -1 when unknown. */
+int docker_lang_index(const char *name);
 
 typedef struct docker_sandbox {
     sbx_sandbox base;       /* first: the engine sees an sbx_sandbox */

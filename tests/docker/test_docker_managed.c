@@ -23,6 +23,13 @@ extern const sbx_provider_ops sbx_provider_docker;
 static const sbx_provider_ops *ops = &sbx_provider_docker;
 static const char *self_path;
 
+/* Managed containers run sbx-agent as PID 1: without it in this tree, the test skips. */
+#define NEED_AGENT()                                                                           \
+    do {                                                                                       \
+        if (dt_agent_path() == NULL)                                                           \
+            skip();                                                                            \
+    } while (0)
+
 typedef struct fixture {
     dt_env env;
     char *runtime_dir;
@@ -107,6 +114,7 @@ static void assert_stdout(const sbx_result *r, const char *want)
 static void test_docker_managed_policy_is_what_the_daemon_recorded(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_policy *p = sbx_policy_new();
     p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
     p->memory_mb = 96;
@@ -146,6 +154,7 @@ static void test_docker_managed_policy_is_what_the_daemon_recorded(void **state)
 static void test_docker_managed_allow_uses_the_configured_network(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     /* ALLOW puts the container on docker.network; a network the daemon does not have fails
      * with the daemon's own words, as PROVISION, and nothing is left behind. */
     char image[160];
@@ -185,6 +194,7 @@ static void test_docker_managed_allowlist_is_unenforceable(void **state)
 static void test_docker_managed_missing_image_is_provision_with_the_daemons_words(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     const char *opts[] = {"image=sbx-no-such-image:never", NULL};
     void *prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
     sbx_sandbox *sb = NULL;
@@ -199,6 +209,7 @@ static void test_docker_managed_missing_image_is_provision_with_the_daemons_word
 static void test_docker_managed_runs_a_command(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     sbx_result *r;
     sbx_error err;
@@ -213,6 +224,7 @@ static void test_docker_managed_runs_a_command(void **state)
 static void test_docker_managed_destroy_removes_container_and_state_and_is_idempotent(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     char *id = strdup(sb->id);
     json_t *j = dt_container_inspect(&f->env, id);
@@ -251,6 +263,7 @@ static void test_docker_managed_destroy_refuses_a_container_sbx_did_not_create(v
 static void test_docker_managed_removed_container_is_gone(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     char *id = strdup(sb->id);
     ops->sandbox_close(sb);
@@ -265,6 +278,7 @@ static void test_docker_managed_removed_container_is_gone(void **state)
 static void test_docker_managed_stopped_container_is_gone_and_cleaned_up(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     char *id = strdup(sb->id);
     ops->sandbox_close(sb);
@@ -324,6 +338,7 @@ static int child_main(const char *id)
 static void test_docker_managed_reconnects_from_a_fresh_process(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     sbx_result *r;
     sbx_error err;
@@ -361,9 +376,8 @@ static bool stateful(fixture *f)
 static void test_docker_managed_python_keeps_state_between_calls(void **state)
 {
     fixture *f = *state;
-    if (!stateful(f)) {
-        skip(); /* this build has no agent client: stateful code is not declared */
-    }
+    NEED_AGENT();
+    assert_true(stateful(f));
     sbx_sandbox *sb = create(f, NULL);
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
     op.language = "python";
@@ -386,6 +400,7 @@ static void test_docker_managed_python_keeps_state_between_calls(void **state)
 static void test_docker_managed_files_roundtrip_in_the_workspace(void **state)
 {
     fixture *f = *state;
+    NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
     w.path = "sub/dir/data.txt";
