@@ -278,6 +278,8 @@ static sbx_status get_env_name(loader *L, const config_node *v, const char *path
     sbx_status st = need_scalar(L, v, path, "the name of an environment variable");
     if (st != SBX_OK)
         return st;
+    if (v->text[0] == '$' && config_env_name_ok(v->text + 1))
+        return fail(L, v, path, "write the variable's name without '$': %s", v->text + 1);
     if (!config_env_name_ok(v->text))
         return fail(L, v, path,
                     "'%.32s%s' is not an environment variable name; name the variable that holds "

@@ -274,6 +274,9 @@ sbx_status sbx_options_set(sbx_options *o, const char *key, const char *value, s
                                  key, value, spec->choices ? spec->choices : "(none)");
         break;
     case SBX_OPT_ENV_NAME:
+        if (value[0] == '$' && config_env_name_ok(value + 1))
+            return sbx_error_set(err, SBX_E_CONFIG,
+                                 "%s: write the variable's name without '$': %s", key, value + 1);
         if (!config_env_name_ok(value))
             return sbx_error_set(err, SBX_E_CONFIG,
                                  "%s: '%.64s' is not an environment variable name; name the "

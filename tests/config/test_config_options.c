@@ -85,6 +85,7 @@ static void test_config_options_values_are_validated_by_type(void **state)
     expect_refused(o, "e", "z", "accepted: x|y|zz");
     expect_refused(o, "k", "sk-live-123", "not an environment variable name");
     expect_refused(o, "k", "1ABC", "not an environment variable name");
+    expect_refused(o, "k", "$MY_KEY", "without '$': MY_KEY");
     expect_refused(o, "nope", "1", "accepted keys: s, i, u, b, e, l, k");
     /* nothing above changed a value */
     assert_int_equal(sbx_options_get_int(o, "i"), 5);
