@@ -9,8 +9,10 @@
  * This file must not open sandboxes, sockets or the secret file, nor create files or
  * directories: it only reads the config file.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -367,11 +369,26 @@ static bool name_ok(const char *s, size_t max)
 
 /* ---- host:port and endpoints ------------------------------------------------------------ */
 
+/* True only for a literal loopback address or "localhost": 127.0.0.0/8 as a numeric IPv4 address
+ * (so "127.evil.example" is NOT loopback), ::1 with or without brackets. */
 static bool host_is_loopback(const char *host, size_t len)
 {
-    return (len == 9 && strncmp(host, "localhost", 9) == 0) ||
-           (len >= 4 && strncmp(host, "127.", 4) == 0) || (len == 5 && strncmp(host, "[::1]", 5) == 0) ||
-           (len == 3 && strncmp(host, "::1", 3) == 0);
+    char buf[64];
+    if (len == 0 || len >= sizeof(buf))
+        return false;
+    memcpy(buf, host, len);
+    buf[len] = '\0';
+    if (strcmp(buf, "localhost") == 0)
+        return true;
+    struct in_addr v4;
+    if (inet_pton(AF_INET, buf, &v4) == 1)
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    if (buf[0] == '[' && buf[len - 1] == ']') {
+        buf[len - 1] = '\0';
+        memmove(buf, buf + 1, len - 1);
+    }
+    struct in6_addr v6;
+    return inet_pton(AF_INET6, buf, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 /* Splits "host:port" / "[v6]:port"; false when malformed. */
@@ -419,6 +436,15 @@ static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_con
             size_t host_len = 0;
             int64_t port = 0;
             char hostport[512];
+            if (hp != NULL && strlen(hp) >= sizeof(hostport))
+                hp = NULL; /* refused below: no real host:port is that long */
+            if (hp != NULL && strchr(hp, '@') != NULL) {
+                st = fail(L, v, p,
+                          "'%s' carries credentials or a user; name them with token_env or "
+                          "cert_file/key_file instead",
+                          v->text);
+                break;
+            }
             snprintf(hostport, sizeof(hostport), "%s", hp ? hp : "");
             char *slash = strchr(hostport, '/');
             if (slash != NULL)

@@ -457,7 +457,13 @@ static void test_config_remote_endpoint_needs_tls_off_loopback(void **state)
     remote_endpoint_ok("http://127.0.0.1:7443");
     remote_endpoint_ok("http://localhost");
     remote_endpoint_ok("http://[::1]:80");
+    remote_endpoint_ok("http://127.3.4.5:7443");
     remote_endpoint_refused("http://workers.example:7443", "unencrypted");
+    remote_endpoint_refused("http://127.evil.example:80", "unencrypted");
+    remote_endpoint_refused("http://127.0.0.1.evil.example", "unencrypted");
+    remote_endpoint_refused("http://localhost.evil.example", "unencrypted");
+    remote_endpoint_refused("http://127.0.0.1@evil.example:80", "credentials");
+    remote_endpoint_refused("https://user:pw@workers.example", "credentials");
     remote_endpoint_refused("http://[2001:db8::1]:80", "unencrypted");
     remote_endpoint_refused("ftp://workers.example", "is not an endpoint");
     remote_endpoint_refused("https://:7443", "is not an endpoint");
@@ -485,7 +491,11 @@ static void test_config_worker_off_loopback_needs_tls_and_callers(void **state)
     load_fails("sandbox:\n  worker:\n    auth: {callers: [{name: x, token_env: T, subjects: [a]},"
                " {name: x, token_env: U, subjects: [b]}]}\n",
                "a second caller named 'x'", NULL);
-    sbx_config *cfg = load_ok("sandbox:\n  worker:\n    listen: localhost:0\n");
+    load_fails("sandbox:\n  worker:\n    listen: 127.evil.example:7443\n", "test.yaml:3:13:",
+               "requires TLS", NULL);
+    sbx_config *cfg = load_ok("sandbox:\n  worker:\n    listen: '[::1]:7443'\n");
+    sbx_config_free(cfg);
+    cfg = load_ok("sandbox:\n  worker:\n    listen: localhost:0\n");
     assert_string_equal(cfg->worker.listen, "localhost:0");
     sbx_config_free(cfg);
 }
