@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "sbx/contract.h"
 
@@ -716,5 +717,58 @@ char *sbx_http_url_escape(const char *s) {
         }
     }
     out[o] = 0;
+    return out;
+}
+
+char *sbx_http_base64_encode(const void *data, size_t len) {
+    if (len > (SIZE_MAX / 4) * 3 - 3) return NULL;
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    const uint8_t *p = data;
+    /* EVP_EncodeBlock takes an int length: feed it in slices that are a multiple of 3. */
+    const size_t slice = 3u * 1024u * 1024u;
+    for (size_t off = 0; off < len; off += slice) {
+        size_t n = len - off < slice ? len - off : slice;
+        o += (size_t)EVP_EncodeBlock((unsigned char *)out + o, p + off, (int)n);
+    }
+    out[o] = 0;
+    return out;
+}
+
+uint8_t *sbx_http_base64_decode(const char *text, size_t len, size_t *out_len) {
+    *out_len = 0;
+    size_t pad = 0;
+    while (len > 0 && text[len - 1] == '=' && pad < 2) len--, pad++;
+    if (len % 4 == 1) return NULL;
+    size_t full = len + ((4 - len % 4) % 4); /* re-padded length */
+    char *padded = malloc(full + 1);
+    uint8_t *out = malloc(full / 4 * 3 + 1);
+    if (!padded || !out) {
+        free(padded);
+        free(out);
+        return NULL;
+    }
+    memcpy(padded, text, len);
+    for (size_t i = len; i < full; i++) padded[i] = '=';
+    padded[full] = 0;
+    size_t o = 0;
+    const size_t slice = 4u * 1024u * 1024u; /* a multiple of 4 */
+    for (size_t off = 0; off < full; off += slice) {
+        size_t n = full - off < slice ? full - off : slice;
+        int got = EVP_DecodeBlock(out + o, (const unsigned char *)padded + off, (int)n);
+        if (got < 0) {
+            free(padded);
+            free(out);
+            return NULL;
+        }
+        o += (size_t)got;
+    }
+    /* EVP_DecodeBlock counts padding bytes as zeros: drop them. */
+    size_t drop = full - len;
+    o -= drop;
+    free(padded);
+    out[o] = 0;
+    *out_len = o;
     return out;
 }

@@ -166,6 +166,12 @@ char *sbx_http_json_dump(const json_t *j);
 /* URL-encodes s (RFC 3986 unreserved kept) into a malloc'd string; NULL on ENOMEM. */
 char *sbx_http_url_escape(const char *s);
 
+/* Standard base64 (padded) of data, malloc'd; NULL on ENOMEM. */
+char *sbx_http_base64_encode(const void *data, size_t len);
+/* Decodes standard base64 (padding optional, no whitespace) into a malloc'd buffer (one spare
+ * NUL byte after *out_len). NULL on malformed input or ENOMEM. */
+uint8_t *sbx_http_base64_decode(const char *text, size_t len, size_t *out_len);
+
 /* Parses a Retry-After value (delta-seconds or an HTTP-date) into milliseconds from now;
  * -1 when absent or unparseable. Exposed for tests. */
 int64_t sbx_http_parse_retry_after(const char *value, int64_t now_unix_s);

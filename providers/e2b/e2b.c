@@ -1,0 +1,500 @@
+/* e2b.c - the e2b provider (DESIGN §8): E2B micro-VM sandboxes through E2B's REST control plane
+ * (create, connect, kill, network) with X-API-Key auth. Operations inside the sandbox live in
+ * e2b_envd.c. Facts about the API: reference/cloud-apis.md §1 (E2B spec/openapi.yml).
+ *
+ * Policy lowering (honest capabilities):
+ *   - network DENY      -> network.denyOut ["0.0.0.0/0"]                   (§1.1: equivalent to
+ *                          allow_internet_access=false, and a PUT can undo it later)
+ *   - network ALLOW     -> no network block (E2B's default: internet access)
+ *   - network ALLOWLIST -> network.allowOut [entries] + denyOut ["0.0.0.0/0"] (allowed entries
+ *                          take precedence over denied ones; domains and *.domain are accepted)
+ *   - cpu, memory_mb, disk_mb, pids, fs_read, fs_write: NOT enforceable -- E2B fixes cpu and
+ *     memory at template build time and has no per-sandbox limit fields, so check_policy lists
+ *     them and strict mode refuses before anything is created.
+ *   - the profile's sandbox_timeout_s is the sandbox's idle TTL: sent on create and renewed on
+ *     every attach (POST /sandboxes/{id}/connect with {"timeout"}).
+ * Missing API key: every API call fails with CONFIG naming the environment variable.
+ * This file must not read the config file or print; secrets never reach an error message.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "providers/e2b/e2b_internal.h"
+
+/* E2B's SDK default idle timeout is 300 s (reference §1.1); one day is E2B's maximum for
+ * Pro teams, anything beyond is refused at config load. */
+#define E2B_DEFAULT_TIMEOUT_S "300"
+#define E2B_MAX_TIMEOUT_S 86400
+/* Entries of a network allowlist: E2B accepts lists this long comfortably; more suggests a
+ * misconfiguration and would make an unreadable error. */
+#define E2B_MAX_ALLOW_ENTRIES 64
+/* Metadata values longer than this are cut (E2B stores them as labels). */
+#define E2B_MAX_METADATA_VALUE 256
+
+static const sbx_option_spec e2b_options[] = {
+    {.key = "api_key_env", .type = SBX_OPT_ENV_NAME, .default_value = "E2B_API_KEY",
+     .help = "name of the environment variable holding the E2B API key"},
+    {.key = "api_url", .type = SBX_OPT_STRING, .default_value = "https://api.e2b.app",
+     .help = "E2B control plane base URL"},
+    {.key = "domain", .type = SBX_OPT_STRING, .default_value = "e2b.app",
+     .help = "sandbox domain (envd is reached at https://sandbox.<domain>)"},
+    {.key = "sandbox_url", .type = SBX_OPT_STRING,
+     .help = "base URL for in-sandbox traffic, routed with E2b-Sandbox-Id/-Port headers "
+             "(default https://sandbox.<domain>)"},
+    {.key = "template", .type = SBX_OPT_STRING, .default_value = "code-interpreter-v1",
+     .help = "template ID or alias to create sandboxes from"},
+    {.key = "code_interpreter", .type = SBX_OPT_BOOL, .default_value = "true",
+     .help = "the template runs E2B's code interpreter: python run_code is stateful"},
+    {.key = "sandbox_timeout_s", .type = SBX_OPT_INT, .default_value = E2B_DEFAULT_TIMEOUT_S,
+     .min = 1, .max = E2B_MAX_TIMEOUT_S,
+     .help = "idle TTL in seconds; renewed on every use"},
+    {.key = "user", .type = SBX_OPT_STRING, .default_value = "user",
+     .help = "user that runs commands and owns files inside the sandbox"},
+    {.key = "env", .type = SBX_OPT_LIST, .help = "K=V environment variables for every sandbox"},
+    {.key = NULL},
+};
+
+static char *e2b_strip_slash(const char *s) {
+    char *c = strdup(s);
+    if (!c) return NULL;
+    size_t n = strlen(c);
+    while (n > 0 && c[n - 1] == '/') c[--n] = 0;
+    return c;
+}
+
+static void e2b_provider_free(e2b_provider *p) {
+    if (!p) return;
+    sbx_http_client_free(p->http);
+    free(p->profile);
+    free(p->api_url);
+    free(p->domain);
+    free(p->sandbox_url);
+    free(p->template_id);
+    free(p->user);
+    free(p->key_env);
+    if (p->api_key) {
+        volatile char *k = p->api_key;
+        for (size_t i = 0; k[i]; i++) k[i] = 0;
+        free(p->api_key);
+    }
+    for (size_t i = 0; i < p->n_env; i++) free(p->env[i]);
+    free(p->env);
+    free(p);
+}
+
+static const char *e2b_opt(const sbx_provider_ctx *ctx, const char *key, const char *def) {
+    const char *v = ctx->options ? sbx_options_get(ctx->options, key) : NULL;
+    return v ? v : def;
+}
+
+static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err) {
+    *state = NULL;
+    e2b_provider *p = calloc(1, sizeof *p);
+    if (!p) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    p->profile = strdup(ctx->profile ? ctx->profile : "");
+    p->api_url = e2b_strip_slash(e2b_opt(ctx, "api_url", "https://api.e2b.app"));
+    p->domain = strdup(e2b_opt(ctx, "domain", "e2b.app"));
+    const char *su = e2b_opt(ctx, "sandbox_url", NULL);
+    p->sandbox_url = su && *su ? e2b_strip_slash(su) : NULL;
+    p->template_id = strdup(e2b_opt(ctx, "template", "code-interpreter-v1"));
+    p->user = strdup(e2b_opt(ctx, "user", "user"));
+    p->key_env = strdup(e2b_opt(ctx, "api_key_env", "E2B_API_KEY"));
+    p->code_interpreter = ctx->options ? sbx_options_get_bool(ctx->options, "code_interpreter")
+                                       : true;
+    p->sandbox_timeout_s =
+        ctx->options ? sbx_options_get_int(ctx->options, "sandbox_timeout_s") : 300;
+    if (p->sandbox_timeout_s <= 0) p->sandbox_timeout_s = 300;
+    if (!p->profile || !p->api_url || !p->domain || !p->template_id || !p->user ||
+        !p->key_env || (su && *su && !p->sandbox_url)) {
+        e2b_provider_free(p);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    if (ctx->options) {
+        const char *const *items = NULL;
+        size_t n = sbx_options_get_list(ctx->options, "env", &items);
+        p->env = calloc(n ? n : 1, sizeof *p->env);
+        for (size_t i = 0; p->env && i < n; i++) {
+            if (!strchr(items[i], '=') || items[i][0] == '=') {
+                sbx_error_set(err, SBX_E_CONFIG,
+                              "e2b: profile '%s': env entry '%s' is not K=V; write e.g. "
+                              "\"LANG=C.UTF-8\"",
+                              p->profile, items[i]);
+                e2b_provider_free(p);
+                return SBX_E_CONFIG;
+            }
+            p->env[p->n_env++] = strdup(items[i]);
+        }
+    }
+    const char *key = getenv(p->key_env);
+    if (key && *key) p->api_key = strdup(key);
+
+    char hint[256];
+    snprintf(hint, sizeof hint, "check that %s holds a valid E2B API key", p->key_env);
+    sbx_http_client_config hc = {.provider = "e2b", .auth_hint = hint};
+    sbx_status s = sbx_http_client_new(&hc, &p->http, err);
+    if (s != SBX_OK) {
+        e2b_provider_free(p);
+        return s;
+    }
+    if (p->api_key) sbx_http_client_add_secret(p->http, p->api_key);
+    *state = p;
+    return SBX_OK;
+}
+
+static void e2b_close(void *state) { e2b_provider_free(state); }
+
+static void e2b_capabilities(void *state, sbx_capabilities *caps) {
+    e2b_provider *p = state;
+    caps->isolation = SBX__V1__ISOLATION__ISOLATION_MICRO_VM;
+    caps->shell = true;
+    sbx_add_string(&caps->n_languages, &caps->languages, "python");
+    sbx_add_string(&caps->n_languages, &caps->languages, "bash");
+    caps->files = true;
+    caps->package_install = true;
+    caps->stateful = p ? p->code_interpreter : true;
+    caps->attach = true;
+    caps->provisions = true;
+    caps->attaches_external = true;
+    caps->principal_user = false;
+    caps->policy_network = true;
+    caps->policy_network_domains = true;
+    caps->policy_filesystem = false;
+    caps->policy_resources = false;
+    caps->streaming = true;
+}
+
+/* An allowlist entry E2B's allowOut accepts: an IPv4 address or CIDR, a domain or *.domain.
+ * IPv6 is not documented for allowOut, and deny 0.0.0.0/0 would not cover it anyway. */
+static bool e2b_allow_entry_ok(const char *e) {
+    size_t n = strlen(e);
+    if (n == 0 || n > 253) return false;
+    if (strchr(e, ':')) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)e[i];
+        if (!(isalnum(c) || c == '.' || c == '-' || c == '*' || c == '/' || c == '_'))
+            return false;
+    }
+    if (strchr(e, '*') && !(e[0] == '*' && e[1] == '.' && !strchr(e + 1, '*'))) return false;
+    return true;
+}
+
+static sbx_status e2b_check_policy(void *state, const sbx_policy *policy,
+                                   sbx_strlist *unenforceable, sbx_error *err) {
+    (void)state;
+    bool ok = true;
+    if (policy->cpu > 0) ok &= sbx_strlist_add(unenforceable, "cpu");
+    if (policy->memory_mb > 0) ok &= sbx_strlist_add(unenforceable, "memory_mb");
+    if (policy->pids > 0) ok &= sbx_strlist_add(unenforceable, "pids");
+    if (policy->disk_mb > 0) ok &= sbx_strlist_add(unenforceable, "disk_mb");
+    if (policy->n_fs_read > 0) ok &= sbx_strlist_add(unenforceable, "fs_read");
+    if (policy->n_fs_write > 0) ok &= sbx_strlist_add(unenforceable, "fs_write");
+    if (policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST) {
+        if (policy->n_network_allow > E2B_MAX_ALLOW_ENTRIES)
+            ok &= sbx_strlist_add(unenforceable, "network_allow (more than 64 entries)");
+        for (size_t i = 0; i < policy->n_network_allow; i++) {
+            if (!e2b_allow_entry_ok(policy->network_allow[i])) {
+                char item[320];
+                snprintf(item, sizeof item, "network_allow=%s", policy->network_allow[i]);
+                ok &= sbx_strlist_add(unenforceable, item);
+            }
+        }
+    }
+    if (!ok) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    return SBX_OK;
+}
+
+static sbx_status e2b_need_key(e2b_provider *p, sbx_error *err) {
+    if (p->api_key) return SBX_OK;
+    return sbx_error_set(err, SBX_E_CONFIG,
+                         "e2b: profile '%s': environment variable %s is not set; export it "
+                         "with your E2B API key (or set api_key_env to the variable that "
+                         "holds it)",
+                         p->profile, p->key_env);
+}
+
+/* Performs a control-plane call with the API key; body may be NULL. */
+static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path, json_t *body,
+                          bool idempotent, sbx_http_request *req_out, char *url_buf,
+                          size_t url_cap, sbx_http_response *resp, sbx_error *err) {
+    sbx_status s = e2b_need_key(p, err);
+    if (s != SBX_OK) {
+        memset(resp, 0, sizeof *resp);
+        return s;
+    }
+    snprintf(url_buf, url_cap, "%s%s", p->api_url, path);
+    char key_header[1024];
+    snprintf(key_header, sizeof key_header, "X-API-Key: %s", p->api_key);
+    const char *headers[] = {key_header, "Content-Type: application/json",
+                             "Accept: application/json"};
+    char *text = body ? sbx_http_json_dump(body) : NULL;
+    if (body && !text) {
+        memset(resp, 0, sizeof *resp);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    *req_out = (sbx_http_request){.method = method, .url = url_buf, .headers = headers,
+                                  .n_headers = 3, .body = text, .body_len = text ? strlen(text) : 0,
+                                  .idempotent = idempotent};
+    s = sbx_http_do(p->http, req_out, resp, err);
+    /* headers and body go out of scope: the caller only uses method and url afterwards. */
+    req_out->headers = NULL;
+    req_out->n_headers = 0;
+    req_out->body = NULL;
+    req_out->body_len = 0;
+    free(text);
+    memset(key_header, 0, sizeof key_header);
+    return s;
+}
+
+static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request *req,
+                                        const sbx_http_response *resp, const char *want_id,
+                                        sbx_sandbox **out, sbx_error *err) {
+    json_t *j = NULL;
+    sbx_status s = sbx_http_response_json(p->http, req, resp, &j, err);
+    if (s != SBX_OK) return s;
+    const char *id = json_string_value(json_object_get(j, "sandboxID"));
+    if (!id || !*id) id = want_id;
+    if (!id || !*id || strlen(id) > 128) {
+        json_decref(j);
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "e2b: %s %s: the response has no valid sandboxID", req->method,
+                             req->url);
+    }
+    const char *token = json_string_value(json_object_get(j, "envdAccessToken"));
+    const char *domain = json_string_value(json_object_get(j, "domain"));
+    e2b_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb) {
+        json_decref(j);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    sb->p = p;
+    sb->base.id = strdup(id);
+    sb->access_token = token && *token ? strdup(token) : NULL;
+    sb->domain = strdup(domain && *domain ? domain : p->domain);
+    json_decref(j);
+    if (!sb->base.id || !sb->domain || (token && *token && !sb->access_token)) {
+        free(sb->base.id);
+        free(sb->access_token);
+        free(sb->domain);
+        free(sb);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    /* The envd token is a credential for this sandbox: never let it reach a message. */
+    if (sb->access_token) sbx_http_client_add_secret(p->http, sb->access_token);
+    *out = &sb->base;
+    return SBX_OK;
+}
+
+/* The `network` block for a policy (NULL for unrestricted egress). */
+static json_t *e2b_network_json(const sbx_policy *policy) {
+    Sbx__V1__NetworkEgress e = policy->network_egress;
+    if (e == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW) return NULL;
+    json_t *net = json_object();
+    json_t *deny = json_array();
+    json_array_append_new(deny, json_string("0.0.0.0/0"));
+    if (e == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST) {
+        json_t *allow = json_array();
+        for (size_t i = 0; i < policy->n_network_allow; i++)
+            json_array_append_new(allow, json_string(policy->network_allow[i]));
+        json_object_set_new(net, "allowOut", allow);
+    }
+    /* DENY, ALLOWLIST and UNSPECIFIED (fail closed: no profile said "allow") deny the rest. */
+    json_object_set_new(net, "denyOut", deny);
+    return net;
+}
+
+static void e2b_meta_set(json_t *meta, const char *k, const char *v) {
+    if (!v || !*v) return;
+    char cut[E2B_MAX_METADATA_VALUE + 1];
+    snprintf(cut, sizeof cut, "%s", v);
+    json_object_set_new(meta, k, json_string(cut));
+}
+
+static sbx_status e2b_create(void *state, const sbx_session_handle *session,
+                             const sbx_principal *principal, const sbx_policy *policy,
+                             sbx_sandbox **out, sbx_error *err) {
+    e2b_provider *p = state;
+    *out = NULL;
+    json_t *body = json_object();
+    json_object_set_new(body, "templateID", json_string(p->template_id));
+    json_object_set_new(body, "timeout", json_integer(p->sandbox_timeout_s));
+    /* secure: envd then requires the per-sandbox envdAccessToken (X-Access-Token). */
+    json_object_set_new(body, "secure", json_true());
+    json_t *meta = json_object();
+    if (session) {
+        e2b_meta_set(meta, "sbx.session", session->session_id);
+        e2b_meta_set(meta, "sbx.name", session->name);
+    }
+    e2b_meta_set(meta, "sbx.profile", p->profile);
+    if (principal) e2b_meta_set(meta, "sbx.subject", principal->subject);
+    json_object_set_new(body, "metadata", meta);
+    if (p->n_env > 0) {
+        json_t *env = json_object();
+        for (size_t i = 0; i < p->n_env; i++) {
+            char *eq = strchr(p->env[i], '=');
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - p->env[i]), p->env[i]);
+            json_object_set_new(env, name, json_string(eq + 1));
+        }
+        json_object_set_new(body, "envVars", env);
+    }
+    json_t *net = e2b_network_json(policy);
+    if (net) json_object_set_new(body, "network", net);
+
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    /* Create is not idempotent: a retried POST after a lost 5xx could leak a sandbox. */
+    sbx_status s = e2b_api(p, "POST", "/sandboxes", body, false, &req, url, sizeof url, &resp, err);
+    json_decref(body);
+    if (s == SBX_OK) {
+        if (resp.status == 400)
+            s = sbx_http_status_error(p->http, &req, &resp, SBX_E_CONFIG, err);
+        else
+            s = sbx_http_check(p->http, &req, &resp, err);
+        /* 404 on create is not GONE: nothing existed yet. */
+        if (s == SBX_E_GONE) s = sbx_http_status_error(p->http, &req, &resp, SBX_E_CONFIG, err);
+        if (s == SBX_OK) s = e2b_sandbox_from_json(p, &req, &resp, NULL, out, err);
+    }
+    if (s == SBX_E_CONFIG && resp.status == 400 && err)
+        sbx_error_prefix(err, "profile '%s' (template '%s'): ", p->profile, p->template_id);
+    sbx_http_response_clear(&resp);
+    return s;
+}
+
+/* Re-applies the egress policy to a running sandbox (PUT replaces every field). */
+static sbx_status e2b_apply_network(e2b_provider *p, const char *id, const sbx_policy *policy,
+                                    sbx_error *err) {
+    json_t *body = e2b_network_json(policy);
+    if (!body) {
+        /* Unrestricted: empty lists clear any earlier restriction (replace semantics). */
+        body = json_object();
+        json_object_set_new(body, "allowOut", json_array());
+        json_object_set_new(body, "denyOut", json_array());
+    }
+    char *esc = sbx_http_url_escape(id);
+    char path[512];
+    snprintf(path, sizeof path, "/sandboxes/%s/network", esc ? esc : "");
+    free(esc);
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    sbx_status s = e2b_api(p, "PUT", path, body, true, &req, url, sizeof url, &resp, err);
+    json_decref(body);
+    if (s == SBX_OK) s = sbx_http_check(p->http, &req, &resp, err);
+    sbx_http_response_clear(&resp);
+    return s;
+}
+
+static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_principal *principal,
+                             const sbx_policy *policy, sbx_sandbox **out, sbx_error *err) {
+    (void)principal;
+    e2b_provider *p = state;
+    *out = NULL;
+    char *esc = sbx_http_url_escape(sandbox_id);
+    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    char path[512];
+    snprintf(path, sizeof path, "/sandboxes/%s/connect", esc);
+    free(esc);
+    json_t *body = json_object();
+    json_object_set_new(body, "timeout", json_integer(p->sandbox_timeout_s));
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    /* connect resumes or extends the TTL: repeating it is harmless. */
+    sbx_status s = e2b_api(p, "POST", path, body, true, &req, url, sizeof url, &resp, err);
+    json_decref(body);
+    if (s == SBX_OK) {
+        s = sbx_http_check(p->http, &req, &resp, err);
+        if (s == SBX_E_GONE && err)
+            sbx_error_set(err, SBX_E_GONE,
+                          "e2b: sandbox %s no longer exists (POST %s returned %ld)", sandbox_id,
+                          url, resp.status);
+        if (s == SBX_OK) s = e2b_sandbox_from_json(p, &req, &resp, sandbox_id, out, err);
+    }
+    sbx_http_response_clear(&resp);
+    if (s == SBX_OK && policy) {
+        /* The request may narrow egress since the sandbox was created: apply it now. */
+        s = e2b_apply_network(p, sandbox_id, policy, err);
+        if (s != SBX_OK) {
+            sbx_sandbox *sb = *out;
+            *out = NULL;
+            e2b_sandbox *e = (e2b_sandbox *)sb;
+            free(e->base.id);
+            free(e->access_token);
+            free(e->domain);
+            free(e);
+        }
+    }
+    return s;
+}
+
+static sbx_status e2b_destroy(void *state, const char *sandbox_id, sbx_error *err) {
+    e2b_provider *p = state;
+    char *esc = sbx_http_url_escape(sandbox_id);
+    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    char path[512];
+    snprintf(path, sizeof path, "/sandboxes/%s", esc);
+    free(esc);
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    sbx_status s = e2b_api(p, "DELETE", path, NULL, true, &req, url, sizeof url, &resp, err);
+    if (s == SBX_OK && resp.status != 404) /* 404: already gone, which is what we wanted */
+        s = sbx_http_check(p->http, &req, &resp, err);
+    sbx_http_response_clear(&resp);
+    return s;
+}
+
+sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err) {
+    char *esc = sbx_http_url_escape(sandbox_id);
+    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    char path[512];
+    snprintf(path, sizeof path, "/sandboxes/%s", esc);
+    free(esc);
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    sbx_status s = e2b_api(p, "GET", path, NULL, true, &req, url, sizeof url, &resp, err);
+    if (s == SBX_OK) s = sbx_http_check(p->http, &req, &resp, err);
+    if (s == SBX_E_GONE)
+        sbx_error_set(err, SBX_E_GONE, "e2b: sandbox %s no longer exists (GET %s returned 404)",
+                      sandbox_id, url);
+    sbx_http_response_clear(&resp);
+    return s;
+}
+
+static void e2b_sandbox_close(sbx_sandbox *sb) {
+    if (!sb) return;
+    e2b_sandbox *e = (e2b_sandbox *)sb;
+    free(e->base.id);
+    if (e->access_token) {
+        volatile char *t = e->access_token;
+        for (size_t i = 0; t[i]; i++) t[i] = 0;
+        free(e->access_token);
+    }
+    free(e->domain);
+    free(e);
+}
+
+const sbx_provider_ops sbx_provider_e2b = {
+    .name = "e2b",
+    .summary = "E2B cloud micro-VMs (REST control plane + envd Connect-RPC)",
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES,
+    .options = e2b_options,
+    .open = e2b_open,
+    .close = e2b_close,
+    .capabilities = e2b_capabilities,
+    .check_policy = e2b_check_policy,
+    .create = e2b_create,
+    .attach = e2b_attach,
+    .destroy = e2b_destroy,
+    .run_code = e2b_run_code,
+    .run_command = e2b_run_command,
+    .install_packages = e2b_install_packages,
+    .write_file = e2b_write_file,
+    .read_file = e2b_read_file,
+    .list_files = e2b_list_files,
+    .sandbox_close = e2b_sandbox_close,
+};
