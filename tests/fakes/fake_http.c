@@ -176,6 +176,11 @@ static bool fake_match(const char *pattern, const char *path, fake_request *r) {
             p += 1;
             continue;
         }
+        if (!*p || !*s || *p == '/' || *s == '/') {
+            /* one side ended or has an empty segment where the other has a name */
+            ok = false;
+            break;
+        }
         const char *pe = strchr(p, '/');
         const char *se = strchr(s, '/');
         size_t pn = pe ? (size_t)(pe - p) : strlen(p);
