@@ -42,8 +42,11 @@ struct sbx_http_client {
     void *trace_arg;
     pthread_mutex_t lock; /* guards secrets */
     char *secrets[SBX_HTTP_MAX_SECRETS];
+    unsigned refs[SBX_HTTP_MAX_SECRETS];
     size_t n_secrets;
 };
+
+static void http_wipe_free(char *s);
 
 static pthread_once_t http_global_once = PTHREAD_ONCE_INIT;
 static CURLcode http_global_rc = CURLE_OK;
@@ -85,12 +88,8 @@ sbx_status sbx_http_client_new(const sbx_http_client_config *cfg, sbx_http_clien
 
 void sbx_http_client_free(sbx_http_client *c) {
     if (!c) return;
-    for (size_t i = 0; i < c->n_secrets; i++) {
-        /* Wipe before freeing: a later heap dump must not hold the key. */
-        volatile char *p = c->secrets[i];
-        for (size_t k = 0; p[k]; k++) p[k] = 0;
-        free(c->secrets[i]);
-    }
+    /* Wipe before freeing: a later heap dump must not hold the key. */
+    for (size_t i = 0; i < c->n_secrets; i++) http_wipe_free(c->secrets[i]);
     pthread_mutex_destroy(&c->lock);
     free(c->provider);
     free(c->auth_hint);
@@ -105,20 +104,47 @@ bool sbx_http_client_add_secret(sbx_http_client *c, const char *secret) {
     bool ok = true;
     bool present = false;
     for (size_t i = 0; i < c->n_secrets; i++)
-        if (strcmp(c->secrets[i], secret) == 0) present = true;
+        if (strcmp(c->secrets[i], secret) == 0) {
+            present = true;
+            c->refs[i]++;
+        }
     if (!present) {
         if (c->n_secrets >= SBX_HTTP_MAX_SECRETS) {
             ok = false;
         } else {
             char *copy = strdup(secret);
-            if (copy)
+            if (copy) {
+                c->refs[c->n_secrets] = 1;
                 c->secrets[c->n_secrets++] = copy;
-            else
+            } else {
                 ok = false;
+            }
         }
     }
     pthread_mutex_unlock(&c->lock);
     return ok;
+}
+
+static void http_wipe_free(char *s) {
+    volatile char *p = s;
+    for (size_t k = 0; p[k]; k++) p[k] = 0;
+    free(s);
+}
+
+void sbx_http_client_remove_secret(sbx_http_client *c, const char *secret) {
+    if (!c || !secret) return;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        if (strcmp(c->secrets[i], secret) != 0) continue;
+        if (--c->refs[i] == 0) {
+            http_wipe_free(c->secrets[i]);
+            c->secrets[i] = c->secrets[c->n_secrets - 1];
+            c->refs[i] = c->refs[c->n_secrets - 1];
+            c->n_secrets--;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* Replaces every occurrence of secret in text with a marker no longer than the secret. */

@@ -53,8 +53,9 @@ extern "C" {
 #define SBX_HTTP_JSON_MAX_DEPTH 64
 /* The server's message quoted in an error is cut to this many bytes (with "..."). */
 #define SBX_HTTP_ERROR_BODY_MAX 300
-/* Secrets registered for redaction per client (API keys, access tokens of live sandboxes). */
-#define SBX_HTTP_MAX_SECRETS 64
+/* Secrets registered for redaction per client: the API key plus the access token of each open
+ * sandbox handle (removed when the handle closes), so this bounds concurrent open handles. */
+#define SBX_HTTP_MAX_SECRETS 4096
 /* Request headers per call. */
 #define SBX_HTTP_MAX_HEADERS 32
 
@@ -87,6 +88,9 @@ void sbx_http_client_free(sbx_http_client *c);
  * now on. Values shorter than 4 bytes are ignored (they would redact ordinary words). Returns
  * false when the table is full or memory is exhausted. */
 bool sbx_http_client_add_secret(sbx_http_client *c, const char *secret);
+/* Forgets a secret registered earlier (e.g. a sandbox token when its handle closes); the
+ * count of registrations is kept, so a secret added twice stays until removed twice. */
+void sbx_http_client_remove_secret(sbx_http_client *c, const char *secret);
 /* Replaces every registered secret in text (in place, NUL-terminated, never grows). */
 void sbx_http_redact(sbx_http_client *c, char *text);
 /* The provider name given at creation. */

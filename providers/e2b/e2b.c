@@ -247,6 +247,8 @@ static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path,
     return s;
 }
 
+static void e2b_sandbox_close(sbx_sandbox *sb);
+
 static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request *req,
                                         const sbx_http_response *resp, const char *want_id,
                                         sbx_sandbox **out, sbx_error *err) {
@@ -272,8 +274,9 @@ static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request 
     sb->base.id = strdup(id);
     sb->access_token = token && *token ? strdup(token) : NULL;
     sb->domain = strdup(domain && *domain ? domain : p->domain);
-    json_decref(j);
-    if (!sb->base.id || !sb->domain || (token && *token && !sb->access_token)) {
+    bool want_token = token && *token;
+    json_decref(j); /* id, token and domain point into j: not used past here */
+    if (!sb->base.id || !sb->domain || (want_token && !sb->access_token)) {
         free(sb->base.id);
         free(sb->access_token);
         free(sb->domain);
@@ -418,13 +421,8 @@ static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_prin
         /* The request may narrow egress since the sandbox was created: apply it now. */
         s = e2b_apply_network(p, sandbox_id, policy, err);
         if (s != SBX_OK) {
-            sbx_sandbox *sb = *out;
+            e2b_sandbox_close(*out);
             *out = NULL;
-            e2b_sandbox *e = (e2b_sandbox *)sb;
-            free(e->base.id);
-            free(e->access_token);
-            free(e->domain);
-            free(e);
         }
     }
     return s;
@@ -470,6 +468,7 @@ static void e2b_sandbox_close(sbx_sandbox *sb) {
     e2b_sandbox *e = (e2b_sandbox *)sb;
     free(e->base.id);
     if (e->access_token) {
+        sbx_http_client_remove_secret(e->p->http, e->access_token);
         volatile char *t = e->access_token;
         for (size_t i = 0; t[i]; i++) t[i] = 0;
         free(e->access_token);
