@@ -49,6 +49,9 @@
 #define SSM_CRED_CACHE_MAX 256
 /* After the deadline, CancelCommand and the last GetCommandInvocation get this long. */
 #define SSM_CANCEL_GRACE_MS 10000
+/* Consecutive failed GetCommandInvocation polls (each already retried by aws.c) tolerated
+ * before giving up on a command: rides out a throttling burst or a brief SSM 5xx episode. */
+#define SSM_MAX_POLL_ERRORS 5
 /* Without a deadline, polling stops this long after SSM's own execution + delivery timeouts
  * should have ended the command: a lost status must not hang a session forever. */
 #define SSM_POLL_SLACK_MS 60000
@@ -770,6 +773,7 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
     int64_t hard_stop = deadline > 0 ? deadline
                                      : sent + (exec_s + delivery_s) * 1000 + SSM_POLL_SLACK_MS;
     int64_t interval = st->poll_initial_ms;
+    int poll_errors = 0;
     for (;;) {
         poll_sleep(interval, hard_stop, o->cancel);
         if (o->cancel != NULL && *o->cancel)
@@ -795,8 +799,26 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
                                      "ec2_ssm: command %s never appeared on %s (SSM still says "
                                      "InvocationDoesNotExist after %lld ms)",
                                      iv.command_id, sb->base.id, (long long)st->invocation_wait_ms);
+            /* Throttling that outlasted aws.c's retries, or a 5xx: the command itself is fine,
+             * so keep polling (at the backoff interval) through a short burst. */
+            bool transient = s == SBX_E_RESOURCE_EXHAUSTED ||
+                             (s == SBX_E_PROVISION && strcmp(code, "InternalServerError") == 0);
+            if (transient && ++poll_errors < SSM_MAX_POLL_ERRORS) {
+                sbx_error_clear(err);
+                continue;
+            }
+            /* Give up on this command, but do not leave it running unobserved. */
+            sbx_error keep = *err;
+            sbx_error ignored = {0};
+            sbx_result *scratch = sbx_result_new();
+            if (scratch != NULL)
+                cancel_command(st, &iv, "lost its status", scratch, &ignored);
+            sbx_message_free((ProtobufCMessage *)scratch);
+            *err = keep;
+            sbx_error_prefix(err, "command %s: ", iv.command_id);
             return s;
         }
+        poll_errors = 0;
         const char *status = json_string_value(json_object_get(resp, "Status"));
         if (status == NULL) {
             json_decref(resp);

@@ -204,6 +204,28 @@ static void test_ssm_throttling_is_retried(void **state)
     assert_int_equal(ssm_fake_calls(f->h.fake, "SendCommand"), 3);
 }
 
+static void test_ssm_polling_rides_out_a_throttling_burst(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    /* 7 throttled polls: more than one GetCommandInvocation call's own retries (5). */
+    ssm_fake_throttle(f->h.fake, "GetCommandInvocation", 7);
+    const char *argv[] = {"echo", "still here", NULL};
+    assert_int_equal(harness_run(&f->h, f->sb, argv, NULL, 0, f->r), SBX_OK);
+    expect_stdout(f, "still here\n");
+    assert_int_equal(ssm_fake_calls(f->h.fake, "CancelCommand"), 0);
+}
+
+static void test_ssm_polling_gives_up_after_persistent_errors_and_cancels(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    ssm_fake_throttle(f->h.fake, "GetCommandInvocation", 1000000);
+    assert_int_equal(harness_run(&f->h, f->sb, NULL, "sleep 60", 0, f->r),
+                     SBX_E_RESOURCE_EXHAUSTED);
+    assert_int_equal(ssm_fake_calls(f->h.fake, "CancelCommand"), 1);
+}
+
 static void test_ssm_persistent_throttling_is_resource_exhausted(void **state)
 {
     fixture *f = *state;
@@ -823,6 +845,8 @@ int main(void)
         T(test_ssm_invocation_that_never_appears_is_provision),
         T(test_ssm_waits_while_in_progress),
         T(test_ssm_throttling_is_retried),
+        T(test_ssm_polling_rides_out_a_throttling_burst),
+        T(test_ssm_polling_gives_up_after_persistent_errors_and_cancels),
         T(test_ssm_persistent_throttling_is_resource_exhausted),
         T(test_ssm_deadline_sends_cancel_command),
         T(test_ssm_cancel_flag_sends_cancel_command),
