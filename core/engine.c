@@ -732,7 +732,13 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         s->ops->sandbox_close(sb);
     unlock_session(r->e, lock);
 
-    /* Step 8: output limit, stamp, sign. */
+    /* Step 8: output limit, stamp, sign. A provider's own advisory (result.provider_data
+     * "notice", e.g. ec2_ssm's "SSM cut stdout at 24,000 characters") joins the notice. */
+    for (size_t i = 0; i < res->n_provider_data; i++)
+        if (res->provider_data[i] != NULL && res->provider_data[i]->key != NULL &&
+            strcmp(res->provider_data[i]->key, "notice") == 0 && res->provider_data[i]->value &&
+            res->provider_data[i]->value[0])
+            sbx_completion_add_notice(r->c, "%s", res->provider_data[i]->value);
     limit_stream(&res->stdout, &res->stdout_truncated, limit, "stdout", r->c);
     limit_stream(&res->stderr, &res->stderr_truncated, limit, "stderr", r->c);
     finish_handle(r);
