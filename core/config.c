@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,18 +160,74 @@ static bool looks_like_secret(const char *key)
     return false;
 }
 
+/* Edit distance (insert, delete, substitute, swap of neighbours), capped: only small distances
+ * matter for a suggestion, and the cap bounds the work for long keys. */
+#define SUGGEST_MAX_DISTANCE 2
+#define SUGGEST_MAX_LEN 64
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > SUGGEST_MAX_LEN || lb > SUGGEST_MAX_LEN)
+        return SIZE_MAX;
+    /* three rolling rows (the swap looks two rows back): a few hundred bytes of stack */
+    size_t rows[3][SUGGEST_MAX_LEN + 1];
+    size_t *two_back = rows[0], *prev = rows[1], *cur = rows[2];
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+            if (prev[j] + 1 < best)
+                best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                two_back[j - 2] + 1 < best)
+                best = two_back[j - 2] + 1;
+            cur[j] = best;
+        }
+        size_t *t = two_back;
+        two_back = prev;
+        prev = cur;
+        cur = t;
+    }
+    return prev[lb];
+}
+
+/* " (did you mean 'scope'?)" for the closest accepted word, or "" when none is close. */
+static void suggestion(char *buf, size_t size, const char *word, const char *const *accepted)
+{
+    const char *best = NULL;
+    size_t best_distance = SUGGEST_MAX_DISTANCE + 1;
+    for (size_t i = 0; accepted[i] != NULL; i++) {
+        size_t d = edit_distance(word, accepted[i]);
+        if (d < best_distance && d < strlen(accepted[i])) {
+            best = accepted[i];
+            best_distance = d;
+        }
+    }
+    if (best != NULL)
+        snprintf(buf, size, " (did you mean '%s'?)", best);
+    else if (size > 0)
+        buf[0] = '\0';
+}
+
 static sbx_status unknown_key(loader *L, const config_node *key, const char *path,
                               const char *const *accepted)
 {
     char list[SBX_ERROR_MAX / 2];
     config_join(list, sizeof(list), accepted);
+    char hint[128];
+    suggestion(hint, sizeof(hint), key->text, accepted);
     if (looks_like_secret(key->text))
         return fail(L, key, path,
                     "'%s' looks like an inline secret; secrets never go in the config file: put "
                     "it in an environment variable and name the variable with `%s_env: "
                     "VARIABLE_NAME` where the provider accepts it (accepted keys here: %s)",
                     key->text, key->text, list);
-    return fail(L, key, path, "unknown key '%s'; accepted keys here: %s", key->text, list);
+    return fail(L, key, path, "unknown key '%s'%s; accepted keys here: %s", key->text, hint,
+                list);
 }
 
 static const char *kind_name(const config_node *n)
@@ -272,7 +329,9 @@ static sbx_status get_enum(loader *L, const config_node *v, const char *path,
             *out = i;
             return SBX_OK;
         }
-    return fail(L, v, path, "'%s' is not accepted; accepted: %s", v->text, list);
+    char hint[128];
+    suggestion(hint, sizeof(hint), v->text, choices);
+    return fail(L, v, path, "'%s' is not accepted%s; accepted: %s", v->text, hint, list);
 }
 
 static sbx_status get_env_name(loader *L, const config_node *v, const char *path, char **out)
@@ -902,10 +961,19 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
     if (st != SBX_OK)
         return st;
     const sbx_provider_ops *ops = sbx_provider_lookup(type_node->text);
-    if (ops == NULL)
+    if (ops == NULL) {
+        const sbx_provider_ops *const *list = NULL;
+        size_t n = sbx_provider_builtins(&list);
+        const char *names[SBX_MAX_PROVIDERS + 1];
+        for (size_t i = 0; i < n; i++)
+            names[i] = list[i]->name;
+        names[n] = NULL;
+        char hint[128];
+        suggestion(hint, sizeof(hint), type_node->text, names);
         return fail(L, type_node, tpath,
-                    "unknown provider type '%s'; the providers in this build are: %s",
-                    type_node->text, sbx_provider_names());
+                    "unknown provider type '%s'%s; the providers in this build are: %s",
+                    type_node->text, hint, sbx_provider_names());
+    }
     if (!profile_defaults(p, key->text, ops->name, ops))
         return oom(L);
     p->line = key->line;

@@ -423,6 +423,19 @@ static void test_config_unknown_key_lists_the_accepted_keys(void **state)
                NULL);
 }
 
+static void test_config_near_misses_get_a_suggestion(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  profiles:\n    default: {type: test_managd}\n",
+               "unknown provider type 'test_managd' (did you mean 'test_managed'?)", NULL);
+    load_fails("sandbox:\n  profiles:\n    default: {type: test_managed, scoep: per_call}\n",
+               "unknown key 'scoep' (did you mean 'scope'?)", NULL);
+    load_fails("sandbox:\n  profiles:\n    default: {type: test_managed, scope: per_cal}\n",
+               "'per_cal' is not accepted (did you mean 'per_call'?)", NULL);
+    /* nothing close: no suggestion */
+    load_fails("sandbox:\n  zzz: 1\n", "unknown key 'zzz'; accepted keys here", NULL);
+}
+
 static void test_config_inline_secret_points_to_env_form(void **state)
 {
     (void)state;
@@ -524,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_config_string_loader_rejects_null_out),
         cmocka_unit_test(test_config_scope_and_environment_names),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
+        cmocka_unit_test(test_config_near_misses_get_a_suggestion),
         cmocka_unit_test(test_config_inline_secret_points_to_env_form),
         cmocka_unit_test(test_config_remote_endpoint_needs_tls_off_loopback),
         cmocka_unit_test(test_config_worker_off_loopback_needs_tls_and_callers),
