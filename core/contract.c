@@ -345,42 +345,73 @@ static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *value)
     return false;
 }
 
-/* True when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing
- * above U+10FFFF) without a NUL byte. */
-static bool utf8_text_valid(const uint8_t *s, size_t n)
+/* Length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, nothing
+ * above U+10FFFF) at s[0..n), n > 0; 0 when there is none or when it is a NUL. */
+static size_t utf8_sequence(const uint8_t *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t extra;
-        uint32_t cp, min;
-        if ((c & 0xe0) == 0xc0) {
-            extra = 1, cp = c & 0x1fu, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            extra = 2, cp = c & 0x0fu, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            extra = 3, cp = c & 0x07u, min = 0x10000;
-        } else {
-            return false;
-        }
-        if (n - i <= extra)
-            return false;
-        for (size_t k = 1; k <= extra; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3fu);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += extra + 1;
+    uint8_t c = s[0];
+    if (c == 0)
+        return 0;
+    if (c < 0x80)
+        return 1;
+    size_t extra;
+    uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) {
+        extra = 1, cp = c & 0x1fu, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        extra = 2, cp = c & 0x0fu, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+        extra = 3, cp = c & 0x07u, min = 0x10000;
+    } else {
+        return 0;
     }
+    if (n <= extra)
+        return 0;
+    for (size_t k = 1; k <= extra; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return extra + 1;
+}
+
+bool sbx_text_valid(const void *text, size_t len)
+{
+    const uint8_t *s = text;
+    for (size_t i = 0, n; i < len; i += n)
+        if ((n = utf8_sequence(s + i, len - i)) == 0)
+            return false;
     return true;
+}
+
+bool sbx_set_text(char **field, const void *bytes, size_t len)
+{
+    static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+    if (len > (SIZE_MAX - 1) / 3)
+        return false;
+    char *text = malloc(len * 3 + 1); /* every byte may become U+FFFD */
+    if (text == NULL)
+        return false;
+    const uint8_t *s = bytes;
+    size_t out = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = utf8_sequence(s + i, len - i);
+        if (n == 0) {
+            memcpy(text + out, replacement, 3);
+            out += 3;
+            i++;
+        } else {
+            memcpy(text + out, s + i, n);
+            out += n;
+            i += n;
+        }
+    }
+    text[out] = '\0';
+    bool ok = sbx_set_string(field, text);
+    free(text);
+    return ok;
 }
 
 /* The strictness pass, run on bytes protobuf-c already accepted. It refuses what protobuf-c
@@ -443,7 +474,7 @@ static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
             const ProtobufCFieldDescriptor *f =
                 protobuf_c_message_descriptor_get_field(d, (unsigned)number);
             if (f != NULL && f->type == PROTOBUF_C_TYPE_STRING &&
-                !utf8_text_valid(p, (size_t)value)) {
+                !sbx_text_valid(p, (size_t)value)) {
                 snprintf(why, why_len,
                          "has a string field '%s' of %s that is not UTF-8 text without NUL "
                          "bytes (send binary data in a bytes field)",

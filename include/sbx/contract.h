@@ -80,6 +80,13 @@ bool sbx_set_string(char **field, const char *value);
 bool sbx_set_bytes(ProtobufCBinaryData *field, const void *data, size_t len);
 bool sbx_append_bytes(ProtobufCBinaryData *field, const void *data, size_t len);
 bool sbx_add_string(size_t *n, char ***items, const char *value);
+/* True when text[0..len) is UTF-8 without NUL bytes: what every string field must hold, or
+ * Python/C++ clients refuse the whole message and sbx_message_decode refuses it too. */
+bool sbx_text_valid(const void *text, size_t len);
+/* Sets a string field from bytes that may not be text (file names, program output, kernel
+ * values): every byte outside a well-formed UTF-8 sequence, and every NUL, becomes U+FFFD.
+ * Same ownership and failure rule as sbx_set_string. */
+bool sbx_set_text(char **field, const void *bytes, size_t len);
 /* Adds a file entry to a result (takes ownership of f). */
 bool sbx_result_add_file(sbx_result *r, sbx_file *f);
 /* Sets key=value in result->provider_data (replacing an existing key). */

@@ -379,6 +379,34 @@ static void test_set_bytes_and_append_bytes_own_their_copy(void **state)
     sbx_message_free(&r->base);
 }
 
+static void test_text_valid_accepts_utf8_and_refuses_the_rest(void **state)
+{
+    (void)state;
+    assert_true(sbx_text_valid("", 0));
+    assert_true(sbx_text_valid("plain", 5));
+    assert_true(sbx_text_valid("\xe6\x97\xa5\xf0\x9f\xa6\x80", 7)); /* 日 crab */
+    assert_false(sbx_text_valid("a\0b", 3));
+    assert_false(sbx_text_valid("\xc0\xaf", 2));         /* overlong '/' */
+    assert_false(sbx_text_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(sbx_text_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+    assert_false(sbx_text_valid("\xe6\x97", 2));         /* cut */
+    assert_false(sbx_text_valid("\xff", 1));
+}
+
+static void test_set_text_replaces_what_is_not_utf8(void **state)
+{
+    (void)state;
+    sbx_file *f = sbx_file_new();
+    assert_true(sbx_set_text(&f->path, "/w/\xffname\0x\xe6\x97\xa5", 13));
+    assert_string_equal(f->path, "/w/\xef\xbf\xbdname\xef\xbf\xbdx\xe6\x97\xa5");
+    assert_true(sbx_text_valid(f->path, strlen(f->path)));
+    assert_true(sbx_set_text(&f->path, "\xe6\x97", 2)); /* cut sequence: each byte replaced */
+    assert_string_equal(f->path, "\xef\xbf\xbd\xef\xbf\xbd");
+    assert_true(sbx_set_text(&f->path, "", 0));
+    assert_ptr_equal(f->path, protobuf_c_empty_string);
+    sbx_message_free(&f->base);
+}
+
 static void test_add_string_appends_copies(void **state)
 {
     (void)state;
@@ -657,6 +685,8 @@ int main(void)
         cmocka_unit_test(test_completion_copy_is_deep_and_lossless),
         cmocka_unit_test(test_set_string_replaces_and_null_resets_to_the_shared_empty),
         cmocka_unit_test(test_set_bytes_and_append_bytes_own_their_copy),
+        cmocka_unit_test(test_text_valid_accepts_utf8_and_refuses_the_rest),
+        cmocka_unit_test(test_set_text_replaces_what_is_not_utf8),
         cmocka_unit_test(test_add_string_appends_copies),
         cmocka_unit_test(test_result_set_data_adds_and_replaces_keys),
         cmocka_unit_test(test_request_decode_accepts_a_valid_message),
