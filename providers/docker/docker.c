@@ -155,7 +155,9 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
         docker_agent_default_path(found, sizeof(found));
         agent = found;
     }
-    p->agent_path = strdup(agent);
+    /* A bind mount source must be absolute (the daemon resolves nothing against our cwd). */
+    char *resolved = realpath(agent, NULL);
+    p->agent_path = resolved != NULL ? resolved : strdup(agent);
     if (ctx->runtime_dir != NULL && ctx->runtime_dir[0] != '\0' &&
         asprintf(&p->runtime_dir, "%s/docker", ctx->runtime_dir) < 0)
         p->runtime_dir = NULL;
