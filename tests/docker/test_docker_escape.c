@@ -1,0 +1,269 @@
+/* test_docker_escape.c - programs in a managed docker sandbox that try to leave it, each test
+ * one attempt, each asserting containment: host files, host processes, the agent (PID 1),
+ * capabilities, mounts, the network under DENY (a server this test runs on the host's
+ * 127.0.0.1), the pids limit and the memory limit. The escape tests of the local provider
+ * that apply to containers. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "docker_test.h"
+#include "sbx/contract.h"
+
+extern const sbx_provider_ops sbx_provider_docker;
+static const sbx_provider_ops *ops = &sbx_provider_docker;
+
+typedef struct fixture {
+    dt_env env;
+    char *runtime_dir;
+    void *provider;
+    sbx_policy *policy;
+    sbx_principal *principal;
+    sbx_sandbox *sb; /* one sandbox for every attempt: containment must survive them all */
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    *state = f;
+    if (dt_agent_path() == NULL)
+        return 0; /* every test skips */
+    dt_env_load(&f->env);
+    f->runtime_dir = dt_tempdir();
+    char image[160];
+    snprintf(image, sizeof(image), "image=%s", f->env.image_python);
+    const char *opts[] = {image, NULL};
+    f->provider = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
+    f->policy = sbx_policy_new();
+    f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    f->policy->memory_mb = 128;
+    f->policy->pids = 64;
+    f->principal = sbx_principal_new();
+    sbx_session_handle *h = sbx_session_handle_new();
+    sbx_set_string(&h->session_id, "escape");
+    sbx_error err;
+    if (ops->create(f->provider, h, f->principal, f->policy, &f->sb, &err) != SBX_OK)
+        fail_msg("create: %s", err.message);
+    sbx_message_free(&h->base);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->provider != NULL) {
+        char *id = strdup(f->sb->id);
+        ops->sandbox_close(f->sb);
+        sbx_error err;
+        ops->destroy(f->provider, id, &err);
+        free(id);
+        dt_provider_close(f->provider);
+        dt_rmtree(f->runtime_dir);
+        free(f->runtime_dir);
+        sbx_message_free((ProtobufCMessage *)f->policy);
+        sbx_message_free((ProtobufCMessage *)f->principal);
+        dt_env_free(&f->env);
+    }
+    free(f);
+    return 0;
+}
+
+#define NEED_AGENT(f)                                                                          \
+    do {                                                                                       \
+        if ((f)->provider == NULL)                                                             \
+            skip();                                                                            \
+    } while (0)
+
+/* Runs a shell line; returns its stdout as a NUL-terminated static string. */
+static const char *sh(fixture *f, const char *line, int *exit_code)
+{
+    static char out[8192];
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = (char *)line;
+    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    sbx_status st = ops->run_command(f->sb, &op, &o, r, &err);
+    if (st != SBX_OK)
+        fail_msg("run '%s': %s: %s", line, sbx_status_name(st), err.message);
+    size_t n = r->stdout.len < sizeof(out) - 1 ? r->stdout.len : sizeof(out) - 1;
+    memcpy(out, r->stdout.data, n);
+    out[n] = '\0';
+    if (exit_code != NULL)
+        *exit_code = r->exit_code;
+    sbx_message_free((ProtobufCMessage *)r);
+    return out;
+}
+
+static void test_docker_escape_host_files_are_not_visible(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    char *dir = dt_tempdir();
+    char path[600], line[800];
+    snprintf(path, sizeof(path), "%s/host-secret", dir);
+    FILE *fp = fopen(path, "we");
+    assert_non_null(fp);
+    fputs("TOPSECRET\n", fp);
+    fclose(fp);
+    snprintf(line, sizeof(line), "cat %s 2>/dev/null; cat /etc/shadow 2>/dev/null; echo done", path);
+    assert_string_equal(sh(f, line, NULL), "done\n");
+    dt_rmtree(dir);
+    free(dir);
+}
+
+static void test_docker_escape_host_processes_are_not_visible(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    /* PID 1 is the sandbox's own agent, not the host's init; only a handful of pids exist. */
+    const char *out = sh(f, "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'",
+                         NULL);
+    assert_non_null(strstr(out, "sbx-agent"));
+    const char *count = strchr(out, '\n') + 1;
+    assert_true(atoi(count) < 16);
+}
+
+static void test_docker_escape_programs_run_unprivileged_without_capabilities(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    assert_string_equal(sh(f, "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status | "
+                              "awk '{print $2}'",
+                           NULL),
+                        "65534\n0000000000000000\n0000000000000000\n0000000000000000\n");
+}
+
+static void test_docker_escape_agent_cannot_be_killed_by_the_program(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    int code = 0;
+    sh(f, "kill -9 1", &code);
+    assert_int_not_equal(code, 0);
+    /* Still answering. */
+    assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
+}
+
+static void test_docker_escape_mount_is_refused(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    int code = 0;
+    sh(f, "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m", &code);
+    assert_int_not_equal(code, 0);
+    sh(f, "mount -o remount,rw /", &code);
+    assert_int_not_equal(code, 0);
+}
+
+static void test_docker_escape_network_deny_reaches_nothing_on_the_host(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    /* A server on the host's loopback, ephemeral port: under DENY the container has its own
+     * network namespace with loopback only, so this address is its own, empty loopback. */
+    int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(srv, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(srv, 4), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(srv, (struct sockaddr *)&sa, &len);
+    char line[256];
+    snprintf(line, sizeof(line),
+             "ls /sys/class/net; echo x | nc -w 2 127.0.0.1 %d && echo CONNECTED; "
+             "echo x | nc -w 2 1.1.1.1 53 && echo OUTSIDE; echo end",
+             ntohs(sa.sin_port));
+    assert_string_equal(sh(f, line, NULL), "lo\nend\n");
+    close(srv);
+}
+
+static void test_docker_escape_pids_limit_holds_a_fork_bomb(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    /* 200 sleepers against a limit of 64: forks fail (the shell says "can't fork"), the
+     * sandbox survives. grep is started before the bomb, so it has its pid. */
+    const char *out = sh(f, "{ for i in $(seq 200); do sleep 2 & done; wait; } 2>&1 | "
+                            "grep -c fork",
+                         NULL);
+    assert_true(atoi(out) > 0);
+    assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
+}
+
+static void test_docker_escape_memory_limit_kills_a_memory_bomb(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
+    op.language = "sh";
+    op.code = "python3 -c 'b = bytearray(512 * 1024 * 1024); print(len(b))'";
+    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(ops->run_code(f->sb, &op, &o, r, &err), SBX_OK);
+    /* 512 MiB never fits in 128: the program is killed (or its allocation fails), never prints. */
+    assert_int_not_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OK);
+    assert_null(memmem(r->stdout.data, r->stdout.len, "536870912", 9));
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
+}
+
+static void test_docker_escape_file_api_cannot_leave_the_container(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    /* The host's /etc/hostname exists; inside, ../../ from the workspace is the container's
+     * own root. Whatever comes back must be the container's file, never the host's. */
+    char host[256] = "";
+    FILE *fp = fopen("/etc/hostname", "re");
+    if (fp != NULL) {
+        if (fgets(host, sizeof(host), fp) == NULL)
+            host[0] = '\0';
+        fclose(fp);
+    }
+    sh(f, "ln -sf /etc /workspace/etc-link", NULL);
+    const char *paths[] = {"../../../../etc/hostname", "/workspace/etc-link/hostname",
+                           "/etc/hostname"};
+    for (size_t i = 0; i < 3; i++) {
+        Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+        rd.path = (char *)paths[i];
+        sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+                           .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+        sbx_result *r = sbx_result_new();
+        sbx_error err;
+        if (ops->read_file(f->sb, &rd, &o, r, &err) == SBX_OK && r->n_files == 1 && host[0]) {
+            /* Docker writes the container's own /etc/hostname: its id, not the host's name. */
+            assert_false(r->files[0]->content.len == strlen(host) &&
+                         memcmp(r->files[0]->content.data, host, strlen(host)) == 0);
+        }
+        sbx_message_free((ProtobufCMessage *)r);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_docker_escape_host_files_are_not_visible),
+        cmocka_unit_test(test_docker_escape_host_processes_are_not_visible),
+        cmocka_unit_test(test_docker_escape_programs_run_unprivileged_without_capabilities),
+        cmocka_unit_test(test_docker_escape_agent_cannot_be_killed_by_the_program),
+        cmocka_unit_test(test_docker_escape_mount_is_refused),
+        cmocka_unit_test(test_docker_escape_network_deny_reaches_nothing_on_the_host),
+        cmocka_unit_test(test_docker_escape_pids_limit_holds_a_fork_bomb),
+        cmocka_unit_test(test_docker_escape_memory_limit_kills_a_memory_bomb),
+        cmocka_unit_test(test_docker_escape_file_api_cannot_leave_the_container),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
