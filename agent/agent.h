@@ -1,0 +1,85 @@
+/* agent.h - what the parts of sbx-agent share: limits, the serve configuration, and the
+ * entry points of each file (serve loop, confinement of programs, in-root file access, the
+ * local provider's launcher, the embedded python kernel).
+ *
+ * sbx-agent is a static, single-threaded program. Nothing on the protocol path allocates from
+ * the heap: every buffer is a named static with a bound. This header must not be included by
+ * host code (the host speaks to the agent only through the wire protocol).
+ */
+#ifndef SBX_AGENT_H
+#define SBX_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AGENT_VERSION "sbx-agent/1"
+
+/* Largest frame either side sends (4-byte little-endian length prefix excluded). Bulk data
+ * moves in 32 KiB chunks; the rest of the headroom is for argv/env/shell of one exec, whose
+ * sum this bounds. Must equal SBX_AGENT_MAX_FRAME in providers/common/agent_client.h. */
+#define AGENT_MAX_FRAME (160u * 1024u)
+/* Chunk of output or file data per event: one agent.options max_size. */
+#define AGENT_CHUNK 32768u
+/* argv items and env entries of one exec (the kernel allows far more, but a model-written
+ * request with more is a bug, and these bound the decode tables). */
+#define AGENT_MAX_ARGV 1024
+#define AGENT_MAX_ENV 256
+/* Host connections at once: a worker, a reattaching worker and a CLI with room to spare. */
+#define AGENT_MAX_CLIENTS 8
+/* Commands tracked (running + finished, kept for reattach). The oldest finished command's
+ * slot is reused first. */
+#define AGENT_MAX_COMMANDS 16
+/* Output journal kept per stream per command for reattach: the last 64 KiB. A client that
+ * reattaches later than that gets the newest 64 KiB and sees the gap in the offsets. */
+#define AGENT_JOURNAL_BYTES (64u * 1024u)
+/* Output limit per stream when the request asks for none: 64 MiB, then the command is killed. */
+#define AGENT_DEFAULT_OUTPUT_LIMIT (64ull * 1024u * 1024u)
+/* Code of one run_code call, accumulated over AgentCode chunks. */
+#define AGENT_MAX_CODE (1024u * 1024u)
+/* A host that starts a frame must finish it within this time, and must read what the agent
+ * sends within it; otherwise the connection is dropped (the agent never waits forever). */
+#define AGENT_IO_TIMEOUT_MS 10000
+/* Paths handled by the file API. */
+#define AGENT_MAX_PATH 1024
+/* Default idle TTL: without a connection or a running command for this long, the agent (PID 1)
+ * exits and its whole sandbox is torn down by the kernel. */
+#define AGENT_DEFAULT_IDLE_TTL_S (24 * 3600)
+
+typedef struct agent_config {
+    const char *socket_path; /* default /.sbx/agent.sock */
+    const char *workdir;     /* relative file paths and the default cwd; default /workspace */
+    uid_t prog_uid;          /* default uid of programs */
+    gid_t prog_gid;
+    bool shared_uid;         /* programs may run as the agent's own uid (rootless, one uid mapped) */
+    int64_t idle_ttl_s;      /* 0 = never */
+    int ready_fd;            /* -1, or an fd that gets "OK\n" once the socket listens */
+    uint64_t rlimit_nofile;  /* RLIMIT_NOFILE of programs */
+} agent_config;
+
+/* serve.c: the PID 1 loop. Returns the process exit status. */
+int agent_serve(const agent_config *cfg);
+
+/* confine.c: applied in a forked child right before execve. Never returns on failure: writes
+ * a line to fd 2 and _exit(126). */
+void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile);
+/* Loads the seccomp filter (the last step of confine_program); exported for tests. */
+int confine_seccomp(void);
+
+/* files.c: in-root path resolution. Every call runs with the caller's fsuid already set. */
+int files_init(const char *workdir);
+/* Opens path (absolute = from the sandbox root, relative = from workdir) with openat2
+ * RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS, else a component walk that refuses symlinks.
+ * Returns an fd or -errno. Refuses /proc, /sys and the agent's own directory. */
+int files_open(const char *path, int flags, mode_t mode, bool mkdirs);
+/* Fills why with a short text for the last refusal of files_open (static storage). */
+const char *files_last_error(void);
+
+/* boot_local.c: `sbx-agent boot ...`, the local provider's launcher. Returns exit status. */
+int boot_local_main(int argc, char **argv);
+
+/* kernel_python.c: the persistent python kernel, run with `python3 -c`. */
+extern const char agent_python_kernel[];
+
+#endif

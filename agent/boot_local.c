@@ -1,0 +1,527 @@
+/* boot_local.c - `sbx-agent boot ...`: the local provider's launcher. It builds a sandbox out
+ * of Linux namespaces and becomes its PID 1 (the agent), detached from whoever started it.
+ *
+ *   P (this process, host namespaces)          C (clone: new user/pid/mount/ipc/uts/cgroup
+ *     joins the sandbox's cgroups                    and, under DENY, net namespaces)
+ *     clone() ------------------------------------>  waits for "go"
+ *     writes uid_map/gid_map, oom_score_adj -1000
+ *     "go" --------------------------------------->  mounts a minimal root, pivot_root,
+ *                                                     listens on /.sbx/agent.sock
+ *     <------------------------------------------- "OK" (or "ERR <why>")
+ *     prints "pid=<C's host pid>", exits            serves until destroyed or idle
+ *
+ * Being a separate static program (not a fork of the host process) means the setup runs
+ * single-threaded with no locks held, whatever the host process is (a threaded worker, an
+ * ASan build). Every bind source is opened before anything is mounted and bound through its
+ * fd, so a path swapped for a symlink mid-setup cannot redirect a mount (runc CVE class).
+ * This file must not serve the protocol (serve.c) or confine programs (confine.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+/* Read-only binds one sandbox may have (the default list has 9). */
+#define BOOT_MAX_BINDS 64
+/* cgroup.procs files to join (memory, pids, cpu on v1; one on v2). */
+#define BOOT_MAX_CGROUPS 8
+/* The sandbox root tmpfs only holds mountpoints and a few /etc files. */
+#define BOOT_ROOT_TMPFS_OPTS "size=1m,nr_inodes=4096,mode=0755"
+/* /dev is a tiny tmpfs with bind-mounted device nodes and symlinks. */
+#define BOOT_DEV_TMPFS_OPTS "size=64k,nr_inodes=64,mode=0755"
+/* How long P waits for C to report ready (a loaded host: generous). */
+#define BOOT_READY_TIMEOUT_S 30
+
+typedef struct bind {
+    const char *path;   /* where it appears in the sandbox (same as on the host) */
+    int fd;             /* -1 for a symlink; else 0 until C opens the source (O_PATH) */
+    char link[256];     /* symlink target when the host path is a symlink */
+    bool is_dir;
+} bind_t;
+
+static bind_t binds[BOOT_MAX_BINDS];
+static int n_binds;
+static const char *cgroup_procs[BOOT_MAX_CGROUPS];
+static int n_cgroups;
+static int ready_pipe[2] = {-1, -1}, go_pipe[2] = {-1, -1};
+
+/* C reports a setup failure to P (which prints it for the provider) and exits. */
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void fail(const char *fmt, ...)
+{
+    char msg[900], line[1000];
+    int e = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int n = snprintf(line, sizeof line, "ERR %s (%s)\n", msg, strerror(e));
+    if (n > 0) {
+        ssize_t w = write(ready_pipe[1] >= 0 ? ready_pipe[1] : 2, line,
+                          (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+    _exit(1);
+}
+
+static void mkdirs(const char *path, mode_t mode)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            fail("mkdir %s", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, mode) < 0 && errno != EEXIST)
+        fail("mkdir %s", buf);
+}
+
+static void write_file(const char *path, const char *content)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        fail("create %s", path);
+    size_t n = strlen(content);
+    if (write(fd, content, n) != (ssize_t)n)
+        fail("write %s", path);
+    close(fd);
+}
+
+/* MS_* flags that a remount must keep: in a user namespace the kernel refuses to clear
+ * flags the parent mount has locked (nosuid, nodev, noexec, atime). */
+static unsigned long kept_flags(const char *path)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (statvfs(path, &sv) != 0)
+        return 0;
+    if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+    return f;
+}
+
+static void bind_fd(int fd, const char *dst, bool readonly, bool is_dir)
+{
+    char src[64];
+    snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+    if (is_dir) {
+        mkdirs(dst, 0755);
+    } else {
+        int f = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (f < 0)
+            fail("create mountpoint %s", dst);
+        close(f);
+    }
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        fail("bind %s", dst);
+    if (readonly &&
+        mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | kept_flags(dst),
+              NULL) < 0)
+        fail("remount %s read-only", dst);
+}
+
+static void tmpfs(const char *dst, unsigned long flags, const char *opts)
+{
+    mkdirs(dst, 0755);
+    if (mount("tmpfs", dst, "tmpfs", flags, opts) < 0)
+        fail("mount tmpfs on %s (%s)", dst, opts);
+}
+
+static void loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        fail("socket for loopback setup");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    strcpy(ifr.ifr_name, "lo");
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        fail("read loopback flags");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        fail("bring loopback up");
+    close(s);
+}
+
+typedef struct boot_opts {
+    const char *box;       /* host dir for /.sbx */
+    const char *rootfs;    /* NULL: tmpfs root with binds */
+    bool net_deny;
+    bool rootless;
+    unsigned long uid_base; /* root mode: sandbox ids 0..65535 map to uid_base.. on the host */
+    unsigned long ws_mb, tmp_mb, shm_mb;
+    agent_config agent;
+} boot_opts;
+
+/* Opens a bind source in C's own mount namespace: a bind of a mount that belongs to another
+ * namespace (an fd P opened) is refused by the kernel. O_NOFOLLOW: the host path was checked
+ * not to be a symlink in P; one that became a symlink since is refused, not followed. */
+static int open_source(const char *path, int extra)
+{
+    int fd = open(path, O_PATH | O_CLOEXEC | O_NOFOLLOW | extra);
+    if (fd < 0)
+        fail("open %s (the sandbox's mapped root needs search permission on it)", path);
+    return fd;
+}
+
+static void child_setup(const boot_opts *o)
+{
+    char c;
+    close(go_pipe[1]);
+    close(ready_pipe[0]);
+    if (read(go_pipe[0], &c, 1) != 1)
+        _exit(1); /* P died before writing our id maps */
+    close(go_pipe[0]);
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        fail("become root of the new user namespace");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        fail("make mounts private");
+    int box_fd = open_source(o->box, O_DIRECTORY);
+    int rootfs_fd = o->rootfs ? open_source(o->rootfs, O_DIRECTORY) : -1;
+    for (int i = 0; i < n_binds; i++)
+        if (binds[i].fd == 0)
+            binds[i].fd = open_source(binds[i].path, 0);
+    /* The new root: /tmp is free to shadow in our private mount namespace (every source we
+     * need is already open as an fd). */
+    const char *root = "/tmp";
+    if (rootfs_fd >= 0) {
+        char src[64];
+        snprintf(src, sizeof src, "/proc/self/fd/%d", rootfs_fd);
+        if (mount(src, root, NULL, MS_BIND | MS_REC, NULL) < 0)
+            fail("bind the rootfs directory %s", o->rootfs);
+    } else if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, BOOT_ROOT_TMPFS_OPTS) < 0) {
+        fail("mount the root tmpfs");
+    }
+    if (chdir(root) < 0)
+        fail("enter the new root");
+    char dst[4200];
+    for (int i = 0; i < n_binds; i++) {
+        snprintf(dst, sizeof dst, ".%s", binds[i].path);
+        if (binds[i].fd < 0) {
+            char parent[4200];
+            snprintf(parent, sizeof parent, "%s", dst);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent) {
+                *slash = '\0';
+                mkdirs(parent, 0755);
+            }
+            if (symlink(binds[i].link, dst) < 0 && errno != EEXIST)
+                fail("symlink %s", binds[i].path);
+            continue;
+        }
+        bind_fd(binds[i].fd, dst, true, binds[i].is_dir);
+        close(binds[i].fd);
+    }
+    if (rootfs_fd < 0) {
+        mkdirs("./etc", 0755);
+        char passwd[512];
+        snprintf(passwd, sizeof passwd,
+                 "root:x:0:0:root:/root:/bin/sh\nsandbox:x:%u:%u:sandbox:%s:/bin/sh\n"
+                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                 (unsigned)o->agent.prog_uid, (unsigned)o->agent.prog_gid, o->agent.workdir);
+        write_file("./etc/passwd", passwd);
+        char group[256];
+        snprintf(group, sizeof group, "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n",
+                 (unsigned)o->agent.prog_gid);
+        write_file("./etc/group", group);
+        write_file("./etc/hosts", "127.0.0.1 localhost sbx\n::1 localhost sbx\n");
+        write_file("./etc/hostname", "sbx\n");
+    }
+    /* /dev: a private tmpfs with the harmless device nodes bound from the host. */
+    tmpfs("./dev", MS_NOSUID | MS_NOEXEC, BOOT_DEV_TMPFS_OPTS);
+    static const char *devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) {
+        char host[64];
+        snprintf(host, sizeof host, "/dev/%s", devices[i]);
+        int fd = open(host, O_PATH | O_CLOEXEC);
+        if (fd < 0)
+            fail("open host %s", host);
+        snprintf(dst, sizeof dst, "./dev/%s", devices[i]);
+        bind_fd(fd, dst, false, false);
+        close(fd);
+    }
+    static const char *links[][2] = {{"/proc/self/fd", "./dev/fd"},
+                                     {"/proc/self/fd/0", "./dev/stdin"},
+                                     {"/proc/self/fd/1", "./dev/stdout"},
+                                     {"/proc/self/fd/2", "./dev/stderr"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+        if (symlink(links[i][0], links[i][1]) < 0)
+            fail("symlink %s", links[i][1]);
+    char opts[128];
+    snprintf(opts, sizeof opts, "size=%lum,mode=1777", o->shm_mb);
+    tmpfs("./dev/shm", MS_NOSUID | MS_NODEV, opts);
+    if (mount(NULL, "./dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
+        fail("remount /dev read-only");
+    /* Writable, size-bounded places: private /tmp and the workspace. */
+    snprintf(opts, sizeof opts, "size=%lum,mode=1777", o->tmp_mb);
+    tmpfs("./tmp", MS_NOSUID | MS_NODEV, opts);
+    snprintf(opts, sizeof opts, "size=%lum,mode=0755,uid=%u,gid=%u", o->ws_mb,
+             (unsigned)o->agent.prog_uid, (unsigned)o->agent.prog_gid);
+    snprintf(dst, sizeof dst, ".%s", o->agent.workdir);
+    tmpfs(dst, MS_NOSUID | MS_NODEV, opts);
+    /* A fresh /proc of our pid namespace; hidepid=2 hides the agent from programs that run
+     * under another uid. */
+    mkdirs("./proc", 0555);
+    if (mount("proc", "./proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0 &&
+        mount("proc", "./proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        fail("mount /proc (a host /proc with locked over-mounts forbids it)");
+    /* The agent's own directory: the socket the host reaches. */
+    bind_fd(box_fd, "./.sbx", false, true);
+    close(box_fd);
+    if (o->net_deny)
+        loopback_up();
+    if (sethostname("sbx", 3) < 0)
+        fail("set the hostname");
+    /* pivot_root onto itself, then lazily detach the old root: nothing of the host's mount
+     * tree stays reachable (a plain chroot would leave it under us). */
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        fail("pivot_root");
+    if (umount2(".", MNT_DETACH) < 0)
+        fail("detach the host root");
+    if (chdir("/") < 0)
+        fail("chdir /");
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags("/"), NULL) < 0)
+        fail("remount the sandbox root read-only");
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0)
+        fail("open /dev/null");
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+    setsid();
+    agent_config ac = o->agent;
+    ac.ready_fd = ready_pipe[1];
+    _exit(agent_serve(&ac));
+}
+
+static int write_proc(pid_t pid, const char *file, const char *content)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, content, strlen(content));
+    int e = errno;
+    close(fd);
+    return n == (ssize_t)strlen(content) ? 0 : -e;
+}
+
+static unsigned long num(const char *s, const char *what)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || end == s) {
+        fprintf(stderr, "sbx-agent boot: %s must be a number, got '%s'\n", what, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void add_bind(const char *path)
+{
+    if (n_binds >= BOOT_MAX_BINDS) {
+        fprintf(stderr, "sbx-agent boot: more than %d binds\n", BOOT_MAX_BINDS);
+        exit(2);
+    }
+    if (path[0] != '/' || strstr(path, "/..") || strcmp(path, "/") == 0) {
+        fprintf(stderr, "sbx-agent boot: bind '%s' must be an absolute path below /\n", path);
+        exit(2);
+    }
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return; /* optional: absent on this host */
+    bind_t *b = &binds[n_binds];
+    b->path = path;
+    if (S_ISLNK(st.st_mode)) {
+        ssize_t n = readlink(path, b->link, sizeof b->link - 1);
+        if (n <= 0)
+            return;
+        b->link[n] = '\0';
+        b->fd = -1;
+    } else {
+        b->fd = 0; /* opened by C, in its own mount namespace */
+        b->is_dir = S_ISDIR(st.st_mode);
+    }
+    n_binds++;
+}
+
+int boot_local_main(int argc, char **argv)
+{
+    boot_opts o;
+    memset(&o, 0, sizeof o);
+    o.agent.socket_path = "/.sbx/agent.sock";
+    o.agent.workdir = "/workspace";
+    o.agent.prog_uid = 1000;
+    o.agent.prog_gid = 1000;
+    o.agent.idle_ttl_s = AGENT_DEFAULT_IDLE_TTL_S;
+    o.agent.rlimit_nofile = 1024;
+    o.agent.ready_fd = -1;
+    o.net_deny = true;
+    o.uid_base = 0;
+    o.ws_mb = 1024;
+    o.tmp_mb = 256;
+    o.shm_mb = 64;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--rootless") == 0) {
+            o.rootless = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "sbx-agent boot: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--box") == 0) o.box = v;
+        else if (strcmp(a, "--rootfs") == 0) o.rootfs = v;
+        else if (strcmp(a, "--bind") == 0) add_bind(v);
+        else if (strcmp(a, "--net") == 0) o.net_deny = strcmp(v, "allow") != 0;
+        else if (strcmp(a, "--uid-base") == 0) o.uid_base = num(v, a);
+        else if (strcmp(a, "--cgroup-procs") == 0 && n_cgroups < BOOT_MAX_CGROUPS) cgroup_procs[n_cgroups++] = v;
+        else if (strcmp(a, "--workspace-mb") == 0) o.ws_mb = num(v, a);
+        else if (strcmp(a, "--tmp-mb") == 0) o.tmp_mb = num(v, a);
+        else if (strcmp(a, "--shm-mb") == 0) o.shm_mb = num(v, a);
+        else if (strcmp(a, "--prog-uid") == 0) o.agent.prog_uid = (uid_t)num(v, a);
+        else if (strcmp(a, "--prog-gid") == 0) o.agent.prog_gid = (gid_t)num(v, a);
+        else if (strcmp(a, "--idle-ttl") == 0) o.agent.idle_ttl_s = (int64_t)num(v, a);
+        else if (strcmp(a, "--nofile") == 0) o.agent.rlimit_nofile = num(v, a);
+        else if (strcmp(a, "--workdir") == 0) o.agent.workdir = v;
+        else {
+            fprintf(stderr, "sbx-agent boot: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (!o.box) {
+        fprintf(stderr, "sbx-agent boot: --box DIR is required\n");
+        return 2;
+    }
+    if (o.agent.workdir[0] != '/' || strstr(o.agent.workdir, "..")) {
+        fprintf(stderr, "sbx-agent boot: --workdir must be an absolute path without '..'\n");
+        return 2;
+    }
+    if (o.rootless) {
+        /* One uid is mapped: programs share it with the agent (see AgentPong.shared_uid). */
+        o.agent.prog_uid = 0;
+        o.agent.prog_gid = 0;
+        o.agent.shared_uid = true;
+    }
+    for (int i = 0; i < n_cgroups; i++) {
+        int fd = open(cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) {
+            fprintf(stderr, "sbx-agent boot: cannot join cgroup %s: %s\n", cgroup_procs[i],
+                    strerror(errno));
+            return 1;
+        }
+        close(fd);
+    }
+    if (pipe2(ready_pipe, O_CLOEXEC) < 0 || pipe2(go_pipe, O_CLOEXEC) < 0) {
+        fprintf(stderr, "sbx-agent boot: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                          CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+    if (o.net_deny)
+        flags |= CLONE_NEWNET;
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, 0);
+    if (pid < 0) {
+        int e = errno;
+        fprintf(stderr,
+                "sbx-agent boot: kernel feature missing: cannot create user/pid/mount/net/ipc/"
+                "uts/cgroup namespaces (clone: %s). Fix: enable unprivileged user namespaces "
+                "(sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces>0; "
+                "on Ubuntu 24.04+ also kernel.apparmor_restrict_unprivileged_userns=0), or run "
+                "as root\n",
+                strerror(e));
+        return 1;
+    }
+    if (pid == 0)
+        child_setup(&o);
+    close(go_pipe[0]);
+    close(ready_pipe[1]);
+    char map[128];
+    int rc;
+    if (o.rootless) {
+        rc = write_proc(pid, "setgroups", "deny");
+        if (rc == 0) {
+            snprintf(map, sizeof map, "0 %u 1\n", (unsigned)uid);
+            rc = write_proc(pid, "uid_map", map);
+        }
+        if (rc == 0) {
+            snprintf(map, sizeof map, "0 %u 1\n", (unsigned)gid);
+            rc = write_proc(pid, "gid_map", map);
+        }
+    } else {
+        snprintf(map, sizeof map, "0 %lu 65536\n", o.uid_base);
+        rc = write_proc(pid, "uid_map", map);
+        if (rc == 0)
+            rc = write_proc(pid, "gid_map", map);
+        /* The OOM killer must take programs (which raise their own score), never PID 1. */
+        if (rc == 0)
+            write_proc(pid, "oom_score_adj", "-1000");
+    }
+    if (rc != 0) {
+        fprintf(stderr, "sbx-agent boot: cannot write the user namespace id map: %s\n",
+                strerror(-rc));
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 1;
+    }
+    if (write(go_pipe[1], "g", 1) != 1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 1;
+    }
+    close(go_pipe[1]);
+    alarm(BOOT_READY_TIMEOUT_S); /* a wedged child must not hang the provider forever */
+    char reply[1024];
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(ready_pipe[0], reply + got, sizeof reply - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        if (got >= sizeof reply - 1 || memchr(reply, '\n', got))
+            break;
+    }
+    reply[got] = '\0';
+    if (strncmp(reply, "OK", 2) != 0) {
+        fprintf(stderr, "sbx-agent boot: sandbox setup failed: %s\n",
+                got > 4 ? reply + 4 : "the sandbox init exited during setup");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 1;
+    }
+    printf("pid=%d\n", (int)pid);
+    fflush(stdout);
+    return 0;
+}

@@ -1,0 +1,1641 @@
+/* serve.c - sbx-agent's PID 1 loop: accepts host connections on the unix socket, decodes
+ * length-prefixed AgentRequest frames (nanopb, static buffers), starts and tracks commands
+ * with bounded output journals, drives the persistent python kernel, serves the file API,
+ * reaps every child, forwards signals from outside, and exits after the idle TTL.
+ *
+ * One thread, one poll loop, no heap: every buffer below is a named static with a bound.
+ * The agent trusts its host connection more than the programs it runs, but still bounds
+ * everything it reads from it. Connections from inside the sandbox (a peer whose pid is
+ * visible in our pid namespace) are refused: only the host, outside the namespace, drives us.
+ * This file must not resolve file paths itself (files.c) or confine programs (confine.c).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pb_decode.h>
+#include <pb_encode.h>
+
+#include "agent.h"
+#include "sbx/v1/agent.pb.h"
+
+/* sbx.v1.ErrorCode values carried in AgentError.code. */
+enum {
+    EC_TIMEOUT = 4,
+    EC_GONE = 6,
+    EC_PERMISSION_DENIED = 9,
+    EC_INVALID_ARGUMENT = 10,
+    EC_RESOURCE_EXHAUSTED = 11,
+    EC_INTERNAL = 12,
+};
+
+/* How long programs get to exit after an outside SIGTERM is forwarded, before PID 1 exits
+ * (which SIGKILLs the whole namespace). */
+#define AGENT_TERM_GRACE_MS 2000
+/* Bytes of the kernel's reply header: status, exit code, value length (3 x u32). */
+#define KERNEL_REPLY_HEADER 12
+/* Longest value display the kernel may send (it cuts at 4000; AgentExit.value holds 4096). */
+#define KERNEL_MAX_VALUE 4000
+
+typedef struct journal {
+    uint8_t buf[AGENT_JOURNAL_BYTES];
+    uint64_t total; /* bytes ever produced on this stream; buf holds the newest */
+} journal;
+
+typedef struct command {
+    bool used;
+    bool running;      /* not yet finished */
+    bool is_kernel;    /* a call into the python kernel (pid/fds belong to the kernel) */
+    uint64_t id;
+    uint64_t req_id;   /* request id to echo on events */
+    int client;        /* subscriber index, or -1 */
+    pid_t pid;         /* also the process group and session id */
+    int out_fd[2];     /* read ends of stdout, stderr (-1 when closed) */
+    int in_fd;         /* write end of stdin, or -1 */
+    uint64_t limit;    /* per-stream output limit */
+    bool truncated[2];
+    bool timed_out, output_limited, exited;
+    int wait_status;
+    struct rusage ru;
+    int64_t start_us, deadline_ms; /* deadline 0 = none */
+    uint64_t finished_seq;         /* order of completion, for slot reuse */
+    sbx_v1_AgentExit exit;         /* kept for reattach after the end */
+    journal j[2];
+} command;
+
+typedef struct client {
+    int fd; /* -1 when free */
+    /* an in-progress chunked file write */
+    int wfd;
+    uint64_t wreq, woffset, wfailed_req;
+    char wpath[AGENT_MAX_PATH];
+} client;
+
+typedef struct kernel {
+    pid_t pid; /* 0 when not running */
+    int ctl_fd, rep_fd;
+    int out_fd[2];
+    int busy; /* command index, or -1 */
+    bool died_before; /* a previous kernel died: the next call reports a restart */
+} kernel;
+
+static agent_config cfg;
+static int listen_fd = -1, sig_fd = -1;
+static client clients[AGENT_MAX_CLIENTS];
+static command commands[AGENT_MAX_COMMANDS];
+static kernel py = {0, -1, -1, {-1, -1}, -1, false};
+static uint64_t next_command_id = 1, finished_counter;
+static int64_t start_ms, last_activity_ms, shutdown_at_ms;
+static uid_t agent_uid;
+
+static uint8_t rx[AGENT_MAX_FRAME];
+static uint8_t tx[4 + AGENT_MAX_FRAME];
+static uint8_t chunk[AGENT_CHUNK];
+static sbx_v1_AgentRequest req;
+static sbx_v1_AgentEvent ev;
+
+/* argv/env of one exec, decoded by callbacks into an arena bounded by the frame size. */
+static char arena[AGENT_MAX_FRAME + AGENT_MAX_ARGV + AGENT_MAX_ENV * 2 + 4096];
+static size_t arena_used;
+static char *argv_tab[AGENT_MAX_ARGV + 4];
+static size_t argv_n;
+static char *env_tab[AGENT_MAX_ENV + 8];
+static size_t env_n;
+static uint8_t code_buf[AGENT_MAX_CODE];
+static size_t code_len;
+static uint64_t code_req;
+static char exec_path[PATH_MAX];
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t now_ms(void)
+{
+    return now_us() / 1000;
+}
+
+static char *arena_alloc(size_t n)
+{
+    if (n > sizeof arena - arena_used)
+        return NULL;
+    char *p = arena + arena_used;
+    arena_used += n;
+    return p;
+}
+
+/* ---- framing ------------------------------------------------------------------------- */
+
+static bool write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static void drop_client(int ci);
+
+/* Sends ev to client ci; on failure the client is dropped (its commands keep running). */
+static void send_event(int ci)
+{
+    if (ci < 0 || ci >= AGENT_MAX_CLIENTS || clients[ci].fd < 0)
+        return;
+    pb_ostream_t os = pb_ostream_from_buffer(tx + 4, AGENT_MAX_FRAME);
+    if (!pb_encode(&os, sbx_v1_AgentEvent_fields, &ev))
+        return; /* cannot happen with static sizes below the frame limit */
+    uint32_t n = (uint32_t)os.bytes_written;
+    tx[0] = (uint8_t)n;
+    tx[1] = (uint8_t)(n >> 8);
+    tx[2] = (uint8_t)(n >> 16);
+    tx[3] = (uint8_t)(n >> 24);
+    if (!write_all(clients[ci].fd, tx, 4 + (size_t)n))
+        drop_client(ci);
+}
+
+static void event_begin(uint64_t id, pb_size_t which)
+{
+    memset(&ev, 0, sizeof ev); /* no field of an earlier event may leak into this one */
+    ev.id = id;
+    ev.which_body = which;
+}
+
+static void send_error(int ci, uint64_t id, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void send_error(int ci, uint64_t id, uint32_t code, const char *fmt, ...)
+{
+    event_begin(id, sbx_v1_AgentEvent_error_tag);
+    ev.body.error.code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ev.body.error.message, sizeof ev.body.error.message, fmt, ap);
+    va_end(ap);
+    send_event(ci);
+}
+
+static uint32_t errno_code(int e)
+{
+    switch (e) {
+    case EACCES: case EPERM: case EROFS: case ELOOP: case EXDEV:
+        return EC_PERMISSION_DENIED;
+    case ENOSPC: case EDQUOT: case EFBIG: case EMFILE: case ENFILE:
+        return EC_RESOURCE_EXHAUSTED;
+    case ENOENT: case ENOTDIR: case EISDIR: case EINVAL: case ENAMETOOLONG: case EEXIST:
+        return EC_INVALID_ARGUMENT;
+    default:
+        return EC_INTERNAL;
+    }
+}
+
+/* ---- decoding callbacks (argv and env into the arena) ---------------------------------- */
+
+static bool decode_argv(pb_istream_t *s, const pb_field_t *f, void **arg)
+{
+    (void)f;
+    (void)arg;
+    size_t n = s->bytes_left;
+    if (argv_n >= AGENT_MAX_ARGV)
+        return false;
+    char *dst = arena_alloc(n + 1);
+    if (!dst || !pb_read(s, (pb_byte_t *)dst, n))
+        return false;
+    dst[n] = '\0';
+    if (strlen(dst) != n)
+        return false; /* embedded NUL */
+    argv_tab[argv_n++] = dst;
+    return true;
+}
+
+static bool decode_env(pb_istream_t *s, const pb_field_t *f, void **arg)
+{
+    (void)f;
+    (void)arg;
+    static sbx_v1_AgentEnv e;
+    memset(&e, 0, sizeof e);
+    if (env_n >= AGENT_MAX_ENV || !pb_decode(s, sbx_v1_AgentEnv_fields, &e))
+        return false;
+    size_t nl = strlen(e.name), vl = strlen(e.value);
+    if (nl == 0 || strchr(e.name, '='))
+        return false;
+    char *dst = arena_alloc(nl + vl + 2);
+    if (!dst)
+        return false;
+    memcpy(dst, e.name, nl);
+    dst[nl] = '=';
+    memcpy(dst + nl + 1, e.value, vl + 1);
+    env_tab[env_n++] = dst;
+    return true;
+}
+
+static bool on_body(pb_istream_t *s, const pb_field_t *f, void **arg)
+{
+    (void)s;
+    (void)arg;
+    if (f->tag == sbx_v1_AgentRequest_exec_tag) {
+        sbx_v1_AgentExec *e = f->pData;
+        e->argv.funcs.decode = decode_argv;
+        e->env.funcs.decode = decode_env;
+    } else if (f->tag == sbx_v1_AgentRequest_code_tag) {
+        sbx_v1_AgentCode *c = f->pData;
+        c->env.funcs.decode = decode_env;
+    }
+    return true;
+}
+
+/* ---- journal and output ------------------------------------------------------------- */
+
+static void journal_append(journal *j, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t pos = (size_t)(j->total % AGENT_JOURNAL_BYTES);
+        size_t room = AGENT_JOURNAL_BYTES - pos;
+        size_t take = n - i < room ? n - i : room;
+        memcpy(j->buf + pos, p + i, take);
+        j->total += take;
+        i += take;
+    }
+}
+
+static void send_output(command *c, int stream, uint64_t offset, const uint8_t *p, size_t n)
+{
+    if (c->client < 0)
+        return;
+    event_begin(c->req_id, sbx_v1_AgentEvent_output_tag);
+    ev.body.output.command_id = c->id;
+    ev.body.output.stream = stream == 0 ? sbx_v1_AgentStream_AGENT_STREAM_STDOUT
+                                        : sbx_v1_AgentStream_AGENT_STREAM_STDERR;
+    ev.body.output.offset = offset;
+    ev.body.output.data.size = (pb_size_t)n;
+    memcpy(ev.body.output.data.bytes, p, n);
+    send_event(c->client);
+}
+
+static void kill_tree(command *c);
+
+/* Takes n bytes of stream output for c: journal, stream to the subscriber, enforce limit. */
+static void take_output(command *c, int stream, const uint8_t *p, size_t n)
+{
+    journal *j = &c->j[stream];
+    if (c->truncated[stream])
+        return;
+    if (j->total + n > c->limit) {
+        n = j->total < c->limit ? (size_t)(c->limit - j->total) : 0;
+        c->truncated[stream] = true;
+        if (!c->output_limited && c->running) {
+            c->output_limited = true;
+            kill_tree(c);
+        }
+    }
+    if (n == 0)
+        return;
+    uint64_t off = j->total;
+    journal_append(j, p, n);
+    send_output(c, stream, off, p, n);
+}
+
+/* Reads what is available on one output pipe. Returns false at EOF or error (fd closed). */
+static bool pump(command *c, int stream)
+{
+    int fd = c->out_fd[stream];
+    if (fd < 0)
+        return false;
+    ssize_t r = read(fd, chunk, sizeof chunk);
+    if (r > 0) {
+        take_output(c, stream, chunk, (size_t)r);
+        return true;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
+    if (!c->is_kernel)
+        close(fd);
+    c->out_fd[stream] = -1;
+    return false;
+}
+
+/* Reads every byte already in the pipes (non-blocking). */
+static void drain(command *c)
+{
+    for (int s = 0; s < 2; s++) {
+        int guard = 0;
+        while (c->out_fd[s] >= 0 && guard++ < 1 << 16) {
+            ssize_t r = read(c->out_fd[s], chunk, sizeof chunk);
+            if (r > 0) {
+                take_output(c, s, chunk, (size_t)r);
+                continue;
+            }
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0 || (r < 0 && errno != EAGAIN)) {
+                if (!c->is_kernel)
+                    close(c->out_fd[s]);
+                c->out_fd[s] = -1;
+            }
+            break;
+        }
+    }
+}
+
+/* ---- process tree control ------------------------------------------------------------ */
+
+static uint8_t dents[16384];
+
+/* Calls fn(pid, pgrp, session) for every process in our pid namespace but us. */
+static void each_process(void (*fn)(pid_t, pid_t, pid_t, void *), void *arg)
+{
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    for (;;) {
+        long n = syscall(SYS_getdents64, dfd, dents, sizeof dents);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n;) {
+            struct dirent64 *d = (struct dirent64 *)(void *)(dents + off);
+            off += d->d_reclen;
+            char *end;
+            long pid = strtol(d->d_name, &end, 10);
+            if (*end || pid <= 1)
+                continue;
+            char path[64], buf[512];
+            snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            ssize_t r = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (r <= 0)
+                continue;
+            buf[r] = '\0';
+            char *p = strrchr(buf, ')');
+            char state;
+            int ppid, pgrp, sid;
+            if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4)
+                continue;
+            fn((pid_t)pid, (pid_t)pgrp, (pid_t)sid, arg);
+        }
+    }
+    close(dfd);
+}
+
+static void kill_if_in_session(pid_t pid, pid_t pgrp, pid_t sid, void *arg)
+{
+    pid_t target = *(pid_t *)arg;
+    if (pgrp == target || sid == target)
+        kill(pid, SIGKILL);
+}
+
+static void kill_unless_kernel(pid_t pid, pid_t pgrp, pid_t sid, void *arg)
+{
+    (void)pgrp;
+    (void)arg;
+    if (py.pid == 0 || sid != py.pid)
+        kill(pid, SIGKILL);
+}
+
+static int running_count(void)
+{
+    int n = 0;
+    for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
+        n += commands[i].used && commands[i].running;
+    return n;
+}
+
+/* Kills c's whole process tree: its session/process group, and anything that moved to
+ * another group but kept the session. When c is the only thing running (the usual case),
+ * also every process that escaped with setsid, except the idle python kernel. */
+static void kill_tree(command *c)
+{
+    if (c->pid <= 0)
+        return;
+    pid_t target = c->pid;
+    kill(-target, SIGKILL);
+    each_process(kill_if_in_session, &target);
+    if (!c->is_kernel && running_count() <= 1)
+        each_process(kill_unless_kernel, NULL);
+}
+
+/* ---- commands ------------------------------------------------------------------------ */
+
+static command *find_command(uint64_t id)
+{
+    for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
+        if (commands[i].used && commands[i].id == id)
+            return &commands[i];
+    return NULL;
+}
+
+/* A free slot, else the slot of the command that finished longest ago; NULL when every slot
+ * holds a running command. */
+static command *alloc_command(void)
+{
+    command *best = NULL;
+    for (int i = 0; i < AGENT_MAX_COMMANDS; i++) {
+        command *c = &commands[i];
+        if (!c->used)
+            return c;
+        if (!c->running && (!best || c->finished_seq < best->finished_seq))
+            best = c;
+    }
+    return best;
+}
+
+static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_ms,
+                         uint64_t limit)
+{
+    c->used = true;
+    c->running = true;
+    c->is_kernel = false;
+    c->id = next_command_id++;
+    c->req_id = req_id;
+    c->client = ci;
+    c->pid = 0;
+    c->out_fd[0] = c->out_fd[1] = -1;
+    c->in_fd = -1;
+    c->limit = limit ? limit : AGENT_DEFAULT_OUTPUT_LIMIT;
+    c->truncated[0] = c->truncated[1] = false;
+    c->timed_out = c->output_limited = c->exited = false;
+    c->wait_status = 0;
+    memset(&c->ru, 0, sizeof c->ru);
+    c->start_us = now_us();
+    c->deadline_ms = timeout_ms ? c->start_us / 1000 + (int64_t)timeout_ms : 0;
+    c->j[0].total = c->j[1].total = 0;
+    memset(&c->exit, 0, sizeof c->exit);
+}
+
+static void send_exit(command *c)
+{
+    if (c->client < 0)
+        return;
+    event_begin(c->req_id, sbx_v1_AgentEvent_exit_tag);
+    ev.body.exit = c->exit;
+    send_event(c->client);
+}
+
+/* Ends c: fills its AgentExit from the wait status and flags, and reports it. */
+static void finish(command *c, int exit_code_override, bool have_override, const char *value)
+{
+    drain(c);
+    for (int s = 0; s < 2; s++) {
+        if (c->out_fd[s] >= 0 && !c->is_kernel)
+            close(c->out_fd[s]);
+        c->out_fd[s] = -1;
+    }
+    if (c->in_fd >= 0)
+        close(c->in_fd);
+    c->in_fd = -1;
+    sbx_v1_AgentExit *x = &c->exit;
+    x->command_id = c->id;
+    int st = c->wait_status;
+    if (have_override) {
+        x->exit_code = exit_code_override;
+    } else if (WIFEXITED(st)) {
+        x->exit_code = WEXITSTATUS(st);
+    } else if (WIFSIGNALED(st)) {
+        x->signal = WTERMSIG(st);
+    }
+    if (c->timed_out)
+        x->outcome = sbx_v1_AgentOutcome_AGENT_OUTCOME_TIMED_OUT;
+    else if (c->output_limited)
+        x->outcome = sbx_v1_AgentOutcome_AGENT_OUTCOME_OUTPUT_LIMIT;
+    else if (x->signal)
+        x->outcome = sbx_v1_AgentOutcome_AGENT_OUTCOME_SIGNALED;
+    else if (x->exit_code == 0)
+        x->outcome = sbx_v1_AgentOutcome_AGENT_OUTCOME_OK;
+    else
+        x->outcome = sbx_v1_AgentOutcome_AGENT_OUTCOME_NONZERO;
+    x->wall_us = (uint64_t)(now_us() - c->start_us);
+    x->cpu_us = (uint64_t)(c->ru.ru_utime.tv_sec + c->ru.ru_stime.tv_sec) * 1000000u +
+                (uint64_t)(c->ru.ru_utime.tv_usec + c->ru.ru_stime.tv_usec);
+    x->max_rss_kb = (uint64_t)c->ru.ru_maxrss;
+    x->stdout_truncated = c->truncated[0];
+    x->stderr_truncated = c->truncated[1];
+    x->stdout_bytes = c->j[0].total;
+    x->stderr_bytes = c->j[1].total;
+    if (value)
+        snprintf(x->value, sizeof x->value, "%s", value);
+    c->running = false;
+    c->finished_seq = ++finished_counter;
+    last_activity_ms = now_ms();
+    send_exit(c);
+}
+
+/* ---- starting programs --------------------------------------------------------------- */
+
+static const char *env_get(char **env, size_t n, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(env[i], name, nl) == 0 && env[i][nl] == '=')
+            return env[i] + nl + 1;
+    return NULL;
+}
+
+/* Completes a program environment: the request's entries (already in tab[0..*n)) win over
+ * same-named defaults, which are appended; NULL-terminated. tab holds AGENT_MAX_ENV + 8. */
+static void build_env(char **tab, size_t *n)
+{
+    static char home[AGENT_MAX_PATH + 8];
+    snprintf(home, sizeof home, "HOME=%s", cfg.workdir);
+    static char *defaults[] = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL,
+        "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "TERM=dumb",
+    };
+    defaults[1] = home;
+    for (size_t d = 0; d < sizeof defaults / sizeof defaults[0]; d++) {
+        size_t nl = (size_t)(strchr(defaults[d], '=') - defaults[d]);
+        bool have = false;
+        for (size_t i = 0; i < *n; i++)
+            if (strncmp(tab[i], defaults[d], nl + 1) == 0)
+                have = true;
+        if (!have && *n < AGENT_MAX_ENV + 7)
+            tab[(*n)++] = defaults[d];
+    }
+    tab[*n] = NULL;
+}
+
+/* Finds argv0 along PATH of the program environment (no heap needed). */
+static const char *resolve_exec(const char *argv0, char **env, size_t n)
+{
+    if (strchr(argv0, '/'))
+        return argv0;
+    const char *path = env_get(env, n, "PATH");
+    if (!path)
+        path = "/usr/bin:/bin";
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        if (len && len + strlen(argv0) + 2 < sizeof exec_path) {
+            memcpy(exec_path, path, len);
+            exec_path[len] = '/';
+            strcpy(exec_path + len + 1, argv0);
+            if (access(exec_path, X_OK) == 0)
+                return exec_path;
+        }
+        if (!colon)
+            break;
+        path = colon + 1;
+    }
+    return argv0;
+}
+
+static void child_fail(const char *what, const char *arg)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "sbx-agent: %s %s: %s\n", what, arg, strerror(errno));
+    if (n > 0) {
+        ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+    _exit(errno == ENOENT ? 127 : 126);
+}
+
+/* Which uid a request gets; false (with a reason) when it would be the agent's own. */
+static bool pick_uid(uint32_t uid, uint32_t gid, uid_t *u, gid_t *g, bool *keep)
+{
+    *u = uid ? (uid_t)uid : cfg.prog_uid;
+    *g = gid ? (gid_t)gid : cfg.prog_gid;
+    *keep = false;
+    if (*u == agent_uid) {
+        if (!cfg.shared_uid)
+            return false;
+        *keep = true;
+    }
+    return true;
+}
+
+/* Forks a confined program. fds: extra fds to place at 3 and 4 (or -1). Returns pid or -errno
+ * and fills the pipes. */
+static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u, gid_t g,
+                   bool keep, bool with_stdin, int *out_r, int *in_w, int extra3, int extra4)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
+        (with_stdin && pipe2(pi, O_CLOEXEC) < 0)) {
+        int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+            if (pi[i] >= 0) close(pi[i]);
+        }
+        return -e;
+    }
+    const char *path = resolve_exec(argv[0], env, env_count);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
+        if (with_stdin) { close(pi[0]); close(pi[1]); }
+        return -e;
+    }
+    if (pid == 0) {
+        sigset_t all;
+        sigemptyset(&all);
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        int in = with_stdin ? pi[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in < 0)
+            in = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* reads fail with EISDIR */
+        /* Move the kernel fds out of the way of 0..2 before dup2 places them at 3 and 4. */
+        int e3 = extra3 >= 0 ? fcntl(extra3, F_DUPFD_CLOEXEC, 10) : -1;
+        int e4 = extra4 >= 0 ? fcntl(extra4, F_DUPFD_CLOEXEC, 10) : -1;
+        if (dup2(in, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
+            _exit(126);
+        if ((e3 >= 0 && dup2(e3, 3) < 0) || (e4 >= 0 && dup2(e4, 4) < 0))
+            _exit(126);
+        /* Nothing else of the agent's leaks in: sockets, the root fd, other pipes. */
+        int first = e4 >= 0 ? 5 : (e3 >= 0 ? 4 : 3);
+        if (syscall(SYS_close_range, first, ~0u, 0) < 0)
+            for (int fd = first; fd < 1024; fd++)
+                close(fd);
+        confine_program(u, g, keep, cfg.rlimit_nofile);
+        if (cwd && *cwd && chdir(cwd) < 0)
+            child_fail("cannot enter working directory", cwd);
+        execve(path, argv, env);
+        child_fail("cannot execute", argv[0]);
+    }
+    close(po[1]);
+    close(pe[1]);
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    out_r[0] = po[0];
+    out_r[1] = pe[0];
+    if (with_stdin) {
+        close(pi[0]);
+        *in_w = pi[1];
+    }
+    return pid;
+}
+
+static void send_started(command *c)
+{
+    event_begin(c->req_id, sbx_v1_AgentEvent_started_tag);
+    ev.body.started.command_id = c->id;
+    ev.body.started.pid = c->pid;
+    send_event(c->client);
+}
+
+static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd, uint32_t uid,
+                          uint32_t gid, uint64_t timeout_ms, uint64_t limit, bool with_stdin)
+{
+    uid_t u;
+    gid_t g;
+    bool keep;
+    if (!pick_uid(uid, gid, &u, &g, &keep)) {
+        send_error(ci, req_id, EC_PERMISSION_DENIED,
+                   "programs never run as the agent's uid %u; ask for another uid", (unsigned)u);
+        return;
+    }
+    command *c = alloc_command();
+    if (!c) {
+        send_error(ci, req_id, EC_RESOURCE_EXHAUSTED,
+                   "%d commands are already running in this sandbox; wait for one to end",
+                   AGENT_MAX_COMMANDS);
+        return;
+    }
+    command_init(c, ci, req_id, timeout_ms, limit);
+    build_env(env_tab, &env_n);
+    pid_t pid = spawn(argv, env_tab, env_n, cwd && *cwd ? cwd : cfg.workdir, u, g, keep,
+                      with_stdin, c->out_fd, &c->in_fd, -1, -1);
+    if (pid < 0) {
+        c->used = false;
+        send_error(ci, req_id, EC_RESOURCE_EXHAUSTED, "cannot start %s: %s", argv[0],
+                   strerror((int)-pid));
+        return;
+    }
+    c->pid = pid;
+    send_started(c);
+}
+
+static void handle_exec(int ci, uint64_t id, sbx_v1_AgentExec *x)
+{
+    static char sh[] = "/bin/sh", dash_c[] = "-c";
+    if (argv_n == 0) {
+        if (x->shell[0] == '\0') {
+            send_error(ci, id, EC_INVALID_ARGUMENT, "exec needs argv or a shell line");
+            return;
+        }
+        argv_tab[0] = sh;
+        argv_tab[1] = dash_c;
+        argv_tab[2] = x->shell;
+        argv_n = 3;
+    }
+    argv_tab[argv_n] = NULL;
+    start_program(ci, id, argv_tab, x->cwd, x->uid, x->gid, x->timeout_ms, x->output_limit_bytes,
+                  x->stdin_follows);
+}
+
+/* ---- the python kernel --------------------------------------------------------------- */
+
+static void kernel_reset(void)
+{
+    if (py.pid > 0) {
+        kill(-py.pid, SIGKILL);
+        kill(py.pid, SIGKILL);
+    }
+    if (py.ctl_fd >= 0) close(py.ctl_fd);
+    if (py.rep_fd >= 0) close(py.rep_fd);
+    for (int s = 0; s < 2; s++)
+        if (py.out_fd[s] >= 0) close(py.out_fd[s]);
+    py.pid = 0;
+    py.ctl_fd = py.rep_fd = py.out_fd[0] = py.out_fd[1] = -1;
+    py.busy = -1;
+}
+
+static int kernel_start(uid_t u, gid_t g, bool keep)
+{
+    int ctl[2], rep[2];
+    if (pipe2(ctl, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(rep, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(ctl[0]);
+        close(ctl[1]);
+        return -e;
+    }
+    static char python[] = "python3", dash_c[] = "-c";
+    static char *kargv[4];
+    kargv[0] = python;
+    kargv[1] = dash_c;
+    kargv[2] = (char *)agent_python_kernel;
+    kargv[3] = NULL;
+    static char *kenv[AGENT_MAX_ENV + 8];
+    size_t kenv_n = 0;
+    build_env(kenv, &kenv_n);
+    pid_t pid = spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, false, py.out_fd, NULL,
+                      ctl[0], rep[1]);
+    close(ctl[0]);
+    close(rep[1]);
+    if (pid < 0) {
+        close(ctl[1]);
+        close(rep[0]);
+        return (int)pid;
+    }
+    py.pid = pid;
+    py.ctl_fd = ctl[1];
+    py.rep_fd = rep[0];
+    py.busy = -1;
+    return 0;
+}
+
+static bool put_u32(uint8_t *p, size_t cap, size_t *len, uint32_t v)
+{
+    if (*len + 4 > cap)
+        return false;
+    p[(*len)++] = (uint8_t)v;
+    p[(*len)++] = (uint8_t)(v >> 8);
+    p[(*len)++] = (uint8_t)(v >> 16);
+    p[(*len)++] = (uint8_t)(v >> 24);
+    return true;
+}
+
+/* Writes all of p to a pipe the program reads, while keeping c's output pipes drained so a
+ * program that writes before it reads cannot deadlock us. Gives up at c's deadline. */
+static bool write_to_program(command *c, int fd, const uint8_t *p, size_t n)
+{
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        struct pollfd pf[3] = {{fd, POLLOUT, 0}, {c->out_fd[0], POLLIN, 0},
+                               {c->out_fd[1], POLLIN, 0}};
+        int timeout = 1000;
+        if (c->deadline_ms) {
+            int64_t left = c->deadline_ms - now_ms();
+            if (left <= 0)
+                return false;
+            timeout = left < 1000 ? (int)left : 1000;
+        }
+        if (poll(pf, 3, timeout) < 0 && errno != EINTR)
+            return false;
+        if (pf[0].revents & (POLLERR | POLLHUP))
+            return false;
+        for (int s = 0; s < 2; s++)
+            if (pf[1 + s].revents)
+                pump(c, s);
+    }
+    return true;
+}
+
+static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x);
+
+static void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x)
+{
+    /* Chunks accumulate until `more` is false. A new request id starts a new buffer. */
+    if (code_req != id) {
+        code_req = id;
+        code_len = 0;
+    }
+    if (code_len + x->code.size > sizeof code_buf) {
+        code_req = 0;
+        send_error(ci, id, EC_RESOURCE_EXHAUSTED, "code is larger than %u bytes",
+                   (unsigned)sizeof code_buf);
+        return;
+    }
+    memcpy(code_buf + code_len, x->code.bytes, x->code.size);
+    code_len += x->code.size;
+    if (x->more)
+        return;
+    code_req = 0;
+    handle_code_complete(ci, id, x);
+}
+
+static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
+{
+    if (memchr(code_buf, '\0', code_len)) {
+        send_error(ci, id, EC_INVALID_ARGUMENT, "code contains a NUL byte");
+        return;
+    }
+    bool python = strcmp(x->language, "python") == 0 || strcmp(x->language, "python3") == 0;
+    if (!python || !x->stateful) {
+        static char bash[] = "bash", sh[] = "sh", python3[] = "python3", dash_c[] = "-c";
+        if (code_len >= sizeof code_buf) {
+            send_error(ci, id, EC_RESOURCE_EXHAUSTED, "code is larger than %u bytes",
+                       (unsigned)sizeof code_buf - 1);
+            return;
+        }
+        code_buf[code_len] = '\0';
+        char *code = (char *)code_buf;
+        if (python)
+            argv_tab[0] = python3;
+        else if (strcmp(x->language, "bash") == 0)
+            argv_tab[0] = access("/bin/bash", X_OK) == 0 ? bash : sh;
+        else if (strcmp(x->language, "sh") == 0)
+            argv_tab[0] = sh;
+        else {
+            send_error(ci, id, EC_INVALID_ARGUMENT,
+                       "language '%s' is not offered; use python, bash or sh", x->language);
+            return;
+        }
+        argv_tab[1] = dash_c;
+        argv_tab[2] = code;
+        argv_tab[3] = NULL;
+        argv_n = 3;
+        start_program(ci, id, argv_tab, x->cwd, x->uid, x->gid, x->timeout_ms,
+                      x->output_limit_bytes, x->stdin_follows);
+        return;
+    }
+    /* Stateful python: one call at a time into the persistent kernel. */
+    uid_t u;
+    gid_t g;
+    bool keep;
+    if (!pick_uid(x->uid, x->gid, &u, &g, &keep)) {
+        send_error(ci, id, EC_PERMISSION_DENIED, "programs never run as the agent's uid");
+        return;
+    }
+    if (py.busy >= 0) {
+        send_error(ci, id, EC_RESOURCE_EXHAUSTED,
+                   "the python kernel is busy with another call; calls of one session run "
+                   "one at a time");
+        return;
+    }
+    bool restarted = false;
+    if (py.pid == 0) {
+        restarted = py.died_before;
+        int rc = kernel_start(u, g, keep);
+        if (rc < 0) {
+            send_error(ci, id, EC_RESOURCE_EXHAUSTED, "cannot start the python kernel: %s",
+                       strerror(-rc));
+            return;
+        }
+    }
+    command *c = alloc_command();
+    if (!c) {
+        send_error(ci, id, EC_RESOURCE_EXHAUSTED, "every command slot is busy");
+        return;
+    }
+    command_init(c, ci, id, x->timeout_ms, x->output_limit_bytes);
+    c->is_kernel = true;
+    c->pid = py.pid;
+    c->out_fd[0] = py.out_fd[0];
+    c->out_fd[1] = py.out_fd[1];
+    c->exit.kernel_restarted = restarted;
+    py.busy = (int)(c - commands);
+    send_started(c);
+    /* request: code, cwd, env pairs (the env entries sit in env_tab as NAME=VALUE) */
+    static uint8_t hdr[4 + AGENT_MAX_PATH + 4];
+    size_t hl = 0;
+    put_u32(hdr, sizeof hdr, &hl, (uint32_t)code_len);
+    bool ok = write_to_program(c, py.ctl_fd, hdr, hl) &&
+              write_to_program(c, py.ctl_fd, code_buf, code_len);
+    hl = 0;
+    size_t cwdl = strnlen(x->cwd, AGENT_MAX_PATH - 1);
+    put_u32(hdr, sizeof hdr, &hl, (uint32_t)cwdl);
+    memcpy(hdr + hl, x->cwd, cwdl);
+    hl += cwdl;
+    put_u32(hdr, sizeof hdr, &hl, (uint32_t)env_n);
+    ok = ok && write_to_program(c, py.ctl_fd, hdr, hl);
+    for (size_t i = 0; ok && i < env_n; i++) {
+        char *eq = strchr(env_tab[i], '=');
+        size_t nl = (size_t)(eq - env_tab[i]), vl = strlen(eq + 1);
+        uint8_t l4[4];
+        size_t z = 0;
+        put_u32(l4, 4, &z, (uint32_t)nl);
+        ok = write_to_program(c, py.ctl_fd, l4, 4) &&
+             write_to_program(c, py.ctl_fd, (uint8_t *)env_tab[i], nl);
+        z = 0;
+        put_u32(l4, 4, &z, (uint32_t)vl);
+        ok = ok && write_to_program(c, py.ctl_fd, l4, 4) &&
+             write_to_program(c, py.ctl_fd, (uint8_t *)eq + 1, vl);
+    }
+    if (!ok) {
+        /* the kernel died or the deadline passed: its SIGCHLD or the deadline ends the call */
+        if (c->deadline_ms && now_ms() >= c->deadline_ms) {
+            c->timed_out = true;
+            kill_tree(c);
+        }
+    }
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The kernel replied (or its reply pipe closed). */
+static void kernel_reply(void)
+{
+    static uint8_t rep[KERNEL_REPLY_HEADER + KERNEL_MAX_VALUE + 1];
+    ssize_t r = read(py.rep_fd, rep, sizeof rep - 1);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (py.busy < 0) {
+        if (r <= 0) { /* closed between calls: the SIGCHLD path cleans up */
+            close(py.rep_fd);
+            py.rep_fd = -1;
+        }
+        return;
+    }
+    command *c = &commands[py.busy];
+    if (r < KERNEL_REPLY_HEADER) {
+        /* kernel gone mid-call: wait for SIGCHLD to report its status */
+        if (r <= 0) {
+            close(py.rep_fd);
+            py.rep_fd = -1;
+        }
+        return;
+    }
+    uint32_t status = get_u32(rep), code = get_u32(rep + 4), vlen = get_u32(rep + 8);
+    if (vlen > KERNEL_MAX_VALUE || (size_t)r < KERNEL_REPLY_HEADER + vlen)
+        vlen = (size_t)r >= KERNEL_REPLY_HEADER ? (uint32_t)((size_t)r - KERNEL_REPLY_HEADER) : 0;
+    if (vlen > KERNEL_MAX_VALUE)
+        vlen = KERNEL_MAX_VALUE;
+    rep[KERNEL_REPLY_HEADER + vlen] = '\0';
+    /* the value is the program's text: it must be a C string for AgentExit.value */
+    for (uint32_t i = 0; i < vlen; i++)
+        if (rep[KERNEL_REPLY_HEADER + i] == '\0')
+            rep[KERNEL_REPLY_HEADER + i] = '?';
+    int exit_code = status == 0 ? 0 : (int)(code & 0xff);
+    if (status != 0 && exit_code == 0 && status == 1)
+        exit_code = 1;
+    py.busy = -1;
+    finish(c, exit_code, true, (const char *)rep + KERNEL_REPLY_HEADER);
+}
+
+/* ---- stdin, signal, attach ------------------------------------------------------------ */
+
+static void handle_stdin(int ci, uint64_t id, sbx_v1_AgentStdin *x)
+{
+    command *c = find_command(x->command_id);
+    if (!c || !c->running || c->in_fd < 0) {
+        /* the command ended (or never read stdin): drop the bytes quietly */
+        (void)ci;
+        (void)id;
+        return;
+    }
+    if (x->data.size && !write_to_program(c, c->in_fd, x->data.bytes, x->data.size)) {
+        close(c->in_fd);
+        c->in_fd = -1;
+        return;
+    }
+    if (x->eof) {
+        close(c->in_fd);
+        c->in_fd = -1;
+    }
+}
+
+static void handle_signal(int ci, uint64_t id, sbx_v1_AgentSignal *x)
+{
+    command *c = find_command(x->command_id);
+    if (!c) {
+        send_error(ci, id, EC_GONE, "no command %llu in this sandbox",
+                   (unsigned long long)x->command_id);
+        return;
+    }
+    if (x->signo <= 0 || x->signo >= 65) {
+        send_error(ci, id, EC_INVALID_ARGUMENT, "signal %d is not a signal number", x->signo);
+        return;
+    }
+    if (!c->running)
+        return;
+    if (x->signo == SIGKILL) {
+        kill_tree(c);
+    } else {
+        kill(-c->pid, x->signo);
+    }
+}
+
+static void replay(command *c, int stream, uint64_t from)
+{
+    journal *j = &c->j[stream];
+    uint64_t first = j->total > AGENT_JOURNAL_BYTES ? j->total - AGENT_JOURNAL_BYTES : 0;
+    if (from < first)
+        from = first;
+    while (from < j->total) {
+        size_t pos = (size_t)(from % AGENT_JOURNAL_BYTES);
+        size_t n = (size_t)(j->total - from);
+        if (n > AGENT_JOURNAL_BYTES - pos)
+            n = AGENT_JOURNAL_BYTES - pos;
+        if (n > AGENT_CHUNK)
+            n = AGENT_CHUNK;
+        send_output(c, stream, from, j->buf + pos, n);
+        from += n;
+    }
+}
+
+static void handle_attach(int ci, uint64_t id, sbx_v1_AgentAttach *x)
+{
+    command *c = find_command(x->command_id);
+    if (!c) {
+        send_error(ci, id, EC_GONE,
+                   "command %llu is not known to this sandbox (it ended long ago or never ran)",
+                   (unsigned long long)x->command_id);
+        return;
+    }
+    c->client = ci;
+    c->req_id = id;
+    event_begin(id, sbx_v1_AgentEvent_started_tag);
+    ev.body.started.command_id = c->id;
+    ev.body.started.pid = c->pid;
+    send_event(ci);
+    replay(c, 0, x->stdout_offset);
+    replay(c, 1, x->stderr_offset);
+    if (!c->running)
+        send_exit(c);
+}
+
+/* ---- files ---------------------------------------------------------------------------- */
+
+/* File operations run with the program's fsuid/fsgid: the file API can touch exactly what a
+ * program could, and what it creates belongs to the program. */
+static void as_program(uint32_t uid, uint32_t gid)
+{
+    uid_t u = uid ? (uid_t)uid : cfg.prog_uid;
+    gid_t g = gid ? (gid_t)gid : cfg.prog_gid;
+    if (u == agent_uid && !cfg.shared_uid)
+        u = cfg.prog_uid;
+    setfsgid(g);
+    setfsuid(u);
+}
+
+static void as_agent(void)
+{
+    setfsuid(agent_uid);
+    setfsgid(getgid());
+}
+
+static void write_fail(int ci, uint64_t id, int err, const char *path)
+{
+    client *cl = &clients[ci];
+    if (cl->wfd >= 0)
+        close(cl->wfd);
+    cl->wfd = -1;
+    cl->wfailed_req = id;
+    const char *why = files_last_error();
+    send_error(ci, id, errno_code(err), "cannot write %s: %s%s%s", path, strerror(err),
+               *why ? "; " : "", why);
+}
+
+static void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x)
+{
+    client *cl = &clients[ci];
+    if (cl->wfailed_req == id)
+        return; /* the rest of a write that already failed (the host sends without waiting) */
+    if (x->offset == 0) {
+        if (cl->wfd >= 0)
+            close(cl->wfd);
+        mode_t mode = x->mode ? (mode_t)(x->mode & 07777) : 0644;
+        as_program(x->uid, x->gid);
+        int fd = files_open(x->path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, mode & 0777,
+                            x->mkdirs);
+        as_agent();
+        if (fd < 0) {
+            cl->wfd = -1;
+            write_fail(ci, id, -fd, x->path);
+            return;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            cl->wfd = -1;
+            write_fail(ci, id, EINVAL, x->path);
+            return;
+        }
+        cl->wfd = fd;
+        cl->wreq = id;
+        cl->woffset = 0;
+        snprintf(cl->wpath, sizeof cl->wpath, "%s", x->path);
+    } else if (cl->wfd < 0 || cl->wreq != id || x->offset != cl->woffset) {
+        send_error(ci, id, EC_INVALID_ARGUMENT,
+                   "file chunk at offset %llu does not continue a write in progress",
+                   (unsigned long long)x->offset);
+        cl->wfailed_req = id;
+        return;
+    }
+    size_t done = 0;
+    while (done < x->data.size) {
+        ssize_t w = pwrite(cl->wfd, x->data.bytes + done, x->data.size - done,
+                           (off_t)(cl->woffset + done));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            write_fail(ci, id, errno, cl->wpath);
+            return;
+        }
+        done += (size_t)w;
+    }
+    cl->woffset += done;
+    if (x->last) {
+        struct stat st;
+        uint64_t size = fstat(cl->wfd, &st) == 0 ? (uint64_t)st.st_size : cl->woffset;
+        close(cl->wfd);
+        cl->wfd = -1;
+        event_begin(id, sbx_v1_AgentEvent_written_tag);
+        snprintf(ev.body.written.path, sizeof ev.body.written.path, "%s", cl->wpath);
+        ev.body.written.size = size;
+        send_event(ci);
+    }
+}
+
+static void handle_file_read(int ci, uint64_t id, sbx_v1_AgentFileRead *x)
+{
+    as_program(0, 0);
+    int fd = files_open(x->path, O_RDONLY | O_NONBLOCK, 0, false);
+    as_agent();
+    if (fd < 0) {
+        const char *why = files_last_error();
+        send_error(ci, id, errno_code(-fd), "cannot read %s: %s%s%s", x->path, strerror(-fd),
+                   *why ? "; " : "", why);
+        return;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        send_error(ci, id, EC_INVALID_ARGUMENT, "cannot read %s: not a regular file", x->path);
+        return;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    uint64_t off = x->offset < size ? x->offset : size;
+    uint64_t end = size;
+    if (x->max_bytes && off + x->max_bytes < end)
+        end = off + x->max_bytes;
+    for (;;) {
+        size_t want = end - off > AGENT_CHUNK ? AGENT_CHUNK : (size_t)(end - off);
+        ssize_t r = want ? pread(fd, ev.body.file_data.data.bytes, want, (off_t)off) : 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            send_error(ci, id, errno_code(e), "cannot read %s: %s", x->path, strerror(e));
+            return;
+        }
+        /* event_begin must not clobber the data just read into ev */
+        ev.id = id;
+        ev.which_body = sbx_v1_AgentEvent_file_data_tag;
+        snprintf(ev.body.file_data.path, sizeof ev.body.file_data.path, "%s", x->path);
+        ev.body.file_data.offset = off;
+        ev.body.file_data.data.size = (pb_size_t)r;
+        ev.body.file_data.size = size;
+        ev.body.file_data.mode = (uint32_t)(st.st_mode & 07777);
+        off += (uint64_t)r;
+        ev.body.file_data.eof = (r == 0 || off >= end);
+        send_event(ci);
+        if (ev.body.file_data.eof || clients[ci].fd < 0)
+            break;
+    }
+    close(fd);
+}
+
+static void handle_file_list(int ci, uint64_t id, sbx_v1_AgentFileList *x)
+{
+    as_program(0, 0);
+    int fd = files_open(x->path, O_RDONLY | O_DIRECTORY, 0, false);
+    as_agent();
+    if (fd < 0) {
+        const char *why = files_last_error();
+        send_error(ci, id, errno_code(-fd), "cannot list %s: %s%s%s", x->path, strerror(-fd),
+                   *why ? "; " : "", why);
+        return;
+    }
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, dents, sizeof dents);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n && clients[ci].fd >= 0;) {
+            struct dirent64 *d = (struct dirent64 *)(void *)(dents + off);
+            off += d->d_reclen;
+            if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+                continue;
+            struct stat st;
+            if (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            event_begin(id, sbx_v1_AgentEvent_entry_tag);
+            sbx_v1_AgentFileEntry *e = &ev.body.entry;
+            memset(e, 0, sizeof *e);
+            snprintf(e->name, sizeof e->name, "%s", d->d_name);
+            e->kind = S_ISREG(st.st_mode)   ? sbx_v1_AgentFileKind_AGENT_FILE_KIND_REGULAR
+                      : S_ISDIR(st.st_mode) ? sbx_v1_AgentFileKind_AGENT_FILE_KIND_DIRECTORY
+                      : S_ISLNK(st.st_mode) ? sbx_v1_AgentFileKind_AGENT_FILE_KIND_SYMLINK
+                                            : sbx_v1_AgentFileKind_AGENT_FILE_KIND_OTHER;
+            e->mode = (uint32_t)(st.st_mode & 07777);
+            e->size = (uint64_t)st.st_size;
+            e->mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+            send_event(ci);
+        }
+    }
+    close(fd);
+    event_begin(id, sbx_v1_AgentEvent_entry_tag);
+    memset(&ev.body.entry, 0, sizeof ev.body.entry);
+    ev.body.entry.last = true;
+    send_event(ci);
+}
+
+/* ---- connections ---------------------------------------------------------------------- */
+
+static void drop_client(int ci)
+{
+    client *cl = &clients[ci];
+    if (cl->fd >= 0)
+        close(cl->fd);
+    cl->fd = -1;
+    if (cl->wfd >= 0)
+        close(cl->wfd);
+    cl->wfd = -1;
+    for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
+        if (commands[i].used && commands[i].client == ci)
+            commands[i].client = -1; /* keeps running; reattach by id */
+    last_activity_ms = now_ms();
+}
+
+static void accept_client(void)
+{
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    /* Only the host drives the agent. A peer inside our pid namespace (a sandboxed program
+     * that found the socket) has a visible pid; the host's shows as 0. */
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.pid != 0) {
+        close(fd);
+        return;
+    }
+    int ci = -1;
+    for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
+        if (clients[i].fd < 0) {
+            ci = i;
+            break;
+        }
+    if (ci < 0) {
+        close(fd);
+        return;
+    }
+    struct timeval tv = {AGENT_IO_TIMEOUT_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    clients[ci].fd = fd;
+    clients[ci].wfd = -1;
+    clients[ci].wfailed_req = 0;
+    last_activity_ms = now_ms();
+}
+
+static bool read_full(int fd, uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        p += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+static void handle_client(int ci)
+{
+    client *cl = &clients[ci];
+    uint8_t hdr[4];
+    if (!read_full(cl->fd, hdr, 4)) {
+        drop_client(ci);
+        return;
+    }
+    uint32_t n = get_u32(hdr);
+    if (n > AGENT_MAX_FRAME || !read_full(cl->fd, rx, n)) {
+        drop_client(ci); /* an oversized or cut frame: the stream cannot be resynchronised */
+        return;
+    }
+    last_activity_ms = now_ms();
+    arena_used = 0;
+    argv_n = env_n = 0;
+    memset(&req, 0, offsetof(sbx_v1_AgentRequest, body));
+    req.cb_body.funcs.decode = on_body;
+    pb_istream_t is = pb_istream_from_buffer(rx, n);
+    if (!pb_decode(&is, sbx_v1_AgentRequest_fields, &req)) {
+        send_error(ci, req.id, EC_INVALID_ARGUMENT, "malformed request: %s", PB_GET_ERROR(&is));
+        return;
+    }
+    switch (req.which_body) {
+    case sbx_v1_AgentRequest_exec_tag: handle_exec(ci, req.id, &req.body.exec); break;
+    case sbx_v1_AgentRequest_code_tag: handle_code(ci, req.id, &req.body.code); break;
+    case sbx_v1_AgentRequest_stdin_tag: handle_stdin(ci, req.id, &req.body.stdin); break;
+    case sbx_v1_AgentRequest_file_write_tag:
+        handle_file_write(ci, req.id, &req.body.file_write);
+        break;
+    case sbx_v1_AgentRequest_file_read_tag: handle_file_read(ci, req.id, &req.body.file_read); break;
+    case sbx_v1_AgentRequest_file_list_tag: handle_file_list(ci, req.id, &req.body.file_list); break;
+    case sbx_v1_AgentRequest_signal_tag: handle_signal(ci, req.id, &req.body.signal); break;
+    case sbx_v1_AgentRequest_attach_tag: handle_attach(ci, req.id, &req.body.attach); break;
+    case sbx_v1_AgentRequest_ping_tag:
+        event_begin(req.id, sbx_v1_AgentEvent_pong_tag);
+        memset(&ev.body.pong, 0, sizeof ev.body.pong);
+        ev.body.pong.nonce = req.body.ping.nonce;
+        snprintf(ev.body.pong.version, sizeof ev.body.pong.version, "%s", AGENT_VERSION);
+        ev.body.pong.uptime_ms = (uint64_t)(now_ms() - start_ms);
+        ev.body.pong.running = (uint32_t)running_count();
+        ev.body.pong.uid = (uint32_t)agent_uid;
+        ev.body.pong.shared_uid = cfg.shared_uid;
+        send_event(ci);
+        break;
+    default:
+        send_error(ci, req.id, EC_INVALID_ARGUMENT, "request carries no known operation");
+    }
+}
+
+/* ---- children and signals ------------------------------------------------------------- */
+
+static void reap(void)
+{
+    for (;;) {
+        int st;
+        struct rusage ru;
+        pid_t pid = wait4(-1, &st, WNOHANG, &ru);
+        if (pid <= 0)
+            return;
+        if (pid == py.pid) {
+            int busy = py.busy;
+            py.pid = 0;
+            py.died_before = true;
+            if (busy >= 0) {
+                command *c = &commands[busy];
+                c->wait_status = st;
+                c->ru = ru;
+                c->exited = true;
+                py.busy = -1;
+                finish(c, 0, false, NULL);
+            }
+            kernel_reset();
+            continue;
+        }
+        for (int i = 0; i < AGENT_MAX_COMMANDS; i++) {
+            command *c = &commands[i];
+            if (c->used && c->running && !c->is_kernel && c->pid == pid) {
+                c->wait_status = st;
+                c->ru = ru;
+                c->exited = true;
+                finish(c, 0, false, NULL);
+                break;
+            }
+        }
+        /* anything else is an orphan reparented to us: reaped, nothing to report */
+    }
+}
+
+static void handle_signals(void)
+{
+    struct signalfd_siginfo si;
+    while (read(sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGCHLD)
+            continue; /* reap() runs after every poll */
+        /* Forward only what comes from outside the sandbox (pid 0 here): a program must not
+         * be able to stop the agent by signalling PID 1. */
+        if (si.ssi_pid != 0)
+            continue;
+        for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
+            if (commands[i].used && commands[i].running && commands[i].pid > 0)
+                kill(-commands[i].pid, (int)si.ssi_signo);
+        if (py.pid > 0)
+            kill(-py.pid, (int)si.ssi_signo);
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP ||
+            si.ssi_signo == SIGQUIT)
+            shutdown_at_ms = now_ms() + AGENT_TERM_GRACE_MS;
+    }
+}
+
+static int listen_on(const char *path)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    mode_t old = umask(0077);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (rc < 0 || listen(fd, AGENT_MAX_CLIENTS) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int agent_serve(const agent_config *config)
+{
+    cfg = *config;
+    agent_uid = getuid();
+    start_ms = last_activity_ms = now_ms();
+    for (int i = 0; i < AGENT_MAX_CLIENTS; i++) {
+        clients[i].fd = -1;
+        clients[i].wfd = -1;
+    }
+    /* Nobody in the sandbox may read our memory through /proc (same-uid in rootless boxes). */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    int forwarded[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+        sigaddset(&set, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sig_fd < 0) {
+        fprintf(stderr, "sbx-agent: signalfd: %s\n", strerror(errno));
+        return 1;
+    }
+    if (files_init(cfg.workdir) < 0) {
+        fprintf(stderr, "sbx-agent: cannot open the root directory: %s\n", strerror(errno));
+        return 1;
+    }
+    listen_fd = listen_on(cfg.socket_path);
+    if (listen_fd < 0) {
+        fprintf(stderr, "sbx-agent: cannot listen on %s: %s\n", cfg.socket_path,
+                strerror(-listen_fd));
+        return 1;
+    }
+    if (cfg.ready_fd >= 0) {
+        ssize_t w = write(cfg.ready_fd, "OK\n", 3);
+        (void)w;
+        close(cfg.ready_fd);
+    }
+    static struct pollfd pfd[2 + AGENT_MAX_CLIENTS + AGENT_MAX_COMMANDS * 2 + 4];
+    static int kind[sizeof pfd / sizeof pfd[0]], index_of[sizeof pfd / sizeof pfd[0]];
+    enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1 };
+    for (;;) {
+        int n = 0;
+        pfd[n] = (struct pollfd){listen_fd, POLLIN, 0};
+        kind[n++] = K_LISTEN;
+        pfd[n] = (struct pollfd){sig_fd, POLLIN, 0};
+        kind[n++] = K_SIG;
+        int clients_open = 0;
+        for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
+            if (clients[i].fd >= 0) {
+                pfd[n] = (struct pollfd){clients[i].fd, POLLIN, 0};
+                kind[n] = K_CLIENT;
+                index_of[n++] = i;
+                clients_open++;
+            }
+        int64_t now = now_ms(), wake = -1;
+        for (int i = 0; i < AGENT_MAX_COMMANDS; i++) {
+            command *c = &commands[i];
+            if (!c->used || !c->running)
+                continue;
+            if (c->deadline_ms && !c->timed_out) {
+                if (now >= c->deadline_ms) {
+                    c->timed_out = true;
+                    kill_tree(c);
+                } else if (wake < 0 || c->deadline_ms < wake) {
+                    wake = c->deadline_ms;
+                }
+            }
+            if (c->is_kernel)
+                continue;
+            for (int s = 0; s < 2; s++)
+                if (c->out_fd[s] >= 0) {
+                    pfd[n] = (struct pollfd){c->out_fd[s], POLLIN, 0};
+                    kind[n] = s == 0 ? K_OUT0 : K_OUT1;
+                    index_of[n++] = i;
+                }
+        }
+        if (py.pid > 0) {
+            if (py.rep_fd >= 0) {
+                pfd[n] = (struct pollfd){py.rep_fd, POLLIN, 0};
+                kind[n++] = K_KREP;
+            }
+            for (int s = 0; s < 2; s++)
+                if (py.out_fd[s] >= 0) {
+                    pfd[n] = (struct pollfd){py.out_fd[s], POLLIN, 0};
+                    kind[n++] = s == 0 ? K_KOUT0 : K_KOUT1;
+                }
+        }
+        int running = running_count();
+        if (shutdown_at_ms) {
+            if (running == 0 || now >= shutdown_at_ms)
+                return 0;
+            if (wake < 0 || shutdown_at_ms < wake)
+                wake = shutdown_at_ms;
+        }
+        if (cfg.idle_ttl_s > 0 && clients_open == 0 && running == 0) {
+            int64_t idle_end = last_activity_ms + cfg.idle_ttl_s * 1000;
+            if (now >= idle_end)
+                return 0; /* PID 1 exits: the kernel tears the sandbox down */
+            if (wake < 0 || idle_end < wake)
+                wake = idle_end;
+        }
+        int timeout = wake < 0 ? -1 : (int)(wake - now > INT_MAX ? INT_MAX : wake - now);
+        int r = poll(pfd, (nfds_t)n, timeout);
+        if (r < 0 && errno != EINTR)
+            return 1;
+        for (int i = 0; r > 0 && i < n; i++) {
+            if (!pfd[i].revents)
+                continue;
+            switch (kind[i]) {
+            case K_LISTEN: accept_client(); break;
+            case K_SIG: handle_signals(); break;
+            case K_CLIENT:
+                if (clients[index_of[i]].fd == pfd[i].fd)
+                    handle_client(index_of[i]);
+                break;
+            case K_OUT0:
+            case K_OUT1:
+                if (commands[index_of[i]].out_fd[kind[i] - K_OUT0] == pfd[i].fd)
+                    pump(&commands[index_of[i]], kind[i] - K_OUT0);
+                break;
+            case K_KREP:
+                if (py.rep_fd == pfd[i].fd)
+                    kernel_reply();
+                break;
+            case K_KOUT0:
+            case K_KOUT1: {
+                int s = kind[i] - K_KOUT0;
+                if (py.out_fd[s] != pfd[i].fd)
+                    break;
+                if (py.busy >= 0) {
+                    pump(&commands[py.busy], s);
+                } else {
+                    /* output between calls (a background thread): keep the pipe drained */
+                    ssize_t got = read(py.out_fd[s], chunk, sizeof chunk);
+                    if (got == 0) {
+                        close(py.out_fd[s]);
+                        py.out_fd[s] = -1;
+                    }
+                }
+                break;
+            }
+            }
+        }
+        reap();
+    }
+}
