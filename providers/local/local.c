@@ -1,0 +1,1102 @@
+/* local.c - the `local` provider: sandboxes made of Linux namespaces on this host, each run by
+ * its own sbx-agent as PID 1 (DESIGN §8 local, §9).
+ *
+ * create: state dir under the runtime dir (0700: meta + the agent socket's directory), cgroups
+ * with the policy's limits (v1 or v2; root only), then `sbx-agent boot` builds the namespaces
+ * and detaches; we read back its pid. attach: check the pid (and its start time, against pid
+ * reuse) and connect to the socket. destroy: SIGKILL to PID 1 ends the whole pid namespace;
+ * then cgroups and the state dir are removed. Everything a sandbox needs survives the process
+ * that created it: any new process can attach by id.
+ *
+ * Honesty: a limit this host cannot apply (no cgroups when rootless, allowlists) is reported by
+ * check_policy and refused under strict; never silently ignored.
+ * This file must not read config files (it gets its options block) or speak the wire.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "providers/common/agent_client.h"
+#include "providers/local/local.h"
+#include "sbx/provider.h"
+
+extern char **environ;
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static const sbx_option_spec local_options[] = {
+    {"rootfs", SBX_OPT_STRING, "host", NULL, 0, 0,
+     "'host': a minimal root of read-only host binds (see binds); else a directory used as the "
+     "read-only root"},
+    {"binds", SBX_OPT_LIST, LOCAL_DEFAULT_BINDS, NULL, 0, 0,
+     "host paths bound read-only at the same place (absent ones are skipped)"},
+    {"extra_binds", SBX_OPT_LIST, "", NULL, 0, 0, "more read-only host paths, added to binds"},
+    {"workdir", SBX_OPT_STRING, "/workspace", NULL, 0, 0,
+     "writable working directory (a size-bounded tmpfs)"},
+    {"workspace_mb", SBX_OPT_INT, "1024", NULL, 1, 1048576,
+     "size of the workspace when the policy sets no disk_mb"},
+    {"tmp_mb", SBX_OPT_INT, "256", NULL, 1, 1048576, "size of the private /tmp"},
+    {"idle_ttl_s", SBX_OPT_INT, "86400", NULL, 0, 31536000,
+     "the sandbox tears itself down after this long without use (0 = never)"},
+    {"uid_base", SBX_OPT_INT, "1500000000", NULL, 65536, 4294901759LL,
+     "root only: host uid/gid that the sandbox's uid 0 maps to (65536 ids from there)"},
+    {"program_uid", SBX_OPT_INT, "1000", NULL, 1, 65535, "uid programs run as inside"},
+    {"program_gid", SBX_OPT_INT, "1000", NULL, 1, 65535, "gid programs run as inside"},
+    {"nofile", SBX_OPT_INT, "1024", NULL, 16, 1048576, "RLIMIT_NOFILE of programs"},
+    {"agent", SBX_OPT_STRING, NULL, NULL, 0, 0,
+     "path of sbx-agent (default: $SBX_AGENT, the build tree, libexec)"},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
+};
+
+/* The config module (sbx_options_*) may be absent from a link that never loads a config:
+ * weak references fall back to each option's default. */
+#pragma weak sbx_options_get
+#pragma weak sbx_options_get_int
+#pragma weak sbx_options_get_list
+
+static const sbx_option_spec *spec_of(const char *key)
+{
+    for (const sbx_option_spec *s = local_options; s->key; s++)
+        if (strcmp(s->key, key) == 0)
+            return s;
+    return NULL;
+}
+
+static const char *opt_str(const sbx_options *o, const char *key)
+{
+    if (o && sbx_options_get)
+        return sbx_options_get(o, key);
+    const sbx_option_spec *s = spec_of(key);
+    return s ? s->default_value : NULL;
+}
+
+static int64_t opt_int(const sbx_options *o, const char *key)
+{
+    if (o && sbx_options_get_int)
+        return sbx_options_get_int(o, key);
+    const sbx_option_spec *s = spec_of(key);
+    return s && s->default_value ? strtoll(s->default_value, NULL, 10) : 0;
+}
+
+/* Appends the items of a list option to binds (comma-split default when no options). */
+static bool opt_list(const sbx_options *o, const char *key, sbx_strlist *out)
+{
+    if (o && sbx_options_get_list) {
+        const char *const *items;
+        size_t n = sbx_options_get_list(o, key, &items);
+        for (size_t i = 0; i < n; i++)
+            if (!sbx_strlist_add(out, items[i]))
+                return false;
+        return true;
+    }
+    const sbx_option_spec *s = spec_of(key);
+    const char *d = s && s->default_value ? s->default_value : "";
+    while (*d) {
+        const char *comma = strchr(d, ',');
+        size_t len = comma ? (size_t)(comma - d) : strlen(d);
+        char item[PATH_MAX];
+        if (len && len < sizeof item) {
+            memcpy(item, d, len);
+            item[len] = '\0';
+            if (!sbx_strlist_add(out, item))
+                return false;
+        }
+        d += len + (comma ? 1 : 0);
+    }
+    return true;
+}
+
+/* ---- provider state ------------------------------------------------------------------------- */
+
+typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
+
+/* Longest runtime directory: the agent socket path under it must fit sun_path (108 bytes). */
+#define LOCAL_MAX_RUNTIME_DIR 72
+/* Longest cgroup directory we create (a v1 hierarchy path plus our own nesting). */
+#define LOCAL_MAX_CGROUP_DIR 1024
+
+typedef struct local_provider {
+    char runtime_dir[LOCAL_MAX_RUNTIME_DIR + 1];
+    char agent_path[PATH_MAX];
+    char rootfs[PATH_MAX]; /* "" = host binds */
+    sbx_strlist binds;
+    char workdir[256];
+    int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, program_uid, program_gid, nofile;
+    bool rootless;
+    cg_mode cg;
+    char cg_why[256];                 /* why cgroups are unavailable (for messages) */
+    char cg_base[3][LOCAL_MAX_CGROUP_DIR]; /* v1: memory, pids, cpu parents; v2: [0] only */
+} local_provider;
+
+typedef struct local_sandbox {
+    sbx_sandbox base; /* first: the engine sees this */
+    local_provider *lp;
+    char state_dir[LOCAL_MAX_RUNTIME_DIR + 32];
+    char socket_path[LOCAL_MAX_RUNTIME_DIR + 64];
+    char oom_file[LOCAL_MAX_CGROUP_DIR + 64]; /* memory.oom_control / memory.events, or "" */
+    sbx_agent_conn *conn;
+} local_sandbox;
+
+static const char *cg_v1_names[3] = {"memory", "pids", "cpu"};
+
+/* Reads a small file into buf (NUL-terminated); false when it cannot. */
+static bool read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
+static bool write_small(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text);
+}
+
+/* This process's cgroup path for a v1 controller (or "" for v2's unified line). */
+static bool own_cgroup(const char *controller, char *out, size_t cap)
+{
+    char buf[4096];
+    if (!read_small("/proc/self/cgroup", buf, sizeof buf))
+        return false;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctls = c1 + 1;
+        bool match = false;
+        if (controller == NULL) {
+            match = ctls[0] == '\0';
+        } else {
+            char copy[256];
+            snprintf(copy, sizeof copy, "%s", ctls);
+            for (char *save, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                if (strcmp(t, controller) == 0)
+                    match = true;
+        }
+        if (match) {
+            snprintf(out, cap, "%s", strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Finds where sandbox cgroups go; sets lp->cg (CG_NONE with the reason when unavailable). */
+static void detect_cgroups(local_provider *lp)
+{
+    lp->cg = CG_NONE;
+    if (lp->rootless) {
+        snprintf(lp->cg_why, sizeof lp->cg_why,
+                 "rootless: no delegated cgroup to put sandboxes in (run as root, or use a "
+                 "profile without memory_mb/pids/cpu, or lenient: true)");
+        return;
+    }
+    struct statfs sfs;
+    if (statfs("/sys/fs/cgroup", &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
+        /* v2: a top-level "sbx" cgroup with memory, pids and cpu enabled for its children */
+        snprintf(lp->cg_base[0], sizeof lp->cg_base[0], "/sys/fs/cgroup/sbx");
+        if ((mkdir(lp->cg_base[0], 0755) < 0 && errno != EEXIST) ||
+            !write_small("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids +cpu") ||
+            !write_small("/sys/fs/cgroup/sbx/cgroup.subtree_control", "+memory +pids +cpu")) {
+            snprintf(lp->cg_why, sizeof lp->cg_why,
+                     "cgroup v2: cannot enable memory/pids/cpu for /sys/fs/cgroup/sbx (%s)",
+                     strerror(errno));
+            return;
+        }
+        lp->cg = CG_V2;
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        char own[LOCAL_MAX_CGROUP_DIR - 64], probe[PATH_MAX + 64];
+        snprintf(probe, sizeof probe, "/sys/fs/cgroup/%s/cgroup.procs", cg_v1_names[i]);
+        if (access(probe, W_OK) != 0 || !own_cgroup(cg_v1_names[i], own, sizeof own)) {
+            snprintf(lp->cg_why, sizeof lp->cg_why,
+                     "cgroup v1 controller '%s' is not mounted writable at /sys/fs/cgroup/%s",
+                     cg_v1_names[i], cg_v1_names[i]);
+            return;
+        }
+        snprintf(lp->cg_base[i], sizeof lp->cg_base[i], "/sys/fs/cgroup/%s%s/sbx",
+                 cg_v1_names[i], own);
+        if (mkdir(lp->cg_base[i], 0755) < 0 && errno != EEXIST) {
+            snprintf(lp->cg_why, sizeof lp->cg_why, "cannot create %s: %s", lp->cg_base[i],
+                     strerror(errno));
+            return;
+        }
+    }
+    lp->cg = CG_V1;
+}
+
+static sbx_status make_dir(const char *path, mode_t mode, sbx_error *err)
+{
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "cannot create %s: %s (set sandbox.runtime_dir to a writable place)",
+                             path, strerror(errno));
+    return SBX_OK;
+}
+
+static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
+{
+    local_provider *lp = calloc(1, sizeof *lp);
+    if (!lp)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    const sbx_options *o = ctx ? ctx->options : NULL;
+    lp->rootless = geteuid() != 0;
+    if (ctx && ctx->runtime_dir && ctx->runtime_dir[0]) {
+        snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "%.*s", LOCAL_MAX_RUNTIME_DIR,
+                 ctx->runtime_dir);
+    } else if (!lp->rootless) {
+        snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "/run/sbx");
+    } else {
+        const char *x = getenv("XDG_RUNTIME_DIR");
+        if (x && x[0] == '/' && strlen(x) + 4 < LOCAL_MAX_RUNTIME_DIR)
+            snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "%.*s/sbx",
+                     LOCAL_MAX_RUNTIME_DIR - 4, x);
+        else
+            snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "/tmp/sbx-%u", (unsigned)getuid());
+    }
+    if (strlen(lp->runtime_dir) >= LOCAL_MAX_RUNTIME_DIR) {
+        sbx_error_set(err, SBX_E_CONFIG,
+                      "runtime directory %s is longer than %d bytes: the agent socket below it "
+                      "would not fit a unix socket path; set sandbox.runtime_dir shorter",
+                      lp->runtime_dir, LOCAL_MAX_RUNTIME_DIR - 1);
+        free(lp);
+        return SBX_E_CONFIG;
+    }
+    /* root: 0711 so a sandbox's mapped root (not host root) can reach its own 0700 state dir
+     * during setup, without being able to list the others */
+    sbx_status st = make_dir(lp->runtime_dir, lp->rootless ? 0700 : 0711, err);
+    struct stat rst;
+    if (st == SBX_OK && (lstat(lp->runtime_dir, &rst) < 0 || !S_ISDIR(rst.st_mode) ||
+                         rst.st_uid != geteuid()))
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "runtime directory %s is not a directory owned by uid %u; remove it "
+                           "or choose another sandbox.runtime_dir",
+                           lp->runtime_dir, (unsigned)geteuid());
+    if (st == SBX_OK)
+        chmod(lp->runtime_dir, lp->rootless ? 0700 : 0711);
+    const char *agent = opt_str(o, "agent");
+    if (st == SBX_OK) {
+        if (agent && agent[0])
+            snprintf(lp->agent_path, sizeof lp->agent_path, "%s", agent);
+        else
+            st = sbx_agent_binary_path(lp->agent_path, sizeof lp->agent_path, err);
+    }
+    const char *rootfs = opt_str(o, "rootfs");
+    if (rootfs && strcmp(rootfs, "host") != 0)
+        snprintf(lp->rootfs, sizeof lp->rootfs, "%s", rootfs);
+    if (st == SBX_OK && (!opt_list(o, "binds", &lp->binds) || !opt_list(o, "extra_binds", &lp->binds)))
+        st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    const char *wd = opt_str(o, "workdir");
+    snprintf(lp->workdir, sizeof lp->workdir, "%s", wd && wd[0] ? wd : "/workspace");
+    if (st == SBX_OK && (lp->workdir[0] != '/' || strstr(lp->workdir, "..") ||
+                         strcmp(lp->workdir, "/") == 0))
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "local.workdir '%s' must be an absolute path below / without '..'",
+                           lp->workdir);
+    lp->workspace_mb = opt_int(o, "workspace_mb");
+    lp->tmp_mb = opt_int(o, "tmp_mb");
+    lp->idle_ttl_s = opt_int(o, "idle_ttl_s");
+    lp->uid_base = opt_int(o, "uid_base");
+    lp->program_uid = opt_int(o, "program_uid");
+    lp->program_gid = opt_int(o, "program_gid");
+    lp->nofile = opt_int(o, "nofile");
+    if (st != SBX_OK) {
+        sbx_strlist_clear(&lp->binds);
+        free(lp);
+        return st;
+    }
+    detect_cgroups(lp);
+    /* Sandboxes destroyed by this process are reaped by it instead of lingering as zombies of
+     * an init that may not reap (PID 1 of a container); boot processes hand their child to
+     * the nearest subreaper. We only ever wait for pids we created. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    *state = lp;
+    return SBX_OK;
+}
+
+static void local_close(void *state)
+{
+    local_provider *lp = state;
+    if (!lp)
+        return;
+    sbx_strlist_clear(&lp->binds);
+    free(lp);
+}
+
+static void local_capabilities(void *state, sbx_capabilities *caps)
+{
+    local_provider *lp = state;
+    caps->isolation = SBX__V1__ISOLATION__ISOLATION_OS_POLICY;
+    caps->shell = true;
+    sbx_add_string(&caps->n_languages, &caps->languages, "python");
+    sbx_add_string(&caps->n_languages, &caps->languages, "bash");
+    caps->files = true;
+    caps->package_install = false;
+    caps->stateful = true;
+    caps->attach = true;
+    caps->provisions = true;
+    caps->attaches_external = false;
+    caps->principal_user = false;
+    caps->policy_network = true;
+    caps->policy_network_domains = false;
+    caps->policy_filesystem = false;
+    caps->policy_resources = lp && lp->cg != CG_NONE;
+    caps->streaming = true;
+}
+
+static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strlist *un,
+                                     sbx_error *err)
+{
+    local_provider *lp = state;
+    bool ok = true;
+    if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST)
+        ok = ok && sbx_strlist_add(un, "network_egress=allowlist");
+    if (p->n_fs_read)
+        ok = ok && sbx_strlist_add(un, "fs_read");
+    if (p->n_fs_write)
+        ok = ok && sbx_strlist_add(un, "fs_write");
+    if (lp->cg == CG_NONE) {
+        if (p->memory_mb)
+            ok = ok && sbx_strlist_add(un, "memory_mb");
+        if (p->pids)
+            ok = ok && sbx_strlist_add(un, "pids");
+        if (p->cpu > 0)
+            ok = ok && sbx_strlist_add(un, "cpu");
+    }
+    if (!ok)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    return SBX_OK;
+}
+
+/* ---- ids and state ----------------------------------------------------------------------- */
+
+/* Sandbox ids are "l-" + 16 hex digits; anything else is refused before it touches a path. */
+static bool valid_id(const char *id)
+{
+    if (!id || strncmp(id, "l-", 2) != 0 || strlen(id) != 18)
+        return false;
+    for (const char *p = id + 2; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+static void new_id(char out[19])
+{
+    uint8_t b[8];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    snprintf(out, 19, "l-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5],
+             b[6], b[7]);
+}
+
+typedef struct meta {
+    long pid;
+    unsigned long long start; /* /proc/<pid>/stat field 22 */
+    char cg[3][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
+    int n_cg;
+} meta;
+
+static unsigned long long proc_start_time(long pid, char *state_out)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (!read_small(path, buf, sizeof buf))
+        return 0;
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    char state = '?';
+    unsigned long long start = 0;
+    /* fields after the comm: 3 state ... 22 starttime */
+    int field = 2;
+    for (char *t = p + 1; *t && field < 22;) {
+        while (*t == ' ')
+            t++;
+        field++;
+        if (field == 3)
+            state = *t;
+        if (field == 22)
+            start = strtoull(t, NULL, 10);
+        while (*t && *t != ' ')
+            t++;
+    }
+    if (state_out)
+        *state_out = state;
+    return start;
+}
+
+static bool meta_read(const char *state_dir, meta *m)
+{
+    char path[PATH_MAX + 16], buf[8192];
+    memset(m, 0, sizeof *m);
+    snprintf(path, sizeof path, "%s/meta", state_dir);
+    if (!read_small(path, buf, sizeof buf))
+        return false;
+    for (char *save, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "pid ", 4) == 0)
+            m->pid = strtol(line + 4, NULL, 10);
+        else if (strncmp(line, "start ", 6) == 0)
+            m->start = strtoull(line + 6, NULL, 10);
+        else if (strncmp(line, "cgroup /sys/fs/cgroup/", 22) == 0 && m->n_cg < 3 &&
+                 !strstr(line, "/../"))
+            snprintf(m->cg[m->n_cg++], sizeof m->cg[0], "%s", line + 7);
+    }
+    return m->pid > 1;
+}
+
+/* True while the sandbox's PID 1 is the process we started (not a reused pid, not a zombie). */
+static bool meta_alive(const meta *m)
+{
+    char state = '?';
+    unsigned long long start = proc_start_time(m->pid, &state);
+    return start != 0 && start == m->start && state != 'Z' && state != 'X';
+}
+
+static void state_paths(const local_provider *lp, const char *id, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/%s", lp->runtime_dir, id);
+}
+
+static void remove_state_dir(const char *dir)
+{
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/box/agent.sock", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/box", dir);
+    rmdir(p);
+    snprintf(p, sizeof p, "%s/meta", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/meta.tmp", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
+/* Kills whatever is left in a cgroup and removes it (retrying while the kernel finishes). */
+static void remove_cgroup(const char *dir)
+{
+    char procs[PATH_MAX + 32], buf[8192];
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+    for (int attempt = 0; attempt < 400; attempt++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return;
+        if (read_small(procs, buf, sizeof buf))
+            for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+                kill((pid_t)strtol(t, NULL, 10), SIGKILL);
+        usleep(5000);
+    }
+}
+
+/* Waits (bounded) until pid is gone; reaps it when it is our child (we are a subreaper). */
+static void wait_gone(long pid, unsigned long long start)
+{
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        int st;
+        pid_t r = waitpid((pid_t)pid, &st, WNOHANG);
+        if (r == (pid_t)pid)
+            return;
+        char state = '?';
+        unsigned long long s = proc_start_time(pid, &state);
+        if (s != start || (r < 0 && (state == 'Z' || state == 'X')))
+            return; /* gone, reused, or a zombie that is not ours to reap */
+        usleep(attempt < 20 ? 500 : 5000);
+    }
+}
+
+/* ---- create ----------------------------------------------------------------------------- */
+
+static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_policy *p,
+                                char cg[3][LOCAL_MAX_CGROUP_DIR + 32], int *n_cg,
+                                sbx_error *err)
+{
+    *n_cg = 0;
+    if (lp->cg == CG_NONE)
+        return SBX_OK;
+    int count = lp->cg == CG_V1 ? 3 : 1;
+    for (int i = 0; i < count; i++) {
+        snprintf(cg[i], sizeof cg[0], "%s/%s", lp->cg_base[i], id);
+        if (mkdir(cg[i], 0755) < 0)
+            return sbx_error_set(err, SBX_E_PROVISION, "cannot create cgroup %s: %s", cg[i],
+                                 strerror(errno));
+        (*n_cg)++;
+    }
+    char path[PATH_MAX + 64], val[64];
+    bool ok = true;
+    const char *what = "";
+    if (lp->cg == CG_V1) {
+        if (p->memory_mb) {
+            snprintf(val, sizeof val, "%llu", (unsigned long long)p->memory_mb << 20);
+            snprintf(path, sizeof path, "%s/memory.limit_in_bytes", cg[0]);
+            ok = write_small(path, val);
+            what = "memory.limit_in_bytes";
+            /* no swap beyond the limit, where the kernel accounts swap */
+            snprintf(path, sizeof path, "%s/memory.memsw.limit_in_bytes", cg[0]);
+            if (ok && access(path, W_OK) == 0)
+                write_small(path, val);
+        }
+        if (ok && p->pids) {
+            snprintf(val, sizeof val, "%u", p->pids);
+            snprintf(path, sizeof path, "%s/pids.max", cg[1]);
+            ok = write_small(path, val);
+            what = "pids.max";
+        }
+        if (ok && p->cpu > 0) {
+            snprintf(path, sizeof path, "%s/cpu.cfs_period_us", cg[2]);
+            ok = write_small(path, "100000");
+            snprintf(val, sizeof val, "%lld", (long long)(p->cpu * 100000.0 + 0.5));
+            snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", cg[2]);
+            ok = ok && write_small(path, val);
+            what = "cpu.cfs_quota_us";
+        }
+    } else {
+        if (p->memory_mb) {
+            snprintf(val, sizeof val, "%llu", (unsigned long long)p->memory_mb << 20);
+            snprintf(path, sizeof path, "%s/memory.max", cg[0]);
+            ok = write_small(path, val);
+            snprintf(path, sizeof path, "%s/memory.swap.max", cg[0]);
+            if (ok && access(path, W_OK) == 0)
+                write_small(path, "0");
+            what = "memory.max";
+        }
+        if (ok && p->pids) {
+            snprintf(val, sizeof val, "%u", p->pids);
+            snprintf(path, sizeof path, "%s/pids.max", cg[0]);
+            ok = write_small(path, val);
+            what = "pids.max";
+        }
+        if (ok && p->cpu > 0) {
+            snprintf(val, sizeof val, "%lld 100000", (long long)(p->cpu * 100000.0 + 0.5));
+            snprintf(path, sizeof path, "%s/cpu.max", cg[0]);
+            ok = write_small(path, val);
+            what = "cpu.max";
+        }
+    }
+    if (!ok)
+        return sbx_error_set(err, SBX_E_POLICY,
+                             "cannot apply the policy limit %s in %s: %s (the limit is not "
+                             "enforceable on this host)",
+                             what, cg[0], strerror(errno));
+    return SBX_OK;
+}
+
+/* Runs `sbx-agent boot ...`, collecting its stdout ("pid=N") and stderr (the reason of a
+ * failure). Returns the sandbox's host pid or -1 with err set. */
+static long run_boot(local_provider *lp, char **argv, sbx_error *err)
+{
+    int out[2], errp[2];
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return sbx_error_set(err, SBX_E_PROVISION, "pipe: %s", strerror(errno)), -1;
+    if (pipe2(errp, O_CLOEXEC) < 0) {
+        close(out[0]);
+        close(out[1]);
+        return sbx_error_set(err, SBX_E_PROVISION, "pipe: %s", strerror(errno)), -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &all);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t boot;
+    static char *const empty_env[] = {NULL};
+    int rc = posix_spawn(&boot, lp->agent_path, &fa, &at, argv, empty_env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(out[1]);
+    close(errp[1]);
+    if (rc != 0) {
+        close(out[0]);
+        close(errp[0]);
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot run %s: %s", lp->agent_path,
+                             strerror(rc)),
+               -1;
+    }
+    char obuf[256] = "", ebuf[1200] = "";
+    size_t olen = 0, elen = 0;
+    struct pollfd pf[2] = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}};
+    int64_t deadline = sbx_monotonic_ms() + 60000;
+    while ((pf[0].fd >= 0 || pf[1].fd >= 0) && sbx_monotonic_ms() < deadline) {
+        if (poll(pf, 2, 1000) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !pf[i].revents)
+                continue;
+            char *b = i == 0 ? obuf : ebuf;
+            size_t *l = i == 0 ? &olen : &elen;
+            size_t cap = i == 0 ? sizeof obuf : sizeof ebuf;
+            ssize_t n = read(pf[i].fd, b + *l, cap - 1 - *l);
+            if (n > 0) {
+                *l += (size_t)n;
+                b[*l] = '\0';
+            }
+            if (n <= 0 || *l >= cap - 1) {
+                close(pf[i].fd);
+                pf[i].fd = -1;
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (pf[i].fd >= 0)
+            close(pf[i].fd);
+    int wst = 0;
+    waitpid(boot, &wst, 0);
+    char *nl = strchr(ebuf, '\n');
+    if (nl)
+        *nl = '\0';
+    long pid = strncmp(obuf, "pid=", 4) == 0 ? strtol(obuf + 4, NULL, 10) : -1;
+    if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || pid <= 1)
+        return sbx_error_set(err, SBX_E_PROVISION, "%s",
+                             ebuf[0] ? ebuf : "sbx-agent boot failed without a message"),
+               -1;
+    return pid;
+}
+
+static sbx_status open_sandbox(local_provider *lp, const char *id, local_sandbox **out,
+                               sbx_error *err)
+{
+    local_sandbox *sb = calloc(1, sizeof *sb);
+    if (!sb || !(sb->base.id = strdup(id))) {
+        free(sb);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    sb->lp = lp;
+    state_paths(lp, id, sb->state_dir, sizeof sb->state_dir);
+    snprintf(sb->socket_path, sizeof sb->socket_path, "%s/box/agent.sock", sb->state_dir);
+    *out = sb;
+    return SBX_OK;
+}
+
+static void sandbox_free(local_sandbox *sb)
+{
+    if (!sb)
+        return;
+    sbx_agent_close(sb->conn);
+    free(sb->base.id);
+    free(sb);
+}
+
+static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err);
+
+static sbx_status local_create(void *state, const sbx_session_handle *session,
+                               const sbx_principal *principal, const sbx_policy *policy,
+                               sbx_sandbox **out, sbx_error *err)
+{
+    (void)session;
+    (void)principal;
+    local_provider *lp = state;
+    *out = NULL;
+    static const sbx_policy empty = SBX__V1__POLICY__INIT;
+    if (!policy)
+        policy = &empty;
+    sbx_strlist un = {0};
+    sbx_status st = local_check_policy(lp, policy, &un, err);
+    if (st == SBX_OK && un.n && !policy->lenient) {
+        char *list = sbx_strlist_join(&un, ", ");
+        st = sbx_error_set(err, SBX_E_POLICY,
+                           "the local provider cannot enforce: %s%s%s; relax the policy or set "
+                           "lenient: true",
+                           list ? list : "?", lp->cg == CG_NONE ? " -- " : "",
+                           lp->cg == CG_NONE ? lp->cg_why : "");
+        free(list);
+    }
+    sbx_strlist_clear(&un);
+    if (st != SBX_OK)
+        return st;
+    char id[19];
+    new_id(id);
+    local_sandbox *sb;
+    st = open_sandbox(lp, id, &sb, err);
+    if (st != SBX_OK)
+        return st;
+    char box[PATH_MAX + 8];
+    snprintf(box, sizeof box, "%s/box", sb->state_dir);
+    st = make_dir(sb->state_dir, 0700, err);
+    if (st == SBX_OK)
+        st = make_dir(box, 0700, err);
+    if (st == SBX_OK && !lp->rootless &&
+        (chown(sb->state_dir, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0 ||
+         chown(box, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0))
+        st = sbx_error_set(err, SBX_E_PROVISION, "cannot hand %s to the sandbox's uid %lld: %s",
+                           sb->state_dir, (long long)lp->uid_base, strerror(errno));
+    meta m;
+    memset(&m, 0, sizeof m);
+    if (st == SBX_OK)
+        st = setup_cgroups(lp, id, policy, m.cg, &m.n_cg, err);
+    /* the meta file names the cgroups before anything runs in them, so a failed create is
+     * still cleaned up by destroy */
+    char meta_path[PATH_MAX + 16], tmp_path[PATH_MAX + 16];
+    snprintf(meta_path, sizeof meta_path, "%s/meta", sb->state_dir);
+    snprintf(tmp_path, sizeof tmp_path, "%s/meta.tmp", sb->state_dir);
+    char text[4 * PATH_MAX + 128];
+    size_t tl = 0;
+    if (st == SBX_OK) {
+        char *argv[64 + 2 * 64];
+        int ac = 0;
+        char a_ws[32], a_tmp[32], a_ttl[32], a_uid[32], a_pu[32], a_pg[32], a_nf[32];
+        char cgp[3][LOCAL_MAX_CGROUP_DIR + 64];
+        argv[ac++] = "sbx-agent";
+        argv[ac++] = "boot";
+        argv[ac++] = "--box";
+        argv[ac++] = box;
+        if (lp->rootfs[0]) {
+            argv[ac++] = "--rootfs";
+            argv[ac++] = lp->rootfs;
+        } else {
+            for (size_t i = 0; i < lp->binds.n && i < 60; i++) {
+                argv[ac++] = "--bind";
+                argv[ac++] = lp->binds.items[i];
+            }
+        }
+        argv[ac++] = "--net";
+        argv[ac++] = policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
+                         ? "allow"
+                         : "deny";
+        uint64_t ws = policy->disk_mb ? policy->disk_mb : (uint64_t)lp->workspace_mb;
+        snprintf(a_ws, sizeof a_ws, "%llu", (unsigned long long)ws);
+        argv[ac++] = "--workspace-mb";
+        argv[ac++] = a_ws;
+        snprintf(a_tmp, sizeof a_tmp, "%lld", (long long)lp->tmp_mb);
+        argv[ac++] = "--tmp-mb";
+        argv[ac++] = a_tmp;
+        snprintf(a_ttl, sizeof a_ttl, "%lld", (long long)lp->idle_ttl_s);
+        argv[ac++] = "--idle-ttl";
+        argv[ac++] = a_ttl;
+        argv[ac++] = "--workdir";
+        argv[ac++] = lp->workdir;
+        snprintf(a_nf, sizeof a_nf, "%lld", (long long)lp->nofile);
+        argv[ac++] = "--nofile";
+        argv[ac++] = a_nf;
+        if (lp->rootless) {
+            argv[ac++] = "--rootless";
+        } else {
+            snprintf(a_uid, sizeof a_uid, "%lld", (long long)lp->uid_base);
+            argv[ac++] = "--uid-base";
+            argv[ac++] = a_uid;
+            snprintf(a_pu, sizeof a_pu, "%lld", (long long)lp->program_uid);
+            argv[ac++] = "--prog-uid";
+            argv[ac++] = a_pu;
+            snprintf(a_pg, sizeof a_pg, "%lld", (long long)lp->program_gid);
+            argv[ac++] = "--prog-gid";
+            argv[ac++] = a_pg;
+        }
+        for (int i = 0; i < m.n_cg; i++) {
+            snprintf(cgp[i], sizeof cgp[i], "%s/cgroup.procs", m.cg[i]);
+            argv[ac++] = "--cgroup-procs";
+            argv[ac++] = cgp[i];
+        }
+        argv[ac] = NULL;
+        long pid = run_boot(lp, argv, err);
+        if (pid < 0) {
+            st = err ? err->code : SBX_E_PROVISION;
+            if (st == SBX_OK)
+                st = SBX_E_PROVISION;
+        } else {
+            m.pid = pid;
+            m.start = proc_start_time(pid, NULL);
+        }
+    }
+    /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
+    tl += (size_t)snprintf(text + tl, sizeof text - tl, "pid %ld\nstart %llu\n", m.pid, m.start);
+    for (int i = 0; i < m.n_cg; i++)
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "cgroup %s\n", m.cg[i]);
+    int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        if (write(fd, text, tl) != (ssize_t)tl && st == SBX_OK)
+            st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s", tmp_path);
+        close(fd);
+        if (rename(tmp_path, meta_path) < 0 && st == SBX_OK)
+            st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s", meta_path);
+    } else if (st == SBX_OK) {
+        st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s: %s", tmp_path, strerror(errno));
+    }
+    if (st == SBX_OK)
+        st = sbx_agent_connect(sb->socket_path, sbx_monotonic_ms() + 10000, &sb->conn, err);
+    if (st == SBX_OK && lp->cg != CG_NONE) {
+        if (lp->cg == CG_V1)
+            snprintf(sb->oom_file, sizeof sb->oom_file, "%s/memory.oom_control", m.cg[0]);
+        else
+            snprintf(sb->oom_file, sizeof sb->oom_file, "%s/memory.events", m.cg[0]);
+    }
+    if (st != SBX_OK) {
+        sbx_error keep;
+        if (err)
+            keep = *err;
+        local_destroy(lp, id, NULL);
+        /* cgroup dirs of a failed create that never got a meta file */
+        for (int i = 0; i < m.n_cg; i++)
+            remove_cgroup(m.cg[i]);
+        remove_state_dir(sb->state_dir);
+        if (err)
+            *err = keep;
+        sandbox_free(sb);
+        return st;
+    }
+    *out = &sb->base;
+    return SBX_OK;
+}
+
+/* ---- attach / destroy ------------------------------------------------------------------- */
+
+static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_principal *principal,
+                               const sbx_policy *policy, sbx_sandbox **out, sbx_error *err)
+{
+    (void)principal;
+    (void)policy;
+    local_provider *lp = state;
+    *out = NULL;
+    if (!valid_id(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE,
+                             "'%s' is not a local sandbox id (they look like l-0123456789abcdef)",
+                             sandbox_id ? sandbox_id : "");
+    local_sandbox *sb;
+    sbx_status st = open_sandbox(lp, sandbox_id, &sb, err);
+    if (st != SBX_OK)
+        return st;
+    meta m;
+    if (!meta_read(sb->state_dir, &m) || !meta_alive(&m)) {
+        sandbox_free(sb);
+        return sbx_error_set(err, SBX_E_GONE, "local sandbox %s no longer exists", sandbox_id);
+    }
+    if (m.n_cg) {
+        bool v1 = strstr(m.cg[0], "/memory/") != NULL;
+        snprintf(sb->oom_file, sizeof sb->oom_file, "%s/%s", m.cg[0],
+                 v1 ? "memory.oom_control" : "memory.events");
+    }
+    st = sbx_agent_connect(sb->socket_path, sbx_monotonic_ms() + 10000, &sb->conn, err);
+    if (st == SBX_OK)
+        st = sbx_agent_ping(sb->conn, sbx_monotonic_ms() + 10000, NULL, err);
+    if (st != SBX_OK) {
+        sandbox_free(sb);
+        return st == SBX_E_GONE ? st
+                                : sbx_error_set(err, SBX_E_GONE,
+                                                "local sandbox %s does not answer: %s",
+                                                sandbox_id, err ? err->message : "");
+    }
+    *out = &sb->base;
+    return SBX_OK;
+}
+
+static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err)
+{
+    local_provider *lp = state;
+    if (!valid_id(sandbox_id))
+        return SBX_OK; /* never ours: nothing to destroy (idempotent by contract) */
+    (void)err;
+    char dir[LOCAL_MAX_RUNTIME_DIR + 32];
+    state_paths(lp, sandbox_id, dir, sizeof dir);
+    meta m;
+    bool have = meta_read(dir, &m);
+    if (have && m.pid > 1) {
+        char state_c = '?';
+        unsigned long long start = proc_start_time(m.pid, &state_c);
+        if (start && start == m.start) {
+            /* SIGKILL to PID 1 of the pid namespace: the kernel kills every process in it */
+            kill((pid_t)m.pid, SIGKILL);
+            wait_gone(m.pid, m.start);
+        }
+    }
+    if (have)
+        for (int i = 0; i < m.n_cg; i++)
+            remove_cgroup(m.cg[i]);
+    if (access(dir, F_OK) == 0)
+        remove_state_dir(dir);
+    return SBX_OK;
+}
+
+/* ---- operations ------------------------------------------------------------------------ */
+
+static long long oom_kills(const local_sandbox *sb)
+{
+    char buf[1024];
+    if (!sb->oom_file[0] || !read_small(sb->oom_file, buf, sizeof buf))
+        return -1;
+    char *p = strstr(buf, "oom_kill ");
+    return p ? strtoll(p + 9, NULL, 10) : -1;
+}
+
+/* After a program: an OOM kill during it turns SIGNALED(9) into OOM; a dead agent is GONE. */
+static sbx_status after_run(local_sandbox *sb, long long oom_before, sbx_status st,
+                            sbx_result *result, sbx_error *err)
+{
+    long long oom_after = oom_kills(sb);
+    if (oom_before >= 0 && oom_after > oom_before &&
+        (result->outcome == SBX__V1__OUTCOME__OUTCOME_SIGNALED ||
+         (result->outcome == SBX__V1__OUTCOME__OUTCOME_NONZERO && result->exit_code == 137)))
+        result->outcome = SBX__V1__OUTCOME__OUTCOME_OOM;
+    if (st == SBX_E_PROVISION) {
+        meta m;
+        if (!meta_read(sb->state_dir, &m) || !meta_alive(&m))
+            return sbx_error_set(err, SBX_E_GONE, "local sandbox %s ended during the operation",
+                                 sb->base.id);
+    }
+    return st;
+}
+
+static sbx_status ensure_conn(local_sandbox *sb, sbx_error *err)
+{
+    if (sb->conn) {
+        /* a connection that failed (timeout mid-frame, agent restart) is replaced */
+        return SBX_OK;
+    }
+    return sbx_agent_connect(sb->socket_path, sbx_monotonic_ms() + 10000, &sb->conn, err);
+}
+
+static sbx_status local_run_command(sbx_sandbox *s, const Sbx__V1__RunCommand *op,
+                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    local_sandbox *sb = (local_sandbox *)s;
+    sbx_status st = ensure_conn(sb, err);
+    if (st != SBX_OK)
+        return st;
+    long long before = oom_kills(sb);
+    st = sbx_agent_run_command(sb->conn, op, NULL, o, result, NULL, err);
+    if (st != SBX_OK && st != SBX_E_TIMEOUT) {
+        sbx_agent_close(sb->conn);
+        sb->conn = NULL;
+    }
+    return after_run(sb, before, st, result, err);
+}
+
+static sbx_status local_run_code(sbx_sandbox *s, const Sbx__V1__RunCode *op,
+                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    local_sandbox *sb = (local_sandbox *)s;
+    const char *lang = op->language ? op->language : "";
+    bool python = strcmp(lang, "python") == 0 || strcmp(lang, "python3") == 0;
+    if (!python && strcmp(lang, "bash") != 0)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "the local provider runs python and bash code, not '%s'", lang);
+    sbx_status st = ensure_conn(sb, err);
+    if (st != SBX_OK)
+        return st;
+    long long before = oom_kills(sb);
+    st = sbx_agent_run_code(sb->conn, op, python, NULL, o, result, NULL, err);
+    if (st != SBX_OK && st != SBX_E_TIMEOUT) {
+        sbx_agent_close(sb->conn);
+        sb->conn = NULL;
+    }
+    return after_run(sb, before, st, result, err);
+}
+
+static int64_t op_deadline(const sbx_exec_opts *o)
+{
+    return o && o->deadline_mono_ms ? o->deadline_mono_ms : 0;
+}
+
+static sbx_status file_op_end(local_sandbox *sb, sbx_status st)
+{
+    if (st == SBX_E_PROVISION || st == SBX_E_TIMEOUT) {
+        sbx_agent_close(sb->conn);
+        sb->conn = NULL;
+    }
+    return st;
+}
+
+static sbx_status local_write_file(sbx_sandbox *s, const Sbx__V1__WriteFile *op,
+                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    (void)result;
+    local_sandbox *sb = (local_sandbox *)s;
+    sbx_status st = ensure_conn(sb, err);
+    if (st == SBX_OK)
+        st = sbx_agent_write_file(sb->conn, op, NULL, op_deadline(o), NULL, err);
+    return file_op_end(sb, st);
+}
+
+static sbx_status local_read_file(sbx_sandbox *s, const Sbx__V1__ReadFile *op,
+                                  const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    local_sandbox *sb = (local_sandbox *)s;
+    sbx_status st = ensure_conn(sb, err);
+    if (st == SBX_OK)
+        st = sbx_agent_read_file(sb->conn, op, op_deadline(o), result, err);
+    return file_op_end(sb, st);
+}
+
+static sbx_status local_list_files(sbx_sandbox *s, const Sbx__V1__ListFiles *op,
+                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    local_sandbox *sb = (local_sandbox *)s;
+    sbx_status st = ensure_conn(sb, err);
+    if (st == SBX_OK)
+        st = sbx_agent_list_files(sb->conn, op, op_deadline(o), result, err);
+    return file_op_end(sb, st);
+}
+
+static void local_sandbox_close(sbx_sandbox *s)
+{
+    sandbox_free((local_sandbox *)s);
+}
+
+const sbx_provider_ops sbx_provider_local = {
+    .name = "local",
+    .summary = "Linux namespaces + seccomp + cgroups on this host, run by sbx-agent (OS_POLICY)",
+    .traits = SBX_PROVIDER_PROVISIONS,
+    .options = local_options,
+    .open = local_open,
+    .close = local_close,
+    .capabilities = local_capabilities,
+    .check_policy = local_check_policy,
+    .create = local_create,
+    .attach = local_attach,
+    .destroy = local_destroy,
+    .run_code = local_run_code,
+    .run_command = local_run_command,
+    .install_packages = NULL,
+    .write_file = local_write_file,
+    .read_file = local_read_file,
+    .list_files = local_list_files,
+    .sandbox_close = local_sandbox_close,
+};
+
+const char *sbx_local_state_dir(const sbx_sandbox *s)
+{
+    return s ? ((const local_sandbox *)s)->state_dir : NULL;
+}
+
+const char *sbx_local_runtime_dir(void *provider_state)
+{
+    return provider_state ? ((local_provider *)provider_state)->runtime_dir : NULL;
+}

@@ -1,0 +1,293 @@
+/* test_local_provider.c - behaviour of the local provider through its ops table: create, run,
+ * files, stateful python, timeouts, attach, destroy. One behaviour per test.
+ */
+#include "tests/local/local_helpers.h"
+
+#include <signal.h>
+
+static int setup(void **state)
+{
+    lt_env *e = calloc(1, sizeof *e);
+    lt_open(e);
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    lt_env *e = *state;
+    lt_close(e);
+    free(e);
+    return 0;
+}
+
+static void test_local_runs_a_command_and_reports_its_exit(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r = lt_run(e, sb, "echo hello; echo oops >&2; exit 3");
+    assert_int_equal(r->exit_code, 3);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_NONZERO);
+    assert_true(lt_stdout_has(r, "hello"));
+    assert_true(lt_stderr_has(r, "oops"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_runs_python3(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r = lt_run(e, sb, "python3 -c 'print(6*7)'");
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OK);
+    assert_true(lt_stdout_has(r, "42"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_program_runs_as_unprivileged_uid(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r = lt_run(e, sb, "id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh)' /proc/self/status;"
+                                  " grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status");
+    if (getuid() == 0)
+        assert_true(lt_stdout_has(r, "1000\n"));
+    assert_true(lt_stdout_has(r, "CapPrm:\t0000000000000000"));
+    assert_true(lt_stdout_has(r, "CapEff:\t0000000000000000"));
+    assert_true(lt_stdout_has(r, "CapBnd:\t0000000000000000"));
+    assert_true(lt_stdout_has(r, "CapAmb:\t0000000000000000"));
+    assert_true(lt_stdout_has(r, "CapInh:\t0000000000000000"));
+    assert_true(lt_stdout_has(r, "NoNewPrivs:\t1"));
+    assert_true(lt_stdout_has(r, "Seccomp:\t2"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_stateful_python_keeps_variables(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(lt_py(e, sb, "x = 40\nx + 1", &r, &err), SBX_OK);
+    assert_string_equal(r->value, "41");
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_int_equal(lt_py(e, sb, "print('x is', x)\nx * 2", &r, &err), SBX_OK);
+    assert_true(lt_stdout_has(r, "x is 40"));
+    assert_string_equal(r->value, "80");
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_python_exception_is_a_result_with_traceback(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(lt_py(e, sb, "1/0", &r, &err), SBX_OK);
+    assert_int_not_equal(r->exit_code, 0);
+    assert_true(lt_stderr_has(r, "ZeroDivisionError"));
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_int_equal(lt_py(e, sb, "def f(:\n  pass", &r, &err), SBX_OK);
+    assert_int_not_equal(r->exit_code, 0);
+    assert_true(lt_stderr_has(r, "SyntaxError"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_bash_code_runs_through_a_shell(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
+    op.language = "bash";
+    op.code = "for i in 1 2 3; do echo -n $i; done";
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    assert_int_equal(e->ops->run_code(sb, &op, &o, r, &err), SBX_OK);
+    assert_true(lt_stdout_has(r, "123"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_timeout_kills_the_whole_tree(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r;
+    sbx_error err = {0};
+    /* a child that escapes the process group, and one that escapes the session */
+    sbx_status st = lt_sh(e, sb,
+                          "(setsid sleep 300 &) ; (sh -c 'sleep 301' &); echo started; sleep 302",
+                          1500, &r, &err);
+    assert_int_equal(st, SBX_E_TIMEOUT);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
+    assert_true(lt_stdout_has(r, "started"));
+    sbx_message_free((ProtobufCMessage *)r);
+    r = lt_run(e, sb, "ps -eo args 2>/dev/null | grep -c '^sleep 30' || true");
+    assert_true(lt_stdout_has(r, "0"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_stdin_reaches_the_program(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    char *argv[] = {"wc", "-c"};
+    op.n_argv = 2;
+    op.argv = argv;
+    size_t n = 200000;
+    uint8_t *data = malloc(n);
+    memset(data, 'a', n);
+    op.stdin.data = data;
+    op.stdin.len = n;
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    assert_int_equal(e->ops->run_command(sb, &op, &o, r, &err), SBX_OK);
+    assert_true(lt_stdout_has(r, "200000"));
+    free(data);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_file_round_trip_of_multi_mib_file(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    size_t n = 5 * 1024 * 1024 + 123;
+    uint8_t *data = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (uint8_t)(i * 2654435761u >> 13);
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.path = "dir/sub/blob.bin";
+    w.mkdirs = true;
+    w.content.data = data;
+    w.content.len = n;
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    sbx_result *r = sbx_result_new();
+    if (e->ops->write_file(sb, &w, &o, r, &err) != SBX_OK)
+        fail_msg("write: %s", err.message);
+    Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+    rd.path = "/workspace/dir/sub/blob.bin";
+    if (e->ops->read_file(sb, &rd, &o, r, &err) != SBX_OK)
+        fail_msg("read: %s", err.message);
+    assert_int_equal(r->n_files, 1);
+    assert_int_equal(r->files[0]->content.len, n);
+    assert_int_equal(r->files[0]->size, n);
+    assert_memory_equal(r->files[0]->content.data, data, n);
+    sbx_message_free((ProtobufCMessage *)r);
+    r = lt_run(e, sb, "sha1sum /workspace/dir/sub/blob.bin >/dev/null && stat -c %s dir/sub/blob.bin");
+    char expect[32];
+    snprintf(expect, sizeof expect, "%zu", n);
+    assert_true(lt_stdout_has(r, expect));
+    sbx_message_free((ProtobufCMessage *)r);
+    free(data);
+    lt_destroy(e, sb);
+}
+
+static void test_local_list_files_names_entries(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_message_free((ProtobufCMessage *)lt_run(e, sb, "mkdir d && touch a b && ln -s a l"));
+    Sbx__V1__ListFiles ls = SBX__V1__LIST_FILES__INIT;
+    ls.path = "/workspace";
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    assert_int_equal(e->ops->list_files(sb, &ls, &o, r, &err), SBX_OK);
+    assert_int_equal(r->n_files, 4);
+    int dirs = 0, links = 0;
+    for (size_t i = 0; i < r->n_files; i++) {
+        dirs += r->files[i]->kind == SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY;
+        links += r->files[i]->kind == SBX__V1__FILE_KIND__FILE_KIND_SYMLINK;
+    }
+    assert_int_equal(dirs, 1);
+    assert_int_equal(links, 1);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
+static void test_local_destroy_leaves_no_state_and_is_idempotent(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    char id[64];
+    snprintf(id, sizeof id, "%s", sb->id);
+    assert_int_equal(lt_count_dir(e->runtime_dir), 1);
+    lt_destroy(e, sb);
+    assert_int_equal(lt_count_dir(e->runtime_dir), 0);
+    sbx_error err = {0};
+    assert_int_equal(e->ops->destroy(e->state, id, &err), SBX_OK);
+    assert_int_equal(e->ops->destroy(e->state, "l-0000000000000000", &err), SBX_OK);
+    assert_int_equal(e->ops->destroy(e->state, "../../etc", &err), SBX_OK);
+}
+
+static void test_local_attach_of_unknown_id_is_gone(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    assert_int_equal(e->ops->attach(e->state, "l-0123456789abcdef", NULL, NULL, &sb, &err),
+                     SBX_E_GONE);
+    assert_int_equal(e->ops->attach(e->state, "../x", NULL, NULL, &sb, &err), SBX_E_GONE);
+    assert_null(sb);
+}
+
+static void test_local_attach_after_destroy_is_gone(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    char id[64];
+    snprintf(id, sizeof id, "%s", sb->id);
+    lt_destroy(e, sb);
+    sbx_error err = {0};
+    sbx_sandbox *again = NULL;
+    assert_int_equal(e->ops->attach(e->state, id, NULL, NULL, &again, &err), SBX_E_GONE);
+}
+
+static void test_local_attach_sees_the_same_workspace(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_message_free((ProtobufCMessage *)lt_run(e, sb, "echo kept > note"));
+    char id[64];
+    snprintf(id, sizeof id, "%s", sb->id);
+    e->ops->sandbox_close(sb);
+    sbx_sandbox *again = NULL;
+    sbx_error err = {0};
+    assert_int_equal(e->ops->attach(e->state, id, NULL, NULL, &again, &err), SBX_OK);
+    sbx_result *r = lt_run(e, again, "cat note");
+    assert_true(lt_stdout_has(r, "kept"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, again);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_local_runs_a_command_and_reports_its_exit),
+        cmocka_unit_test(test_local_runs_python3),
+        cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
+        cmocka_unit_test(test_local_stateful_python_keeps_variables),
+        cmocka_unit_test(test_local_python_exception_is_a_result_with_traceback),
+        cmocka_unit_test(test_local_bash_code_runs_through_a_shell),
+        cmocka_unit_test(test_local_timeout_kills_the_whole_tree),
+        cmocka_unit_test(test_local_stdin_reaches_the_program),
+        cmocka_unit_test(test_local_file_round_trip_of_multi_mib_file),
+        cmocka_unit_test(test_local_list_files_names_entries),
+        cmocka_unit_test(test_local_destroy_leaves_no_state_and_is_idempotent),
+        cmocka_unit_test(test_local_attach_of_unknown_id_is_gone),
+        cmocka_unit_test(test_local_attach_after_destroy_is_gone),
+        cmocka_unit_test(test_local_attach_sees_the_same_workspace),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
