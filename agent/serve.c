@@ -113,8 +113,8 @@ static uint8_t chunk[AGENT_CHUNK];
 static sbx_v1_AgentRequest req;
 static sbx_v1_AgentEvent ev;
 
-/* argv/env of one exec, decoded by callbacks into an arena bounded by the frame size. */
-static char arena[AGENT_MAX_FRAME + AGENT_MAX_ARGV + AGENT_MAX_ENV * 2 + 4096];
+/* env of one request as NAME=VALUE strings: bounded by the frame size. */
+static char arena[AGENT_MAX_FRAME + AGENT_MAX_ENV * 2 + 4096];
 static size_t arena_used;
 static char *argv_tab[AGENT_MAX_ARGV + 4];
 static size_t argv_n;
@@ -216,57 +216,22 @@ static uint32_t errno_code(int e)
     }
 }
 
-/* ---- decoding callbacks (argv and env into the arena) ---------------------------------- */
+/* ---- request argv/env into NULL-terminated tables ------------------------------------- */
 
-static bool decode_argv(pb_istream_t *s, const pb_field_t *f, void **arg)
+/* Collects env entries (NAME=VALUE in the arena); false on a malformed name. */
+static bool collect_env(const sbx_v1_AgentEnv *env, pb_size_t n)
 {
-    (void)f;
-    (void)arg;
-    size_t n = s->bytes_left;
-    if (argv_n >= AGENT_MAX_ARGV)
-        return false;
-    char *dst = arena_alloc(n + 1);
-    if (!dst || !pb_read(s, (pb_byte_t *)dst, n))
-        return false;
-    dst[n] = '\0';
-    if (strlen(dst) != n)
-        return false; /* embedded NUL */
-    argv_tab[argv_n++] = dst;
-    return true;
-}
-
-static bool decode_env(pb_istream_t *s, const pb_field_t *f, void **arg)
-{
-    (void)f;
-    (void)arg;
-    static sbx_v1_AgentEnv e;
-    memset(&e, 0, sizeof e);
-    if (env_n >= AGENT_MAX_ENV || !pb_decode(s, sbx_v1_AgentEnv_fields, &e))
-        return false;
-    size_t nl = strlen(e.name), vl = strlen(e.value);
-    if (nl == 0 || strchr(e.name, '='))
-        return false;
-    char *dst = arena_alloc(nl + vl + 2);
-    if (!dst)
-        return false;
-    memcpy(dst, e.name, nl);
-    dst[nl] = '=';
-    memcpy(dst + nl + 1, e.value, vl + 1);
-    env_tab[env_n++] = dst;
-    return true;
-}
-
-static bool on_body(pb_istream_t *s, const pb_field_t *f, void **arg)
-{
-    (void)s;
-    (void)arg;
-    if (f->tag == sbx_v1_AgentRequest_exec_tag) {
-        sbx_v1_AgentExec *e = f->pData;
-        e->argv.funcs.decode = decode_argv;
-        e->env.funcs.decode = decode_env;
-    } else if (f->tag == sbx_v1_AgentRequest_code_tag) {
-        sbx_v1_AgentCode *c = f->pData;
-        c->env.funcs.decode = decode_env;
+    for (pb_size_t i = 0; i < n; i++) {
+        size_t nl = strlen(env[i].name), vl = strlen(env[i].value);
+        if (nl == 0 || strchr(env[i].name, '=') || env_n >= AGENT_MAX_ENV)
+            return false;
+        char *dst = arena_alloc(nl + vl + 2);
+        if (!dst)
+            return false;
+        memcpy(dst, env[i].name, nl);
+        dst[nl] = '=';
+        memcpy(dst + nl + 1, env[i].value, vl + 1);
+        env_tab[env_n++] = dst;
     }
     return true;
 }
@@ -738,6 +703,12 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
 static void handle_exec(int ci, uint64_t id, sbx_v1_AgentExec *x)
 {
     static char sh[] = "/bin/sh", dash_c[] = "-c";
+    for (pb_size_t i = 0; i < x->argv_count && argv_n < AGENT_MAX_ARGV; i++)
+        argv_tab[argv_n++] = x->argv[i];
+    if (!collect_env(x->env, x->env_count)) {
+        send_error(ci, id, EC_INVALID_ARGUMENT, "an environment name is empty or contains '='");
+        return;
+    }
     if (argv_n == 0) {
         if (x->shell[0] == '\0') {
             send_error(ci, id, EC_INVALID_ARGUMENT, "exec needs argv or a shell line");
@@ -877,6 +848,10 @@ static void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x)
 
 static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
 {
+    if (!collect_env(x->env, x->env_count)) {
+        send_error(ci, id, EC_INVALID_ARGUMENT, "an environment name is empty or contains '='");
+        return;
+    }
     if (memchr(code_buf, '\0', code_len)) {
         send_error(ci, id, EC_INVALID_ARGUMENT, "code contains a NUL byte");
         return;
@@ -1376,7 +1351,6 @@ static void handle_client(int ci)
     arena_used = 0;
     argv_n = env_n = 0;
     memset(&req, 0, offsetof(sbx_v1_AgentRequest, body));
-    req.cb_body.funcs.decode = on_body;
     pb_istream_t is = pb_istream_from_buffer(rx, n);
     if (!pb_decode(&is, sbx_v1_AgentRequest_fields, &req)) {
         send_error(ci, req.id, EC_INVALID_ARGUMENT, "malformed request: %s", PB_GET_ERROR(&is));

@@ -16,6 +16,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* Bounds of the agent's static request fields (agent.options; max_size counts the NUL). A
+ * command that does not fit AgentExec is sent as a chunked AgentCode "sh" script instead. */
+#define EXEC_MAX_ARGV 64
+#define EXEC_MAX_ARG 511
+#define EXEC_MAX_SHELL 8191
+#define EXEC_MAX_ENV 16
+#define EXEC_MAX_ENV_NAME 127
+#define EXEC_MAX_ENV_VALUE 1023
+#define EXEC_MAX_CWD 1023
+
 struct sbx_agent_conn {
     int fd;
     uint64_t next_id; /* request ids, unique per connection */
@@ -593,6 +603,117 @@ static sbx_status run_request(sbx_agent_conn *c, Sbx__V1__AgentRequest *r,
     return follow(c, r->id, o, result, command_id, rs, err);
 }
 
+static bool env_fits(size_t n, char **keys, char **values)
+{
+    if (n > EXEC_MAX_ENV)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(keys[i]) > EXEC_MAX_ENV_NAME || strlen(values[i]) > EXEC_MAX_ENV_VALUE)
+            return false;
+    return true;
+}
+
+static bool exec_fits(const Sbx__V1__RunCommand *op, char **keys, char **values)
+{
+    if (op->n_argv > EXEC_MAX_ARGV || (op->shell && strlen(op->shell) > EXEC_MAX_SHELL))
+        return false;
+    for (size_t i = 0; i < op->n_argv; i++)
+        if (strlen(op->argv[i]) > EXEC_MAX_ARG)
+            return false;
+    return env_fits(op->n_env, keys, values);
+}
+
+/* Appends s single-quoted for sh ('...' with ' as '\''). */
+static bool sh_quote(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    size_t need = *len + 4 * strlen(s) + 4;
+    if (need > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < need)
+            nc *= 2;
+        char *b = realloc(*buf, nc);
+        if (!b)
+            return false;
+        *buf = b;
+        *cap = nc;
+    }
+    (*buf)[(*len)++] = '\'';
+    for (; *s; s++) {
+        if (*s == '\'') {
+            memcpy(*buf + *len, "'\\''", 4);
+            *len += 4;
+        } else {
+            (*buf)[(*len)++] = *s;
+        }
+    }
+    (*buf)[(*len)++] = '\'';
+    (*buf)[*len] = '\0';
+    return true;
+}
+
+static bool sh_append(char **buf, size_t *len, size_t *cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *len + n + 1)
+            nc *= 2;
+        char *b = realloc(*buf, nc);
+        if (!b)
+            return false;
+        *buf = b;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, s, n + 1);
+    *len += n;
+    return true;
+}
+
+static bool valid_env_name(const char *k)
+{
+    if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+        return false;
+    for (k++; *k; k++)
+        if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_' ||
+              (*k >= '0' && *k <= '9')))
+            return false;
+    return true;
+}
+
+/* The sh script equivalent of a command too big for AgentExec: exports, then `exec argv...`
+ * or the shell line itself. NULL with err set on a name sh cannot export. */
+static char *command_as_script(const Sbx__V1__RunCommand *op, char **keys, char **values,
+                               sbx_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < op->n_env; i++) {
+        if (!valid_env_name(keys[i])) {
+            free(buf);
+            sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                          "environment name '%.200s' is not a valid variable name", keys[i]);
+            return NULL;
+        }
+        ok = sh_append(&buf, &len, &cap, "export ") && sh_append(&buf, &len, &cap, keys[i]) &&
+             sh_append(&buf, &len, &cap, "=") && sh_quote(&buf, &len, &cap, values[i]) &&
+             sh_append(&buf, &len, &cap, "\n");
+    }
+    if (ok && op->n_argv) {
+        ok = sh_append(&buf, &len, &cap, "exec");
+        for (size_t i = 0; ok && i < op->n_argv; i++)
+            ok = sh_append(&buf, &len, &cap, " ") && sh_quote(&buf, &len, &cap, op->argv[i]);
+    } else if (ok) {
+        ok = sh_append(&buf, &len, &cap, op->shell);
+    }
+    if (!ok) {
+        free(buf);
+        sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
+    }
+    return buf;
+}
+
 sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *op,
                                  const sbx_agent_identity *who, const sbx_exec_opts *o,
                                  sbx_result *result, uint64_t *command_id, sbx_error *err)
@@ -604,13 +725,33 @@ sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *o
     if (op->n_argv == 0 && (!op->shell || !op->shell[0]))
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "run_command needs argv or a shell line");
-    Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
-    Sbx__V1__AgentExec x = SBX__V1__AGENT_EXEC__INIT;
+    if (op->cwd && strlen(op->cwd) > EXEC_MAX_CWD)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "cwd is longer than %d bytes",
+                             EXEC_MAX_CWD);
     char **keys, **values;
     SPLIT_MAP(op->n_env, op->env, keys, values);
+    if (!keys)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    if (!exec_fits(op, keys, values)) {
+        /* too big for the agent's static AgentExec: the same command as a chunked script */
+        char *script = command_as_script(op, keys, values, err);
+        free(keys);
+        if (!script)
+            return err ? err->code : SBX_E_INVALID_ARGUMENT;
+        Sbx__V1__RunCode code = SBX__V1__RUN_CODE__INIT;
+        code.language = "sh";
+        code.code = script;
+        code.cwd = op->cwd;
+        code.stdin = op->stdin;
+        st = sbx_agent_run_code(c, &code, false, who, o, result, command_id, err);
+        free(script);
+        return st;
+    }
+    Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
+    Sbx__V1__AgentExec x = SBX__V1__AGENT_EXEC__INIT;
     Sbx__V1__AgentEnv *env_storage = calloc(op->n_env ? op->n_env : 1, sizeof *env_storage);
     Sbx__V1__AgentEnv **env =
-        env_storage && keys ? env_from_map(op->n_env, keys, 0, values, env_storage) : NULL;
+        env_storage ? env_from_map(op->n_env, keys, 0, values, env_storage) : NULL;
     free(keys);
     if (!env) {
         free(env_storage);
@@ -646,8 +787,17 @@ sbx_status sbx_agent_run_code(sbx_agent_conn *c, const Sbx__V1__RunCode *op, boo
     uint64_t timeout = timeout_of(o, err, &st);
     if (st != SBX_OK)
         return st;
+    if ((op->cwd && strlen(op->cwd) > EXEC_MAX_CWD) || (op->language && strlen(op->language) > 31))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "cwd or language name is too long");
     char **keys, **values;
     SPLIT_MAP(op->n_env, op->env, keys, values);
+    if (keys && !env_fits(op->n_env, keys, values)) {
+        free(keys);
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "run_code takes at most %d environment variables of at most %d "
+                             "bytes each; pass more through a file",
+                             EXEC_MAX_ENV, EXEC_MAX_ENV_VALUE);
+    }
     Sbx__V1__AgentEnv *env_storage = calloc(op->n_env ? op->n_env : 1, sizeof *env_storage);
     Sbx__V1__AgentEnv **env =
         env_storage && keys ? env_from_map(op->n_env, keys, 0, values, env_storage) : NULL;

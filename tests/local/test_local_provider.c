@@ -134,6 +134,48 @@ static void test_local_timeout_kills_the_whole_tree(void **state)
     lt_destroy(e, sb);
 }
 
+static void test_local_long_argv_and_many_env_still_run(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    /* a 40 KB python -c script and 20 variables: beyond AgentExec's static fields */
+    size_t n = 40000;
+    char *script = malloc(n + 64);
+    memset(script, ' ', n);
+    const char *head = "import os\nprint(len(os.environ['V19']), \"it's\")";
+    memcpy(script, head, strlen(head));
+    script[n] = '\0';
+    for (size_t i = strlen(head); i < n; i += 64)
+        script[i] = '\n';
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    char *argv[] = {"python3", "-c", script};
+    op.argv = argv;
+    op.n_argv = 3;
+    Sbx__V1__RunCommand__EnvEntry entries[20], *ptrs[20];
+    char names[20][8];
+    char *value = malloc(2000);
+    memset(value, 'v', 1999);
+    value[1999] = '\0';
+    for (int i = 0; i < 20; i++) {
+        sbx__v1__run_command__env_entry__init(&entries[i]);
+        snprintf(names[i], sizeof names[i], "V%d", i);
+        entries[i].key = names[i];
+        entries[i].value = value;
+        ptrs[i] = &entries[i];
+    }
+    op.env = ptrs;
+    op.n_env = 20;
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    assert_int_equal(e->ops->run_command(sb, &op, &o, r, &err), SBX_OK);
+    assert_true(lt_stdout_has(r, "1999 it's"));
+    sbx_message_free((ProtobufCMessage *)r);
+    free(value);
+    free(script);
+    lt_destroy(e, sb);
+}
+
 static void test_local_stdin_reaches_the_program(void **state)
 {
     lt_env *e = *state;
@@ -282,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_local_bash_code_runs_through_a_shell),
         cmocka_unit_test(test_local_timeout_kills_the_whole_tree),
         cmocka_unit_test(test_local_stdin_reaches_the_program),
+        cmocka_unit_test(test_local_long_argv_and_many_env_still_run),
         cmocka_unit_test(test_local_file_round_trip_of_multi_mib_file),
         cmocka_unit_test(test_local_list_files_names_entries),
         cmocka_unit_test(test_local_destroy_leaves_no_state_and_is_idempotent),
