@@ -403,6 +403,22 @@ def build(ex, ag):
         ("profiles[1].capabilities.streaming", "bool", "1"),
         ("profiles[0].capabilities.languages[2]", "str", hexs("node"))])
 
+    # Recording (the recorder's file format): protobuf-c only -- too large for nanopb structs.
+    rec = E.Recording()
+    rec.request.task_id = "13131313-1313-4131-8131-131313131313"
+    rec.request.run_command.argv.extend(["uname", "-a"])
+    rec.completion.task_id = rec.request.task_id
+    rec.completion.status = E.COMPLETION_STATUS_SUCCEEDED
+    rec.completion.result.stdout = b"Linux\n"
+    rec.broker = "thread"
+    rec.started_at_ms = 1764374400000
+    rec.finished_at_ms = 1764374400123
+    v.add("recording", rec, expects=[
+        ("broker", "str", hexs("thread")),
+        ("completion.result.stdout", "bytes", hexs(b"Linux\n")),
+        ("request.run_command.argv[1]", "str", hexs("-a")),
+        ("finished_at_ms", "i64", "1764374400123")])
+
     # --- AgentRequest: every body of the oneof ---------------------------------------------
     A = ag
     q = A.AgentRequest(id=1)
