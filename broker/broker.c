@@ -102,7 +102,7 @@ sbx_status sbx_broker_record_to(sbx_broker *b, const char *path, sbx_error *err)
     }
     pthread_mutex_lock(&b->rec_mu);
     sbx_recorder *old = b->recorder;
-    b->recorder = r;
+    __atomic_store_n(&b->recorder, r, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&b->rec_mu);
     sbx_recorder_close(old);
     return SBX_OK;

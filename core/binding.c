@@ -198,8 +198,14 @@ static bool mac_field(EVP_MAC_CTX *ctx, const char *s)
 {
     size_t len = s != NULL ? strlen(s) : 0;
     char prefix[32];
-    int n = snprintf(prefix, sizeof(prefix), "%zu:", len);
-    return EVP_MAC_update(ctx, (const unsigned char *)prefix, (size_t)n) &&
+    size_t n = sizeof(prefix);
+    prefix[--n] = ':';
+    size_t v = len;
+    do {
+        prefix[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    return EVP_MAC_update(ctx, (const unsigned char *)prefix + n, sizeof(prefix) - n) &&
            (len == 0 || EVP_MAC_update(ctx, (const unsigned char *)s, len)) &&
            EVP_MAC_update(ctx, (const unsigned char *)"|", 1);
 }

@@ -25,6 +25,10 @@
  * on one worker (threads default 16), so chains stay one or two entries long. */
 #define ENGINE_LOCK_BUCKETS 1024
 
+/* Stripes of the session-lock table: each guards the buckets with its index modulo this, so
+ * executors touching different sessions rarely meet on one mutex. */
+#define ENGINE_LOCK_STRIPES 16
+
 /* Bounds of request fields, matching proto/sbx/v1/execution.options (the nanopb limits), so a
  * request the engine accepts can cross every codec. */
 #define REQ_TASK_ID_MAX 64
@@ -63,7 +67,8 @@ struct sbx_engine {
     sbx_binding_key *key;       /* immutable after new */
     profile_slot *slots;        /* one per configured profile, same order */
     size_t n_slots;
-    pthread_mutex_t locks_mu;   /* guards the buckets and every session_lock's refs */
+    /* stripe b % ENGINE_LOCK_STRIPES guards bucket b and the refs of the locks in it */
+    pthread_mutex_t locks_mu[ENGINE_LOCK_STRIPES];
     session_lock *buckets[ENGINE_LOCK_BUCKETS];
     char *profile_names;        /* "a, b, c" for CONFIG errors */
 };
@@ -141,7 +146,12 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
     if (e == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory creating the engine");
     e->cfg = cfg;
-    pthread_mutex_init(&e->locks_mu, NULL);
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    for (size_t i = 0; i < ENGINE_LOCK_STRIPES; i++)
+        pthread_mutex_init(&e->locks_mu[i], &attr);
+    pthread_mutexattr_destroy(&attr);
     e->n_slots = cfg->n_profiles;
     e->slots = calloc(e->n_slots > 0 ? e->n_slots : 1, sizeof(*e->slots));
     size_t names_len = 1;
@@ -201,7 +211,8 @@ void sbx_engine_free(sbx_engine *e)
             pthread_mutex_destroy(&l->mu);
             free(l);
         }
-    pthread_mutex_destroy(&e->locks_mu);
+    for (size_t i = 0; i < ENGINE_LOCK_STRIPES; i++)
+        pthread_mutex_destroy(&e->locks_mu[i]);
     sbx_binding_key_free(e->key);
     free(e->slots);
     free(e->profile_names);
@@ -264,8 +275,10 @@ static sbx_status slot_open(profile_slot *s, sbx_error *err)
 static session_lock *lock_session(sbx_engine *e, const char *id)
 {
     uint64_t h = hash_str(id);
-    session_lock **bucket = &e->buckets[h & (ENGINE_LOCK_BUCKETS - 1)];
-    pthread_mutex_lock(&e->locks_mu);
+    size_t b = h & (ENGINE_LOCK_BUCKETS - 1);
+    session_lock **bucket = &e->buckets[b];
+    pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
+    pthread_mutex_lock(mu);
     session_lock *l = *bucket;
     while (l != NULL && (l->hash != h || strcmp(l->id, id) != 0))
         l = l->next;
@@ -273,7 +286,7 @@ static session_lock *lock_session(sbx_engine *e, const char *id)
         size_t len = strlen(id);
         l = malloc(sizeof(*l) + len + 1);
         if (l == NULL) {
-            pthread_mutex_unlock(&e->locks_mu);
+            pthread_mutex_unlock(mu);
             return NULL;
         }
         memcpy(l->id, id, len + 1);
@@ -284,7 +297,7 @@ static session_lock *lock_session(sbx_engine *e, const char *id)
         *bucket = l;
     }
     l->refs++;
-    pthread_mutex_unlock(&e->locks_mu);
+    pthread_mutex_unlock(mu);
     pthread_mutex_lock(&l->mu);
     return l;
 }
@@ -294,26 +307,30 @@ static void unlock_session(sbx_engine *e, session_lock *l)
     if (l == NULL)
         return;
     pthread_mutex_unlock(&l->mu);
-    pthread_mutex_lock(&e->locks_mu);
+    size_t b = l->hash & (ENGINE_LOCK_BUCKETS - 1);
+    pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
+    pthread_mutex_lock(mu);
     if (--l->refs == 0) {
-        session_lock **pp = &e->buckets[l->hash & (ENGINE_LOCK_BUCKETS - 1)];
+        session_lock **pp = &e->buckets[b];
         while (*pp != l)
             pp = &(*pp)->next;
         *pp = l->next;
         pthread_mutex_destroy(&l->mu);
         free(l);
     }
-    pthread_mutex_unlock(&e->locks_mu);
+    pthread_mutex_unlock(mu);
 }
 
 size_t sbx_engine_session_locks(sbx_engine *e)
 {
     size_t n = 0;
-    pthread_mutex_lock(&e->locks_mu);
-    for (size_t b = 0; b < ENGINE_LOCK_BUCKETS; b++)
+    for (size_t b = 0; b < ENGINE_LOCK_BUCKETS; b++) {
+        pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
+        pthread_mutex_lock(mu);
         for (session_lock *l = e->buckets[b]; l != NULL; l = l->next)
             n++;
-    pthread_mutex_unlock(&e->locks_mu);
+        pthread_mutex_unlock(mu);
+    }
     return n;
 }
 

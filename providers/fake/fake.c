@@ -8,6 +8,7 @@
  * opens a file or touches the network.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,7 @@ struct sbx_fake {
     int64_t last_deadline;
     int running, max_parallel;
     bool overlap;
-    bool gate_closed;
+    atomic_bool gate_closed; /* read without the lock on every operation */
     uint64_t ops;
 };
 
@@ -184,7 +185,11 @@ static sbx_status fake_open(const sbx_provider_ctx *ctx, void **state, sbx_error
         free(f);
         return sbx_error_set(err, SBX_E_INTERNAL, "fake: out of memory");
     }
-    pthread_mutex_init(&f->mu, NULL);
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&f->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
     const sbx_options *o = ctx->options;
     sbx_capabilities *c = f->caps = malloc(sizeof(*f->caps));
     if (c == NULL) {
@@ -412,14 +417,8 @@ static bool op_begin(fake_handle *h, const sbx_exec_opts *o)
     pthread_mutex_unlock(&f->mu);
     bool in_time = slow <= 0 || fake_sleep_ms(slow, o);
     /* The gate holds operations until a test opens it (deadline-aware). */
-    for (;;) {
-        pthread_mutex_lock(&f->mu);
-        bool closed = f->gate_closed;
-        pthread_mutex_unlock(&f->mu);
-        if (!closed || !in_time)
-            break;
+    while (in_time && atomic_load(&f->gate_closed))
         in_time = fake_sleep_ms(1, o);
-    }
     pthread_mutex_lock(&h->box->mu);
     return in_time;
 }
@@ -736,7 +735,7 @@ void sbx_fake_set_gone(sbx_fake *f, bool on)
 
 void sbx_fake_set_gate(sbx_fake *f, bool closed)
 {
-    FAKE_LOCKED(f, f->gate_closed = closed);
+    atomic_store(&f->gate_closed, closed);
 }
 
 void sbx_fake_set_slow_ms(sbx_fake *f, int64_t ms)
