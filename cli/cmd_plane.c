@@ -151,8 +151,10 @@ int cli_print_completion(const sbx_completion *c, bool program)
         json_decref(j);
     } else {
         if (c->result != NULL) {
-            fwrite(c->result->stdout.data, 1, c->result->stdout.len, stdout);
-            fwrite(c->result->stderr.data, 1, c->result->stderr.len, stderr);
+            if (c->result->stdout.len > 0)
+                fwrite(c->result->stdout.data, 1, c->result->stdout.len, stdout);
+            if (c->result->stderr.len > 0)
+                fwrite(c->result->stderr.data, 1, c->result->stderr.len, stderr);
             if (c->result->value[0] != '\0')
                 printf("%s\n", c->result->value);
         }

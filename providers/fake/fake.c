@@ -587,7 +587,7 @@ static sbx_status fake_read_file(sbx_sandbox *sb, const Sbx__V1__ReadFile *op,
     if (op->max_bytes > 0 && op->max_bytes < len)
         len = (size_t)op->max_bytes;
     sbx_set_string(&out_file->path, f->path);
-    sbx_set_bytes(&out_file->content, f->data + off, len);
+    sbx_set_bytes(&out_file->content, f->data != NULL ? f->data + off : NULL, len);
     out_file->mode = f->mode;
     out_file->size = f->len;
     out_file->kind = SBX__V1__FILE_KIND__FILE_KIND_REGULAR;
