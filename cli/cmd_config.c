@@ -84,7 +84,10 @@ static json_t *options_json(const sbx_options *o)
     return obj;
 }
 
-static json_t *nullable(const char *s) { return s ? json_string(s) : json_null(); }
+static json_t *nullable(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
 
 static int print_json(const sbx_config *cfg)
 {
@@ -103,10 +106,9 @@ static int print_json(const sbx_config *cfg)
     json_t *callers = json_array();
     for (size_t i = 0; i < cfg->worker.n_callers; i++) {
         const sbx_worker_caller *c = &cfg->worker.callers[i];
-        json_array_append_new(callers, json_pack("{s:s,s:o,s:o,s:o}", "name", c->name,
-                                                 "token_env", nullable(c->token_env),
-                                                 "cert_subject", nullable(c->cert_subject),
-                                                 "subjects",
+        json_array_append_new(callers, json_pack("{s:s,s:o,s:o,s:o}", "name", c->name, "token_env",
+                                                 nullable(c->token_env), "cert_subject",
+                                                 nullable(c->cert_subject), "subjects",
                                                  string_array(c->subjects, c->n_subjects)));
     }
     const sbx_remote_config *r = &cfg->broker.remote;
@@ -194,9 +196,9 @@ static int print_human(const sbx_config *cfg)
                cfg->broker.remote.token_env ? ", token from $" : "",
                cfg->broker.remote.token_env ? cfg->broker.remote.token_env : "");
     printf("worker: listen %s, TLS %s, %zu caller(s)\n", cfg->worker.listen,
-           cfg->worker.tls_cert_file == NULL         ? "off"
+           cfg->worker.tls_cert_file == NULL        ? "off"
            : cfg->worker.tls_client_ca_file != NULL ? "on (mTLS)"
-                                                     : "on",
+                                                    : "on",
            cfg->worker.n_callers);
     printf("profiles (default: %s):\n", cfg->default_profile);
     for (size_t i = 0; i < cfg->n_profiles; i++) {

@@ -40,61 +40,62 @@
 
 #define DEFAULT_PROFILE_NAME "default"
 #define DEFAULT_PROVIDER "local"
-#define DEFAULT_IDLE_TIMEOUT_S 1800          /* 30 minutes: a conversation's pause, not a day */
-#define MAX_IDLE_TIMEOUT_S (30LL * 24 * 3600)  /* 30 days: longer is "never" -- use 0 for that */
+#define DEFAULT_IDLE_TIMEOUT_S 1800           /* 30 minutes: a conversation's pause, not a day */
+#define MAX_IDLE_TIMEOUT_S (30LL * 24 * 3600) /* 30 days: longer is "never" -- use 0 for that */
 /* The policy defaults of DESIGN §10: no network, one core, 512 MiB, 256 processes, 2 minutes. */
 #define DEFAULT_POLICY_CPU 1.0
 #define DEFAULT_POLICY_MEMORY_MB 512
 #define DEFAULT_POLICY_PIDS 256
 #define DEFAULT_POLICY_TIMEOUT_MS 120000
-#define MAX_POLICY_CPU 1024.0                /* cores; beyond any single host */
-#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
-#define MAX_POLICY_PIDS 4194304              /* the kernel's PID_MAX_LIMIT */
-#define MAX_POLICY_DISK_MB (1LL << 30)       /* 1 PiB */
-#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* a week: longer is a service, not a call */
-#define MAX_POLICY_OUTPUT_BYTES (1LL << 34)  /* 16 GiB per stream */
+#define MAX_POLICY_CPU 1024.0                          /* cores; beyond any single host */
+#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024)      /* 16 TiB */
+#define MAX_POLICY_PIDS 4194304                        /* the kernel's PID_MAX_LIMIT */
+#define MAX_POLICY_DISK_MB (1LL << 30)                 /* 1 PiB */
+#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* a week: longer is a service, not a call  \
+                                                        */
+#define MAX_POLICY_OUTPUT_BYTES (1LL << 34)            /* 16 GiB per stream */
 
 #define DEFAULT_BROKER_FLAVOR "thread"
 #define DEFAULT_BROKER_THREADS 16
-#define MAX_BROKER_THREADS 1024              /* executor threads; more only thrash */
+#define MAX_BROKER_THREADS 1024 /* executor threads; more only thrash */
 #define DEFAULT_BROKER_QUEUE_DEPTH 1024
 #define MAX_BROKER_QUEUE_DEPTH (1 << 20)
 #define DEFAULT_BROKER_WAIT_MS 60000
 #define MAX_BROKER_WAIT_MS (24LL * 3600 * 1000)
-#define DEFAULT_BROKER_LRU 1024              /* DESIGN §6 */
+#define DEFAULT_BROKER_LRU 1024 /* DESIGN §6 */
 #define MAX_BROKER_LRU (1 << 20)
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define MAX_CONNECT_TIMEOUT_MS 600000
 
 #define DEFAULT_WORKER_LISTEN "127.0.0.1:7443"
 #define DEFAULT_WORKER_MAX_MESSAGE (16LL * 1024 * 1024) /* 16 MiB: DESIGN §10 */
-#define MIN_WORKER_MAX_MESSAGE 1024                   /* below this no request fits */
+#define MIN_WORKER_MAX_MESSAGE 1024                     /* below this no request fits */
 #define MAX_WORKER_MAX_MESSAGE (1024LL * 1024 * 1024)   /* 1 GiB: gRPC's own practical ceiling */
 #define DEFAULT_WORKER_DRAIN_MS 30000
 #define MAX_WORKER_DRAIN_MS 3600000
 
 /* Provider type names that are part of sbx even when this build lacks one: a block named after
  * one of them inside a profile of another type is a misplaced block, not an unknown key. */
-static const char *const known_provider_names[] = {"local", "docker", "e2b", "daytona",
-                                                   "ec2_ssm", "fake", NULL};
+static const char *const known_provider_names[] = {"local",   "docker", "e2b", "daytona",
+                                                   "ec2_ssm", "fake",   NULL};
 
 /* Accepted keys, per level (also the list printed when a key is unknown). */
 static const char *const root_keys[] = {"sandbox", NULL};
-static const char *const sandbox_keys[] = {"default_profile", "secret_file", "node", "runtime_dir",
-                                           "broker", "worker", "profiles", NULL};
-static const char *const broker_keys[] = {"flavor", "threads", "queue_depth", "wait_timeout_ms",
-                                          "lru_size", "remote", NULL};
-static const char *const remote_keys[] = {"endpoint", "ca_file", "cert_file", "key_file",
-                                          "token_env", "connect_timeout_ms", NULL};
-static const char *const worker_keys[] = {"listen", "tls", "auth", "max_message_bytes",
+static const char *const sandbox_keys[] = {
+    "default_profile", "secret_file", "node", "runtime_dir", "broker", "worker", "profiles", NULL};
+static const char *const broker_keys[] = {"flavor",   "threads", "queue_depth", "wait_timeout_ms",
+                                          "lru_size", "remote",  NULL};
+static const char *const remote_keys[] = {
+    "endpoint", "ca_file", "cert_file", "key_file", "token_env", "connect_timeout_ms", NULL};
+static const char *const worker_keys[] = {"listen",           "tls",    "auth", "max_message_bytes",
                                           "drain_timeout_ms", "record", NULL};
 static const char *const tls_keys[] = {"cert_file", "key_file", "client_ca_file", NULL};
 static const char *const auth_keys[] = {"callers", NULL};
 static const char *const caller_keys[] = {"name", "token_env", "cert_subject", "subjects", NULL};
 static const char *const identity_keys[] = {"mode", NULL};
-static const char *const policy_keys[] = {"network_egress", "network_allow", "fs_read",
-                                          "fs_write", "cpu", "memory_mb", "pids", "disk_mb",
-                                          "timeout_ms", "output_limit_bytes", "lenient", NULL};
+static const char *const policy_keys[] = {
+    "network_egress", "network_allow", "fs_read",    "fs_write",           "cpu",     "memory_mb",
+    "pids",           "disk_mb",       "timeout_ms", "output_limit_bytes", "lenient", NULL};
 
 static const char *const flavor_choices[] = {"embedded", "thread", "remote", NULL};
 static const char *const scope_choices[] = {"per_call", "per_session", "per_runtime", NULL};
@@ -104,18 +105,32 @@ static const char *const egress_choices[] = {"deny", "allow", "allowlist", NULL}
 
 /* Key names that would hold a secret inline. Matching keys are refused with a pointer to the
  * `<key>_env` form, so a pasted API key never sits in a file that gets committed or shared. */
-static const char *const secret_key_names[] = {
-    "api_key", "apikey", "token", "password", "passwd", "secret", "secret_key", "access_key",
-    "access_key_id", "secret_access_key", "aws_secret_access_key", "client_secret",
-    "private_key", "auth_token", "bearer_token", "session_token", "credentials", NULL};
-static const char *const secret_key_suffixes[] = {"_token", "_password", "_secret", "_api_key",
-                                                  "_secret_key", "_access_key", NULL};
+static const char *const secret_key_names[] = {"api_key",
+                                               "apikey",
+                                               "token",
+                                               "password",
+                                               "passwd",
+                                               "secret",
+                                               "secret_key",
+                                               "access_key",
+                                               "access_key_id",
+                                               "secret_access_key",
+                                               "aws_secret_access_key",
+                                               "client_secret",
+                                               "private_key",
+                                               "auth_token",
+                                               "bearer_token",
+                                               "session_token",
+                                               "credentials",
+                                               NULL};
+static const char *const secret_key_suffixes[] = {
+    "_token", "_password", "_secret", "_api_key", "_secret_key", "_access_key", NULL};
 
 /* ---- the loader ------------------------------------------------------------------------ */
 
 typedef struct loader {
-    const char *name;  /* file name for messages */
-    const char *dir;   /* directory relative paths resolve against; NULL: keep as given */
+    const char *name; /* file name for messages */
+    const char *dir;  /* directory relative paths resolve against; NULL: keep as given */
     sbx_error *err;
     sbx_config *cfg;
 } loader;
@@ -226,8 +241,7 @@ static sbx_status unknown_key(loader *L, const config_node *key, const char *pat
                     "it in an environment variable and name the variable with `%s_env: "
                     "VARIABLE_NAME` where the provider accepts it (accepted keys here: %s)",
                     key->text, key->text, list);
-    return fail(L, key, path, "unknown key '%s'%s; accepted keys here: %s", key->text, hint,
-                list);
+    return fail(L, key, path, "unknown key '%s'%s; accepted keys here: %s", key->text, hint, list);
 }
 
 static const char *kind_name(const config_node *n)
@@ -377,8 +391,7 @@ static sbx_status get_string_list(loader *L, const config_node *v, const char *p
     if (config_node_is_null(v))
         return SBX_OK;
     if (v->kind != CONFIG_SEQ)
-        return fail(L, v, path, "expected a list of %s (e.g. [a, b]), got %s", what,
-                    kind_name(v));
+        return fail(L, v, path, "expected a list of %s (e.g. [a, b]), got %s", what, kind_name(v));
     if (v->n_kids > CONFIG_LIST_MAX)
         return fail(L, v, path, "more than %d items", CONFIG_LIST_MAX);
     for (size_t i = 0; i < v->n_kids; i++) {
@@ -394,7 +407,10 @@ static sbx_status get_string_list(loader *L, const config_node *v, const char *p
     return SBX_OK;
 }
 
-static bool absolute_path_ok(const char *s) { return s[0] == '/'; }
+static bool absolute_path_ok(const char *s)
+{
+    return s[0] == '/';
+}
 
 /* A network_allow entry: a domain, *.domain, an IPv4/IPv6 address or a CIDR. Checked loosely
  * here (the provider parses it); only characters that can appear in those forms. */
@@ -605,8 +621,8 @@ static sbx_status parse_caller(loader *L, const config_node *map, const char *pa
             st = get_string(L, v, p, &c->cert_subject);
             cert_node = v;
         } else if (strcmp(k->text, "subjects") == 0) {
-            st = get_string_list(L, v, p, NULL, "principal subjects (\"*\" = any)",
-                                 &c->n_subjects, &c->subjects);
+            st = get_string_list(L, v, p, NULL, "principal subjects (\"*\" = any)", &c->n_subjects,
+                                 &c->subjects);
             subjects_node = v;
         } else {
             st = unknown_key(L, k, path, caller_keys);
@@ -752,8 +768,7 @@ static sbx_status parse_worker(loader *L, const config_node *map)
     return SBX_OK;
 }
 
-static sbx_status parse_policy(loader *L, const config_node *map, const char *path,
-                               sbx_policy *pol)
+static sbx_status parse_policy(loader *L, const config_node *map, const char *path, sbx_policy *pol)
 {
     size_t pairs = 0;
     const config_node *egress_node = NULL, *allow_node = NULL;
@@ -767,14 +782,15 @@ static sbx_status parse_policy(loader *L, const config_node *map, const char *pa
             int idx = 0;
             st = get_enum(L, v, p, egress_choices, &idx);
             if (st == SBX_OK)
-                pol->network_egress = idx == 0   ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY
-                                      : idx == 1 ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
-                                                 : SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+                pol->network_egress = idx == 0 ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY
+                                      : idx == 1
+                                          ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
+                                          : SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
             egress_node = v;
         } else if (strcmp(k->text, "network_allow") == 0) {
-            st = get_string_list(L, v, p, network_entry_ok,
-                                 "a domain, *.domain, IP address or CIDR",
-                                 &pol->n_network_allow, &pol->network_allow);
+            st =
+                get_string_list(L, v, p, network_entry_ok, "a domain, *.domain, IP address or CIDR",
+                                &pol->n_network_allow, &pol->network_allow);
             allow_node = v;
         } else if (strcmp(k->text, "fs_read") == 0) {
             st = get_string_list(L, v, p, absolute_path_ok, "an absolute path", &pol->n_fs_read,
@@ -904,8 +920,8 @@ static sbx_status parse_provider_block(loader *L, const config_node *map, const 
                 continue;
             }
             if (v->kind != CONFIG_SEQ) {
-                st = fail(L, v, p, "expected a list of strings (e.g. [a, b]), got %s",
-                          kind_name(v));
+                st =
+                    fail(L, v, p, "expected a list of strings (e.g. [a, b]), got %s", kind_name(v));
                 break;
             }
             for (size_t j = 0; st == SBX_OK && j < v->n_kids; j++) {
@@ -1018,15 +1034,15 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
             st = parse_policy(L, v, kp, p->policy);
         } else if (strcmp(k->text, ops->name) == 0) {
             st = parse_provider_block(L, v, kp, p->options);
-        } else if (sbx_provider_lookup(k->text) != NULL ||
-                   in_list(known_provider_names, k->text)) {
+        } else if (sbx_provider_lookup(k->text) != NULL || in_list(known_provider_names, k->text)) {
             st = fail(L, k, path,
                       "a '%s' block in a profile of type '%s'; a profile takes only the block "
                       "of its own provider (`%s:`); move it to a profile with `type: %s`",
                       k->text, ops->name, ops->name, k->text);
         } else {
-            const char *accepted[] = {"type", "scope", "environment", "attach_to",
-                                      "idle_timeout_s", "identity", "policy", ops->name, NULL};
+            const char *accepted[] = {"type",      "scope",          "environment",
+                                      "attach_to", "idle_timeout_s", "identity",
+                                      "policy",    ops->name,        NULL};
             st = unknown_key(L, k, path, accepted);
         }
     }
@@ -1281,8 +1297,7 @@ static sbx_status parse_sandbox(loader *L, const config_node *map)
         }
         if (default_node != NULL)
             return fail(L, default_node, "sandbox.default_profile",
-                        "no profile named '%s'; the profiles are: %s", cfg->default_profile,
-                        names);
+                        "no profile named '%s'; the profiles are: %s", cfg->default_profile, names);
         if (cfg->n_profiles == 1) { /* one profile and no default_profile: it is the default */
             char *only = strdup(cfg->profiles[0].name);
             if (only == NULL)
@@ -1339,8 +1354,8 @@ static sbx_status load_buffer(const char *yaml, size_t len, const char *name, co
     return SBX_OK;
 }
 
-sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name,
-                                  sbx_config **out, sbx_error *err)
+sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name, sbx_config **out,
+                                  sbx_error *err)
 {
     if (out == NULL || (yaml == NULL && len > 0))
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_config_load_string: NULL argument");

@@ -15,8 +15,8 @@
 /* One schema key: its value when set (scalars) or its items (lists). */
 typedef struct option_value {
     bool set;
-    char *text;         /* scalar value, malloc'd; NULL when unset */
-    char **items;       /* list items when set, else the parsed default */
+    char *text;   /* scalar value, malloc'd; NULL when unset */
+    char **items; /* list items when set, else the parsed default */
     size_t n_items;
     char **default_items; /* the schema's comma-separated default, split */
     size_t n_default_items;
@@ -26,7 +26,7 @@ typedef struct option_value {
 struct sbx_options {
     const sbx_option_spec *schema; /* borrowed (static in the provider) */
     size_t n_keys;
-    option_value *values;          /* n_keys entries, in schema order */
+    option_value *values; /* n_keys entries, in schema order */
 };
 
 bool config_parse_int(const char *text, int64_t *out)
@@ -250,8 +250,7 @@ sbx_status sbx_options_set(sbx_options *o, const char *key, const char *value, s
         return sbx_error_set(err, SBX_E_CONFIG, "%s: value longer than %d bytes", key,
                              CONFIG_VALUE_MAX);
     switch (spec->type) {
-    case SBX_OPT_STRING:
-        break;
+    case SBX_OPT_STRING: break;
     case SBX_OPT_INT: {
         int64_t n;
         if (!config_parse_int(value, &n))
@@ -270,13 +269,13 @@ sbx_status sbx_options_set(sbx_options *o, const char *key, const char *value, s
         break;
     case SBX_OPT_ENUM:
         if (!enum_has(spec->choices, value))
-            return sbx_error_set(err, SBX_E_CONFIG, "%s: '%s' is not accepted; accepted: %s",
-                                 key, value, spec->choices ? spec->choices : "(none)");
+            return sbx_error_set(err, SBX_E_CONFIG, "%s: '%s' is not accepted; accepted: %s", key,
+                                 value, spec->choices ? spec->choices : "(none)");
         break;
     case SBX_OPT_ENV_NAME:
         if (value[0] == '$' && config_env_name_ok(value + 1))
-            return sbx_error_set(err, SBX_E_CONFIG,
-                                 "%s: write the variable's name without '$': %s", key, value + 1);
+            return sbx_error_set(err, SBX_E_CONFIG, "%s: write the variable's name without '$': %s",
+                                 key, value + 1);
         if (!config_env_name_ok(value))
             return sbx_error_set(err, SBX_E_CONFIG,
                                  "%s: '%.64s' is not an environment variable name; name the "
@@ -286,8 +285,7 @@ sbx_status sbx_options_set(sbx_options *o, const char *key, const char *value, s
         break;
     case SBX_OPT_LIST:
         if (v->n_items >= CONFIG_LIST_MAX)
-            return sbx_error_set(err, SBX_E_CONFIG, "%s: more than %d items", key,
-                                 CONFIG_LIST_MAX);
+            return sbx_error_set(err, SBX_E_CONFIG, "%s: more than %d items", key, CONFIG_LIST_MAX);
         if (!push_item(&v->items, &v->n_items, value, len))
             return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", key);
         v->set = true;

@@ -61,8 +61,14 @@ static sbx_status fail_at(tree_builder *b, int line, int column, const char *fmt
     return sbx_error_set(b->err, SBX_E_CONFIG, "%s:%d:%d: %s", b->name, line, column, what);
 }
 
-static int mark_line(yaml_mark_t m) { return (int)m.line + 1; }
-static int mark_column(yaml_mark_t m) { return (int)m.column + 1; }
+static int mark_line(yaml_mark_t m)
+{
+    return (int)m.line + 1;
+}
+static int mark_column(yaml_mark_t m)
+{
+    return (int)m.column + 1;
+}
 
 /* Line and column of a byte offset (libyaml's reader errors carry only an offset). */
 static void offset_position(const tree_builder *b, size_t offset, int *line, int *column)
@@ -130,9 +136,9 @@ static sbx_status attach(tree_builder *b, config_node *n)
     if (parent->kind == CONFIG_MAP && parent->n_kids % 2 == 0) {
         /* n is a key */
         if (n->kind != CONFIG_SCALAR) {
-            sbx_status st = fail_at(b, n->line, n->column,
-                                    "a mapping key must be plain text, not a %s",
-                                    n->kind == CONFIG_MAP ? "mapping" : "list");
+            sbx_status st =
+                fail_at(b, n->line, n->column, "a mapping key must be plain text, not a %s",
+                        n->kind == CONFIG_MAP ? "mapping" : "list");
             config_node_free(n);
             return st;
         }
@@ -182,11 +188,8 @@ static sbx_status on_event(tree_builder *b, const yaml_event_t *ev, int *documen
     sbx_status st;
     switch (ev->type) {
     case YAML_STREAM_START_EVENT:
-    case YAML_NO_EVENT:
-        return SBX_OK;
-    case YAML_STREAM_END_EVENT:
-        *done = true;
-        return SBX_OK;
+    case YAML_NO_EVENT: return SBX_OK;
+    case YAML_STREAM_END_EVENT: *done = true; return SBX_OK;
     case YAML_DOCUMENT_START_EVENT:
         if (++*documents > 1)
             return fail_at(b, mark_line(ev->start_mark), mark_column(ev->start_mark),
@@ -196,8 +199,7 @@ static sbx_status on_event(tree_builder *b, const yaml_event_t *ev, int *documen
             return fail_at(b, mark_line(ev->start_mark), mark_column(ev->start_mark),
                            "%%TAG directives are refused in sbx config files");
         return SBX_OK;
-    case YAML_DOCUMENT_END_EVENT:
-        return SBX_OK;
+    case YAML_DOCUMENT_END_EVENT: return SBX_OK;
     case YAML_ALIAS_EVENT:
         return fail_at(b, mark_line(ev->start_mark), mark_column(ev->start_mark),
                        "aliases (*%s) are refused in sbx config files (they can expand without "
@@ -262,8 +264,8 @@ sbx_status config_yaml_parse(const char *buf, size_t len, const char *name, conf
     tree_builder b = {.name = name, .buf = buf, .len = len, .err = err};
     if (len > CONFIG_MAX_BYTES)
         return sbx_error_set(err, SBX_E_CONFIG,
-                             "%s:1:1: the file is %zu bytes; config files are limited to %d",
-                             name, len, CONFIG_MAX_BYTES);
+                             "%s:1:1: the file is %zu bytes; config files are limited to %d", name,
+                             len, CONFIG_MAX_BYTES);
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser))
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", name);

@@ -17,8 +17,9 @@ static void test_config_env_managed_with_provisioning_provider_loads(void **stat
 static void test_config_env_managed_with_attach_only_provider_is_refused(void **state)
 {
     (void)state;
-    load_fails("sandbox:\n  profiles:\n    box: {type: test_attach}\n", "test.yaml:3:17:",
-               "profile 'box'", "cannot create sandboxes", "environment: attached", NULL);
+    load_fails("sandbox:\n  profiles:\n    box: {type: test_attach}\n",
+               "test.yaml:3:17:", "profile 'box'", "cannot create sandboxes",
+               "environment: attached", NULL);
     load_fails("sandbox:\n  profiles:\n    box: {type: test_attach, environment: managed}\n",
                "test.yaml:3:43:", "profile 'box'", "environment: attached", NULL);
 }
@@ -26,8 +27,8 @@ static void test_config_env_managed_with_attach_only_provider_is_refused(void **
 static void test_config_env_attached_with_attaching_provider_loads(void **state)
 {
     (void)state;
-    sbx_config *cfg = load_ok(
-        "sandbox:\n  profiles:\n    a: {type: test_attach, environment: attached, attach_to: i-1}\n");
+    sbx_config *cfg = load_ok("sandbox:\n  profiles:\n    a: {type: test_attach, environment: "
+                              "attached, attach_to: i-1}\n");
     assert_int_equal(cfg->profiles[0].environment, SBX_ENV_ATTACHED);
     assert_string_equal(cfg->profiles[0].attach_to, "i-1");
     sbx_config_free(cfg);
@@ -65,16 +66,15 @@ static void test_config_env_block_of_another_provider_is_refused(void **state)
 {
     (void)state;
     load_fails("sandbox:\n  profiles:\n    a: {type: test_managed, test_both: {}}\n",
-               "test.yaml:3:29:", "a 'test_both' block in a profile of type 'test_managed'",
-               NULL);
+               "test.yaml:3:29:", "a 'test_both' block in a profile of type 'test_managed'", NULL);
 }
 
 static void test_config_env_unknown_type_lists_the_providers(void **state)
 {
     (void)state;
-    load_fails("sandbox:\n  profiles:\n    a: {type: nope}\n", "test.yaml:3:15:",
-               "unknown provider type 'nope'", "test_managed", "test_attach", "test_both",
-               NULL);
+    load_fails("sandbox:\n  profiles:\n    a: {type: nope}\n",
+               "test.yaml:3:15:", "unknown provider type 'nope'", "test_managed", "test_attach",
+               "test_both", NULL);
 }
 
 int main(void)

@@ -491,10 +491,10 @@ static void test_config_worker_off_loopback_needs_tls_and_callers(void **state)
     load_fails("sandbox:\n  worker:\n    listen: '[::]:7443'\n"
                "    tls: {cert_file: /c, key_file: /k}\n",
                "test.yaml:3:13:", "requires authenticated callers", NULL);
-    load_fails("sandbox:\n  worker:\n    tls: {client_ca_file: /ca}\n", "test.yaml:3:27:",
-               "need TLS", NULL);
-    load_fails("sandbox:\n  worker:\n    tls: {cert_file: /c}\n", "test.yaml:3:10:",
-               "cert_file and key_file go together", NULL);
+    load_fails("sandbox:\n  worker:\n    tls: {client_ca_file: /ca}\n",
+               "test.yaml:3:27:", "need TLS", NULL);
+    load_fails("sandbox:\n  worker:\n    tls: {cert_file: /c}\n",
+               "test.yaml:3:10:", "cert_file and key_file go together", NULL);
     load_fails("sandbox:\n  worker:\n    auth: {callers: [{name: x, cert_subject: cn, "
                "subjects: [a]}]}\n",
                "test.yaml:3:22:", "needs sandbox.worker.tls.client_ca_file", NULL);
@@ -504,8 +504,8 @@ static void test_config_worker_off_loopback_needs_tls_and_callers(void **state)
     load_fails("sandbox:\n  worker:\n    auth: {callers: [{name: x, token_env: T, subjects: [a]},"
                " {name: x, token_env: U, subjects: [b]}]}\n",
                "a second caller named 'x'", NULL);
-    load_fails("sandbox:\n  worker:\n    listen: 127.evil.example:7443\n", "test.yaml:3:13:",
-               "requires TLS", NULL);
+    load_fails("sandbox:\n  worker:\n    listen: 127.evil.example:7443\n",
+               "test.yaml:3:13:", "requires TLS", NULL);
     sbx_config *cfg = load_ok("sandbox:\n  worker:\n    listen: '[::1]:7443'\n");
     sbx_config_free(cfg);
     cfg = load_ok("sandbox:\n  worker:\n    listen: localhost:0\n");

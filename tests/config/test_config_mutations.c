@@ -73,7 +73,7 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-static const char *const punctuation[] = {":", "-", "[", "]", "{", "}", ",", "&", "*", "!",
+static const char *const punctuation[] = {":",  "-", "[",  "]",  "{", "}", ",", "&", "*", "!",
                                           "\"", "'", "\t", "\n", "#", "|", ">", "%", "@", "\xff"};
 
 static void mutate_file(const char *path)
@@ -95,7 +95,8 @@ static void mutate_file(const char *path)
                 buf[at] = (char)(buf[at] ^ (char)(1u << (next_random() % 8)));
             break;
         case 1: { /* insert YAML punctuation */
-            const char *p = punctuation[next_random() % (sizeof(punctuation) / sizeof(*punctuation))];
+            const char *p =
+                punctuation[next_random() % (sizeof(punctuation) / sizeof(*punctuation))];
             size_t k = strlen(p);
             memmove(buf + at + k, buf + at, n - at);
             memcpy(buf + at, p, k);

@@ -61,8 +61,7 @@ static void test_config_options_set_values_override_defaults(void **state)
     sbx_options_free(o);
 }
 
-static void expect_refused(sbx_options *o, const char *key, const char *value,
-                           const char *fragment)
+static void expect_refused(sbx_options *o, const char *key, const char *value, const char *fragment)
 {
     sbx_error err = {0};
     assert_int_equal(sbx_options_set(o, key, value, &err), SBX_E_CONFIG);

@@ -44,8 +44,8 @@ static void test_config_registry_bad_names_and_traits_are_refused(void **state)
     static const sbx_provider_ops upper = {.name = "Docker2", .traits = SBX_PROVIDER_ATTACHES};
     static const sbx_provider_ops empty = {.name = "", .traits = SBX_PROVIDER_ATTACHES};
     static const sbx_provider_ops spaced = {.name = "a b", .traits = SBX_PROVIDER_ATTACHES};
-    static const sbx_provider_ops long_name = {
-        .name = "abcdefghijklmnopqrstuvwxyz0123456789", .traits = SBX_PROVIDER_ATTACHES};
+    static const sbx_provider_ops long_name = {.name = "abcdefghijklmnopqrstuvwxyz0123456789",
+                                               .traits = SBX_PROVIDER_ATTACHES};
     static const sbx_provider_ops no_traits = {.name = "no_traits", .traits = 0};
     static const sbx_provider_ops no_name = {.name = NULL, .traits = SBX_PROVIDER_ATTACHES};
     assert_int_equal(sbx_provider_register(&upper, NULL), SBX_E_INVALID_ARGUMENT);
@@ -84,8 +84,8 @@ static void test_config_registry_concurrent_registration_loses_nothing(void **st
     for (size_t t = 0; t < REG_THREADS; t++) {
         for (size_t i = 0; i < REG_PER_THREAD; i++) {
             snprintf(thread_names[t][i], sizeof(thread_names[t][i]), "th_%zu_%zu", t, i);
-            thread_ops[t][i] = (sbx_provider_ops){.name = thread_names[t][i],
-                                                  .traits = SBX_PROVIDER_PROVISIONS};
+            thread_ops[t][i] =
+                (sbx_provider_ops){.name = thread_names[t][i], .traits = SBX_PROVIDER_PROVISIONS};
         }
         shared_ops[t] = (sbx_provider_ops){.name = "th_shared", .traits = SBX_PROVIDER_ATTACHES};
     }

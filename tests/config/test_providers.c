@@ -12,31 +12,44 @@
 /* One option of every type, for the sbx_options getters and the block validation. */
 static const sbx_option_spec test_schema[] = {
     {.key = "image", .type = SBX_OPT_STRING, .default_value = "busybox", .help = "image"},
-    {.key = "count", .type = SBX_OPT_INT, .default_value = "3", .min = 1, .max = 10,
+    {.key = "count",
+     .type = SBX_OPT_INT,
+     .default_value = "3",
+     .min = 1,
+     .max = 10,
      .help = "how many"},
     {.key = "flag", .type = SBX_OPT_BOOL, .default_value = "false", .help = "a switch"},
-    {.key = "mode", .type = SBX_OPT_ENUM, .default_value = "fast", .choices = "fast|slow",
+    {.key = "mode",
+     .type = SBX_OPT_ENUM,
+     .default_value = "fast",
+     .choices = "fast|slow",
      .help = "speed"},
     {.key = "tags", .type = SBX_OPT_LIST, .default_value = "a,b", .help = "labels"},
     {.key = "key_env", .type = SBX_OPT_ENV_NAME, .help = "env var holding the key"},
     {.key = NULL},
 };
 
-static const sbx_provider_ops test_managed = {
-    .name = "test_managed", .summary = "config test: provisions only",
-    .traits = SBX_PROVIDER_PROVISIONS, .options = test_schema};
-static const sbx_provider_ops test_attach = {
-    .name = "test_attach", .summary = "config test: attaches only",
-    .traits = SBX_PROVIDER_ATTACHES, .options = test_schema};
-static const sbx_provider_ops test_both = {
-    .name = "test_both", .summary = "config test: provisions and attaches",
-    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES, .options = test_schema};
+static const sbx_provider_ops test_managed = {.name = "test_managed",
+                                              .summary = "config test: provisions only",
+                                              .traits = SBX_PROVIDER_PROVISIONS,
+                                              .options = test_schema};
+static const sbx_provider_ops test_attach = {.name = "test_attach",
+                                             .summary = "config test: attaches only",
+                                             .traits = SBX_PROVIDER_ATTACHES,
+                                             .options = test_schema};
+static const sbx_provider_ops test_both = {.name = "test_both",
+                                           .summary = "config test: provisions and attaches",
+                                           .traits =
+                                               SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES,
+                                           .options = test_schema};
 
 /* ---- stand-ins for the real providers (used only while one is not built in) ---------- */
 
 static const sbx_option_spec local_schema[] = {
     {.key = "rootfs", .type = SBX_OPT_STRING, .default_value = "host"},
-    {.key = "binds", .type = SBX_OPT_LIST, .default_value = "/usr,/bin,/lib,/lib64,/etc/alternatives"},
+    {.key = "binds",
+     .type = SBX_OPT_LIST,
+     .default_value = "/usr,/bin,/lib,/lib64,/etc/alternatives"},
     {.key = "extra_binds", .type = SBX_OPT_LIST},
     {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace"},
     {.key = NULL},
@@ -58,7 +71,10 @@ static const sbx_option_spec e2b_schema[] = {
     {.key = "domain", .type = SBX_OPT_STRING, .default_value = "e2b.app"},
     {.key = "template", .type = SBX_OPT_STRING, .default_value = "code-interpreter-v1"},
     {.key = "code_interpreter", .type = SBX_OPT_BOOL, .default_value = "true"},
-    {.key = "sandbox_timeout_s", .type = SBX_OPT_INT, .default_value = "300", .min = 1,
+    {.key = "sandbox_timeout_s",
+     .type = SBX_OPT_INT,
+     .default_value = "300",
+     .min = 1,
      .max = 86400},
     {.key = "user", .type = SBX_OPT_STRING, .default_value = "user"},
     {.key = "env", .type = SBX_OPT_LIST},
@@ -74,7 +90,8 @@ static const sbx_option_spec daytona_schema[] = {
 static const sbx_option_spec ec2_ssm_schema[] = {
     {.key = "region", .type = SBX_OPT_STRING, .default_value = "us-east-1"},
     {.key = "access_key_id_env", .type = SBX_OPT_ENV_NAME, .default_value = "AWS_ACCESS_KEY_ID"},
-    {.key = "secret_access_key_env", .type = SBX_OPT_ENV_NAME,
+    {.key = "secret_access_key_env",
+     .type = SBX_OPT_ENV_NAME,
      .default_value = "AWS_SECRET_ACCESS_KEY"},
     {.key = "session_token_env", .type = SBX_OPT_ENV_NAME, .default_value = "AWS_SESSION_TOKEN"},
     {.key = NULL},
@@ -83,12 +100,16 @@ static const sbx_option_spec fake_schema[] = {{.key = NULL}};
 
 #define BOTH (SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES)
 static const sbx_provider_ops standins[] = {
-    {.name = "local", .summary = "stand-in", .traits = SBX_PROVIDER_PROVISIONS,
+    {.name = "local",
+     .summary = "stand-in",
+     .traits = SBX_PROVIDER_PROVISIONS,
      .options = local_schema},
     {.name = "docker", .summary = "stand-in", .traits = BOTH, .options = docker_schema},
     {.name = "e2b", .summary = "stand-in", .traits = BOTH, .options = e2b_schema},
     {.name = "daytona", .summary = "stand-in", .traits = BOTH, .options = daytona_schema},
-    {.name = "ec2_ssm", .summary = "stand-in", .traits = SBX_PROVIDER_ATTACHES,
+    {.name = "ec2_ssm",
+     .summary = "stand-in",
+     .traits = SBX_PROVIDER_ATTACHES,
      .options = ec2_ssm_schema},
     {.name = "fake", .summary = "stand-in", .traits = BOTH, .options = fake_schema},
 };
