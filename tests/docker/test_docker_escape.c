@@ -98,7 +98,8 @@ static const char *sh(fixture *f, const char *line, int *exit_code)
     if (st != SBX_OK)
         fail_msg("run '%s': %s: %s", line, sbx_status_name(st), err.message);
     size_t n = r->stdout.len < sizeof(out) - 1 ? r->stdout.len : sizeof(out) - 1;
-    memcpy(out, r->stdout.data, n);
+    if (n > 0)
+        memcpy(out, r->stdout.data, n);
     out[n] = '\0';
     if (exit_code != NULL)
         *exit_code = r->exit_code;
@@ -215,7 +216,7 @@ static void test_docker_escape_memory_limit_kills_a_memory_bomb(void **state)
     assert_int_equal(ops->run_code(f->sb, &op, &o, r, &err), SBX_OK);
     /* 512 MiB never fits in 128: the program is killed (or its allocation fails), never prints. */
     assert_int_not_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OK);
-    assert_null(memmem(r->stdout.data, r->stdout.len, "536870912", 9));
+    assert_true(r->stdout.len == 0 || memmem(r->stdout.data, r->stdout.len, "536870912", 9) == NULL);
     sbx_message_free((ProtobufCMessage *)r);
     assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
 }
