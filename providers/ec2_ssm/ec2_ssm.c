@@ -16,9 +16,13 @@
  *             (subject, role) until shortly before expiry; never the agent's identity instead.
  *             credentials["run_as"]: the script runs through `sudo -n -u <user>`.
  *
+ *   files     SSM has no file API: bytes move as base64 through the same shell (chunks that
+ *             fit one SendCommand / one 24,000-character output), at most 256 KiB per call,
+ *             written to a 0600 temporary file and renamed into place.
+ *
  * Capabilities are honest: isolation NONE (the instance is whatever it is), no policy
- * dimension enforced (check_policy lists every non-default one), no files (SSM has no file API;
- * moving bytes through 24,000-character outputs is not offered as "files").
+ * dimension enforced (check_policy lists every non-default one), no package installs, no
+ * streaming (SSM returns output only when polled).
  * This file must never read the config file, never destroy or stop an instance, and never put
  * a secret in an error, a result or a log line.
  */
@@ -28,7 +32,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "providers/ec2_ssm/aws.h"
 #include "providers/ec2_ssm/creds.h"
@@ -74,6 +81,9 @@ static const sbx_option_spec ssm_options[] = {
      "$AWS_SHARED_CREDENTIALS_FILE, then ~/.aws/credentials)"},
     {"aws_profile", SBX_OPT_STRING, NULL, NULL, 0, 0,
      "profile in the shared credentials file (default $AWS_PROFILE, then default)"},
+    {"workdir", SBX_OPT_STRING, NULL, NULL, 0, 0,
+     "absolute directory on the instance for relative file paths and for commands run "
+     "without cwd (default: none; SSM's own per-command directory)"},
     {"role_arn", SBX_OPT_STRING, NULL, NULL, 0, 0,
      "user mode: the role assumed for a user principal without credentials[\"role_arn\"] "
      "(the STS session is still named after the user and cached per user)"},
@@ -115,6 +125,7 @@ typedef struct ssm_state {
     aws_creds_source src;
     char *src_strings[5]; /* owned copies behind src */
     char *default_role;   /* role_arn option: user mode without credentials["role_arn"] */
+    char *workdir;        /* workdir option; NULL = none */
     int64_t poll_initial_ms, poll_max_ms, exec_timeout_s, delivery_timeout_s;
     int64_t invocation_wait_ms, role_duration_s, refresh_margin_s;
 
@@ -166,6 +177,7 @@ static void ssm_close(void *state)
         free(st->src_strings[i]);
     free(st->profile);
     free(st->default_role);
+    free(st->workdir);
     pthread_mutex_destroy(&st->lock);
     free(st);
 }
@@ -190,6 +202,18 @@ static sbx_status ssm_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     st->src.session_token_env = st->src_strings[2];
     st->src.credentials_file = st->src_strings[3];
     st->src.profile = st->src_strings[4];
+    if (opt(o, "workdir") != NULL) {
+        if (opt(o, "workdir")[0] != '/') {
+            sbx_status ws = sbx_error_set(err, SBX_E_CONFIG,
+                                          "profile '%s': ec2_ssm.workdir '%.256s' must be an "
+                                          "absolute path on the instance",
+                                          ctx->profile != NULL ? ctx->profile : "",
+                                          opt(o, "workdir"));
+            ssm_close(st);
+            return ws;
+        }
+        st->workdir = strdup(opt(o, "workdir"));
+    }
     if (opt(o, "role_arn") != NULL)
         st->default_role = strdup(opt(o, "role_arn"));
     st->poll_initial_ms = opt_int(o, "poll_initial_ms", 250);
@@ -236,7 +260,7 @@ static void ssm_capabilities(void *state, sbx_capabilities *caps)
     caps->shell = 1;
     sbx_add_string(&caps->n_languages, &caps->languages, "bash");
     sbx_add_string(&caps->n_languages, &caps->languages, "sh");
-    caps->files = 0;
+    caps->files = 1;
     caps->package_install = 0;
     caps->stateful = 0;
     caps->attach = 1;
@@ -886,6 +910,14 @@ static sbx_status run_spec(sbx_sandbox *sbx, ssm_script_spec *spec, const char *
     return s;
 }
 
+/* A command's working directory: its own cwd, else the profile's workdir, else SSM's default. */
+static const char *cmd_cwd(sbx_sandbox *sbx, const char *cwd)
+{
+    if (cwd != NULL && cwd[0] != '\0')
+        return cwd;
+    return ((ssm_sandbox *)sbx)->st->workdir;
+}
+
 #define ENV_ARRAYS(op, keys, vals)                                                                \
     const char **keys = calloc((op)->n_env + 1, sizeof(char *));                                  \
     const char **vals = calloc((op)->n_env + 1, sizeof(char *));                                  \
@@ -911,7 +943,7 @@ static sbx_status ssm_run_command(sbx_sandbox *sbx, const Sbx__V1__RunCommand *o
                             .interpreter = "sh", .env_keys = keys, .env_values = vals,
                             .n_env = op->n_env, .stdin_data = op->stdin.data,
                             .stdin_len = op->stdin.len};
-    sbx_status s = run_spec(sbx, &spec, op->cwd, o, r, err);
+    sbx_status s = run_spec(sbx, &spec, cmd_cwd(sbx, op->cwd), o, r, err);
     free(keys);
     free(vals);
     return s;
@@ -930,9 +962,397 @@ static sbx_status ssm_run_code(sbx_sandbox *sbx, const Sbx__V1__RunCode *op,
     ssm_script_spec spec = {.shell = op->code, .interpreter = lang, .env_keys = keys,
                             .env_values = vals, .n_env = op->n_env,
                             .stdin_data = op->stdin.data, .stdin_len = op->stdin.len};
-    sbx_status s = run_spec(sbx, &spec, op->cwd, o, r, err);
+    sbx_status s = run_spec(sbx, &spec, cmd_cwd(sbx, op->cwd), o, r, err);
     free(keys);
     free(vals);
+    return s;
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+/* SSM has no file API: files move as base64 through the shell of AWS-RunShellScript (GNU
+ * coreutils base64, head, tail, wc, find on the instance), in chunks that fit one SendCommand
+ * each way. Every path is single-quoted; relative paths are resolved against the `workdir`
+ * option. Bounds:
+ *   - a write chunk of 22 KiB is 30,040 base64 characters, inside SSM_MAX_SCRIPT_BYTES with the
+ *     quoted paths and commands around it;
+ *   - a read chunk of 17,000 bytes is 22,668 base64 characters, inside SSM's 24,000-character
+ *     StandardOutputContent with the size line before it;
+ *   - one read or write moves at most 256 KiB (12-16 round trips of a few seconds each on real
+ *     SSM): larger transfers belong in S3, not in Run Command output. */
+#define SSM_WRITE_CHUNK_BYTES (22u * 1024u)
+#define SSM_READ_CHUNK_BYTES 17000u
+#define SSM_MAX_FILE_BYTES (256u * 1024u)
+
+/* The absolute path for a caller's path: absolute as is, relative under workdir. */
+static sbx_status resolve_path(const ssm_state *st, const char *what, const char *path,
+                               char **abs, sbx_error *err)
+{
+    *abs = NULL;
+    if (path == NULL || path[0] == '\0')
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "ec2_ssm: %s: path is empty", what);
+    if (path[0] == '/') {
+        *abs = strdup(path);
+    } else {
+        if (st->workdir == NULL)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "ec2_ssm: %s '%.256s': relative path, but the profile sets no "
+                                 "ec2_ssm.workdir; use an absolute path or set workdir",
+                                 what, path);
+        size_t n = strlen(st->workdir) + strlen(path) + 2;
+        *abs = malloc(n);
+        if (*abs != NULL)
+            snprintf(*abs, n, "%s/%s", st->workdir, path);
+    }
+    return *abs != NULL ? SBX_OK
+                        : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+}
+
+/* Runs a file script (no streaming of its base64 to the caller) into scratch; a non-zero exit
+ * becomes an error naming the path and the shell's complaint. */
+static sbx_status run_file_script(sbx_sandbox *sbx, const char *what, const char *path,
+                                  const char *script, const sbx_exec_opts *o, sbx_result *scratch,
+                                  sbx_error *err)
+{
+    sbx_exec_opts quiet = *o;
+    quiet.on_output = NULL;
+    ssm_script_spec spec = {.shell = script, .interpreter = "sh"};
+    sbx_status s = run_spec(sbx, &spec, NULL, &quiet, scratch, err);
+    if (s != SBX_OK || scratch->exit_code == 0)
+        return s;
+    char msg[320];
+    size_t n = scratch->stderr.len < sizeof(msg) - 1 ? scratch->stderr.len : sizeof(msg) - 1;
+    if (n > 0)
+        memcpy(msg, scratch->stderr.data, n);
+    msg[n] = '\0';
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    sbx_status code = strstr(msg, "Permission denied") != NULL ? SBX_E_PERMISSION_DENIED
+                      : strstr(msg, "No space left") != NULL  ? SBX_E_RESOURCE_EXHAUSTED
+                                                               : SBX_E_INVALID_ARGUMENT;
+    return sbx_error_set(err, code, "ec2_ssm: %s '%.256s' on %s failed (exit %d): %s", what,
+                         path, sbx->id, scratch->exit_code, n > 0 ? msg : "no message");
+}
+
+static char *base64_encode(const uint8_t *data, size_t len)
+{
+    size_t out_len = 4 * ((len + 2) / 3);
+    char *out = malloc(out_len + 1);
+    if (out == NULL)
+        return NULL;
+    int n = len > 0 ? EVP_EncodeBlock((unsigned char *)out, data, (int)len) : 0;
+    out[n < 0 ? 0 : n] = '\0';
+    return out;
+}
+
+/* Decodes standard padded base64 text (no whitespace) into buf (at least 3*len/4 bytes);
+ * returns the byte count or -1 when malformed. A trailing partial quantum is ignored. */
+static long base64_decode(const char *text, size_t len, uint8_t *buf)
+{
+    len -= len % 4;
+    if (len == 0)
+        return 0;
+    int n = EVP_DecodeBlock(buf, (const unsigned char *)text, (int)len);
+    if (n < 0)
+        return -1;
+    if (text[len - 1] == '=')
+        n--;
+    if (text[len - 2] == '=')
+        n--;
+    return n;
+}
+
+static void put_quoted(ssm_buf *b, const char *s) { ssm_shell_quote(b, s, strlen(s)); }
+
+static sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op,
+                                 const sbx_exec_opts *o, sbx_result *r, sbx_error *err)
+{
+    ssm_state *st = ((ssm_sandbox *)sbx)->st;
+    (void)r;
+    if (op->content.len > SSM_MAX_FILE_BYTES)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                             "ec2_ssm: write_file '%.256s': %zu bytes is over the %u bytes one "
+                             "write moves through SSM Run Command; copy large files through S3",
+                             op->path, op->content.len, SSM_MAX_FILE_BYTES);
+    char *abs = NULL;
+    sbx_status s = resolve_path(st, "write_file", op->path, &abs, err);
+    if (s != SBX_OK)
+        return s;
+    char *slash = strrchr(abs, '/');
+    const char *base = slash + 1;
+    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        s = sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                          "ec2_ssm: write_file '%.256s': not a file path (ends with '/', '.' or "
+                          "'..')",
+                          op->path);
+        free(abs);
+        return s;
+    }
+    char *parent = slash == abs ? strdup("/") : strndup(abs, (size_t)(slash - abs));
+    /* The bytes land in a sibling temporary file (created 0600 under umask 077, so a secret
+     * is never readable mid-write), which gets the final mode and is renamed over the target:
+     * readers never see a half-written file. */
+    char rnd[9];
+    snprintf(rnd, sizeof(rnd), "%08x", (unsigned)(sbx_monotonic_us() ^ (int64_t)getpid() * 7919));
+    size_t tl = strlen(parent) + strlen(base) + 32;
+    char *tmp = malloc(tl);
+    if (parent == NULL || tmp == NULL) {
+        free(parent);
+        free(tmp);
+        free(abs);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+    }
+    snprintf(tmp, tl, "%s/.%s.sbx-%s", strcmp(parent, "/") == 0 ? "" : parent, base, rnd);
+    unsigned mode = op->mode != 0 ? op->mode & 07777 : 0644;
+    size_t len = op->content.len;
+    size_t chunks = len == 0 ? 1 : (len + SSM_WRITE_CHUNK_BYTES - 1) / SSM_WRITE_CHUNK_BYTES;
+    sbx_result *scratch = NULL;
+    for (size_t i = 0; i < chunks && s == SBX_OK; i++) {
+        size_t off = i * SSM_WRITE_CHUNK_BYTES;
+        size_t n = len - off < SSM_WRITE_CHUNK_BYTES ? len - off : SSM_WRITE_CHUNK_BYTES;
+        char *b64 = base64_encode(op->content.data + off, n);
+        ssm_buf script = {0};
+        ssm_buf_puts(&script, "set -e\numask 077\n");
+        if (i == 0 && op->mkdirs) {
+            ssm_buf_puts(&script, "mkdir -p -- ");
+            put_quoted(&script, parent);
+            ssm_buf_puts(&script, "\n");
+        }
+        ssm_buf_puts(&script, "printf '%s' ");
+        put_quoted(&script, b64 != NULL ? b64 : "");
+        ssm_buf_puts(&script, i == 0 ? " | base64 -d > " : " | base64 -d >> ");
+        put_quoted(&script, tmp);
+        ssm_buf_puts(&script, "\n");
+        if (i + 1 == chunks) {
+            char m[16];
+            snprintf(m, sizeof(m), "chmod %04o ", mode);
+            ssm_buf_puts(&script, m);
+            put_quoted(&script, tmp);
+            ssm_buf_puts(&script, "\nmv -f -- ");
+            put_quoted(&script, tmp);
+            ssm_buf_puts(&script, " ");
+            put_quoted(&script, abs);
+            ssm_buf_puts(&script, "\n");
+        }
+        free(b64);
+        sbx_message_free((ProtobufCMessage *)scratch);
+        scratch = sbx_result_new();
+        if (script.oom || b64 == NULL || scratch == NULL)
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+        else
+            s = run_file_script(sbx, "write_file", op->path, script.p, o, scratch, err);
+        ssm_buf_free(&script);
+    }
+    if (s != SBX_OK && chunks > 1) {
+        /* Best effort: do not leave a partial temporary file behind. */
+        ssm_buf rm = {0};
+        ssm_buf_puts(&rm, "rm -f -- ");
+        put_quoted(&rm, tmp);
+        ssm_buf_puts(&rm, "\n");
+        sbx_message_free((ProtobufCMessage *)scratch);
+        scratch = sbx_result_new();
+        sbx_error ignored = {0};
+        sbx_exec_opts grace = *o;
+        grace.deadline_mono_ms = sbx_monotonic_ms() + SSM_CANCEL_GRACE_MS;
+        if (scratch != NULL && rm.p != NULL)
+            run_file_script(sbx, "write_file cleanup", op->path, rm.p, &grace, scratch, &ignored);
+        ssm_buf_free(&rm);
+    }
+    sbx_message_free((ProtobufCMessage *)scratch);
+    free(tmp);
+    free(parent);
+    free(abs);
+    return s;
+}
+
+static sbx_status ssm_read_file(sbx_sandbox *sbx, const Sbx__V1__ReadFile *op,
+                                const sbx_exec_opts *o, sbx_result *r, sbx_error *err)
+{
+    ssm_state *st = ((ssm_sandbox *)sbx)->st;
+    char *abs = NULL;
+    sbx_status s = resolve_path(st, "read_file", op->path, &abs, err);
+    if (s != SBX_OK)
+        return s;
+    uint64_t want = op->max_bytes > 0 && op->max_bytes < SSM_MAX_FILE_BYTES ? op->max_bytes
+                                                                            : SSM_MAX_FILE_BYTES;
+    uint8_t *buf = malloc((size_t)want + 4);
+    size_t got = 0;
+    long long size = -1;
+    bool eof = false;
+    if (buf == NULL)
+        s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+    while (s == SBX_OK && got < want && !eof) {
+        size_t n = want - got < SSM_READ_CHUNK_BYTES ? (size_t)(want - got) : SSM_READ_CHUNK_BYTES;
+        char line[128];
+        ssm_buf script = {0};
+        ssm_buf_puts(&script, "set -e\nwc -c < ");
+        put_quoted(&script, abs);
+        snprintf(line, sizeof(line), "\ntail -c +%llu -- ",
+                 (unsigned long long)(op->offset + got + 1));
+        ssm_buf_puts(&script, line);
+        put_quoted(&script, abs);
+        snprintf(line, sizeof(line), " | head -c %zu | base64 -w 0\n", n);
+        ssm_buf_puts(&script, line);
+        sbx_result *scratch = sbx_result_new();
+        if (script.oom || scratch == NULL)
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+        else
+            s = run_file_script(sbx, "read_file", op->path, script.p, o, scratch, err);
+        ssm_buf_free(&script);
+        if (s == SBX_OK) {
+            /* "<size>\n<base64>" */
+            const char *out = (const char *)scratch->stdout.data;
+            size_t on = scratch->stdout.len;
+            const char *nl = on > 0 ? memchr(out, '\n', on) : NULL;
+            char digits[32];
+            size_t dn = nl != NULL ? (size_t)(nl - out) : 0;
+            if (nl == NULL || dn == 0 || dn >= sizeof(digits) ||
+                strspn(out, "0123456789 ") < dn) {
+                s = sbx_error_set(err, SBX_E_PROVISION,
+                                  "ec2_ssm: read_file '%.256s': the instance's answer is not "
+                                  "\"<size>\\n<base64>\" (no GNU coreutils?)",
+                                  op->path);
+            } else {
+                memcpy(digits, out, dn);
+                digits[dn] = '\0';
+                size = strtoll(digits, NULL, 10);
+                const char *b64 = nl + 1;
+                size_t bl = on - dn - 1;
+                while (bl > 0 && (b64[bl - 1] == '\n' || b64[bl - 1] == '\r'))
+                    bl--;
+                if (bl > 4 * ((n + 2) / 3)) {
+                    s = sbx_error_set(err, SBX_E_PROVISION,
+                                      "ec2_ssm: read_file '%.256s': more data than asked for",
+                                      op->path);
+                } else {
+                    long dec = base64_decode(b64, bl, buf + got);
+                    if (dec < 0 || (size_t)dec > n)
+                        s = sbx_error_set(err, SBX_E_PROVISION,
+                                          "ec2_ssm: read_file '%.256s': the instance sent "
+                                          "malformed base64",
+                                          op->path);
+                    else {
+                        got += (size_t)dec;
+                        eof = (size_t)dec < n;
+                    }
+                }
+            }
+        }
+        sbx_message_free((ProtobufCMessage *)scratch);
+    }
+    if (s == SBX_OK) {
+        sbx_file *f = sbx_file_new();
+        if (f == NULL || !sbx_set_string(&f->path, op->path) ||
+            !sbx_set_bytes(&f->content, buf, got)) {
+            sbx_message_free((ProtobufCMessage *)f);
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+        } else {
+            f->size = size > 0 ? (uint64_t)size : 0;
+            sbx_result_add_file(r, f);
+            if (want == SSM_MAX_FILE_BYTES && size > 0 &&
+                (uint64_t)size > op->offset + got) {
+                char notice[256];
+                snprintf(notice, sizeof(notice),
+                         "read_file returned %zu of %lld bytes: ec2_ssm moves at most %u bytes "
+                         "per read through SSM (read the rest with offset, or use S3)",
+                         got, size, SSM_MAX_FILE_BYTES);
+                sbx_result_set_data(r, "notice", notice);
+            }
+        }
+    }
+    free(buf);
+    free(abs);
+    return s;
+}
+
+static int file_path_cmp(const void *a, const void *b)
+{
+    const sbx_file *x = *(sbx_file *const *)a, *y = *(sbx_file *const *)b;
+    return strcmp(x->path, y->path);
+}
+
+static sbx_status ssm_list_files(sbx_sandbox *sbx, const Sbx__V1__ListFiles *op,
+                                 const sbx_exec_opts *o, sbx_result *r, sbx_error *err)
+{
+    ssm_state *st = ((ssm_sandbox *)sbx)->st;
+    char *abs = NULL;
+    sbx_status s = resolve_path(st, "list_files", op->path != NULL && op->path[0] ? op->path : ".",
+                                &abs, err);
+    if (s != SBX_OK)
+        return s;
+    /* find prints one NUL-terminated record per entry, base64 keeps the names (any bytes but
+     * NUL and '/') intact through SSM's text output. */
+    ssm_buf script = {0};
+    ssm_buf_puts(&script, "set -e\ncd -- ");
+    put_quoted(&script, abs);
+    ssm_buf_puts(&script, "\nfind . -mindepth 1 -maxdepth 1 -printf '%y %m %s %f\\0' | "
+                          "base64 -w 0\n");
+    sbx_result *scratch = sbx_result_new();
+    if (script.oom || scratch == NULL)
+        s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+    else
+        s = run_file_script(sbx, "list_files", op->path, script.p, o, scratch, err);
+    ssm_buf_free(&script);
+    if (s == SBX_OK) {
+        size_t bl = scratch->stdout.len;
+        uint8_t *raw = malloc(bl + 4);
+        long n = raw != NULL ? base64_decode((const char *)scratch->stdout.data, bl, raw) : -1;
+        bool cut = scratch->stdout_truncated;
+        if (n < 0) {
+            s = sbx_error_set(err, SBX_E_PROVISION,
+                              "ec2_ssm: list_files '%.256s': the instance sent malformed base64",
+                              op->path);
+        } else {
+            size_t pos = 0, entries = 0;
+            while (s == SBX_OK && pos < (size_t)n) {
+                uint8_t *end = memchr(raw + pos, '\0', (size_t)n - pos);
+                if (end == NULL) { /* a record cut by SSM's output limit */
+                    cut = true;
+                    break;
+                }
+                char *rec = (char *)raw + pos;
+                pos = (size_t)(end - raw) + 1;
+                char type = 0;
+                unsigned perm = 0;
+                unsigned long long fsize = 0;
+                int consumed = 0;
+                if (sscanf(rec, "%c %o %llu %n", &type, &perm, &fsize, &consumed) != 3 ||
+                    consumed <= 0 || rec[consumed] == '\0')
+                    continue;
+                const char *name = rec + consumed;
+                size_t pl = strlen(abs) + strlen(name) + 2;
+                char *path = malloc(pl);
+                sbx_file *f = sbx_file_new();
+                if (path == NULL || f == NULL) {
+                    free(path);
+                    sbx_message_free((ProtobufCMessage *)f);
+                    s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+                    break;
+                }
+                snprintf(path, pl, "%s/%s", strcmp(abs, "/") == 0 ? "" : abs, name);
+                sbx_set_string(&f->path, path);
+                free(path);
+                unsigned kind = type == 'd' ? 0040000u : type == 'l' ? 0120000u : 0100000u;
+                f->mode = kind | (perm & 07777);
+                f->size = fsize;
+                sbx_result_add_file(r, f);
+                entries++;
+            }
+            if (s == SBX_OK && r->n_files > 1)
+                qsort(r->files, r->n_files, sizeof(r->files[0]), file_path_cmp);
+            if (s == SBX_OK && cut) {
+                char notice[200];
+                snprintf(notice, sizeof(notice),
+                         "the listing of %.100s was cut after %zu entries by SSM's "
+                         "24,000-character output limit",
+                         op->path, entries);
+                sbx_result_set_data(r, "notice", notice);
+            }
+        }
+        free(raw);
+    }
+    sbx_message_free((ProtobufCMessage *)scratch);
+    free(abs);
     return s;
 }
 
@@ -952,8 +1372,8 @@ const sbx_provider_ops sbx_provider_ec2_ssm = {
     .run_code = ssm_run_code,
     .run_command = ssm_run_command,
     .install_packages = NULL,
-    .write_file = NULL,
-    .read_file = NULL,
-    .list_files = NULL,
+    .write_file = ssm_write_file,
+    .read_file = ssm_read_file,
+    .list_files = ssm_list_files,
     .sandbox_close = ssm_sandbox_close,
 };

@@ -85,18 +85,166 @@ typedef struct interp_out {
     double clock; /* the command's own clock, advanced by sleep */
 } interp_out;
 
+/* The instance's file system, in memory: absolute normalised path -> node. "/" always exists. */
+typedef struct fnode {
+    char *path;
+    bool dir;
+    unsigned mode;
+    uint8_t *data;
+    size_t len;
+} fnode;
+
+typedef struct fake_fs {
+    fnode *nodes;
+    size_t n, cap;
+} fake_fs;
+
 typedef struct interp {
     interp_out *out;
-    tbuf *capture; /* non-NULL: stdout goes here (left side of a pipe) */
+    tbuf *capture; /* non-NULL: stdout goes here (pipe stage or redirection) */
     char user[64];
     char *env_k[INTERP_MAX_ENV], *env_v[INTERP_MAX_ENV];
     size_t n_env;
-    const char *cwd;
-    const char *stdin_text;
+    char cwd[1024];
+    const char *stdin_data; /* bytes on standard input (may hold NULs) */
+    size_t stdin_len;
+    fake_fs *fs;
+    bool errexit; /* set -e */
     int depth;
     bool exited;
     int status;
 } interp;
+
+
+/* ---- the in-memory file system -------------------------------------------------------------- */
+
+static void fs_free(fake_fs *fs)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        free(fs->nodes[i].path);
+        free(fs->nodes[i].data);
+    }
+    free(fs->nodes);
+    memset(fs, 0, sizeof(*fs));
+}
+
+/* Absolute, normalised ("." and ".." and "//" removed) path of p seen from cwd; malloc'd. */
+static char *fs_resolve(const char *cwd, const char *p)
+{
+    tbuf in = {0};
+    if (p[0] != '/') {
+        tb_puts(&in, cwd);
+        tb_puts(&in, "/");
+    }
+    tb_puts(&in, p);
+    char *segs[512];
+    size_t n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(in.p, "/", &save); t != NULL; t = strtok_r(NULL, "/", &save)) {
+        if (strcmp(t, ".") == 0)
+            continue;
+        if (strcmp(t, "..") == 0) {
+            if (n > 0)
+                n--;
+            continue;
+        }
+        if (n < 512)
+            segs[n++] = t;
+    }
+    tbuf out = {0};
+    for (size_t i = 0; i < n; i++) {
+        tb_puts(&out, "/");
+        tb_puts(&out, segs[i]);
+    }
+    if (n == 0)
+        tb_puts(&out, "/");
+    free(in.p);
+    return tb_take(&out);
+}
+
+static fnode *fs_get(fake_fs *fs, const char *abs)
+{
+    static fnode root = {.path = "/", .dir = true, .mode = 0755};
+    if (strcmp(abs, "/") == 0)
+        return &root;
+    for (size_t i = 0; i < fs->n; i++)
+        if (strcmp(fs->nodes[i].path, abs) == 0)
+            return &fs->nodes[i];
+    return NULL;
+}
+
+static char *fs_parent(const char *abs)
+{
+    const char *slash = strrchr(abs, '/');
+    if (slash == NULL || slash == abs)
+        return strdup("/");
+    return strndup(abs, (size_t)(slash - abs));
+}
+
+static fnode *fs_add(fake_fs *fs, const char *abs, bool dir, unsigned mode)
+{
+    if (fs->n == fs->cap) {
+        fs->cap = fs->cap ? fs->cap * 2 : 16;
+        fs->nodes = realloc(fs->nodes, fs->cap * sizeof(fnode));
+        if (fs->nodes == NULL)
+            abort();
+    }
+    fnode *nd = &fs->nodes[fs->n++];
+    memset(nd, 0, sizeof(*nd));
+    nd->path = strdup(abs);
+    nd->dir = dir;
+    nd->mode = mode;
+    return nd;
+}
+
+static void fs_remove(fake_fs *fs, const char *abs)
+{
+    for (size_t i = 0; i < fs->n; i++)
+        if (strcmp(fs->nodes[i].path, abs) == 0) {
+            free(fs->nodes[i].path);
+            free(fs->nodes[i].data);
+            fs->nodes[i] = fs->nodes[--fs->n];
+            return;
+        }
+}
+
+static bool parent_is_dir(fake_fs *fs, const char *abs)
+{
+    char *parent = fs_parent(abs);
+    fnode *p = fs_get(fs, parent);
+    free(parent);
+    return p != NULL && p->dir;
+}
+
+static void errf(interp *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes a file (creating it 0644 like a umask-022 shell); false with a message on failure. */
+static bool fs_write(interp *in, const char *name, const char *data, size_t len, bool append)
+{
+    char *abs = fs_resolve(in->cwd, name);
+    fnode *nd = fs_get(in->fs, abs);
+    bool ok = true;
+    if (nd != NULL && nd->dir) {
+        errf(in, "sh: 1: cannot create %s: Is a directory\n", name);
+        ok = false;
+    } else if (nd == NULL && !parent_is_dir(in->fs, abs)) {
+        errf(in, "sh: 1: cannot create %s: Directory nonexistent\n", name);
+        ok = false;
+    } else {
+        if (nd == NULL)
+            nd = fs_add(in->fs, abs, false, 0644);
+        size_t base = append ? nd->len : 0;
+        uint8_t *d = realloc(nd->data, base + len + 1);
+        if (d == NULL)
+            abort();
+        if (len > 0)
+            memcpy(d + base, data, len);
+        nd->data = d;
+        nd->len = base + len;
+    }
+    free(abs);
+    return ok;
+}
 
 static void emit(interp *in, int stream, const char *s, size_t n)
 {
@@ -128,6 +276,16 @@ static void emit(interp *in, int stream, const char *s, size_t n)
 }
 
 static void emits(interp *in, int stream, const char *s) { emit(in, stream, s, strlen(s)); }
+
+static void errf(interp *in, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    emits(in, 2, buf);
+}
 
 static void interp_out_free(interp_out *o)
 {
@@ -174,11 +332,13 @@ typedef struct word {
     bool quoted; /* any part was quoted: never an operator */
 } word;
 
-/* One statement: words, split at '|' into at most two commands. */
+/* One statement: words, split at '|' into pipeline stages. */
+#define INTERP_MAX_STAGES 8
 typedef struct stmt {
     word w[INTERP_MAX_WORDS];
     size_t n;
-    size_t pipe_at; /* index of the first word after '|', 0 = no pipe */
+    size_t stage_at[INTERP_MAX_STAGES]; /* index of the first word of stages 1.. */
+    size_t n_pipes;
 } stmt;
 
 static void stmt_free(stmt *s)
@@ -186,7 +346,7 @@ static void stmt_free(stmt *s)
     for (size_t i = 0; i < s->n; i++)
         free(s->w[i].text);
     s->n = 0;
-    s->pipe_at = 0;
+    s->n_pipes = 0;
 }
 
 static int run_words(interp *in, word *w, size_t n);
@@ -196,20 +356,36 @@ static int run_stmt(interp *in, stmt *s)
 {
     if (s->n == 0)
         return in->status;
-    if (s->pipe_at == 0)
+    if (s->n_pipes == 0)
         return run_words(in, s->w, s->n);
-    tbuf piped = {0};
-    tbuf *saved = in->capture;
-    in->capture = &piped;
-    run_words(in, s->w, s->pipe_at - 1);
-    in->capture = saved;
-    in->exited = false; /* exit in a pipeline element only ends that element */
-    char *text = tb_take(&piped);
-    const char *saved_stdin = in->stdin_text;
-    in->stdin_text = text;
-    int st = run_words(in, s->w + (s->pipe_at - 1), s->n - (s->pipe_at - 1));
-    in->stdin_text = saved_stdin;
-    free(text);
+    /* Each stage's stdout is the next stage's stdin; the last writes where the statement
+     * writes. An `exit` inside a stage only ends that stage (it runs in a subshell). */
+    const char *saved_data = in->stdin_data;
+    size_t saved_len = in->stdin_len;
+    tbuf *saved_capture = in->capture;
+    char *feed = NULL;
+    size_t feed_len = 0;
+    int st = 0;
+    for (size_t k = 0; k <= s->n_pipes; k++) {
+        size_t from = k == 0 ? 0 : s->stage_at[k - 1];
+        size_t to = k == s->n_pipes ? s->n : s->stage_at[k];
+        tbuf piped = {0};
+        bool last = k == s->n_pipes;
+        in->capture = last ? saved_capture : &piped;
+        if (k > 0) {
+            in->stdin_data = feed != NULL ? feed : "";
+            in->stdin_len = feed_len;
+        }
+        st = run_words(in, s->w + from, to - from);
+        in->exited = false;
+        free(feed);
+        feed_len = piped.len;
+        feed = piped.p;
+    }
+    free(feed);
+    in->capture = saved_capture;
+    in->stdin_data = saved_data;
+    in->stdin_len = saved_len;
     return st;
 }
 
@@ -235,10 +411,12 @@ static int interpret(interp *in, const char *script)
             free(cur.p);
             memset(&cur, 0, sizeof(cur));
             in_word = quoted = false;
-            if (is_pipe && s->pipe_at == 0)
-                s->pipe_at = s->n + 1;
+            if (is_pipe && s->n_pipes < INTERP_MAX_STAGES)
+                s->stage_at[s->n_pipes++] = s->n;
             if (end_stmt) {
                 in->status = run_stmt(in, s);
+                if (in->errexit && in->status != 0)
+                    in->exited = true;
                 stmt_free(s);
                 if (in->exited || c == '\0')
                     break;
@@ -343,10 +521,413 @@ static void do_printf(interp *in, word *w, size_t n)
     free(b.p);
 }
 
+static int b64val(int c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* GNU coreutils base64: -d decodes (whitespace ignored), otherwise encodes, wrapping at 76
+ * columns unless -w 0. */
+static int do_base64(interp *in, word *w, size_t n)
+{
+    bool decode = false;
+    long wrap = 76;
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(w[i].text, "-d") == 0)
+            decode = true;
+        else if (strcmp(w[i].text, "-w") == 0 && i + 1 < n)
+            wrap = strtol(w[++i].text, NULL, 10);
+    }
+    const uint8_t *d = (const uint8_t *)in->stdin_data;
+    size_t len = in->stdin_len;
+    tbuf out = {0};
+    if (decode) {
+        uint32_t acc = 0;
+        int bits = 0;
+        bool pad = false;
+        for (size_t i = 0; i < len; i++) {
+            int c = d[i];
+            if (c == '\n' || c == ' ' || c == '\r' || c == '\t')
+                continue;
+            if (c == '=') {
+                pad = true;
+                continue;
+            }
+            int v = b64val(c);
+            if (v < 0 || pad) {
+                free(out.p);
+                emits(in, 2, "base64: invalid input\n");
+                return 1;
+            }
+            acc = (acc << 6) | (uint32_t)v;
+            bits += 6;
+            if (bits >= 8) {
+                bits -= 8;
+                char ch = (char)((acc >> bits) & 0xff);
+                tb_put(&out, &ch, 1);
+            }
+        }
+    } else {
+        static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        long col = 0;
+        for (size_t i = 0; i < len; i += 3) {
+            uint32_t v = (uint32_t)d[i] << 16;
+            if (i + 1 < len)
+                v |= (uint32_t)d[i + 1] << 8;
+            if (i + 2 < len)
+                v |= d[i + 2];
+            char q[4] = {tbl[(v >> 18) & 63], tbl[(v >> 12) & 63],
+                         i + 1 < len ? tbl[(v >> 6) & 63] : '=', i + 2 < len ? tbl[v & 63] : '='};
+            for (int k = 0; k < 4; k++) {
+                if (wrap > 0 && col == wrap) {
+                    tb_put(&out, "\n", 1);
+                    col = 0;
+                }
+                tb_put(&out, &q[k], 1);
+                col++;
+            }
+        }
+        if (wrap > 0 && len > 0)
+            tb_put(&out, "\n", 1);
+    }
+    emit(in, 1, out.p != NULL ? out.p : "", out.len);
+    free(out.p);
+    return 0;
+}
+
+/* Skips leading option words in `opts` (and a "--"); returns the index of the first operand. */
+static size_t operands(word *w, size_t n, const char *opts)
+{
+    size_t i = 1;
+    while (i < n && w[i].text[0] == '-' && w[i].text[1] != '\0') {
+        if (strcmp(w[i].text, "--") == 0)
+            return i + 1;
+        if (strchr(opts, w[i].text[1]) == NULL)
+            break;
+        i++;
+    }
+    return i;
+}
+
+static int do_find(interp *in, word *w, size_t n)
+{
+    /* find DIR -mindepth 1 -maxdepth 1 -printf FMT: %y %m %s %f, \0 and \n escapes. */
+    if (n < 2)
+        return 1;
+    const char *fmt = NULL;
+    for (size_t i = 2; i + 1 < n; i++)
+        if (strcmp(w[i].text, "-printf") == 0)
+            fmt = w[i + 1].text;
+    char *dir = fs_resolve(in->cwd, w[1].text);
+    fnode *d = fs_get(in->fs, dir);
+    if (d == NULL || !d->dir || fmt == NULL) {
+        errf(in, "find: '%s': No such file or directory\n", w[1].text);
+        free(dir);
+        return 1;
+    }
+    size_t dl = strlen(dir);
+    for (size_t i = 0; i < in->fs->n; i++) {
+        fnode *e = &in->fs->nodes[i];
+        const char *name = NULL;
+        if (strcmp(dir, "/") == 0)
+            name = e->path + 1;
+        else if (strncmp(e->path, dir, dl) == 0 && e->path[dl] == '/')
+            name = e->path + dl + 1;
+        if (name == NULL || strchr(name, '/') != NULL)
+            continue;
+        tbuf line = {0};
+        for (const char *p = fmt; *p; p++) {
+            char tmp[32];
+            if (*p == '%' && p[1] == 'y') {
+                tb_put(&line, e->dir ? "d" : "f", 1);
+                p++;
+            } else if (*p == '%' && p[1] == 'm') {
+                snprintf(tmp, sizeof(tmp), "%o", e->mode & 07777);
+                tb_puts(&line, tmp);
+                p++;
+            } else if (*p == '%' && p[1] == 's') {
+                snprintf(tmp, sizeof(tmp), "%zu", e->dir ? (size_t)4096 : e->len);
+                tb_puts(&line, tmp);
+                p++;
+            } else if (*p == '%' && p[1] == 'f') {
+                tb_puts(&line, name);
+                p++;
+            } else if (*p == '\\' && p[1] == '0') {
+                tb_put(&line, "", 1);
+                p++;
+            } else if (*p == '\\' && p[1] == 'n') {
+                tb_put(&line, "\n", 1);
+                p++;
+            } else {
+                tb_put(&line, p, 1);
+            }
+        }
+        emit(in, 1, line.p != NULL ? line.p : "", line.len);
+        free(line.p);
+    }
+    free(dir);
+    return 0;
+}
+
+/* File and text utilities over the in-memory file system (GNU coreutils behaviour). */
+static int run_fs_command(interp *in, word *w, size_t n, bool *handled)
+{
+    const char *cmd = w[0].text;
+    *handled = true;
+    if (strcmp(cmd, "set") == 0) {
+        for (size_t i = 1; i < n; i++)
+            if (strcmp(w[i].text, "-e") == 0)
+                in->errexit = true;
+        return 0;
+    }
+    if (strcmp(cmd, ":") == 0 || strcmp(cmd, "umask") == 0)
+        return 0; /* umask: the fake's files have no owner to protect */
+    if (strcmp(cmd, "base64") == 0)
+        return do_base64(in, w, n);
+    if (strcmp(cmd, "find") == 0)
+        return do_find(in, w, n);
+    if (strcmp(cmd, "wc") == 0) {
+        char b[32];
+        snprintf(b, sizeof(b), "%zu\n", in->stdin_len);
+        emits(in, 1, b);
+        return 0;
+    }
+    if (strcmp(cmd, "head") == 0 && n >= 3 && strcmp(w[1].text, "-c") == 0) {
+        size_t want = (size_t)strtoull(w[2].text, NULL, 10);
+        emit(in, 1, in->stdin_data != NULL ? in->stdin_data : "",
+             want < in->stdin_len ? want : in->stdin_len);
+        return 0;
+    }
+    if (strcmp(cmd, "tail") == 0 && n >= 4 && strcmp(w[1].text, "-c") == 0 && w[2].text[0] == '+') {
+        size_t from = (size_t)strtoull(w[2].text + 1, NULL, 10);
+        size_t i = n - 1; /* tail -c +N [--] FILE: the file is the last word */
+        char *abs = fs_resolve(in->cwd, w[i].text);
+        fnode *nd = fs_get(in->fs, abs);
+        free(abs);
+        if (nd == NULL) {
+            errf(in, "tail: cannot open '%s' for reading: No such file or directory\n", w[i].text);
+            return 1;
+        }
+        if (nd->dir) {
+            errf(in, "tail: error reading '%s': Is a directory\n", w[i].text);
+            return 1;
+        }
+        size_t start = from > 0 ? from - 1 : 0;
+        if (start < nd->len)
+            emit(in, 1, (const char *)nd->data + start, nd->len - start);
+        return 0;
+    }
+    if (strcmp(cmd, "mkdir") == 0) {
+        bool parents = false;
+        for (size_t i = 1; i < n; i++)
+            if (strcmp(w[i].text, "-p") == 0)
+                parents = true;
+        int st = 0;
+        for (size_t i = operands(w, n, "pm"); i < n; i++) {
+            char *abs = fs_resolve(in->cwd, w[i].text);
+            fnode *nd = fs_get(in->fs, abs);
+            if (nd != NULL && (!nd->dir || !parents)) {
+                errf(in, "mkdir: cannot create directory '%s': File exists\n", w[i].text);
+                st = 1;
+            } else if (nd == NULL) {
+                /* create each missing ancestor (with -p) from the top down */
+                for (char *p = abs + 1;; p++) {
+                    bool end = *p == '\0';
+                    if (*p == '/' || end) {
+                        char c = *p;
+                        *p = '\0';
+                        fnode *x = fs_get(in->fs, abs);
+                        if (x == NULL) {
+                            if (!parents && !end) {
+                                errf(in, "mkdir: cannot create directory '%s': No such file or "
+                                         "directory\n", w[i].text);
+                                st = 1;
+                                *p = c;
+                                break;
+                            }
+                            fs_add(in->fs, abs, true, 0755);
+                        } else if (!x->dir) {
+                            errf(in, "mkdir: cannot create directory '%s': Not a directory\n",
+                                 w[i].text);
+                            st = 1;
+                            *p = c;
+                            break;
+                        }
+                        *p = c;
+                    }
+                    if (end)
+                        break;
+                }
+            }
+            free(abs);
+        }
+        return st;
+    }
+    if (strcmp(cmd, "chmod") == 0) {
+        size_t i = operands(w, n, "R");
+        if (i < n && strcmp(w[i].text, "--") == 0)
+            i++;
+        size_t j = i + 1; /* GNU getopt also accepts "--" between the mode and the file */
+        if (j < n && strcmp(w[j].text, "--") == 0)
+            j++;
+        if (j >= n)
+            return 1;
+        unsigned mode = (unsigned)strtoul(w[i].text, NULL, 8);
+        char *abs = fs_resolve(in->cwd, w[j].text);
+        fnode *nd = fs_get(in->fs, abs);
+        free(abs);
+        if (nd == NULL) {
+            errf(in, "chmod: cannot access '%s': No such file or directory\n", w[j].text);
+            return 1;
+        }
+        nd->mode = mode & 07777;
+        return 0;
+    }
+    if (strcmp(cmd, "rm") == 0) {
+        bool force = false;
+        for (size_t i = 1; i < n; i++)
+            if (strcmp(w[i].text, "-f") == 0)
+                force = true;
+        int st = 0;
+        for (size_t i = operands(w, n, "f"); i < n; i++) {
+            char *abs = fs_resolve(in->cwd, w[i].text);
+            fnode *nd = fs_get(in->fs, abs);
+            if (nd == NULL && !force) {
+                errf(in, "rm: cannot remove '%s': No such file or directory\n", w[i].text);
+                st = 1;
+            } else if (nd != NULL && nd->dir) {
+                errf(in, "rm: cannot remove '%s': Is a directory\n", w[i].text);
+                st = 1;
+            } else if (nd != NULL) {
+                fs_remove(in->fs, abs);
+            }
+            free(abs);
+        }
+        return st;
+    }
+    if (strcmp(cmd, "mv") == 0) {
+        size_t i = operands(w, n, "f");
+        if (i + 1 >= n)
+            return 1;
+        char *src = fs_resolve(in->cwd, w[i].text), *dst = fs_resolve(in->cwd, w[i + 1].text);
+        fnode *s = fs_get(in->fs, src), *d = fs_get(in->fs, dst);
+        int st = 0;
+        if (s == NULL || s->dir) {
+            errf(in, "mv: cannot stat '%s': No such file or directory\n", w[i].text);
+            st = 1;
+        } else if ((d != NULL && d->dir) || !parent_is_dir(in->fs, dst)) {
+            errf(in, "mv: cannot move '%s' to '%s'\n", w[i].text, w[i + 1].text);
+            st = 1;
+        } else {
+            if (d != NULL)
+                fs_remove(in->fs, dst);
+            s = fs_get(in->fs, src);
+            free(s->path);
+            s->path = strdup(dst);
+        }
+        free(src);
+        free(dst);
+        return st;
+    }
+    if (strcmp(cmd, "cd") == 0) {
+        size_t i = operands(w, n, "LP");
+        char *abs = fs_resolve(in->cwd, i < n ? w[i].text : "/");
+        fnode *nd = fs_get(in->fs, abs);
+        int st = 0;
+        if (nd == NULL || !nd->dir) {
+            errf(in, "sh: 1: cd: can't cd to %s\n", i < n ? w[i].text : "/");
+            st = 2;
+        } else {
+            snprintf(in->cwd, sizeof(in->cwd), "%s", abs);
+        }
+        free(abs);
+        return st;
+    }
+    *handled = false;
+    return 0;
+}
+
+static int run_command(interp *in, word *w, size_t n);
+
+/* Applies "> FILE", ">> FILE" and "< FILE" (unquoted operator words) around one command. */
 static int run_words(interp *in, word *w, size_t n)
+{
+    const char *out_file = NULL, *in_file = NULL;
+    bool append = false;
+    word kept[INTERP_MAX_WORDS];
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!w[i].quoted && i + 1 < n &&
+            (strcmp(w[i].text, ">") == 0 || strcmp(w[i].text, ">>") == 0)) {
+            append = w[i].text[1] == '>';
+            out_file = w[++i].text;
+            continue;
+        }
+        if (!w[i].quoted && i + 1 < n && strcmp(w[i].text, "<") == 0) {
+            in_file = w[++i].text;
+            continue;
+        }
+        kept[nk++] = w[i];
+    }
+    if (out_file == NULL && in_file == NULL)
+        return run_command(in, w, n);
+    const char *saved_data = in->stdin_data;
+    size_t saved_len = in->stdin_len;
+    tbuf *saved_capture = in->capture;
+    if (in_file != NULL) {
+        char *abs = fs_resolve(in->cwd, in_file);
+        fnode *nd = fs_get(in->fs, abs);
+        free(abs);
+        if (nd == NULL) {
+            errf(in, "sh: 1: cannot open %s: No such file\n", in_file);
+            return 2;
+        }
+        if (nd->dir) {
+            errf(in, "sh: 1: %s: Is a directory\n", in_file);
+            return 1;
+        }
+        in->stdin_data = nd->data != NULL ? (const char *)nd->data : "";
+        in->stdin_len = nd->len;
+    }
+    tbuf captured = {0};
+    if (out_file != NULL) {
+        /* The target is created (or truncated) before the command runs, as a shell does. */
+        if (!fs_write(in, out_file, "", 0, append)) {
+            in->stdin_data = saved_data;
+            in->stdin_len = saved_len;
+            return 2;
+        }
+        in->capture = &captured;
+    }
+    int st = run_command(in, kept, nk);
+    in->capture = saved_capture;
+    in->stdin_data = saved_data;
+    in->stdin_len = saved_len;
+    if (out_file != NULL) {
+        fs_write(in, out_file, captured.p != NULL ? captured.p : "", captured.len, true);
+        free(captured.p);
+    }
+    return st;
+}
+
+static int run_command(interp *in, word *w, size_t n)
 {
     if (n == 0)
         return 0;
+    bool handled = false;
+    int fst = run_fs_command(in, w, n, &handled);
+    if (handled)
+        return fst;
     const char *cmd = w[0].text;
     if (strcmp(cmd, "echo") == 0) {
         int stream = 1;
@@ -379,8 +960,7 @@ static int run_words(interp *in, word *w, size_t n)
         return 0;
     }
     if (strcmp(cmd, "cat") == 0) {
-        if (in->stdin_text != NULL)
-            emits(in, 1, in->stdin_text);
+        emit(in, 1, in->stdin_data != NULL ? in->stdin_data : "", in->stdin_len);
         return 0;
     }
     if (strcmp(cmd, "exit") == 0) {
@@ -398,7 +978,7 @@ static int run_words(interp *in, word *w, size_t n)
     if (strcmp(cmd, "false") == 0)
         return 1;
     if (strcmp(cmd, "pwd") == 0) {
-        emits(in, 1, in->cwd != NULL ? in->cwd : "/");
+        emits(in, 1, in->cwd);
         emits(in, 1, "\n");
         return 0;
     }
@@ -495,8 +1075,10 @@ static int run_script_text(interp *parent, const char *script, const char *user,
     child.out = parent->out;
     child.capture = parent->capture;
     snprintf(child.user, sizeof(child.user), "%s", user != NULL ? user : parent->user);
-    child.cwd = parent->cwd;
-    child.stdin_text = parent->stdin_text;
+    snprintf(child.cwd, sizeof(child.cwd), "%s", parent->cwd);
+    child.stdin_data = parent->stdin_data;
+    child.stdin_len = parent->stdin_len;
+    child.fs = parent->fs;
     child.depth = parent->depth + 1;
     if (!reset_env)
         for (size_t i = 0; i < parent->n_env; i++)
@@ -506,13 +1088,14 @@ static int run_script_text(interp *parent, const char *script, const char *user,
     return st;
 }
 
-static int interpret_top(const char *script, const char *cwd, interp_out *out)
+static int interpret_top(const char *script, const char *cwd, fake_fs *fs, interp_out *out)
 {
     interp in;
     memset(&in, 0, sizeof(in));
     in.out = out;
+    in.fs = fs;
+    snprintf(in.cwd, sizeof(in.cwd), "%s", cwd != NULL && cwd[0] == '/' ? cwd : "/");
     snprintf(in.user, sizeof(in.user), "root"); /* the SSM agent runs scripts as root */
-    in.cwd = cwd;
     int st = interpret(&in, script);
     env_free(&in);
     return st;
@@ -546,11 +1129,13 @@ static char *collect(const interp_out *o, int stream, double t, size_t max_chars
 int ssm_fake_interpret(const char *script, char **out, char **err)
 {
     interp_out o = {0};
-    int st = interpret_top(script, NULL, &o);
+    fake_fs fs = {0};
+    int st = interpret_top(script, NULL, &fs, &o);
     bool cut;
     *out = collect(&o, 1, 1e18, (size_t)-1, &cut);
     *err = collect(&o, 2, 1e18, (size_t)-1, &cut);
     interp_out_free(&o);
+    fs_free(&fs);
     return st;
 }
 
@@ -607,6 +1192,7 @@ struct ssm_fake {
     int64_t credential_lifetime_s;
     int signature_failures;
     bool echo_token; /* hostile-server mode: error messages quote the session token */
+    fake_fs fs;      /* the instances' file system (one, shared: tests use one instance) */
     char *last_script, *last_cwd, *last_session_name;
     int64_t last_exec_timeout;
 };
@@ -874,7 +1460,7 @@ static void op_send_command(ssm_fake *f, json_t *in, fake_response *resp)
     c->created_ms = mono_ms();
     c->invisible_left = f->invisible_polls;
     c->exec_timeout_s = exec_timeout;
-    c->exit_code = interpret_top(script.p != NULL ? script.p : "", cwd, &c->out);
+    c->exit_code = interpret_top(script.p != NULL ? script.p : "", cwd, &f->fs, &c->out);
     f->cmds[f->n_cmds++] = c;
     free(f->last_script);
     f->last_script = tb_take(&script);
@@ -1234,6 +1820,11 @@ ssm_fake *ssm_fake_start(void)
     }
     snprintf(f->ssm_url, sizeof(f->ssm_url), "%s/", fake_http_url(f->ssm));
     snprintf(f->sts_url, sizeof(f->sts_url), "%s/", fake_http_url(f->sts));
+    /* A minimal Linux tree on the instance. */
+    static const struct { const char *path; unsigned mode; } dirs[] = {
+        {"/tmp", 01777}, {"/home", 0755}, {"/root", 0700}, {"/srv", 0755}, {"/var", 0755}};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+        fs_add(&f->fs, dirs[i].path, true, dirs[i].mode);
     fake_http_route(f->ssm, "POST", "/", ssm_handler, f);
     fake_http_route(f->sts, "POST", "/", sts_handler, f);
     return f;
@@ -1252,6 +1843,7 @@ void ssm_fake_stop(ssm_fake *f)
     free(f->last_script);
     free(f->last_cwd);
     free(f->last_session_name);
+    fs_free(&f->fs);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }

@@ -14,7 +14,11 @@
  * printf '%s', cat (stdin), exit N, sleep S (advances the command's own clock; the invocation
  * stays InProgress that long in real time), pwd, whoami, printenv, export, true/false,
  * `repeat N TEXT [>&2]` (TEXT N times, for big outputs), `sh -c` / `bash -c`, and
- * `sudo -n -u USER -- sh -c SCRIPT`. Anything else prints "not found" and exits 127.
+ * `sudo -n -u USER -- sh -c SCRIPT`, `set -e`, pipelines, redirections (> >> <) and, over an
+ * in-memory file system (/tmp /home /root /srv /var exist), GNU coreutils' base64 (-d, -w 0),
+ * head -c, tail -c +N, wc -c, mkdir [-p], chmod, mv, rm, cd, and
+ * `find DIR -mindepth 1 -maxdepth 1 -printf FMT` (%y %m %s %f). Anything else prints
+ * "not found" and exits 127.
  */
 #ifndef SBX_TESTS_SSM_FAKE_H
 #define SBX_TESTS_SSM_FAKE_H

@@ -79,7 +79,8 @@ static void make_yaml(fixture *f, const char *extra)
              "        sts_endpoint: %s\n"
              "        poll_initial_ms: 5\n"
              "        poll_max_ms: 40\n"
-             "        throttle_backoff_ms: 2\n",
+             "        throttle_backoff_ms: 2\n"
+             "        workdir: /tmp\n",
              f->dir, extra != NULL ? extra : "", ssm_fake_ssm_url(f->fake),
              ssm_fake_sts_url(f->fake));
 }

@@ -780,6 +780,204 @@ static void test_ssm_missing_region_is_config(void **state)
     assert_non_null(strstr(f->h.err.message, "region"));
 }
 
+/* ---- files -------------------------------------------------------------------------------- */
+
+static sbx_status do_write(fixture *f, const char *path, const void *data, size_t len,
+                           uint32_t mode, bool mkdirs)
+{
+    Sbx__V1__WriteFile op;
+    sbx__v1__write_file__init(&op);
+    op.path = (char *)path;
+    op.content.data = (uint8_t *)data;
+    op.content.len = len;
+    op.mode = mode;
+    op.mkdirs = mkdirs;
+    sbx_exec_opts o = {.principal = f->h.principal, .policy = f->h.policy};
+    sbx_error_clear(&f->h.err);
+    return sbx_provider_ec2_ssm.write_file(f->sb, &op, &o, f->r, &f->h.err);
+}
+
+static sbx_status do_read(fixture *f, const char *path, uint64_t offset, uint64_t max,
+                          sbx_result *r)
+{
+    Sbx__V1__ReadFile op;
+    sbx__v1__read_file__init(&op);
+    op.path = (char *)path;
+    op.offset = offset;
+    op.max_bytes = max;
+    sbx_exec_opts o = {.principal = f->h.principal, .policy = f->h.policy};
+    sbx_error_clear(&f->h.err);
+    return sbx_provider_ec2_ssm.read_file(f->sb, &op, &o, r, &f->h.err);
+}
+
+static sbx_status do_list(fixture *f, const char *path, sbx_result *r)
+{
+    Sbx__V1__ListFiles op;
+    sbx__v1__list_files__init(&op);
+    op.path = (char *)path;
+    sbx_exec_opts o = {.principal = f->h.principal, .policy = f->h.policy};
+    sbx_error_clear(&f->h.err);
+    return sbx_provider_ec2_ssm.list_files(f->sb, &op, &o, r, &f->h.err);
+}
+
+static void test_ssm_file_round_trip_is_byte_identical(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    static const uint8_t content[] = "bin \0\x01\xff'\"$(x)`y`\n\r\nend";
+    assert_int_equal(do_write(f, "/tmp/data.bin", content, sizeof(content), 0, false), SBX_OK);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_read(f, "/tmp/data.bin", 0, 0, r), SBX_OK);
+    assert_int_equal(r->n_files, 1);
+    assert_int_equal(r->files[0]->content.len, sizeof(content));
+    assert_memory_equal(r->files[0]->content.data, content, sizeof(content));
+    assert_int_equal(r->files[0]->size, sizeof(content));
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_ssm_large_file_moves_in_chunks(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    size_t n = 60 * 1024;
+    uint8_t *data = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (uint8_t)(i * 131 + (i >> 8));
+    assert_int_equal(do_write(f, "/srv/big.bin", data, n, 0, false), SBX_OK);
+    assert_int_equal(ssm_fake_calls(f->h.fake, "SendCommand"), 3); /* 22 KiB per command */
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_read(f, "/srv/big.bin", 0, 0, r), SBX_OK);
+    assert_int_equal(ssm_fake_calls(f->h.fake, "SendCommand"), 3 + 4); /* 17,000 per command */
+    assert_int_equal(r->files[0]->content.len, n);
+    assert_memory_equal(r->files[0]->content.data, data, n);
+    sbx_message_free((ProtobufCMessage *)r);
+    free(data);
+}
+
+static void test_ssm_read_honours_offset_and_max_bytes(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    assert_int_equal(do_write(f, "/tmp/abc", "0123456789", 10, 0, false), SBX_OK);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_read(f, "/tmp/abc", 3, 4, r), SBX_OK);
+    assert_int_equal(r->files[0]->content.len, 4);
+    assert_memory_equal(r->files[0]->content.data, "3456", 4);
+    assert_int_equal(r->files[0]->size, 10);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_ssm_read_over_the_limit_is_cut_with_a_notice(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    assert_int_equal(harness_run(&f->h, f->sb, NULL, "repeat 300000 q > /tmp/huge", 0, f->r),
+                     SBX_OK);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_read(f, "/tmp/huge", 0, 0, r), SBX_OK);
+    assert_int_equal(r->files[0]->content.len, 256 * 1024);
+    assert_int_equal(r->files[0]->size, 300000);
+    assert_non_null(result_data(r, "notice"));
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_ssm_write_mode_and_listing(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    assert_int_equal(do_write(f, "/home/app/secret.txt", "s3cr3t", 6, 0600, true), SBX_OK);
+    assert_int_equal(do_write(f, "/home/app/with space\nand newline", "x", 1, 0, false), SBX_OK);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_list(f, "/home/app", r), SBX_OK);
+    assert_int_equal(r->n_files, 2);
+    assert_string_equal(r->files[0]->path, "/home/app/secret.txt");
+    assert_int_equal(r->files[0]->mode, 0100600);
+    assert_int_equal(r->files[0]->size, 6);
+    assert_string_equal(r->files[1]->path, "/home/app/with space\nand newline");
+    assert_int_equal(r->files[1]->mode, 0100644);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_ssm_write_without_mkdirs_into_missing_dir_is_refused(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    assert_int_equal(do_write(f, "/srv/no/such/dir/f", "x", 1, 0, false), SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(f->h.err.message, "/srv/no/such/dir/f"));
+    assert_int_equal(do_write(f, "/srv/no/such/dir/f", "x", 1, 0, true), SBX_OK);
+}
+
+static void test_ssm_read_missing_file_is_invalid_argument(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_read(f, "/tmp/nope", 0, 0, r), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(r->n_files, 0);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_ssm_relative_paths_need_a_workdir(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    assert_int_equal(do_write(f, "rel.txt", "x", 1, 0, false), SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(f->h.err.message, "workdir"));
+    assert_int_equal(ssm_fake_calls(f->h.fake, "SendCommand"), 0);
+}
+
+static void test_ssm_relative_paths_resolve_under_workdir(void **state)
+{
+    fixture *f = *state;
+    harness_option(&f->h, "workdir", "/srv");
+    open_attach(f);
+    assert_int_equal(do_write(f, "rel.txt", "xyz", 3, 0, false), SBX_OK);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_read(f, "/srv/rel.txt", 0, 0, r), SBX_OK);
+    assert_memory_equal(r->files[0]->content.data, "xyz", 3);
+    sbx_message_free((ProtobufCMessage *)r);
+    /* commands without cwd run there too */
+    assert_int_equal(harness_run(&f->h, f->sb, NULL, "pwd", 0, f->r), SBX_OK);
+    expect_stdout(f, "/srv\n");
+}
+
+static void test_ssm_hostile_file_path_stays_literal(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    const char *path = "/tmp/x'; rm -rf ~ #$(id) `reboot`";
+    assert_int_equal(do_write(f, path, "ok", 2, 0, false), SBX_OK);
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(do_list(f, "/tmp", r), SBX_OK);
+    bool found = false;
+    for (size_t i = 0; i < r->n_files; i++)
+        found |= strcmp(r->files[i]->path, path) == 0;
+    assert_true(found);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_ssm_write_over_the_limit_is_resource_exhausted(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    size_t n = 256 * 1024 + 1;
+    char *data = calloc(1, n);
+    assert_int_equal(do_write(f, "/tmp/too-big", data, n, 0, false), SBX_E_RESOURCE_EXHAUSTED);
+    assert_int_equal(ssm_fake_calls(f->h.fake, "SendCommand"), 0);
+    free(data);
+}
+
+static void test_ssm_files_run_as_the_user(void **state)
+{
+    fixture *f = *state;
+    harness_credential(&f->h, "run_as", "deploy");
+    open_attach(f);
+    assert_int_equal(do_write(f, "/tmp/mine", "m", 1, 0, false), SBX_OK);
+    char script[256];
+    assert_true(ssm_fake_last_script(f->h.fake, script, sizeof(script)));
+    assert_int_equal(strncmp(script, "sudo -n -u 'deploy' -- sh -c ", 29), 0);
+}
+
 /* ---- capabilities and policy -------------------------------------------------------------- */
 
 static void test_ssm_capabilities_are_honest(void **state)
@@ -794,7 +992,7 @@ static void test_ssm_capabilities_are_honest(void **state)
     assert_true(caps.attaches_external);
     assert_false(caps.provisions);
     assert_true(caps.principal_user);
-    assert_false(caps.files);
+    assert_true(caps.files);
     assert_false(caps.policy_network || caps.policy_filesystem || caps.policy_resources);
     for (size_t i = 0; i < caps.n_languages; i++) {
         assert_string_not_equal(caps.languages[i], "python");
@@ -884,6 +1082,18 @@ int main(void)
         T(test_ssm_secrets_never_reach_results_or_the_wire),
         T(test_ssm_plain_http_to_a_remote_host_is_refused),
         T(test_ssm_missing_region_is_config),
+        T(test_ssm_file_round_trip_is_byte_identical),
+        T(test_ssm_large_file_moves_in_chunks),
+        T(test_ssm_read_honours_offset_and_max_bytes),
+        T(test_ssm_read_over_the_limit_is_cut_with_a_notice),
+        T(test_ssm_write_mode_and_listing),
+        T(test_ssm_write_without_mkdirs_into_missing_dir_is_refused),
+        T(test_ssm_read_missing_file_is_invalid_argument),
+        T(test_ssm_relative_paths_need_a_workdir),
+        T(test_ssm_relative_paths_resolve_under_workdir),
+        T(test_ssm_hostile_file_path_stays_literal),
+        T(test_ssm_write_over_the_limit_is_resource_exhausted),
+        T(test_ssm_files_run_as_the_user),
         T(test_ssm_capabilities_are_honest),
         T(test_ssm_check_policy_lists_every_unenforceable_dimension),
 #undef T
