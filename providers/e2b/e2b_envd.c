@@ -590,6 +590,7 @@ typedef struct e2b_lines {
     char *line;
     size_t len, cap;
     bool had_error;
+    int exit_code; /* 1 after an exception; SystemExit's code for sys.exit() */
     char *value;
     sbx_status fail;
     sbx_error fail_err;
@@ -634,6 +635,19 @@ static bool e2b_jupyter_line(e2b_lines *ls, const char *line, size_t len) {
         const char *name = json_string_value(json_object_get(j, "name"));
         const char *value = json_string_value(json_object_get(j, "value"));
         const char *tb = json_string_value(json_object_get(j, "traceback"));
+        ls->exit_code = 1;
+        if (name && strcmp(name, "SystemExit") == 0) {
+            /* sys.exit(N) in a kernel surfaces as a SystemExit error: it is an exit status,
+             * like `python -c` would give (None or empty: 0; a non-number: 1). */
+            char *end = NULL;
+            long code = value ? strtol(value, &end, 10) : 0;
+            if (!value || !*value || strcmp(value, "None") == 0)
+                ls->exit_code = 0;
+            else if (end && *end == 0)
+                ls->exit_code = (int)(code & 255);
+            json_decref(j);
+            return true;
+        }
         char head[1024];
         snprintf(head, sizeof head, "%s: %s\n", name ? name : "Error", value ? value : "");
         if (tb && *tb) {
@@ -749,7 +763,7 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
     } else if (s == SBX_OK && (resp.status < 200 || resp.status >= 300)) {
         s = e2b_envd_http_error(sb, &req, &resp, err);
     } else if (s == SBX_OK) {
-        e2b_set_exit(result, ls.had_error ? 1 : 0);
+        e2b_set_exit(result, ls.had_error ? ls.exit_code : 0);
         if (ls.value) sbx_set_string(&result->value, ls.value);
     }
     free(ls.line);

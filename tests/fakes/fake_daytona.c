@@ -189,6 +189,7 @@ static void fd_create(void *arg, const fake_request *req, fake_response *resp) {
     }
     s->alive = true;
     s->fs = fake_fs_new();
+    fake_fs_set_home(s->fs, "/home/daytona");
     json_t *out = fd_sandbox_json(f, s);
     pthread_mutex_unlock(&f->lock);
     fd_json(resp, 200, out);

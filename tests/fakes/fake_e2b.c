@@ -460,7 +460,13 @@ static void fe_listdir(void *arg, const fake_request *req, fake_response *resp) 
         json_decref(b);
         return;
     }
-    fe_list l = {.entries = json_array(), .dir = dir};
+    char absdir[1024];
+    if (dir[0] != '/')
+        snprintf(absdir, sizeof absdir, "/home/user%s%s", strcmp(dir, ".") == 0 ? "" : "/",
+                 strcmp(dir, ".") == 0 ? "" : dir);
+    else
+        snprintf(absdir, sizeof absdir, "%s", dir);
+    fe_list l = {.entries = json_array(), .dir = absdir};
     fake_fs_list(s->fs, dir, fe_list_entry, &l);
     pthread_mutex_unlock(&f->lock);
     fe_json(resp, 200, json_pack("{s:o}", "entries", l.entries));

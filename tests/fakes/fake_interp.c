@@ -42,9 +42,32 @@ typedef struct fi_file {
 struct fake_fs {
     fi_file files[FI_MAX_FILES];
     size_t n;
+    char home[256]; /* relative paths resolve here, like a process's cwd */
 };
 
-fake_fs *fake_fs_new(void) { return fi_alloc(sizeof(fake_fs)); }
+fake_fs *fake_fs_new(void) {
+    fake_fs *fs = fi_alloc(sizeof(fake_fs));
+    snprintf(fs->home, sizeof fs->home, "/home/user");
+    return fs;
+}
+
+void fake_fs_set_home(fake_fs *fs, const char *home) {
+    snprintf(fs->home, sizeof fs->home, "%s", home);
+}
+
+/* Absolute form of path (relative to home; "." is home; trailing '/' dropped). */
+static const char *fi_resolve(const fake_fs *fs, const char *path, char *buf, size_t cap) {
+    if (!fs || path[0] == '/') {
+        snprintf(buf, cap, "%s", path);
+    } else if (path[0] == 0 || strcmp(path, ".") == 0) {
+        snprintf(buf, cap, "%s", fs->home);
+    } else {
+        snprintf(buf, cap, "%s/%s", fs->home, strncmp(path, "./", 2) == 0 ? path + 2 : path);
+    }
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    return buf;
+}
 
 void fake_fs_free(fake_fs *fs) {
     if (!fs) return;
@@ -52,9 +75,11 @@ void fake_fs_free(fake_fs *fs) {
     free(fs);
 }
 
-static fi_file *fi_find(fake_fs *fs, const char *path) {
+static fi_file *fi_find(fake_fs *fs, const char *rel) {
+    char path[1024];
+    if (fs) rel = fi_resolve(fs, rel, path, sizeof path);
     for (size_t i = 0; fs && i < fs->n; i++)
-        if (strcmp(fs->files[i].path, path) == 0) return &fs->files[i];
+        if (strcmp(fs->files[i].path, rel) == 0) return &fs->files[i];
     return NULL;
 }
 
@@ -64,7 +89,8 @@ void fake_fs_write(fake_fs *fs, const char *path, const void *data, size_t len, 
     if (!f) {
         if (fs->n >= FI_MAX_FILES) return;
         f = &fs->files[fs->n++];
-        f->path = fi_strdup(path);
+        char abs[1024];
+        f->path = fi_strdup(fi_resolve(fs, path, abs, sizeof abs));
         f->data = fi_alloc(1);
         f->len = 0;
     }
@@ -84,7 +110,10 @@ const uint8_t *fake_fs_read(fake_fs *fs, const char *path, size_t *len) {
     return f->data;
 }
 
-bool fake_fs_is_dir(fake_fs *fs, const char *path) {
+bool fake_fs_is_dir(fake_fs *fs, const char *rel) {
+    char abs[1024];
+    const char *path = fi_resolve(fs, rel, abs, sizeof abs);
+    if (fs && strcmp(path, fs->home) == 0) return true;
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--;
     for (size_t i = 0; fs && i < fs->n; i++)
@@ -94,8 +123,10 @@ bool fake_fs_is_dir(fake_fs *fs, const char *path) {
     return strcmp(path, "/") == 0 || strcmp(path, "/home/user") == 0 || strcmp(path, "/tmp") == 0;
 }
 
-void fake_fs_list(fake_fs *fs, const char *dir,
+void fake_fs_list(fake_fs *fs, const char *rel,
                   void (*fn)(void *arg, const char *name, bool is_dir, size_t size), void *arg) {
+    char abs[1024];
+    const char *dir = fi_resolve(fs, rel, abs, sizeof abs);
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     char seen[FI_MAX_FILES][256];
@@ -1158,6 +1189,13 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
         out->exit_code = 1;
     } else if (s.exited) {
         out->exit_code = s.exit_code;
+        if (vars) {
+            /* A kernel does not exit: IPython reports SystemExit as an error. */
+            out->error_name = fi_strdup("SystemExit");
+            if (asprintf(&out->error_value, "%d", s.exit_code) < 0) abort();
+            out->traceback = fi_strdup(
+                "An exception has occurred, use %tb to see the full traceback.\n");
+        }
     }
     free(s.exc_name);
     free(s.exc_value);

@@ -15,6 +15,8 @@
 typedef struct fake_fs fake_fs;
 fake_fs *fake_fs_new(void);
 void fake_fs_free(fake_fs *fs);
+/* Relative paths (and ".") resolve against home; default /home/user. */
+void fake_fs_set_home(fake_fs *fs, const char *home);
 void fake_fs_write(fake_fs *fs, const char *path, const void *data, size_t len, bool append);
 /* Borrowed content (NUL-terminated) or NULL when absent. */
 const uint8_t *fake_fs_read(fake_fs *fs, const char *path, size_t *len);
