@@ -512,7 +512,8 @@ static sbx_status dt_wait_started(daytona_provider *p, const char *id, json_t **
         json_t *j = NULL;
         sbx_status s = dt_get(p, id, &j, err);
         if (s != SBX_OK) return s;
-        const char *st = dt_state(j);
+        char st[64]; /* copied: j is released below */
+        snprintf(st, sizeof st, "%s", dt_state(j));
         if (strcmp(st, "started") == 0) {
             *last = j;
             return SBX_OK;
@@ -675,7 +676,8 @@ static sbx_status dt_attach(void *state, const char *sandbox_id, const sbx_princ
     json_t *j = NULL;
     sbx_status s = dt_get(p, sandbox_id, &j, err);
     if (s != SBX_OK) return s;
-    const char *st = dt_state(j);
+    char st[64]; /* copied: j may be released below */
+    snprintf(st, sizeof st, "%s", dt_state(j));
     if (strcmp(st, "destroyed") == 0 || strcmp(st, "destroying") == 0) {
         json_decref(j);
         return sbx_error_set(err, SBX_E_GONE, "daytona: sandbox %s is %s", sandbox_id, st);
