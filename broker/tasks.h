@@ -38,7 +38,7 @@ typedef struct bt_task {
     pthread_cond_t done;             /* broadcast when state becomes BT_DONE */
     const sbx_request *req;          /* the request to run (req_owned or the caller's) */
     sbx_request *req_owned;          /* our copy when the caller may stop waiting */
-    const sbx_engine_hooks *hooks;   /* only when the submitter waits forever */
+    const sbx_engine_hooks *hooks;   /* the submitter's; valid until the completion (broker.h) */
     int64_t started_at_ms;
     sbx_completion *completion;      /* BT_DONE */
     char id[];

@@ -207,8 +207,8 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
                                    depth);
         return SBX_E_RESOURCE_EXHAUSTED;
     }
-    /* A caller that waits forever keeps req (and hooks) alive until the completion: borrow
-     * them. Otherwise the request must outlive the caller's wait: copy it. */
+    /* A caller that waits forever keeps req alive until the completion: borrow it. Otherwise
+     * the request must outlive the caller's wait: copy it. */
     bool borrow = wait_ms == SBX_WAIT_FOREVER;
     sbx_request *copy = borrow ? NULL : sbx_request_copy(req);
     const char *sid = req->session != NULL ? req->session->session_id : NULL;
@@ -228,7 +228,7 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     }
     nt->req_owned = copy;
     nt->req = borrow ? req : copy;
-    nt->hooks = borrow ? hooks : NULL;
+    nt->hooks = hooks; /* broker.h: the caller keeps them valid until the completion */
     nt->session = s;
     nt->started_at_ms = sbx_now_ms();
     enqueue(tb, nt);

@@ -18,6 +18,7 @@
 #include "engine/fixture.h"
 #include "providers/fake/fake.h"
 #include "sbx/broker.h"
+#include "sbx/recorder.h"
 
 #define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
 
@@ -347,6 +348,94 @@ static void test_brokers_open_by_flavor(void **state)
     assert_non_null(strstr(err.message, "embedded, thread or remote"));
 }
 
+static void test_brokers_thread_records_frames_that_replay_identically(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/thread.rec", fx_tmpdir(t->cfg));
+    assert_int_equal(sbx_broker_record_to(b, path, NULL), SBX_OK);
+    sbx_completion *c = NULL;
+    sbx_request *r1 = fx_code("default", "python", "v = 5");
+    assert_int_equal(sbx_broker_submit(b, r1, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    sbx_request *r2 = fx_code("default", "python", "print(v * 2)");
+    fx_session(r2, c->session);
+    sbx_completion_free(c);
+    assert_int_equal(sbx_broker_submit(b, r2, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "10\n");
+    sbx_completion_free(c);
+    assert_int_equal(sbx_broker_record_to(b, NULL, NULL), SBX_OK);
+    sbx_recording **recs = NULL;
+    size_t n = 0;
+    assert_int_equal(sbx_recordings_load(path, 100, &recs, &n, NULL), SBX_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(recs[0]->broker, "thread");
+    assert_true(recs[1]->finished_at_ms >= recs[1]->started_at_ms);
+    sbx_recordings_free(recs, n);
+    /* The follow-up request's session is followed into the replay: identical completions. */
+    sbx_broker *emb = NULL;
+    assert_int_equal(sbx_broker_open_embedded(t->e, &emb, NULL), SBX_OK);
+    sbx_replay_report rep;
+    assert_int_equal(sbx_replay_file(path, emb, &rep, NULL), SBX_OK);
+    assert_int_equal(rep.total, 2);
+    if (rep.differing != 0)
+        fail_msg("%s", rep.text);
+    sbx_replay_report_clear(&rep);
+    sbx_request_free(r1);
+    sbx_request_free(r2);
+    sbx_broker_free(emb);
+    sbx_broker_free(b);
+}
+
+typedef struct chunks {
+    char text[256];
+    size_t n;
+} chunks;
+
+static void collect(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                    uint64_t offset)
+{
+    chunks *ch = arg;
+    (void)offset;
+    if (stream == SBX__V1__STREAM__STREAM_STDOUT && ch->n + len < sizeof(ch->text)) {
+        memcpy(ch->text + ch->n, data, len);
+        ch->n += len;
+    }
+}
+
+static void test_brokers_hooks_stream_output_chunks(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 4, 4);
+    chunks ch = {0};
+    sbx_engine_hooks hooks = {collect, &ch, NULL};
+    sbx_request *r = fx_shell("default", "echo one; echo two");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, &hooks, &c), SBX_OK);
+    assert_string_equal(ch.text, "one\ntwo\n");
+    assert_string_equal(fx_stdout(c), "one\ntwo\n");
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_cancel_hook_abandons_execution(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_embedded(t->e, &b, NULL), SBX_OK);
+    volatile int cancel = 1;
+    sbx_engine_hooks hooks = {NULL, NULL, &cancel};
+    sbx_request *r = fx_shell("default", "sleep 60000");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, &hooks, &c), SBX_OK);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_non_null(strstr(c->error, "cancelled"));
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -362,6 +451,9 @@ int main(void)
         T(test_brokers_thread_runs_sessions_in_parallel),
         T(test_brokers_discarded_task_result_is_unknown),
         T(test_brokers_open_by_flavor),
+        T(test_brokers_thread_records_frames_that_replay_identically),
+        T(test_brokers_hooks_stream_output_chunks),
+        T(test_brokers_cancel_hook_abandons_execution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,6 +267,39 @@ static void test_sessions_destroy_removes_session_and_is_idempotent(void **state
     sbx_completion_free(c);
 }
 
+static void test_sessions_pending_completion_is_ingested_later(void **state)
+{
+    env *t = *state;
+    sbx_thread_broker_opts o = {2, 8, 8};
+    sbx_broker *tb = NULL;
+    assert_int_equal(sbx_broker_open_thread(t->e, &o, &tb, NULL), SBX_OK);
+    sbx_sessions *s = NULL;
+    assert_int_equal(sbx_sessions_open(t->cfg, tb, NULL, &s, NULL), SBX_OK);
+    sbx_session_handle *h = NULL;
+    assert_int_equal(sbx_sessions_create(s, "default", NULL, &h, NULL), SBX_OK);
+    sbx_completion *c = NULL;
+    sbx_request *warm = fx_shell("", "echo warm");
+    sbx_sessions_execute(s, warm, h->session_id, SBX_WAIT_FOREVER, &c, NULL);
+    sbx_completion_free(c);
+    sbx_request_free(warm);
+    sbx_fake_set_gate(sbx_fake_get("default"), true);
+    sbx_request *r = fx_shell("", "echo late");
+    assert_int_equal(sbx_sessions_execute(s, r, h->session_id, 10, &c, NULL), SBX_OK);
+    assert_null(c); /* pending */
+    sbx_fake_set_gate(sbx_fake_get("default"), false);
+    assert_int_equal(sbx_broker_result(tb, r->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+    sbx_sessions_ingest(s, c);
+    sbx_session_handle *back = sbx_sessions_get(s, h->session_id);
+    assert_int_equal(back->last_used_at_ms, c->session->last_used_at_ms);
+    assert_memory_equal(back->binding.data, c->session->binding.data, 32);
+    sbx_message_free(&back->base);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_message_free(&h->base);
+    sbx_sessions_free(s);
+    sbx_broker_free(tb);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -285,6 +318,7 @@ int main(void)
         T(test_sessions_idle_attached_session_resets_binding_only),
         T(test_sessions_store_persists_handles_privately),
         T(test_sessions_destroy_removes_session_and_is_idempotent),
+        T(test_sessions_pending_completion_is_ingested_later),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
