@@ -65,12 +65,6 @@ static const sbx_option_spec local_options[] = {
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
-/* The config module (sbx_options_*) may be absent from a link that never loads a config:
- * weak references fall back to each option's default. */
-#pragma weak sbx_options_get
-#pragma weak sbx_options_get_int
-#pragma weak sbx_options_get_list
-
 static const sbx_option_spec *spec_of(const char *key)
 {
     for (const sbx_option_spec *s = local_options; s->key; s++)
@@ -81,7 +75,7 @@ static const sbx_option_spec *spec_of(const char *key)
 
 static const char *opt_str(const sbx_options *o, const char *key)
 {
-    if (o && sbx_options_get)
+    if (o)
         return sbx_options_get(o, key);
     const sbx_option_spec *s = spec_of(key);
     return s ? s->default_value : NULL;
@@ -89,7 +83,7 @@ static const char *opt_str(const sbx_options *o, const char *key)
 
 static int64_t opt_int(const sbx_options *o, const char *key)
 {
-    if (o && sbx_options_get_int)
+    if (o)
         return sbx_options_get_int(o, key);
     const sbx_option_spec *s = spec_of(key);
     return s && s->default_value ? strtoll(s->default_value, NULL, 10) : 0;
@@ -98,7 +92,7 @@ static int64_t opt_int(const sbx_options *o, const char *key)
 /* Appends the items of a list option to binds (comma-split default when no options). */
 static bool opt_list(const sbx_options *o, const char *key, sbx_strlist *out)
 {
-    if (o && sbx_options_get_list) {
+    if (o) {
         const char *const *items;
         size_t n = sbx_options_get_list(o, key, &items);
         for (size_t i = 0; i < n; i++)

@@ -1,0 +1,420 @@
+/* test_escape_local.c - programs that try to leave a local sandbox, one attempt per test, each
+ * asserting containment: host files, host processes, the agent, mounts, capabilities, kernel
+ * modules, the network under DENY, fork/memory/disk bombs, file-API traversal, io_uring.
+ * Most attempts share one sandbox (group setup); the bombs get a fresh one each.
+ */
+#include "tests/local/local_helpers.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+typedef struct esc {
+    lt_env env;
+    sbx_sandbox *sb;
+} esc;
+
+static esc *E;
+
+static int setup(void **state)
+{
+    E = calloc(1, sizeof *E);
+    lt_open(&E->env);
+    E->sb = lt_create(&E->env);
+    *state = E;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lt_destroy(&E->env, E->sb);
+    lt_close(&E->env);
+    free(E);
+    return 0;
+}
+
+/* Runs a shell line in the shared sandbox; returns its stdout as a string (caller frees). */
+static char *sh_out(const char *line, int *exit_code)
+{
+    sbx_result *r = lt_run(&E->env, E->sb, line);
+    char *s = strndup(r->stdout.len ? (const char *)r->stdout.data : "", r->stdout.len);
+    if (exit_code)
+        *exit_code = r->exit_code;
+    sbx_message_free((ProtobufCMessage *)r);
+    return s;
+}
+
+static void expect_output(const char *line, const char *want)
+{
+    char *out = sh_out(line, NULL);
+    if (!strstr(out, want))
+        fail_msg("'%s' printed '%s', expected '%s'", line, out, want);
+    free(out);
+}
+
+/* A python snippet run in the sandbox: prints what a syscall returned. */
+static void expect_python(const char *code, const char *want)
+{
+    char line[4096];
+    snprintf(line, sizeof line, "python3 -c \"%s\" 2>&1", code);
+    expect_output(line, want);
+}
+
+#define CTYPES "import ctypes,os; libc=ctypes.CDLL(None, use_errno=True); "
+
+static void test_escape_cannot_read_etc_shadow(void **state)
+{
+    (void)state;
+    expect_output("cat /etc/shadow 2>&1; echo rc=$?", "rc=1");
+    expect_output("cat /etc/shadow 2>&1", "No such file");
+}
+
+static void test_escape_cannot_see_root_home(void **state)
+{
+    (void)state;
+    expect_output("ls /root 2>&1; echo rc=$?", "No such file");
+}
+
+static void test_escape_cannot_write_read_only_binds(void **state)
+{
+    (void)state;
+    expect_output("touch /usr/bin/sbx-escape 2>&1; echo rc=$?", "Read-only file system");
+    expect_python("import errno\ntry: open('/etc/passwd', 'a'); print('WROTE')\nexcept OSError as e: print('refused', e.errno in (errno.EROFS, errno.EACCES))", "refused True");
+    assert_int_not_equal(access("/usr/bin/sbx-escape", F_OK), 0);
+}
+
+static void test_escape_host_tmp_is_not_shared(void **state)
+{
+    (void)state;
+    char host_marker[] = "/tmp/sbx-escape-host-XXXXXX";
+    int fd = mkstemp(host_marker);
+    assert_true(fd >= 0);
+    close(fd);
+    char line[512];
+    snprintf(line, sizeof line, "ls %s 2>&1; echo hi > /tmp/sbx-escape-inside-%d; echo done",
+             host_marker, (int)getpid());
+    expect_output(line, "No such file");
+    char inside[128];
+    snprintf(inside, sizeof inside, "/tmp/sbx-escape-inside-%d", (int)getpid());
+    assert_int_not_equal(access(inside, F_OK), 0);
+    unlink(host_marker);
+}
+
+static void test_escape_cannot_see_or_signal_host_processes(void **state)
+{
+    (void)state;
+    pid_t child = fork();
+    if (child == 0) {
+        execl("/bin/sleep", "sleep", "97.531", (char *)NULL);
+        _exit(127);
+    }
+    usleep(100000);
+    /* the marker is invisible, and no pid inside reaches the host child */
+    expect_output("grep -l '97[.]531' /proc/[0-9]*/cmdline 2>/dev/null | wc -l", "0");
+    char line[256];
+    snprintf(line, sizeof line, "kill -9 %d 2>&1; echo rc=$?", (int)child);
+    char *out = sh_out(line, NULL);
+    free(out);
+    assert_int_equal(kill(child, 0), 0); /* still alive */
+    expect_output("ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? \"few\" : \"many\"}'", "few");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+}
+
+static void test_escape_cannot_ptrace_the_agent(void **state)
+{
+    (void)state;
+    expect_python(CTYPES "print('ptrace', libc.ptrace(16, 1, 0, 0), ctypes.get_errno())",
+                  "ptrace -1 1");
+}
+
+static void test_escape_cannot_kill_the_agent(void **state)
+{
+    (void)state;
+    char *out = sh_out("kill -9 1 2>&1; kill -TERM 1 2>&1; echo tried", NULL);
+    free(out);
+    usleep(200000);
+    expect_output("echo still-served", "still-served");
+}
+
+static void test_escape_cannot_mount(void **state)
+{
+    (void)state;
+    expect_python(CTYPES "print('mount', libc.mount(b'none', b'/tmp', b'tmpfs', 0, None), "
+                         "ctypes.get_errno())",
+                  "mount -1 1");
+    expect_output("umount /proc 2>&1; echo rc=$?", "rc=");
+    expect_output("grep -c ' /proc ' /proc/self/mountinfo", "1");
+}
+
+static void test_escape_cannot_pivot_root_or_unshare(void **state)
+{
+    (void)state;
+    expect_python(CTYPES "print('pivot', libc.syscall(155, b'/tmp', b'/tmp'), ctypes.get_errno())",
+                  "pivot -1 1");
+    expect_output("unshare -Ur id 2>&1; echo rc=$?", "rc=1");
+}
+
+static void test_escape_cannot_regain_capabilities(void **state)
+{
+    (void)state;
+    expect_python("import os\ntry:\n os.setuid(0); print('setuid ok', os.getuid())\n"
+                  "except OSError as e: print('refused', e.errno)",
+                  getuid() == 0 ? "refused 1" : "setuid ok 0");
+    expect_output("grep CapEff /proc/self/status", "0000000000000000");
+}
+
+static void test_escape_cannot_load_kernel_module(void **state)
+{
+    (void)state;
+    expect_python(CTYPES "print('finit', libc.syscall(313, 0, b'', 0), ctypes.get_errno())",
+                  "finit -1 1");
+    expect_python(CTYPES "print('init', libc.syscall(175, 0, 0, b''), ctypes.get_errno())",
+                  "init -1 1");
+}
+
+static void test_escape_io_uring_is_refused(void **state)
+{
+    (void)state;
+    expect_python(CTYPES "p=ctypes.create_string_buffer(120); print('uring', "
+                         "libc.syscall(425, 8, p), ctypes.get_errno())",
+                  "uring -1 1");
+}
+
+static void test_escape_network_denied_even_to_host_loopback(void **state)
+{
+    (void)state;
+    int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(srv >= 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(srv, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(srv, 4), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(srv, (struct sockaddr *)&sa, &sl);
+    char code[512];
+    snprintf(code, sizeof code,
+             "import socket\nfor h in ('127.0.0.1', '1.1.1.1'):\n"
+             " s = socket.socket(); s.settimeout(3)\n"
+             " try:\n  s.connect((h, %d)); print('CONNECTED', h)\n"
+             " except OSError as e: print('refused', h, e.errno)",
+             ntohs(sa.sin_port));
+    char line[1024];
+    snprintf(line, sizeof line, "python3 -c \"%s\" 2>&1; cat /proc/net/dev | grep -c :", code);
+    char *out = sh_out(line, NULL);
+    if (strstr(out, "CONNECTED"))
+        fail_msg("reached the network under DENY: %s", out);
+    assert_non_null(strstr(out, "refused 127.0.0.1"));
+    assert_non_null(strstr(out, "refused 1.1.1.1"));
+    assert_non_null(strstr(out, "\n1\n")); /* one interface: lo */
+    free(out);
+    close(srv);
+}
+
+static void test_escape_file_api_dotdot_stays_inside(void **state)
+{
+    (void)state;
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+    rd.path = "../../../../../etc/hostname";
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(E->env.ops->read_file(E->sb, &rd, &o, r, &err), SBX_OK);
+    assert_int_equal(r->files[0]->content.len, 4);
+    assert_memory_equal(r->files[0]->content.data, "sbx\n", 4); /* the box's, not the host's */
+    sbx_message_free((ProtobufCMessage *)r);
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.path = "../../../../tmp/../etc/sbx-escape-dotdot";
+    w.content.data = (uint8_t *)"x";
+    w.content.len = 1;
+    r = sbx_result_new();
+    assert_int_not_equal(E->env.ops->write_file(E->sb, &w, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_int_not_equal(access("/etc/sbx-escape-dotdot", F_OK), 0);
+}
+
+static void test_escape_file_api_absolute_paths_are_the_sandboxes(void **state)
+{
+    (void)state;
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+    rd.path = "/etc/shadow";
+    sbx_result *r = sbx_result_new();
+    assert_int_not_equal(E->env.ops->read_file(E->sb, &rd, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    rd.path = "/.sbx/agent.sock";
+    r = sbx_result_new();
+    assert_int_not_equal(E->env.ops->read_file(E->sb, &rd, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    rd.path = "/proc/1/environ";
+    r = sbx_result_new();
+    assert_int_not_equal(E->env.ops->read_file(E->sb, &rd, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void test_escape_file_api_symlink_to_etc_stays_inside(void **state)
+{
+    (void)state;
+    free(sh_out("ln -sf /etc /workspace/etclink; ln -sf /proc/self/root /workspace/rootlink; "
+                "ln -sf ../../../../../../etc/hostname /workspace/rel",
+                NULL));
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    const char *paths[] = {"etclink/hostname", "rel"};
+    for (int i = 0; i < 2; i++) {
+        Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+        rd.path = (char *)paths[i];
+        sbx_result *r = sbx_result_new();
+        assert_int_equal(E->env.ops->read_file(E->sb, &rd, &o, r, &err), SBX_OK);
+        assert_memory_equal(r->files[0]->content.data, "sbx\n", 4);
+        sbx_message_free((ProtobufCMessage *)r);
+    }
+    Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+    rd.path = "rootlink/etc/hostname"; /* a /proc magic link: refused */
+    sbx_result *r = sbx_result_new();
+    assert_int_not_equal(E->env.ops->read_file(E->sb, &rd, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.path = "etclink/sbx-escape-link";
+    w.content.data = (uint8_t *)"x";
+    w.content.len = 1;
+    r = sbx_result_new();
+    assert_int_not_equal(E->env.ops->write_file(E->sb, &w, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_int_not_equal(access("/etc/sbx-escape-link", F_OK), 0);
+}
+
+/* ---- bombs: each in a fresh sandbox ------------------------------------------------------- */
+
+static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: no cgroups, pids unenforceable (refused under strict elsewhere) */
+    sbx_policy *p = lt_policy(256, 64);
+    sbx_sandbox *sb = lt_create_with(&E->env, p);
+    sbx_result *r;
+    sbx_error err = {0};
+    lt_sh(&E->env, sb, "python3 -c \"import os\nwhile True:\n try: os.fork()\n except OSError: pass\"",
+          3000, &r, &err);
+    sbx_message_free((ProtobufCMessage *)r);
+    /* the host still forks */
+    pid_t c = fork();
+    if (c == 0)
+        _exit(0);
+    assert_true(c > 0);
+    waitpid(c, NULL, 0);
+    /* the limit was hit, and held */
+    char path[512], buf[256];
+    snprintf(path, sizeof path, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[600], pids_dir[600] = "";
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "cgroup ", 7) == 0 && strstr(line, "/pids/"))
+            sscanf(line + 7, "%599s", pids_dir);
+    fclose(f);
+    assert_true(pids_dir[0]);
+    snprintf(path, sizeof path, "%s/pids.events", pids_dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    long hits = 0;
+    while (fgets(buf, sizeof buf, f))
+        sscanf(buf, "max %ld", &hits);
+    fclose(f);
+    assert_true(hits > 0);
+    snprintf(path, sizeof path, "%s/pids.current", pids_dir);
+    f = fopen(path, "r");
+    long cur = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld", &cur), 1);
+    fclose(f);
+    assert_true(cur <= 64);
+    /* and the sandbox still serves */
+    r = lt_run(&E->env, sb, "echo alive");
+    assert_true(lt_stdout_has(r, "alive"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&E->env, sb);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
+static void test_escape_memory_bomb_is_an_oom_outcome(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip();
+    sbx_policy *p = lt_policy(128, 64);
+    sbx_sandbox *sb = lt_create_with(&E->env, p);
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(lt_sh(&E->env, sb,
+                           "python3 -c \"b = []\nwhile True: b.append(bytearray(16 << 20))\"",
+                           30000, &r, &err),
+                     SBX_OK);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OOM);
+    sbx_message_free((ProtobufCMessage *)r);
+    r = lt_run(&E->env, sb, "echo alive");
+    assert_true(lt_stdout_has(r, "alive"));
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&E->env, sb);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
+static void test_escape_filling_workspace_and_tmp_is_bounded(void **state)
+{
+    (void)state;
+    sbx_policy *p = lt_policy(getuid() == 0 ? 512 : 0, getuid() == 0 ? 64 : 0);
+    p->disk_mb = 16;
+    sbx_sandbox *sb = lt_create_with(&E->env, p);
+    sbx_result *r = lt_run(&E->env, sb,
+                           "dd if=/dev/zero of=/workspace/fill bs=1M count=64 2>&1; "
+                           "echo ws=$(stat -c %s /workspace/fill); "
+                           "dd if=/dev/zero of=/tmp/fill bs=1M count=400 2>&1; "
+                           "echo tmp=$(stat -c %s /tmp/fill)");
+    assert_true(lt_stdout_has(r, "No space left"));
+    char *s = strndup((const char *)r->stdout.data, r->stdout.len);
+    long ws = -1, tmp = -1;
+    char *w = strstr(s, "ws="), *t = strstr(s, "tmp=");
+    assert_non_null(w);
+    assert_non_null(t);
+    sscanf(w, "ws=%ld", &ws);
+    sscanf(t, "tmp=%ld", &tmp);
+    assert_true(ws >= 0 && ws <= 16L << 20);
+    assert_true(tmp >= 0 && tmp <= 256L << 20);
+    free(s);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&E->env, sb);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escape_cannot_read_etc_shadow),
+        cmocka_unit_test(test_escape_cannot_see_root_home),
+        cmocka_unit_test(test_escape_cannot_write_read_only_binds),
+        cmocka_unit_test(test_escape_host_tmp_is_not_shared),
+        cmocka_unit_test(test_escape_cannot_see_or_signal_host_processes),
+        cmocka_unit_test(test_escape_cannot_ptrace_the_agent),
+        cmocka_unit_test(test_escape_cannot_kill_the_agent),
+        cmocka_unit_test(test_escape_cannot_mount),
+        cmocka_unit_test(test_escape_cannot_pivot_root_or_unshare),
+        cmocka_unit_test(test_escape_cannot_regain_capabilities),
+        cmocka_unit_test(test_escape_cannot_load_kernel_module),
+        cmocka_unit_test(test_escape_io_uring_is_refused),
+        cmocka_unit_test(test_escape_network_denied_even_to_host_loopback),
+        cmocka_unit_test(test_escape_file_api_dotdot_stays_inside),
+        cmocka_unit_test(test_escape_file_api_absolute_paths_are_the_sandboxes),
+        cmocka_unit_test(test_escape_file_api_symlink_to_etc_stays_inside),
+        cmocka_unit_test(test_escape_fork_bomb_is_held_by_pids_limit),
+        cmocka_unit_test(test_escape_memory_bomb_is_an_oom_outcome),
+        cmocka_unit_test(test_escape_filling_workspace_and_tmp_is_bounded),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
