@@ -490,10 +490,10 @@ static long proc_ppid(const char *pid)
  * GET /exec/{id}/json reports is a host pid, and we walk /proc for its descendants. Works when
  * sbx runs on the daemon's host with the right to signal them (root); otherwise the kill fails
  * and the caller still gets TIMED_OUT, the stream is closed, and the process may linger.
- * The pid is the daemon's word: whoever controls the daemon is root on this host anyway, and we
- * only kill right after it said the exec is still running (the pid cannot have been reaped and
- * reused in between unless the process exited in that instant -- then SIGSTOP/SIGKILL land on
- * a pid whose stat we re-read, and init (pid <= 1) is never touched). */
+ * The pid is the daemon's word: whoever controls the daemon is root on this host anyway. We
+ * kill right after the daemon said the exec is still running; the remaining race (the process
+ * exits and its pid is reused within those milliseconds) is made negligible by the kernel's
+ * cyclic pid allocation. init (pid <= 1) is never touched. */
 #define DOCKER_KILL_MAX_PIDS 4096 /* descendants considered: a fork bomb beyond this is capped by
                                      the container's own pids limit, not by us */
 static void kill_tree(long root)
