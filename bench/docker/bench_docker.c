@@ -35,8 +35,10 @@ static void read_state(const char *file)
 {
     FILE *f = fopen(file, "re");
     if (f == NULL) {
-        fprintf(stderr, "bench_docker: cannot open %s (start the daemon with "
-                        "scripts/dockerd-test.sh start %s)\n", file, file);
+        fprintf(stderr,
+                "bench_docker: cannot open %s (start the daemon with "
+                "scripts/dockerd-test.sh start %s)\n",
+                file, file);
         exit(2);
     }
     char line[1024];
@@ -72,8 +74,12 @@ static void *open_provider(sbx_environment env, const char *attach_to, const cha
     sbx_options_set(o, "image", image, &err);
     if (agent != NULL)
         sbx_options_set(o, "agent", agent, &err);
-    sbx_provider_ctx ctx = {.profile = "bench", .options = o, .environment = env,
-                            .attach_to = attach_to, .node = "bench", .runtime_dir = runtime_dir};
+    sbx_provider_ctx ctx = {.profile = "bench",
+                            .options = o,
+                            .environment = env,
+                            .attach_to = attach_to,
+                            .node = "bench",
+                            .runtime_dir = runtime_dir};
     void *state = NULL;
     if (ops->open(&ctx, &state, &err) != SBX_OK) {
         fprintf(stderr, "bench_docker: open: %s\n", err.message);
@@ -89,8 +95,8 @@ static int64_t run_true(sbx_sandbox *sb, const sbx_policy *pol, const sbx_princi
     char *argv[] = {"/bin/true"};
     op.argv = argv;
     op.n_argv = 1;
-    sbx_exec_opts o = {.principal = pr, .policy = pol,
-                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_exec_opts o = {
+        .principal = pr, .policy = pol, .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     sbx_result *r = sbx_result_new();
     sbx_error err;
     int64_t t0 = sbx_monotonic_us();

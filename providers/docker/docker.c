@@ -47,24 +47,44 @@
 #define DOCKER_DEFAULT_TMPFS_MB 256
 
 static const sbx_option_spec docker_options[] = {
-    {.key = "socket", .type = SBX_OPT_STRING, .default_value = "/var/run/docker.sock",
+    {.key = "socket",
+     .type = SBX_OPT_STRING,
+     .default_value = "/var/run/docker.sock",
      .help = "unix socket of the Docker daemon"},
-    {.key = "image", .type = SBX_OPT_STRING, .default_value = "busybox:latest",
+    {.key = "image",
+     .type = SBX_OPT_STRING,
+     .default_value = "busybox:latest",
      .help = "image of managed containers (must exist on the daemon; sbx never pulls)"},
-    {.key = "agent", .type = SBX_OPT_STRING, .default_value = NULL,
+    {.key = "agent",
+     .type = SBX_OPT_STRING,
+     .default_value = NULL,
      .help = "host path of the static sbx-agent binary (default: $SBX_AGENT, the build "
              "tree's, beside the program, /usr/libexec/sbx/sbx-agent)"},
-    {.key = "workdir", .type = SBX_OPT_STRING, .default_value = "/workspace",
+    {.key = "workdir",
+     .type = SBX_OPT_STRING,
+     .default_value = "/workspace",
      .help = "working directory of managed containers"},
-    {.key = "languages", .type = SBX_OPT_LIST, .default_value = "python,sh",
+    {.key = "languages",
+     .type = SBX_OPT_LIST,
+     .default_value = "python,sh",
      .help = "run_code languages the image has interpreters for (python, bash, sh)"},
-    {.key = "python", .type = SBX_OPT_STRING, .default_value = "python3",
+    {.key = "python",
+     .type = SBX_OPT_STRING,
+     .default_value = "python3",
      .help = "python interpreter inside the container, for run_code"},
-    {.key = "network", .type = SBX_OPT_STRING, .default_value = "bridge",
+    {.key = "network",
+     .type = SBX_OPT_STRING,
+     .default_value = "bridge",
      .help = "Docker network of managed containers when network_egress is allow"},
-    {.key = "user", .type = SBX_OPT_STRING, .default_value = NULL,
+    {.key = "user",
+     .type = SBX_OPT_STRING,
+     .default_value = NULL,
      .help = "attached: run commands as this user (default: the container's)"},
-    {.key = "tmpfs_mb", .type = SBX_OPT_INT, .default_value = "256", .min = 1, .max = 1048576,
+    {.key = "tmpfs_mb",
+     .type = SBX_OPT_INT,
+     .default_value = "256",
+     .min = 1,
+     .max = 1048576,
      .help = "size in MiB of the workdir and /tmp tmpfs of managed containers when the "
              "policy sets no disk_mb"},
     {.key = NULL},
@@ -82,7 +102,10 @@ int docker_lang_index(const char *name)
     return -1;
 }
 
-static char *dup_or_null(const char *s) { return s != NULL && s[0] != '\0' ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? strdup(s) : NULL;
+}
 
 static void provider_free(docker_provider *p)
 {
@@ -203,7 +226,10 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
     return SBX_OK;
 }
 
-static void docker_close(void *state) { provider_free(state); }
+static void docker_close(void *state)
+{
+    provider_free(state);
+}
 
 /* ---- capabilities and policy --------------------------------------------------------------- */
 
@@ -248,8 +274,7 @@ static sbx_status docker_check_policy(void *state, const sbx_policy *policy,
         /* No egress proxy for containers yet: a domain list would be silently ignored. */
         ok &= sbx_strlist_add(unenforceable, "network_egress=allowlist");
         break;
-    default:
-        break;
+    default: break;
     }
     if (p->managed) {
         /* fs_write paths become tmpfs mounts inside the container, fs_read paths host binds:
@@ -312,8 +337,10 @@ static sbx_status inspect(docker_provider *p, const char *ref, container_info *c
     const char *id = json_string_value(json_object_get(j, "Id"));
     if (status != 200 || id == NULL || strlen(id) >= sizeof(ci->id)) {
         const char *m = json_string_value(json_object_get(j, "message"));
-        st = sbx_error_set(err, SBX_E_PROVISION, "Docker daemon: inspect of container '%s' "
-                           "answered HTTP %ld: %s", ref, status, m ? m : "no message");
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "Docker daemon: inspect of container '%s' "
+                           "answered HTTP %ld: %s",
+                           ref, status, m ? m : "no message");
         json_decref(j);
         return st;
     }
@@ -336,7 +363,8 @@ static sbx_status inspect(docker_provider *p, const char *ref, container_info *c
     return SBX_OK;
 }
 
-/* ---- sandboxes -------------------------------------------------------------------------------- */
+/* ---- sandboxes --------------------------------------------------------------------------------
+ */
 
 static docker_sandbox *sandbox_new(docker_provider *p, const char *id, bool managed,
                                    const char *workdir, const char *state_dir)
@@ -349,7 +377,8 @@ static docker_sandbox *sandbox_new(docker_provider *p, const char *id, bool mana
     sb->base.id = strdup(id);
     sb->workdir = strdup(workdir);
     sb->state_dir = state_dir != NULL ? strdup(state_dir) : NULL;
-    if (sb->base.id == NULL || sb->workdir == NULL || (state_dir != NULL && sb->state_dir == NULL)) {
+    if (sb->base.id == NULL || sb->workdir == NULL ||
+        (state_dir != NULL && sb->state_dir == NULL)) {
         free(sb->base.id);
         free(sb->workdir);
         free(sb->state_dir);
@@ -385,8 +414,10 @@ static sbx_status remove_container(docker_provider *p, const char *ref, sbx_erro
     sbx_status st = docker_api_json(&p->api, "DELETE", path, NULL, &status, &j, err);
     if (st == SBX_OK && status != 204 && status != 404 && status != 409 && status != 200) {
         const char *m = json_string_value(json_object_get(j, "message"));
-        st = sbx_error_set(err, SBX_E_PROVISION, "Docker daemon could not remove container '%s': "
-                           "HTTP %ld: %s", ref, status, m ? m : "no message");
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "Docker daemon could not remove container '%s': "
+                           "HTTP %ld: %s",
+                           ref, status, m ? m : "no message");
     }
     json_decref(j);
     return st;
@@ -505,8 +536,8 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     json_array_append_new(drop, json_string("ALL"));
     json_object_set_new(hc, "CapDrop", drop);
     json_t *add = json_array();
-    static const char *const agent_caps[] = {"SETUID", "SETGID", "KILL", "CHOWN", "FOWNER",
-                                             "DAC_OVERRIDE", NULL};
+    static const char *const agent_caps[] = {"SETUID", "SETGID",       "KILL", "CHOWN",
+                                             "FOWNER", "DAC_OVERRIDE", NULL};
     for (size_t i = 0; agent_caps[i] != NULL; i++)
         json_array_append_new(add, json_string(agent_caps[i]));
     json_object_set_new(hc, "CapAdd", add);
@@ -528,12 +559,14 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     if (!p->managed)
         return sbx_error_set(err, SBX_E_CONFIG,
                              "profile '%s' is attached: docker creates containers only under "
-                             "environment: managed", p->profile);
+                             "environment: managed",
+                             p->profile);
     if (access(p->agent_path, X_OK) != 0)
-        return sbx_error_set(err, SBX_E_PROVISION,
-                             "profile '%s': sbx-agent not found or not executable at '%s' (%s); set "
-                             "docker.agent or $SBX_AGENT to the static sbx-agent binary",
-                             p->profile, p->agent_path, strerror(errno));
+        return sbx_error_set(
+            err, SBX_E_PROVISION,
+            "profile '%s': sbx-agent not found or not executable at '%s' (%s); set "
+            "docker.agent or $SBX_AGENT to the static sbx-agent binary",
+            p->profile, p->agent_path, strerror(errno));
     char uuid[SBX_UUID_LEN];
     sbx_uuid_v4(uuid);
     char state_dir[1024];
@@ -549,8 +582,9 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     /* sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] (agent/main.c): programs
      * run as nobody, a uid distinct from the agent's root, so they cannot ptrace or signal it. */
     static const char *const agent_args[] = {"--socket", DOCKER_STATE_MOUNT "/agent.sock",
-                                             "--uid", DOCKER_PROGRAM_ID, "--gid",
-                                             DOCKER_PROGRAM_ID, NULL};
+                                             "--uid",    DOCKER_PROGRAM_ID,
+                                             "--gid",    DOCKER_PROGRAM_ID,
+                                             NULL};
     for (size_t i = 0; agent_args[i] != NULL; i++)
         json_array_append_new(entry, json_string(agent_args[i]));
     json_array_append_new(entry, json_string("--workdir"));
@@ -566,11 +600,13 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     json_object_set_new(body, "StopTimeout", json_integer(2));
     json_t *labels = json_object();
     json_object_set_new(labels, LABEL_MANAGED, json_string("1"));
-    json_object_set_new(labels, LABEL_SESSION,
-                        json_string(session != NULL && session->session_id ? session->session_id : ""));
+    json_object_set_new(
+        labels, LABEL_SESSION,
+        json_string(session != NULL && session->session_id ? session->session_id : ""));
     json_object_set_new(labels, LABEL_PROFILE, json_string(p->profile));
-    json_object_set_new(labels, LABEL_OWNER,
-                        json_string(principal != NULL && principal->subject ? principal->subject : ""));
+    json_object_set_new(
+        labels, LABEL_OWNER,
+        json_string(principal != NULL && principal->subject ? principal->subject : ""));
     json_object_set_new(labels, LABEL_NODE, json_string(p->node));
     json_object_set_new(labels, LABEL_STATE, json_string(state_dir));
     json_object_set_new(body, "Labels", labels);
@@ -603,7 +639,8 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         else
             st = sbx_error_set(err, SBX_E_PROVISION,
                                "profile '%s': Docker daemon refused to create the container: "
-                               "HTTP %ld: %s", p->profile, status, m ? m : "no message");
+                               "HTTP %ld: %s",
+                               p->profile, status, m ? m : "no message");
         json_decref(resp);
         remove_state_dir(p, state_dir);
         return st;
@@ -619,7 +656,8 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         const char *m = json_string_value(json_object_get(resp, "message"));
         st = sbx_error_set(err, SBX_E_PROVISION,
                            "profile '%s': Docker daemon could not start container %.12s: HTTP "
-                           "%ld: %s", p->profile, cid, status, m ? m : "no message");
+                           "%ld: %s",
+                           p->profile, cid, status, m ? m : "no message");
     }
     json_decref(resp);
     docker_sandbox *sb = NULL;
@@ -705,7 +743,8 @@ static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error 
     if (!ci.managed_label)
         return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
                              "container '%s' was not created by sbx (no %s label); refusing to "
-                             "remove it", sandbox_id, LABEL_MANAGED);
+                             "remove it",
+                             sandbox_id, LABEL_MANAGED);
     st = remove_container(p, ci.id, err);
     if (st == SBX_OK)
         remove_state_dir(p, ci.state_dir);
@@ -792,7 +831,8 @@ static sbx_status docker_run_code(sbx_sandbox *base, const Sbx__V1__RunCode *op,
         if (lk < 0 || !sb->p->languages[lk])
             return sbx_error_set(err, SBX_E_CAPABILITY,
                                  "run_code: language '%s' is not offered by this docker profile "
-                                 "(docker.languages)", op->language ? op->language : "");
+                                 "(docker.languages)",
+                                 op->language ? op->language : "");
         return docker_agent_run_code(sb, op, o, result, err);
     }
     const char *lang = op->language != NULL ? op->language : "";
@@ -800,7 +840,8 @@ static sbx_status docker_run_code(sbx_sandbox *base, const Sbx__V1__RunCode *op,
     if (k < 0 || !sb->p->languages[k])
         return sbx_error_set(err, SBX_E_CAPABILITY,
                              "run_code: language '%s' is not offered by this docker profile "
-                             "(docker.languages)", lang);
+                             "(docker.languages)",
+                             lang);
     const char *interp = k == DOCKER_LANG_PYTHON ? sb->p->python
                          : k == DOCKER_LANG_BASH ? "bash"
                                                  : "/bin/sh";

@@ -20,7 +20,10 @@
 /* Pause between connection attempts while waiting for the agent's socket. */
 #define DOCKER_AGENT_RETRY_MS 20
 
-bool docker_agent_available(void) { return true; }
+bool docker_agent_available(void)
+{
+    return true;
+}
 
 void docker_agent_default_path(char *out, size_t cap)
 {
@@ -39,7 +42,8 @@ sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
     char path[1100];
     snprintf(path, sizeof(path), "%s/agent.sock", sb->state_dir);
     sbx_agent_conn *c = NULL;
-    int64_t deadline = sbx_monotonic_ms() + (fresh ? DOCKER_AGENT_START_MS : DOCKER_AGENT_RECONNECT_MS);
+    int64_t deadline =
+        sbx_monotonic_ms() + (fresh ? DOCKER_AGENT_START_MS : DOCKER_AGENT_RECONNECT_MS);
     sbx_status st;
     /* A just-started container may not have created its socket yet: retry until the deadline
      * (the client answers at once when the socket file does not exist). */
@@ -53,15 +57,16 @@ sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
     if (st != SBX_OK) {
         if (fresh) {
             /* Just created: the agent never came up -- a provisioning failure, not a gone box. */
-            sbx_error_prefix(err, "the sbx-agent of new container %.12s did not come up "
-                                  "(is docker.agent a static sbx-agent?): ",
+            sbx_error_prefix(err,
+                             "the sbx-agent of new container %.12s did not come up "
+                             "(is docker.agent a static sbx-agent?): ",
                              sb->base.id);
             if (err != NULL)
                 err->code = SBX_E_PROVISION;
             return SBX_E_PROVISION;
         }
-        sbx_error_prefix(err, "container %.12s is running but its agent is unreachable: ",
-                         sb->base.id);
+        sbx_error_prefix(err,
+                         "container %.12s is running but its agent is unreachable: ", sb->base.id);
         if (err != NULL)
             err->code = SBX_E_GONE;
         return SBX_E_GONE;
@@ -90,7 +95,8 @@ sbx_status docker_agent_run_code(docker_sandbox *sb, const Sbx__V1__RunCode *op,
                                  const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     const char *lang = op->language != NULL ? op->language : "";
-    /* The caller (docker.c) checked the language against docker.languages. Python keeps its variables between calls (the agent's persistent kernel). */
+    /* The caller (docker.c) checked the language against docker.languages. Python keeps its
+     * variables between calls (the agent's persistent kernel). */
     bool stateful = strcmp(lang, "python") == 0;
     return sbx_agent_run_code(sb->agent, op, stateful, &default_identity, o, result, NULL, err);
 }

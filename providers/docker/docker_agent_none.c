@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-bool docker_agent_available(void) { return false; }
+bool docker_agent_available(void)
+{
+    return false;
+}
 
 void docker_agent_default_path(char *out, size_t cap)
 {
@@ -24,14 +27,17 @@ sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
     return SBX_OK;
 }
 
-void docker_agent_close(docker_sandbox *sb) { (void)sb; }
+void docker_agent_close(docker_sandbox *sb)
+{
+    (void)sb;
+}
 
-#define NO_CLIENT(name, type)                                                                  \
-    sbx_status name(docker_sandbox *sb, const type *op, const sbx_exec_opts *o,                \
-                    sbx_result *result, sbx_error *err)                                        \
-    {                                                                                          \
-        (void)sb, (void)op, (void)o, (void)result;                                             \
-        return sbx_error_set(err, SBX_E_INTERNAL, "docker: no agent client in this build");    \
+#define NO_CLIENT(name, type)                                                                      \
+    sbx_status name(docker_sandbox *sb, const type *op, const sbx_exec_opts *o,                    \
+                    sbx_result *result, sbx_error *err)                                            \
+    {                                                                                              \
+        (void)sb, (void)op, (void)o, (void)result;                                                 \
+        return sbx_error_set(err, SBX_E_INTERNAL, "docker: no agent client in this build");        \
     }
 NO_CLIENT(docker_agent_run_command, Sbx__V1__RunCommand)
 NO_CLIENT(docker_agent_run_code, Sbx__V1__RunCode)

@@ -40,7 +40,10 @@
 #define DOCKER_POLL_SLICE_MS 50
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_ALL); }
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_ALL);
+}
 
 void docker_response_clear(docker_response *r)
 {
@@ -118,8 +121,8 @@ static size_t on_header(char *ptr, size_t size, size_t nitems, void *userdata)
     return n;
 }
 
-static CURL *api_easy(const docker_api *api, const char *method, const char *path,
-                      long timeout_ms, char *url, size_t url_cap)
+static CURL *api_easy(const docker_api *api, const char *method, const char *path, long timeout_ms,
+                      char *url, size_t url_cap)
 {
     pthread_once(&curl_once, curl_init_once);
     CURL *c = curl_easy_init();
@@ -136,7 +139,8 @@ static CURL *api_easy(const docker_api *api, const char *method, const char *pat
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : DOCKER_REQUEST_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                     timeout_ms > 0 ? timeout_ms : DOCKER_REQUEST_TIMEOUT_MS);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)DOCKER_CONNECT_TIMEOUT_MS);
     /* Only http over the socket: a redirect or another scheme from a hostile daemon is ignored. */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
@@ -150,9 +154,9 @@ static sbx_status transport_error(const docker_api *api, CURLcode rc, const char
                                   const char *method, const char *path, sbx_error *err)
 {
     if (rc == CURLE_OPERATION_TIMEDOUT)
-        return sbx_error_set(err, SBX_E_TIMEOUT,
-                             "Docker daemon at unix socket %s did not answer %s %s in time: %s",
-                             api->socket_path, method, path, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        return sbx_error_set(
+            err, SBX_E_TIMEOUT, "Docker daemon at unix socket %s did not answer %s %s in time: %s",
+            api->socket_path, method, path, errbuf[0] ? errbuf : curl_easy_strerror(rc));
     return sbx_error_set(err, SBX_E_PROVISION,
                          "cannot reach the Docker daemon at unix socket %s (%s %s): %s; is dockerd "
                          "running, and is docker.socket in the profile right?",
@@ -173,8 +177,11 @@ static sbx_status api_perform(const docker_api *api, const char *method, const c
     CURL *c = api_easy(api, method, path, timeout_ms, url, sizeof(url));
     if (c == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "curl_easy_init failed (out of memory?)");
-    body_sink sink = {.resp = resp, .max = max_body ? max_body : DOCKER_MAX_JSON_BYTES,
-                      .on_data = on_data, .arg = arg, .curl = c};
+    body_sink sink = {.resp = resp,
+                      .max = max_body ? max_body : DOCKER_MAX_JSON_BYTES,
+                      .on_data = on_data,
+                      .arg = arg,
+                      .curl = c};
     char errbuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *hdrs = NULL;
     if (content_type != NULL) {
@@ -208,8 +215,8 @@ static sbx_status api_perform(const docker_api *api, const char *method, const c
             st = (err != NULL && err->code != SBX_OK)
                      ? err->code
                      : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
-                                     "%s %s: the response stream was refused by its reader",
-                                     method, path);
+                                     "%s %s: the response stream was refused by its reader", method,
+                                     path);
         else
             st = transport_error(api, rc, errbuf, method, path, err);
         if (code == 0)
@@ -222,20 +229,18 @@ static sbx_status api_perform(const docker_api *api, const char *method, const c
 
 sbx_status docker_api_call(const docker_api *api, const char *method, const char *path,
                            const char *content_type, const void *body, size_t body_len,
-                           size_t max_body, long timeout_ms, docker_response *resp,
-                           sbx_error *err)
+                           size_t max_body, long timeout_ms, docker_response *resp, sbx_error *err)
 {
-    return api_perform(api, method, path, content_type, body, body_len, max_body, timeout_ms,
-                       NULL, NULL, resp, err);
+    return api_perform(api, method, path, content_type, body, body_len, max_body, timeout_ms, NULL,
+                       NULL, resp, err);
 }
 
 /* Streams only a 2xx body; an error body is buffered (bounded) for docker_error_text. */
 sbx_status docker_api_get_stream(const docker_api *api, const char *path, docker_data_fn on_data,
-                                 void *arg, long timeout_ms, docker_response *resp,
-                                 sbx_error *err)
+                                 void *arg, long timeout_ms, docker_response *resp, sbx_error *err)
 {
-    return api_perform(api, "GET", path, NULL, NULL, 0, DOCKER_MAX_ERROR_BODY, timeout_ms,
-                       on_data, arg, resp, err);
+    return api_perform(api, "GET", path, NULL, NULL, 0, DOCKER_MAX_ERROR_BODY, timeout_ms, on_data,
+                       arg, resp, err);
 }
 
 sbx_status docker_api_json(const docker_api *api, const char *method, const char *path,
@@ -334,8 +339,7 @@ sbx_status docker_api_open(docker_api *api, const char *socket_path, sbx_error *
 {
     memset(api, 0, sizeof(*api));
     struct sockaddr_un sa;
-    if (socket_path == NULL || socket_path[0] == '\0' ||
-        strlen(socket_path) >= sizeof(sa.sun_path))
+    if (socket_path == NULL || socket_path[0] == '\0' || strlen(socket_path) >= sizeof(sa.sun_path))
         return sbx_error_set(err, SBX_E_CONFIG,
                              "docker.socket '%s' is not a usable unix socket path (empty or longer "
                              "than %zu bytes)",
@@ -494,8 +498,9 @@ static long proc_ppid(const char *pid)
  * kill right after the daemon said the exec is still running; the remaining race (the process
  * exits and its pid is reused within those milliseconds) is made negligible by the kernel's
  * cyclic pid allocation. init (pid <= 1) is never touched. */
-#define DOCKER_KILL_MAX_PIDS 4096 /* descendants considered: a fork bomb beyond this is capped by
-                                     the container's own pids limit, not by us */
+#define DOCKER_KILL_MAX_PIDS                                                                       \
+    4096 /* descendants considered: a fork bomb beyond this is capped by                           \
+            the container's own pids limit, not by us */
 static void kill_tree(long root)
 {
     if (root <= 1)
@@ -614,7 +619,8 @@ static sbx_status exec_create(const docker_api *api, const char *container,
     if (st != SBX_OK)
         return st;
     const char *id = json_string_value(json_object_get(j, "Id"));
-    if (status == 201 && id != NULL && strlen(id) < cap && strspn(id, "0123456789abcdef") == strlen(id)) {
+    if (status == 201 && id != NULL && strlen(id) < cap &&
+        strspn(id, "0123456789abcdef") == strlen(id)) {
         snprintf(exec_id, cap, "%s", id);
         json_decref(j);
         return SBX_OK;
@@ -671,8 +677,7 @@ static void exec_on_output(void *arg, int stream, const uint8_t *data, size_t le
 }
 
 sbx_status docker_api_exec(const docker_api *api, const char *container,
-                           const docker_exec_spec *spec, docker_exec_result *res,
-                           sbx_error *err)
+                           const docker_exec_spec *spec, docker_exec_result *res, sbx_error *err)
 {
     memset(res, 0, sizeof(*res));
     int64_t t0 = sbx_monotonic_us();
@@ -707,7 +712,10 @@ sbx_status docker_api_exec(const docker_api *api, const char *container,
     while (head_end == NULL) {
         int64_t rem = remaining_ms(spec->deadline_mono_ms);
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        int pr = poll(&p, 1, rem < 0 ? DOCKER_REQUEST_TIMEOUT_MS : (int)(rem > DOCKER_REQUEST_TIMEOUT_MS ? DOCKER_REQUEST_TIMEOUT_MS : rem));
+        int pr = poll(
+            &p, 1,
+            rem < 0 ? DOCKER_REQUEST_TIMEOUT_MS
+                    : (int)(rem > DOCKER_REQUEST_TIMEOUT_MS ? DOCKER_REQUEST_TIMEOUT_MS : rem));
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr <= 0) {
@@ -755,16 +763,17 @@ sbx_status docker_api_exec(const docker_api *api, const char *container,
         char msg[512];
         docker_error_text(&r, msg, sizeof(msg));
         sbx_status code = (status == 404 || status == 409) ? SBX_E_GONE : SBX_E_PROVISION;
-        return sbx_error_set(err, code, "Docker daemon refused to start exec in container %s: "
-                             "HTTP %ld: %s", container, status, msg);
+        return sbx_error_set(err, code,
+                             "Docker daemon refused to start exec in container %s: "
+                             "HTTP %ld: %s",
+                             container, status, msg);
     }
 
     exec_stream es = {.spec = spec};
     docker_demux demux = {0};
     bool malformed = false;
-    if (head_len > body_off &&
-        !docker_demux_feed(&demux, (const uint8_t *)head + body_off, head_len - body_off,
-                           exec_on_output, &es))
+    if (head_len > body_off && !docker_demux_feed(&demux, (const uint8_t *)head + body_off,
+                                                  head_len - body_off, exec_on_output, &es))
         malformed = true;
 
     size_t stdin_off = 0;
@@ -778,11 +787,12 @@ sbx_status docker_api_exec(const docker_api *api, const char *container,
     uint8_t buf[65536];
     while (!malformed) {
         if (end == DOCKER_EXEC_EXITED) {
-            bool expired = spec->deadline_mono_ms > 0 && sbx_monotonic_ms() >= spec->deadline_mono_ms;
+            bool expired =
+                spec->deadline_mono_ms > 0 && sbx_monotonic_ms() >= spec->deadline_mono_ms;
             bool cancelled = spec->cancel != NULL && *spec->cancel != 0;
             if (expired || cancelled || es.stop_requested) {
                 end = es.stop_requested && !expired && !cancelled ? DOCKER_EXEC_STOPPED
-                                                                   : DOCKER_EXEC_DEADLINE;
+                                                                  : DOCKER_EXEC_DEADLINE;
                 exec_info info;
                 sbx_error ignored;
                 if (exec_inspect(api, exec_id, &info, &ignored) == SBX_OK && info.running)

@@ -41,8 +41,8 @@ typedef struct docker_api {
 
 /* A response of a control request. body is NUL terminated (len excludes the NUL). */
 typedef struct docker_response {
-    long status;  /* HTTP status; 0 when the daemon could not be reached */
-    char *body;   /* malloc'd */
+    long status; /* HTTP status; 0 when the daemon could not be reached */
+    char *body;  /* malloc'd */
     size_t len;
     char *path_stat; /* X-Docker-Container-Path-Stat header (archive endpoints); malloc'd */
 } docker_response;
@@ -59,15 +59,13 @@ void docker_api_close(docker_api *api);
  * max_body bytes of response are kept (0 = DOCKER_MAX_JSON_BYTES); more is RESOURCE_EXHAUSTED. */
 sbx_status docker_api_call(const docker_api *api, const char *method, const char *path,
                            const char *content_type, const void *body, size_t body_len,
-                           size_t max_body, long timeout_ms, docker_response *resp,
-                           sbx_error *err);
+                           size_t max_body, long timeout_ms, docker_response *resp, sbx_error *err);
 
 /* A streaming GET: data is handed to on_data as it arrives (return false to abort: the call
  * then returns SBX_E_RESOURCE_EXHAUSTED unless the callback set its own error). */
 typedef bool (*docker_data_fn)(void *arg, const uint8_t *data, size_t len);
 sbx_status docker_api_get_stream(const docker_api *api, const char *path, docker_data_fn on_data,
-                                 void *arg, long timeout_ms, docker_response *resp,
-                                 sbx_error *err);
+                                 void *arg, long timeout_ms, docker_response *resp, sbx_error *err);
 
 /* The JSON call: body is serialized (may be NULL), response parsed when it is JSON. *out (may
  * be NULL) gets the parsed document (caller json_decref's) or NULL. */
@@ -94,7 +92,7 @@ typedef struct docker_exec_spec {
     const char *user;        /* NULL: the container's */
     const uint8_t *stdin_data;
     size_t stdin_len;
-    bool attach_stdin;       /* feed stdin_data then close it; otherwise no stdin */
+    bool attach_stdin;        /* feed stdin_data then close it; otherwise no stdin */
     int64_t deadline_mono_ms; /* 0 = none */
     const volatile int *cancel;
     docker_output_fn on_output;
@@ -112,8 +110,8 @@ typedef enum docker_exec_end {
 
 typedef struct docker_exec_result {
     docker_exec_end end;
-    int exit_code;     /* from GET /exec/{id}/json */
-    bool exit_known;   /* the daemon reported an exit code */
+    int exit_code;   /* from GET /exec/{id}/json */
+    bool exit_known; /* the daemon reported an exit code */
     int64_t wall_us;
 } docker_exec_result;
 
@@ -121,8 +119,7 @@ typedef struct docker_exec_result {
  * stdout/stderr demultiplexed from its 8-byte frame headers), inspect for the exit code.
  * GONE when the container does not exist or is not running (the daemon's text included). */
 sbx_status docker_api_exec(const docker_api *api, const char *container,
-                           const docker_exec_spec *spec, docker_exec_result *res,
-                           sbx_error *err);
+                           const docker_exec_spec *spec, docker_exec_result *res, sbx_error *err);
 
 /* The demultiplexer of the exec/attach stream, exposed for its unit test: feed it bytes in any
  * slicing; it calls on_output per payload piece. Returns false on a malformed frame header

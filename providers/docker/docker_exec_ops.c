@@ -24,7 +24,7 @@ void docker_output_init(docker_output *o, sbx_result *r, const sbx_exec_opts *op
     o->result = r;
     o->opts = opts;
     o->limit = opts != NULL && opts->output_limit_bytes > 0 ? opts->output_limit_bytes
-                                                             : DOCKER_MAX_OUTPUT_BYTES;
+                                                            : DOCKER_MAX_OUTPUT_BYTES;
     if (o->limit > DOCKER_MAX_OUTPUT_BYTES)
         o->limit = DOCKER_MAX_OUTPUT_BYTES;
 }
@@ -110,8 +110,7 @@ sbx_status docker_exec_run(docker_sandbox *sb, const char *const *argv, const ch
         result->exit_code = 0;
         result->signal = 9;
         return SBX_OK;
-    case DOCKER_EXEC_EXITED:
-        break;
+    case DOCKER_EXEC_EXITED: break;
     }
     if (!res.exit_known) {
         return sbx_error_set(err, SBX_E_PROVISION,
@@ -170,7 +169,8 @@ static char *archive_path(const docker_sandbox *sb, const char *abs)
     char *cid = docker_url_escape(sb->base.id);
     char *esc = docker_url_escape(abs);
     char *path = NULL;
-    if (cid != NULL && esc != NULL && asprintf(&path, "/containers/%s/archive?path=%s", cid, esc) < 0)
+    if (cid != NULL && esc != NULL &&
+        asprintf(&path, "/containers/%s/archive?path=%s", cid, esc) < 0)
         path = NULL;
     free(cid);
     free(esc);
@@ -188,8 +188,10 @@ static sbx_status archive_error(const docker_sandbox *sb, const char *what, cons
         return sbx_error_set(err, SBX_E_GONE, "container %.64s no longer exists: %s", sb->base.id,
                              msg);
     if (r->status == 404)
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "%s '%s': no such file or directory "
-                             "in container %.64s (%s)", what, abs, sb->base.id, msg);
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "%s '%s': no such file or directory "
+                             "in container %.64s (%s)",
+                             what, abs, sb->base.id, msg);
     if (r->status == 403)
         return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
                              "%s '%s': the container's file system refuses it: %s", what, abs, msg);
@@ -221,15 +223,16 @@ static sbx_status path_exists(docker_sandbox *sb, const char *abs, bool *exists,
             long status = 0;
             st = docker_api_json(&sb->p->api, "GET", ipath, NULL, &status, NULL, err);
             if (st == SBX_OK && status == 404)
-                st = sbx_error_set(err, SBX_E_GONE, "container %.64s no longer exists",
-                                   sb->base.id);
+                st =
+                    sbx_error_set(err, SBX_E_GONE, "container %.64s no longer exists", sb->base.id);
         }
     }
     docker_response_clear(&r);
     return st;
 }
 
-/* ---- write ------------------------------------------------------------------------------------ */
+/* ---- write ------------------------------------------------------------------------------------
+ */
 
 sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op,
                                 sbx_result *result, sbx_error *err)
@@ -248,7 +251,8 @@ sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op
     if (!split_path(abs, &parent, &base) || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
         sbx_status st = sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                                       "write_file '%s': not a file path (ends with '/', '.' or "
-                                      "'..')", op->path);
+                                      "'..')",
+                                      op->path);
         free(abs);
         return st;
     }
@@ -302,7 +306,8 @@ sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op
         if (!ok)
             st = sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                                "write_file '%s': cannot build the archive (path over %d bytes or "
-                               "out of memory)", op->path, DOCKER_TAR_MAX_NAME);
+                               "out of memory)",
+                               op->path, DOCKER_TAR_MAX_NAME);
     }
     if (st == SBX_OK) {
         char *path = archive_path(sb, anchor);
@@ -333,10 +338,10 @@ typedef struct read_ctx {
     docker_tar_reader tar;
     const Sbx__V1__ReadFile *op;
     sbx_file *file;
-    int entries;          /* entries seen: the first is the file */
+    int entries; /* entries seen: the first is the file */
     docker_tar_kind kind;
     char link[DOCKER_TAR_MAX_NAME + 1];
-    uint64_t pos;         /* content offset of the next byte */
+    uint64_t pos; /* content offset of the next byte */
     uint64_t size;
     bool too_big;
 } read_ctx;
@@ -385,8 +390,8 @@ static bool read_stream(void *arg, const uint8_t *data, size_t len)
     return docker_tar_reader_feed(&c->tar, data, len);
 }
 
-sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
-                               sbx_result *result, sbx_error *err)
+sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op, sbx_result *result,
+                               sbx_error *err)
 {
     if (op->path == NULL || op->path[0] == '\0')
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "read_file: path is empty");
@@ -420,7 +425,8 @@ sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
         if (c.too_big)
             st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
                                "read_file '%s': more than %u bytes requested; read it in parts "
-                               "with offset and max_bytes", op->path, DOCKER_MAX_FILE_BYTES);
+                               "with offset and max_bytes",
+                               op->path, DOCKER_MAX_FILE_BYTES);
         else if (c.tar.error[0] != '\0')
             st = sbx_error_set(err, SBX_E_PROVISION,
                                "read_file '%s': malformed archive from the daemon: %s", op->path,
@@ -432,8 +438,10 @@ sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
         } else if (r.status != 200)
             st = archive_error(sb, "read_file", abs, &r, err);
         else if (c.entries == 0)
-            st = sbx_error_set(err, SBX_E_PROVISION, "read_file '%s': the daemon sent an empty "
-                               "archive", op->path);
+            st = sbx_error_set(err, SBX_E_PROVISION,
+                               "read_file '%s': the daemon sent an empty "
+                               "archive",
+                               op->path);
         docker_response_clear(&r);
         docker_tar_reader_free(&c.tar);
         if (st == SBX_OK && c.kind == DOCKER_TAR_SYMLINK) {
@@ -483,12 +491,13 @@ sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
     return st;
 }
 
-/* ---- list -------------------------------------------------------------------------------------- */
+/* ---- list --------------------------------------------------------------------------------------
+ */
 
 typedef struct list_ctx {
     docker_tar_reader tar;
     sbx_result *result;
-    const char *dir;       /* the directory asked for (as the caller wrote it) */
+    const char *dir;                    /* the directory asked for (as the caller wrote it) */
     char root[DOCKER_TAR_MAX_NAME + 2]; /* name of the first entry (the dir itself) + '/' */
     int entries;
     bool root_is_dir;
@@ -548,8 +557,8 @@ static bool list_stream(void *arg, const uint8_t *data, size_t len)
     return docker_tar_reader_feed(&c->tar, data, len);
 }
 
-sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
-                               sbx_result *result, sbx_error *err)
+sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op, sbx_result *result,
+                               sbx_error *err)
 {
     const char *want = op->path != NULL && op->path[0] != '\0' ? op->path : ".";
     char *abs = docker_abs_path(sb, want);
@@ -573,8 +582,8 @@ sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
     else if (c.too_big)
         st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
                            "list_files '%s': the directory tree is too large to list through the "
-                           "archive API (over %llu bytes or %d entries)", want,
-                           (unsigned long long)DOCKER_MAX_LIST_ARCHIVE_BYTES,
+                           "archive API (over %llu bytes or %d entries)",
+                           want, (unsigned long long)DOCKER_MAX_LIST_ARCHIVE_BYTES,
                            DOCKER_MAX_LIST_ENTRIES);
     else if (c.tar.error[0] != '\0')
         st = sbx_error_set(err, SBX_E_PROVISION,

@@ -26,21 +26,23 @@
  * argument at MAX_ARG_STRLEN (128 KiB); stay below with room for the environment. */
 #define DOCKER_MAX_CODE_ARG (120u * 1024u)
 
+/* One per profile. Written by open only, then read-only: shared by every thread without a lock
+ * (each API call makes its own libcurl handle). */
 typedef struct docker_provider {
     docker_api api;
     char *profile;
     char *node;
-    char *runtime_dir;      /* <ctx runtime_dir>/docker: per-sandbox agent socket dirs */
+    char *runtime_dir; /* <ctx runtime_dir>/docker: per-sandbox agent socket dirs */
     bool managed;
-    char *attach_to;        /* attached: the container named in the profile */
+    char *attach_to; /* attached: the container named in the profile */
     char *image;
-    char *agent_path;       /* host path of the static sbx-agent */
+    char *agent_path; /* host path of the static sbx-agent */
     char *workdir;
     char *python;
-    char *network;          /* NetworkMode for network_egress=allow */
-    char *exec_user;        /* attached: exec as this user (NULL: the container's) */
-    int64_t tmpfs_mb;       /* size of the workdir and /tmp tmpfs of managed containers */
-    bool languages[3];      /* run_code languages offered, indexed by docker_lang */
+    char *network;     /* NetworkMode for network_egress=allow */
+    char *exec_user;   /* attached: exec as this user (NULL: the container's) */
+    int64_t tmpfs_mb;  /* size of the workdir and /tmp tmpfs of managed containers */
+    bool languages[3]; /* run_code languages offered, indexed by docker_lang */
 } docker_provider;
 
 /* run_code languages the docker provider knows (docker.languages picks the offered ones). */
@@ -49,21 +51,22 @@ extern const char *const docker_lang_names[DOCKER_LANG_COUNT];
 /* Index of a language name, -1 when unknown. */
 int docker_lang_index(const char *name);
 
+/* One live handle; used by one thread at a time (the engine's per-session lock). */
 typedef struct docker_sandbox {
-    sbx_sandbox base;       /* first: the engine sees an sbx_sandbox */
+    sbx_sandbox base; /* first: the engine sees an sbx_sandbox */
     docker_provider *p;
-    bool managed;           /* created by sbx (labels say so): execution through the agent */
-    char *workdir;          /* the container's working dir (relative paths resolve here) */
-    char *state_dir;        /* managed: host dir bind-mounted at /.sbx (agent socket) */
-    void *agent;            /* managed: the agent connection (docker_agent.c) */
+    bool managed;    /* created by sbx (labels say so): execution through the agent */
+    char *workdir;   /* the container's working dir (relative paths resolve here) */
+    char *state_dir; /* managed: host dir bind-mounted at /.sbx (agent socket) */
+    void *agent;     /* managed: the agent connection (docker_agent.c) */
 } docker_sandbox;
 
 /* Output accumulation shared by both back ends: bounded per stream, streamed with offsets. */
 typedef struct docker_output {
     sbx_result *result;
     const sbx_exec_opts *opts;
-    uint64_t limit;          /* per stream */
-    uint64_t offset[3];      /* bytes seen per stream (index 1 stdout, 2 stderr) */
+    uint64_t limit;     /* per stream */
+    uint64_t offset[3]; /* bytes seen per stream (index 1 stdout, 2 stderr) */
     bool over_limit;
 } docker_output;
 
@@ -76,10 +79,10 @@ sbx_status docker_exec_run(docker_sandbox *sb, const char *const *argv, const ch
                            const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
 sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op,
                                 sbx_result *result, sbx_error *err);
-sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op,
-                               sbx_result *result, sbx_error *err);
-sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
-                               sbx_result *result, sbx_error *err);
+sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op, sbx_result *result,
+                               sbx_error *err);
+sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op, sbx_result *result,
+                               sbx_error *err);
 
 /* An absolute path inside the container: `path` as is when absolute, else under the workdir.
  * malloc'd; NULL on ENOMEM. */

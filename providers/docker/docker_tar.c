@@ -46,8 +46,7 @@ static void checksum(uint8_t *h)
     h[155] = ' ';
 }
 
-static bool add_header(docker_tar_buf *b, const char *name, char type, unsigned mode,
-                       uint64_t size)
+static bool add_header(docker_tar_buf *b, const char *name, char type, unsigned mode, uint64_t size)
 {
     if (!buf_reserve(b, DOCKER_TAR_BLOCK))
         return false;
@@ -330,10 +329,15 @@ static bool handle_header(docker_tar_reader *r)
         memcpy(link, h + 157, 100);
         link[100] = '\0';
     }
-    docker_tar_entry e = {.name = name, .linkname = link, .mode = (unsigned)(mode & 07777),
-                          .size = size, .mtime = (int64_t)mtime};
+    docker_tar_entry e = {.name = name,
+                          .linkname = link,
+                          .mode = (unsigned)(mode & 07777),
+                          .size = size,
+                          .mtime = (int64_t)mtime};
     switch (type) {
-    case '0': case '\0': case '7': e.kind = DOCKER_TAR_REGULAR; break;
+    case '0':
+    case '\0':
+    case '7': e.kind = DOCKER_TAR_REGULAR; break;
     case '5': e.kind = DOCKER_TAR_DIRECTORY; break;
     case '2': e.kind = DOCKER_TAR_SYMLINK; break;
     default: e.kind = DOCKER_TAR_OTHER; break;

@@ -49,9 +49,9 @@ typedef struct docker_tar_entry {
     const char *name;     /* as in the archive (relative, may end with '/') */
     const char *linkname; /* symlinks and hard links; "" otherwise */
     docker_tar_kind kind;
-    unsigned mode;        /* permission bits */
-    uint64_t size;        /* content bytes that follow */
-    int64_t mtime;        /* unix seconds */
+    unsigned mode; /* permission bits */
+    uint64_t size; /* content bytes that follow */
+    int64_t mtime; /* unix seconds */
 } docker_tar_entry;
 
 /* on_entry is called per entry before its data; on_data with pieces of its content. Either
@@ -64,9 +64,9 @@ typedef struct docker_tar_reader {
     /* private state */
     uint8_t block[DOCKER_TAR_BLOCK];
     size_t block_got;
-    uint64_t data_left;    /* content bytes of the current entry still to come */
-    uint64_t pad_left;     /* padding to the next block boundary */
-    int special;           /* 0, 'x' (pax) or 'L'/'K' (GNU long name/link) being collected */
+    uint64_t data_left; /* content bytes of the current entry still to come */
+    uint64_t pad_left;  /* padding to the next block boundary */
+    int special;        /* 0, 'x' (pax) or 'L'/'K' (GNU long name/link) being collected */
     char *special_buf;
     size_t special_len, special_cap;
     char long_name[DOCKER_TAR_MAX_NAME + 1];

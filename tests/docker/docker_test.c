@@ -57,7 +57,10 @@ void dt_env_load(dt_env *env)
         fail_msg("private dockerd not reachable: %s", err.message);
 }
 
-void dt_env_free(dt_env *env) { docker_api_close(&env->api); }
+void dt_env_free(dt_env *env)
+{
+    docker_api_close(&env->api);
+}
 
 char *dt_container_run(dt_env *env, const char *image, const char *const *argv)
 {
@@ -75,9 +78,9 @@ char *dt_container_run(dt_env *env, const char *image, const char *const *argv)
     json_t *resp = NULL;
     long status = 0;
     sbx_error err;
-    assert_int_equal(docker_api_json(&env->api, "POST", "/containers/create", body, &status, &resp,
-                                     &err),
-                     SBX_OK);
+    assert_int_equal(
+        docker_api_json(&env->api, "POST", "/containers/create", body, &status, &resp, &err),
+        SBX_OK);
     json_decref(body);
     assert_int_equal(status, 201);
     char *id = strdup(json_string_value(json_object_get(resp, "Id")));
@@ -161,7 +164,10 @@ void *dt_provider_open(dt_env *env, sbx_environment environment, const char *att
     return state;
 }
 
-void dt_provider_close(void *state) { sbx_provider_docker.close(state); }
+void dt_provider_close(void *state)
+{
+    sbx_provider_docker.close(state);
+}
 
 const char *dt_agent_path(void)
 {

@@ -160,8 +160,8 @@ static void test_docker_attached_deadline_kills_the_process_tree(void **state)
     sbx_result *r;
     sbx_error err;
     int64_t t0 = sbx_monotonic_ms();
-    sbx_status st = shell(f, "echo started; sleep 300 & sleep 300; echo never", NULL, 1500, 0, &r,
-                          &err);
+    sbx_status st =
+        shell(f, "echo started; sleep 300 & sleep 300; echo never", NULL, 1500, 0, &r, &err);
     assert_int_equal(st, SBX_E_TIMEOUT);
     assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
     assert_true(r->stdout.len >= 8);
@@ -315,9 +315,9 @@ static void test_docker_attached_read_follows_symlinks_inside_the_container(void
     fixture *f = *state;
     sbx_result *r;
     sbx_error err;
-    assert_int_equal(shell(f, "echo target > /tmp/t.txt && ln -sf t.txt /tmp/link", NULL, 30000, 0,
-                           &r, &err),
-                     SBX_OK);
+    assert_int_equal(
+        shell(f, "echo target > /tmp/t.txt && ln -sf t.txt /tmp/link", NULL, 30000, 0, &r, &err),
+        SBX_OK);
     sbx_message_free((ProtobufCMessage *)r);
     Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
     rd.path = "/tmp/link";
@@ -334,8 +334,9 @@ static void test_docker_attached_list_shows_direct_children_only(void **state)
     fixture *f = *state;
     sbx_result *r;
     sbx_error err;
-    assert_int_equal(shell(f, "mkdir -p /tmp/ls/sub/deeper && echo 12345 > /tmp/ls/a && "
-                              "touch /tmp/ls/sub/deeper/x",
+    assert_int_equal(shell(f,
+                           "mkdir -p /tmp/ls/sub/deeper && echo 12345 > /tmp/ls/a && "
+                           "touch /tmp/ls/sub/deeper/x",
                            NULL, 30000, 0, &r, &err),
                      SBX_OK);
     sbx_message_free((ProtobufCMessage *)r);
@@ -448,8 +449,11 @@ static void test_docker_attached_no_daemon_is_provision_with_the_socket_named(vo
     sbx_options *o = sbx_options_new(sbx_provider_docker.options);
     sbx_error err;
     assert_int_equal(sbx_options_set(o, "socket", "/tmp/sbx-no-such-docker.sock", &err), SBX_OK);
-    sbx_provider_ctx ctx = {.profile = "p", .options = o, .environment = SBX_ENV_ATTACHED,
-                            .attach_to = "x", .node = "n"};
+    sbx_provider_ctx ctx = {.profile = "p",
+                            .options = o,
+                            .environment = SBX_ENV_ATTACHED,
+                            .attach_to = "x",
+                            .node = "n"};
     void *st = NULL;
     assert_int_equal(sbx_provider_docker.open(&ctx, &st, &err), SBX_E_PROVISION);
     assert_non_null(strstr(err.message, "/tmp/sbx-no-such-docker.sock"));

@@ -31,8 +31,9 @@ static void capture(void *arg, int stream, const uint8_t *data, size_t len)
 static size_t frame(uint8_t *buf, uint8_t stream, const char *payload)
 {
     size_t len = strlen(payload);
-    uint8_t h[8] = {stream, 0, 0, 0, (uint8_t)(len >> 24), (uint8_t)(len >> 16),
-                    (uint8_t)(len >> 8), (uint8_t)len};
+    uint8_t h[8] = {
+        stream,      0, 0, 0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+        (uint8_t)len};
     memcpy(buf, h, 8);
     memcpy(buf + 8, payload, len);
     return 8 + len;

@@ -78,10 +78,10 @@ static int teardown(void **state)
     return 0;
 }
 
-#define NEED_AGENT(f)                                                                          \
-    do {                                                                                       \
-        if ((f)->provider == NULL)                                                             \
-            skip();                                                                            \
+#define NEED_AGENT(f)                                                                              \
+    do {                                                                                           \
+        if ((f)->provider == NULL)                                                                 \
+            skip();                                                                                \
     } while (0)
 
 /* Runs a shell line; returns its stdout as a NUL-terminated static string. */
@@ -90,7 +90,8 @@ static const char *sh(fixture *f, const char *line, int *exit_code)
     static char out[8192];
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
     op.shell = (char *)line;
-    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
                        .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     sbx_result *r = sbx_result_new();
     sbx_error err;
@@ -118,7 +119,8 @@ static void test_docker_escape_host_files_are_not_visible(void **state)
     assert_non_null(fp);
     fputs("TOPSECRET\n", fp);
     fclose(fp);
-    snprintf(line, sizeof(line), "cat %s 2>/dev/null; cat /etc/shadow 2>/dev/null; echo done", path);
+    snprintf(line, sizeof(line), "cat %s 2>/dev/null; cat /etc/shadow 2>/dev/null; echo done",
+             path);
     assert_string_equal(sh(f, line, NULL), "done\n");
     dt_rmtree(dir);
     free(dir);
@@ -129,8 +131,8 @@ static void test_docker_escape_host_processes_are_not_visible(void **state)
     fixture *f = *state;
     NEED_AGENT(f);
     /* PID 1 is the sandbox's own agent, not the host's init; only a handful of pids exist. */
-    const char *out = sh(f, "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'",
-                         NULL);
+    const char *out =
+        sh(f, "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'", NULL);
     assert_non_null(strstr(out, "sbx-agent"));
     const char *count = strchr(out, '\n') + 1;
     assert_true(atoi(count) < 16);
@@ -140,8 +142,9 @@ static void test_docker_escape_programs_run_unprivileged_without_capabilities(vo
 {
     fixture *f = *state;
     NEED_AGENT(f);
-    assert_string_equal(sh(f, "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status | "
-                              "awk '{print $2}'",
+    assert_string_equal(sh(f,
+                           "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status | "
+                           "awk '{print $2}'",
                            NULL),
                         "65534\n0000000000000000\n0000000000000000\n0000000000000000\n");
 }
@@ -195,8 +198,9 @@ static void test_docker_escape_pids_limit_holds_a_fork_bomb(void **state)
     NEED_AGENT(f);
     /* 200 sleepers against a limit of 64: forks fail (the shell says "can't fork"), the
      * sandbox survives. grep is started before the bomb, so it has its pid. */
-    const char *out = sh(f, "{ for i in $(seq 200); do sleep 2 & done; wait; } 2>&1 | "
-                            "grep -c fork",
+    const char *out = sh(f,
+                         "{ for i in $(seq 200); do sleep 2 & done; wait; } 2>&1 | "
+                         "grep -c fork",
                          NULL);
     assert_true(atoi(out) > 0);
     assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
@@ -209,14 +213,16 @@ static void test_docker_escape_memory_limit_kills_a_memory_bomb(void **state)
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
     op.language = "sh";
     op.code = "python3 -c 'b = bytearray(512 * 1024 * 1024); print(len(b))'";
-    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
                        .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     sbx_result *r = sbx_result_new();
     sbx_error err;
     assert_int_equal(ops->run_code(f->sb, &op, &o, r, &err), SBX_OK);
     /* 512 MiB never fits in 128: the program is killed (or its allocation fails), never prints. */
     assert_int_not_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OK);
-    assert_true(r->stdout.len == 0 || memmem(r->stdout.data, r->stdout.len, "536870912", 9) == NULL);
+    assert_true(r->stdout.len == 0 ||
+                memmem(r->stdout.data, r->stdout.len, "536870912", 9) == NULL);
     sbx_message_free((ProtobufCMessage *)r);
     assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
 }
@@ -240,7 +246,8 @@ static void test_docker_escape_file_api_cannot_leave_the_container(void **state)
     for (size_t i = 0; i < 3; i++) {
         Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
         rd.path = (char *)paths[i];
-        sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+        sbx_exec_opts o = {.principal = f->principal,
+                           .policy = f->policy,
                            .deadline_mono_ms = sbx_monotonic_ms() + 60000};
         sbx_result *r = sbx_result_new();
         sbx_error err;

@@ -24,10 +24,10 @@ static const sbx_provider_ops *ops = &sbx_provider_docker;
 static const char *self_path;
 
 /* Managed containers run sbx-agent as PID 1: without it in this tree, the test skips. */
-#define NEED_AGENT()                                                                           \
-    do {                                                                                       \
-        if (dt_agent_path() == NULL)                                                           \
-            skip();                                                                            \
+#define NEED_AGENT()                                                                               \
+    do {                                                                                           \
+        if (dt_agent_path() == NULL)                                                               \
+            skip();                                                                                \
     } while (0)
 
 typedef struct fixture {
@@ -76,8 +76,8 @@ static sbx_sandbox *create(fixture *f, const sbx_policy *policy)
 {
     sbx_sandbox *sb = NULL;
     sbx_error err;
-    sbx_status st = ops->create(f->provider, f->session, f->principal, policy ? policy : f->policy,
-                                &sb, &err);
+    sbx_status st =
+        ops->create(f->provider, f->session, f->principal, policy ? policy : f->policy, &sb, &err);
     if (st != SBX_OK)
         fail_msg("create: %s: %s", sbx_status_name(st), err.message);
     return sb;
@@ -97,7 +97,8 @@ static sbx_status run_shell(fixture *f, sbx_sandbox *sb, const char *line, sbx_r
 {
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
     op.shell = (char *)line;
-    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
                        .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     *out = sbx_result_new();
     return ops->run_command(sb, &op, &o, *out, err);
@@ -141,8 +142,7 @@ static void test_docker_managed_policy_is_what_the_daemon_recorded(void **state)
     json_t *sec = json_object_get(hc, "SecurityOpt");
     assert_string_equal(json_string_value(json_array_get(sec, 0)), "no-new-privileges");
     json_t *labels = json_object_get(json_object_get(j, "Config"), "Labels");
-    assert_string_equal(json_string_value(json_object_get(labels, "sbx.session")),
-                        "sess-docker-1");
+    assert_string_equal(json_string_value(json_object_get(labels, "sbx.session")), "sess-docker-1");
     assert_string_equal(json_string_value(json_object_get(labels, "sbx.profile")),
                         "docker-managed");
     assert_string_equal(json_string_value(json_object_get(labels, "sbx.owner")), "alice");
@@ -382,7 +382,8 @@ static void test_docker_managed_python_keeps_state_between_calls(void **state)
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
     op.language = "python";
     op.code = "x = 41";
-    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
                        .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     sbx_result *r = sbx_result_new();
     sbx_error err;
@@ -407,7 +408,8 @@ static void test_docker_managed_files_roundtrip_in_the_workspace(void **state)
     w.content.data = (uint8_t *)"payload";
     w.content.len = 7;
     w.mkdirs = true;
-    sbx_exec_opts o = {.principal = f->principal, .policy = f->policy,
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
                        .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     sbx_result *r = sbx_result_new();
     sbx_error err;

@@ -18,7 +18,7 @@
 #include "engine/fixture.h"
 
 typedef struct fixture {
-    char *dir;        /* temp dir holding the daemon's state file */
+    char *dir; /* temp dir holding the daemon's state file */
     char state[600];
     dt_env env;
 } fixture;
