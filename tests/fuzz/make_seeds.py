@@ -122,6 +122,31 @@ def main():
     # found by fuzz_agent_event_nanopb: started{42, 7} then started{unknown field}
     aevt["oneof_member_twice"] = bytes.fromhex("1204082a10071204f8de1007")
     write("fuzz_agent_event_nanopb", aevt, ("agent_evt_",))
+    write_recording_seeds()
+
+
+def frame(data):
+    return len(data).to_bytes(4, "big") + data
+
+
+def write_recording_seeds():
+    rec = golden("recording")
+    seeds = {
+        "one": frame(rec),
+        "three": frame(rec) * 3,
+        "zero_length": b"\x00\x00\x00\x00",
+        "length_past_end": b"\x00\x00\x10\x00" + rec,
+        "huge_length": b"\xff\xff\xff\xff" + rec,
+        "truncated_header": frame(rec) + b"\x00\x00",
+        "not_a_recording": frame(b"\x0f\x00\x00"),
+        "empty": b"",
+    }
+    d = os.path.join(HERE, "corpus", "fuzz_recordings_load")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(d, name + ".rec"), "wb") as fh:
+            fh.write(data)
 
 
 if __name__ == "__main__":
