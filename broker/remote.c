@@ -1,0 +1,905 @@
+/* remote.c - the remote broker: a gRPC client of sbx-worker over HTTP/2 with libcurl
+ * (DESIGN §6). One curl multi handle, owned by one transfer thread, keeps ONE connection to the
+ * worker and multiplexes every concurrent submit on it (h2c with prior knowledge to loopback
+ * only, h2 over TLS with ALPN and certificate verification elsewhere). Deadlines travel as
+ * grpc-timeout; output streams through the hooks' callback (ExecuteStream); transport failures
+ * become BROKER completions and gRPC statuses map back to the contract's codes. A retry resends
+ * the same task_id, which the worker deduplicates, so it can never run a request twice.
+ * Responses are decoded with a bound (max message size). This file never talks to providers.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "sbx/broker.h"
+
+/* Largest response message accepted: the worker's default max_message_bytes (16 MiB), so a
+ * completion the worker may send is always readable, and a hostile peer cannot make us buffer
+ * more. */
+#define REMOTE_MAX_MESSAGE (16u << 20)
+/* Attempts per request (1 + retries) for failures that dedup makes safe to retry. */
+#define REMOTE_MAX_ATTEMPTS 3
+/* First retry backoff; doubles each attempt. */
+#define REMOTE_RETRY_BACKOFF_MS 50
+/* Completions kept for result() after submit() stopped waiting (like the in-process LRU). */
+#define REMOTE_LRU_SIZE 1024
+/* Streams curl may open on the one connection; the worker advertises 1,024. */
+#define REMOTE_MAX_STREAMS 1000
+/* Transfer-level safety net over the gRPC deadline: the worker answers DEADLINE_EXCEEDED
+ * itself; this only catches a worker that stopped answering altogether. */
+#define REMOTE_DEADLINE_GRACE_MS 5000
+/* Length-prefixed-message header (gRPC over HTTP/2). */
+#define GRPC_PREFIX 5
+
+typedef struct rtask rtask;
+
+/* One request in flight or done. Guarded by remote->lock, except the response buffers and the
+ * easy handle, which only the transfer thread touches while the task is in the multi handle. */
+struct rtask {
+    struct remote_broker *r;
+    rtask *next;          /* in remote->tasks */
+    rtask *queue_next;    /* in remote->incoming */
+    char *task_id;
+    uint8_t *body;        /* the framed request */
+    size_t body_len;
+    bool stream;          /* ExecuteStream (hooks with on_output) */
+    sbx_engine_hooks hooks;
+    bool hooks_valid;     /* false once submit() returned: never call them again */
+    int64_t deadline_ms;  /* absolute unix ms; 0 = none */
+    char *node;           /* x-sbx-node routing header value, or NULL */
+    sbx_request *req;     /* a copy, for the recorder */
+    int64_t started_at_ms;
+    CURL *easy;
+    struct curl_slist *headers;
+    uint8_t *resp;
+    size_t resp_len, resp_cap;
+    bool oversize, bad_frame;
+    int grpc_status;      /* -1: not seen */
+    char *grpc_message;
+    long http_status;
+    int attempts;
+    int64_t retry_at_ms;  /* monotonic; re-added then */
+    sbx_completion *completion;
+    bool done, discarded, collected;
+    int64_t done_seq;
+};
+
+typedef struct remote_broker {
+    sbx_broker *self;     /* the wrapper (sbx_broker_wrap) around this impl */
+    char *url_base;       /* scheme://host:port */
+    bool tls;
+    char *ca_file, *cert_file, *key_file;
+    char *auth_header;    /* "authorization: Bearer ..." (never logged) */
+    long connect_timeout_ms;
+    size_t max_message;
+    CURLM *multi;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    rtask *tasks;
+    rtask *incoming;
+    size_t n_done;
+    int64_t seq;
+    bool stopping;
+    bool closed;
+} remote_broker;
+
+static void task_free(rtask *t)
+{
+    if (!t)
+        return;
+    free(t->task_id);
+    free(t->body);
+    free(t->node);
+    sbx_request_free(t->req);
+    free(t->resp);
+    free(t->grpc_message);
+    curl_slist_free_all(t->headers);
+    sbx_completion_free(t->completion);
+    free(t);
+}
+
+/* ---- response decoding (transfer thread) ------------------------------------------------ */
+
+static size_t frame_len(const uint8_t *p)
+{
+    return ((size_t)p[1] << 24) | ((size_t)p[2] << 16) | ((size_t)p[3] << 8) | p[4];
+}
+
+/* Consumes complete messages of an ExecuteStream response: output to the hook, the completion
+ * kept. */
+static void decode_stream(remote_broker *r, rtask *t)
+{
+    size_t off = 0;
+    while (t->resp_len - off >= GRPC_PREFIX) {
+        size_t n = frame_len(t->resp + off);
+        if (t->resp[off] != 0) {
+            t->bad_frame = true;
+            break;
+        }
+        if (t->resp_len - off - GRPC_PREFIX < n)
+            break;
+        Sbx__V1__ExecuteEvent *ev =
+            sbx__v1__execute_event__unpack(NULL, n, t->resp + off + GRPC_PREFIX);
+        off += GRPC_PREFIX + n;
+        if (!ev) {
+            t->bad_frame = true;
+            break;
+        }
+        if (ev->event_case == SBX__V1__EXECUTE_EVENT__EVENT_OUTPUT && ev->output) {
+            pthread_mutex_lock(&r->lock);
+            if (t->hooks_valid && t->hooks.on_output)
+                t->hooks.on_output(t->hooks.on_output_arg, ev->output->stream,
+                                   ev->output->data.data, ev->output->data.len,
+                                   ev->output->offset);
+            pthread_mutex_unlock(&r->lock);
+        } else if (ev->event_case == SBX__V1__EXECUTE_EVENT__EVENT_COMPLETION && ev->completion) {
+            sbx_completion_free(t->completion);
+            t->completion = sbx_completion_copy(ev->completion);
+        }
+        sbx__v1__execute_event__free_unpacked(ev, NULL);
+    }
+    if (off > 0) {
+        memmove(t->resp, t->resp + off, t->resp_len - off);
+        t->resp_len -= off;
+    }
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    rtask *t = arg;
+    size_t n = size * nmemb;
+    size_t limit = GRPC_PREFIX + t->r->max_message;
+    if (t->stream) /* stream: undecoded bytes never exceed one message (plus the next prefix) */
+        limit = 2 * GRPC_PREFIX + t->r->max_message;
+    if (n > limit - t->resp_len) {
+        t->oversize = true;
+        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+    }
+    if (t->resp_len + n > t->resp_cap) {
+        size_t cap = t->resp_cap ? t->resp_cap : 4096;
+        while (cap < t->resp_len + n)
+            cap *= 2;
+        if (cap > limit)
+            cap = limit;
+        uint8_t *p = realloc(t->resp, cap);
+        if (!p)
+            return 0;
+        t->resp = p;
+        t->resp_cap = cap;
+    }
+    memcpy(t->resp + t->resp_len, data, n);
+    t->resp_len += n;
+    if (!t->stream && t->resp_len >= GRPC_PREFIX && frame_len(t->resp) > t->r->max_message) {
+        t->oversize = true;
+        return 0;
+    }
+    if (t->stream)
+        decode_stream(t->r, t);
+    return n;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Headers and trailers (curl hands HTTP/2 trailers to the header callback too). */
+static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
+{
+    rtask *t = arg;
+    size_t n = size * nitems;
+    size_t len = n;
+    while (len > 0 && (data[len - 1] == '\r' || data[len - 1] == '\n'))
+        len--;
+    static const char st[] = "grpc-status:";
+    static const char msg[] = "grpc-message:";
+    if (len > sizeof st - 1 && strncasecmp(data, st, sizeof st - 1) == 0) {
+        int v = 0;
+        bool ok = false;
+        for (size_t i = sizeof st - 1; i < len; i++) {
+            if (data[i] == ' ')
+                continue;
+            if (data[i] < '0' || data[i] > '9' || v > 1000) {
+                ok = false;
+                break;
+            }
+            v = v * 10 + (data[i] - '0');
+            ok = true;
+        }
+        t->grpc_status = ok ? v : 2 /* UNKNOWN */;
+    } else if (len > sizeof msg - 1 && strncasecmp(data, msg, sizeof msg - 1) == 0) {
+        size_t i = sizeof msg - 1;
+        while (i < len && data[i] == ' ')
+            i++;
+        free(t->grpc_message);
+        t->grpc_message = malloc(len - i + 1);
+        if (t->grpc_message) { /* percent-decode */
+            size_t o = 0;
+            for (; i < len; i++) {
+                int h1, h2;
+                if (data[i] == '%' && i + 2 < len && (h1 = hexval(data[i + 1])) >= 0 &&
+                    (h2 = hexval(data[i + 2])) >= 0) {
+                    t->grpc_message[o++] = (char)(h1 * 16 + h2);
+                    i += 2;
+                } else {
+                    t->grpc_message[o++] = data[i];
+                }
+            }
+            t->grpc_message[o] = '\0';
+        }
+    }
+    return n;
+}
+
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    rtask *t = arg;
+    int abort_now = 0;
+    pthread_mutex_lock(&t->r->lock);
+    if (t->discarded || (t->hooks_valid && t->hooks.cancel && *t->hooks.cancel))
+        abort_now = 1;
+    pthread_mutex_unlock(&t->r->lock);
+    return abort_now; /* non-zero: RST_STREAM, the worker cancels the execution */
+}
+
+/* ---- gRPC status -> contract ------------------------------------------------------------- */
+
+static sbx_status status_from_grpc(int code)
+{
+    switch (code) {
+    case 3: return SBX_E_INVALID_ARGUMENT;
+    case 4: return SBX_E_TIMEOUT;
+    case 7: return SBX_E_PERMISSION_DENIED;
+    case 8: return SBX_E_RESOURCE_EXHAUSTED;
+    case 13: return SBX_E_INTERNAL;
+    case 16: return SBX_E_UNAUTHENTICATED;
+    default: return SBX_E_BROKER; /* UNAVAILABLE, UNIMPLEMENTED, UNKNOWN, ...: the transport */
+    }
+}
+
+/* Whether the failure is one where resending the same task_id is safe and may help. */
+static bool retryable(CURLcode cc, int grpc_status)
+{
+    if (grpc_status == 14) /* UNAVAILABLE: draining worker, refused stream */
+        return true;
+    switch (cc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Builds the completion of a finished transfer (transfer thread, no lock needed for t's
+ * response fields). */
+static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
+{
+    if (t->oversize)
+        return sbx_completion_fail(t->task_id, SBX_E_RESOURCE_EXHAUSTED,
+                                   "remote broker: the worker's response is larger than the "
+                                   "client's max message size (%zu bytes)",
+                                   r->max_message);
+    if (cc != CURLE_OK && t->grpc_status < 0)
+        return sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                   "remote broker: worker %s: %s (is sbx-worker running and "
+                                   "reachable?)",
+                                   r->url_base, curl_easy_strerror(cc));
+    if (t->grpc_status < 0)
+        return sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                   "remote broker: worker %s answered HTTP %ld without a gRPC "
+                                   "status (not a gRPC endpoint?)",
+                                   r->url_base, t->http_status);
+    if (t->grpc_status != 0)
+        return sbx_completion_fail(t->task_id, status_from_grpc(t->grpc_status),
+                                   "remote broker: worker %s: gRPC status %d: %s", r->url_base,
+                                   t->grpc_status, t->grpc_message ? t->grpc_message : "");
+    if (t->stream) {
+        if (t->bad_frame || !t->completion)
+            return sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                       "remote broker: worker %s ended ExecuteStream without a "
+                                       "completion",
+                                       r->url_base);
+        sbx_completion *c = t->completion;
+        t->completion = NULL;
+        return c;
+    }
+    if (t->resp_len < GRPC_PREFIX || t->resp[0] != 0 ||
+        frame_len(t->resp) != t->resp_len - GRPC_PREFIX)
+        return sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                   "remote broker: worker %s sent a malformed gRPC message",
+                                   r->url_base);
+    sbx_completion *c = NULL;
+    sbx_error err = {0};
+    if (sbx_completion_decode(t->resp + GRPC_PREFIX, t->resp_len - GRPC_PREFIX, r->max_message,
+                              &c, &err) != SBX_OK)
+        return sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: %s", err.message);
+    return c;
+}
+
+/* ---- transfers (transfer thread) --------------------------------------------------------- */
+
+static bool task_start(remote_broker *r, rtask *t)
+{
+    t->resp_len = 0;
+    t->oversize = t->bad_frame = false;
+    t->grpc_status = -1;
+    t->http_status = 0;
+    free(t->grpc_message);
+    t->grpc_message = NULL;
+    sbx_completion_free(t->completion);
+    t->completion = NULL;
+    curl_slist_free_all(t->headers);
+    t->headers = NULL;
+    if (t->easy) {
+        curl_easy_cleanup(t->easy);
+        t->easy = NULL;
+    }
+    CURL *e = curl_easy_init();
+    if (!e)
+        return false;
+    t->easy = e;
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", r->url_base,
+             t->stream ? "/sbx.v1.Execution/ExecuteStream" : "/sbx.v1.Execution/Execute");
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "content-type: application/grpc");
+    h = curl_slist_append(h, "te: trailers");
+    h = curl_slist_append(h, "expect:");
+    h = curl_slist_append(h, "accept:");
+    if (r->auth_header)
+        h = curl_slist_append(h, r->auth_header);
+    if (t->node) {
+        char line[300];
+        snprintf(line, sizeof line, "x-sbx-node: %s", t->node);
+        h = curl_slist_append(h, line);
+    }
+    long total_timeout_ms = 0;
+    if (t->deadline_ms > 0) {
+        int64_t left = t->deadline_ms - sbx_now_ms();
+        if (left < 1)
+            left = 1;
+        char line[64];
+        if (left <= 99999999)
+            snprintf(line, sizeof line, "grpc-timeout: %lldm", (long long)left);
+        else
+            snprintf(line, sizeof line, "grpc-timeout: %lldS", (long long)(left / 1000));
+        h = curl_slist_append(h, line);
+        total_timeout_ms = (long)(left + REMOTE_DEADLINE_GRACE_MS);
+    }
+    t->headers = h;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)t->body_len);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "sbx-remote-broker/" SBX_VERSION);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     r->tls ? (long)CURL_HTTP_VERSION_2TLS
+                            : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait to multiplex, never a 2nd connection */
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, total_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, t);
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, r->tls ? "https" : "http");
+    if (r->tls) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+        curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+        if (r->ca_file)
+            curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
+        if (r->cert_file)
+            curl_easy_setopt(e, CURLOPT_SSLCERT, r->cert_file);
+        if (r->key_file)
+            curl_easy_setopt(e, CURLOPT_SSLKEY, r->key_file);
+    }
+    t->attempts++;
+    return curl_multi_add_handle(r->multi, e) == CURLM_OK;
+}
+
+/* Marks t done with c (lock held). */
+static void task_done(remote_broker *r, rtask *t, sbx_completion *c)
+{
+    t->completion = c;
+    if (c && t->req)
+        sbx_broker_record(r->self, t->req, c, t->started_at_ms, sbx_now_ms());
+    t->done = true;
+    t->done_seq = ++r->seq;
+    t->hooks_valid = false;
+    r->n_done++;
+    if (t->discarded) { /* nobody wants it: unlink now */
+        for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
+            if (*pp == t) {
+                *pp = t->next;
+                break;
+            }
+        r->n_done--;
+        task_free(t);
+    }
+    /* Bounded memory: forget the oldest collected-or-not completions beyond the LRU size. */
+    while (r->n_done > REMOTE_LRU_SIZE) {
+        rtask **oldest = NULL;
+        for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
+            if ((*pp)->done && (!oldest || (*pp)->done_seq < (*oldest)->done_seq))
+                oldest = pp;
+        if (!oldest)
+            break;
+        rtask *o = *oldest;
+        *oldest = o->next;
+        r->n_done--;
+        task_free(o);
+    }
+    pthread_cond_broadcast(&r->cond);
+}
+
+static void *transfer_main(void *arg)
+{
+    remote_broker *r = arg;
+    rtask *retry = NULL; /* waiting for their backoff (transfer thread only) */
+    for (;;) {
+        pthread_mutex_lock(&r->lock);
+        rtask *in = r->incoming;
+        r->incoming = NULL;
+        bool stopping = r->stopping;
+        pthread_mutex_unlock(&r->lock);
+        /* incoming is LIFO-built: reverse to keep submission order */
+        rtask *ordered = NULL;
+        while (in) {
+            rtask *n = in->queue_next;
+            in->queue_next = ordered;
+            ordered = in;
+            in = n;
+        }
+        for (rtask *t = ordered; t;) {
+            rtask *n = t->queue_next;
+            if (!task_start(r, t)) {
+                pthread_mutex_lock(&r->lock);
+                task_done(r, t, sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                                    "remote broker: cannot start a transfer"));
+                pthread_mutex_unlock(&r->lock);
+            }
+            t = n;
+        }
+        int64_t now = sbx_monotonic_ms();
+        int wait_ms = 1000;
+        for (rtask **pp = &retry; *pp;) {
+            rtask *t = *pp;
+            if (t->retry_at_ms <= now) {
+                *pp = t->queue_next;
+                if (!task_start(r, t)) {
+                    pthread_mutex_lock(&r->lock);
+                    task_done(r, t, sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                                        "remote broker: cannot restart"));
+                    pthread_mutex_unlock(&r->lock);
+                }
+                continue;
+            }
+            if (t->retry_at_ms - now < wait_ms)
+                wait_ms = (int)(t->retry_at_ms - now);
+            pp = &t->queue_next;
+        }
+        int running = 0;
+        curl_multi_perform(r->multi, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(r->multi, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            rtask *t = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            CURLcode cc = msg->data.result;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->http_status);
+            curl_multi_remove_handle(r->multi, msg->easy_handle);
+            pthread_mutex_lock(&r->lock);
+            bool discarded = t->discarded;
+            bool cancelled = t->hooks_valid && t->hooks.cancel && *t->hooks.cancel;
+            pthread_mutex_unlock(&r->lock);
+            bool deadline_left = t->deadline_ms == 0 ||
+                                 t->deadline_ms - sbx_now_ms() > REMOTE_RETRY_BACKOFF_MS;
+            if (!discarded && !cancelled && !t->oversize && t->attempts < REMOTE_MAX_ATTEMPTS &&
+                deadline_left && retryable(cc, t->grpc_status) && !(t->stream && t->resp_len)) {
+                t->retry_at_ms = sbx_monotonic_ms() +
+                                 ((int64_t)REMOTE_RETRY_BACKOFF_MS << (t->attempts - 1));
+                t->queue_next = retry;
+                retry = t;
+                wait_ms = 0;
+                continue;
+            }
+            sbx_completion *c = cancelled ? sbx_completion_fail(t->task_id, SBX_E_TIMEOUT,
+                                                                "remote broker: cancelled")
+                                          : finish(r, t, cc);
+            curl_easy_cleanup(t->easy);
+            t->easy = NULL;
+            pthread_mutex_lock(&r->lock);
+            task_done(r, t, c);
+            pthread_mutex_unlock(&r->lock);
+        }
+        if (stopping && running == 0 && !retry) {
+            pthread_mutex_lock(&r->lock);
+            bool empty = r->incoming == NULL;
+            pthread_mutex_unlock(&r->lock);
+            if (empty)
+                break;
+        }
+        if (wait_ms > 0)
+            curl_multi_poll(r->multi, NULL, 0, wait_ms, NULL);
+    }
+    return NULL;
+}
+
+/* ---- the broker interface -------------------------------------------------------------- */
+
+static rtask *find_task(remote_broker *r, const char *task_id)
+{
+    for (rtask *t = r->tasks; t; t = t->next)
+        if (strcmp(t->task_id, task_id) == 0)
+            return t;
+    return NULL;
+}
+
+/* Takes t's completion for the caller (lock held); the task is forgotten. */
+static sbx_completion *collect(remote_broker *r, rtask *t)
+{
+    sbx_completion *c = t->completion;
+    t->completion = NULL;
+    for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    r->n_done--;
+    task_free(t);
+    return c;
+}
+
+/* Waits (lock held) until t is done or wait_ms passes. */
+static void wait_done(remote_broker *r, rtask *t, int64_t wait_ms)
+{
+    struct timespec until;
+    if (wait_ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (wait_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+    }
+    while (!t->done) {
+        if (wait_ms < 0)
+            pthread_cond_wait(&r->cond, &r->lock);
+        else if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
+            break;
+    }
+}
+
+static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
+                                const sbx_engine_hooks *hooks, sbx_completion **out)
+{
+    remote_broker *r = sbx_broker_impl(b);
+    *out = NULL;
+    const char *task_id = req->task_id ? req->task_id : "";
+    if (task_id[0] == '\0') {
+        *out = sbx_completion_fail(task_id, SBX_E_INVALID_ARGUMENT,
+                                   "remote broker: the request has no task_id (use "
+                                   "sbx_request_new, which assigns one)");
+        return SBX_E_INVALID_ARGUMENT;
+    }
+    if (req->deadline_ms > 0 && req->deadline_ms <= sbx_now_ms()) {
+        *out = sbx_completion_fail(task_id, SBX_E_TIMEOUT,
+                                   "remote broker: the request's deadline had already passed");
+        return SBX_OK;
+    }
+    rtask *t = calloc(1, sizeof *t);
+    if (!t) {
+        *out = sbx_completion_fail(task_id, SBX_E_INTERNAL, "remote broker: out of memory");
+        return SBX_E_INTERNAL;
+    }
+    t->r = r;
+    t->task_id = strdup(task_id);
+    size_t n = protobuf_c_message_get_packed_size(&req->base);
+    t->body = malloc(GRPC_PREFIX + n + 1);
+    if (!t->task_id || !t->body) {
+        task_free(t);
+        *out = sbx_completion_fail(task_id, SBX_E_INTERNAL, "remote broker: out of memory");
+        return SBX_E_INTERNAL;
+    }
+    t->body[0] = 0;
+    t->body[1] = (uint8_t)(n >> 24);
+    t->body[2] = (uint8_t)(n >> 16);
+    t->body[3] = (uint8_t)(n >> 8);
+    t->body[4] = (uint8_t)n;
+    protobuf_c_message_pack(&req->base, t->body + GRPC_PREFIX);
+    t->body_len = GRPC_PREFIX + n;
+    if (hooks) {
+        t->hooks = *hooks;
+        t->hooks_valid = true;
+        t->stream = hooks->on_output != NULL;
+    }
+    t->deadline_ms = req->deadline_ms;
+    if (req->session && req->session->node && req->session->node[0])
+        t->node = strndup(req->session->node, 255);
+    t->grpc_status = -1;
+    t->started_at_ms = sbx_now_ms();
+    t->req = sbx_request_copy(req);
+
+    pthread_mutex_lock(&r->lock);
+    if (r->stopping) {
+        pthread_mutex_unlock(&r->lock);
+        task_free(t);
+        *out = sbx_completion_fail(task_id, SBX_E_BROKER, "remote broker: closed");
+        return SBX_E_BROKER;
+    }
+    rtask *dup = find_task(r, task_id);
+    if (dup && !dup->discarded) {
+        /* Same task_id again on this client: join it rather than send it twice. */
+        task_free(t);
+        t = dup;
+    } else {
+        t->next = r->tasks;
+        r->tasks = t;
+        t->queue_next = r->incoming;
+        r->incoming = t;
+        curl_multi_wakeup(r->multi);
+    }
+    wait_done(r, t, wait_ms);
+    if (t->done) {
+        *out = t == dup ? sbx_completion_copy(t->completion) : collect(r, t);
+    } else {
+        t->hooks_valid = false; /* the caller's hooks die with this call */
+    }
+    pthread_mutex_unlock(&r->lock);
+    return SBX_OK;
+}
+
+static sbx_status remote_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
+                                 sbx_completion **out)
+{
+    remote_broker *r = sbx_broker_impl(b);
+    *out = NULL;
+    pthread_mutex_lock(&r->lock);
+    rtask *t = task_id ? find_task(r, task_id) : NULL;
+    if (!t || t->discarded) {
+        pthread_mutex_unlock(&r->lock);
+        return SBX_E_INVALID_ARGUMENT;
+    }
+    wait_done(r, t, wait_ms);
+    if (t->done)
+        *out = collect(r, t);
+    pthread_mutex_unlock(&r->lock);
+    return SBX_OK;
+}
+
+static void remote_discard(sbx_broker *b, const char *task_id)
+{
+    remote_broker *r = sbx_broker_impl(b);
+    pthread_mutex_lock(&r->lock);
+    rtask *t = task_id ? find_task(r, task_id) : NULL;
+    if (t) {
+        if (t->done)
+            sbx_completion_free(collect(r, t));
+        else
+            t->discarded = true; /* the transfer thread drops it when it ends */
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+static void stop_thread(remote_broker *r)
+{
+    pthread_mutex_lock(&r->lock);
+    if (r->closed) {
+        pthread_mutex_unlock(&r->lock);
+        return;
+    }
+    r->closed = true;
+    r->stopping = true;
+    pthread_mutex_unlock(&r->lock);
+    if (r->thread_started) {
+        curl_multi_wakeup(r->multi);
+        pthread_join(r->thread, NULL); /* in-flight transfers finish first */
+        r->thread_started = false;
+    }
+}
+
+static void remote_close(sbx_broker *b)
+{
+    stop_thread(sbx_broker_impl(b));
+}
+
+static void remote_free(remote_broker *r)
+{
+    stop_thread(r);
+    while (r->tasks) {
+        rtask *t = r->tasks;
+        r->tasks = t->next;
+        if (t->easy)
+            curl_easy_cleanup(t->easy);
+        task_free(t);
+    }
+    if (r->multi)
+        curl_multi_cleanup(r->multi);
+    free(r->url_base);
+    free(r->ca_file);
+    free(r->cert_file);
+    free(r->key_file);
+    if (r->auth_header) {
+        memset(r->auth_header, 0, strlen(r->auth_header));
+        free(r->auth_header);
+    }
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->cond);
+    free(r);
+}
+
+static void remote_destroy(sbx_broker *b)
+{
+    remote_close(b);
+    remote_free(sbx_broker_impl(b));
+}
+
+static const sbx_broker_vtable remote_vtable = {
+    .flavor = "remote",
+    .submit = remote_submit,
+    .result = remote_result,
+    .discard = remote_discard,
+    .close = remote_close,
+    .destroy = remote_destroy,
+};
+
+static void global_init(void)
+{
+    curl_global_init(CURL_GLOBAL_ALL);
+}
+
+static bool host_is_loopback(const char *host)
+{
+    if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
+        strcmp(host, "[::1]") == 0)
+        return true;
+    return strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == strlen(host);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s && s[0] ? strdup(s) : NULL;
+}
+
+sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **out,
+                                  sbx_error *err)
+{
+    *out = NULL;
+    if (!remote || !remote->endpoint || !remote->endpoint[0])
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "remote broker: no endpoint; set broker.remote.endpoint (or "
+                             "--endpoint) to https://host:port or http://127.0.0.1:port");
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, global_init);
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    if (!u || curl_url_set(u, CURLUPART_URL, remote->endpoint, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        curl_url_cleanup(u);
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "remote broker: endpoint '%s' is not a URL; use https://host:port "
+                             "or http://127.0.0.1:port",
+                             remote->endpoint);
+    }
+    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+    bool tls = strcmp(scheme, "https") == 0;
+    sbx_status st = SBX_OK;
+    if (!tls && strcmp(scheme, "http") != 0)
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "remote broker: endpoint '%s' has scheme '%s'; use https:// (or "
+                           "http:// to a loopback worker)",
+                           remote->endpoint, scheme);
+    else if (!tls && !host_is_loopback(host))
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "remote broker: endpoint '%s' is plaintext (h2c) to a non-loopback "
+                           "host; use https:// so the worker is authenticated and the traffic "
+                           "encrypted",
+                           remote->endpoint);
+    remote_broker *r = NULL;
+    if (st == SBX_OK) {
+        r = calloc(1, sizeof *r);
+        if (!r)
+            st = sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
+    }
+    if (st == SBX_OK) {
+        size_t need = strlen(scheme) + strlen(host) + 16 + 8;
+        r->url_base = malloc(need);
+        bool v6 = strchr(host, ':') != NULL && host[0] != '[';
+        if (r->url_base)
+            snprintf(r->url_base, need, "%s://%s%s%s:%s", scheme, v6 ? "[" : "", host,
+                     v6 ? "]" : "", port ? port : (tls ? "443" : "80"));
+    }
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    if (st != SBX_OK)
+        return st;
+    r->tls = tls;
+    r->ca_file = dup_or_null(remote->ca_file);
+    r->cert_file = dup_or_null(remote->cert_file);
+    r->key_file = dup_or_null(remote->key_file);
+    r->connect_timeout_ms = remote->connect_timeout_ms > 0 ? (long)remote->connect_timeout_ms
+                                                           : 5000L;
+    r->max_message = REMOTE_MAX_MESSAGE;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (remote->token_env && remote->token_env[0]) {
+        const char *token = getenv(remote->token_env);
+        if (!token || !token[0]) {
+            remote_free(r);
+            return sbx_error_set(err, SBX_E_CONFIG,
+                                 "remote broker: environment variable %s (token_env) is unset "
+                                 "or empty; export the bearer token there",
+                                 remote->token_env);
+        }
+        size_t need = strlen(token) + 32;
+        r->auth_header = malloc(need);
+        if (r->auth_header)
+            snprintf(r->auth_header, need, "authorization: Bearer %s", token);
+    }
+    if ((r->cert_file != NULL) != (r->key_file != NULL)) {
+        remote_free(r);
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "remote broker: a client certificate needs both cert_file and "
+                             "key_file");
+    }
+    r->multi = curl_multi_init();
+    if (!r->url_base || !r->multi) {
+        remote_free(r);
+        return sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
+    }
+    curl_multi_setopt(r->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(r->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 1L);
+    curl_multi_setopt(r->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)REMOTE_MAX_STREAMS);
+    r->self = sbx_broker_wrap(&remote_vtable, r);
+    if (!r->self) {
+        remote_free(r);
+        return sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
+    }
+    if (pthread_create(&r->thread, NULL, transfer_main, r) != 0) {
+        sbx_broker_free(r->self);
+        return sbx_error_set(err, SBX_E_INTERNAL, "remote broker: cannot start its thread");
+    }
+    r->thread_started = true;
+    *out = r->self;
+    return SBX_OK;
+}

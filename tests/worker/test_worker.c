@@ -1,0 +1,328 @@
+/* test_worker.c - sbx-worker over the wire, in-process: the engine (fake provider) behind the
+ * thread broker behind the worker's HTTP/2 event loop, called through the remote broker (libcurl)
+ * and raw sockets. One behaviour per test. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "providers/fake/fake.h"
+#include "worker/worker_fixture.h"
+
+static sbx_completion *run(sbx_broker *b, sbx_request *req, const sbx_engine_hooks *hooks)
+{
+    sbx_completion *c = NULL;
+    sbx_status st = sbx_broker_submit(b, req, 60000, hooks, &c);
+    assert_int_equal(st, SBX_OK);
+    assert_non_null(c);
+    return c;
+}
+
+static void test_worker_execute_returns_engine_completion(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("echo hello worker", NULL);
+    sbx_completion *c = run(b, req, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_string_equal(c->task_id, req->task_id);
+    assert_non_null(c->result);
+    assert_int_equal(c->result->stdout.len, strlen("hello worker\n"));
+    assert_memory_equal(c->result->stdout.data, "hello worker\n", c->result->stdout.len);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_failed_completion_keeps_its_code(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("echo x", NULL);
+    sbx_set_string(&req->profile, "no-such-profile");
+    sbx_completion *c = run(b, req, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(c->error_code, SBX_E_CONFIG); /* the engine's code, not a transport one */
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+typedef struct collected {
+    size_t bytes, chunks;
+} collected;
+
+static void collect_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                           uint64_t offset)
+{
+    (void)data;
+    collected *col = arg;
+    if (stream == SBX__V1__STREAM__STREAM_STDOUT) {
+        assert_int_equal(offset, col->bytes); /* in order, nothing lost */
+        col->bytes += len;
+    }
+    col->chunks++;
+}
+
+static void test_worker_execute_stream_delivers_output_then_completion(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    /* 200,000 lines "y\n": 400 KB streamed through HTTP/2 flow control */
+    sbx_request *req = fixture_command("yes 200000", NULL);
+    collected col = {0};
+    sbx_engine_hooks hooks = {.on_output = collect_output, .on_output_arg = &col};
+    sbx_completion *c = run(b, req, &hooks);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_true(col.chunks >= 1);
+    assert_int_equal(col.bytes, 400000);
+    assert_int_equal(c->result->stdout.len, 400000);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_same_task_id_runs_once(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    /* two clients = two connections, so the client cannot be the one deduplicating */
+    sbx_broker *b1 = fixture_client(&f, NULL, NULL, NULL);
+    sbx_broker *b2 = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("sleep 300; echo once", NULL);
+    sbx_completion *first = NULL, *second = NULL;
+    assert_int_equal(sbx_broker_submit(b1, req, 0, NULL, &first), SBX_OK);
+    assert_null(first);
+    usleep(100 * 1000); /* the first is in flight: the second joins it */
+    second = run(b2, req, NULL);
+    assert_int_equal(sbx_broker_result(b1, req->task_id, 60000, &first), SBX_OK);
+    assert_non_null(first);
+    sbx_completion *third = run(b2, req, NULL); /* after it finished: the stored one */
+    sbx_fake *fake = sbx_fake_get("fake");
+    assert_non_null(fake);
+    assert_int_equal(sbx_fake_ops(fake), 1);
+    assert_memory_equal(second->result->stdout.data, "once\n", 5);
+    assert_memory_equal(third->result->stdout.data, "once\n", 5);
+    sbx_completion_free(first);
+    sbx_completion_free(second);
+    sbx_completion_free(third);
+    sbx_request_free(req);
+    sbx_broker_free(b1);
+    sbx_broker_free(b2);
+    fixture_stop(&f);
+}
+
+static void test_worker_deadline_exceeded_cancels_the_execution(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("echo started; sleep 60000; echo never", NULL);
+    req->deadline_ms = sbx_now_ms() + 500;
+    sbx_completion *c = run(b, req, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_int_equal(c->error_code, SBX_E_TIMEOUT);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f); /* returns only once the cancelled execution ended (no 60 s wait) */
+}
+
+static void test_worker_oversized_request_is_resource_exhausted(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.max_message_bytes = 1024};
+    fixture_start(&f, &o);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    char big[4096];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memcpy(big, "echo ", 5);
+    sbx_request *req = fixture_command(big, NULL);
+    sbx_completion *c = run(b, req, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(c->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    /* and the worker still serves */
+    req = fixture_command("echo ok", NULL);
+    c = run(b, req, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+/* Sends raw bytes on a fresh TCP connection and returns what came back (NUL-terminated). */
+static size_t raw_exchange(int port, const void *data, size_t len, char *out, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal(send(fd, data, len, MSG_NOSIGNAL), (ssize_t)len);
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = recv(fd, out + got, cap - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (got == cap - 1)
+            break;
+    }
+    out[got] = '\0';
+    close(fd);
+    return got;
+}
+
+static void assert_still_serves(worker_fixture *f)
+{
+    sbx_broker *b = fixture_client(f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("echo still here", NULL);
+    sbx_completion *c = run(b, req, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+}
+
+static void test_worker_http1_request_is_refused_and_serving_continues(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    static const char http1[] = "POST /sbx.v1.Execution/Execute HTTP/1.1\r\nHost: x\r\n"
+                                "content-type: application/grpc\r\ncontent-length: 0\r\n\r\n";
+    char out[1024];
+    raw_exchange(f.port, http1, sizeof http1 - 1, out, sizeof out);
+    assert_non_null(strstr(out, "HTTP/1.1 505"));
+    assert_still_serves(&f);
+    fixture_stop(&f);
+}
+
+static void test_worker_random_bytes_are_refused_and_serving_continues(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    unsigned char junk[4096];
+    srand(12345);
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)rand();
+    char out[1024];
+    raw_exchange(f.port, junk, sizeof junk, out, sizeof out);
+    /* a valid preface followed by garbage frames: a GOAWAY, then the connection closes */
+    static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    unsigned char bad[sizeof preface - 1 + sizeof junk];
+    memcpy(bad, preface, sizeof preface - 1);
+    memcpy(bad + sizeof preface - 1, junk, sizeof junk);
+    raw_exchange(f.port, bad, sizeof bad, out, sizeof out);
+    assert_still_serves(&f);
+    fixture_stop(&f);
+}
+
+#define MANY_STREAMS 1000
+
+static void test_worker_thousand_concurrent_streams_on_one_connection(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request **reqs = calloc(MANY_STREAMS, sizeof *reqs);
+    for (int i = 0; i < MANY_STREAMS; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "sleep 200; echo %d", i);
+        reqs[i] = fixture_command(line, NULL);
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, reqs[i], 0, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+    }
+    for (int i = 0; i < MANY_STREAMS; i++) {
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_result(b, reqs[i]->task_id, 120000, &c), SBX_OK);
+        assert_non_null(c);
+        assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+        char want[32];
+        int n = snprintf(want, sizeof want, "%d\n", i);
+        assert_int_equal(c->result->stdout.len, (size_t)n);
+        assert_memory_equal(c->result->stdout.data, want, (size_t)n);
+        sbx_completion_free(c);
+        sbx_request_free(reqs[i]);
+    }
+    free(reqs);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_non_loopback_without_tls_refuses_to_start(void **state)
+{
+    (void)state;
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    char dir[] = "/tmp/sbx-worker-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "sandbox:\n  default_profile: fake\n  secret_file: %s/secret\n"
+             "  profiles:\n    fake: { type: fake }\n", dir);
+    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "t.yaml", &cfg, &err), SBX_OK);
+    free(cfg->worker.listen);
+    cfg->worker.listen = strdup("0.0.0.0:0");
+    sbx_engine *engine = NULL;
+    sbx_broker *broker = NULL;
+    sbx_worker *w = NULL;
+    assert_int_equal(sbx_engine_new(cfg, &engine, &err), SBX_OK);
+    assert_int_equal(sbx_broker_open_embedded(engine, &broker, &err), SBX_OK);
+    assert_int_equal(sbx_worker_new(cfg, engine, broker, &w, &err), SBX_E_CONFIG);
+    assert_null(w);
+    assert_non_null(strstr(err.message, "requires TLS"));
+    sbx_broker_free(broker);
+    sbx_engine_free(engine);
+    sbx_config_free(cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_execute_returns_engine_completion),
+        cmocka_unit_test(test_worker_failed_completion_keeps_its_code),
+        cmocka_unit_test(test_worker_execute_stream_delivers_output_then_completion),
+        cmocka_unit_test(test_worker_same_task_id_runs_once),
+        cmocka_unit_test(test_worker_deadline_exceeded_cancels_the_execution),
+        cmocka_unit_test(test_worker_oversized_request_is_resource_exhausted),
+        cmocka_unit_test(test_worker_http1_request_is_refused_and_serving_continues),
+        cmocka_unit_test(test_worker_random_bytes_are_refused_and_serving_continues),
+        cmocka_unit_test(test_worker_thousand_concurrent_streams_on_one_connection),
+        cmocka_unit_test(test_worker_non_loopback_without_tls_refuses_to_start),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,162 @@
+/* test_worker_auth.c - who may call a worker over TLS: mTLS client certificates verified
+ * against the configured CA, bearer tokens, and the principal subjects each caller may assert.
+ * Certificates are generated per run with the openssl CLI into a temp dir. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "worker/worker_fixture.h"
+
+/* Test-only env var names, unique to this test program. */
+#define TOKEN_ENV "SBX_WORKER_AUTH_TEST_TOKEN"
+#define CLIENT_TOKEN_ENV "SBX_WORKER_AUTH_TEST_CLIENT_TOKEN"
+
+static sbx_completion *call(sbx_broker *b, const char *subject)
+{
+    sbx_request *req = fixture_command("echo authorised", subject);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, req, 60000, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    sbx_request_free(req);
+    return c;
+}
+
+static void assert_code(sbx_completion *c, sbx_status code)
+{
+    if (code == SBX_OK) {
+        if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+            fprintf(stderr, "unexpected: %s\n", c->error);
+        assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    } else {
+        assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+        if ((sbx_status)c->error_code != code)
+            fprintf(stderr, "error: %s\n", c->error);
+        assert_int_equal(c->error_code, code);
+    }
+    sbx_completion_free(c);
+}
+
+static void start_mtls(worker_fixture *f)
+{
+    worker_fixture_opts o = {.tls = true, .mtls = true, .cert_subject = "agent-1",
+                             .subjects = "alice,bob"};
+    fixture_start(f, &o);
+}
+
+static void test_worker_auth_client_certificate_of_a_caller_is_accepted(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, "client.pem", "client.key", NULL);
+    assert_code(call(b, "alice"), SBX_OK);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_without_client_certificate_nothing_runs(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    /* the handshake itself fails: a transport failure */
+    assert_code(call(b, "alice"), SBX_E_BROKER);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_certificate_from_another_ca_is_refused(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, "rogue.pem", "rogue.key", NULL);
+    assert_code(call(b, "alice"), SBX_E_BROKER);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_certificate_of_unknown_subject_is_unauthenticated(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, "stranger.pem", "stranger.key", NULL);
+    assert_code(call(b, "alice"), SBX_E_UNAUTHENTICATED);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_principal_the_caller_may_not_assert_is_denied(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, "client.pem", "client.key", NULL);
+    assert_code(call(b, "mallory"), SBX_E_PERMISSION_DENIED);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void start_token(worker_fixture *f)
+{
+    setenv(TOKEN_ENV, "s3cret-token-for-tests", 1);
+    worker_fixture_opts o = {.tls = true, .token_env = TOKEN_ENV, .subjects = "*"};
+    fixture_start(f, &o);
+}
+
+static void test_worker_auth_right_token_is_accepted(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_token(&f);
+    setenv(CLIENT_TOKEN_ENV, "s3cret-token-for-tests", 1);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, CLIENT_TOKEN_ENV);
+    assert_code(call(b, "anyone"), SBX_OK);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_wrong_token_is_unauthenticated(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_token(&f);
+    setenv(CLIENT_TOKEN_ENV, "s3cret-token-for-tesTS", 1);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, CLIENT_TOKEN_ENV);
+    assert_code(call(b, "anyone"), SBX_E_UNAUTHENTICATED);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_no_token_is_unauthenticated(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_token(&f);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    assert_code(call(b, "anyone"), SBX_E_UNAUTHENTICATED);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_auth_client_certificate_of_a_caller_is_accepted),
+        cmocka_unit_test(test_worker_auth_without_client_certificate_nothing_runs),
+        cmocka_unit_test(test_worker_auth_certificate_from_another_ca_is_refused),
+        cmocka_unit_test(test_worker_auth_certificate_of_unknown_subject_is_unauthenticated),
+        cmocka_unit_test(test_worker_auth_principal_the_caller_may_not_assert_is_denied),
+        cmocka_unit_test(test_worker_auth_right_token_is_accepted),
+        cmocka_unit_test(test_worker_auth_wrong_token_is_unauthenticated),
+        cmocka_unit_test(test_worker_auth_no_token_is_unauthenticated),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

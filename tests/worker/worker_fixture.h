@@ -1,0 +1,54 @@
+/* worker_fixture.h - starts a real sbx-worker in-process for tests: the engine over the fake
+ * provider, the thread broker, the worker's event loop on its own thread, bound to an ephemeral
+ * loopback port; plus helpers for requests, remote clients and throwaway TLS material. */
+#ifndef SBX_TESTS_WORKER_FIXTURE_H
+#define SBX_TESTS_WORKER_FIXTURE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "sbx/broker.h"
+#include "sbx/worker.h"
+
+typedef struct worker_fixture {
+    char dir[256];        /* unique temp dir (secret file, certificates) */
+    sbx_config *cfg;
+    sbx_engine *engine;
+    sbx_broker *broker;
+    sbx_worker *worker;
+    pthread_t thread;
+    bool running;
+    int port;
+    char endpoint[128];   /* http://127.0.0.1:PORT or https://localhost:PORT */
+} worker_fixture;
+
+/* Options applied to cfg->worker before the worker starts. */
+typedef struct worker_fixture_opts {
+    bool tls;                 /* serve h2 over TLS with certificates from fixture_make_pki */
+    bool mtls;                /* verify client certificates against the test CA */
+    const char *token_env;    /* a token caller reading this env var */
+    const char *cert_subject; /* a certificate caller with this CN */
+    const char *subjects;     /* comma-separated subjects the callers may assert ("*") */
+    long max_message_bytes;   /* 0: default */
+    int threads;              /* executor threads (0: 4) */
+} worker_fixture_opts;
+
+/* Creates the temp dir, config (fake profile "fake"), engine, thread broker and worker, and
+ * starts the loop. Asserts (cmocka) on failure. */
+void fixture_start(worker_fixture *f, const worker_fixture_opts *opts);
+/* Drains and frees everything, removes the temp dir. */
+void fixture_stop(worker_fixture *f);
+
+/* Generates (openssl CLI) into dir: ca.pem/ca.key, server.pem/key (CN=localhost, SAN
+ * localhost,127.0.0.1), client.pem/key (CN=agent-1, signed by ca), other-ca.pem and
+ * rogue.pem/key (CN=agent-1, signed by other-ca). */
+void fixture_make_pki(const char *dir);
+
+/* A remote broker to f (ca/cert/key relative to f->dir, or NULL). */
+sbx_broker *fixture_client(worker_fixture *f, const char *cert, const char *key,
+                           const char *token_env);
+
+/* A run_command request with a shell line on profile "fake" for principal subject. */
+sbx_request *fixture_command(const char *shell, const char *subject);
+
+#endif

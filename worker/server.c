@@ -1,0 +1,1545 @@
+/* server.c - sbx-worker's event loop: one thread (the caller of sbx_worker_run) owns the
+ * listener and every connection (epoll, non-blocking sockets, OpenSSL over them for TLS),
+ * drives nghttp2 through its mem_recv/mem_send interface, and speaks gRPC on top: routes
+ * Execute, ExecuteStream, Describe and Health/Check, enforces grpc-timeout deadlines, the
+ * message size limit, caller authentication and the principals each caller may assert.
+ *
+ * Executions never run here: they are queued to a bounded pool of executor threads that call
+ * the broker (the thread broker in production, so its task_id dedup applies) and post their
+ * output and completions back through a locked list plus an eventfd wakeup. This thread must
+ * never block: no provider calls, no engine calls, no blocking I/O.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/err.h>
+
+#include "grpc/health/v1/health.pb-c.h"
+#include "sbx/worker.h"
+#include "worker/worker_internal.h"
+
+/* ---- limits (each with why) ---------------------------------------------------------------- */
+
+/* Open connections; one more is accepted and closed at once. A fleet sits behind a load
+ * balancer holding a few long-lived connections, so thousands is generous; the bound stops a
+ * connection flood from exhausting file descriptors. */
+#define WORKER_MAX_CONNECTIONS 4096
+/* SETTINGS_MAX_CONCURRENT_STREAMS per connection: a multiplexing client (the remote broker)
+ * may keep 1,000 calls in flight on one connection; the executor queue bounds real work. */
+#define WORKER_MAX_STREAMS 1024
+/* Per-stream receive window: big enough that a 1 MiB request needs no WINDOW_UPDATE round trip,
+ * small enough that 1,024 streams cannot pin more memory than the message limit allows. */
+#define WORKER_STREAM_WINDOW (1 << 20)
+/* Connection receive window: lets several large requests upload concurrently. */
+#define WORKER_CONN_WINDOW (16 << 20)
+/* SETTINGS_MAX_HEADER_LIST_SIZE: gRPC suggests headers stay under 8 KiB; twice that leaves
+ * room for a long bearer token and proxy metadata. */
+#define WORKER_MAX_HEADER_LIST (16 << 10)
+/* Longest authorization header value we look at (a bearer token plus "Bearer "). */
+#define WORKER_MAX_AUTH_HEADER 4096
+/* Bytes read from a socket per read call. */
+#define WORKER_READ_CHUNK (16 << 10)
+/* Bytes gathered from nghttp2 before writing: a few TLS records, so a large output is sent in
+ * big writes while one connection cannot starve the loop. */
+#define WORKER_WRITE_BATCH (64 << 10)
+/* epoll events handled per wakeup. */
+#define WORKER_EPOLL_EVENTS 64
+/* listen(2) backlog. */
+#define WORKER_LISTEN_BACKLOG 512
+
+enum ev_kind { EV_LISTENER = 1, EV_WAKEUP, EV_CONN };
+
+enum rpc_method {
+    RPC_NONE = 0,
+    RPC_EXECUTE,
+    RPC_EXECUTE_STREAM,
+    RPC_DESCRIBE,
+    RPC_HEALTH_CHECK,
+    RPC_UNKNOWN,
+};
+
+typedef struct conn conn;
+typedef struct call call;
+
+
+/* One RPC = one HTTP/2 stream. Owned by the loop thread; an executor thread holds a reference
+ * while the call's job runs and only reads `req`, `hooks` and `cancel` (written before the job
+ * is queued, except `cancel`, which the loop sets to abandon the execution). */
+struct call {
+    atomic_int refs; /* the stream's + the job's */
+    sbx_worker *w;
+    conn *conn;      /* NULL once the stream is closed (loop thread only) */
+    call *prev, *next; /* in conn->calls */
+    int32_t stream_id;
+    enum rpc_method method;
+    /* request headers */
+    bool is_post, is_grpc, bad_encoding, bad_timeout, auth_too_long;
+    char *authorization;
+    size_t authorization_len;
+    int64_t deadline_us; /* sbx_monotonic_us() deadline; 0 = none */
+    /* request body */
+    uint8_t *in;
+    size_t in_len, in_cap;
+    /* response: `decided` = status chosen, later events for this call are dropped */
+    bool decided, response_started, final, deferred, job_running;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    int grpc_status;
+    char *grpc_message;
+    /* the job */
+    sbx_request *req;
+    sbx_engine_hooks hooks;
+    volatile int cancel;
+    call *job_next;
+};
+
+struct conn {
+    enum ev_kind kind; /* EV_CONN; first, for the epoll pointer */
+    sbx_worker *w;
+    int fd;
+    SSL *ssl;
+    bool handshaking, closing, dirty, http1_refused;
+    nghttp2_session *h2;
+    uint8_t *wbuf;
+    size_t wlen, woff, wcap;
+    uint32_t events;
+    call *calls;
+    conn *prev, *next;
+    const worker_caller *cert_caller;
+    char cert_cn[256];
+};
+
+/* Something an executor thread hands back to the loop. */
+typedef struct posted {
+    struct posted *next;
+    call *c;
+    uint8_t *bytes; /* framed message(s) to send, malloc'd; may be NULL */
+    size_t len;
+    bool final;     /* the job is over: bytes is the last message, drop the job reference */
+    int grpc_status;
+    char *grpc_message;
+} posted;
+
+struct sbx_worker {
+    enum ev_kind listener_kind; /* EV_LISTENER */
+    enum ev_kind wakeup_kind;   /* EV_WAKEUP */
+    const sbx_config *cfg;
+    sbx_engine *engine;
+    sbx_broker *broker;
+    worker_auth auth;
+    SSL_CTX *tls;
+    int listen_fd, epoll_fd, wake_fd;
+    int port;
+    size_t max_message;
+    conn *conns;
+    conn *dead; /* closed during this epoll batch, freed after it */
+    size_t n_conns;
+    atomic_int shutdown_requested;
+    bool draining;
+    int64_t drain_deadline_us;
+    size_t calls_with_deadline;
+
+    /* executor pool: job queue (loop -> executors) and posted list (executors -> loop) */
+    pthread_mutex_t lock;
+    pthread_cond_t job_cond;
+    call *job_head, *job_tail;
+    size_t jobs_queued, jobs_running, job_limit;
+    bool pool_stop;
+    pthread_t *threads;
+    size_t n_threads;
+    posted *posted_head, *posted_tail;
+    bool wake_pending;
+};
+
+static const char PATH_EXECUTE[] = "/sbx.v1.Execution/Execute";
+static const char PATH_EXECUTE_STREAM[] = "/sbx.v1.Execution/ExecuteStream";
+static const char PATH_DESCRIBE[] = "/sbx.v1.Execution/Describe";
+static const char PATH_HEALTH_CHECK[] = "/grpc.health.v1.Health/Check";
+
+static void conn_close(conn *cn);
+static void call_decide(call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- calls ------------------------------------------------------------------------------- */
+
+static void call_unref(call *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    free(c->authorization);
+    free(c->in);
+    free(c->out);
+    free(c->grpc_message);
+    sbx_request_free(c->req);
+    free(c);
+}
+
+/* Detaches a call from its stream/connection (loop thread): a running job is cancelled. */
+static void call_detach(call *c)
+{
+    conn *cn = c->conn;
+    if (!cn)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        cn->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    c->conn = NULL;
+    if (c->deadline_us)
+        cn->w->calls_with_deadline--;
+    c->cancel = 1;
+    call_unref(c);
+}
+
+static bool out_append(call *c, const uint8_t *data, size_t len)
+{
+    if (c->out_off > 0 && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (c->out_len + len > c->out_cap) {
+        if (c->out_off > 0) { /* compact before growing */
+            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+        }
+        if (c->out_len + len > c->out_cap) {
+            size_t cap = c->out_cap ? c->out_cap : 4096;
+            while (cap < c->out_len + len)
+                cap *= 2;
+            uint8_t *p = realloc(c->out, cap);
+            if (!p)
+                return false;
+            c->out = p;
+            c->out_cap = cap;
+        }
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+    return true;
+}
+
+static void mark_dirty(conn *cn)
+{
+    if (cn)
+        cn->dirty = true;
+}
+
+#define NV(name, value)                                                                      \
+    { (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value),                \
+      NGHTTP2_NV_FLAG_NO_COPY_NAME }
+
+static ssize_t response_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+                             size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+                             void *user_data)
+{
+    (void)user_data;
+    call *c = source->ptr;
+    size_t avail = c->out_len - c->out_off;
+    if (avail == 0) {
+        if (!c->final) {
+            c->deferred = true;
+            return NGHTTP2_ERR_DEFERRED;
+        }
+        *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        char status[16];
+        snprintf(status, sizeof status, "%d", c->grpc_status);
+        const char *msg = c->grpc_message ? c->grpc_message : "";
+        nghttp2_nv trailers[2] = {NV("grpc-status", status), NV("grpc-message", msg)};
+        if (nghttp2_submit_trailer(session, stream_id, trailers, msg[0] ? 2 : 1) != 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        return 0;
+    }
+    size_t n = avail < length ? avail : length;
+    memcpy(buf, c->out + c->out_off, n);
+    c->out_off += n;
+    return (ssize_t)n;
+}
+
+/* Starts a normal response (headers now, messages as they are appended, trailers at the end). */
+static void call_start_response(call *c)
+{
+    if (c->response_started || !c->conn)
+        return;
+    nghttp2_nv hdrs[2] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+    nghttp2_data_provider prd = {.source.ptr = c, .read_callback = response_read};
+    if (nghttp2_submit_response(c->conn->h2, c->stream_id, hdrs, 2, &prd) == 0)
+        c->response_started = true;
+    mark_dirty(c->conn);
+}
+
+static void call_resume(call *c)
+{
+    if (c->conn && c->deferred) {
+        c->deferred = false;
+        nghttp2_session_resume_data(c->conn->h2, c->stream_id);
+    }
+    mark_dirty(c->conn);
+}
+
+/* Ends the call with a gRPC status (and the messages already queued). Before any header went
+ * out this is a Trailers-Only response. */
+static void call_decide(call *c, int status, const char *fmt, ...)
+{
+    if (c->decided)
+        return;
+    c->decided = true;
+    c->cancel = 1; /* a job still running for this call is abandoned (no-op when finished) */
+    char text[512] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof text, fmt, ap);
+        va_end(ap);
+    }
+    char encoded[3 * sizeof text];
+    grpc_percent_encode(text, encoded, sizeof encoded);
+    if (!c->conn)
+        return;
+    if (!c->response_started) {
+        char st[16];
+        snprintf(st, sizeof st, "%d", status);
+        nghttp2_nv hdrs[4] = {NV(":status", "200"), NV("content-type", "application/grpc"),
+                              NV("grpc-status", st), NV("grpc-message", encoded)};
+        nghttp2_submit_response(c->conn->h2, c->stream_id, hdrs, encoded[0] ? 4 : 3, NULL);
+        c->response_started = true;
+        mark_dirty(c->conn);
+        return;
+    }
+    c->final = true;
+    c->grpc_status = status;
+    free(c->grpc_message);
+    c->grpc_message = strdup(encoded);
+    call_resume(c);
+}
+
+/* A non-gRPC request on an HTTP/2 connection: a plain HTTP error, then the stream ends. */
+static void call_http_error(call *c, const char *status)
+{
+    c->decided = true;
+    nghttp2_nv hdrs[1] = {NV(":status", status)};
+    nghttp2_submit_response(c->conn->h2, c->stream_id, hdrs, 1, NULL);
+    c->response_started = true;
+    mark_dirty(c->conn);
+}
+
+/* Sends one complete message then grpc-status OK. */
+static void call_reply(call *c, const ProtobufCMessage *m)
+{
+    size_t len;
+    uint8_t *framed = grpc_frame_message(m, &len);
+    if (!framed || !out_append(c, framed, len)) {
+        free(framed);
+        call_decide(c, GRPC_INTERNAL, "worker: out of memory building the response");
+        return;
+    }
+    free(framed);
+    c->decided = true;
+    c->final = true;
+    c->grpc_status = GRPC_OK;
+    call_start_response(c);
+    call_resume(c);
+}
+
+/* ---- executor pool --------------------------------------------------------------------- */
+
+static void post(sbx_worker *w, posted *p)
+{
+    bool wake = false;
+    pthread_mutex_lock(&w->lock);
+    if (w->posted_tail)
+        w->posted_tail->next = p;
+    else
+        w->posted_head = p;
+    w->posted_tail = p;
+    if (!w->wake_pending) {
+        w->wake_pending = true;
+        wake = true;
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (wake) {
+        uint64_t one = 1;
+        ssize_t r = write(w->wake_fd, &one, sizeof one);
+        (void)r; /* an eventfd write only fails when the counter would overflow */
+    }
+}
+
+static void post_final(sbx_worker *w, call *c, uint8_t *bytes, size_t len, int status,
+                       const char *message)
+{
+    posted *p = calloc(1, sizeof *p);
+    if (!p) { /* cannot tell the loop: the reference leaks rather than a use-after-free */
+        free(bytes);
+        return;
+    }
+    p->c = c;
+    p->bytes = bytes;
+    p->len = len;
+    p->final = true;
+    p->grpc_status = status;
+    p->grpc_message = message ? strdup(message) : NULL;
+    post(w, p);
+}
+
+/* Output hook (executor thread): one ExecuteEvent{output} message per chunk. */
+static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                      uint64_t offset)
+{
+    call *c = arg;
+    if (c->cancel)
+        return;
+    Sbx__V1__OutputChunk chunk = SBX__V1__OUTPUT_CHUNK__INIT;
+    chunk.stream = stream;
+    chunk.data.data = (uint8_t *)data;
+    chunk.data.len = len;
+    chunk.offset = offset;
+    Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
+    ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_OUTPUT;
+    ev.output = &chunk;
+    posted *p = calloc(1, sizeof *p);
+    if (!p)
+        return;
+    p->c = c;
+    p->bytes = grpc_frame_message(&ev.base, &p->len);
+    if (!p->bytes) {
+        free(p);
+        return;
+    }
+    post(c->w, p);
+}
+
+static void run_job(sbx_worker *w, call *c)
+{
+    if (c->method == RPC_DESCRIBE) {
+        Sbx__V1__DescribeResponse *d = NULL;
+        sbx_error err = {0};
+        sbx_status st = w->engine ? sbx_engine_describe(w->engine, &d, &err)
+                                  : sbx_error_set(&err, SBX_E_INTERNAL, "no engine");
+        if (st != SBX_OK) {
+            post_final(w, c, NULL, 0, grpc_code_for_status(st), err.message);
+            return;
+        }
+        size_t len;
+        uint8_t *bytes = grpc_frame_message(&d->base, &len);
+        sbx_message_free(&d->base);
+        post_final(w, c, bytes, len, bytes ? GRPC_OK : GRPC_INTERNAL,
+                   bytes ? NULL : "worker: out of memory");
+        return;
+    }
+    sbx_completion *comp = NULL;
+    sbx_status st = sbx_broker_submit(w->broker, c->req, SBX_WAIT_FOREVER, &c->hooks, &comp);
+    if (st != SBX_OK || !comp) {
+        /* The broker refused the task (queue full, closed): a transport-level answer. */
+        int code = st == SBX_E_RESOURCE_EXHAUSTED ? GRPC_RESOURCE_EXHAUSTED
+                   : st == SBX_OK              ? GRPC_INTERNAL
+                                               : GRPC_UNAVAILABLE;
+        post_final(w, c, NULL, 0, code,
+                   comp && comp->error ? comp->error : "the worker's broker refused the task");
+        sbx_completion_free(comp);
+        return;
+    }
+    uint8_t *bytes;
+    size_t len;
+    if (c->method == RPC_EXECUTE_STREAM) {
+        Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
+        ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_COMPLETION;
+        ev.completion = comp;
+        bytes = grpc_frame_message(&ev.base, &len);
+    } else {
+        bytes = grpc_frame_message(&comp->base, &len);
+    }
+    sbx_completion_free(comp);
+    post_final(w, c, bytes, len, bytes ? GRPC_OK : GRPC_INTERNAL,
+               bytes ? NULL : "worker: out of memory");
+}
+
+static void *executor_main(void *arg)
+{
+    sbx_worker *w = arg;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->job_head && !w->pool_stop)
+            pthread_cond_wait(&w->job_cond, &w->lock);
+        if (!w->job_head)
+            break;
+        call *c = w->job_head;
+        w->job_head = c->job_next;
+        if (!w->job_head)
+            w->job_tail = NULL;
+        w->jobs_queued--;
+        w->jobs_running++;
+        pthread_mutex_unlock(&w->lock);
+        if (c->cancel)
+            post_final(w, c, NULL, 0, GRPC_CANCELLED, "cancelled before it ran");
+        else
+            run_job(w, c);
+        pthread_mutex_lock(&w->lock);
+        w->jobs_running--;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* Queues the call's job; false when the queue is full. */
+static bool enqueue_job(sbx_worker *w, call *c)
+{
+    pthread_mutex_lock(&w->lock);
+    if (w->jobs_queued >= w->job_limit) {
+        pthread_mutex_unlock(&w->lock);
+        return false;
+    }
+    atomic_fetch_add(&c->refs, 1);
+    c->job_running = true;
+    c->job_next = NULL;
+    if (w->job_tail)
+        w->job_tail->job_next = c;
+    else
+        w->job_head = c;
+    w->job_tail = c;
+    w->jobs_queued++;
+    pthread_cond_signal(&w->job_cond);
+    pthread_mutex_unlock(&w->lock);
+    return true;
+}
+
+/* Loop thread: applies everything the executors posted. */
+static void drain_posted(sbx_worker *w)
+{
+    uint64_t v;
+    ssize_t r = read(w->wake_fd, &v, sizeof v);
+    (void)r;
+    pthread_mutex_lock(&w->lock);
+    posted *p = w->posted_head;
+    w->posted_head = w->posted_tail = NULL;
+    w->wake_pending = false;
+    pthread_mutex_unlock(&w->lock);
+    while (p) {
+        posted *next = p->next;
+        call *c = p->c;
+        if (!c->decided && c->conn) {
+            if (p->bytes && !out_append(c, p->bytes, p->len))
+                call_decide(c, GRPC_INTERNAL, "worker: out of memory queueing output");
+            else if (p->final && p->grpc_status != GRPC_OK)
+                call_decide(c, p->grpc_status, "%s", p->grpc_message ? p->grpc_message : "");
+            else if (p->final) {
+                c->decided = true;
+                c->final = true;
+                c->grpc_status = GRPC_OK;
+                call_start_response(c);
+                call_resume(c);
+            } else {
+                call_start_response(c);
+                call_resume(c);
+            }
+        }
+        if (p->final) {
+            c->job_running = false;
+            call_unref(c);
+        }
+        free(p->bytes);
+        free(p->grpc_message);
+        free(p);
+        p = next;
+    }
+}
+
+/* ---- request handling ------------------------------------------------------------------ */
+
+static const worker_caller *authenticate(call *c, bool *ok)
+{
+    sbx_worker *w = c->conn->w;
+    *ok = true;
+    if (!w->auth.required)
+        return NULL;
+    if (c->auth_too_long) {
+        *ok = false;
+        call_decide(c, GRPC_UNAUTHENTICATED, "authorization header longer than %d bytes",
+                    WORKER_MAX_AUTH_HEADER);
+        return NULL;
+    }
+    if (c->authorization) {
+        const worker_caller *caller =
+            worker_auth_by_token(&w->auth, c->authorization, c->authorization_len);
+        if (!caller) {
+            *ok = false;
+            call_decide(c, GRPC_UNAUTHENTICATED,
+                        "the bearer token in the authorization header is not accepted");
+        }
+        return caller;
+    }
+    if (c->conn->cert_caller)
+        return c->conn->cert_caller;
+    *ok = false;
+    if (c->conn->cert_cn[0])
+        call_decide(c, GRPC_UNAUTHENTICATED,
+                    "client certificate CN=%s is not a configured caller", c->conn->cert_cn);
+    else
+        call_decide(c, GRPC_UNAUTHENTICATED,
+                    "no credentials: present a client certificate signed by the configured CA "
+                    "or an authorization: Bearer token");
+    return NULL;
+}
+
+/* The whole request arrived (END_STREAM): check it and answer or queue its job. */
+static void call_dispatch(call *c)
+{
+    sbx_worker *w = c->conn->w;
+    if (c->decided)
+        return;
+    if (c->in_len < GRPC_PREFIX_LEN) {
+        call_decide(c, GRPC_INTERNAL, "expected exactly one request message, got none");
+        return;
+    }
+    size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
+                  ((size_t)c->in[3] << 8) | c->in[4];
+    if (mlen != c->in_len - GRPC_PREFIX_LEN) {
+        call_decide(c, GRPC_INTERNAL,
+                    "expected exactly one request message: the length prefix says %zu bytes, "
+                    "the stream carried %zu",
+                    mlen, c->in_len - GRPC_PREFIX_LEN);
+        return;
+    }
+    const uint8_t *msg = c->in + GRPC_PREFIX_LEN;
+
+    if (c->method == RPC_HEALTH_CHECK) {
+        Grpc__Health__V1__HealthCheckRequest *hr =
+            grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
+        if (!hr) {
+            call_decide(c, GRPC_INTERNAL, "malformed HealthCheckRequest");
+            return;
+        }
+        bool known = hr->service[0] == '\0' || strcmp(hr->service, "sbx.v1.Execution") == 0 ||
+                     strcmp(hr->service, "grpc.health.v1.Health") == 0;
+        if (!known) {
+            call_decide(c, GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
+        } else {
+            Grpc__Health__V1__HealthCheckResponse resp =
+                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+            resp.status = w->draining
+                              ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                              : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+            call_reply(c, &resp.base);
+        }
+        grpc__health__v1__health_check_request__free_unpacked(hr, NULL);
+        return;
+    }
+
+    if (w->draining) {
+        call_decide(c, GRPC_UNAVAILABLE, "the worker is draining; retry on another worker");
+        return;
+    }
+    bool ok;
+    const worker_caller *caller = authenticate(c, &ok);
+    if (!ok)
+        return;
+
+    if (c->method == RPC_EXECUTE || c->method == RPC_EXECUTE_STREAM) {
+        sbx_error err = {0};
+        sbx_status st = sbx_request_decode(msg, mlen, w->max_message, &c->req, &err);
+        if (st != SBX_OK) {
+            call_decide(c, grpc_code_for_status(st), "%s", err.message);
+            return;
+        }
+        const char *subject =
+            c->req->principal && c->req->principal->subject ? c->req->principal->subject : "";
+        if (caller && !worker_caller_may_assert(caller, subject)) {
+            call_decide(c, GRPC_PERMISSION_DENIED,
+                        "caller '%s' may not assert principal subject '%.200s'",
+                        caller->config->name ? caller->config->name : "?", subject);
+            return;
+        }
+        c->hooks.on_output = c->method == RPC_EXECUTE_STREAM ? on_output : NULL;
+        c->hooks.on_output_arg = c;
+        c->hooks.cancel = &c->cancel;
+    }
+    if (!enqueue_job(w, c)) {
+        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                    "the worker's queue is full (%zu calls waiting); retry later", w->job_limit);
+        return;
+    }
+    if (c->method == RPC_EXECUTE_STREAM)
+        call_start_response(c); /* headers now: the client sees the stream open */
+}
+
+/* ---- nghttp2 callbacks ----------------------------------------------------------------- */
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
+                            void *user_data)
+{
+    conn *cn = user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    atomic_init(&c->refs, 1);
+    c->w = cn->w;
+    c->conn = cn;
+    c->stream_id = frame->hd.stream_id;
+    c->next = cn->calls;
+    if (cn->calls)
+        cn->calls->prev = c;
+    cn->calls = c;
+    nghttp2_session_set_stream_user_data(session, c->stream_id, c);
+    return 0;
+}
+
+static bool hdr_is(const uint8_t *name, size_t len, const char *want)
+{
+    return len == strlen(want) && memcmp(name, want, len) == 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user_data)
+{
+    (void)flags;
+    (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    call *c = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!c)
+        return 0;
+    if (hdr_is(name, namelen, ":method")) {
+        c->is_post = valuelen == 4 && memcmp(value, "POST", 4) == 0;
+    } else if (hdr_is(name, namelen, ":path")) {
+#define PATH_IS(p) (valuelen == sizeof(p) - 1 && memcmp(value, p, valuelen) == 0)
+        c->method = PATH_IS(PATH_EXECUTE)          ? RPC_EXECUTE
+                    : PATH_IS(PATH_EXECUTE_STREAM) ? RPC_EXECUTE_STREAM
+                    : PATH_IS(PATH_DESCRIBE)       ? RPC_DESCRIBE
+                    : PATH_IS(PATH_HEALTH_CHECK)   ? RPC_HEALTH_CHECK
+                                                   : RPC_UNKNOWN;
+#undef PATH_IS
+    } else if (hdr_is(name, namelen, "content-type")) {
+        static const char ct[] = "application/grpc";
+        c->is_grpc = valuelen >= sizeof ct - 1 && memcmp(value, ct, sizeof ct - 1) == 0 &&
+                     (valuelen == sizeof ct - 1 || value[sizeof ct - 1] == '+' ||
+                      value[sizeof ct - 1] == ';');
+    } else if (hdr_is(name, namelen, "grpc-encoding")) {
+        c->bad_encoding = !(valuelen == 8 && memcmp(value, "identity", 8) == 0);
+    } else if (hdr_is(name, namelen, "grpc-timeout")) {
+        int64_t us;
+        if (!grpc_parse_timeout((const char *)value, valuelen, &us))
+            c->bad_timeout = true;
+        else {
+            if (!c->deadline_us && c->conn)
+                c->conn->w->calls_with_deadline++;
+            c->deadline_us = sbx_monotonic_us() + (us > 0 ? us : 1);
+        }
+    } else if (hdr_is(name, namelen, "authorization")) {
+        if (valuelen > WORKER_MAX_AUTH_HEADER) {
+            c->auth_too_long = true;
+        } else if (!c->authorization) {
+            c->authorization = malloc(valuelen + 1);
+            if (!c->authorization)
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            memcpy(c->authorization, value, valuelen);
+            c->authorization[valuelen] = '\0';
+            c->authorization_len = valuelen;
+        }
+    }
+    return 0;
+}
+
+/* The request headers are complete: refuse what is not a gRPC call we serve. */
+static void call_headers_done(call *c)
+{
+    if (!c->is_post) {
+        call_http_error(c, "405");
+        return;
+    }
+    if (!c->is_grpc) {
+        call_http_error(c, "415");
+        return;
+    }
+    if (c->method == RPC_UNKNOWN || c->method == RPC_NONE) {
+        call_decide(c, GRPC_UNIMPLEMENTED, "unknown method");
+        return;
+    }
+    if (c->bad_encoding) {
+        call_decide(c, GRPC_UNIMPLEMENTED,
+                    "grpc-encoding is not supported: send uncompressed messages (identity)");
+        return;
+    }
+    if (c->bad_timeout) {
+        call_decide(c, GRPC_INTERNAL, "malformed grpc-timeout header");
+        return;
+    }
+}
+
+static void call_body(call *c, const uint8_t *data, size_t len)
+{
+    sbx_worker *w = c->conn->w;
+    if (c->decided)
+        return;
+    size_t limit = GRPC_PREFIX_LEN + w->max_message;
+    if (len > limit - c->in_len) {
+        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                    "request message larger than the worker's max_message_bytes (%zu)",
+                    w->max_message);
+        return;
+    }
+    if (c->in_len + len > c->in_cap) {
+        size_t cap = c->in_cap ? c->in_cap : 1024;
+        while (cap < c->in_len + len)
+            cap *= 2;
+        if (cap > limit)
+            cap = limit;
+        uint8_t *p = realloc(c->in, cap);
+        if (!p) {
+            call_decide(c, GRPC_RESOURCE_EXHAUSTED, "worker: out of memory for the request");
+            return;
+        }
+        c->in = p;
+        c->in_cap = cap;
+    }
+    bool had_prefix = c->in_len >= GRPC_PREFIX_LEN;
+    memcpy(c->in + c->in_len, data, len);
+    c->in_len += len;
+    if (!had_prefix && c->in_len >= GRPC_PREFIX_LEN) {
+        size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
+                      ((size_t)c->in[3] << 8) | c->in[4];
+        if (c->in[0] & 1)
+            call_decide(c, GRPC_INTERNAL,
+                        "compressed message without a grpc-encoding: this worker accepts only "
+                        "uncompressed messages");
+        else if (c->in[0] != 0)
+            call_decide(c, GRPC_INTERNAL, "invalid message flags 0x%02x", c->in[0]);
+        else if (mlen > w->max_message)
+            call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                        "request message of %zu bytes is larger than the worker's "
+                        "max_message_bytes (%zu)",
+                        mlen, w->max_message);
+    }
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
+                         const uint8_t *data, size_t len, void *user_data)
+{
+    (void)flags;
+    (void)user_data;
+    call *c = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (c && c->conn)
+        call_body(c, data, len);
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
+{
+    (void)user_data;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    call *c = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+    if (!c || !c->conn)
+        return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+        call_headers_done(c);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        call_dispatch(c);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
+                           void *user_data)
+{
+    (void)error_code;
+    (void)user_data;
+    call *c = nghttp2_session_get_stream_user_data(session, stream_id);
+    if (c) {
+        nghttp2_session_set_stream_user_data(session, stream_id, NULL);
+        call_detach(c);
+    }
+    return 0;
+}
+
+static nghttp2_session_callbacks *make_callbacks(void)
+{
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return NULL;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    return cb;
+}
+
+/* ---- connections ----------------------------------------------------------------------- */
+
+static bool conn_start_h2(conn *cn)
+{
+    nghttp2_session_callbacks *cb = make_callbacks();
+    if (!cb)
+        return false;
+    int rv = nghttp2_session_server_new(&cn->h2, cb, cn);
+    nghttp2_session_callbacks_del(cb);
+    if (rv != 0)
+        return false;
+    nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, WORKER_MAX_STREAMS},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, WORKER_STREAM_WINDOW},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, WORKER_MAX_HEADER_LIST},
+    };
+    if (nghttp2_submit_settings(cn->h2, NGHTTP2_FLAG_NONE, settings,
+                                sizeof settings / sizeof settings[0]) != 0)
+        return false;
+    nghttp2_session_set_local_window_size(cn->h2, NGHTTP2_FLAG_NONE, 0, WORKER_CONN_WINDOW);
+    if (cn->w->draining)
+        nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
+    cn->dirty = true;
+    return true;
+}
+
+static bool wbuf_append(conn *cn, const uint8_t *data, size_t len)
+{
+    if (cn->wlen + len > cn->wcap) {
+        size_t cap = cn->wcap ? cn->wcap : 16384;
+        while (cap < cn->wlen + len)
+            cap *= 2;
+        uint8_t *p = realloc(cn->wbuf, cap);
+        if (!p)
+            return false;
+        cn->wbuf = p;
+        cn->wcap = cap;
+    }
+    memcpy(cn->wbuf + cn->wlen, data, len);
+    cn->wlen += len;
+    return true;
+}
+
+/* > 0 bytes, 0 EOF, -1 would block, -2 error. */
+static ssize_t conn_read(conn *cn, uint8_t *buf, size_t len)
+{
+    if (!cn->ssl) {
+        ssize_t n = recv(cn->fd, buf, len, 0);
+        if (n >= 0)
+            return n;
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
+    }
+    int n = SSL_read(cn->ssl, buf, (int)len);
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(cn->ssl, n);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return -1;
+    return e == SSL_ERROR_ZERO_RETURN ? 0 : -2;
+}
+
+static ssize_t conn_write(conn *cn, const uint8_t *buf, size_t len)
+{
+    if (!cn->ssl) {
+        ssize_t n = send(cn->fd, buf, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return n;
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
+    }
+    int n = SSL_write(cn->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
+    if (n > 0)
+        return n;
+    int e = SSL_get_error(cn->ssl, n);
+    ERR_clear_error();
+    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? -1 : -2;
+}
+
+static void conn_set_events(conn *cn, uint32_t events)
+{
+    if (events == cn->events)
+        return;
+    struct epoll_event ev = {.events = events, .data.ptr = cn};
+    epoll_ctl(cn->w->epoll_fd, EPOLL_CTL_MOD, cn->fd, &ev);
+    cn->events = events;
+}
+
+/* Writes everything nghttp2 has to send (until the socket would block). */
+static void conn_flush(conn *cn)
+{
+    cn->dirty = false;
+    if (cn->handshaking)
+        return;
+    for (;;) {
+        if (cn->woff < cn->wlen) {
+            ssize_t n = conn_write(cn, cn->wbuf + cn->woff, cn->wlen - cn->woff);
+            if (n > 0) {
+                cn->woff += (size_t)n;
+                continue;
+            }
+            if (n == -2) {
+                conn_close(cn);
+                return;
+            }
+            break; /* would block: wait for EPOLLOUT */
+        }
+        cn->woff = cn->wlen = 0;
+        if (cn->http1_refused || !cn->h2) {
+            conn_close(cn);
+            return;
+        }
+        while (cn->wlen < WORKER_WRITE_BATCH) {
+            const uint8_t *data;
+            ssize_t n = nghttp2_session_mem_send(cn->h2, &data);
+            if (n < 0) {
+                conn_close(cn);
+                return;
+            }
+            if (n == 0)
+                break;
+            if (!wbuf_append(cn, data, (size_t)n)) {
+                conn_close(cn);
+                return;
+            }
+        }
+        if (cn->wlen == 0)
+            break;
+    }
+    bool pending = cn->woff < cn->wlen;
+    if (!pending && !nghttp2_session_want_read(cn->h2) && !nghttp2_session_want_write(cn->h2)) {
+        conn_close(cn);
+        return;
+    }
+    if (!pending && cn->w->draining && !cn->calls) {
+        conn_close(cn); /* drained: GOAWAY sent, nothing in flight, nothing left to write */
+        return;
+    }
+    conn_set_events(cn, EPOLLIN | (pending ? EPOLLOUT : 0));
+}
+
+/* A request that is not HTTP/2 (HTTP/1.1, random bytes): one plain answer, then close. */
+static void conn_refuse_http1(conn *cn)
+{
+    static const char resp[] = "HTTP/1.1 505 HTTP Version Not Supported\r\n"
+                               "content-type: text/plain\r\n"
+                               "connection: close\r\n"
+                               "content-length: 40\r\n\r\n"
+                               "sbx-worker speaks gRPC over HTTP/2 only\n";
+    cn->woff = cn->wlen = 0;
+    wbuf_append(cn, (const uint8_t *)resp, sizeof resp - 1);
+    cn->http1_refused = true;
+    conn_set_events(cn, EPOLLOUT);
+}
+
+static void conn_handshake(conn *cn)
+{
+    int rv = SSL_do_handshake(cn->ssl);
+    if (rv != 1) {
+        int e = SSL_get_error(cn->ssl, rv);
+        ERR_clear_error();
+        if (e == SSL_ERROR_WANT_READ) {
+            conn_set_events(cn, EPOLLIN);
+            return;
+        }
+        if (e == SSL_ERROR_WANT_WRITE) {
+            conn_set_events(cn, EPOLLOUT);
+            return;
+        }
+        conn_close(cn); /* bad certificate, no h2 in ALPN, garbage: nothing else to say */
+        return;
+    }
+    const unsigned char *alpn = NULL;
+    unsigned int alpn_len = 0;
+    SSL_get0_alpn_selected(cn->ssl, &alpn, &alpn_len);
+    if (alpn_len != 2 || memcmp(alpn, "h2", 2) != 0) {
+        conn_close(cn);
+        return;
+    }
+    cn->handshaking = false;
+    if (worker_tls_peer_cn(cn->ssl, cn->cert_cn, sizeof cn->cert_cn))
+        cn->cert_caller = worker_auth_by_cert(&cn->w->auth, cn->cert_cn);
+    if (!conn_start_h2(cn)) {
+        conn_close(cn);
+        return;
+    }
+    conn_flush(cn);
+}
+
+static void conn_readable(conn *cn)
+{
+    uint8_t buf[WORKER_READ_CHUNK];
+    for (;;) {
+        ssize_t n = conn_read(cn, buf, sizeof buf);
+        if (n == -1)
+            break;
+        if (n <= 0) {
+            conn_close(cn);
+            return;
+        }
+        ssize_t rv = nghttp2_session_mem_recv(cn->h2, buf, (size_t)n);
+        if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+            conn_refuse_http1(cn);
+            return;
+        }
+        if (rv < 0) {
+            conn_close(cn);
+            return;
+        }
+    }
+    conn_flush(cn);
+}
+
+static void conn_event(conn *cn, uint32_t events)
+{
+    if (cn->handshaking) {
+        conn_handshake(cn);
+        return;
+    }
+    if (cn->http1_refused) {
+        conn_flush(cn);
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        conn_readable(cn);
+        return; /* conn_readable flushes (and may have closed cn) */
+    }
+    if (events & EPOLLOUT)
+        conn_flush(cn);
+}
+
+static void conn_close(conn *cn)
+{
+    sbx_worker *w = cn->w;
+    while (cn->calls) {
+        call *c = cn->calls;
+        if (cn->h2)
+            nghttp2_session_set_stream_user_data(cn->h2, c->stream_id, NULL);
+        call_detach(c);
+    }
+    if (cn->h2)
+        nghttp2_session_del(cn->h2);
+    if (cn->ssl)
+        SSL_free(cn->ssl);
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, cn->fd, NULL);
+    close(cn->fd);
+    if (cn->prev)
+        cn->prev->next = cn->next;
+    else
+        w->conns = cn->next;
+    if (cn->next)
+        cn->next->prev = cn->prev;
+    w->n_conns--;
+    free(cn->wbuf);
+    /* An event for cn may still be pending in the current epoll batch: it is freed after the
+     * batch (sbx_worker_run), and its kind marks it dead meanwhile. */
+    cn->kind = 0;
+    cn->fd = -1;
+    cn->h2 = NULL;
+    cn->ssl = NULL;
+    cn->wbuf = NULL;
+    cn->prev = NULL;
+    cn->next = w->dead;
+    w->dead = cn;
+}
+
+static void accept_all(sbx_worker *w)
+{
+    for (;;) {
+        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        if (w->n_conns >= WORKER_MAX_CONNECTIONS || w->draining) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conn *cn = calloc(1, sizeof *cn);
+        if (!cn) {
+            close(fd);
+            continue;
+        }
+        cn->kind = EV_CONN;
+        cn->w = w;
+        cn->fd = fd;
+        cn->events = EPOLLIN;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cn};
+        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            close(fd);
+            free(cn);
+            continue;
+        }
+        cn->next = w->conns;
+        if (w->conns)
+            w->conns->prev = cn;
+        w->conns = cn;
+        w->n_conns++;
+        if (w->tls) {
+            cn->ssl = SSL_new(w->tls);
+            if (!cn->ssl || SSL_set_fd(cn->ssl, fd) != 1) {
+                conn_close(cn);
+                continue;
+            }
+            SSL_set_accept_state(cn->ssl);
+            cn->handshaking = true;
+        } else if (!conn_start_h2(cn)) {
+            conn_close(cn);
+            continue;
+        } else {
+            conn_flush(cn);
+        }
+    }
+}
+
+/* ---- deadlines and drain ---------------------------------------------------------------- */
+
+/* Expires calls past their grpc-timeout (DEADLINE_EXCEEDED; the execution is cancelled through
+ * the engine's cancel flag) and returns the ms until the next deadline (-1: none). */
+static int expire_deadlines(sbx_worker *w)
+{
+    int64_t next = -1;
+    int64_t now = sbx_monotonic_us();
+    if (w->calls_with_deadline > 0) {
+        for (conn *cn = w->conns; cn; cn = cn->next) {
+            for (call *c = cn->calls; c; c = c->next) {
+                if (!c->deadline_us || c->decided)
+                    continue;
+                if (c->deadline_us <= now) {
+                    call_decide(c, GRPC_DEADLINE_EXCEEDED,
+                                "deadline exceeded (grpc-timeout); the execution was cancelled");
+                    continue;
+                }
+                if (next < 0 || c->deadline_us - now < next)
+                    next = c->deadline_us - now;
+            }
+        }
+    }
+    if (w->draining) {
+        int64_t left = w->drain_deadline_us - now;
+        if (left < 0)
+            left = 0;
+        if (next < 0 || left < next)
+            next = left;
+    }
+    if (next < 0)
+        return -1;
+    return (int)((next + 999) / 1000);
+}
+
+static void start_drain(sbx_worker *w)
+{
+    w->draining = true;
+    int64_t timeout_ms = w->cfg->worker.drain_timeout_ms > 0 ? w->cfg->worker.drain_timeout_ms : 0;
+    w->drain_deadline_us = sbx_monotonic_us() + timeout_ms * 1000;
+    /* New connections are refused from now on: the listener goes away. */
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, w->listen_fd, NULL);
+    close(w->listen_fd);
+    w->listen_fd = -1;
+    for (conn *cn = w->conns; cn; cn = cn->next) {
+        if (cn->h2)
+            nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(cn->h2),
+                                  NGHTTP2_NO_ERROR, (const uint8_t *)"draining", 8);
+        cn->dirty = true;
+    }
+}
+
+static bool jobs_idle(sbx_worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    bool idle = w->jobs_queued == 0 && w->jobs_running == 0 && !w->posted_head;
+    pthread_mutex_unlock(&w->lock);
+    return idle;
+}
+
+/* ---- listener and lifecycle -------------------------------------------------------------- */
+
+static bool addr_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    return false;
+}
+
+/* Splits "host:port" or "[v6]:port". */
+static sbx_status split_listen(const char *listen_addr, char *host, size_t hcap, char *port,
+                               size_t pcap, sbx_error *err)
+{
+    const char *colon;
+    const char *h = listen_addr;
+    size_t hlen;
+    if (listen_addr[0] == '[') {
+        const char *end = strchr(listen_addr, ']');
+        if (!end || end[1] != ':')
+            goto bad;
+        h = listen_addr + 1;
+        hlen = (size_t)(end - h);
+        colon = end + 1;
+    } else {
+        colon = strrchr(listen_addr, ':');
+        if (!colon)
+            goto bad;
+        hlen = (size_t)(colon - listen_addr);
+    }
+    if (hlen == 0 || hlen >= hcap || strlen(colon + 1) == 0 || strlen(colon + 1) >= pcap)
+        goto bad;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return SBX_OK;
+bad:
+    return sbx_error_set(err, SBX_E_CONFIG,
+                         "worker.listen '%s' is not host:port (e.g. 127.0.0.1:7443 or "
+                         "[::1]:7443 or 0.0.0.0:7443)",
+                         listen_addr);
+}
+
+static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *loopback,
+                                sbx_error *err)
+{
+    char host[256], port[16];
+    sbx_status st = split_listen(listen_addr, host, sizeof host, port, sizeof port, err);
+    if (st != SBX_OK)
+        return st;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0)
+        return sbx_error_set(err, SBX_E_CONFIG, "worker.listen '%s': %s", listen_addr,
+                             gai_strerror(gai));
+    int fd = -1;
+    int last_errno = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            last_errno = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, WORKER_LISTEN_BACKLOG) == 0) {
+            *loopback = addr_is_loopback(ai->ai_addr);
+            break;
+        }
+        last_errno = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "worker.listen '%s': cannot listen: %s (is the port in use?)",
+                             listen_addr, strerror(last_errno));
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    w->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+    w->listen_fd = fd;
+    return SBX_OK;
+}
+
+sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker *broker,
+                          sbx_worker **out, sbx_error *err)
+{
+    *out = NULL;
+    if (!cfg || !broker)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_worker_new: cfg and broker "
+                                                          "are required");
+    sbx_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return sbx_error_set(err, SBX_E_INTERNAL, "worker: out of memory");
+    w->listener_kind = EV_LISTENER;
+    w->wakeup_kind = EV_WAKEUP;
+    w->cfg = cfg;
+    w->engine = engine;
+    w->broker = broker;
+    w->listen_fd = w->epoll_fd = w->wake_fd = -1;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->job_cond, NULL);
+    const sbx_worker_config *wc = &cfg->worker;
+    w->max_message = wc->max_message_bytes > 0 ? (size_t)wc->max_message_bytes : (16u << 20);
+    w->n_threads = cfg->broker.threads > 0 ? (size_t)cfg->broker.threads : 16;
+    w->job_limit = cfg->broker.queue_depth > 0 ? (size_t)cfg->broker.queue_depth : 1024;
+
+    sbx_status st = worker_auth_init(&w->auth, wc, err);
+    if (st != SBX_OK)
+        goto fail;
+    bool loopback = false;
+    st = open_listener(w, wc->listen ? wc->listen : "127.0.0.1:7443", &loopback, err);
+    if (st != SBX_OK)
+        goto fail;
+    bool want_tls = wc->tls_cert_file || wc->tls_key_file;
+    if (!loopback && !want_tls) {
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "worker.listen '%s' is not a loopback address, so it requires TLS: "
+                           "set worker.tls.cert_file and worker.tls.key_file (or listen on "
+                           "127.0.0.1)",
+                           wc->listen);
+        goto fail;
+    }
+    if (!loopback && !w->auth.required) {
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "worker.listen '%s' is not a loopback address, so callers must "
+                           "authenticate: configure worker.auth.callers (a token_env or a "
+                           "cert_subject with worker.tls.client_ca_file)",
+                           wc->listen);
+        goto fail;
+    }
+    if (want_tls) {
+        w->tls = worker_tls_ctx_new(wc, &w->auth, err);
+        if (!w->tls) {
+            st = err ? err->code : SBX_E_CONFIG;
+            goto fail;
+        }
+    }
+    w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->epoll_fd < 0 || w->wake_fd < 0) {
+        st = sbx_error_set(err, SBX_E_INTERNAL, "worker: epoll/eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->listener_kind};
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->listen_fd, &ev);
+    ev.data.ptr = &w->wakeup_kind;
+    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &ev);
+    if (wc->record) {
+        st = sbx_broker_record_to(broker, wc->record, err);
+        if (st != SBX_OK)
+            goto fail;
+    }
+    *out = w;
+    return SBX_OK;
+fail:
+    sbx_worker_free(w);
+    return st;
+}
+
+int sbx_worker_port(const sbx_worker *w)
+{
+    return w ? w->port : 0;
+}
+
+void sbx_worker_shutdown(sbx_worker *w)
+{
+    if (!w)
+        return;
+    atomic_store(&w->shutdown_requested, 1);
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof one);
+    (void)r;
+}
+
+static void free_dead(sbx_worker *w)
+{
+    while (w->dead) {
+        conn *cn = w->dead;
+        w->dead = cn->next;
+        free(cn);
+    }
+}
+
+sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
+{
+    w->threads = calloc(w->n_threads, sizeof *w->threads);
+    if (!w->threads)
+        return sbx_error_set(err, SBX_E_INTERNAL, "worker: out of memory");
+    size_t started = 0;
+    for (; started < w->n_threads; started++)
+        if (pthread_create(&w->threads[started], NULL, executor_main, w) != 0)
+            break;
+    sbx_status st = SBX_OK;
+    if (started == 0)
+        st = sbx_error_set(err, SBX_E_INTERNAL, "worker: cannot start executor threads");
+
+    struct epoll_event events[WORKER_EPOLL_EVENTS];
+    while (st == SBX_OK) {
+        int timeout = expire_deadlines(w);
+        for (conn *cn = w->conns; cn;) { /* flush what the deadlines changed */
+            conn *next = cn->next;
+            if (cn->dirty)
+                conn_flush(cn);
+            cn = next;
+        }
+        if (w->draining) {
+            if (!w->conns && jobs_idle(w))
+                break;
+            if (sbx_monotonic_us() >= w->drain_deadline_us) {
+                /* Out of time: cancel what is left and close every connection. */
+                while (w->conns)
+                    conn_close(w->conns);
+                free_dead(w);
+                break;
+            }
+        }
+        int n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
+        if (n < 0 && errno != EINTR) {
+            st = sbx_error_set(err, SBX_E_INTERNAL, "worker: epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            enum ev_kind *kind = events[i].data.ptr;
+            if (*kind == EV_LISTENER && w->listen_fd >= 0) {
+                accept_all(w);
+            } else if (*kind == EV_WAKEUP) {
+                drain_posted(w);
+                if (atomic_load(&w->shutdown_requested) && !w->draining)
+                    start_drain(w);
+            } else if (*kind == EV_CONN) {
+                conn_event((conn *)(void *)kind, events[i].events);
+            }
+        }
+        for (conn *cn = w->conns; cn;) {
+            conn *next = cn->next;
+            if (cn->dirty)
+                conn_flush(cn);
+            cn = next;
+        }
+        free_dead(w);
+    }
+    /* Stop the pool: queued jobs of closed calls are cancelled, running ones finish. */
+    pthread_mutex_lock(&w->lock);
+    w->pool_stop = true;
+    pthread_cond_broadcast(&w->job_cond);
+    pthread_mutex_unlock(&w->lock);
+    for (size_t i = 0; i < started; i++)
+        pthread_join(w->threads[i], NULL);
+    free(w->threads);
+    w->threads = NULL;
+    drain_posted(w); /* release the jobs' references */
+    while (w->conns)
+        conn_close(w->conns);
+    free_dead(w);
+    return st;
+}
+
+void sbx_worker_free(sbx_worker *w)
+{
+    if (!w)
+        return;
+    while (w->conns)
+        conn_close(w->conns);
+    free_dead(w);
+    if (w->listen_fd >= 0)
+        close(w->listen_fd);
+    if (w->epoll_fd >= 0)
+        close(w->epoll_fd);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
+    if (w->tls)
+        SSL_CTX_free(w->tls);
+    worker_auth_free(&w->auth);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->job_cond);
+    free(w);
+}

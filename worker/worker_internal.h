@@ -1,0 +1,93 @@
+/* worker_internal.h - declarations shared by the files of worker/ (never installed, never
+ * included outside this folder): gRPC wire helpers (grpc.c) and caller authentication with
+ * the TLS context (auth.c). The event loop itself lives in server.c. */
+#ifndef SBX_WORKER_INTERNAL_H
+#define SBX_WORKER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <openssl/sha.h>
+#include <openssl/ssl.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "sbx/config.h"
+#include "sbx/status.h"
+
+/* ---- gRPC wire (grpc.c) ------------------------------------------------------------------ */
+
+/* gRPC status codes (grpc/grpc doc/statuscodes.md). */
+enum grpc_code {
+    GRPC_OK = 0,
+    GRPC_CANCELLED = 1,
+    GRPC_UNKNOWN = 2,
+    GRPC_INVALID_ARGUMENT = 3,
+    GRPC_DEADLINE_EXCEEDED = 4,
+    GRPC_NOT_FOUND = 5,
+    GRPC_PERMISSION_DENIED = 7,
+    GRPC_RESOURCE_EXHAUSTED = 8,
+    GRPC_UNIMPLEMENTED = 12,
+    GRPC_INTERNAL = 13,
+    GRPC_UNAVAILABLE = 14,
+    GRPC_UNAUTHENTICATED = 16,
+};
+
+/* The length-prefixed message header: 1 flag byte + 4-byte big-endian length. */
+#define GRPC_PREFIX_LEN 5
+
+/* Parses a grpc-timeout value (1..8 ASCII digits then one of H M S m u n) into microseconds.
+ * Returns false for anything else (the caller answers INTERNAL, as gRPC servers do). */
+bool grpc_parse_timeout(const char *value, size_t len, int64_t *out_us);
+
+/* Percent-encodes a grpc-message value (bytes outside 0x20..0x7E, and '%', become %XX) into out
+ * (NUL-terminated, cut to cap). */
+void grpc_percent_encode(const char *in, char *out, size_t cap);
+
+/* The gRPC status a transport-level sbx failure maps to (a FAILED completion is never mapped:
+ * it travels as a normal response). */
+int grpc_code_for_status(sbx_status s);
+
+/* Packs m behind the 5-byte prefix into a new malloc'd buffer (*len set); NULL on OOM. */
+uint8_t *grpc_frame_message(const ProtobufCMessage *m, size_t *len);
+
+/* ---- callers and TLS (auth.c) ------------------------------------------------------------ */
+
+/* One configured caller, resolved at startup: the SHA-256 of its token (tokens themselves are
+ * dropped right after hashing, so they are never logged or kept), its certificate subject CN. */
+typedef struct worker_caller {
+    const sbx_worker_caller *config; /* borrowed from the sbx_config */
+    bool has_token;
+    unsigned char token_digest[SHA256_DIGEST_LENGTH];
+} worker_caller;
+
+typedef struct worker_auth {
+    worker_caller *callers;
+    size_t n_callers;
+    bool required; /* callers are configured: every Execute/Describe must authenticate */
+} worker_auth;
+
+/* Resolves every caller's token from its environment variable (missing/empty: SBX_E_CONFIG
+ * naming the variable). */
+sbx_status worker_auth_init(worker_auth *auth, const sbx_worker_config *cfg, sbx_error *err);
+void worker_auth_free(worker_auth *auth);
+
+/* The caller whose token matches `authorization: Bearer <token>` (value, len); NULL when none
+ * does. Every caller is compared in constant time (CRYPTO_memcmp over SHA-256 digests). */
+const worker_caller *worker_auth_by_token(const worker_auth *auth, const char *value,
+                                          size_t len);
+/* The caller whose cert_subject equals the verified client certificate's CN; NULL if none. */
+const worker_caller *worker_auth_by_cert(const worker_auth *auth, const char *cn);
+/* True when caller may assert the principal subject (its list has it, or "*"). */
+bool worker_caller_may_assert(const worker_caller *caller, const char *subject);
+
+/* Builds the server TLS context: TLS 1.2+, ALPN `h2` only, the server certificate and key, and
+ * when client_ca is set, client certificates verified against it (required when no token caller
+ * exists). NULL with *err set on failure. */
+SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *auth,
+                            sbx_error *err);
+
+/* The subject CN of the connection's verified peer certificate into out (""), false if none. */
+bool worker_tls_peer_cn(SSL *ssl, char *out, size_t cap);
+
+#endif
