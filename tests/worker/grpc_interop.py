@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""grpc_interop.py - a real gRPC client (Debian's python3-grpcio, stubs generated from proto/
+into the build tree) against a real sbx-worker process: Execute, ExecuteStream, Describe and
+Health over h2c and over TLS (certificates made per run with openssl), and SIGTERM draining
+with an execution in flight.
+
+usage: grpc_interop.py --worker PATH/sbx-worker --stubs BUILD/gen/python
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+ARGS = None
+
+
+def load_stubs():
+    sys.path.insert(0, ARGS.stubs)
+    global grpc, pb, pb_grpc, health_pb2, health_pb2_grpc
+    import grpc  # noqa: F401
+    from sbx.v1 import execution_pb2 as pb  # noqa: F401
+    from sbx.v1 import execution_pb2_grpc as pb_grpc  # noqa: F401
+    import health_pb2  # noqa: F401
+    import health_pb2_grpc  # noqa: F401
+
+
+class Worker:
+    """An sbx-worker subprocess on an ephemeral loopback port."""
+
+    def __init__(self, tmp, extra_worker_yaml="", env=None, node="interop-node"):
+        self.tmp = tmp
+        cfg = os.path.join(tmp, "worker-%d.yaml" % id(self))
+        with open(cfg, "w") as f:
+            f.write(
+                "sandbox:\n"
+                "  default_profile: fake\n"
+                "  secret_file: %s/secret\n"
+                "  runtime_dir: %s/run\n"
+                "  node: %s\n"
+                "  broker: { flavor: thread, threads: 4 }\n"
+                "  worker:\n"
+                "    listen: 127.0.0.1:0\n"
+                "    drain_timeout_ms: 20000\n"
+                "%s"
+                "  profiles:\n"
+                "    fake: { type: fake, scope: per_call }\n" % (tmp, tmp, node, extra_worker_yaml))
+        self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
+                                     env=dict(os.environ, **(env or {})), text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on port (\d+)", line)
+        if not m:
+            rest = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            raise RuntimeError("worker did not start: %r %r" % (line, rest))
+        self.port = int(m.group(1))
+        self.log = []
+        threading.Thread(target=self._drain_log, daemon=True).start()
+
+    def _drain_log(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+def command(shell, subject=""):
+    req = pb.ExecutionRequest(task_id=str(__import__("uuid").uuid4()), profile="fake")
+    req.run_command.shell = shell
+    if subject:
+        req.principal.subject = subject
+    return req
+
+
+class Interop:
+    """The calls every transport variant must pass."""
+
+    def channel(self):
+        raise NotImplementedError
+
+    def metadata(self):
+        return None
+
+    def test_health_check_is_serving(self):
+        with self.channel() as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+            resp = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=30)
+            self.assertEqual(resp.status, health_pb2.HealthCheckResponse.SERVING)
+
+    def test_health_check_of_unknown_service_is_not_found(self):
+        with self.channel() as ch:
+            stub = health_pb2_grpc.HealthStub(ch)
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Check(health_pb2.HealthCheckRequest(service="nope.Nope"), timeout=30)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_execute_returns_the_completion(self):
+        with self.channel() as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            req = command("echo from python")
+            c = stub.Execute(req, timeout=60, metadata=self.metadata())
+            self.assertEqual(c.task_id, req.task_id)
+            self.assertEqual(c.status, pb.COMPLETION_STATUS_SUCCEEDED)
+            self.assertEqual(c.result.stdout, b"from python\n")
+
+    def test_execute_stream_sends_output_then_the_completion(self):
+        with self.channel() as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            events = list(stub.ExecuteStream(command("yes 5000"), timeout=60,
+                                             metadata=self.metadata()))
+            self.assertGreaterEqual(len(events), 2)
+            out = b"".join(e.output.data for e in events if e.WhichOneof("event") == "output")
+            self.assertEqual(out, b"y\n" * 5000)
+            self.assertEqual(events[-1].WhichOneof("event"), "completion")
+            self.assertEqual(events[-1].completion.result.stdout, b"y\n" * 5000)
+
+    def test_describe_lists_the_profiles(self):
+        with self.channel() as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            d = stub.Describe(pb.DescribeRequest(), timeout=60, metadata=self.metadata())
+            self.assertIn("fake", [p.name for p in d.profiles])
+
+    def test_deadline_exceeded_mid_execution(self):
+        with self.channel() as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Execute(command("sleep 60000"), timeout=0.5, metadata=self.metadata())
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class H2cInterop(Interop, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-interop-")
+        cls.worker = Worker(cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def channel(self):
+        return grpc.insecure_channel("127.0.0.1:%d" % self.worker.port)
+
+
+def make_pki(d):
+    sh = """set -e; cd '%s'; exec >/dev/null 2>&1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=interop-ca
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext
+    openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=py-client
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2
+    """ % d
+    subprocess.run(["sh", "-c", sh], check=True)
+
+
+class TlsInterop(Interop, unittest.TestCase):
+    """h2 over TLS with mTLS (CN=py-client) and a token caller, both restricted by subject."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-interop-tls-")
+        make_pki(cls.tmp)
+        yaml = ("    tls: { cert_file: %s/server.pem, key_file: %s/server.key,"
+                " client_ca_file: %s/ca.pem }\n"
+                "    auth:\n"
+                "      callers:\n"
+                "        - { name: py, cert_subject: py-client, subjects: ['*'] }\n"
+                "        - { name: tok, token_env: SBX_INTEROP_TOKEN, subjects: [bob] }\n"
+                % (cls.tmp, cls.tmp, cls.tmp))
+        cls.worker = Worker(cls.tmp, yaml, env={"SBX_INTEROP_TOKEN": "interop-token"})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def read(self, name):
+        with open(os.path.join(self.tmp, name), "rb") as f:
+            return f.read()
+
+    def channel(self):
+        creds = grpc.ssl_channel_credentials(self.read("ca.pem"), self.read("client.key"),
+                                             self.read("client.pem"))
+        return grpc.secure_channel("localhost:%d" % self.worker.port, creds)
+
+    def test_token_caller_may_assert_its_subject(self):
+        creds = grpc.ssl_channel_credentials(self.read("ca.pem"))
+        with grpc.secure_channel("localhost:%d" % self.worker.port, creds) as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            c = stub.Execute(command("echo bob", "bob"), timeout=60,
+                             metadata=[("authorization", "Bearer interop-token")])
+            self.assertEqual(c.result.stdout, b"bob\n")
+
+    def test_token_caller_may_not_assert_another_subject(self):
+        creds = grpc.ssl_channel_credentials(self.read("ca.pem"))
+        with grpc.secure_channel("localhost:%d" % self.worker.port, creds) as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Execute(command("echo eve", "eve"), timeout=60,
+                             metadata=[("authorization", "Bearer interop-token")])
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+    def test_wrong_token_is_unauthenticated(self):
+        creds = grpc.ssl_channel_credentials(self.read("ca.pem"))
+        with grpc.secure_channel("localhost:%d" % self.worker.port, creds) as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Execute(command("echo x", "bob"), timeout=60,
+                             metadata=[("authorization", "Bearer wrong")])
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+
+class Drain(unittest.TestCase):
+    def test_sigterm_lets_in_flight_executions_finish_and_exits_0(self):
+        tmp = tempfile.mkdtemp(prefix="sbx-drain-")
+        try:
+            w = Worker(tmp)
+            ch = grpc.insecure_channel("127.0.0.1:%d" % w.port)
+            stub = pb_grpc.ExecutionStub(ch)
+            stream = stub.ExecuteStream(command("echo before; sleep 1500; echo after"),
+                                        timeout=60)
+            first = next(stream)  # the execution is running
+            self.assertEqual(first.output.data, b"before\n")
+            w.proc.send_signal(signal.SIGTERM)
+            rest = list(stream)
+            self.assertEqual(rest[-1].completion.result.stdout, b"before\nafter\n")
+            self.assertEqual(w.proc.wait(timeout=60), 0)
+            ch.close()
+            # and nothing listens any more: new calls are refused
+            with grpc.insecure_channel("127.0.0.1:%d" % w.port) as ch2:
+                with self.assertRaises(grpc.RpcError) as cm:
+                    pb_grpc.ExecutionStub(ch2).Execute(command("echo late"), timeout=5)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--worker", required=True)
+    p.add_argument("--stubs", required=True)
+    ARGS, rest = p.parse_known_args()
+    load_stubs()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
