@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 cli_globals cli_global;
@@ -24,9 +25,22 @@ static void set_json(const char *value)
     cli_global.json = true;
 }
 
+static void set_broker(const char *value) { cli_global.broker = value; }
+static void set_endpoint(const char *value) { cli_global.endpoint = value; }
+static void set_ca_file(const char *value) { cli_global.ca_file = value; }
+static void set_cert_file(const char *value) { cli_global.cert_file = value; }
+static void set_key_file(const char *value) { cli_global.key_file = value; }
+static void set_token_env(const char *value) { cli_global.token_env = value; }
+
 static const global_option global_options[] = {
     {"--config", true, set_config},
     {"--json", false, set_json},
+    {"--broker", true, set_broker},
+    {"--endpoint", true, set_endpoint},
+    {"--ca-file", true, set_ca_file},
+    {"--cert-file", true, set_cert_file},
+    {"--key-file", true, set_key_file},
+    {"--token-env", true, set_token_env},
 };
 
 int cli_parse_globals(int argc, char **argv)
@@ -94,11 +108,53 @@ int cli_exit_code(sbx_status st)
     }
 }
 
+/* Replaces *field with a copy of value when value is set; false on allocation failure. */
+static bool override_string(char **field, const char *value)
+{
+    if (value == NULL)
+        return true;
+    char *copy = strdup(value);
+    if (copy == NULL)
+        return false;
+    free(*field);
+    *field = copy;
+    return true;
+}
+
+/* --broker and the remote options over the file's broker block. */
+static sbx_status apply_broker_options(sbx_config *cfg, sbx_error *err)
+{
+    const char *b = cli_global.broker;
+    if (b != NULL && strcmp(b, "embedded") != 0 && strcmp(b, "thread") != 0 &&
+        strcmp(b, "remote") != 0)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "--broker '%s': expected embedded, thread or remote", b);
+    sbx_remote_config *r = &cfg->broker.remote;
+    if (!override_string(&cfg->broker.flavor, b) ||
+        !override_string(&r->endpoint, cli_global.endpoint) ||
+        !override_string(&r->ca_file, cli_global.ca_file) ||
+        !override_string(&r->cert_file, cli_global.cert_file) ||
+        !override_string(&r->key_file, cli_global.key_file) ||
+        !override_string(&r->token_env, cli_global.token_env))
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory applying --broker options");
+    if (cfg->broker.flavor != NULL && strcmp(cfg->broker.flavor, "remote") == 0 &&
+        (r->endpoint == NULL || r->endpoint[0] == '\0'))
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "the remote broker needs an endpoint: pass --endpoint URL or set "
+                             "broker.remote.endpoint");
+    return SBX_OK;
+}
+
 sbx_status cli_load_config(const char *file, sbx_config **out, sbx_error *err)
 {
     if (file == NULL)
         file = cli_global.config_path;
-    return sbx_config_load(file, out, err);
+    sbx_status st = sbx_config_load(file, out, err);
+    if (st == SBX_OK && (st = apply_broker_options(*out, err)) != SBX_OK) {
+        sbx_config_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 int cli_report_error(const char *what, const sbx_error *err)

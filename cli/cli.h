@@ -47,6 +47,14 @@ enum cli_exit {
 typedef struct cli_globals {
     const char *config_path; /* --config FILE; NULL: $SBX_CONFIG, else the built-in default */
     bool json;               /* --json: machine-readable output on stdout */
+    /* --broker embedded|thread|remote and the remote broker's options (cli_load_config applies
+     * them over the file's broker block) */
+    const char *broker;
+    const char *endpoint;    /* --endpoint URL */
+    const char *ca_file;     /* --ca-file FILE */
+    const char *cert_file;   /* --cert-file FILE */
+    const char *key_file;    /* --key-file FILE */
+    const char *token_env;   /* --token-env NAME */
 } cli_globals;
 
 extern cli_globals cli_global;
@@ -56,6 +64,11 @@ extern cli_globals cli_global;
     "  --config FILE   use this config file (default: $SBX_CONFIG, else the built-in\n"        \
     "                  default: one `local` profile named `default`, network denied)\n"        \
     "  --json          machine-readable output (JSON on stdout)\n"                              \
+    "  --broker B      embedded | thread | remote (default: the config's broker.flavor)\n"     \
+    "  --endpoint URL  remote worker: https://host:port, or http://127.0.0.1:port (h2c)\n"     \
+    "  --ca-file F     remote: CA bundle that signs the worker's certificate\n"                \
+    "  --cert-file F   remote: client certificate (mTLS); --key-file F its key\n"             \
+    "  --token-env N   remote: send the bearer token held in environment variable N\n"        \
     "  -h, --help      help (`sbx COMMAND --help` for a command)\n"
 
 /* Removes the global options from argv (stopping at `--`), filling cli_global. Returns the new
@@ -99,5 +112,7 @@ int cmd_exec(int argc, char **argv);
 extern const char cmd_exec_help[];
 int cmd_cp(int argc, char **argv);
 extern const char cmd_cp_help[];
+int cmd_worker(int argc, char **argv);
+extern const char cmd_worker_help[];
 
 #endif

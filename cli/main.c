@@ -28,6 +28,7 @@ static const cli_command commands[] = {
     {"exec", cmd_exec, "run a command in a session", cmd_exec_help},
     {"cp", cmd_cp, "copy a file between the host and a session", cmd_cp_help},
     {"version", cmd_version, "print the version and the providers built in", cmd_version_help},
+    {"worker", cmd_worker, "serve executions over gRPC (sbx-worker)", cmd_worker_help},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
