@@ -24,7 +24,8 @@ const char cmd_replay_help[] =
 
 int cmd_replay(int argc, char **argv)
 {
-    const char *file = NULL, *flavor = "thread";
+    /* --broker is a global option (cli.c), parsed before this command sees its arguments */
+    const char *file = NULL, *flavor = cli_global.broker != NULL ? cli_global.broker : "thread";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--broker") == 0 && i + 1 < argc)
             flavor = argv[++i];
