@@ -88,6 +88,12 @@ typedef struct remote_broker {
     int64_t seq;
     bool stopping;
     bool closed;
+    /* h2c only (transfer thread): libcurl 7.88 breaks when a request with HTTP/2 prior
+     * knowledge reuses a connection (curl/curl#10634, fixed in 8.0). So one "probe" transfer
+     * opens the connection with prior knowledge while the others wait, and once it answered,
+     * later transfers ask for plain HTTP/2, which reuses (multiplexes on) that connection. */
+    enum { H2C_NONE, H2C_PROBING, H2C_READY } h2c;
+    rtask *h2c_probe;
 } remote_broker;
 
 static void task_free(rtask *t)
@@ -396,9 +402,15 @@ static bool task_start(remote_broker *r, rtask *t)
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)t->body_len);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "sbx-remote-broker/" SBX_VERSION);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-                     r->tls ? (long)CURL_HTTP_VERSION_2TLS
-                            : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    long version = (long)CURL_HTTP_VERSION_2TLS;
+    if (!r->tls && r->h2c == H2C_READY) {
+        version = (long)CURL_HTTP_VERSION_2_0;
+    } else if (!r->tls) {
+        version = (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+        r->h2c = H2C_PROBING;
+        r->h2c_probe = t;
+    }
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait to multiplex, never a 2nd connection */
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
@@ -466,6 +478,7 @@ static void *transfer_main(void *arg)
 {
     remote_broker *r = arg;
     rtask *retry = NULL; /* waiting for their backoff (transfer thread only) */
+    rtask *held = NULL;  /* waiting for the h2c probe (transfer thread only) */
     for (;;) {
         pthread_mutex_lock(&r->lock);
         rtask *in = r->incoming;
@@ -480,8 +493,22 @@ static void *transfer_main(void *arg)
             ordered = in;
             in = n;
         }
+        if (held) { /* tasks held back while an h2c probe was in flight go first */
+            rtask *tail = held;
+            while (tail->queue_next)
+                tail = tail->queue_next;
+            tail->queue_next = ordered;
+            ordered = held;
+            held = NULL;
+        }
         for (rtask *t = ordered; t;) {
             rtask *n = t->queue_next;
+            if (!r->tls && r->h2c == H2C_PROBING) {
+                t->queue_next = held;
+                held = t;
+                t = n;
+                continue;
+            }
             if (!task_start(r, t)) {
                 pthread_mutex_lock(&r->lock);
                 task_done(r, t, sbx_completion_fail(t->task_id, SBX_E_BROKER,
@@ -520,6 +547,20 @@ static void *transfer_main(void *arg)
             CURLcode cc = msg->data.result;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->http_status);
             curl_multi_remove_handle(r->multi, msg->easy_handle);
+            if (!r->tls) {
+                /* h2c: an answer over HTTP/2 means the connection is up for reuse; a failed
+                 * connection, or an HTTP/1.1 answer to a new Upgrade-style connection, means the
+                 * next transfer must open one again with prior knowledge. */
+                bool h2_answer = cc == CURLE_OK && t->http_status != 505;
+                if (r->h2c_probe == t) {
+                    r->h2c = h2_answer ? H2C_READY : H2C_NONE;
+                    r->h2c_probe = NULL;
+                } else if (!h2_answer && t->grpc_status < 0) {
+                    r->h2c = H2C_NONE;
+                }
+                if (held)
+                    wait_ms = 0;
+            }
             pthread_mutex_lock(&r->lock);
             bool discarded = t->discarded;
             bool cancelled = t->hooks_valid && t->hooks.cancel && *t->hooks.cancel;
@@ -527,7 +568,9 @@ static void *transfer_main(void *arg)
             bool deadline_left = t->deadline_ms == 0 ||
                                  t->deadline_ms - sbx_now_ms() > REMOTE_RETRY_BACKOFF_MS;
             if (!discarded && !cancelled && !t->oversize && t->attempts < REMOTE_MAX_ATTEMPTS &&
-                deadline_left && retryable(cc, t->grpc_status) && !(t->stream && t->resp_len)) {
+                deadline_left &&
+                (retryable(cc, t->grpc_status) || (!r->tls && t->http_status == 505)) &&
+                !(t->stream && t->resp_len)) {
                 t->retry_at_ms = sbx_monotonic_ms() +
                                  ((int64_t)REMOTE_RETRY_BACKOFF_MS << (t->attempts - 1));
                 t->queue_next = retry;
@@ -544,7 +587,9 @@ static void *transfer_main(void *arg)
             task_done(r, t, c);
             pthread_mutex_unlock(&r->lock);
         }
-        if (stopping && running == 0 && !retry) {
+        if (held && r->h2c != H2C_PROBING)
+            continue; /* start them now */
+        if (stopping && running == 0 && !retry && !held) {
             pthread_mutex_lock(&r->lock);
             bool empty = r->incoming == NULL;
             pthread_mutex_unlock(&r->lock);

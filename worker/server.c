@@ -55,6 +55,8 @@
 /* Bytes gathered from nghttp2 before writing: a few TLS records, so a large output is sent in
  * big writes while one connection cannot starve the loop. */
 #define WORKER_WRITE_BATCH (64 << 10)
+/* Bytes read and dropped from a refused (non-HTTP/2) connection before it is closed anyway. */
+#define WORKER_LINGER_MAX (64 << 10)
 /* epoll events handled per wakeup. */
 #define WORKER_EPOLL_EVENTS 64
 /* listen(2) backlog. */
@@ -112,6 +114,9 @@ struct conn {
     int fd;
     SSL *ssl;
     bool handshaking, closing, dirty, http1_refused;
+    size_t preface_seen; /* h2c: bytes of the client connection preface checked so far */
+    bool lingering;      /* refused: answer written, discarding input until the peer closes */
+    size_t discarded;
     nghttp2_session *h2;
     uint8_t *wbuf;
     size_t wlen, woff, wcap;
@@ -163,6 +168,9 @@ struct sbx_worker {
     posted *posted_head, *posted_tail;
     bool wake_pending;
 };
+
+/* The HTTP/2 client connection preface (RFC 9113 §3.4). */
+static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 static const char PATH_EXECUTE[] = "/sbx.v1.Execution/Execute";
 static const char PATH_EXECUTE_STREAM[] = "/sbx.v1.Execution/ExecuteStream";
@@ -986,11 +994,22 @@ static void conn_flush(conn *cn)
             break; /* would block: wait for EPOLLOUT */
         }
         cn->woff = cn->wlen = 0;
-        if (cn->http1_refused || !cn->h2) {
+        if (cn->http1_refused) {
+            /* Half-close and read what the peer still sends: closing with unread input would
+             * reset the connection and could destroy the answer before the peer reads it. */
+            shutdown(cn->fd, SHUT_WR);
+            cn->lingering = true;
+            conn_set_events(cn, EPOLLIN);
+            return;
+        }
+        if (!cn->h2) {
             conn_close(cn);
             return;
         }
-        while (cn->wlen < WORKER_WRITE_BATCH) {
+        /* h2c: say nothing (not even SETTINGS) until the peer proved it speaks HTTP/2, so a
+         * refused HTTP/1.1 client reads a clean HTTP/1.1 answer. */
+        bool quiet = !cn->ssl && cn->preface_seen < sizeof H2_PREFACE - 1;
+        while (!quiet && cn->wlen < WORKER_WRITE_BATCH) {
             const uint8_t *data;
             ssize_t n = nghttp2_session_mem_send(cn->h2, &data);
             if (n < 0) {
@@ -1078,6 +1097,17 @@ static void conn_readable(conn *cn)
             conn_close(cn);
             return;
         }
+        if (!cn->ssl && cn->preface_seen < sizeof H2_PREFACE - 1) {
+            /* Not HTTP/2 from the first byte (HTTP/1.1, a TLS hello, noise): answer in plain
+             * HTTP/1.1 rather than with an HTTP/2 frame the peer cannot read. */
+            size_t want = sizeof H2_PREFACE - 1 - cn->preface_seen;
+            size_t k = (size_t)n < want ? (size_t)n : want;
+            if (memcmp(buf, H2_PREFACE + cn->preface_seen, k) != 0) {
+                conn_refuse_http1(cn);
+                return;
+            }
+            cn->preface_seen += k;
+        }
         ssize_t rv = nghttp2_session_mem_recv(cn->h2, buf, (size_t)n);
         if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
             conn_refuse_http1(cn);
@@ -1095,6 +1125,16 @@ static void conn_event(conn *cn, uint32_t events)
 {
     if (cn->handshaking) {
         conn_handshake(cn);
+        return;
+    }
+    if (cn->lingering) {
+        uint8_t sink[WORKER_READ_CHUNK];
+        ssize_t n = recv(cn->fd, sink, sizeof sink, 0);
+        if (n > 0)
+            cn->discarded += (size_t)n;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+            cn->discarded > WORKER_LINGER_MAX)
+            conn_close(cn);
         return;
     }
     if (cn->http1_refused) {
@@ -1237,11 +1277,15 @@ static void start_drain(sbx_worker *w)
     epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, w->listen_fd, NULL);
     close(w->listen_fd);
     w->listen_fd = -1;
-    for (conn *cn = w->conns; cn; cn = cn->next) {
-        if (cn->h2)
-            nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
-                                  nghttp2_session_get_last_proc_stream_id(cn->h2),
-                                  NGHTTP2_NO_ERROR, (const uint8_t *)"draining", 8);
+    for (conn *cn = w->conns, *next; cn; cn = next) {
+        next = cn->next;
+        if (!cn->h2 || cn->handshaking || cn->http1_refused || cn->lingering) {
+            conn_close(cn); /* nothing in flight on it */
+            continue;
+        }
+        nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(cn->h2),
+                              NGHTTP2_NO_ERROR, (const uint8_t *)"draining", 8);
         cn->dirty = true;
     }
 }

@@ -69,7 +69,12 @@ class Worker:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=60)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
 
 
 def command(shell, subject=""):
@@ -223,14 +228,16 @@ class TlsInterop(Interop, unittest.TestCase):
 class Drain(unittest.TestCase):
     def test_sigterm_lets_in_flight_executions_finish_and_exits_0(self):
         tmp = tempfile.mkdtemp(prefix="sbx-drain-")
+        w = None
         try:
             w = Worker(tmp)
             ch = grpc.insecure_channel("127.0.0.1:%d" % w.port)
             stub = pb_grpc.ExecutionStub(ch)
             stream = stub.ExecuteStream(command("echo before; sleep 1500; echo after"),
                                         timeout=60)
-            first = next(stream)  # the execution is running
-            self.assertEqual(first.output.data, b"before\n")
+            seen = b""
+            while b"before\n" not in seen:  # the execution is running
+                seen += next(stream).output.data
             w.proc.send_signal(signal.SIGTERM)
             rest = list(stream)
             self.assertEqual(rest[-1].completion.result.stdout, b"before\nafter\n")
@@ -242,6 +249,9 @@ class Drain(unittest.TestCase):
                     pb_grpc.ExecutionStub(ch2).Execute(command("echo late"), timeout=5)
                 self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
         finally:
+            if w and w.proc.poll() is None:
+                w.proc.kill()
+                w.proc.wait()
             shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -24,6 +24,9 @@ static sbx_completion *run(sbx_broker *b, sbx_request *req, const sbx_engine_hoo
     sbx_status st = sbx_broker_submit(b, req, 60000, hooks, &c);
     assert_int_equal(st, SBX_OK);
     assert_non_null(c);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fprintf(stderr, "completion %s: %s: %s\n", c->task_id,
+                sbx_status_name((sbx_status)c->error_code), c->error);
     return c;
 }
 
