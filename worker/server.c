@@ -55,6 +55,12 @@
 /* Bytes gathered from nghttp2 before writing: a few TLS records, so a large output is sent in
  * big writes while one connection cannot starve the loop. */
 #define WORKER_WRITE_BATCH (64 << 10)
+/* Waiting executor threads per thread-broker thread (see sbx_worker_new). */
+#define WORKER_WAITERS_PER_THREAD 4
+/* Most executor threads; each waiter costs only a small stack (WORKER_EXECUTOR_STACK). */
+#define WORKER_MAX_EXECUTORS 1024
+/* Executor stack: providers run on these threads with an embedded broker, so generous. */
+#define WORKER_EXECUTOR_STACK (1 << 20)
 /* Bytes read and dropped from a refused (non-HTTP/2) connection before it is closed anyway. */
 #define WORKER_LINGER_MAX (64 << 10)
 /* epoll events handled per wakeup. */
@@ -1413,7 +1419,15 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     pthread_cond_init(&w->job_cond, NULL);
     const sbx_worker_config *wc = &cfg->worker;
     w->max_message = wc->max_message_bytes > 0 ? (size_t)wc->max_message_bytes : (16u << 20);
-    w->n_threads = cfg->broker.threads > 0 ? (size_t)cfg->broker.threads : 16;
+    size_t broker_threads = cfg->broker.threads > 0 ? (size_t)cfg->broker.threads : 16;
+    bool inline_broker = strcmp(sbx_broker_flavor(broker), "embedded") == 0;
+    /* An embedded broker runs the engine on our executor threads: as many as configured. The
+     * thread broker runs it on its own threads and ours only wait; a request parked behind its
+     * session's lock holds one of ours but none of the broker's, so we keep more waiters than
+     * the broker has threads, or one busy session could starve every other caller. */
+    w->n_threads = inline_broker ? broker_threads : broker_threads * WORKER_WAITERS_PER_THREAD;
+    if (w->n_threads > WORKER_MAX_EXECUTORS)
+        w->n_threads = WORKER_MAX_EXECUTORS;
     w->job_limit = cfg->broker.queue_depth > 0 ? (size_t)cfg->broker.queue_depth : 1024;
 
     sbx_status st = worker_auth_init(&w->auth, wc, err);
@@ -1499,9 +1513,13 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
     if (!w->threads)
         return sbx_error_set(err, SBX_E_INTERNAL, "worker: out of memory");
     size_t started = 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, WORKER_EXECUTOR_STACK);
     for (; started < w->n_threads; started++)
-        if (pthread_create(&w->threads[started], NULL, executor_main, w) != 0)
+        if (pthread_create(&w->threads[started], &attr, executor_main, w) != 0)
             break;
+    pthread_attr_destroy(&attr);
     sbx_status st = SBX_OK;
     if (started == 0)
         st = sbx_error_set(err, SBX_E_INTERNAL, "worker: cannot start executor threads");
