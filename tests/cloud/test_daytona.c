@@ -435,6 +435,26 @@ static void test_daytona_python_runs_statelessly(void **state) {
     sbx_message_free(&r->base);
 }
 
+static void test_daytona_install_packages_quotes_each_package(void **state) {
+    fx *f = *state;
+    create(f);
+    Sbx__V1__InstallPackages op = SBX__V1__INSTALL_PACKAGES__INIT;
+    char *pkgs[] = {"numpy<2", "x;rm -rf /"};
+    op.manager = "pip";
+    op.packages = pkgs;
+    op.n_packages = 2;
+    sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(ops->install_packages(f->sb, &op, &o, r, &err), SBX_OK);
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free(&r->base);
+    json_t *b = logged_json(f, "POST", "/toolbox/*/process/execute");
+    assert_string_equal(json_string_value(json_object_get(b, "command")),
+                        "'python3' '-m' 'pip' 'install' '--quiet' 'numpy<2' 'x;rm -rf /'");
+    json_decref(b);
+}
+
 /* ---- files ---- */
 
 static void test_daytona_files_round_trip_and_list(void **state) {
@@ -546,6 +566,7 @@ int main(void) {
         T(test_daytona_timeout_408_is_timed_out),
         T(test_daytona_vanished_sandbox_is_gone_on_exec),
         T(test_daytona_python_runs_statelessly),
+        T(test_daytona_install_packages_quotes_each_package),
         T(test_daytona_files_round_trip_and_list),
         T(test_daytona_read_missing_file_is_invalid_argument),
         T(test_daytona_get_429_is_retried),

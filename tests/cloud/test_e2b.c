@@ -512,6 +512,49 @@ static void test_e2b_unknown_language_is_capability(void **state) {
     sbx_message_free(&r->base);
 }
 
+/* ---- packages ---- */
+
+static void test_e2b_install_packages_runs_pip_with_argv(void **state) {
+    fx *f = *state;
+    create(f);
+    Sbx__V1__InstallPackages op = SBX__V1__INSTALL_PACKAGES__INIT;
+    char *pkgs[] = {"requests==2.31.0"};
+    op.manager = "pip";
+    op.packages = pkgs;
+    op.n_packages = 1;
+    sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.install_packages(f->sb, &op, &o, r, &err), SBX_OK);
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free(&r->base);
+    const fake_request *q =
+        fake_http_log_last(fake_e2b_http(f->fake), "POST", "/process.Process/Start");
+    json_t *j = json_loadb((const char *)q->body + 5, q->body_len - 5, 0, NULL);
+    json_t *p = json_object_get(j, "process");
+    assert_string_equal(json_string_value(json_object_get(p, "cmd")), "python3");
+    json_t *args = json_object_get(p, "args");
+    assert_string_equal(json_string_value(json_array_get(args, 2)), "install");
+    assert_string_equal(json_string_value(json_array_get(args, 4)), "requests==2.31.0");
+    json_decref(j);
+}
+
+static void test_e2b_install_refuses_option_like_packages(void **state) {
+    fx *f = *state;
+    create(f);
+    Sbx__V1__InstallPackages op = SBX__V1__INSTALL_PACKAGES__INIT;
+    char *pkgs[] = {"--index-url=http://evil"};
+    op.manager = "pip";
+    op.packages = pkgs;
+    op.n_packages = 1;
+    sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.install_packages(f->sb, &op, &o, r, &err),
+                     SBX_E_INVALID_ARGUMENT);
+    sbx_message_free(&r->base);
+}
+
 /* ---- files ---- */
 
 static void test_e2b_files_round_trip_and_list(void **state) {
@@ -685,6 +728,8 @@ int main(void) {
         T(test_e2b_python_exception_is_a_failed_program),
         T(test_e2b_python_without_interpreter_runs_a_process),
         T(test_e2b_unknown_language_is_capability),
+        T(test_e2b_install_packages_runs_pip_with_argv),
+        T(test_e2b_install_refuses_option_like_packages),
         T(test_e2b_files_round_trip_and_list),
         T(test_e2b_read_missing_file_is_invalid_argument_not_gone),
         T(test_e2b_create_429_is_retried_after_retry_after),
