@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # README command (a): on a fresh Debian 12 machine, installs the missing packages, builds sbx,
-# and runs the main job on the embedded built-in default (one `local` profile, network denied).
-# The sandbox run itself is the `sbx run` command; until the engine and the local provider are
-# built in, this shows the binary and the configuration it would run with.
+# and runs the main job on the embedded built-in default (one `local` profile, network denied):
+# a Python program in a fresh sandbox, whose exit status becomes this script's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,7 +10,18 @@ scripts/install-deps.sh
 scripts/build.sh "$root/build"
 
 sbx="$root/build/cli/sbx"
+unset SBX_CONFIG # the built-in default, whatever the caller's environment says
 echo "== sbx version"
 "$sbx" version
 echo "== sbx config check (the built-in default; set SBX_CONFIG or --config to use a file)"
-env -u SBX_CONFIG "$sbx" config check
+"$sbx" config check
+echo "== sbx run -- python3 ... (a fresh sandbox: no network, private /tmp, /workspace)"
+"$sbx" run -- python3 -c '
+import os, platform, socket
+print("hello from the sandbox:", platform.python_version(), "in", os.getcwd())
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    print("network: reachable")
+except OSError as e:
+    print("network: denied (%s)" % e.strerror)
+'
