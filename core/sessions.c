@@ -141,12 +141,12 @@ static void store_load(sbx_sessions *s)
 
 bool sbx_sessions_default_dir(char *buf, size_t size)
 {
-    const char *state = getenv("XDG_STATE_HOME");
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     int n;
     if (state != NULL && state[0] == '/')
         n = snprintf(buf, size, "%s/sbx/sessions", state);
-    else if (getenv("HOME") != NULL && getenv("HOME")[0] == '/')
-        n = snprintf(buf, size, "%s/.local/state/sbx/sessions", getenv("HOME"));
+    else if (home != NULL && home[0] == '/')
+        n = snprintf(buf, size, "%s/.local/state/sbx/sessions", home);
     else
         return false;
     return n > 0 && (size_t)n < size;
@@ -363,7 +363,9 @@ sbx_status sbx_sessions_execute(sbx_sessions *s, sbx_request *req, const char *s
                                session_id);
         } else {
             h = (sbx_session_handle *)sbx_message_copy(&s->handles[i]->base);
-            if (req->profile[0] != '\0' && strcmp(req->profile, h->profile) != 0)
+            if (h == NULL)
+                st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+            else if (req->profile[0] != '\0' && strcmp(req->profile, h->profile) != 0)
                 st = sbx_error_set(err, SBX_E_CONFIG,
                                    "session '%s' belongs to profile '%s', but profile '%s' was "
                                    "requested; omit the profile to reuse the session",
