@@ -782,6 +782,58 @@ static void test_ssm_missing_region_is_config(void **state)
     assert_non_null(strstr(f->h.err.message, "region"));
 }
 
+/* ---- HTTP faults (shared fake framework) ---------------------------------------------------- */
+
+static void test_ssm_idempotent_call_survives_one_503(void **state)
+{
+    fixture *f = *state;
+    fake_fault fault = {.status = 503, .body = "{\"__type\":\"ServiceUnavailable\"}", .times = 1};
+    fake_http_fault(ssm_fake_ssm_http(f->h.fake), "POST", "/", &fault);
+    open_attach(f); /* DescribeInstanceInformation is retried */
+    assert_int_equal(fake_http_log_count(ssm_fake_ssm_http(f->h.fake)), 2);
+}
+
+static void test_ssm_send_command_5xx_is_not_retried(void **state)
+{
+    fixture *f = *state;
+    open_attach(f);
+    fake_fault fault = {.status = 500, .body = "{\"__type\":\"InternalServerError\"}", .times = 1};
+    fake_http_fault(ssm_fake_ssm_http(f->h.fake), "POST", "/", &fault);
+    const char *argv[] = {"true", NULL};
+    assert_int_equal(harness_run(&f->h, f->sb, argv, NULL, 0, f->r), SBX_E_PROVISION);
+    /* Describe + exactly one SendCommand attempt: repeating it could run the command twice. */
+    assert_int_equal(fake_http_log_count(ssm_fake_ssm_http(f->h.fake)), 2);
+}
+
+static void test_ssm_invalid_json_answer_is_provision(void **state)
+{
+    fixture *f = *state;
+    fake_fault fault = {.invalid_json = true, .times = 1};
+    fake_http_fault(ssm_fake_ssm_http(f->h.fake), "POST", "/", &fault);
+    assert_int_equal(harness_open(&f->h), SBX_OK);
+    assert_int_equal(harness_attach(&f->h, NULL, &f->sb), SBX_E_PROVISION);
+    assert_non_null(strstr(f->h.err.message, "JSON"));
+}
+
+static void test_ssm_truncated_answer_is_retried(void **state)
+{
+    fixture *f = *state;
+    fake_fault fault = {.truncate = true, .times = 1};
+    fake_http_fault(ssm_fake_ssm_http(f->h.fake), "POST", "/", &fault);
+    open_attach(f);
+    assert_int_equal(fake_http_log_count(ssm_fake_ssm_http(f->h.fake)), 2);
+}
+
+static void test_ssm_endpoint_that_never_answers_times_out(void **state)
+{
+    fixture *f = *state;
+    harness_option(&f->h, "request_timeout_ms", "200");
+    fake_fault fault = {.delay_ms = 5000, .times = -1};
+    fake_http_fault(ssm_fake_ssm_http(f->h.fake), "POST", "/", &fault);
+    assert_int_equal(harness_open(&f->h), SBX_OK);
+    assert_int_equal(harness_attach(&f->h, NULL, &f->sb), SBX_E_TIMEOUT);
+}
+
 /* ---- files -------------------------------------------------------------------------------- */
 
 static sbx_status do_write(fixture *f, const char *path, const void *data, size_t len,
@@ -1084,6 +1136,11 @@ int main(void)
         T(test_ssm_secrets_never_reach_results_or_the_wire),
         T(test_ssm_plain_http_to_a_remote_host_is_refused),
         T(test_ssm_missing_region_is_config),
+        T(test_ssm_idempotent_call_survives_one_503),
+        T(test_ssm_send_command_5xx_is_not_retried),
+        T(test_ssm_invalid_json_answer_is_provision),
+        T(test_ssm_truncated_answer_is_retried),
+        T(test_ssm_endpoint_that_never_answers_times_out),
         T(test_ssm_file_round_trip_is_byte_identical),
         T(test_ssm_large_file_moves_in_chunks),
         T(test_ssm_read_honours_offset_and_max_bytes),
