@@ -1,14 +1,16 @@
 # check_regenerated.cmake - runs make_vectors.py into the build tree and checks that every
 # regenerated file (vectors and MANIFEST) equals the committed one, and that no file is missing
-# or extra on either side: the Python encoder agrees with itself over time.
+# or extra on either side: the Python encoder agrees with itself over time. It also checks that
+# the vectors set every field of the contract's messages (--check-coverage).
 #   cmake -DPYTHON=... -DPROTOC=... -DSOURCE_DIR=... -DWORK_DIR=... -P check_regenerated.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(
   COMMAND ${PYTHON} ${SOURCE_DIR}/tests/golden/make_vectors.py --protoc ${PROTOC}
           --proto-dir ${SOURCE_DIR}/proto --gen-dir ${WORK_DIR}/python --out ${WORK_DIR}/vectors
+          --check-coverage
   RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "make_vectors.py failed (${rc})")
+  message(FATAL_ERROR "make_vectors.py failed (${rc}): see its message above")
 endif()
 set(committed ${SOURCE_DIR}/tests/golden/vectors)
 file(GLOB old RELATIVE ${committed} ${committed}/*)

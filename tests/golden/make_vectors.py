@@ -9,6 +9,8 @@ codecs agree with it and with each other, field by field and byte for byte.
 
 generates the Python modules with `protoc --python_out` into --gen-dir (the build tree; never
 committed), then writes DIR/<name>.bin for every vector and DIR/MANIFEST describing them.
+--check-coverage refuses to write when some field of a message the vectors reach is set by no
+vector (ctest runs it so: a field added to the .proto needs a value here).
 Serialization is deterministic, so running it again must reproduce the committed bytes
 exactly (ctest checks that). This script must not depend on anything but python3-protobuf.
 
@@ -350,6 +352,7 @@ def build(ex, ag):
     c.result.outcome = E.OUTCOME_TIMED_OUT
     c.result.signal = 9
     c.result.stdout = b"partial output before the deadline\n"
+    c.result.stderr_truncated = True
     v.add("completion_timed_out", c, expects=[
         ("status", "i64", "3"), ("error_code", "i64", "4"), ("result.signal", "i64", "9")])
 
@@ -456,10 +459,15 @@ def build(ex, ag):
     q = A.AgentRequest(id=4)
     q.code.language = "python"
     q.code.code = ("import math\nprint(math.pi, '" + CJK + "')\nmath.e\n").encode()
-    q.code.more = False
+    q.code.more = True
+    q.code.cwd = "/workspace"
+    q.code.uid = 1000
+    q.code.gid = 1000
+    q.code.output_limit_bytes = 1 << 20
     q.code.stateful = True
     q.code.env.add(name="A", value="")
     q.code.timeout_ms = 5000
+    q.code.stdin_follows = True
     v.add("agent_req_code", q, expects=[(".", "case", "body=code"),
                                         ("code.stateful", "bool", "1")])
 
@@ -469,6 +477,16 @@ def build(ex, ag):
     q.stdin.eof = True
     v.add("agent_req_stdin_eof", q, expects=[(".", "case", "body=stdin"),
                                              ("stdin.data", "count", "0")])
+
+    q = A.AgentRequest(id=13)
+    q.stdin.command_id = 42
+    q.stdin.data = pattern(300) + "\n\u00e9".encode()
+    v.add("agent_req_stdin_data", q, expects=[("stdin.data", "count", "303")])
+
+    q = A.AgentRequest(id=14)
+    q.exec.shell = "for i in 1 2 3; do echo \"$i " + CJK + "\"; done | sort -r"
+    v.add("agent_req_exec_shell", q, expects=[("exec.shell", "str", hexs(q.exec.shell)),
+                                              ("exec.argv", "count", "0")])
 
     q = A.AgentRequest(id=6)
     q.file_write.path = "/workspace/" + COMBINING
@@ -513,7 +531,7 @@ def build(ex, ag):
     q = A.AgentRequest(id=12)
     q.attach.command_id = 42
     q.attach.stdout_offset = 100
-    q.attach.stderr_offset = 0
+    q.attach.stderr_offset = 7
     v.add("agent_req_attach", q, expects=[(".", "case", "body=attach")])
 
     # --- AgentEvent: every body of the oneof -----------------------------------------------
@@ -525,7 +543,7 @@ def build(ex, ag):
     ev = A.AgentEvent(id=1)
     ev.output.command_id = 42
     ev.output.stream = A.AGENT_STREAM_STDOUT
-    ev.output.offset = 0
+    ev.output.offset = 1 << 40
     ev.output.data = pattern(CHUNK, 3, 0)
     v.add("agent_evt_output_32k", ev, expects=[(".", "case", "body=output"),
                                                ("output.data", "count", str(CHUNK))])
@@ -543,13 +561,14 @@ def build(ex, ag):
     ev.exit.stdout_bytes = 2**63
     ev.exit.stderr_bytes = 1
     ev.exit.value = "3.141592653589793 " + CJK
+    ev.exit.kernel_restarted = True
     v.add("agent_evt_exit", ev, expects=[(".", "case", "body=exit"),
                                          ("exit.exit_code", "i64", "-2"),
                                          ("exit.stdout_bytes", "u64", str(2**63))])
 
     ev = A.AgentEvent(id=2)
     ev.file_data.path = "/etc/" + CJK
-    ev.file_data.offset = 0
+    ev.file_data.offset = 65536
     ev.file_data.data = ("ID=debian\n" + EMOJI).encode()
     ev.file_data.size = 1 << 33
     ev.file_data.mode = 0o644
@@ -576,7 +595,10 @@ def build(ex, ag):
     ev.pong.version = "0.1.0"
     ev.pong.uptime_ms = 1
     ev.pong.running = 3
-    v.add("agent_evt_pong", ev, expects=[(".", "case", "body=pong")])
+    ev.pong.uid = 65534
+    ev.pong.shared_uid = True
+    v.add("agent_evt_pong", ev, expects=[(".", "case", "body=pong"), ("pong.uid", "u64", "65534"),
+                                         ("pong.shared_uid", "bool", "1")])
 
     ev = A.AgentEvent(id=6)
     ev.written.path = "/workspace/out.bin"
@@ -594,12 +616,53 @@ def build(ex, ag):
     return v
 
 
+def uncovered_fields(vectors, modules):
+    """Fields of every message reachable from the vectors' types that no vector sets."""
+    seen, reachable = set(), {}
+
+    def reach(d):
+        if d.full_name not in reachable:
+            reachable[d.full_name] = d
+            for f in d.fields:
+                if f.message_type is not None:
+                    reach(f.message_type)
+
+    def mark(m):
+        for f, value in m.ListFields():
+            seen.add(m.DESCRIPTOR.full_name + "." + f.name)
+            if f.message_type is None:
+                continue
+            if f.message_type.GetOptions().map_entry:
+                for k, val in value.items():
+                    if k:
+                        seen.add(f.message_type.full_name + ".key")
+                    if val:
+                        seen.add(f.message_type.full_name + ".value")
+            elif f.label == f.LABEL_REPEATED:
+                for item in value:
+                    mark(item)
+            else:
+                mark(value)
+
+    for name, typ, data, flags, expects in vectors.items:
+        short = typ.split(".")[-1]
+        cls = next(getattr(mod, short) for mod in modules if hasattr(mod, short))
+        msg = cls()
+        msg.ParseFromString(data)
+        reach(msg.DESCRIPTOR)
+        mark(msg)
+    return sorted(full + "." + f.name for full, d in reachable.items() for f in d.fields
+                  if full + "." + f.name not in seen)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--protoc", default="protoc")
     ap.add_argument("--proto-dir", required=True)
     ap.add_argument("--gen-dir", required=True, help="where protoc writes the _pb2 modules")
     ap.add_argument("--out", required=True, help="directory for the .bin files and MANIFEST")
+    ap.add_argument("--check-coverage", action="store_true",
+                    help="fail when a field of a reachable message is set by no vector")
     a = ap.parse_args()
 
     os.makedirs(a.gen_dir, exist_ok=True)
@@ -610,6 +673,16 @@ def main():
     from sbx.v1 import agent_pb2, execution_pb2  # noqa: E402 (generated just above)
 
     vectors = build(execution_pb2, agent_pb2)
+    if a.check_coverage:
+        missing = uncovered_fields(vectors, (execution_pb2, agent_pb2))
+        if missing:
+            sys.stderr.write(
+                "no golden vector sets these fields of the contract:\n  " + "\n  ".join(missing) +
+                "\nset each in build() of tests/golden/make_vectors.py (a non-default value, in an"
+                " existing vector or a new one), then run\n  /usr/bin/python3 "
+                "tests/golden/make_vectors.py --proto-dir proto --gen-dir /tmp/sbx-golden-py "
+                "--out tests/golden/vectors --check-coverage\nand commit the vectors.\n")
+            return 1
     os.makedirs(a.out, exist_ok=True)
     lines = ["# Golden vectors of the sbx.v1 contract, written by tests/golden/make_vectors.py",
              "# (Python protobuf, deterministic serialization). Format: see make_vectors.py."]
