@@ -255,7 +255,7 @@ sbx_status docker_api_json(const docker_api *api, const char *method, const char
             return sbx_error_set(err, SBX_E_INTERNAL, "cannot serialize JSON for %s %s", method,
                                  path);
     }
-    docker_response r;
+    docker_response r = {0};
     sbx_status st = docker_api_call(api, method, path, text ? "application/json" : NULL, text,
                                     text ? strlen(text) : 0, 0, 0, &r, err);
     free(text);

@@ -159,6 +159,7 @@ static bool split_path(const char *abs, char **parent, char **base)
     if (*parent == NULL || *base == NULL) {
         free(*parent);
         free(*base);
+        *parent = *base = NULL;
         return false;
     }
     return true;
@@ -207,7 +208,7 @@ static sbx_status path_exists(docker_sandbox *sb, const char *abs, bool *exists,
     char *path = archive_path(sb, abs);
     if (path == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
-    docker_response r;
+    docker_response r = {0};
     sbx_status st = docker_api_call(&sb->p->api, "HEAD", path, NULL, NULL, 0, 0, 0, &r, err);
     free(path);
     if (st == SBX_OK) {
@@ -254,6 +255,8 @@ sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op
                                       "'..')",
                                       op->path);
         free(abs);
+        free(parent);
+        free(base);
         return st;
     }
     /* The upload target must exist: find the deepest existing ancestor; the tar then carries
@@ -261,6 +264,8 @@ sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op
     sbx_status st = SBX_OK;
     char *anchor = strdup(parent);
     bool exists = false;
+    if (anchor == NULL)
+        st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     while (anchor != NULL && st == SBX_OK) {
         st = path_exists(sb, anchor, &exists, err);
         if (st != SBX_OK || exists || strcmp(anchor, "/") == 0)
@@ -278,10 +283,8 @@ sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op
         else
             *slash = '\0';
     }
-    if (anchor == NULL && st == SBX_OK)
-        st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     docker_tar_buf tar = {0};
-    if (st == SBX_OK) {
+    if (st == SBX_OK && anchor != NULL) {
         /* Entry names are relative to the anchor. */
         size_t skip = strcmp(anchor, "/") == 0 ? 1 : strlen(anchor) + 1;
         bool ok = true;
@@ -309,9 +312,9 @@ sbx_status docker_archive_write(docker_sandbox *sb, const Sbx__V1__WriteFile *op
                                "out of memory)",
                                op->path, DOCKER_TAR_MAX_NAME);
     }
-    if (st == SBX_OK) {
+    if (st == SBX_OK && anchor != NULL) {
         char *path = archive_path(sb, anchor);
-        docker_response r;
+        docker_response r = {0};
         /* PUT /containers/{id}/archive?path=DIR extracts the tar into DIR (API v1.41
          * PutContainerArchive): 200 ok, 400 bad parameter, 403 read-only rootfs or volume,
          * 404 container or DIR missing. */
@@ -413,7 +416,7 @@ sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op, 
         c.tar.on_data = read_on_data;
         c.tar.arg = &c;
         docker_tar_reader_init(&c.tar);
-        docker_response r;
+        docker_response r = {0};
         /* GET /containers/{id}/archive?path=P streams a tar of P (API v1.41 ContainerArchive);
          * we stop reading once past the wanted range. */
         sbx_error e2;
@@ -569,7 +572,7 @@ sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
     c.tar.on_entry = list_on_entry;
     c.tar.arg = &c;
     docker_tar_reader_init(&c.tar);
-    docker_response r;
+    docker_response r = {0};
     sbx_error e2;
     sbx_error_clear(&e2);
     sbx_status st = path ? docker_api_get_stream(&sb->p->api, path, list_stream, &c, 0, &r, &e2)
