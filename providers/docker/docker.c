@@ -252,7 +252,7 @@ static void docker_capabilities(void *state, sbx_capabilities *caps)
     caps->streaming = true;
     bool managed = p == NULL || p->managed;
     /* Managed containers are made to the policy; an attached one is as its owner made it. */
-    caps->stateful = managed && docker_agent_available();
+    caps->stateful = managed; /* the agent's persistent python kernel */
     caps->policy_network = managed;
     caps->policy_network_domains = false;
     caps->policy_filesystem = managed;

@@ -20,11 +20,6 @@
 /* Pause between connection attempts while waiting for the agent's socket. */
 #define DOCKER_AGENT_RETRY_MS 20
 
-bool docker_agent_available(void)
-{
-    return true;
-}
-
 void docker_agent_default_path(char *out, size_t cap)
 {
     sbx_error ignored;

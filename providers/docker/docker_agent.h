@@ -12,11 +12,9 @@
 /* Where sbx-agent is when the profile does not say (docker.agent): the shared client's search
  * ($SBX_AGENT, the build tree, beside the program, /usr/libexec/sbx/sbx-agent). */
 void docker_agent_default_path(char *out, size_t cap);
-/* True when this build carries the host-side agent client (providers/common/agent_client). */
-bool docker_agent_available(void);
 /* Connects sb->agent to the agent socket under sb->state_dir. fresh: the container was just
- * started, so wait (bounded) for the socket to appear. GONE when a running container's agent
- * cannot be reached. Leaves sb->agent NULL (exec API back end) when no client is built in. */
+ * started, so wait (bounded) for the socket to appear (PROVISION when it never does). GONE when
+ * a running container's agent cannot be reached. */
 sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err);
 /* Drops the connection (never the container). */
 void docker_agent_close(docker_sandbox *sb);
