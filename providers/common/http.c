@@ -41,6 +41,10 @@ struct sbx_http_client {
     sbx_http_trace_fn trace;
     void *trace_arg;
     pthread_mutex_t lock; /* guards secrets */
+    /* Connections, DNS answers and TLS sessions shared by every call of this client, so a
+     * provider does one TLS handshake per host instead of one per call. */
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
     char *secrets[SBX_HTTP_MAX_SECRETS];
     unsigned refs[SBX_HTTP_MAX_SECRETS];
     size_t n_secrets;
@@ -54,6 +58,18 @@ static CURLcode http_global_rc = CURLE_OK;
 static void http_global_init(void) { http_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static char *http_strdup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void http_share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *arg) {
+    (void)h, (void)access;
+    sbx_http_client *c = arg;
+    if (data >= 0 && data < CURL_LOCK_DATA_LAST) pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void http_share_unlock(CURL *h, curl_lock_data data, void *arg) {
+    (void)h;
+    sbx_http_client *c = arg;
+    if (data >= 0 && data < CURL_LOCK_DATA_LAST) pthread_mutex_unlock(&c->share_locks[data]);
+}
 
 sbx_status sbx_http_client_new(const sbx_http_client_config *cfg, sbx_http_client **out,
                                sbx_error *err) {
@@ -78,7 +94,17 @@ sbx_status sbx_http_client_new(const sbx_http_client_config *cfg, sbx_http_clien
     c->trace = cfg ? cfg->trace : NULL;
     c->trace_arg = cfg ? cfg->trace_arg : NULL;
     pthread_mutex_init(&c->lock, NULL);
-    if (!c->provider || (cfg && cfg->auth_hint && !c->auth_hint)) {
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_init(&c->share_locks[i], NULL);
+    c->share = curl_share_init();
+    if (c->share) {
+        curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, http_share_lock);
+        curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, http_share_unlock);
+        curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    }
+    if (!c->provider || !c->share || (cfg && cfg->auth_hint && !c->auth_hint)) {
         sbx_http_client_free(c);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     }
@@ -90,6 +116,8 @@ void sbx_http_client_free(sbx_http_client *c) {
     if (!c) return;
     /* Wipe before freeing: a later heap dump must not hold the key. */
     for (size_t i = 0; i < c->n_secrets; i++) http_wipe_free(c->secrets[i]);
+    if (c->share) curl_share_cleanup(c->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->lock);
     free(c->provider);
     free(c->auth_hint);
@@ -326,6 +354,7 @@ static CURLcode http_attempt_run(sbx_http_client *c, const sbx_http_request *req
     }
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (c->share) curl_easy_setopt(curl, CURLOPT_SHARE, c->share);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     /* Cloud APIs never need redirects; following one could send our key to another host. */

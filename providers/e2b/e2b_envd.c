@@ -690,6 +690,19 @@ static bool e2b_lines_body(void *arg, const uint8_t *data, size_t len) {
     return true;
 }
 
+/* Interrupts the code interpreter's kernel after a deadline or output limit: SIGINT raises
+ * KeyboardInterrupt in the running cell and keeps the kernel's state, like Jupyter's interrupt
+ * button. The template runs the kernel as an `ipykernel` process (guess: verified against the
+ * fake only); best effort, bounded by E2B_KILL_TIMEOUT_MS. */
+static void e2b_interrupt_kernel(e2b_sandbox *sb) {
+    const char *argv[] = {"pkill", "-INT", "-f", "ipykernel"};
+    sbx_exec_opts ko = {.deadline_mono_ms = sbx_monotonic_ms() + E2B_KILL_TIMEOUT_MS};
+    sbx_result *tmp = sbx_result_new();
+    if (!tmp) return;
+    e2b_process(sb, argv, 4, NULL, 0, NULL, &ko, tmp, NULL);
+    sbx_message_free(&tmp->base);
+}
+
 static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
                               sbx_result *result, sbx_error *err) {
     if (op->stdin.len > 0)
@@ -747,16 +760,18 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
         resp.status < 300)
         e2b_jupyter_line(&ls, ls.line, ls.len); /* a last line without newline */
     if (ls.out.over_limit && ls.fail == SBX_OK) {
+        e2b_interrupt_kernel(sb);
         result->outcome = SBX__V1__OUTCOME__OUTCOME_OUTPUT_LIMIT;
         s = SBX_OK;
     } else if (ls.fail != SBX_OK) {
         s = ls.fail;
         if (err) *err = ls.fail_err;
     } else if (s == SBX_E_TIMEOUT) {
+        e2b_interrupt_kernel(sb);
         result->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
         sbx_error_set(err, SBX_E_TIMEOUT,
-                      "e2b: the code in sandbox %s passed its deadline (the kernel may still "
-                      "be busy with it)",
+                      "e2b: the code in sandbox %s passed its deadline; the kernel was "
+                      "interrupted (its variables are kept)",
                       sb->base.id);
     } else if (s == SBX_E_PROVISION) {
         s = e2b_maybe_gone(sb, s, err);

@@ -482,6 +482,30 @@ static void test_e2b_python_exception_is_a_failed_program(void **state) {
     sbx_message_free(&r->base);
 }
 
+static void test_e2b_python_deadline_interrupts_the_kernel(void **state) {
+    fx *f = *state;
+    create(f);
+    Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
+    op.language = "python";
+    op.code = "import time\nprint('started')\ntime.sleep(30)";
+    sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 600);
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.run_code(f->sb, &op, &o, r, &err), SBX_E_TIMEOUT);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
+    char *out = cloud_str(&r->stdout);
+    assert_string_equal(out, "started\n");
+    free(out);
+    sbx_message_free(&r->base);
+    const fake_request *q =
+        fake_http_log_last(fake_e2b_http(f->fake), "POST", "/process.Process/Start");
+    assert_non_null(q);
+    json_t *j = json_loadb((const char *)q->body + 5, q->body_len - 5, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "process"), "cmd")),
+                        "pkill");
+    json_decref(j);
+}
+
 static void test_e2b_python_without_interpreter_runs_a_process(void **state) {
     fx *f = *state;
     const char *extra[] = {"code_interpreter", "false", "template", "base", NULL};
@@ -726,6 +750,7 @@ int main(void) {
         T(test_e2b_vanished_sandbox_is_gone_on_exec),
         T(test_e2b_python_is_stateful_through_the_code_interpreter),
         T(test_e2b_python_exception_is_a_failed_program),
+        T(test_e2b_python_deadline_interrupts_the_kernel),
         T(test_e2b_python_without_interpreter_runs_a_process),
         T(test_e2b_unknown_language_is_capability),
         T(test_e2b_install_packages_runs_pip_with_argv),

@@ -324,6 +324,7 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
         return 0;
     }
     if (strcmp(cmd, "true") == 0 || strcmp(cmd, ":") == 0) return 0;
+    if (strcmp(cmd, "pkill") == 0) return 0; /* nothing runs in the background of a fake */
     if (strcmp(cmd, "false") == 0) return 1;
     if (strcmp(cmd, "pwd") == 0) {
         fi_printf(x, FAKE_OUT, "/home/user\n");
