@@ -26,9 +26,14 @@
 /* Sleep granularity while backing off, so a cancel is noticed promptly. */
 #define HTTP_SLEEP_SLICE_MS 50
 /* Headers whose values are credentials: shown as "[REDACTED]" in traces. */
-static const char *const http_credential_headers[] = {
-    "authorization", "x-api-key", "x-access-token", "x-amz-security-token",
-    "e2b-traffic-access-token", "x-daytona-preview-token", "cookie", NULL};
+static const char *const http_credential_headers[] = {"authorization",
+                                                      "x-api-key",
+                                                      "x-access-token",
+                                                      "x-amz-security-token",
+                                                      "e2b-traffic-access-token",
+                                                      "x-daytona-preview-token",
+                                                      "cookie",
+                                                      NULL};
 
 struct sbx_http_client {
     char *provider;
@@ -55,35 +60,47 @@ static void http_wipe_free(char *s);
 static pthread_once_t http_global_once = PTHREAD_ONCE_INIT;
 static CURLcode http_global_rc = CURLE_OK;
 
-static void http_global_init(void) { http_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-static char *http_strdup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
-static void http_share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *arg) {
-    (void)h, (void)access;
-    sbx_http_client *c = arg;
-    if (data >= 0 && data < CURL_LOCK_DATA_LAST) pthread_mutex_lock(&c->share_locks[data]);
+static void http_global_init(void)
+{
+    http_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static void http_share_unlock(CURL *h, curl_lock_data data, void *arg) {
+static char *http_strdup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void http_share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *arg)
+{
+    (void)h, (void)access;
+    sbx_http_client *c = arg;
+    if (data >= 0 && data < CURL_LOCK_DATA_LAST)
+        pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void http_share_unlock(CURL *h, curl_lock_data data, void *arg)
+{
     (void)h;
     sbx_http_client *c = arg;
-    if (data >= 0 && data < CURL_LOCK_DATA_LAST) pthread_mutex_unlock(&c->share_locks[data]);
+    if (data >= 0 && data < CURL_LOCK_DATA_LAST)
+        pthread_mutex_unlock(&c->share_locks[data]);
 }
 
 sbx_status sbx_http_client_new(const sbx_http_client_config *cfg, sbx_http_client **out,
-                               sbx_error *err) {
+                               sbx_error *err)
+{
     *out = NULL;
     pthread_once(&http_global_once, http_global_init);
     if (http_global_rc != CURLE_OK)
         return sbx_error_set(err, SBX_E_INTERNAL, "libcurl initialisation failed: %s",
                              curl_easy_strerror(http_global_rc));
     sbx_http_client *c = calloc(1, sizeof *c);
-    if (!c) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    if (!c)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     c->provider = strdup(cfg && cfg->provider ? cfg->provider : "http");
     c->auth_hint = http_strdup_or_null(cfg ? cfg->auth_hint : NULL);
-    c->connect_timeout_ms = cfg && cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms
-                                                               : SBX_HTTP_CONNECT_TIMEOUT_MS;
+    c->connect_timeout_ms =
+        cfg && cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : SBX_HTTP_CONNECT_TIMEOUT_MS;
     c->total_timeout_ms =
         cfg && cfg->total_timeout_ms > 0 ? cfg->total_timeout_ms : SBX_HTTP_TOTAL_TIMEOUT_MS;
     c->max_attempts = cfg && cfg->max_attempts > 0 ? cfg->max_attempts : SBX_HTTP_MAX_ATTEMPTS;
@@ -94,7 +111,8 @@ sbx_status sbx_http_client_new(const sbx_http_client_config *cfg, sbx_http_clien
     c->trace = cfg ? cfg->trace : NULL;
     c->trace_arg = cfg ? cfg->trace_arg : NULL;
     pthread_mutex_init(&c->lock, NULL);
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_init(&c->share_locks[i], NULL);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&c->share_locks[i], NULL);
     c->share = curl_share_init();
     if (c->share) {
         curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, http_share_lock);
@@ -112,22 +130,32 @@ sbx_status sbx_http_client_new(const sbx_http_client_config *cfg, sbx_http_clien
     return SBX_OK;
 }
 
-void sbx_http_client_free(sbx_http_client *c) {
-    if (!c) return;
+void sbx_http_client_free(sbx_http_client *c)
+{
+    if (!c)
+        return;
     /* Wipe before freeing: a later heap dump must not hold the key. */
-    for (size_t i = 0; i < c->n_secrets; i++) http_wipe_free(c->secrets[i]);
-    if (c->share) curl_share_cleanup(c->share);
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++) pthread_mutex_destroy(&c->share_locks[i]);
+    for (size_t i = 0; i < c->n_secrets; i++)
+        http_wipe_free(c->secrets[i]);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&c->share_locks[i]);
     pthread_mutex_destroy(&c->lock);
     free(c->provider);
     free(c->auth_hint);
     free(c);
 }
 
-const char *sbx_http_client_provider(const sbx_http_client *c) { return c->provider; }
+const char *sbx_http_client_provider(const sbx_http_client *c)
+{
+    return c->provider;
+}
 
-bool sbx_http_client_add_secret(sbx_http_client *c, const char *secret) {
-    if (!c || !secret || strlen(secret) < HTTP_MIN_SECRET_LEN) return true;
+bool sbx_http_client_add_secret(sbx_http_client *c, const char *secret)
+{
+    if (!c || !secret || strlen(secret) < HTTP_MIN_SECRET_LEN)
+        return true;
     pthread_mutex_lock(&c->lock);
     bool ok = true;
     bool present = false;
@@ -153,17 +181,22 @@ bool sbx_http_client_add_secret(sbx_http_client *c, const char *secret) {
     return ok;
 }
 
-static void http_wipe_free(char *s) {
+static void http_wipe_free(char *s)
+{
     volatile char *p = s;
-    for (size_t k = 0; p[k]; k++) p[k] = 0;
+    for (size_t k = 0; p[k]; k++)
+        p[k] = 0;
     free(s);
 }
 
-void sbx_http_client_remove_secret(sbx_http_client *c, const char *secret) {
-    if (!c || !secret) return;
+void sbx_http_client_remove_secret(sbx_http_client *c, const char *secret)
+{
+    if (!c || !secret)
+        return;
     pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < c->n_secrets; i++) {
-        if (strcmp(c->secrets[i], secret) != 0) continue;
+        if (strcmp(c->secrets[i], secret) != 0)
+            continue;
         if (--c->refs[i] == 0) {
             http_wipe_free(c->secrets[i]);
             c->secrets[i] = c->secrets[c->n_secrets - 1];
@@ -176,7 +209,8 @@ void sbx_http_client_remove_secret(sbx_http_client *c, const char *secret) {
 }
 
 /* Replaces every occurrence of secret in text with a marker no longer than the secret. */
-static void http_redact_one(char *text, const char *secret) {
+static void http_redact_one(char *text, const char *secret)
+{
     size_t slen = strlen(secret);
     const char *mark = slen >= 10 ? "[REDACTED]" : "***";
     size_t mlen = strlen(mark);
@@ -187,10 +221,13 @@ static void http_redact_one(char *text, const char *secret) {
     }
 }
 
-void sbx_http_redact(sbx_http_client *c, char *text) {
-    if (!c || !text) return;
+void sbx_http_redact(sbx_http_client *c, char *text)
+{
+    if (!c || !text)
+        return;
     pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->n_secrets; i++) http_redact_one(text, c->secrets[i]);
+    for (size_t i = 0; i < c->n_secrets; i++)
+        http_redact_one(text, c->secrets[i]);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -210,16 +247,19 @@ typedef struct http_attempt {
     int64_t deadline_mono_ms; /* of this attempt, for the progress callback */
 } http_attempt;
 
-static bool http_append(http_attempt *a, const char *data, size_t len) {
+static bool http_append(http_attempt *a, const char *data, size_t len)
+{
     if (a->body_len + len > a->max_body) {
         a->too_large = true;
         return false;
     }
     if (a->body_len + len + 1 > a->body_cap) {
         size_t cap = a->body_cap ? a->body_cap : 4096;
-        while (cap < a->body_len + len + 1) cap *= 2;
+        while (cap < a->body_len + len + 1)
+            cap *= 2;
         uint8_t *nb = realloc(a->body, cap);
-        if (!nb) return false;
+        if (!nb)
+            return false;
         a->body = nb;
         a->body_cap = cap;
     }
@@ -229,7 +269,8 @@ static bool http_append(http_attempt *a, const char *data, size_t len) {
     return true;
 }
 
-static size_t http_write_cb(char *data, size_t size, size_t nmemb, void *arg) {
+static size_t http_write_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
     http_attempt *a = arg;
     size_t len = size * nmemb;
     if (a->req->on_body) {
@@ -247,15 +288,20 @@ static size_t http_write_cb(char *data, size_t size, size_t nmemb, void *arg) {
     return http_append(a, data, len) ? len : 0;
 }
 
-static void http_copy_header_value(char *dst, size_t cap, const char *v, size_t n) {
-    while (n > 0 && (*v == ' ' || *v == '\t')) v++, n--;
-    while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ')) n--;
-    if (n >= cap) n = cap - 1;
+static void http_copy_header_value(char *dst, size_t cap, const char *v, size_t n)
+{
+    while (n > 0 && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+        n--;
+    if (n >= cap)
+        n = cap - 1;
     memcpy(dst, v, n);
     dst[n] = 0;
 }
 
-static size_t http_header_cb(char *data, size_t size, size_t nmemb, void *arg) {
+static size_t http_header_cb(char *data, size_t size, size_t nmemb, void *arg)
+{
     http_attempt *a = arg;
     size_t len = size * nmemb;
     if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
@@ -265,7 +311,8 @@ static size_t http_header_cb(char *data, size_t size, size_t nmemb, void *arg) {
         return len;
     }
     const char *colon = memchr(data, ':', len);
-    if (!colon) return len;
+    if (!colon)
+        return len;
     size_t nlen = (size_t)(colon - data);
     const char *v = colon + 1;
     size_t vlen = len - nlen - 1;
@@ -277,17 +324,21 @@ static size_t http_header_cb(char *data, size_t size, size_t nmemb, void *arg) {
 }
 
 static int http_progress_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                            curl_off_t ulnow) {
+                            curl_off_t ulnow)
+{
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
     http_attempt *a = arg;
-    if (a->req->cancel && *a->req->cancel) return 1;
+    if (a->req->cancel && *a->req->cancel)
+        return 1;
     return 0;
 }
 
 static void http_trace(sbx_http_client *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static void http_trace(sbx_http_client *c, const char *fmt, ...) {
-    if (!c->trace) return;
+static void http_trace(sbx_http_client *c, const char *fmt, ...)
+{
+    if (!c->trace)
+        return;
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -298,8 +349,10 @@ static void http_trace(sbx_http_client *c, const char *fmt, ...) {
 }
 
 /* "Authorization: Bearer x" -> "Authorization: [REDACTED]" for credential headers. */
-static void http_trace_header(sbx_http_client *c, const char *h) {
-    if (!c->trace) return;
+static void http_trace_header(sbx_http_client *c, const char *h)
+{
+    if (!c->trace)
+        return;
     const char *colon = strchr(h, ':');
     size_t nlen = colon ? (size_t)(colon - h) : strlen(h);
     for (size_t i = 0; http_credential_headers[i]; i++) {
@@ -312,17 +365,22 @@ static void http_trace_header(sbx_http_client *c, const char *h) {
     http_trace(c, "%s:   %s", c->provider, h);
 }
 
-static int64_t http_min_pos(int64_t a, int64_t b) {
-    if (a <= 0) return b;
-    if (b <= 0) return a;
+static int64_t http_min_pos(int64_t a, int64_t b)
+{
+    if (a <= 0)
+        return b;
+    if (b <= 0)
+        return a;
     return a < b ? a : b;
 }
 
 /* Runs one attempt. Returns the curl code; fills a. */
 static CURLcode http_attempt_run(sbx_http_client *c, const sbx_http_request *req,
-                                 int64_t timeout_ms, http_attempt *a) {
+                                 int64_t timeout_ms, http_attempt *a)
+{
     CURL *curl = curl_easy_init();
-    if (!curl) return CURLE_OUT_OF_MEMORY;
+    if (!curl)
+        return CURLE_OUT_OF_MEMORY;
     a->curl = curl;
     struct curl_slist *hdrs = NULL;
     CURLcode rc = CURLE_OK;
@@ -347,14 +405,14 @@ static CURLcode http_attempt_run(sbx_http_client *c, const sbx_http_request *req
         curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(req->method, "HEAD") == 0) {
         curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-    } else if (req->body || strcmp(req->method, "POST") == 0 ||
-               strcmp(req->method, "PUT") == 0) {
+    } else if (req->body || strcmp(req->method, "POST") == 0 || strcmp(req->method, "PUT") == 0) {
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->body ? req->body : "");
         curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
     }
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    if (c->share) curl_easy_setopt(curl, CURLOPT_SHARE, c->share);
+    if (c->share)
+        curl_easy_setopt(curl, CURLOPT_SHARE, c->share);
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)c->connect_timeout_ms);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     /* Cloud APIs never need redirects; following one could send our key to another host. */
@@ -376,7 +434,8 @@ static CURLcode http_attempt_run(sbx_http_client *c, const sbx_http_request *req
     return rc;
 }
 
-static uint64_t http_random(void) {
+static uint64_t http_random(void)
+{
     uint64_t r = 0;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         r = (uint64_t)sbx_monotonic_us() * 6364136223846793005ull + 1442695040888963407ull;
@@ -385,18 +444,23 @@ static uint64_t http_random(void) {
 
 /* Full jitter: a random delay in [step/2, step], step = base * 2^(retry-1) capped. The lower
  * half bound keeps a retry from hammering the server immediately. */
-static int64_t http_backoff_ms(const sbx_http_client *c, int retry) {
+static int64_t http_backoff_ms(const sbx_http_client *c, int retry)
+{
     int64_t step = c->backoff_base_ms;
-    for (int i = 1; i < retry && step < SBX_HTTP_BACKOFF_CAP_MS; i++) step *= 2;
-    if (step > SBX_HTTP_BACKOFF_CAP_MS) step = SBX_HTTP_BACKOFF_CAP_MS;
+    for (int i = 1; i < retry && step < SBX_HTTP_BACKOFF_CAP_MS; i++)
+        step *= 2;
+    if (step > SBX_HTTP_BACKOFF_CAP_MS)
+        step = SBX_HTTP_BACKOFF_CAP_MS;
     int64_t half = step / 2;
     return half + (int64_t)(http_random() % (uint64_t)(half + 1));
 }
 
 /* Sleeps ms in slices; false when cancelled. */
-static bool http_sleep_ms(int64_t ms, const volatile int *cancel) {
+static bool http_sleep_ms(int64_t ms, const volatile int *cancel)
+{
     while (ms > 0) {
-        if (cancel && *cancel) return false;
+        if (cancel && *cancel)
+            return false;
         int64_t slice = ms < HTTP_SLEEP_SLICE_MS ? ms : HTTP_SLEEP_SLICE_MS;
         struct timespec ts = {.tv_sec = (time_t)(slice / 1000),
                               .tv_nsec = (long)((slice % 1000) * 1000000)};
@@ -407,36 +471,47 @@ static bool http_sleep_ms(int64_t ms, const volatile int *cancel) {
     return !(cancel && *cancel);
 }
 
-int64_t sbx_http_parse_retry_after(const char *value, int64_t now_unix_s) {
-    if (!value) return -1;
-    while (*value == ' ') value++;
-    if (!*value) return -1;
+int64_t sbx_http_parse_retry_after(const char *value, int64_t now_unix_s)
+{
+    if (!value)
+        return -1;
+    while (*value == ' ')
+        value++;
+    if (!*value)
+        return -1;
     if (isdigit((unsigned char)*value)) {
         char *end = NULL;
         errno = 0;
         unsigned long long s = strtoull(value, &end, 10);
-        while (end && *end == ' ') end++;
-        if (errno || !end || *end) return -1;
-        if (s > 86400ull) s = 86400ull; /* a day is "effectively never" already */
+        while (end && *end == ' ')
+            end++;
+        if (errno || !end || *end)
+            return -1;
+        if (s > 86400ull)
+            s = 86400ull; /* a day is "effectively never" already */
         return (int64_t)s * 1000;
     }
     time_t t = curl_getdate(value, NULL);
-    if (t == (time_t)-1) return -1;
+    if (t == (time_t)-1)
+        return -1;
     int64_t d = ((int64_t)t - now_unix_s) * 1000;
     return d < 0 ? 0 : d;
 }
 
-static bool http_status_retryable(long status) {
+static bool http_status_retryable(long status)
+{
     return status == 500 || status == 502 || status == 503 || status == 504;
 }
 
-static bool http_transport_unsent(CURLcode rc) {
+static bool http_transport_unsent(CURLcode rc)
+{
     /* The request never reached the server: safe to retry any call. */
     return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
            rc == CURLE_COULDNT_RESOLVE_PROXY;
 }
 
-static bool http_transport_retryable(CURLcode rc) {
+static bool http_transport_retryable(CURLcode rc)
+{
     return rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR || rc == CURLE_GOT_NOTHING ||
            rc == CURLE_PARTIAL_FILE || rc == CURLE_SSL_CONNECT_ERROR || http_transport_unsent(rc);
 }
@@ -445,19 +520,22 @@ static sbx_status http_fail(sbx_http_client *c, const sbx_http_request *req, sbx
                             sbx_status code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static sbx_status http_fail(sbx_http_client *c, const sbx_http_request *req, sbx_error *err,
-                            sbx_status code, const char *fmt, ...) {
+                            sbx_status code, const char *fmt, ...)
+{
     char detail[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     sbx_error_set(err, code, "%s: %s %s %s", c->provider, req->method, req->url, detail);
-    if (err) sbx_http_redact(c, err->message);
+    if (err)
+        sbx_http_redact(c, err->message);
     return code;
 }
 
 sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http_response *resp,
-                       sbx_error *err) {
+                       sbx_error *err)
+{
     memset(resp, 0, sizeof *resp);
     if (!req->method || !req->url)
         return sbx_error_set(err, SBX_E_INTERNAL, "%s: HTTP request without method or URL",
@@ -472,7 +550,8 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
     if (c->trace) {
         http_trace(c, "%s: %s %s (%zu body bytes%s)", c->provider, req->method, req->url,
                    req->body_len, req->idempotent ? ", idempotent" : "");
-        for (size_t i = 0; i < req->n_headers; i++) http_trace_header(c, req->headers[i]);
+        for (size_t i = 0; i < req->n_headers; i++)
+            http_trace_header(c, req->headers[i]);
     }
     int64_t per_attempt = req->timeout_ms > 0 ? req->timeout_ms : c->total_timeout_ms;
     for (int attempt = 1;; attempt++) {
@@ -491,10 +570,12 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
         int64_t t0 = sbx_monotonic_ms();
         CURLcode rc = http_attempt_run(c, req, timeout_ms, &a);
         long status = 0;
-        if (a.curl) curl_easy_getinfo(a.curl, CURLINFO_RESPONSE_CODE, &status);
+        if (a.curl)
+            curl_easy_getinfo(a.curl, CURLINFO_RESPONSE_CODE, &status);
         char curl_msg[CURL_ERROR_SIZE];
         snprintf(curl_msg, sizeof curl_msg, "%s", curl_easy_strerror(rc));
-        if (a.curl) curl_easy_cleanup(a.curl);
+        if (a.curl)
+            curl_easy_cleanup(a.curl);
         int64_t took = sbx_monotonic_ms() - t0;
         bool last = attempt >= c->max_attempts;
         int64_t wait_ms = -1;
@@ -517,21 +598,20 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
                 return http_fail(c, req, err, s, "stream was abandoned by its reader");
             }
             if (rc == CURLE_OPERATION_TIMEDOUT) {
-                bool deadline = req->deadline_mono_ms > 0 &&
-                                sbx_monotonic_ms() >= req->deadline_mono_ms - 5;
-                return http_fail(c, req, err, SBX_E_TIMEOUT,
-                                 "timed out after %" PRId64 " ms (%s)", took,
+                bool deadline =
+                    req->deadline_mono_ms > 0 && sbx_monotonic_ms() >= req->deadline_mono_ms - 5;
+                return http_fail(c, req, err, SBX_E_TIMEOUT, "timed out after %" PRId64 " ms (%s)",
+                                 took,
                                  deadline ? "the operation's deadline passed"
                                           : "per-call timeout; is the endpoint reachable?");
             }
             bool may_retry = a.streamed == 0 && (http_transport_unsent(rc) ||
                                                  (req->idempotent && http_transport_retryable(rc)));
             if (last || !may_retry) {
-                const char *what = rc == CURLE_PARTIAL_FILE
-                                       ? "failed: the response body was truncated"
-                                       : "failed";
-                return http_fail(c, req, err, SBX_E_PROVISION, "%s: %s (after %d attempt%s)",
-                                 what, curl_msg, attempt, attempt == 1 ? "" : "s");
+                const char *what =
+                    rc == CURLE_PARTIAL_FILE ? "failed: the response body was truncated" : "failed";
+                return http_fail(c, req, err, SBX_E_PROVISION, "%s: %s (after %d attempt%s)", what,
+                                 curl_msg, attempt, attempt == 1 ? "" : "s");
             }
         } else {
             http_trace(c, "%s: %s %s -> %ld in %" PRId64 " ms (attempt %d)", c->provider,
@@ -545,7 +625,8 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
             }
             if (retry && !last) {
                 int64_t ra = sbx_http_parse_retry_after(a.retry_after, (int64_t)time(NULL));
-                if (ra > SBX_HTTP_RETRY_AFTER_CAP_MS) retry = false; /* "not now": report it */
+                if (ra > SBX_HTTP_RETRY_AFTER_CAP_MS)
+                    retry = false; /* "not now": report it */
                 wait_ms = ra;
                 if (retry && req->deadline_mono_ms > 0 && wait_ms > 0 &&
                     sbx_monotonic_ms() + wait_ms >= req->deadline_mono_ms)
@@ -561,7 +642,8 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
             }
             free(a.body);
         }
-        if (wait_ms < 0) wait_ms = http_backoff_ms(c, attempt);
+        if (wait_ms < 0)
+            wait_ms = http_backoff_ms(c, attempt);
         if (req->deadline_mono_ms > 0 && sbx_monotonic_ms() + wait_ms >= req->deadline_mono_ms)
             return http_fail(c, req, err, SBX_E_TIMEOUT,
                              "failed and the deadline leaves no time to retry (after %d "
@@ -573,8 +655,10 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
     }
 }
 
-void sbx_http_response_clear(sbx_http_response *resp) {
-    if (!resp) return;
+void sbx_http_response_clear(sbx_http_response *resp)
+{
+    if (!resp)
+        return;
     free(resp->body);
     free(resp->content_type);
     memset(resp, 0, sizeof *resp);
@@ -582,7 +666,8 @@ void sbx_http_response_clear(sbx_http_response *resp) {
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-static void http_copy_printable(char *out, size_t out_size, const char *s, size_t n) {
+static void http_copy_printable(char *out, size_t out_size, const char *s, size_t n)
+{
     size_t o = 0;
     bool cut = false;
     for (size_t i = 0; i < n && s[i]; i++) {
@@ -592,10 +677,11 @@ static void http_copy_printable(char *out, size_t out_size, const char *s, size_
         }
         unsigned char ch = (unsigned char)s[i];
         out[o++] = (ch == '\n' || ch == '\r' || ch == '\t') ? ' '
-                   : (ch < 0x20 || ch == 0x7f)               ? '?'
-                                                             : (char)ch;
+                   : (ch < 0x20 || ch == 0x7f)              ? '?'
+                                                            : (char)ch;
     }
-    while (o > 0 && out[o - 1] == ' ') o--;
+    while (o > 0 && out[o - 1] == ' ')
+        o--;
     out[o] = 0;
     if (cut && out_size > 4) {
         size_t at = o + 3 < out_size ? o : out_size - 4;
@@ -603,25 +689,32 @@ static void http_copy_printable(char *out, size_t out_size, const char *s, size_
     }
 }
 
-static const char *http_json_message(json_t *root) {
-    if (!json_is_object(root)) return NULL;
+static const char *http_json_message(json_t *root)
+{
+    if (!json_is_object(root))
+        return NULL;
     const char *keys[] = {"message", "Message", "errorMessage", NULL};
     for (size_t i = 0; keys[i]; i++) {
         json_t *m = json_object_get(root, keys[i]);
-        if (json_is_string(m) && json_string_length(m) > 0) return json_string_value(m);
+        if (json_is_string(m) && json_string_length(m) > 0)
+            return json_string_value(m);
     }
     json_t *e = json_object_get(root, "error");
     if (json_is_object(e)) {
         json_t *m = json_object_get(e, "message");
-        if (json_is_string(m)) return json_string_value(m);
+        if (json_is_string(m))
+            return json_string_value(m);
     }
-    if (json_is_string(e)) return json_string_value(e);
+    if (json_is_string(e))
+        return json_string_value(e);
     return NULL;
 }
 
 void sbx_http_body_message(sbx_http_client *c, const sbx_http_response *resp, char *out,
-                           size_t out_size) {
-    if (!out || out_size == 0) return;
+                           size_t out_size)
+{
+    if (!out || out_size == 0)
+        return;
     out[0] = 0;
     if (!resp->body || resp->body_len == 0) {
         snprintf(out, out_size, "(empty body)");
@@ -629,7 +722,8 @@ void sbx_http_body_message(sbx_http_client *c, const sbx_http_response *resp, ch
     }
     json_t *root = NULL;
     size_t i = 0;
-    while (i < resp->body_len && isspace(resp->body[i])) i++;
+    while (i < resp->body_len && isspace(resp->body[i]))
+        i++;
     if (i < resp->body_len && resp->body[i] == '{') {
         json_t *j = NULL;
         if (sbx_http_parse_json(c, "error body", resp->body, resp->body_len, &j, NULL) == SBX_OK)
@@ -645,22 +739,25 @@ void sbx_http_body_message(sbx_http_client *c, const sbx_http_response *resp, ch
 }
 
 sbx_status sbx_http_status_error(sbx_http_client *c, const sbx_http_request *req,
-                                 const sbx_http_response *resp, sbx_status code,
-                                 sbx_error *err) {
+                                 const sbx_http_response *resp, sbx_status code, sbx_error *err)
+{
     char msg[SBX_HTTP_ERROR_BODY_MAX + 8];
     sbx_http_body_message(c, resp, msg, sizeof msg);
     bool auth = resp->status == 401 || resp->status == 403;
-    sbx_error_set(err, code, "%s: %s %s returned %ld: %s%s%s", c->provider, req->method,
-                  req->url, resp->status, msg, auth && c->auth_hint ? "; " : "",
+    sbx_error_set(err, code, "%s: %s %s returned %ld: %s%s%s", c->provider, req->method, req->url,
+                  resp->status, msg, auth && c->auth_hint ? "; " : "",
                   auth && c->auth_hint ? c->auth_hint : "");
-    if (err) sbx_http_redact(c, err->message);
+    if (err)
+        sbx_http_redact(c, err->message);
     return code;
 }
 
 sbx_status sbx_http_check(sbx_http_client *c, const sbx_http_request *req,
-                          const sbx_http_response *resp, sbx_error *err) {
+                          const sbx_http_response *resp, sbx_error *err)
+{
     long s = resp->status;
-    if (s >= 200 && s < 300) return SBX_OK;
+    if (s >= 200 && s < 300)
+        return SBX_OK;
     sbx_status code;
     switch (s) {
     case 401: code = SBX_E_CONFIG; break;
@@ -680,7 +777,8 @@ sbx_status sbx_http_check(sbx_http_client *c, const sbx_http_request *req,
 /* ---- JSON --------------------------------------------------------------------------------- */
 
 /* Depth of the deepest [ or { outside strings; stops counting past limit. */
-static int http_json_depth(const uint8_t *s, size_t len, int limit) {
+static int http_json_depth(const uint8_t *s, size_t len, int limit)
+{
     int depth = 0, max = 0;
     bool in_str = false;
     for (size_t i = 0; i < len; i++) {
@@ -695,8 +793,10 @@ static int http_json_depth(const uint8_t *s, size_t len, int limit) {
         if (ch == '"') {
             in_str = true;
         } else if (ch == '[' || ch == '{') {
-            if (++depth > max) max = depth;
-            if (max > limit) return max;
+            if (++depth > max)
+                max = depth;
+            if (max > limit)
+                return max;
         } else if (ch == ']' || ch == '}') {
             depth--;
         }
@@ -705,20 +805,22 @@ static int http_json_depth(const uint8_t *s, size_t len, int limit) {
 }
 
 sbx_status sbx_http_parse_json(sbx_http_client *c, const char *what, const uint8_t *data,
-                               size_t len, json_t **out, sbx_error *err) {
+                               size_t len, json_t **out, sbx_error *err)
+{
     *out = NULL;
     const char *prov = c ? c->provider : "http";
     if (!data || len == 0) {
-        sbx_error_set(err, SBX_E_PROVISION, "%s: %s: invalid JSON: the body is empty", prov,
-                      what);
-        if (err && c) sbx_http_redact(c, err->message);
+        sbx_error_set(err, SBX_E_PROVISION, "%s: %s: invalid JSON: the body is empty", prov, what);
+        if (err && c)
+            sbx_http_redact(c, err->message);
         return SBX_E_PROVISION;
     }
     if (http_json_depth(data, len, SBX_HTTP_JSON_MAX_DEPTH) > SBX_HTTP_JSON_MAX_DEPTH) {
         sbx_error_set(err, SBX_E_PROVISION,
                       "%s: %s: invalid JSON: nesting deeper than %d levels refused", prov, what,
                       SBX_HTTP_JSON_MAX_DEPTH);
-        if (err && c) sbx_http_redact(c, err->message);
+        if (err && c)
+            sbx_http_redact(c, err->message);
         return SBX_E_PROVISION;
     }
     json_error_t jerr;
@@ -728,7 +830,8 @@ sbx_status sbx_http_parse_json(sbx_http_client *c, const char *what, const uint8
                       "%s: %s: invalid JSON at line %d column %d: %s (the service answered "
                       "something that is not its documented JSON; is the base URL right?)",
                       prov, what, jerr.line, jerr.column, jerr.text);
-        if (err && c) sbx_http_redact(c, err->message);
+        if (err && c)
+            sbx_http_redact(c, err->message);
         return SBX_E_PROVISION;
     }
     *out = j;
@@ -736,30 +839,38 @@ sbx_status sbx_http_parse_json(sbx_http_client *c, const char *what, const uint8
 }
 
 sbx_status sbx_http_response_json(sbx_http_client *c, const sbx_http_request *req,
-                                  const sbx_http_response *resp, json_t **out, sbx_error *err) {
+                                  const sbx_http_response *resp, json_t **out, sbx_error *err)
+{
     char what[512];
     snprintf(what, sizeof what, "%s %s", req->method, req->url);
     sbx_status s = sbx_http_parse_json(c, what, resp->body, resp->body_len, out, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     if (!json_is_object(*out)) {
         json_decref(*out);
         *out = NULL;
         sbx_error_set(err, SBX_E_PROVISION,
                       "%s: %s: invalid JSON: expected an object at the top level", c->provider,
                       what);
-        if (err) sbx_http_redact(c, err->message);
+        if (err)
+            sbx_http_redact(c, err->message);
         return SBX_E_PROVISION;
     }
     return SBX_OK;
 }
 
-char *sbx_http_json_dump(const json_t *j) { return json_dumps(j, JSON_COMPACT); }
+char *sbx_http_json_dump(const json_t *j)
+{
+    return json_dumps(j, JSON_COMPACT);
+}
 
-char *sbx_http_url_escape(const char *s) {
+char *sbx_http_url_escape(const char *s)
+{
     static const char hex[] = "0123456789ABCDEF";
     size_t n = strlen(s);
     char *out = malloc(n * 3 + 1);
-    if (!out) return NULL;
+    if (!out)
+        return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -775,10 +886,13 @@ char *sbx_http_url_escape(const char *s) {
     return out;
 }
 
-char *sbx_http_base64_encode(const void *data, size_t len) {
-    if (len > (SIZE_MAX / 4) * 3 - 3) return NULL;
+char *sbx_http_base64_encode(const void *data, size_t len)
+{
+    if (len > (SIZE_MAX / 4) * 3 - 3)
+        return NULL;
     char *out = malloc(4 * ((len + 2) / 3) + 1);
-    if (!out) return NULL;
+    if (!out)
+        return NULL;
     size_t o = 0;
     const uint8_t *p = data;
     /* EVP_EncodeBlock takes an int length: feed it in slices that are a multiple of 3. */
@@ -791,11 +905,14 @@ char *sbx_http_base64_encode(const void *data, size_t len) {
     return out;
 }
 
-uint8_t *sbx_http_base64_decode(const char *text, size_t len, size_t *out_len) {
+uint8_t *sbx_http_base64_decode(const char *text, size_t len, size_t *out_len)
+{
     *out_len = 0;
     size_t pad = 0;
-    while (len > 0 && text[len - 1] == '=' && pad < 2) len--, pad++;
-    if (len % 4 == 1) return NULL;
+    while (len > 0 && text[len - 1] == '=' && pad < 2)
+        len--, pad++;
+    if (len % 4 == 1)
+        return NULL;
     size_t full = len + ((4 - len % 4) % 4); /* re-padded length */
     char *padded = malloc(full + 1);
     uint8_t *out = malloc(full / 4 * 3 + 1);
@@ -805,7 +922,8 @@ uint8_t *sbx_http_base64_decode(const char *text, size_t len, size_t *out_len) {
         return NULL;
     }
     memcpy(padded, text, len);
-    for (size_t i = len; i < full; i++) padded[i] = '=';
+    for (size_t i = len; i < full; i++)
+        padded[i] = '=';
     padded[full] = 0;
     size_t o = 0;
     const size_t slice = 4u * 1024u * 1024u; /* a multiple of 4 */

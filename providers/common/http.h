@@ -64,9 +64,9 @@ extern "C" {
 typedef void (*sbx_http_trace_fn)(void *arg, const char *line);
 
 typedef struct sbx_http_client_config {
-    const char *provider;     /* "e2b", "daytona", "ec2_ssm": prefixes every message */
-    const char *auth_hint;    /* appended to 401/403 errors, e.g. "check that E2B_API_KEY holds a
-                                 valid key"; NULL = none */
+    const char *provider;       /* "e2b", "daytona", "ec2_ssm": prefixes every message */
+    const char *auth_hint;      /* appended to 401/403 errors, e.g. "check that E2B_API_KEY holds a
+                                   valid key"; NULL = none */
     int64_t connect_timeout_ms; /* 0 = SBX_HTTP_CONNECT_TIMEOUT_MS */
     int64_t total_timeout_ms;   /* 0 = SBX_HTTP_TOTAL_TIMEOUT_MS (per attempt) */
     int max_attempts;           /* 0 = SBX_HTTP_MAX_ATTEMPTS; 1 disables retries */
@@ -102,28 +102,28 @@ const char *sbx_http_client_provider(const sbx_http_client *c);
 typedef bool (*sbx_http_body_fn)(void *arg, const uint8_t *data, size_t len);
 
 typedef struct sbx_http_request {
-    const char *method;          /* "GET", "POST", "PUT", "DELETE" */
-    const char *url;             /* absolute URL */
-    const char *const *headers;  /* "Name: value" lines; NULL-free array of n_headers */
+    const char *method;         /* "GET", "POST", "PUT", "DELETE" */
+    const char *url;            /* absolute URL */
+    const char *const *headers; /* "Name: value" lines; NULL-free array of n_headers */
     size_t n_headers;
-    const void *body;            /* request body (borrowed); NULL = none */
+    const void *body; /* request body (borrowed); NULL = none */
     size_t body_len;
-    bool idempotent;             /* the caller declares that repeating the call is harmless:
-                                    5xx and transport failures are then retried */
-    int64_t deadline_mono_ms;    /* sbx_monotonic_ms() deadline over all attempts; 0 = none */
-    int64_t timeout_ms;          /* per-attempt total timeout; 0 = the client's */
-    const volatile int *cancel;  /* non-zero: abort (SBX_E_TIMEOUT, "cancelled") */
-    sbx_http_body_fn on_body;    /* stream a 2xx body instead of buffering it; NULL = buffer */
+    bool idempotent;            /* the caller declares that repeating the call is harmless:
+                                   5xx and transport failures are then retried */
+    int64_t deadline_mono_ms;   /* sbx_monotonic_ms() deadline over all attempts; 0 = none */
+    int64_t timeout_ms;         /* per-attempt total timeout; 0 = the client's */
+    const volatile int *cancel; /* non-zero: abort (SBX_E_TIMEOUT, "cancelled") */
+    sbx_http_body_fn on_body;   /* stream a 2xx body instead of buffering it; NULL = buffer */
     void *on_body_arg;
-    sbx_status *abort_status;    /* where on_body leaves its reason; NULL = PROVISION */
+    sbx_status *abort_status; /* where on_body leaves its reason; NULL = PROVISION */
 } sbx_http_request;
 
 typedef struct sbx_http_response {
-    long status;          /* HTTP status of the last attempt */
-    uint8_t *body;        /* buffered body, NUL-terminated (body[body_len] == 0); NULL if none */
+    long status;   /* HTTP status of the last attempt */
+    uint8_t *body; /* buffered body, NUL-terminated (body[body_len] == 0); NULL if none */
     size_t body_len;
-    char *content_type;   /* NULL when absent */
-    int attempts;         /* how many attempts were made */
+    char *content_type; /* NULL when absent */
+    int attempts;       /* how many attempts were made */
 } sbx_http_response;
 
 /* Performs the call with retries. SBX_OK means an HTTP response arrived (any status: the caller
@@ -145,8 +145,7 @@ sbx_status sbx_http_check(sbx_http_client *c, const sbx_http_request *req,
                           const sbx_http_response *resp, sbx_error *err);
 /* Sets err to "<provider>: METHOD URL returned N: <message>" with code (no mapping). */
 sbx_status sbx_http_status_error(sbx_http_client *c, const sbx_http_request *req,
-                                 const sbx_http_response *resp, sbx_status code,
-                                 sbx_error *err);
+                                 const sbx_http_response *resp, sbx_status code, sbx_error *err);
 
 /* The server's human message from an error body: JSON "message" / "Message" / "error.message" /
  * "error" (string), else the printable prefix of the body. Cut to SBX_HTTP_ERROR_BODY_MAX,

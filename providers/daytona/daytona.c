@@ -50,25 +50,51 @@
 #define DAYTONA_MAX_LABEL 63
 
 static const sbx_option_spec daytona_options[] = {
-    {.key = "api_key_env", .type = SBX_OPT_ENV_NAME, .default_value = "DAYTONA_API_KEY",
+    {.key = "api_key_env",
+     .type = SBX_OPT_ENV_NAME,
+     .default_value = "DAYTONA_API_KEY",
      .help = "name of the environment variable holding the Daytona API key"},
-    {.key = "api_url", .type = SBX_OPT_STRING, .default_value = "https://app.daytona.io/api",
+    {.key = "api_url",
+     .type = SBX_OPT_STRING,
+     .default_value = "https://app.daytona.io/api",
      .help = "Daytona API base URL"},
     {.key = "target", .type = SBX_OPT_STRING, .help = "region (e.g. us, eu); default: the org's"},
-    {.key = "snapshot", .type = SBX_OPT_STRING,
+    {.key = "snapshot",
+     .type = SBX_OPT_STRING,
      .help = "snapshot to create sandboxes from (default: Daytona's default snapshot)"},
-    {.key = "image", .type = SBX_OPT_STRING,
+    {.key = "image",
+     .type = SBX_OPT_STRING,
      .help = "create from this image instead of a snapshot (resources then follow the policy)"},
-    {.key = "snapshot_cpu", .type = SBX_OPT_INT, .default_value = "1", .min = 1, .max = 256,
+    {.key = "snapshot_cpu",
+     .type = SBX_OPT_INT,
+     .default_value = "1",
+     .min = 1,
+     .max = 256,
      .help = "cores the snapshot gives"},
-    {.key = "snapshot_memory_gb", .type = SBX_OPT_INT, .default_value = "1", .min = 1,
-     .max = 4096, .help = "memory (GB) the snapshot gives"},
-    {.key = "snapshot_disk_gb", .type = SBX_OPT_INT, .default_value = "3", .min = 1,
-     .max = 65536, .help = "disk (GB) the snapshot gives"},
-    {.key = "auto_stop_minutes", .type = SBX_OPT_INT, .default_value = "15", .min = 0,
-     .max = 10080, .help = "idle minutes before Daytona stops the sandbox (0 = never)"},
-    {.key = "create_timeout_s", .type = SBX_OPT_INT, .default_value = "180", .min = 1,
-     .max = 3600, .help = "how long to wait for a new sandbox to start"},
+    {.key = "snapshot_memory_gb",
+     .type = SBX_OPT_INT,
+     .default_value = "1",
+     .min = 1,
+     .max = 4096,
+     .help = "memory (GB) the snapshot gives"},
+    {.key = "snapshot_disk_gb",
+     .type = SBX_OPT_INT,
+     .default_value = "3",
+     .min = 1,
+     .max = 65536,
+     .help = "disk (GB) the snapshot gives"},
+    {.key = "auto_stop_minutes",
+     .type = SBX_OPT_INT,
+     .default_value = "15",
+     .min = 0,
+     .max = 10080,
+     .help = "idle minutes before Daytona stops the sandbox (0 = never)"},
+    {.key = "create_timeout_s",
+     .type = SBX_OPT_INT,
+     .default_value = "180",
+     .min = 1,
+     .max = 3600,
+     .help = "how long to wait for a new sandbox to start"},
     {.key = "env", .type = SBX_OPT_LIST, .help = "K=V environment variables for every sandbox"},
     {.key = NULL},
 };
@@ -98,35 +124,45 @@ typedef struct daytona_sandbox {
 
 /* ---- open / close ------------------------------------------------------------------------ */
 
-static const char *dt_opt(const sbx_provider_ctx *ctx, const char *key) {
+static const char *dt_opt(const sbx_provider_ctx *ctx, const char *key)
+{
     const char *v = ctx->options ? sbx_options_get(ctx->options, key) : NULL;
     return v && *v ? v : NULL;
 }
 
-static char *dt_strip_slash(const char *s) {
+static char *dt_strip_slash(const char *s)
+{
     char *c = strdup(s);
-    if (!c) return NULL;
+    if (!c)
+        return NULL;
     size_t n = strlen(c);
-    while (n > 0 && c[n - 1] == '/') c[--n] = 0;
+    while (n > 0 && c[n - 1] == '/')
+        c[--n] = 0;
     return c;
 }
 
-static void dt_wipe_free(char *s) {
-    if (!s) return;
+static void dt_wipe_free(char *s)
+{
+    if (!s)
+        return;
     volatile char *p = s;
-    for (size_t i = 0; p[i]; i++) p[i] = 0;
+    for (size_t i = 0; p[i]; i++)
+        p[i] = 0;
     free(s);
 }
 
-static void dt_provider_free(daytona_provider *p) {
-    if (!p) return;
+static void dt_provider_free(daytona_provider *p)
+{
+    if (!p)
+        return;
     sbx_http_client_free(p->http);
     free(p->profile);
     free(p->api_url);
     free(p->target);
     free(p->snapshot);
     free(p->image);
-    for (size_t i = 0; i < p->n_env; i++) free(p->env[i]);
+    for (size_t i = 0; i < p->n_env; i++)
+        free(p->env[i]);
     free(p->env);
     free(p->key_env);
     dt_wipe_free(p->api_key);
@@ -134,14 +170,17 @@ static void dt_provider_free(daytona_provider *p) {
     free(p);
 }
 
-static int64_t dt_int(const sbx_provider_ctx *ctx, const char *key, int64_t def) {
+static int64_t dt_int(const sbx_provider_ctx *ctx, const char *key, int64_t def)
+{
     return ctx->options ? sbx_options_get_int(ctx->options, key) : def;
 }
 
-static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err) {
+static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
+{
     *state = NULL;
     daytona_provider *p = calloc(1, sizeof *p);
-    if (!p) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    if (!p)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     const char *url = dt_opt(ctx, "api_url");
     const char *key_env = dt_opt(ctx, "api_key_env");
     p->profile = strdup(ctx->profile ? ctx->profile : "");
@@ -157,8 +196,8 @@ static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *
     p->snap_disk_gb = dt_int(ctx, "snapshot_disk_gb", 3);
     p->auto_stop_min = dt_int(ctx, "auto_stop_minutes", 15);
     p->create_timeout_s = dt_int(ctx, "create_timeout_s", 180);
-    if (!p->profile || !p->api_url || !p->key_env || (t && !p->target) ||
-        (snap && !p->snapshot) || (img && !p->image)) {
+    if (!p->profile || !p->api_url || !p->key_env || (t && !p->target) || (snap && !p->snapshot) ||
+        (img && !p->image)) {
         dt_provider_free(p);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     }
@@ -200,14 +239,19 @@ static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *
         dt_provider_free(p);
         return s;
     }
-    if (p->api_key) sbx_http_client_add_secret(p->http, p->api_key);
+    if (p->api_key)
+        sbx_http_client_add_secret(p->http, p->api_key);
     *state = p;
     return SBX_OK;
 }
 
-static void dt_close(void *state) { dt_provider_free(state); }
+static void dt_close(void *state)
+{
+    dt_provider_free(state);
+}
 
-static void dt_capabilities(void *state, sbx_capabilities *caps) {
+static void dt_capabilities(void *state, sbx_capabilities *caps)
+{
     (void)state;
     caps->isolation = SBX__V1__ISOLATION__ISOLATION_CONTAINER;
     caps->shell = true;
@@ -230,38 +274,50 @@ static void dt_capabilities(void *state, sbx_capabilities *caps) {
 /* ---- policy ------------------------------------------------------------------------------ */
 
 /* "A.B.C.D" or "A.B.C.D/N" (IPv4) -> canonical CIDR in out; false otherwise. */
-static bool dt_cidr(const char *e, char *out, size_t cap) {
+static bool dt_cidr(const char *e, char *out, size_t cap)
+{
     unsigned a, b, c, d, n = 32;
     char tail;
     int got = sscanf(e, "%3u.%3u.%3u.%3u/%2u%c", &a, &b, &c, &d, &n, &tail);
     if (got == 4) {
-        if (sscanf(e, "%3u.%3u.%3u.%3u%c", &a, &b, &c, &d, &tail) != 4) return false;
+        if (sscanf(e, "%3u.%3u.%3u.%3u%c", &a, &b, &c, &d, &tail) != 4)
+            return false;
     } else if (got != 5) {
         return false;
     }
-    if (a > 255 || b > 255 || c > 255 || d > 255 || n > 32) return false;
+    if (a > 255 || b > 255 || c > 255 || d > 255 || n > 32)
+        return false;
     for (const char *p = e; *p; p++)
-        if (!(isdigit((unsigned char)*p) || *p == '.' || *p == '/')) return false;
+        if (!(isdigit((unsigned char)*p) || *p == '.' || *p == '/'))
+            return false;
     snprintf(out, cap, "%u.%u.%u.%u/%u", a, b, c, d, n);
     return true;
 }
 
 /* Smallest whole number of cores >= cpu (no libm needed). */
-static int64_t dt_ceil_cores(double cpu) {
+static int64_t dt_ceil_cores(double cpu)
+{
     int64_t i = (int64_t)cpu;
     return (double)i < cpu ? i + 1 : i;
 }
 
-static int64_t dt_ceil_gb(uint64_t mb) { return (int64_t)((mb + 1023) / 1024); }
+static int64_t dt_ceil_gb(uint64_t mb)
+{
+    return (int64_t)((mb + 1023) / 1024);
+}
 
 static sbx_status dt_check_policy(void *state, const sbx_policy *policy, sbx_strlist *un,
-                                  sbx_error *err) {
+                                  sbx_error *err)
+{
     daytona_provider *p = state;
     bool ok = true;
     char item[320];
-    if (policy->pids > 0) ok &= sbx_strlist_add(un, "pids");
-    if (policy->n_fs_read > 0) ok &= sbx_strlist_add(un, "fs_read");
-    if (policy->n_fs_write > 0) ok &= sbx_strlist_add(un, "fs_write");
+    if (policy->pids > 0)
+        ok &= sbx_strlist_add(un, "pids");
+    if (policy->n_fs_read > 0)
+        ok &= sbx_strlist_add(un, "fs_read");
+    if (policy->n_fs_write > 0)
+        ok &= sbx_strlist_add(un, "fs_write");
     if (p->image) {
         if (policy->cpu > 0 && policy->cpu != (double)dt_ceil_cores(policy->cpu)) {
             snprintf(item, sizeof item, "cpu (Daytona allocates whole cores: %g would be %lld)",
@@ -315,14 +371,16 @@ static sbx_status dt_check_policy(void *state, const sbx_policy *policy, sbx_str
         if (cidrs > DAYTONA_MAX_ALLOW_ENTRIES)
             ok &= sbx_strlist_add(un, "network_allow (Daytona takes at most 10 CIDRs)");
     }
-    if (!ok) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    if (!ok)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     return SBX_OK;
 }
 
 /* Snapshot mode: refuse (POLICY) a request larger than the snapshot allows; never shrink. */
-static sbx_status dt_snapshot_fits(daytona_provider *p, const sbx_policy *policy,
-                                   sbx_error *err) {
-    if (p->image) return SBX_OK;
+static sbx_status dt_snapshot_fits(daytona_provider *p, const sbx_policy *policy, sbx_error *err)
+{
+    if (p->image)
+        return SBX_OK;
     const char *snap = p->snapshot ? p->snapshot : "(Daytona's default snapshot)";
     if (policy->cpu > (double)p->snap_cpu)
         return sbx_error_set(err, SBX_E_POLICY,
@@ -350,7 +408,8 @@ static sbx_status dt_snapshot_fits(daytona_provider *p, const sbx_policy *policy
 }
 
 /* networkBlockAll and networkAllowList ("" when none) for a policy. */
-static void dt_network(const sbx_policy *policy, bool *block_all, char *allow, size_t cap) {
+static void dt_network(const sbx_policy *policy, bool *block_all, char *allow, size_t cap)
+{
     allow[0] = 0;
     Sbx__V1__NetworkEgress e = policy->network_egress;
     if (e == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW) {
@@ -364,9 +423,11 @@ static void dt_network(const sbx_policy *policy, bool *block_all, char *allow, s
     size_t n = 0, used = 0;
     for (size_t i = 0; i < policy->n_network_allow && n < DAYTONA_MAX_ALLOW_ENTRIES; i++) {
         char c[64];
-        if (!dt_cidr(policy->network_allow[i], c, sizeof c)) continue; /* domains: dropped */
+        if (!dt_cidr(policy->network_allow[i], c, sizeof c))
+            continue; /* domains: dropped */
         int w = snprintf(allow + used, cap - used, "%s%s", n ? "," : "", c);
-        if (w < 0 || (size_t)w >= cap - used) break;
+        if (w < 0 || (size_t)w >= cap - used)
+            break;
         used += (size_t)w;
         n++;
     }
@@ -376,8 +437,10 @@ static void dt_network(const sbx_policy *policy, bool *block_all, char *allow, s
 
 /* ---- API calls ----------------------------------------------------------------------------- */
 
-static sbx_status dt_need_key(daytona_provider *p, sbx_error *err) {
-    if (p->api_key && p->auth_header) return SBX_OK;
+static sbx_status dt_need_key(daytona_provider *p, sbx_error *err)
+{
+    if (p->api_key && p->auth_header)
+        return SBX_OK;
     return sbx_error_set(err, SBX_E_CONFIG,
                          "daytona: profile '%s': environment variable %s is not set; export it "
                          "with your Daytona API key (or set api_key_env to the variable that "
@@ -394,12 +457,14 @@ typedef struct dt_call {
 
 /* Performs METHOD url with the Bearer key; extra headers optional. */
 static sbx_status dt_do(daytona_provider *p, dt_call *c, const char *method, json_t *body,
-                        const void *raw, size_t raw_len, const char *content_type,
-                        bool idempotent, int64_t deadline, int64_t timeout_ms,
-                        const volatile int *cancel, sbx_error *err) {
+                        const void *raw, size_t raw_len, const char *content_type, bool idempotent,
+                        int64_t deadline, int64_t timeout_ms, const volatile int *cancel,
+                        sbx_error *err)
+{
     memset(&c->resp, 0, sizeof c->resp);
     sbx_status s = dt_need_key(p, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     char ct[256];
     snprintf(ct, sizeof ct, "Content-Type: %s", content_type ? content_type : "application/json");
     /* The toolbox selects JSON command logs with this header (reference §2.2). */
@@ -407,14 +472,21 @@ static sbx_status dt_do(daytona_provider *p, dt_call *c, const char *method, jso
                              "X-Daytona-Source: sbx", "X-Daytona-SDK-Version: 0.190.0"};
     if (body) {
         c->body = sbx_http_json_dump(body);
-        if (!c->body) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+        if (!c->body)
+            return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
         raw = c->body;
         raw_len = strlen(c->body);
     }
-    c->req = (sbx_http_request){.method = method, .url = c->url, .headers = headers,
-                                .n_headers = 5, .body = raw, .body_len = raw_len,
-                                .idempotent = idempotent, .deadline_mono_ms = deadline,
-                                .timeout_ms = timeout_ms, .cancel = cancel};
+    c->req = (sbx_http_request){.method = method,
+                                .url = c->url,
+                                .headers = headers,
+                                .n_headers = 5,
+                                .body = raw,
+                                .body_len = raw_len,
+                                .idempotent = idempotent,
+                                .deadline_mono_ms = deadline,
+                                .timeout_ms = timeout_ms,
+                                .cancel = cancel};
     s = sbx_http_do(p->http, &c->req, &c->resp, err);
     c->req.headers = NULL;
     c->req.n_headers = 0;
@@ -422,7 +494,8 @@ static sbx_status dt_do(daytona_provider *p, dt_call *c, const char *method, jso
     return s;
 }
 
-static void dt_call_clear(dt_call *c) {
+static void dt_call_clear(dt_call *c)
+{
     sbx_http_response_clear(&c->resp);
     free(c->body);
     c->body = NULL;
@@ -430,30 +503,36 @@ static void dt_call_clear(dt_call *c) {
 
 /* c->url = api_url + prefix + escaped id (when given) + suffix. */
 static sbx_status dt_url(daytona_provider *p, dt_call *c, const char *prefix, const char *id,
-                         const char *suffix, sbx_error *err) {
+                         const char *suffix, sbx_error *err)
+{
     char *esc = id ? sbx_http_url_escape(id) : NULL;
-    if (id && !esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    if (id && !esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     snprintf(c->url, sizeof c->url, "%s%s%s%s", p->api_url, prefix, esc ? esc : "", suffix);
     free(esc);
     return SBX_OK;
 }
 
-static void dt_sleep_ms(int64_t ms) {
+static void dt_sleep_ms(int64_t ms)
+{
     struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {
     }
 }
 
-static void dt_sandbox_close(sbx_sandbox *sb) {
-    if (!sb) return;
+static void dt_sandbox_close(sbx_sandbox *sb)
+{
+    if (!sb)
+        return;
     daytona_sandbox *d = (daytona_sandbox *)sb;
     free(d->base.id);
     free(d->toolbox);
     free(d);
 }
 
-static sbx_status dt_sandbox_new(daytona_provider *p, const char *id, json_t *j,
-                                 sbx_sandbox **out, sbx_error *err) {
+static sbx_status dt_sandbox_new(daytona_provider *p, const char *id, json_t *j, sbx_sandbox **out,
+                                 sbx_error *err)
+{
     const char *tb = json_string_value(json_object_get(j, "toolboxProxyUrl"));
     if (!tb || strncmp(tb, "http", 4) != 0)
         return sbx_error_set(err, SBX_E_PROVISION,
@@ -482,36 +561,44 @@ static sbx_status dt_sandbox_new(daytona_provider *p, const char *id, json_t *j,
 }
 
 /* GET /sandbox/{id}: the JSON (new reference) or GONE on 404. */
-static sbx_status dt_get(daytona_provider *p, const char *id, json_t **out, sbx_error *err) {
+static sbx_status dt_get(daytona_provider *p, const char *id, json_t **out, sbx_error *err)
+{
     *out = NULL;
     dt_call c = {0};
     sbx_status s = dt_url(p, &c, "/sandbox/", id, "", err);
-    if (s == SBX_OK) s = dt_do(p, &c, "GET", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
+    if (s == SBX_OK)
+        s = dt_do(p, &c, "GET", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
     if (s == SBX_OK) {
         s = sbx_http_check(p->http, &c.req, &c.resp, err);
         if (s == SBX_E_GONE)
-            sbx_error_set(err, SBX_E_GONE, "daytona: sandbox %s no longer exists (GET %s "
-                          "returned 404)", id, c.url);
+            sbx_error_set(err, SBX_E_GONE,
+                          "daytona: sandbox %s no longer exists (GET %s "
+                          "returned 404)",
+                          id, c.url);
     }
-    if (s == SBX_OK) s = sbx_http_response_json(p->http, &c.req, &c.resp, out, err);
+    if (s == SBX_OK)
+        s = sbx_http_response_json(p->http, &c.req, &c.resp, out, err);
     dt_call_clear(&c);
     return s;
 }
 
-static const char *dt_state(json_t *j) {
+static const char *dt_state(json_t *j)
+{
     const char *s = json_string_value(json_object_get(j, "state"));
     return s ? s : "unknown";
 }
 
 /* Polls until `started`; GONE when destroyed, PROVISION on error/build_failed or timeout. */
 static sbx_status dt_wait_started(daytona_provider *p, const char *id, json_t **last,
-                                  sbx_error *err) {
+                                  sbx_error *err)
+{
     int64_t until = sbx_monotonic_ms() + p->create_timeout_s * 1000;
     int64_t wait = DAYTONA_POLL_FIRST_MS;
     for (;;) {
         json_t *j = NULL;
         sbx_status s = dt_get(p, id, &j, err);
-        if (s != SBX_OK) return s;
+        if (s != SBX_OK)
+            return s;
         char st[64]; /* copied: j is released below */
         snprintf(st, sizeof st, "%s", dt_state(j));
         if (strcmp(st, "started") == 0) {
@@ -524,8 +611,10 @@ static sbx_status dt_wait_started(daytona_provider *p, const char *id, json_t **
             snprintf(reason, sizeof reason, "%s", why ? why : "no reason given");
             sbx_http_redact(p->http, reason);
             json_decref(j);
-            return sbx_error_set(err, SBX_E_PROVISION, "daytona: sandbox %s failed to start "
-                                 "(state %s): %s", id, st, reason);
+            return sbx_error_set(err, SBX_E_PROVISION,
+                                 "daytona: sandbox %s failed to start "
+                                 "(state %s): %s",
+                                 id, st, reason);
         }
         if (strcmp(st, "destroyed") == 0 || strcmp(st, "destroying") == 0) {
             json_decref(j);
@@ -539,23 +628,28 @@ static sbx_status dt_wait_started(daytona_provider *p, const char *id, json_t **
                                  id, (long long)p->create_timeout_s, st);
         dt_sleep_ms(wait);
         wait = wait * 3 / 2;
-        if (wait > DAYTONA_POLL_MAX_MS) wait = DAYTONA_POLL_MAX_MS;
+        if (wait > DAYTONA_POLL_MAX_MS)
+            wait = DAYTONA_POLL_MAX_MS;
     }
 }
 
-static sbx_status dt_destroy(void *state, const char *sandbox_id, sbx_error *err) {
+static sbx_status dt_destroy(void *state, const char *sandbox_id, sbx_error *err)
+{
     daytona_provider *p = state;
     dt_call c = {0};
     sbx_status s = dt_url(p, &c, "/sandbox/", sandbox_id, "", err);
-    if (s == SBX_OK) s = dt_do(p, &c, "DELETE", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
+    if (s == SBX_OK)
+        s = dt_do(p, &c, "DELETE", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
     if (s == SBX_OK && c.resp.status != 404) /* 404: already gone */
         s = sbx_http_check(p->http, &c.req, &c.resp, err);
     dt_call_clear(&c);
     return s;
 }
 
-static void dt_label(json_t *labels, const char *k, const char *v) {
-    if (!v || !*v) return;
+static void dt_label(json_t *labels, const char *k, const char *v)
+{
+    if (!v || !*v)
+        return;
     char cut[DAYTONA_MAX_LABEL + 1];
     snprintf(cut, sizeof cut, "%s", v);
     json_object_set_new(labels, k, json_string(cut));
@@ -563,39 +657,48 @@ static void dt_label(json_t *labels, const char *k, const char *v) {
 
 static sbx_status dt_create(void *state, const sbx_session_handle *session,
                             const sbx_principal *principal, const sbx_policy *policy,
-                            sbx_sandbox **out, sbx_error *err) {
+                            sbx_sandbox **out, sbx_error *err)
+{
     daytona_provider *p = state;
     *out = NULL;
     sbx_status s = dt_snapshot_fits(p, policy, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     s = dt_need_key(p, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     json_t *b = json_object();
     json_t *labels = json_object();
-    if (session) dt_label(labels, "sbx.session", session->session_id);
+    if (session)
+        dt_label(labels, "sbx.session", session->session_id);
     dt_label(labels, "sbx.profile", p->profile);
-    if (principal) dt_label(labels, "sbx.subject", principal->subject);
+    if (principal)
+        dt_label(labels, "sbx.subject", principal->subject);
     json_object_set_new(b, "labels", labels);
-    if (p->snapshot) json_object_set_new(b, "snapshot", json_string(p->snapshot));
+    if (p->snapshot)
+        json_object_set_new(b, "snapshot", json_string(p->snapshot));
     if (p->image) {
         char *df = NULL;
-        if (asprintf(&df, "FROM %s\n", p->image) < 0) df = NULL;
-        json_object_set_new(b, "buildInfo",
-                            json_pack("{s:s}", "dockerfileContent", df ? df : ""));
+        if (asprintf(&df, "FROM %s\n", p->image) < 0)
+            df = NULL;
+        json_object_set_new(b, "buildInfo", json_pack("{s:s}", "dockerfileContent", df ? df : ""));
         free(df);
         /* Daytona's units: whole cores, whole GB (rounded up; check_policy listed any change). */
-        if (policy->cpu > 0) json_object_set_new(b, "cpu", json_integer(dt_ceil_cores(policy->cpu)));
+        if (policy->cpu > 0)
+            json_object_set_new(b, "cpu", json_integer(dt_ceil_cores(policy->cpu)));
         if (policy->memory_mb > 0)
             json_object_set_new(b, "memory", json_integer(dt_ceil_gb(policy->memory_mb)));
         if (policy->disk_mb > 0)
             json_object_set_new(b, "disk", json_integer(dt_ceil_gb(policy->disk_mb)));
     }
-    if (p->target) json_object_set_new(b, "target", json_string(p->target));
+    if (p->target)
+        json_object_set_new(b, "target", json_string(p->target));
     bool block_all;
     char allow[1024];
     dt_network(policy, &block_all, allow, sizeof allow);
     json_object_set_new(b, "networkBlockAll", json_boolean(block_all));
-    if (!block_all && allow[0]) json_object_set_new(b, "networkAllowList", json_string(allow));
+    if (!block_all && allow[0])
+        json_object_set_new(b, "networkAllowList", json_string(allow));
     json_object_set_new(b, "autoStopInterval", json_integer(p->auto_stop_min));
     if (p->n_env > 0) {
         json_t *env = json_object();
@@ -610,7 +713,8 @@ static sbx_status dt_create(void *state, const sbx_session_handle *session,
     dt_call c = {0};
     s = dt_url(p, &c, "/sandbox", NULL, "", err);
     /* Create is not idempotent: a retried POST after a lost 5xx could leak a sandbox. */
-    if (s == SBX_OK) s = dt_do(p, &c, "POST", b, NULL, 0, NULL, false, 0, 0, NULL, err);
+    if (s == SBX_OK)
+        s = dt_do(p, &c, "POST", b, NULL, 0, NULL, false, 0, 0, NULL, err);
     json_decref(b);
     json_t *j = NULL;
     if (s == SBX_OK) {
@@ -622,16 +726,17 @@ static sbx_status dt_create(void *state, const sbx_session_handle *session,
         else
             s = sbx_http_check(p->http, &c.req, &c.resp, err);
     }
-    if (s == SBX_OK) s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
+    if (s == SBX_OK)
+        s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
     dt_call_clear(&c);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     const char *idv = json_string_value(json_object_get(j, "id"));
     char id[256];
     if (!idv || !*idv || strlen(idv) >= sizeof id) {
         json_decref(j);
         return sbx_error_set(err, SBX_E_PROVISION,
-                             "daytona: POST %s/sandbox: the response has no valid id",
-                             p->api_url);
+                             "daytona: POST %s/sandbox: the response has no valid id", p->api_url);
     }
     snprintf(id, sizeof id, "%s", idv);
     if (strcmp(dt_state(j), "started") != 0) {
@@ -639,7 +744,8 @@ static sbx_status dt_create(void *state, const sbx_session_handle *session,
         j = NULL;
         s = dt_wait_started(p, id, &j, err);
     }
-    if (s == SBX_OK) s = dt_sandbox_new(p, id, j, out, err);
+    if (s == SBX_OK)
+        s = dt_sandbox_new(p, id, j, out, err);
     json_decref(j);
     if (s != SBX_OK) {
         /* Never leave a half-created sandbox running until its TTL. */
@@ -650,7 +756,8 @@ static sbx_status dt_create(void *state, const sbx_session_handle *session,
 }
 
 static sbx_status dt_apply_network(daytona_provider *p, const char *id, json_t *current,
-                                   const sbx_policy *policy, sbx_error *err) {
+                                   const sbx_policy *policy, sbx_error *err)
+{
     bool block_all;
     char allow[1024];
     dt_network(policy, &block_all, allow, sizeof allow);
@@ -661,21 +768,25 @@ static sbx_status dt_apply_network(daytona_provider *p, const char *id, json_t *
     json_t *b = json_pack("{s:b,s:s}", "networkBlockAll", block_all, "networkAllowList", allow);
     dt_call c = {0};
     sbx_status s = dt_url(p, &c, "/sandbox/", id, "/network-settings", err);
-    if (s == SBX_OK) s = dt_do(p, &c, "POST", b, NULL, 0, NULL, true, 0, 0, NULL, err);
+    if (s == SBX_OK)
+        s = dt_do(p, &c, "POST", b, NULL, 0, NULL, true, 0, 0, NULL, err);
     json_decref(b);
-    if (s == SBX_OK) s = sbx_http_check(p->http, &c.req, &c.resp, err);
+    if (s == SBX_OK)
+        s = sbx_http_check(p->http, &c.req, &c.resp, err);
     dt_call_clear(&c);
     return s;
 }
 
 static sbx_status dt_attach(void *state, const char *sandbox_id, const sbx_principal *principal,
-                            const sbx_policy *policy, sbx_sandbox **out, sbx_error *err) {
+                            const sbx_policy *policy, sbx_sandbox **out, sbx_error *err)
+{
     (void)principal;
     daytona_provider *p = state;
     *out = NULL;
     json_t *j = NULL;
     sbx_status s = dt_get(p, sandbox_id, &j, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     char st[64]; /* copied: j may be released below */
     snprintf(st, sizeof st, "%s", dt_state(j));
     if (strcmp(st, "destroyed") == 0 || strcmp(st, "destroying") == 0) {
@@ -686,8 +797,10 @@ static sbx_status dt_attach(void *state, const char *sandbox_id, const sbx_princ
         /* Auto-stop stopped it while idle: start it again (the workspace is kept). */
         dt_call c = {0};
         s = dt_url(p, &c, "/sandbox/", sandbox_id, "/start", err);
-        if (s == SBX_OK) s = dt_do(p, &c, "POST", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
-        if (s == SBX_OK) s = sbx_http_check(p->http, &c.req, &c.resp, err);
+        if (s == SBX_OK)
+            s = dt_do(p, &c, "POST", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
+        if (s == SBX_OK)
+            s = sbx_http_check(p->http, &c.req, &c.resp, err);
         dt_call_clear(&c);
     }
     if (s == SBX_OK && strcmp(dt_state(j), "started") != 0) {
@@ -695,19 +808,23 @@ static sbx_status dt_attach(void *state, const char *sandbox_id, const sbx_princ
         j = NULL;
         s = dt_wait_started(p, sandbox_id, &j, err);
     }
-    if (s == SBX_OK && policy) s = dt_apply_network(p, sandbox_id, j, policy, err);
-    if (s == SBX_OK) s = dt_sandbox_new(p, sandbox_id, j, out, err);
+    if (s == SBX_OK && policy)
+        s = dt_apply_network(p, sandbox_id, j, policy, err);
+    if (s == SBX_OK)
+        s = dt_sandbox_new(p, sandbox_id, j, out, err);
     json_decref(j);
     return s;
 }
 
 /* After a toolbox failure: GONE when the sandbox no longer exists, else the error stands. */
-static sbx_status dt_maybe_gone(daytona_sandbox *d, sbx_status s, sbx_error *err) {
+static sbx_status dt_maybe_gone(daytona_sandbox *d, sbx_status s, sbx_error *err)
+{
     json_t *j = NULL;
     sbx_error probe;
     sbx_status g = dt_get(d->p, d->base.id, &j, &probe);
     if (g == SBX_E_GONE) {
-        if (err) *err = probe;
+        if (err)
+            *err = probe;
         return SBX_E_GONE;
     }
     if (g == SBX_OK) {
@@ -724,12 +841,14 @@ static sbx_status dt_maybe_gone(daytona_sandbox *d, sbx_status s, sbx_error *err
 /* ---- toolbox: exec ------------------------------------------------------------------------- */
 
 /* Appends s single-quoted for a POSIX shell ('it'"'"'s'). */
-static bool dt_quote(char **buf, size_t *len, size_t *cap, const char *s) {
+static bool dt_quote(char **buf, size_t *len, size_t *cap, const char *s)
+{
     size_t need = *len + strlen(s) * 4 + 4;
     if (need > *cap) {
         size_t nc = need * 2;
         char *nb = realloc(*buf, nc);
-        if (!nb) return false;
+        if (!nb)
+            return false;
         *buf = nb;
         *cap = nc;
     }
@@ -749,12 +868,14 @@ static bool dt_quote(char **buf, size_t *len, size_t *cap, const char *s) {
     return true;
 }
 
-static bool dt_append(char **buf, size_t *len, size_t *cap, const char *s) {
+static bool dt_append(char **buf, size_t *len, size_t *cap, const char *s)
+{
     size_t n = strlen(s);
     if (*len + n + 1 > *cap) {
         size_t nc = (*len + n + 1) * 2;
         char *nb = realloc(*buf, nc);
-        if (!nb) return false;
+        if (!nb)
+            return false;
         *buf = nb;
         *cap = nc;
     }
@@ -765,7 +886,8 @@ static bool dt_append(char **buf, size_t *len, size_t *cap, const char *s) {
 
 /* The shell line for argv or shell, with stdin piped in through base64 when given. */
 static sbx_status dt_command_line(const char *const *argv, size_t argc, const char *shell,
-                                  const ProtobufCBinaryData *in, char **out, sbx_error *err) {
+                                  const ProtobufCBinaryData *in, char **out, sbx_error *err)
+{
     char *buf = NULL;
     size_t len = 0, cap = 0;
     bool ok = dt_append(&buf, &len, &cap, "");
@@ -786,8 +908,8 @@ static sbx_status dt_command_line(const char *const *argv, size_t argc, const ch
         ok = ok && dt_append(&buf, &len, &cap, "/bin/sh -c ") && dt_quote(&buf, &len, &cap, shell);
     } else {
         for (size_t i = 0; ok && i < argc; i++)
-            ok = (i == 0 || dt_append(&buf, &len, &cap, " ")) &&
-                 dt_quote(&buf, &len, &cap, argv[i]);
+            ok =
+                (i == 0 || dt_append(&buf, &len, &cap, " ")) && dt_quote(&buf, &len, &cap, argv[i]);
     }
     if (!ok) {
         free(buf);
@@ -801,9 +923,10 @@ typedef struct dt_kv {
     const char *key, *value;
 } dt_kv;
 
-static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *env,
-                          size_t n_env, const char *cwd, const sbx_exec_opts *o,
-                          sbx_result *result, sbx_error *err) {
+static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *env, size_t n_env,
+                          const char *cwd, const sbx_exec_opts *o, sbx_result *result,
+                          sbx_error *err)
+{
     daytona_provider *p = d->p;
     int64_t deadline = o ? o->deadline_mono_ms : 0;
     int64_t timeout_s = DAYTONA_EXEC_MAX_S;
@@ -818,10 +941,12 @@ static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *
     }
     json_t *b = json_object();
     json_object_set_new(b, "command", json_string(command));
-    if (cwd && *cwd) json_object_set_new(b, "cwd", json_string(cwd));
+    if (cwd && *cwd)
+        json_object_set_new(b, "cwd", json_string(cwd));
     if (n_env > 0) {
         json_t *e = json_object();
-        for (size_t i = 0; i < n_env; i++) json_object_set_new(e, env[i].key, json_string(env[i].value));
+        for (size_t i = 0; i < n_env; i++)
+            json_object_set_new(e, env[i].key, json_string(env[i].value));
         json_object_set_new(b, "envs", e);
     }
     json_object_set_new(b, "timeout", json_integer(timeout_s));
@@ -846,7 +971,8 @@ static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *
         result->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
     } else if (s == SBX_OK && (c.resp.status < 200 || c.resp.status >= 300)) {
         s = sbx_http_check(p->http, &c.req, &c.resp, err);
-        if (c.resp.status == 404 || c.resp.status >= 500) s = dt_maybe_gone(d, s, err);
+        if (c.resp.status == 404 || c.resp.status >= 500)
+            s = dt_maybe_gone(d, s, err);
     } else if (s == SBX_E_PROVISION) {
         s = dt_maybe_gone(d, s, err);
     } else if (s == SBX_OK) {
@@ -856,8 +982,8 @@ static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *
         json_t *code = json_object_get(j, "exitCode");
         const char *out = json_string_value(json_object_get(j, "result"));
         if (!json_is_integer(code)) {
-            s = sbx_error_set(err, SBX_E_PROVISION,
-                              "daytona: POST %s answered without an exitCode", c.url);
+            s = sbx_error_set(err, SBX_E_PROVISION, "daytona: POST %s answered without an exitCode",
+                              c.url);
         } else {
             int ec = (int)json_integer_value(code);
             size_t n = out ? strlen(out) : 0;
@@ -879,8 +1005,8 @@ static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *
                 ec = 127;
             }
             result->exit_code = ec;
-            result->outcome = ec == 0 ? SBX__V1__OUTCOME__OUTCOME_OK
-                                      : SBX__V1__OUTCOME__OUTCOME_NONZERO;
+            result->outcome =
+                ec == 0 ? SBX__V1__OUTCOME__OUTCOME_OK : SBX__V1__OUTCOME__OUTCOME_NONZERO;
             sbx_result_set_data(result, "daytona.output", "merged");
         }
     }
@@ -890,7 +1016,8 @@ static sbx_status dt_exec(daytona_sandbox *d, const char *command, const dt_kv *
 }
 
 static sbx_status dt_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand *op,
-                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err) {
+                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     daytona_sandbox *d = (daytona_sandbox *)sb;
     bool has_shell = op->shell && op->shell[0];
     if (has_shell == (op->n_argv > 0))
@@ -899,13 +1026,15 @@ static sbx_status dt_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand *op,
     char *line = NULL;
     sbx_status s = dt_command_line((const char *const *)op->argv, op->n_argv,
                                    has_shell ? op->shell : NULL, &op->stdin, &line, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     dt_kv *env = calloc(op->n_env ? op->n_env : 1, sizeof *env);
     if (!env) {
         free(line);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     }
-    for (size_t i = 0; i < op->n_env; i++) env[i] = (dt_kv){op->env[i]->key, op->env[i]->value};
+    for (size_t i = 0; i < op->n_env; i++)
+        env[i] = (dt_kv){op->env[i]->key, op->env[i]->value};
     s = dt_exec(d, line, env, op->n_env, op->cwd, o, result, err);
     free(env);
     free(line);
@@ -913,7 +1042,8 @@ static sbx_status dt_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand *op,
 }
 
 static sbx_status dt_run_code(sbx_sandbox *sb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
-                              sbx_result *result, sbx_error *err) {
+                              sbx_result *result, sbx_error *err)
+{
     daytona_sandbox *d = (daytona_sandbox *)sb;
     const char *lang = op->language && *op->language ? op->language : "python";
     const char *argv[3] = {NULL, "-c", op->code};
@@ -926,13 +1056,15 @@ static sbx_status dt_run_code(sbx_sandbox *sb, const Sbx__V1__RunCode *op, const
                              "daytona: language '%s' is not offered; use python or bash", lang);
     char *line = NULL;
     sbx_status s = dt_command_line(argv, 3, NULL, &op->stdin, &line, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     dt_kv *env = calloc(op->n_env ? op->n_env : 1, sizeof *env);
     if (!env) {
         free(line);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     }
-    for (size_t i = 0; i < op->n_env; i++) env[i] = (dt_kv){op->env[i]->key, op->env[i]->value};
+    for (size_t i = 0; i < op->n_env; i++)
+        env[i] = (dt_kv){op->env[i]->key, op->env[i]->value};
     s = dt_exec(d, line, env, op->n_env, op->cwd, o, result, err);
     free(env);
     free(line);
@@ -940,8 +1072,8 @@ static sbx_status dt_run_code(sbx_sandbox *sb, const Sbx__V1__RunCode *op, const
 }
 
 static sbx_status dt_install_packages(sbx_sandbox *sb, const Sbx__V1__InstallPackages *op,
-                                      const sbx_exec_opts *o, sbx_result *result,
-                                      sbx_error *err) {
+                                      const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     daytona_sandbox *d = (daytona_sandbox *)sb;
     const char *m = op->manager && *op->manager ? op->manager : "pip";
     const char *prefix[5];
@@ -958,8 +1090,10 @@ static sbx_status dt_install_packages(sbx_sandbox *sb, const Sbx__V1__InstallPac
     if (op->n_packages == 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "daytona: no packages to install");
     const char **argv = calloc(np + op->n_packages, sizeof *argv);
-    if (!argv) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
-    for (size_t i = 0; i < np; i++) argv[i] = prefix[i];
+    if (!argv)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    for (size_t i = 0; i < np; i++)
+        argv[i] = prefix[i];
     for (size_t i = 0; i < op->n_packages; i++) {
         if (!op->packages[i][0] || op->packages[i][0] == '-') {
             free(argv);
@@ -971,7 +1105,8 @@ static sbx_status dt_install_packages(sbx_sandbox *sb, const Sbx__V1__InstallPac
     char *line = NULL;
     sbx_status s = dt_command_line(argv, np + op->n_packages, NULL, NULL, &line, err);
     free(argv);
-    if (s == SBX_OK) s = dt_exec(d, line, NULL, 0, NULL, o, result, err);
+    if (s == SBX_OK)
+        s = dt_exec(d, line, NULL, 0, NULL, o, result, err);
     free(line);
     return s;
 }
@@ -979,11 +1114,13 @@ static sbx_status dt_install_packages(sbx_sandbox *sb, const Sbx__V1__InstallPac
 /* ---- toolbox: files ------------------------------------------------------------------------ */
 
 static sbx_status dt_files_url(daytona_sandbox *d, dt_call *c, const char *op_path,
-                               const char *path, sbx_error *err) {
+                               const char *path, sbx_error *err)
+{
     if (!path || !*path)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "daytona: a file path is required");
     char *esc = sbx_http_url_escape(path);
-    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    if (!esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     int n = snprintf(c->url, sizeof c->url, "%s%s?path=%s", d->toolbox, op_path, esc);
     free(esc);
     if (n < 0 || (size_t)n >= sizeof c->url)
@@ -991,8 +1128,8 @@ static sbx_status dt_files_url(daytona_sandbox *d, dt_call *c, const char *op_pa
     return SBX_OK;
 }
 
-static sbx_status dt_toolbox_error(daytona_sandbox *d, dt_call *c, const char *path,
-                                   sbx_error *err) {
+static sbx_status dt_toolbox_error(daytona_sandbox *d, dt_call *c, const char *path, sbx_error *err)
+{
     long st = c->resp.status;
     sbx_status s;
     if (st == 404) {
@@ -1005,12 +1142,14 @@ static sbx_status dt_toolbox_error(daytona_sandbox *d, dt_call *c, const char *p
     if (st == 400 || st == 409)
         return sbx_http_status_error(d->p->http, &c->req, &c->resp, SBX_E_INVALID_ARGUMENT, err);
     s = sbx_http_check(d->p->http, &c->req, &c->resp, err);
-    if (st >= 500) s = dt_maybe_gone(d, s, err);
+    if (st >= 500)
+        s = dt_maybe_gone(d, s, err);
     return s;
 }
 
 static sbx_status dt_write_file(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
-                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err) {
+                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     (void)result;
     daytona_sandbox *d = (daytona_sandbox *)sb;
     if (op->content.len > SBX_HTTP_MAX_FILE_BYTES)
@@ -1027,7 +1166,8 @@ static sbx_status dt_write_file(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
             dt_call c = {0};
             s = parent ? dt_files_url(d, &c, "/files/folder", parent, err)
                        : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
-            if (s == SBX_OK) strncat(c.url, "&mode=755", sizeof c.url - strlen(c.url) - 1);
+            if (s == SBX_OK)
+                strncat(c.url, "&mode=755", sizeof c.url - strlen(c.url) - 1);
             if (s == SBX_OK)
                 s = dt_do(d->p, &c, "POST", NULL, NULL, 0, NULL, true, deadline, 0,
                           o ? o->cancel : NULL, err);
@@ -1036,12 +1176,14 @@ static sbx_status dt_write_file(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
                 s = dt_toolbox_error(d, &c, parent, err);
             dt_call_clear(&c);
             free(parent);
-            if (s != SBX_OK) return s;
+            if (s != SBX_OK)
+                return s;
         }
     }
     /* multipart/form-data with one part named "file" (reference §2.2). */
     uint8_t rnd[12];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0x5a, sizeof rnd);
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        memset(rnd, 0x5a, sizeof rnd);
     char boundary[64];
     int bl = snprintf(boundary, sizeof boundary, "sbx-");
     for (size_t i = 0; i < sizeof rnd; i++)
@@ -1057,24 +1199,27 @@ static sbx_status dt_write_file(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
     int tl = snprintf(tail, sizeof tail, "\r\n--%s--\r\n", boundary);
     size_t total = (size_t)hl + op->content.len + (size_t)tl;
     uint8_t *body = malloc(total);
-    if (!body) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    if (!body)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     memcpy(body, head, (size_t)hl);
-    if (op->content.len) memcpy(body + hl, op->content.data, op->content.len);
+    if (op->content.len)
+        memcpy(body + hl, op->content.data, op->content.len);
     memcpy(body + (size_t)hl + op->content.len, tail, (size_t)tl);
     char ct[128];
     snprintf(ct, sizeof ct, "multipart/form-data; boundary=%s", boundary);
     dt_call c = {0};
     s = dt_files_url(d, &c, "/files/upload", op->path, err);
     if (s == SBX_OK)
-        s = dt_do(d->p, &c, "POST", NULL, body, total, ct, true, deadline, 0,
-                  o ? o->cancel : NULL, err);
+        s = dt_do(d->p, &c, "POST", NULL, body, total, ct, true, deadline, 0, o ? o->cancel : NULL,
+                  err);
     free(body);
     if (s == SBX_OK && (c.resp.status < 200 || c.resp.status >= 300))
         s = dt_toolbox_error(d, &c, op->path, err);
     else if (s == SBX_E_PROVISION)
         s = dt_maybe_gone(d, s, err);
     dt_call_clear(&c);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     uint32_t mode = op->mode ? op->mode : 0644;
     if (mode != 0644) {
         char octal[16];
@@ -1083,19 +1228,22 @@ static sbx_status dt_write_file(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
         char *line = NULL;
         s = dt_command_line(argv, 3, NULL, NULL, &line, err);
         sbx_result *tmp = s == SBX_OK ? sbx_result_new() : NULL;
-        if (s == SBX_OK && tmp) s = dt_exec(d, line, NULL, 0, NULL, o, tmp, err);
+        if (s == SBX_OK && tmp)
+            s = dt_exec(d, line, NULL, 0, NULL, o, tmp, err);
         if (s == SBX_OK && tmp && tmp->exit_code != 0)
             s = sbx_error_set(err, SBX_E_PROVISION, "daytona: chmod %s %s failed: %.*s", octal,
                               op->path, (int)(tmp->stdout.len > 300 ? 300 : tmp->stdout.len),
                               tmp->stdout.data ? (const char *)tmp->stdout.data : "");
-        if (tmp) sbx_message_free(&tmp->base);
+        if (tmp)
+            sbx_message_free(&tmp->base);
         free(line);
     }
     return s;
 }
 
-static sbx_status dt_read_file(sbx_sandbox *sb, const Sbx__V1__ReadFile *op,
-                               const sbx_exec_opts *o, sbx_result *result, sbx_error *err) {
+static sbx_status dt_read_file(sbx_sandbox *sb, const Sbx__V1__ReadFile *op, const sbx_exec_opts *o,
+                               sbx_result *result, sbx_error *err)
+{
     daytona_sandbox *d = (daytona_sandbox *)sb;
     dt_call c = {0};
     sbx_status s = dt_files_url(d, &c, "/files/download", op->path, err);
@@ -1110,11 +1258,13 @@ static sbx_status dt_read_file(sbx_sandbox *sb, const Sbx__V1__ReadFile *op,
         size_t len = c.resp.body_len;
         size_t off = op->offset > len ? len : (size_t)op->offset;
         size_t n = len - off;
-        if (op->max_bytes > 0 && op->max_bytes < n) n = (size_t)op->max_bytes;
+        if (op->max_bytes > 0 && op->max_bytes < n)
+            n = (size_t)op->max_bytes;
         sbx_file *f = sbx_file_new();
         if (!f || !sbx_set_string(&f->path, op->path) ||
             !sbx_set_bytes(&f->content, c.resp.body ? c.resp.body + off : NULL, n)) {
-            if (f) sbx_message_free(&f->base);
+            if (f)
+                sbx_message_free(&f->base);
             s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
         } else {
             f->size = len;
@@ -1127,7 +1277,8 @@ static sbx_status dt_read_file(sbx_sandbox *sb, const Sbx__V1__ReadFile *op,
 }
 
 static sbx_status dt_list_files(sbx_sandbox *sb, const Sbx__V1__ListFiles *op,
-                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err) {
+                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     daytona_sandbox *d = (daytona_sandbox *)sb;
     const char *dir = op->path && *op->path ? op->path : ".";
     dt_call c = {0};
@@ -1148,27 +1299,32 @@ static sbx_status dt_list_files(sbx_sandbox *sb, const Sbx__V1__ListFiles *op,
     }
     size_t i;
     json_t *e;
-    json_array_foreach(s == SBX_OK ? j : NULL, i, e) {
+    json_array_foreach(s == SBX_OK ? j : NULL, i, e)
+    {
         const char *name = json_string_value(json_object_get(e, "name"));
-        if (!name || !*name || strchr(name, '/')) continue;
+        if (!name || !*name || strchr(name, '/'))
+            continue;
         char *full = NULL;
         if (asprintf(&full, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name) < 0)
             full = NULL;
         sbx_file *f = full ? sbx_file_new() : NULL;
         if (!f || !sbx_set_string(&f->path, full)) {
             free(full);
-            if (f) sbx_message_free(&f->base);
+            if (f)
+                sbx_message_free(&f->base);
             s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
             break;
         }
         free(full);
-        f->kind = json_is_true(json_object_get(e, "isDir")) ? SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY
-                                                          : SBX__V1__FILE_KIND__FILE_KIND_REGULAR;
+        f->kind = json_is_true(json_object_get(e, "isDir"))
+                      ? SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY
+                      : SBX__V1__FILE_KIND__FILE_KIND_REGULAR;
         json_t *size = json_object_get(e, "size");
         if (json_is_integer(size) && json_integer_value(size) > 0)
             f->size = (uint64_t)json_integer_value(size);
         const char *perm = json_string_value(json_object_get(e, "permissions"));
-        if (perm) f->mode = (uint32_t)strtoul(perm, NULL, 8) & 07777;
+        if (perm)
+            f->mode = (uint32_t)strtoul(perm, NULL, 8) & 07777;
         sbx_result_add_file(result, f);
     }
     json_decref(j);

@@ -34,38 +34,59 @@
 #define E2B_MAX_METADATA_VALUE 256
 
 static const sbx_option_spec e2b_options[] = {
-    {.key = "api_key_env", .type = SBX_OPT_ENV_NAME, .default_value = "E2B_API_KEY",
+    {.key = "api_key_env",
+     .type = SBX_OPT_ENV_NAME,
+     .default_value = "E2B_API_KEY",
      .help = "name of the environment variable holding the E2B API key"},
-    {.key = "api_url", .type = SBX_OPT_STRING, .default_value = "https://api.e2b.app",
+    {.key = "api_url",
+     .type = SBX_OPT_STRING,
+     .default_value = "https://api.e2b.app",
      .help = "E2B control plane base URL"},
-    {.key = "domain", .type = SBX_OPT_STRING, .default_value = "e2b.app",
+    {.key = "domain",
+     .type = SBX_OPT_STRING,
+     .default_value = "e2b.app",
      .help = "sandbox domain (envd is reached at https://sandbox.<domain>)"},
-    {.key = "sandbox_url", .type = SBX_OPT_STRING,
+    {.key = "sandbox_url",
+     .type = SBX_OPT_STRING,
      .help = "base URL for in-sandbox traffic, routed with E2b-Sandbox-Id/-Port headers "
              "(default https://sandbox.<domain>)"},
-    {.key = "template", .type = SBX_OPT_STRING, .default_value = "code-interpreter-v1",
+    {.key = "template",
+     .type = SBX_OPT_STRING,
+     .default_value = "code-interpreter-v1",
      .help = "template ID or alias to create sandboxes from"},
-    {.key = "code_interpreter", .type = SBX_OPT_BOOL, .default_value = "true",
+    {.key = "code_interpreter",
+     .type = SBX_OPT_BOOL,
+     .default_value = "true",
      .help = "the template runs E2B's code interpreter: python run_code is stateful"},
-    {.key = "sandbox_timeout_s", .type = SBX_OPT_INT, .default_value = E2B_DEFAULT_TIMEOUT_S,
-     .min = 1, .max = E2B_MAX_TIMEOUT_S,
+    {.key = "sandbox_timeout_s",
+     .type = SBX_OPT_INT,
+     .default_value = E2B_DEFAULT_TIMEOUT_S,
+     .min = 1,
+     .max = E2B_MAX_TIMEOUT_S,
      .help = "idle TTL in seconds; renewed on every use"},
-    {.key = "user", .type = SBX_OPT_STRING, .default_value = "user",
+    {.key = "user",
+     .type = SBX_OPT_STRING,
+     .default_value = "user",
      .help = "user that runs commands and owns files inside the sandbox"},
     {.key = "env", .type = SBX_OPT_LIST, .help = "K=V environment variables for every sandbox"},
     {.key = NULL},
 };
 
-static char *e2b_strip_slash(const char *s) {
+static char *e2b_strip_slash(const char *s)
+{
     char *c = strdup(s);
-    if (!c) return NULL;
+    if (!c)
+        return NULL;
     size_t n = strlen(c);
-    while (n > 0 && c[n - 1] == '/') c[--n] = 0;
+    while (n > 0 && c[n - 1] == '/')
+        c[--n] = 0;
     return c;
 }
 
-static void e2b_provider_free(e2b_provider *p) {
-    if (!p) return;
+static void e2b_provider_free(e2b_provider *p)
+{
+    if (!p)
+        return;
     sbx_http_client_free(p->http);
     free(p->profile);
     free(p->api_url);
@@ -76,23 +97,28 @@ static void e2b_provider_free(e2b_provider *p) {
     free(p->key_env);
     if (p->api_key) {
         volatile char *k = p->api_key;
-        for (size_t i = 0; k[i]; i++) k[i] = 0;
+        for (size_t i = 0; k[i]; i++)
+            k[i] = 0;
         free(p->api_key);
     }
-    for (size_t i = 0; i < p->n_env; i++) free(p->env[i]);
+    for (size_t i = 0; i < p->n_env; i++)
+        free(p->env[i]);
     free(p->env);
     free(p);
 }
 
-static const char *e2b_opt(const sbx_provider_ctx *ctx, const char *key, const char *def) {
+static const char *e2b_opt(const sbx_provider_ctx *ctx, const char *key, const char *def)
+{
     const char *v = ctx->options ? sbx_options_get(ctx->options, key) : NULL;
     return v ? v : def;
 }
 
-static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err) {
+static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
+{
     *state = NULL;
     e2b_provider *p = calloc(1, sizeof *p);
-    if (!p) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!p)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     p->profile = strdup(ctx->profile ? ctx->profile : "");
     p->api_url = e2b_strip_slash(e2b_opt(ctx, "api_url", "https://api.e2b.app"));
     p->domain = strdup(e2b_opt(ctx, "domain", "e2b.app"));
@@ -101,13 +127,14 @@ static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     p->template_id = strdup(e2b_opt(ctx, "template", "code-interpreter-v1"));
     p->user = strdup(e2b_opt(ctx, "user", "user"));
     p->key_env = strdup(e2b_opt(ctx, "api_key_env", "E2B_API_KEY"));
-    p->code_interpreter = ctx->options ? sbx_options_get_bool(ctx->options, "code_interpreter")
-                                       : true;
+    p->code_interpreter =
+        ctx->options ? sbx_options_get_bool(ctx->options, "code_interpreter") : true;
     p->sandbox_timeout_s =
         ctx->options ? sbx_options_get_int(ctx->options, "sandbox_timeout_s") : 300;
-    if (p->sandbox_timeout_s <= 0) p->sandbox_timeout_s = 300;
-    if (!p->profile || !p->api_url || !p->domain || !p->template_id || !p->user ||
-        !p->key_env || (su && *su && !p->sandbox_url)) {
+    if (p->sandbox_timeout_s <= 0)
+        p->sandbox_timeout_s = 300;
+    if (!p->profile || !p->api_url || !p->domain || !p->template_id || !p->user || !p->key_env ||
+        (su && *su && !p->sandbox_url)) {
         e2b_provider_free(p);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     }
@@ -128,7 +155,8 @@ static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
         }
     }
     const char *key = getenv(p->key_env);
-    if (key && *key) p->api_key = strdup(key);
+    if (key && *key)
+        p->api_key = strdup(key);
 
     char hint[256];
     snprintf(hint, sizeof hint, "check that %s holds a valid E2B API key", p->key_env);
@@ -138,14 +166,19 @@ static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
         e2b_provider_free(p);
         return s;
     }
-    if (p->api_key) sbx_http_client_add_secret(p->http, p->api_key);
+    if (p->api_key)
+        sbx_http_client_add_secret(p->http, p->api_key);
     *state = p;
     return SBX_OK;
 }
 
-static void e2b_close(void *state) { e2b_provider_free(state); }
+static void e2b_close(void *state)
+{
+    e2b_provider_free(state);
+}
 
-static void e2b_capabilities(void *state, sbx_capabilities *caps) {
+static void e2b_capabilities(void *state, sbx_capabilities *caps)
+{
     e2b_provider *p = state;
     caps->isolation = SBX__V1__ISOLATION__ISOLATION_MICRO_VM;
     caps->shell = true;
@@ -167,29 +200,40 @@ static void e2b_capabilities(void *state, sbx_capabilities *caps) {
 
 /* An allowlist entry E2B's allowOut accepts: an IPv4 address or CIDR, a domain or *.domain.
  * IPv6 is not documented for allowOut, and deny 0.0.0.0/0 would not cover it anyway. */
-static bool e2b_allow_entry_ok(const char *e) {
+static bool e2b_allow_entry_ok(const char *e)
+{
     size_t n = strlen(e);
-    if (n == 0 || n > 253) return false;
-    if (strchr(e, ':')) return false;
+    if (n == 0 || n > 253)
+        return false;
+    if (strchr(e, ':'))
+        return false;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)e[i];
         if (!(isalnum(c) || c == '.' || c == '-' || c == '*' || c == '/' || c == '_'))
             return false;
     }
-    if (strchr(e, '*') && !(e[0] == '*' && e[1] == '.' && !strchr(e + 1, '*'))) return false;
+    if (strchr(e, '*') && !(e[0] == '*' && e[1] == '.' && !strchr(e + 1, '*')))
+        return false;
     return true;
 }
 
 static sbx_status e2b_check_policy(void *state, const sbx_policy *policy,
-                                   sbx_strlist *unenforceable, sbx_error *err) {
+                                   sbx_strlist *unenforceable, sbx_error *err)
+{
     (void)state;
     bool ok = true;
-    if (policy->cpu > 0) ok &= sbx_strlist_add(unenforceable, "cpu");
-    if (policy->memory_mb > 0) ok &= sbx_strlist_add(unenforceable, "memory_mb");
-    if (policy->pids > 0) ok &= sbx_strlist_add(unenforceable, "pids");
-    if (policy->disk_mb > 0) ok &= sbx_strlist_add(unenforceable, "disk_mb");
-    if (policy->n_fs_read > 0) ok &= sbx_strlist_add(unenforceable, "fs_read");
-    if (policy->n_fs_write > 0) ok &= sbx_strlist_add(unenforceable, "fs_write");
+    if (policy->cpu > 0)
+        ok &= sbx_strlist_add(unenforceable, "cpu");
+    if (policy->memory_mb > 0)
+        ok &= sbx_strlist_add(unenforceable, "memory_mb");
+    if (policy->pids > 0)
+        ok &= sbx_strlist_add(unenforceable, "pids");
+    if (policy->disk_mb > 0)
+        ok &= sbx_strlist_add(unenforceable, "disk_mb");
+    if (policy->n_fs_read > 0)
+        ok &= sbx_strlist_add(unenforceable, "fs_read");
+    if (policy->n_fs_write > 0)
+        ok &= sbx_strlist_add(unenforceable, "fs_write");
     if (policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST) {
         if (policy->n_network_allow > E2B_MAX_ALLOW_ENTRIES)
             ok &= sbx_strlist_add(unenforceable, "network_allow (more than 64 entries)");
@@ -201,12 +245,15 @@ static sbx_status e2b_check_policy(void *state, const sbx_policy *policy,
             }
         }
     }
-    if (!ok) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!ok)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     return SBX_OK;
 }
 
-static sbx_status e2b_need_key(e2b_provider *p, sbx_error *err) {
-    if (p->api_key) return SBX_OK;
+static sbx_status e2b_need_key(e2b_provider *p, sbx_error *err)
+{
+    if (p->api_key)
+        return SBX_OK;
     return sbx_error_set(err, SBX_E_CONFIG,
                          "e2b: profile '%s': environment variable %s is not set; export it "
                          "with your E2B API key (or set api_key_env to the variable that "
@@ -216,8 +263,9 @@ static sbx_status e2b_need_key(e2b_provider *p, sbx_error *err) {
 
 /* Performs a control-plane call with the API key; body may be NULL. */
 static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path, json_t *body,
-                          bool idempotent, sbx_http_request *req_out, char *url_buf,
-                          size_t url_cap, sbx_http_response *resp, sbx_error *err) {
+                          bool idempotent, sbx_http_request *req_out, char *url_buf, size_t url_cap,
+                          sbx_http_response *resp, sbx_error *err)
+{
     sbx_status s = e2b_need_key(p, err);
     if (s != SBX_OK) {
         memset(resp, 0, sizeof *resp);
@@ -233,8 +281,12 @@ static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path,
         memset(resp, 0, sizeof *resp);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     }
-    *req_out = (sbx_http_request){.method = method, .url = url_buf, .headers = headers,
-                                  .n_headers = 3, .body = text, .body_len = text ? strlen(text) : 0,
+    *req_out = (sbx_http_request){.method = method,
+                                  .url = url_buf,
+                                  .headers = headers,
+                                  .n_headers = 3,
+                                  .body = text,
+                                  .body_len = text ? strlen(text) : 0,
                                   .idempotent = idempotent};
     s = sbx_http_do(p->http, req_out, resp, err);
     /* headers and body go out of scope: the caller only uses method and url afterwards. */
@@ -251,12 +303,15 @@ static void e2b_sandbox_close(sbx_sandbox *sb);
 
 static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request *req,
                                         const sbx_http_response *resp, const char *want_id,
-                                        sbx_sandbox **out, sbx_error *err) {
+                                        sbx_sandbox **out, sbx_error *err)
+{
     json_t *j = NULL;
     sbx_status s = sbx_http_response_json(p->http, req, resp, &j, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     const char *id = json_string_value(json_object_get(j, "sandboxID"));
-    if (!id || !*id) id = want_id;
+    if (!id || !*id)
+        id = want_id;
     if (!id || !*id || strlen(id) > 128) {
         json_decref(j);
         return sbx_error_set(err, SBX_E_PROVISION,
@@ -284,15 +339,18 @@ static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request 
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     }
     /* The envd token is a credential for this sandbox: never let it reach a message. */
-    if (sb->access_token) sbx_http_client_add_secret(p->http, sb->access_token);
+    if (sb->access_token)
+        sbx_http_client_add_secret(p->http, sb->access_token);
     *out = &sb->base;
     return SBX_OK;
 }
 
 /* The `network` block for a policy (NULL for unrestricted egress). */
-static json_t *e2b_network_json(const sbx_policy *policy) {
+static json_t *e2b_network_json(const sbx_policy *policy)
+{
     Sbx__V1__NetworkEgress e = policy->network_egress;
-    if (e == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW) return NULL;
+    if (e == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW)
+        return NULL;
     json_t *net = json_object();
     json_t *deny = json_array();
     json_array_append_new(deny, json_string("0.0.0.0/0"));
@@ -307,8 +365,10 @@ static json_t *e2b_network_json(const sbx_policy *policy) {
     return net;
 }
 
-static void e2b_meta_set(json_t *meta, const char *k, const char *v) {
-    if (!v || !*v) return;
+static void e2b_meta_set(json_t *meta, const char *k, const char *v)
+{
+    if (!v || !*v)
+        return;
     char cut[E2B_MAX_METADATA_VALUE + 1];
     snprintf(cut, sizeof cut, "%s", v);
     json_object_set_new(meta, k, json_string(cut));
@@ -316,7 +376,8 @@ static void e2b_meta_set(json_t *meta, const char *k, const char *v) {
 
 static sbx_status e2b_create(void *state, const sbx_session_handle *session,
                              const sbx_principal *principal, const sbx_policy *policy,
-                             sbx_sandbox **out, sbx_error *err) {
+                             sbx_sandbox **out, sbx_error *err)
+{
     e2b_provider *p = state;
     *out = NULL;
     json_t *body = json_object();
@@ -330,7 +391,8 @@ static sbx_status e2b_create(void *state, const sbx_session_handle *session,
         e2b_meta_set(meta, "sbx.name", session->name);
     }
     e2b_meta_set(meta, "sbx.profile", p->profile);
-    if (principal) e2b_meta_set(meta, "sbx.subject", principal->subject);
+    if (principal)
+        e2b_meta_set(meta, "sbx.subject", principal->subject);
     json_object_set_new(body, "metadata", meta);
     if (p->n_env > 0) {
         json_t *env = json_object();
@@ -343,7 +405,8 @@ static sbx_status e2b_create(void *state, const sbx_session_handle *session,
         json_object_set_new(body, "envVars", env);
     }
     json_t *net = e2b_network_json(policy);
-    if (net) json_object_set_new(body, "network", net);
+    if (net)
+        json_object_set_new(body, "network", net);
 
     sbx_http_request req;
     sbx_http_response resp;
@@ -357,8 +420,10 @@ static sbx_status e2b_create(void *state, const sbx_session_handle *session,
         else
             s = sbx_http_check(p->http, &req, &resp, err);
         /* 404 on create is not GONE: nothing existed yet. */
-        if (s == SBX_E_GONE) s = sbx_http_status_error(p->http, &req, &resp, SBX_E_CONFIG, err);
-        if (s == SBX_OK) s = e2b_sandbox_from_json(p, &req, &resp, NULL, out, err);
+        if (s == SBX_E_GONE)
+            s = sbx_http_status_error(p->http, &req, &resp, SBX_E_CONFIG, err);
+        if (s == SBX_OK)
+            s = e2b_sandbox_from_json(p, &req, &resp, NULL, out, err);
     }
     if (s == SBX_E_CONFIG && resp.status == 400 && err)
         sbx_error_prefix(err, "profile '%s' (template '%s'): ", p->profile, p->template_id);
@@ -368,7 +433,8 @@ static sbx_status e2b_create(void *state, const sbx_session_handle *session,
 
 /* Re-applies the egress policy to a running sandbox (PUT replaces every field). */
 static sbx_status e2b_apply_network(e2b_provider *p, const char *id, const sbx_policy *policy,
-                                    sbx_error *err) {
+                                    sbx_error *err)
+{
     json_t *body = e2b_network_json(policy);
     if (!body) {
         /* Unrestricted: empty lists clear any earlier restriction (replace semantics). */
@@ -385,18 +451,21 @@ static sbx_status e2b_apply_network(e2b_provider *p, const char *id, const sbx_p
     char url[1024];
     sbx_status s = e2b_api(p, "PUT", path, body, true, &req, url, sizeof url, &resp, err);
     json_decref(body);
-    if (s == SBX_OK) s = sbx_http_check(p->http, &req, &resp, err);
+    if (s == SBX_OK)
+        s = sbx_http_check(p->http, &req, &resp, err);
     sbx_http_response_clear(&resp);
     return s;
 }
 
 static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_principal *principal,
-                             const sbx_policy *policy, sbx_sandbox **out, sbx_error *err) {
+                             const sbx_policy *policy, sbx_sandbox **out, sbx_error *err)
+{
     (void)principal;
     e2b_provider *p = state;
     *out = NULL;
     char *esc = sbx_http_url_escape(sandbox_id);
-    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     char path[512];
     snprintf(path, sizeof path, "/sandboxes/%s/connect", esc);
     free(esc);
@@ -414,7 +483,8 @@ static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_prin
             sbx_error_set(err, SBX_E_GONE,
                           "e2b: sandbox %s no longer exists (POST %s returned %ld)", sandbox_id,
                           url, resp.status);
-        if (s == SBX_OK) s = e2b_sandbox_from_json(p, &req, &resp, sandbox_id, out, err);
+        if (s == SBX_OK)
+            s = e2b_sandbox_from_json(p, &req, &resp, sandbox_id, out, err);
     }
     sbx_http_response_clear(&resp);
     if (s == SBX_OK && policy) {
@@ -428,10 +498,12 @@ static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_prin
     return s;
 }
 
-static sbx_status e2b_destroy(void *state, const char *sandbox_id, sbx_error *err) {
+static sbx_status e2b_destroy(void *state, const char *sandbox_id, sbx_error *err)
+{
     e2b_provider *p = state;
     char *esc = sbx_http_url_escape(sandbox_id);
-    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     char path[512];
     snprintf(path, sizeof path, "/sandboxes/%s", esc);
     free(esc);
@@ -445,9 +517,11 @@ static sbx_status e2b_destroy(void *state, const char *sandbox_id, sbx_error *er
     return s;
 }
 
-sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err) {
+sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err)
+{
     char *esc = sbx_http_url_escape(sandbox_id);
-    if (!esc) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     char path[512];
     snprintf(path, sizeof path, "/sandboxes/%s", esc);
     free(esc);
@@ -455,7 +529,8 @@ sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err) {
     sbx_http_response resp;
     char url[1024];
     sbx_status s = e2b_api(p, "GET", path, NULL, true, &req, url, sizeof url, &resp, err);
-    if (s == SBX_OK) s = sbx_http_check(p->http, &req, &resp, err);
+    if (s == SBX_OK)
+        s = sbx_http_check(p->http, &req, &resp, err);
     if (s == SBX_E_GONE)
         sbx_error_set(err, SBX_E_GONE, "e2b: sandbox %s no longer exists (GET %s returned 404)",
                       sandbox_id, url);
@@ -463,14 +538,17 @@ sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err) {
     return s;
 }
 
-static void e2b_sandbox_close(sbx_sandbox *sb) {
-    if (!sb) return;
+static void e2b_sandbox_close(sbx_sandbox *sb)
+{
+    if (!sb)
+        return;
     e2b_sandbox *e = (e2b_sandbox *)sb;
     free(e->base.id);
     if (e->access_token) {
         sbx_http_client_remove_secret(e->p->http, e->access_token);
         volatile char *t = e->access_token;
-        for (size_t i = 0; t[i]; i++) t[i] = 0;
+        for (size_t i = 0; t[i]; i++)
+            t[i] = 0;
         free(e->access_token);
     }
     free(e->domain);

@@ -41,8 +41,8 @@
 
 /* Domains where E2B's SDK reaches sandboxes through https://sandbox.<domain> with routing
  * headers (reference §1.2). Other domains use https://<port>-<id>.<domain>. */
-static const char *const e2b_routed_domains[] = {"e2b.app", "e2b.dev", "e2b.pro",
-                                                 "e2b-staging.dev", NULL};
+static const char *const e2b_routed_domains[] = {"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev",
+                                                 NULL};
 
 /* One environment variable (RunCode and RunCommand have distinct entry types). */
 typedef struct e2b_kv {
@@ -62,13 +62,16 @@ typedef struct e2b_call {
     size_t n;
 } e2b_call;
 
-static void e2b_call_add(e2b_call *c, const char *h) {
-    if (c->n < sizeof c->headers / sizeof c->headers[0]) c->headers[c->n++] = h;
+static void e2b_call_add(e2b_call *c, const char *h)
+{
+    if (c->n < sizeof c->headers / sizeof c->headers[0])
+        c->headers[c->n++] = h;
 }
 
 /* Builds the URL (base + path) and the auth and routing headers for port. */
 static sbx_status e2b_call_init(e2b_sandbox *sb, int port, const char *path, e2b_call *c,
-                                sbx_error *err) {
+                                sbx_error *err)
+{
     memset(c, 0, sizeof *c);
     e2b_provider *p = sb->p;
     bool routed = p->sandbox_url != NULL;
@@ -100,31 +103,36 @@ static sbx_status e2b_call_init(e2b_sandbox *sb, int port, const char *path, e2b
     char userpass[256];
     snprintf(userpass, sizeof userpass, "%s:", p->user);
     char *b64 = sbx_http_base64_encode(userpass, strlen(userpass));
-    if (!b64) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!b64)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     snprintf(c->auth, sizeof c->auth, "Authorization: Basic %s", b64);
     free(b64);
     e2b_call_add(c, c->auth);
     return SBX_OK;
 }
 
-static void e2b_call_wipe(e2b_call *c) {
+static void e2b_call_wipe(e2b_call *c)
+{
     memset(c->token, 0, sizeof c->token);
     memset(c->auth, 0, sizeof c->auth);
 }
 
 /* After an in-sandbox call failed (proxy error or transport reset): GONE when the control
  * plane says the sandbox no longer exists, else the original error stands. */
-static sbx_status e2b_maybe_gone(e2b_sandbox *sb, sbx_status s, sbx_error *err) {
+static sbx_status e2b_maybe_gone(e2b_sandbox *sb, sbx_status s, sbx_error *err)
+{
     sbx_error probe;
     if (e2b_probe(sb->p, sb->base.id, &probe) == SBX_E_GONE) {
-        if (err) *err = probe;
+        if (err)
+            *err = probe;
         return SBX_E_GONE;
     }
     return s;
 }
 
 static sbx_status e2b_envd_http_error(e2b_sandbox *sb, const sbx_http_request *req,
-                                      const sbx_http_response *resp, sbx_error *err) {
+                                      const sbx_http_response *resp, sbx_error *err)
+{
     sbx_status s = sbx_http_check(sb->p->http, req, resp, err);
     if (resp->status == 502 || resp->status == 503 || resp->status == 404)
         s = e2b_maybe_gone(sb, s, err);
@@ -141,19 +149,23 @@ typedef struct e2b_output {
     bool over_limit;
 } e2b_output;
 
-static void e2b_output_init(e2b_output *out, sbx_result *r, const sbx_exec_opts *o) {
+static void e2b_output_init(e2b_output *out, sbx_result *r, const sbx_exec_opts *o)
+{
     memset(out, 0, sizeof *out);
     out->result = r;
     out->o = o;
     out->limit = o && o->output_limit_bytes ? o->output_limit_bytes : E2B_MAX_OUTPUT_BYTES;
-    if (out->limit > E2B_MAX_OUTPUT_BYTES) out->limit = E2B_MAX_OUTPUT_BYTES;
+    if (out->limit > E2B_MAX_OUTPUT_BYTES)
+        out->limit = E2B_MAX_OUTPUT_BYTES;
 }
 
 /* Keeps and streams a chunk; false once a stream passed the limit (the rest is dropped). */
-static bool e2b_emit(e2b_output *out, Sbx__V1__Stream stream, const uint8_t *data, size_t len) {
-    if (len == 0) return true;
-    ProtobufCBinaryData *field = stream == SBX__V1__STREAM__STREAM_STDERR ? &out->result->stderr
-                                                                           : &out->result->stdout;
+static bool e2b_emit(e2b_output *out, Sbx__V1__Stream stream, const uint8_t *data, size_t len)
+{
+    if (len == 0)
+        return true;
+    ProtobufCBinaryData *field =
+        stream == SBX__V1__STREAM__STREAM_STDERR ? &out->result->stderr : &out->result->stdout;
     protobuf_c_boolean *trunc = stream == SBX__V1__STREAM__STREAM_STDERR
                                     ? &out->result->stderr_truncated
                                     : &out->result->stdout_truncated;
@@ -167,14 +179,14 @@ static bool e2b_emit(e2b_output *out, Sbx__V1__Stream stream, const uint8_t *dat
     if (keep > 0) {
         sbx_append_bytes(field, data, keep);
         if (out->o && out->o->on_output)
-            out->o->on_output(out->o->on_output_arg, stream, data, keep,
-                              out->offset[stream]);
+            out->o->on_output(out->o->on_output_arg, stream, data, keep, out->offset[stream]);
         out->offset[stream] += keep;
     }
     return !out->over_limit;
 }
 
-static void e2b_set_exit(sbx_result *r, int code) {
+static void e2b_set_exit(sbx_result *r, int code)
+{
     r->exit_code = code;
     r->signal = 0;
     r->outcome = code == 0 ? SBX__V1__OUTCOME__OUTCOME_OK : SBX__V1__OUTCOME__OUTCOME_NONZERO;
@@ -195,44 +207,60 @@ typedef struct e2b_stream {
     int signal;
     char status_text[128];
     char proc_error[256];
-    sbx_status fail;         /* set when the stream itself reported an error */
+    sbx_status fail; /* set when the stream itself reported an error */
     sbx_error fail_err;
     sbx_status abort_status; /* handed to the HTTP helper */
 } e2b_stream;
 
-static int e2b_signal_from_status(const char *status) {
+static int e2b_signal_from_status(const char *status)
+{
     /* envd reports Go's ProcessState.String(): "exit status N" or "signal: <name>". */
     static const struct {
         const char *name;
         int sig;
-    } names[] = {{"killed", SIGKILL},          {"terminated", SIGTERM},
-                 {"interrupt", SIGINT},         {"segmentation fault", SIGSEGV},
-                 {"aborted", SIGABRT},          {"hangup", SIGHUP},
-                 {"broken pipe", SIGPIPE},      {"bus error", SIGBUS},
-                 {"floating point exception", SIGFPE}, {"quit", SIGQUIT}};
+    } names[] = {{"killed", SIGKILL},
+                 {"terminated", SIGTERM},
+                 {"interrupt", SIGINT},
+                 {"segmentation fault", SIGSEGV},
+                 {"aborted", SIGABRT},
+                 {"hangup", SIGHUP},
+                 {"broken pipe", SIGPIPE},
+                 {"bus error", SIGBUS},
+                 {"floating point exception", SIGFPE},
+                 {"quit", SIGQUIT}};
     const char *p = strstr(status, "signal: ");
-    if (!p) return 0;
+    if (!p)
+        return 0;
     p += 8;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strncmp(p, names[i].name, strlen(names[i].name)) == 0) return names[i].sig;
+        if (strncmp(p, names[i].name, strlen(names[i].name)) == 0)
+            return names[i].sig;
     return SIGKILL;
 }
 
-static sbx_status e2b_connect_code(const char *code) {
-    if (!code) return SBX_E_PROVISION;
+static sbx_status e2b_connect_code(const char *code)
+{
+    if (!code)
+        return SBX_E_PROVISION;
     if (strcmp(code, "deadline_exceeded") == 0 || strcmp(code, "canceled") == 0)
         return SBX_E_TIMEOUT;
-    if (strcmp(code, "invalid_argument") == 0) return SBX_E_INVALID_ARGUMENT;
-    if (strcmp(code, "unauthenticated") == 0) return SBX_E_CONFIG;
-    if (strcmp(code, "permission_denied") == 0) return SBX_E_PERMISSION_DENIED;
-    if (strcmp(code, "resource_exhausted") == 0) return SBX_E_RESOURCE_EXHAUSTED;
-    if (strcmp(code, "unavailable") == 0) return SBX_E_GONE; /* SDK: sandbox probably dead */
+    if (strcmp(code, "invalid_argument") == 0)
+        return SBX_E_INVALID_ARGUMENT;
+    if (strcmp(code, "unauthenticated") == 0)
+        return SBX_E_CONFIG;
+    if (strcmp(code, "permission_denied") == 0)
+        return SBX_E_PERMISSION_DENIED;
+    if (strcmp(code, "resource_exhausted") == 0)
+        return SBX_E_RESOURCE_EXHAUSTED;
+    if (strcmp(code, "unavailable") == 0)
+        return SBX_E_GONE; /* SDK: sandbox probably dead */
     return SBX_E_PROVISION;
 }
 
 static bool e2b_stream_fail(e2b_stream *st, sbx_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static bool e2b_stream_fail(e2b_stream *st, sbx_status s, const char *fmt, ...) {
+static bool e2b_stream_fail(e2b_stream *st, sbx_status s, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     sbx_error_vset(&st->fail_err, s, fmt, ap);
@@ -242,14 +270,14 @@ static bool e2b_stream_fail(e2b_stream *st, sbx_status s, const char *fmt, ...) 
     return false;
 }
 
-static bool e2b_stream_envelope(e2b_stream *st, uint8_t flags, const uint8_t *data, size_t len) {
+static bool e2b_stream_envelope(e2b_stream *st, uint8_t flags, const uint8_t *data, size_t len)
+{
     if (flags & 0x01)
         return e2b_stream_fail(st, SBX_E_PROVISION,
                                "e2b: envd sent a compressed envelope that was never negotiated");
     json_t *j = NULL;
     sbx_error perr;
-    if (sbx_http_parse_json(st->sb->p->http, "envd process stream", data, len, &j, &perr) !=
-        SBX_OK)
+    if (sbx_http_parse_json(st->sb->p->http, "envd process stream", data, len, &j, &perr) != SBX_OK)
         return e2b_stream_fail(st, SBX_E_PROVISION, "%s", perr.message);
     bool ok = true;
     if (flags & 0x02) {
@@ -273,22 +301,23 @@ static bool e2b_stream_envelope(e2b_stream *st, uint8_t flags, const uint8_t *da
     if ((x = json_object_get(ev, "start")) != NULL) {
         st->started = true;
         json_t *pid = json_object_get(x, "pid");
-        if (json_is_integer(pid)) st->pid = json_integer_value(pid);
+        if (json_is_integer(pid))
+            st->pid = json_integer_value(pid);
     } else if ((x = json_object_get(ev, "data")) != NULL) {
         const char *names[] = {"stdout", "stderr", "pty"};
         for (size_t i = 0; i < 3 && ok; i++) {
             const char *b64 = json_string_value(json_object_get(x, names[i]));
-            if (!b64) continue;
+            if (!b64)
+                continue;
             size_t n = 0;
             uint8_t *bytes = sbx_http_base64_decode(b64, strlen(b64), &n);
             if (!bytes) {
                 ok = e2b_stream_fail(st, SBX_E_PROVISION,
-                                     "e2b: envd sent %s data that is not valid base64",
-                                     names[i]);
+                                     "e2b: envd sent %s data that is not valid base64", names[i]);
                 break;
             }
-            Sbx__V1__Stream s = i == 1 ? SBX__V1__STREAM__STREAM_STDERR
-                                       : SBX__V1__STREAM__STREAM_STDOUT;
+            Sbx__V1__Stream s =
+                i == 1 ? SBX__V1__STREAM__STREAM_STDERR : SBX__V1__STREAM__STREAM_STDOUT;
             if (!e2b_emit(&st->out, s, bytes, n)) {
                 st->abort_status = SBX_OK; /* the output limit, not an error */
                 ok = false;
@@ -310,17 +339,20 @@ static bool e2b_stream_envelope(e2b_stream *st, uint8_t flags, const uint8_t *da
     return ok;
 }
 
-static bool e2b_stream_body(void *arg, const uint8_t *data, size_t len) {
+static bool e2b_stream_body(void *arg, const uint8_t *data, size_t len)
+{
     e2b_stream *st = arg;
     while (len > 0) {
         if (st->head_have < 5) {
             size_t n = 5 - st->head_have;
-            if (n > len) n = len;
+            if (n > len)
+                n = len;
             memcpy(st->head + st->head_have, data, n);
             st->head_have += n;
             data += n;
             len -= n;
-            if (st->head_have < 5) break;
+            if (st->head_have < 5)
+                break;
             uint32_t plen = (uint32_t)st->head[1] << 24 | (uint32_t)st->head[2] << 16 |
                             (uint32_t)st->head[3] << 8 | (uint32_t)st->head[4];
             if (plen > E2B_MAX_ENVELOPE)
@@ -336,7 +368,8 @@ static bool e2b_stream_body(void *arg, const uint8_t *data, size_t len) {
                 return e2b_stream_fail(st, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
         }
         size_t n = st->payload_len - st->payload_have;
-        if (n > len) n = len;
+        if (n > len)
+            n = len;
         memcpy(st->payload + st->payload_have, data, n);
         st->payload_have += n;
         data += n;
@@ -346,15 +379,18 @@ static bool e2b_stream_body(void *arg, const uint8_t *data, size_t len) {
             st->head_have = 0;
             free(st->payload);
             st->payload = NULL;
-            if (!ok) return false;
+            if (!ok)
+                return false;
         }
     }
     return true;
 }
 
 /* Best-effort SIGKILL of a process started through envd. */
-static void e2b_kill_pid(e2b_sandbox *sb, int64_t pid) {
-    if (pid <= 0) return;
+static void e2b_kill_pid(e2b_sandbox *sb, int64_t pid)
+{
+    if (pid <= 0)
+        return;
     e2b_call c;
     if (e2b_call_init(sb, E2B_ENVD_PORT, "/process.Process/SendSignal", &c, NULL) != SBX_OK)
         return;
@@ -363,9 +399,14 @@ static void e2b_kill_pid(e2b_sandbox *sb, int64_t pid) {
     char body[128];
     snprintf(body, sizeof body, "{\"process\":{\"pid\":%lld},\"signal\":\"SIGNAL_SIGKILL\"}",
              (long long)pid);
-    sbx_http_request req = {.method = "POST", .url = c.url, .headers = c.headers,
-                            .n_headers = c.n, .body = body, .body_len = strlen(body),
-                            .idempotent = true, .timeout_ms = E2B_KILL_TIMEOUT_MS};
+    sbx_http_request req = {.method = "POST",
+                            .url = c.url,
+                            .headers = c.headers,
+                            .n_headers = c.n,
+                            .body = body,
+                            .body_len = strlen(body),
+                            .idempotent = true,
+                            .timeout_ms = E2B_KILL_TIMEOUT_MS};
     sbx_http_response resp;
     sbx_http_do(sb->p->http, &req, &resp, NULL);
     sbx_http_response_clear(&resp);
@@ -374,16 +415,17 @@ static void e2b_kill_pid(e2b_sandbox *sb, int64_t pid) {
 
 /* Runs argv (argv[0] is the program) with env and cwd through process.Process/Start. */
 static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t argc,
-                              const e2b_kv *env_entries, size_t n_env,
-                              const char *cwd, const sbx_exec_opts *o, sbx_result *result,
-                              sbx_error *err) {
+                              const e2b_kv *env_entries, size_t n_env, const char *cwd,
+                              const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     e2b_provider *p = sb->p;
     if (argc == 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "e2b: empty command (no argv[0])");
     json_t *proc = json_object();
     json_object_set_new(proc, "cmd", json_string(argv[0]));
     json_t *args = json_array();
-    for (size_t i = 1; i < argc; i++) json_array_append_new(args, json_string(argv[i]));
+    for (size_t i = 1; i < argc; i++)
+        json_array_append_new(args, json_string(argv[i]));
     json_object_set_new(proc, "args", args);
     if (n_env > 0) {
         json_t *envs = json_object();
@@ -391,13 +433,15 @@ static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t a
             json_object_set_new(envs, env_entries[i].key, json_string(env_entries[i].value));
         json_object_set_new(proc, "envs", envs);
     }
-    if (cwd && *cwd) json_object_set_new(proc, "cwd", json_string(cwd));
+    if (cwd && *cwd)
+        json_object_set_new(proc, "cwd", json_string(cwd));
     json_t *msg = json_object();
     json_object_set_new(msg, "process", proc);
     json_object_set_new(msg, "stdin", json_false());
     char *text = sbx_http_json_dump(msg);
     json_decref(msg);
-    if (!text) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!text)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     size_t tlen = strlen(text);
     uint8_t *env_body = malloc(tlen + 5);
     if (!env_body) {
@@ -423,19 +467,27 @@ static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t a
     int64_t deadline = o ? o->deadline_mono_ms : 0;
     if (deadline > 0) {
         int64_t left = deadline - sbx_monotonic_ms();
-        if (left < 1) left = 1;
+        if (left < 1)
+            left = 1;
         /* envd kills the process itself when this passes, even if we vanish. */
         snprintf(c.timeout, sizeof c.timeout, "Connect-Timeout-Ms: %lld", (long long)left);
         e2b_call_add(&c, c.timeout);
     }
     e2b_stream st = {.sb = sb};
     e2b_output_init(&st.out, result, o);
-    sbx_http_request req = {.method = "POST", .url = c.url, .headers = c.headers,
-                            .n_headers = c.n, .body = env_body, .body_len = tlen + 5,
-                            .idempotent = false, .deadline_mono_ms = deadline,
+    sbx_http_request req = {.method = "POST",
+                            .url = c.url,
+                            .headers = c.headers,
+                            .n_headers = c.n,
+                            .body = env_body,
+                            .body_len = tlen + 5,
+                            .idempotent = false,
+                            .deadline_mono_ms = deadline,
                             .timeout_ms = deadline > 0 ? 0 : E2B_EXEC_MAX_MS,
-                            .cancel = o ? o->cancel : NULL, .on_body = e2b_stream_body,
-                            .on_body_arg = &st, .abort_status = &st.abort_status};
+                            .cancel = o ? o->cancel : NULL,
+                            .on_body = e2b_stream_body,
+                            .on_body_arg = &st,
+                            .abort_status = &st.abort_status};
     sbx_http_response resp;
     int64_t t0 = sbx_monotonic_us();
     s = sbx_http_do(p->http, &req, &resp, err);
@@ -451,7 +503,8 @@ static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t a
         s = SBX_OK;
     } else if (st.fail != SBX_OK) {
         s = st.fail;
-        if (err) *err = st.fail_err;
+        if (err)
+            *err = st.fail_err;
         if (s == SBX_E_TIMEOUT) {
             e2b_kill_pid(sb, st.pid);
             result->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
@@ -485,7 +538,8 @@ static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t a
         } else {
             e2b_set_exit(result, st.exit_code);
         }
-        if (st.proc_error[0]) sbx_result_set_data(result, "e2b.process_error", st.proc_error);
+        if (st.proc_error[0])
+            sbx_result_set_data(result, "e2b.process_error", st.proc_error);
         if (st.pid > 0) {
             char pid[32];
             snprintf(pid, sizeof pid, "%lld", (long long)st.pid);
@@ -502,15 +556,17 @@ static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t a
  * input (SendInput would need a second concurrent call). The bytes travel base64-encoded in
  * one argument; "$@" keeps argv exact. */
 static sbx_status e2b_with_stdin(const ProtobufCBinaryData *in, const char *const *argv,
-                                 size_t argc, const char *shell, char ***out_argv,
-                                 size_t *out_argc, sbx_error *err) {
+                                 size_t argc, const char *shell, char ***out_argv, size_t *out_argc,
+                                 sbx_error *err)
+{
     if (in->len > E2B_MAX_STDIN_BYTES)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "e2b: stdin of %zu bytes is larger than the %u bytes this provider "
                              "can pass; write the data to a file with write_file instead",
                              in->len, (unsigned)E2B_MAX_STDIN_BYTES);
     char *b64 = sbx_http_base64_encode(in->data, in->len);
-    if (!b64) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!b64)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     size_t n = 5 + (shell ? 1 : argc);
     char **v = calloc(n + 1, sizeof *v);
     if (!v) {
@@ -527,10 +583,12 @@ static sbx_status e2b_with_stdin(const ProtobufCBinaryData *in, const char *cons
     if (shell)
         v[k++] = strdup(shell);
     else
-        for (size_t i = 0; i < argc; i++) v[k++] = strdup(argv[i]);
+        for (size_t i = 0; i < argc; i++)
+            v[k++] = strdup(argv[i]);
     for (size_t i = 0; i < k; i++)
         if (!v[i]) {
-            for (size_t j = 0; j < k; j++) free(v[j]);
+            for (size_t j = 0; j < k; j++)
+                free(v[j]);
             free(v);
             return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
         }
@@ -539,21 +597,24 @@ static sbx_status e2b_with_stdin(const ProtobufCBinaryData *in, const char *cons
     return SBX_OK;
 }
 
-static void e2b_free_argv(char **v, size_t n) {
-    for (size_t i = 0; i < n; i++) free(v[i]);
+static void e2b_free_argv(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
     free(v);
 }
 
 static sbx_status e2b_run_argv_or_shell(e2b_sandbox *sb, const char *const *argv, size_t argc,
-                                        const char *shell, const e2b_kv *env,
-                                        size_t n_env, const char *cwd,
-                                        const ProtobufCBinaryData *in, const sbx_exec_opts *o,
-                                        sbx_result *result, sbx_error *err) {
+                                        const char *shell, const e2b_kv *env, size_t n_env,
+                                        const char *cwd, const ProtobufCBinaryData *in,
+                                        const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     if (in && in->len > 0) {
         char **v = NULL;
         size_t n = 0;
         sbx_status s = e2b_with_stdin(in, argv, argc, shell, &v, &n, err);
-        if (s != SBX_OK) return s;
+        if (s != SBX_OK)
+            return s;
         s = e2b_process(sb, (const char *const *)v, n, env, n_env, cwd, o, result, err);
         e2b_free_argv(v, n);
         return s;
@@ -565,16 +626,19 @@ static sbx_status e2b_run_argv_or_shell(e2b_sandbox *sb, const char *const *argv
     return e2b_process(sb, argv, argc, env, n_env, cwd, o, result, err);
 }
 
-sbx_status e2b_run_command(sbx_sandbox *sbb, const Sbx__V1__RunCommand *op,
-                           const sbx_exec_opts *o, sbx_result *result, sbx_error *err) {
+sbx_status e2b_run_command(sbx_sandbox *sbb, const Sbx__V1__RunCommand *op, const sbx_exec_opts *o,
+                           sbx_result *result, sbx_error *err)
+{
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     bool has_shell = op->shell && op->shell[0];
     if (has_shell == (op->n_argv > 0))
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "e2b: run_command needs exactly one of argv or shell");
     e2b_kv *env = calloc(op->n_env ? op->n_env : 1, sizeof *env);
-    if (!env) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-    for (size_t i = 0; i < op->n_env; i++) env[i] = (e2b_kv){op->env[i]->key, op->env[i]->value};
+    if (!env)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    for (size_t i = 0; i < op->n_env; i++)
+        env[i] = (e2b_kv){op->env[i]->key, op->env[i]->value};
     sbx_status s = e2b_run_argv_or_shell(sb, (const char *const *)op->argv, op->n_argv,
                                          has_shell ? op->shell : NULL, env, op->n_env, op->cwd,
                                          &op->stdin, o, result, err);
@@ -597,20 +661,24 @@ typedef struct e2b_lines {
     sbx_status abort_status;
 } e2b_lines;
 
-static bool e2b_line_fail(e2b_lines *ls, sbx_status s, const char *msg) {
+static bool e2b_line_fail(e2b_lines *ls, sbx_status s, const char *msg)
+{
     sbx_error_set(&ls->fail_err, s, "%s", msg);
     ls->fail = s;
     ls->abort_status = s;
     return false;
 }
 
-static bool e2b_jupyter_line(e2b_lines *ls, const char *line, size_t len) {
-    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
-    if (len == 0) return true;
+static bool e2b_jupyter_line(e2b_lines *ls, const char *line, size_t len)
+{
+    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+        len--;
+    if (len == 0)
+        return true;
     json_t *j = NULL;
     sbx_error perr;
-    if (sbx_http_parse_json(ls->sb->p->http, "code interpreter output", (const uint8_t *)line,
-                            len, &j, &perr) != SBX_OK)
+    if (sbx_http_parse_json(ls->sb->p->http, "code interpreter output", (const uint8_t *)line, len,
+                            &j, &perr) != SBX_OK)
         return e2b_line_fail(ls, SBX_E_PROVISION, perr.message);
     const char *type = json_string_value(json_object_get(j, "type"));
     bool ok = true;
@@ -623,7 +691,8 @@ static bool e2b_jupyter_line(e2b_lines *ls, const char *line, size_t len) {
                           type[3] == 'o' ? SBX__V1__STREAM__STREAM_STDOUT
                                          : SBX__V1__STREAM__STREAM_STDERR,
                           (const uint8_t *)text, strlen(text));
-        if (!ok) ls->abort_status = SBX_OK;
+        if (!ok)
+            ls->abort_status = SBX_OK;
     } else if (strcmp(type, "result") == 0) {
         const char *text = json_string_value(json_object_get(j, "text"));
         if (json_is_true(json_object_get(j, "is_main_result")) && text) {
@@ -651,26 +720,28 @@ static bool e2b_jupyter_line(e2b_lines *ls, const char *line, size_t len) {
         char head[1024];
         snprintf(head, sizeof head, "%s: %s\n", name ? name : "Error", value ? value : "");
         if (tb && *tb) {
-            ok = e2b_emit(&ls->out, SBX__V1__STREAM__STREAM_STDERR, (const uint8_t *)tb,
-                          strlen(tb));
+            ok =
+                e2b_emit(&ls->out, SBX__V1__STREAM__STREAM_STDERR, (const uint8_t *)tb, strlen(tb));
             if (ok && tb[strlen(tb) - 1] != '\n')
-                ok = e2b_emit(&ls->out, SBX__V1__STREAM__STREAM_STDERR, (const uint8_t *)"\n",
-                              1);
+                ok = e2b_emit(&ls->out, SBX__V1__STREAM__STREAM_STDERR, (const uint8_t *)"\n", 1);
         } else {
             ok = e2b_emit(&ls->out, SBX__V1__STREAM__STREAM_STDERR, (const uint8_t *)head,
                           strlen(head));
         }
-        if (!ok) ls->abort_status = SBX_OK;
+        if (!ok)
+            ls->abort_status = SBX_OK;
     }
     json_decref(j);
     return ok;
 }
 
-static bool e2b_lines_body(void *arg, const uint8_t *data, size_t len) {
+static bool e2b_lines_body(void *arg, const uint8_t *data, size_t len)
+{
     e2b_lines *ls = arg;
     for (size_t i = 0; i < len; i++) {
         if (data[i] == '\n') {
-            if (!e2b_jupyter_line(ls, ls->line ? ls->line : "", ls->len)) return false;
+            if (!e2b_jupyter_line(ls, ls->line ? ls->line : "", ls->len))
+                return false;
             ls->len = 0;
             continue;
         }
@@ -681,7 +752,8 @@ static bool e2b_lines_body(void *arg, const uint8_t *data, size_t len) {
                                      "refused");
             size_t cap = ls->cap ? ls->cap * 2 : 4096;
             char *nl = realloc(ls->line, cap);
-            if (!nl) return e2b_line_fail(ls, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+            if (!nl)
+                return e2b_line_fail(ls, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
             ls->line = nl;
             ls->cap = cap;
         }
@@ -694,17 +766,20 @@ static bool e2b_lines_body(void *arg, const uint8_t *data, size_t len) {
  * KeyboardInterrupt in the running cell and keeps the kernel's state, like Jupyter's interrupt
  * button. The template runs the kernel as an `ipykernel` process (guess: verified against the
  * fake only); best effort, bounded by E2B_KILL_TIMEOUT_MS. */
-static void e2b_interrupt_kernel(e2b_sandbox *sb) {
+static void e2b_interrupt_kernel(e2b_sandbox *sb)
+{
     const char *argv[] = {"pkill", "-INT", "-f", "ipykernel"};
     sbx_exec_opts ko = {.deadline_mono_ms = sbx_monotonic_ms() + E2B_KILL_TIMEOUT_MS};
     sbx_result *tmp = sbx_result_new();
-    if (!tmp) return;
+    if (!tmp)
+        return;
     e2b_process(sb, argv, 4, NULL, 0, NULL, &ko, tmp, NULL);
     sbx_message_free(&tmp->base);
 }
 
 static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
-                              sbx_result *result, sbx_error *err) {
+                              sbx_result *result, sbx_error *err)
+{
     if (op->stdin.len > 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "e2b: stdin is not supported for stateful python (the code "
@@ -734,7 +809,8 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
     }
     char *text = sbx_http_json_dump(body);
     json_decref(body);
-    if (!text) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (!text)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     e2b_call c;
     sbx_status s = e2b_call_init(sb, E2B_JUPYTER_PORT, "/execute", &c, err);
     if (s != SBX_OK) {
@@ -745,19 +821,25 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
     e2b_lines ls = {.sb = sb};
     e2b_output_init(&ls.out, result, o);
     int64_t deadline = o ? o->deadline_mono_ms : 0;
-    sbx_http_request req = {.method = "POST", .url = c.url, .headers = c.headers,
-                            .n_headers = c.n, .body = text, .body_len = strlen(text),
-                            .idempotent = false, .deadline_mono_ms = deadline,
+    sbx_http_request req = {.method = "POST",
+                            .url = c.url,
+                            .headers = c.headers,
+                            .n_headers = c.n,
+                            .body = text,
+                            .body_len = strlen(text),
+                            .idempotent = false,
+                            .deadline_mono_ms = deadline,
                             .timeout_ms = deadline > 0 ? 0 : E2B_EXEC_MAX_MS,
-                            .cancel = o ? o->cancel : NULL, .on_body = e2b_lines_body,
-                            .on_body_arg = &ls, .abort_status = &ls.abort_status};
+                            .cancel = o ? o->cancel : NULL,
+                            .on_body = e2b_lines_body,
+                            .on_body_arg = &ls,
+                            .abort_status = &ls.abort_status};
     sbx_http_response resp;
     int64_t t0 = sbx_monotonic_us();
     s = sbx_http_do(sb->p->http, &req, &resp, err);
     result->wall_us = (uint64_t)(sbx_monotonic_us() - t0);
     free(text);
-    if (s == SBX_OK && ls.len > 0 && ls.fail == SBX_OK && resp.status >= 200 &&
-        resp.status < 300)
+    if (s == SBX_OK && ls.len > 0 && ls.fail == SBX_OK && resp.status >= 200 && resp.status < 300)
         e2b_jupyter_line(&ls, ls.line, ls.len); /* a last line without newline */
     if (ls.out.over_limit && ls.fail == SBX_OK) {
         e2b_interrupt_kernel(sb);
@@ -765,7 +847,8 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
         s = SBX_OK;
     } else if (ls.fail != SBX_OK) {
         s = ls.fail;
-        if (err) *err = ls.fail_err;
+        if (err)
+            *err = ls.fail_err;
     } else if (s == SBX_E_TIMEOUT) {
         e2b_interrupt_kernel(sb);
         result->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
@@ -779,7 +862,8 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
         s = e2b_envd_http_error(sb, &req, &resp, err);
     } else if (s == SBX_OK) {
         e2b_set_exit(result, ls.had_error ? ls.exit_code : 0);
-        if (ls.value) sbx_set_string(&result->value, ls.value);
+        if (ls.value)
+            sbx_set_string(&result->value, ls.value);
     }
     free(ls.line);
     free(ls.value);
@@ -789,11 +873,13 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
 }
 
 sbx_status e2b_run_code(sbx_sandbox *sbb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
-                        sbx_result *result, sbx_error *err) {
+                        sbx_result *result, sbx_error *err)
+{
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     const char *lang = op->language && *op->language ? op->language : "python";
     bool python = strcmp(lang, "python") == 0 || strcmp(lang, "python3") == 0;
-    if (python && sb->p->code_interpreter) return e2b_jupyter(sb, op, o, result, err);
+    if (python && sb->p->code_interpreter)
+        return e2b_jupyter(sb, op, o, result, err);
     const char *argv[3];
     if (python) {
         argv[0] = "python3";
@@ -806,16 +892,19 @@ sbx_status e2b_run_code(sbx_sandbox *sbb, const Sbx__V1__RunCode *op, const sbx_
     argv[1] = "-c";
     argv[2] = op->code;
     e2b_kv *env = calloc(op->n_env ? op->n_env : 1, sizeof *env);
-    if (!env) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-    for (size_t i = 0; i < op->n_env; i++) env[i] = (e2b_kv){op->env[i]->key, op->env[i]->value};
-    sbx_status s = e2b_run_argv_or_shell(sb, argv, 3, NULL, env, op->n_env, op->cwd, &op->stdin,
-                                         o, result, err);
+    if (!env)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    for (size_t i = 0; i < op->n_env; i++)
+        env[i] = (e2b_kv){op->env[i]->key, op->env[i]->value};
+    sbx_status s = e2b_run_argv_or_shell(sb, argv, 3, NULL, env, op->n_env, op->cwd, &op->stdin, o,
+                                         result, err);
     free(env);
     return s;
 }
 
 sbx_status e2b_install_packages(sbx_sandbox *sbb, const Sbx__V1__InstallPackages *op,
-                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err) {
+                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     const char *m = op->manager && *op->manager ? op->manager : "pip";
     const char *prefix[6];
@@ -832,8 +921,10 @@ sbx_status e2b_install_packages(sbx_sandbox *sbb, const Sbx__V1__InstallPackages
     if (op->n_packages == 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "e2b: no packages to install");
     const char **argv = calloc(np + op->n_packages, sizeof *argv);
-    if (!argv) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-    for (size_t i = 0; i < np; i++) argv[i] = prefix[i];
+    if (!argv)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    for (size_t i = 0; i < np; i++)
+        argv[i] = prefix[i];
     for (size_t i = 0; i < op->n_packages; i++) {
         /* A "package" starting with '-' would be read as an option by pip or npm. */
         if (!op->packages[i][0] || op->packages[i][0] == '-') {
@@ -850,7 +941,8 @@ sbx_status e2b_install_packages(sbx_sandbox *sbb, const Sbx__V1__InstallPackages
 
 /* ---- files --------------------------------------------------------------------------------- */
 
-static sbx_status e2b_files_url(e2b_sandbox *sb, const char *path, e2b_call *c, sbx_error *err) {
+static sbx_status e2b_files_url(e2b_sandbox *sb, const char *path, e2b_call *c, sbx_error *err)
+{
     if (!path || path[0] == 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "e2b: a file path is required");
     char *ep = sbx_http_url_escape(path);
@@ -864,16 +956,21 @@ static sbx_status e2b_files_url(e2b_sandbox *sb, const char *path, e2b_call *c, 
     int n = asprintf(&rel, "/files?path=%s&username=%s", ep, eu);
     free(ep);
     free(eu);
-    if (n < 0) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    if (n < 0)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     sbx_status s = e2b_call_init(sb, E2B_ENVD_PORT, rel, c, err);
     free(rel);
     return s;
 }
 
-static int64_t e2b_file_deadline(const sbx_exec_opts *o) { return o ? o->deadline_mono_ms : 0; }
+static int64_t e2b_file_deadline(const sbx_exec_opts *o)
+{
+    return o ? o->deadline_mono_ms : 0;
+}
 
 sbx_status e2b_write_file(sbx_sandbox *sbb, const Sbx__V1__WriteFile *op, const sbx_exec_opts *o,
-                          sbx_result *result, sbx_error *err) {
+                          sbx_result *result, sbx_error *err)
+{
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     if (op->content.len > SBX_HTTP_MAX_FILE_BYTES)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
@@ -881,11 +978,16 @@ sbx_status e2b_write_file(sbx_sandbox *sbb, const Sbx__V1__WriteFile *op, const 
                              op->content.len, (unsigned)SBX_HTTP_MAX_FILE_BYTES);
     e2b_call c;
     sbx_status s = e2b_files_url(sb, op->path, &c, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     e2b_call_add(&c, "Content-Type: application/octet-stream");
-    sbx_http_request req = {.method = "POST", .url = c.url, .headers = c.headers,
-                            .n_headers = c.n, .body = op->content.data ? op->content.data : (void *)"",
-                            .body_len = op->content.len, .idempotent = true, /* overwrite */
+    sbx_http_request req = {.method = "POST",
+                            .url = c.url,
+                            .headers = c.headers,
+                            .n_headers = c.n,
+                            .body = op->content.data ? op->content.data : (void *)"",
+                            .body_len = op->content.len,
+                            .idempotent = true, /* overwrite */
                             .deadline_mono_ms = e2b_file_deadline(o),
                             .cancel = o ? o->cancel : NULL};
     sbx_http_response resp;
@@ -898,8 +1000,10 @@ sbx_status e2b_write_file(sbx_sandbox *sbb, const Sbx__V1__WriteFile *op, const 
     }
     sbx_http_response_clear(&resp);
     e2b_call_wipe(&c);
-    if (s == SBX_E_PROVISION) s = e2b_maybe_gone(sb, s, err);
-    if (s != SBX_OK) return s;
+    if (s == SBX_E_PROVISION)
+        s = e2b_maybe_gone(sb, s, err);
+    if (s != SBX_OK)
+        return s;
     uint32_t mode = op->mode ? op->mode : 0644;
     if (mode != 0644) {
         /* envd's upload has no mode: set it with chmod (argv, no shell quoting involved). */
@@ -907,7 +1011,8 @@ sbx_status e2b_write_file(sbx_sandbox *sbb, const Sbx__V1__WriteFile *op, const 
         snprintf(octal, sizeof octal, "%o", (unsigned)(mode & 07777));
         const char *argv[] = {"chmod", octal, op->path};
         sbx_result *tmp = sbx_result_new();
-        if (!tmp) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+        if (!tmp)
+            return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
         s = e2b_process(sb, argv, 3, NULL, 0, NULL, o, tmp, err);
         if (s == SBX_OK && tmp->exit_code != 0)
             s = sbx_error_set(err, SBX_E_PROVISION, "e2b: chmod %s %s failed: %.*s", octal,
@@ -920,14 +1025,19 @@ sbx_status e2b_write_file(sbx_sandbox *sbb, const Sbx__V1__WriteFile *op, const 
 }
 
 sbx_status e2b_read_file(sbx_sandbox *sbb, const Sbx__V1__ReadFile *op, const sbx_exec_opts *o,
-                         sbx_result *result, sbx_error *err) {
+                         sbx_result *result, sbx_error *err)
+{
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     e2b_call c;
     sbx_status s = e2b_files_url(sb, op->path, &c, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     e2b_call_add(&c, "Accept-Encoding: identity");
-    sbx_http_request req = {.method = "GET", .url = c.url, .headers = c.headers,
-                            .n_headers = c.n, .idempotent = true,
+    sbx_http_request req = {.method = "GET",
+                            .url = c.url,
+                            .headers = c.headers,
+                            .n_headers = c.n,
+                            .idempotent = true,
                             .deadline_mono_ms = e2b_file_deadline(o),
                             .cancel = o ? o->cancel : NULL};
     sbx_http_response resp;
@@ -946,11 +1056,13 @@ sbx_status e2b_read_file(sbx_sandbox *sbb, const Sbx__V1__ReadFile *op, const sb
     if (s == SBX_OK) {
         size_t off = op->offset > resp.body_len ? resp.body_len : (size_t)op->offset;
         size_t n = resp.body_len - off;
-        if (op->max_bytes > 0 && op->max_bytes < n) n = (size_t)op->max_bytes;
+        if (op->max_bytes > 0 && op->max_bytes < n)
+            n = (size_t)op->max_bytes;
         sbx_file *f = sbx_file_new();
         if (!f || !sbx_set_string(&f->path, op->path) ||
             !sbx_set_bytes(&f->content, resp.body ? resp.body + off : NULL, n)) {
-            if (f) sbx_message_free(&f->base);
+            if (f)
+                sbx_message_free(&f->base);
             s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
         } else {
             f->size = resp.body_len;
@@ -964,22 +1076,30 @@ sbx_status e2b_read_file(sbx_sandbox *sbb, const Sbx__V1__ReadFile *op, const sb
 }
 
 sbx_status e2b_list_files(sbx_sandbox *sbb, const Sbx__V1__ListFiles *op, const sbx_exec_opts *o,
-                          sbx_result *result, sbx_error *err) {
+                          sbx_result *result, sbx_error *err)
+{
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     const char *dir = op->path && *op->path ? op->path : ".";
     e2b_call c;
     sbx_status s = e2b_call_init(sb, E2B_ENVD_PORT, "/filesystem.Filesystem/ListDir", &c, err);
-    if (s != SBX_OK) return s;
+    if (s != SBX_OK)
+        return s;
     e2b_call_add(&c, "Content-Type: application/json");
     e2b_call_add(&c, "Connect-Protocol-Version: 1");
     json_t *body = json_object();
     json_object_set_new(body, "path", json_string(dir));
     char *text = sbx_http_json_dump(body);
     json_decref(body);
-    if (!text) return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-    sbx_http_request req = {.method = "POST", .url = c.url, .headers = c.headers,
-                            .n_headers = c.n, .body = text, .body_len = strlen(text),
-                            .idempotent = true, .deadline_mono_ms = e2b_file_deadline(o),
+    if (!text)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    sbx_http_request req = {.method = "POST",
+                            .url = c.url,
+                            .headers = c.headers,
+                            .n_headers = c.n,
+                            .body = text,
+                            .body_len = strlen(text),
+                            .idempotent = true,
+                            .deadline_mono_ms = e2b_file_deadline(o),
                             .cancel = o ? o->cancel : NULL};
     sbx_http_response resp;
     s = sbx_http_do(sb->p->http, &req, &resp, err);
@@ -989,7 +1109,8 @@ sbx_status e2b_list_files(sbx_sandbox *sbb, const Sbx__V1__ListFiles *op, const 
         resp.status != 429) {
         /* Connect unary errors: {"code":"not_found","message":...}. */
         s = sbx_http_status_error(sb->p->http, &req, &resp, SBX_E_INVALID_ARGUMENT, err);
-        if (resp.status == 404) s = e2b_maybe_gone(sb, s, err);
+        if (resp.status == 404)
+            s = e2b_maybe_gone(sb, s, err);
     } else if (s == SBX_OK && (resp.status < 200 || resp.status >= 300)) {
         s = e2b_envd_http_error(sb, &req, &resp, err);
     } else if (s == SBX_E_PROVISION) {
@@ -1000,26 +1121,32 @@ sbx_status e2b_list_files(sbx_sandbox *sbb, const Sbx__V1__ListFiles *op, const 
     json_t *entries = j ? json_object_get(j, "entries") : NULL;
     size_t i;
     json_t *e;
-    json_array_foreach(entries, i, e) {
-        if (s != SBX_OK) break;
+    json_array_foreach(entries, i, e)
+    {
+        if (s != SBX_OK)
+            break;
         const char *name = json_string_value(json_object_get(e, "name"));
         const char *path = json_string_value(json_object_get(e, "path"));
         const char *type = json_string_value(json_object_get(e, "type"));
-        if (!name) continue;
+        if (!name)
+            continue;
         sbx_file *f = sbx_file_new();
         char *full = NULL;
-        if (!path && asprintf(&full, "%s/%s", dir, name) < 0) full = NULL;
+        if (!path && asprintf(&full, "%s/%s", dir, name) < 0)
+            full = NULL;
         if (!f || !sbx_set_string(&f->path, path ? path : full)) {
             free(full);
-            if (f) sbx_message_free(&f->base);
+            if (f)
+                sbx_message_free(&f->base);
             s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
             break;
         }
         free(full);
-        f->kind = !type                                      ? SBX__V1__FILE_KIND__FILE_KIND_UNSPECIFIED
-                  : strcmp(type, "FILE_TYPE_DIRECTORY") == 0 ? SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY
-                  : strcmp(type, "FILE_TYPE_FILE") == 0      ? SBX__V1__FILE_KIND__FILE_KIND_REGULAR
-                                                             : SBX__V1__FILE_KIND__FILE_KIND_OTHER;
+        f->kind = !type ? SBX__V1__FILE_KIND__FILE_KIND_UNSPECIFIED
+                  : strcmp(type, "FILE_TYPE_DIRECTORY") == 0
+                      ? SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY
+                  : strcmp(type, "FILE_TYPE_FILE") == 0 ? SBX__V1__FILE_KIND__FILE_KIND_REGULAR
+                                                        : SBX__V1__FILE_KIND__FILE_KIND_OTHER;
         /* proto3 JSON writes int64 as a string; accept a number too. */
         json_t *size = json_object_get(e, "size");
         if (json_is_integer(size) && json_integer_value(size) > 0)
@@ -1027,7 +1154,8 @@ sbx_status e2b_list_files(sbx_sandbox *sbb, const Sbx__V1__ListFiles *op, const 
         else if (json_is_string(size))
             f->size = strtoull(json_string_value(size), NULL, 10);
         json_t *mode = json_object_get(e, "mode");
-        if (json_is_integer(mode)) f->mode = (uint32_t)json_integer_value(mode) & 07777;
+        if (json_is_integer(mode))
+            f->mode = (uint32_t)json_integer_value(mode) & 07777;
         sbx_result_add_file(result, f);
     }
     json_decref(j);

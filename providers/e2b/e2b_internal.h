@@ -20,13 +20,13 @@
 /* One opened e2b profile. Immutable after open except the HTTP client (thread-safe). */
 typedef struct e2b_provider {
     char *profile;
-    char *api_url;     /* control plane base, no trailing slash */
-    char *domain;      /* sandbox domain (envd URLs) */
-    char *sandbox_url; /* in-sandbox traffic base with routing headers; NULL = derive */
-    char *template_id; /* templateID for create */
-    char *user;        /* envd user (Authorization: Basic base64("user:")) */
-    char *key_env;     /* name of the env var holding the API key */
-    char *api_key;     /* NULL when the env var is unset (calls then fail with CONFIG) */
+    char *api_url;             /* control plane base, no trailing slash */
+    char *domain;              /* sandbox domain (envd URLs) */
+    char *sandbox_url;         /* in-sandbox traffic base with routing headers; NULL = derive */
+    char *template_id;         /* templateID for create */
+    char *user;                /* envd user (Authorization: Basic base64("user:")) */
+    char *key_env;             /* name of the env var holding the API key */
+    char *api_key;             /* NULL when the env var is unset (calls then fail with CONFIG) */
     int64_t sandbox_timeout_s; /* idle TTL sent as `timeout` on create and connect */
     bool code_interpreter;     /* python run_code through Jupyter (stateful) */
     char **env;                /* "K=V" sent as envVars on create */
@@ -36,15 +36,15 @@ typedef struct e2b_provider {
 
 /* A live sandbox handle. */
 typedef struct e2b_sandbox {
-    sbx_sandbox base;   /* first: base.id is the sandboxID */
+    sbx_sandbox base; /* first: base.id is the sandboxID */
     e2b_provider *p;
     char *access_token; /* envdAccessToken (X-Access-Token); NULL when not secure */
     char *domain;       /* from the create/connect response, else the provider's */
 } e2b_sandbox;
 
 /* envd and Jupyter operations (e2b_envd.c). */
-sbx_status e2b_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand *op,
-                           const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+sbx_status e2b_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand *op, const sbx_exec_opts *o,
+                           sbx_result *result, sbx_error *err);
 sbx_status e2b_run_code(sbx_sandbox *sb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
                         sbx_result *result, sbx_error *err);
 sbx_status e2b_install_packages(sbx_sandbox *sb, const Sbx__V1__InstallPackages *op,

@@ -25,13 +25,16 @@ typedef struct cloud_stream {
 } cloud_stream;
 
 static void cloud_stream_cb(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
-                            uint64_t offset) {
+                            uint64_t offset)
+{
     cloud_stream *s = arg;
     char *buf = stream == SBX__V1__STREAM__STREAM_STDERR ? s->err : s->out;
     size_t *n = stream == SBX__V1__STREAM__STREAM_STDERR ? &s->err_len : &s->out_len;
-    if (offset != *n) s->bad_offsets++;
+    if (offset != *n)
+        s->bad_offsets++;
     size_t room = sizeof s->out - 1 - *n;
-    if (len > room) len = room;
+    if (len > room)
+        len = room;
     memcpy(buf + *n, data, len);
     *n += len;
     buf[*n] = 0;
@@ -39,11 +42,13 @@ static void cloud_stream_cb(void *arg, Sbx__V1__Stream stream, const uint8_t *da
 }
 
 /* A variable name no other test process uses (secrets are named by env var). */
-static void cloud_unique_env(char *buf, size_t cap, const char *prefix) {
+static void cloud_unique_env(char *buf, size_t cap, const char *prefix)
+{
     snprintf(buf, cap, "%s_%ld", prefix, (long)getpid());
 }
 
-static sbx_options *cloud_options(const sbx_provider_ops *ops, const char *const *kv) {
+static sbx_options *cloud_options(const sbx_provider_ops *ops, const char *const *kv)
+{
     sbx_options *o = sbx_options_new(ops->options);
     sbx_error err;
     for (size_t i = 0; kv && kv[i]; i += 2) {
@@ -55,16 +60,19 @@ static sbx_options *cloud_options(const sbx_provider_ops *ops, const char *const
     return o;
 }
 
-static sbx_policy *cloud_policy(Sbx__V1__NetworkEgress egress) {
+static sbx_policy *cloud_policy(Sbx__V1__NetworkEgress egress)
+{
     sbx_policy *p = sbx_policy_new();
     p->network_egress = egress;
     return p;
 }
 
 static sbx_exec_opts cloud_opts(const sbx_policy *policy, const sbx_principal *principal,
-                                cloud_stream *stream, int64_t timeout_ms) {
+                                cloud_stream *stream, int64_t timeout_ms)
+{
     sbx_exec_opts o = {.deadline_mono_ms = timeout_ms > 0 ? sbx_monotonic_ms() + timeout_ms : 0,
-                       .policy = policy, .principal = principal};
+                       .policy = policy,
+                       .principal = principal};
     if (stream) {
         o.on_output = cloud_stream_cb;
         o.on_output_arg = stream;
@@ -72,9 +80,11 @@ static sbx_exec_opts cloud_opts(const sbx_policy *policy, const sbx_principal *p
     return o;
 }
 
-static char *cloud_str(const ProtobufCBinaryData *b) {
+static char *cloud_str(const ProtobufCBinaryData *b)
+{
     char *s = calloc(1, b->len + 1);
-    if (b->len) memcpy(s, b->data, b->len);
+    if (b->len)
+        memcpy(s, b->data, b->len);
     return s;
 }
 

@@ -35,7 +35,8 @@ typedef struct fx {
     sbx_broker *broker;
 } fx;
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     fx *f = calloc(1, sizeof *f);
     f->e2b = fake_e2b_start(E2B_KEY);
     f->dt = fake_daytona_start(DT_KEY);
@@ -52,7 +53,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static void fx_close_engine(fx *f) {
+static void fx_close_engine(fx *f)
+{
     sbx_broker_free(f->broker);
     sbx_engine_free(f->engine);
     sbx_config_free(f->cfg);
@@ -61,7 +63,8 @@ static void fx_close_engine(fx *f) {
     f->cfg = NULL;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     fx *f = *state;
     fx_close_engine(f);
     fake_e2b_stop(f->e2b);
@@ -78,7 +81,8 @@ static int teardown(void **state) {
 }
 
 /* The YAML of one profile `p` of the given type and policy, pointed at the fakes. */
-static char *yaml_for(fx *f, const char *type, const char *policy, const char *extra) {
+static char *yaml_for(fx *f, const char *type, const char *policy, const char *extra)
+{
     char *y = NULL;
     if (strcmp(type, "e2b") == 0) {
         if (asprintf(&y,
@@ -97,7 +101,8 @@ static char *yaml_for(fx *f, const char *type, const char *policy, const char *e
     return y;
 }
 
-static void fx_engine(fx *f, const char *type, const char *policy, const char *extra) {
+static void fx_engine(fx *f, const char *type, const char *policy, const char *extra)
+{
     char *y = yaml_for(f, type, policy, extra);
     sbx_error err;
     if (sbx_config_load_string(y, strlen(y), "cloud.yaml", &f->cfg, &err) != SBX_OK)
@@ -109,12 +114,14 @@ static void fx_engine(fx *f, const char *type, const char *policy, const char *e
     assert_int_equal(sbx_broker_open_embedded(f->engine, &f->broker, &err), SBX_OK);
 }
 
-static sbx_completion *run(fx *f, const sbx_session_handle *session, const char *line) {
+static sbx_completion *run(fx *f, const sbx_session_handle *session, const char *line)
+{
     sbx_request *r = sbx_request_new();
     sbx_set_string(&r->profile, "p");
     r->principal = sbx_principal_new();
     sbx_set_string(&r->principal->subject, "tester");
-    if (session) r->session = (sbx_session_handle *)sbx_message_copy(&session->base);
+    if (session)
+        r->session = (sbx_session_handle *)sbx_message_copy(&session->base);
     r->run_command = malloc(sizeof *r->run_command);
     sbx__v1__run_command__init(r->run_command);
     sbx_set_string(&r->run_command->shell, line);
@@ -126,21 +133,24 @@ static sbx_completion *run(fx *f, const sbx_session_handle *session, const char 
     return c;
 }
 
-static bool out_is(const sbx_completion *c, const char *want) {
+static bool out_is(const sbx_completion *c, const char *want)
+{
     return c->result && c->result->stdout.len == strlen(want) &&
            memcmp(c->result->stdout.data, want, strlen(want)) == 0;
 }
 
 /* ---- the contract suite ---- */
 
-static void test_cloud_contract_e2b(void **state) {
+static void test_cloud_contract_e2b(void **state)
+{
     fx *f = *state;
     char *y = yaml_for(f, "e2b", "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
     assert_int_equal(sbx_contract_run_yaml(y, "p"), 0);
     free(y);
 }
 
-static void test_cloud_contract_e2b_without_code_interpreter(void **state) {
+static void test_cloud_contract_e2b_without_code_interpreter(void **state)
+{
     fx *f = *state;
     char *y = yaml_for(f, "e2b", "{ network_egress: allow, cpu: 0, memory_mb: 0, pids: 0 }",
                        ", template: base, code_interpreter: false");
@@ -148,14 +158,17 @@ static void test_cloud_contract_e2b_without_code_interpreter(void **state) {
     free(y);
 }
 
-static void test_cloud_contract_daytona(void **state) {
+static void test_cloud_contract_daytona(void **state)
+{
     fx *f = *state;
-    char *y = yaml_for(f, "daytona", "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
+    char *y =
+        yaml_for(f, "daytona", "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
     assert_int_equal(sbx_contract_run_yaml(y, "p"), 0);
     free(y);
 }
 
-static void test_cloud_contract_daytona_image_mode(void **state) {
+static void test_cloud_contract_daytona_image_mode(void **state)
+{
     fx *f = *state;
     char *y = yaml_for(f, "daytona",
                        "{ network_egress: allowlist, network_allow: [10.0.0.0/8], cpu: 2, "
@@ -167,7 +180,8 @@ static void test_cloud_contract_daytona_image_mode(void **state) {
 
 /* ---- self-heal ---- */
 
-static void self_heal(fx *f, bool e2b) {
+static void self_heal(fx *f, bool e2b)
+{
     sbx_completion *c = run(f, NULL, "echo one");
     assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
     assert_true(out_is(c, "one\n"));
@@ -190,13 +204,15 @@ static void self_heal(fx *f, bool e2b) {
     sbx_message_free(&h->base);
 }
 
-static void test_cloud_e2b_vanished_sandbox_is_recreated_by_the_engine(void **state) {
+static void test_cloud_e2b_vanished_sandbox_is_recreated_by_the_engine(void **state)
+{
     fx *f = *state;
     fx_engine(f, "e2b", "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
     self_heal(f, true);
 }
 
-static void test_cloud_daytona_vanished_sandbox_is_recreated_by_the_engine(void **state) {
+static void test_cloud_daytona_vanished_sandbox_is_recreated_by_the_engine(void **state)
+{
     fx *f = *state;
     fx_engine(f, "daytona", "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
     self_heal(f, false);
@@ -204,7 +220,8 @@ static void test_cloud_daytona_vanished_sandbox_is_recreated_by_the_engine(void 
 
 /* ---- strict policy ---- */
 
-static void test_cloud_e2b_strict_refuses_memory_before_any_call(void **state) {
+static void test_cloud_e2b_strict_refuses_memory_before_any_call(void **state)
+{
     fx *f = *state;
     fx_engine(f, "e2b", "{ network_egress: deny, cpu: 0, memory_mb: 512, pids: 0 }", NULL);
     sbx_completion *c = run(f, NULL, "echo hi");
@@ -214,7 +231,8 @@ static void test_cloud_e2b_strict_refuses_memory_before_any_call(void **state) {
     sbx_completion_free(c);
 }
 
-static void test_cloud_e2b_lenient_runs_despite_memory(void **state) {
+static void test_cloud_e2b_lenient_runs_despite_memory(void **state)
+{
     fx *f = *state;
     fx_engine(f, "e2b", "{ network_egress: deny, memory_mb: 512, lenient: true }", NULL);
     sbx_completion *c = run(f, NULL, "echo hi");
@@ -222,9 +240,13 @@ static void test_cloud_e2b_lenient_runs_despite_memory(void **state) {
     sbx_completion_free(c);
 }
 
-static void test_cloud_daytona_strict_refuses_domains(void **state) {
+static void test_cloud_daytona_strict_refuses_domains(void **state)
+{
     fx *f = *state;
-    fx_engine(f, "daytona", "{ network_egress: allowlist, network_allow: [pypi.org], cpu: 0, memory_mb: 0, pids: 0 }", NULL);
+    fx_engine(
+        f, "daytona",
+        "{ network_egress: allowlist, network_allow: [pypi.org], cpu: 0, memory_mb: 0, pids: 0 }",
+        NULL);
     sbx_completion *c = run(f, NULL, "echo hi");
     assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_POLICY);
     assert_non_null(strstr(c->error, "pypi.org"));
@@ -232,7 +254,8 @@ static void test_cloud_daytona_strict_refuses_domains(void **state) {
     sbx_completion_free(c);
 }
 
-static void test_cloud_daytona_request_larger_than_snapshot_is_refused(void **state) {
+static void test_cloud_daytona_request_larger_than_snapshot_is_refused(void **state)
+{
     fx *f = *state;
     fx_engine(f, "daytona", "{ network_egress: deny, cpu: 0, memory_mb: 4096, pids: 0 }", NULL);
     sbx_completion *c = run(f, NULL, "echo hi");
@@ -244,16 +267,19 @@ static void test_cloud_daytona_request_larger_than_snapshot_is_refused(void **st
 
 /* ---- secrets ---- */
 
-static bool file_contains(const char *path, const char *needle) {
+static bool file_contains(const char *path, const char *needle)
+{
     FILE *fp = fopen(path, "rb");
-    if (!fp) return false;
+    if (!fp)
+        return false;
     static char buf[1 << 20];
     size_t n = fread(buf, 1, sizeof buf, fp);
     fclose(fp);
     return memmem(buf, n, needle, strlen(needle)) != NULL;
 }
 
-static void test_cloud_secrets_absent_from_completions_and_recordings(void **state) {
+static void test_cloud_secrets_absent_from_completions_and_recordings(void **state)
+{
     fx *f = *state;
     fx_engine(f, "e2b", "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
     char rec[128];
@@ -284,7 +310,8 @@ static void test_cloud_secrets_absent_from_completions_and_recordings(void **sta
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         T(test_cloud_contract_e2b),
         T(test_cloud_contract_e2b_without_code_interpreter),

@@ -34,22 +34,26 @@ typedef struct fx {
 
 static const sbx_provider_ops *ops = &sbx_provider_daytona;
 
-static void fx_open(fx *f, const char *const *extra) {
+static void fx_open(fx *f, const char *const *extra)
+{
     const char *kv[32] = {"api_key_env", f->env_name, "api_url", fake_daytona_url(f->fake)};
     size_t n = 4;
-    for (size_t i = 0; extra && extra[i]; i++) kv[n++] = extra[i];
+    for (size_t i = 0; extra && extra[i]; i++)
+        kv[n++] = extra[i];
     kv[n] = NULL;
     sbx_options_free(f->opts);
     f->opts = cloud_options(ops, kv);
-    if (f->state) ops->close(f->state);
+    if (f->state)
+        ops->close(f->state);
     f->state = NULL;
-    sbx_provider_ctx ctx = {.profile = "dtest", .options = f->opts,
-                            .environment = SBX_ENV_MANAGED, .node = "n1"};
+    sbx_provider_ctx ctx = {
+        .profile = "dtest", .options = f->opts, .environment = SBX_ENV_MANAGED, .node = "n1"};
     sbx_error err;
     assert_int_equal(ops->open(&ctx, &f->state, &err), SBX_OK);
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     fx *f = calloc(1, sizeof *f);
     f->fake = fake_daytona_start(KEY);
     assert_non_null(f->fake);
@@ -65,7 +69,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     fx *f = *state;
     ops->sandbox_close(f->sb);
     ops->close(f->state);
@@ -79,13 +84,16 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void create(fx *f) {
+static void create(fx *f)
+{
     sbx_error err;
     sbx_status s = ops->create(f->state, f->session, f->principal, f->policy, &f->sb, &err);
-    if (s != SBX_OK) fail_msg("create: %s", err.message);
+    if (s != SBX_OK)
+        fail_msg("create: %s", err.message);
 }
 
-static json_t *logged_json(fx *f, const char *method, const char *pattern) {
+static json_t *logged_json(fx *f, const char *method, const char *pattern)
+{
     const fake_request *r = fake_http_log_last(fake_daytona_http(f->fake), method, pattern);
     assert_non_null(r);
     json_t *j = json_loadb((const char *)r->body, r->body_len, 0, NULL);
@@ -93,17 +101,20 @@ static json_t *logged_json(fx *f, const char *method, const char *pattern) {
     return j;
 }
 
-static void add_allow(fx *f, const char *e) {
+static void add_allow(fx *f, const char *e)
+{
     sbx_add_string(&f->policy->n_network_allow, &f->policy->network_allow, e);
 }
 
-static size_t logged(fx *f, const char *method, const char *pattern) {
+static size_t logged(fx *f, const char *method, const char *pattern)
+{
     return fake_http_log_matching(fake_daytona_http(f->fake), method, pattern);
 }
 
 /* ---- create and policy mapping ---- */
 
-static void test_daytona_create_waits_for_started_and_labels_the_session(void **state) {
+static void test_daytona_create_waits_for_started_and_labels_the_session(void **state)
+{
     fx *f = *state;
     create(f);
     assert_true(fake_daytona_exists(f->fake, f->sb->id));
@@ -120,7 +131,8 @@ static void test_daytona_create_waits_for_started_and_labels_the_session(void **
     assert_string_equal(fake_request_header(q, "Authorization"), "Bearer " KEY);
 }
 
-static void test_daytona_deny_is_network_block_all(void **state) {
+static void test_daytona_deny_is_network_block_all(void **state)
+{
     fx *f = *state;
     create(f);
     json_t *b = logged_json(f, "POST", "/sandbox");
@@ -129,7 +141,8 @@ static void test_daytona_deny_is_network_block_all(void **state) {
     json_decref(b);
 }
 
-static void test_daytona_allowlist_is_cidr_list(void **state) {
+static void test_daytona_allowlist_is_cidr_list(void **state)
+{
     fx *f = *state;
     f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
     add_allow(f, "10.0.0.0/8");
@@ -143,7 +156,8 @@ static void test_daytona_allowlist_is_cidr_list(void **state) {
     json_decref(b);
 }
 
-static void test_daytona_allow_sends_no_restriction(void **state) {
+static void test_daytona_allow_sends_no_restriction(void **state)
+{
     fx *f = *state;
     f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
     create(f);
@@ -153,7 +167,8 @@ static void test_daytona_allow_sends_no_restriction(void **state) {
     json_decref(b);
 }
 
-static void test_daytona_image_mode_sends_resources_in_daytona_units(void **state) {
+static void test_daytona_image_mode_sends_resources_in_daytona_units(void **state)
+{
     fx *f = *state;
     const char *extra[] = {"image", "python:3.12-slim", NULL};
     fx_open(f, extra);
@@ -172,7 +187,8 @@ static void test_daytona_image_mode_sends_resources_in_daytona_units(void **stat
     json_decref(b);
 }
 
-static void test_daytona_check_policy_lists_rounding_in_image_mode(void **state) {
+static void test_daytona_check_policy_lists_rounding_in_image_mode(void **state)
+{
     fx *f = *state;
     const char *extra[] = {"image", "python:3.12-slim", NULL};
     fx_open(f, extra);
@@ -190,7 +206,8 @@ static void test_daytona_check_policy_lists_rounding_in_image_mode(void **state)
     sbx_strlist_clear(&l);
 }
 
-static void test_daytona_check_policy_in_snapshot_mode(void **state) {
+static void test_daytona_check_policy_in_snapshot_mode(void **state)
+{
     fx *f = *state;
     f->policy->memory_mb = 512; /* the default snapshot gives 1 GB: not enforced */
     f->policy->cpu = 1;         /* equal: enforced */
@@ -211,7 +228,8 @@ static void test_daytona_check_policy_in_snapshot_mode(void **state) {
     sbx_strlist_clear(&l);
 }
 
-static void test_daytona_more_than_ten_cidrs_is_unenforceable(void **state) {
+static void test_daytona_more_than_ten_cidrs_is_unenforceable(void **state)
+{
     fx *f = *state;
     f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
     for (int i = 0; i < 11; i++) {
@@ -227,7 +245,8 @@ static void test_daytona_more_than_ten_cidrs_is_unenforceable(void **state) {
     sbx_strlist_clear(&l);
 }
 
-static void test_daytona_request_larger_than_snapshot_is_policy_without_calls(void **state) {
+static void test_daytona_request_larger_than_snapshot_is_policy_without_calls(void **state)
+{
     fx *f = *state;
     f->policy->cpu = 2;
     sbx_error err;
@@ -238,7 +257,8 @@ static void test_daytona_request_larger_than_snapshot_is_policy_without_calls(vo
     assert_int_equal(fake_http_log_count(fake_daytona_http(f->fake)), 0);
 }
 
-static void test_daytona_failed_start_is_provision_and_cleaned_up(void **state) {
+static void test_daytona_failed_start_is_provision_and_cleaned_up(void **state)
+{
     fx *f = *state;
     fake_daytona_fail_next_create(f->fake, "no capacity in region");
     sbx_error err;
@@ -249,7 +269,8 @@ static void test_daytona_failed_start_is_provision_and_cleaned_up(void **state) 
     assert_int_equal(fake_daytona_live(f->fake), 0);
 }
 
-static void test_daytona_missing_key_is_config_naming_the_variable(void **state) {
+static void test_daytona_missing_key_is_config_naming_the_variable(void **state)
+{
     fx *f = *state;
     unsetenv(f->env_name);
     fx_open(f, NULL);
@@ -259,7 +280,8 @@ static void test_daytona_missing_key_is_config_naming_the_variable(void **state)
     assert_non_null(strstr(err.message, f->env_name));
 }
 
-static void test_daytona_wrong_key_is_config_with_hint(void **state) {
+static void test_daytona_wrong_key_is_config_with_hint(void **state)
+{
     fx *f = *state;
     setenv(f->env_name, "dtn_wrong_key_123456789", 1);
     fx_open(f, NULL);
@@ -273,7 +295,8 @@ static void test_daytona_wrong_key_is_config_with_hint(void **state) {
 
 /* ---- attach / destroy ---- */
 
-static void test_daytona_attach_unknown_is_gone(void **state) {
+static void test_daytona_attach_unknown_is_gone(void **state)
+{
     fx *f = *state;
     sbx_error err;
     assert_int_equal(ops->attach(f->state, "nope", f->principal, f->policy, &f->sb, &err),
@@ -281,7 +304,8 @@ static void test_daytona_attach_unknown_is_gone(void **state) {
     assert_non_null(strstr(err.message, "nope"));
 }
 
-static void test_daytona_attach_starts_an_auto_stopped_sandbox(void **state) {
+static void test_daytona_attach_starts_an_auto_stopped_sandbox(void **state)
+{
     fx *f = *state;
     create(f);
     char id[64];
@@ -294,7 +318,8 @@ static void test_daytona_attach_starts_an_auto_stopped_sandbox(void **state) {
     assert_int_equal(logged(f, "POST", "/sandbox/*/start"), 1);
 }
 
-static void test_daytona_attach_reapplies_a_changed_network_policy(void **state) {
+static void test_daytona_attach_reapplies_a_changed_network_policy(void **state)
+{
     fx *f = *state;
     create(f);
     char id[64];
@@ -316,7 +341,8 @@ static void test_daytona_attach_reapplies_a_changed_network_policy(void **state)
     json_decref(b);
 }
 
-static void test_daytona_destroy_is_idempotent(void **state) {
+static void test_daytona_destroy_is_idempotent(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_error err;
@@ -328,7 +354,8 @@ static void test_daytona_destroy_is_idempotent(void **state) {
 /* ---- toolbox exec ---- */
 
 static sbx_status run_argv(fx *f, char **argv, size_t argc, const char *in, int64_t timeout_ms,
-                           sbx_result **out, sbx_error *err) {
+                           sbx_result **out, sbx_error *err)
+{
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
     op.argv = argv;
     op.n_argv = argc;
@@ -342,7 +369,8 @@ static sbx_status run_argv(fx *f, char **argv, size_t argc, const char *in, int6
 }
 
 static sbx_status run_line(fx *f, const char *line, int64_t timeout_ms, sbx_result **out,
-                           sbx_error *err) {
+                           sbx_error *err)
+{
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
     op.shell = (char *)line;
     sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, timeout_ms);
@@ -350,7 +378,8 @@ static sbx_status run_line(fx *f, const char *line, int64_t timeout_ms, sbx_resu
     return ops->run_command(f->sb, &op, &o, *out, err);
 }
 
-static void test_daytona_exec_merges_output_and_reports_exit(void **state) {
+static void test_daytona_exec_merges_output_and_reports_exit(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_result *r;
@@ -369,7 +398,8 @@ static void test_daytona_exec_merges_output_and_reports_exit(void **state) {
     json_decref(b);
 }
 
-static void test_daytona_argv_is_quoted_for_the_shell(void **state) {
+static void test_daytona_argv_is_quoted_for_the_shell(void **state)
+{
     fx *f = *state;
     create(f);
     char *argv[] = {"echo", "it's", "a b;c"};
@@ -382,7 +412,8 @@ static void test_daytona_argv_is_quoted_for_the_shell(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_daytona_stdin_is_piped(void **state) {
+static void test_daytona_stdin_is_piped(void **state)
+{
     fx *f = *state;
     create(f);
     char *argv[] = {"cat"};
@@ -395,7 +426,8 @@ static void test_daytona_stdin_is_piped(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_daytona_timeout_408_is_timed_out(void **state) {
+static void test_daytona_timeout_408_is_timed_out(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_result *r;
@@ -409,7 +441,8 @@ static void test_daytona_timeout_408_is_timed_out(void **state) {
     assert_int_equal(q->status, 408);
 }
 
-static void test_daytona_vanished_sandbox_is_gone_on_exec(void **state) {
+static void test_daytona_vanished_sandbox_is_gone_on_exec(void **state)
+{
     fx *f = *state;
     create(f);
     fake_daytona_vanish(f->fake, f->sb->id);
@@ -419,7 +452,8 @@ static void test_daytona_vanished_sandbox_is_gone_on_exec(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_daytona_python_runs_statelessly(void **state) {
+static void test_daytona_python_runs_statelessly(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
@@ -435,7 +469,8 @@ static void test_daytona_python_runs_statelessly(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_daytona_install_packages_quotes_each_package(void **state) {
+static void test_daytona_install_packages_quotes_each_package(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__InstallPackages op = SBX__V1__INSTALL_PACKAGES__INIT;
@@ -457,7 +492,8 @@ static void test_daytona_install_packages_quotes_each_package(void **state) {
 
 /* ---- files ---- */
 
-static void test_daytona_files_round_trip_and_list(void **state) {
+static void test_daytona_files_round_trip_and_list(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
@@ -495,7 +531,8 @@ static void test_daytona_files_round_trip_and_list(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_daytona_read_missing_file_is_invalid_argument(void **state) {
+static void test_daytona_read_missing_file_is_invalid_argument(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
@@ -510,7 +547,8 @@ static void test_daytona_read_missing_file_is_invalid_argument(void **state) {
 
 /* ---- HTTP failures ---- */
 
-static void test_daytona_get_429_is_retried(void **state) {
+static void test_daytona_get_429_is_retried(void **state)
+{
     fx *f = *state;
     fake_fault ft = {.status = 429, .retry_after = "1"};
     fake_http_fault(fake_daytona_http(f->fake), "GET", "/sandbox/*", &ft);
@@ -518,7 +556,8 @@ static void test_daytona_get_429_is_retried(void **state) {
     assert_non_null(f->sb);
 }
 
-static void test_daytona_create_500_is_not_retried(void **state) {
+static void test_daytona_create_500_is_not_retried(void **state)
+{
     fx *f = *state;
     fake_fault ft = {.status = 500,
                      .body = "{\"statusCode\":500,\"message\":\"Internal server error\"}"};
@@ -530,7 +569,8 @@ static void test_daytona_create_500_is_not_retried(void **state) {
     assert_non_null(strstr(err.message, "returned 500: Internal server error"));
 }
 
-static void test_daytona_invalid_json_is_provision(void **state) {
+static void test_daytona_invalid_json_is_provision(void **state)
+{
     fx *f = *state;
     fake_fault ft = {.invalid_json = true};
     fake_http_fault(fake_daytona_http(f->fake), "POST", "/sandbox", &ft);
@@ -542,7 +582,8 @@ static void test_daytona_invalid_json_is_provision(void **state) {
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         T(test_daytona_create_waits_for_started_and_labels_the_session),
         T(test_daytona_deny_is_network_block_all),

@@ -32,23 +32,27 @@ typedef struct fx {
     sbx_sandbox *sb;
 } fx;
 
-static void fx_open(fx *f, const char *const *extra) {
-    const char *kv[32] = {"api_key_env", f->env_name, "api_url", fake_e2b_url(f->fake),
-                          "sandbox_url", fake_e2b_url(f->fake)};
+static void fx_open(fx *f, const char *const *extra)
+{
+    const char *kv[32] = {"api_key_env",         f->env_name,   "api_url",
+                          fake_e2b_url(f->fake), "sandbox_url", fake_e2b_url(f->fake)};
     size_t n = 6;
-    for (size_t i = 0; extra && extra[i]; i++) kv[n++] = extra[i];
+    for (size_t i = 0; extra && extra[i]; i++)
+        kv[n++] = extra[i];
     kv[n] = NULL;
     sbx_options_free(f->opts);
     f->opts = cloud_options(&sbx_provider_e2b, kv);
-    if (f->state) sbx_provider_e2b.close(f->state);
+    if (f->state)
+        sbx_provider_e2b.close(f->state);
     f->state = NULL;
-    sbx_provider_ctx ctx = {.profile = "cloudtest", .options = f->opts,
-                            .environment = SBX_ENV_MANAGED, .node = "n1"};
+    sbx_provider_ctx ctx = {
+        .profile = "cloudtest", .options = f->opts, .environment = SBX_ENV_MANAGED, .node = "n1"};
     sbx_error err;
     assert_int_equal(sbx_provider_e2b.open(&ctx, &f->state, &err), SBX_OK);
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     fx *f = calloc(1, sizeof *f);
     f->fake = fake_e2b_start(KEY);
     assert_non_null(f->fake);
@@ -64,7 +68,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     fx *f = *state;
     sbx_provider_e2b.sandbox_close(f->sb);
     sbx_provider_e2b.close(f->state);
@@ -78,15 +83,18 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void create(fx *f) {
+static void create(fx *f)
+{
     sbx_error err;
-    sbx_status s = sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb,
-                                           &err);
-    if (s != SBX_OK) fail_msg("create: %s", err.message);
+    sbx_status s =
+        sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err);
+    if (s != SBX_OK)
+        fail_msg("create: %s", err.message);
     assert_non_null(f->sb);
 }
 
-static json_t *logged_json(fx *f, const char *method, const char *pattern) {
+static json_t *logged_json(fx *f, const char *method, const char *pattern)
+{
     const fake_request *r = fake_http_log_last(fake_e2b_http(f->fake), method, pattern);
     assert_non_null(r);
     json_t *j = json_loadb((const char *)r->body, r->body_len, 0, NULL);
@@ -95,7 +103,8 @@ static json_t *logged_json(fx *f, const char *method, const char *pattern) {
 }
 
 static sbx_status run_shell(fx *f, const char *line, cloud_stream *st, int64_t timeout_ms,
-                            uint64_t limit, sbx_result **out, sbx_error *err) {
+                            uint64_t limit, sbx_result **out, sbx_error *err)
+{
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
     op.shell = (char *)line;
     sbx_exec_opts o = cloud_opts(f->policy, f->principal, st, timeout_ms);
@@ -106,13 +115,13 @@ static sbx_status run_shell(fx *f, const char *line, cloud_stream *st, int64_t t
 
 /* ---- control plane mappings ---- */
 
-static void test_e2b_create_sends_template_timeout_metadata_and_secure(void **state) {
+static void test_e2b_create_sends_template_timeout_metadata_and_secure(void **state)
+{
     fx *f = *state;
     create(f);
     assert_true(fake_e2b_exists(f->fake, f->sb->id));
     json_t *b = logged_json(f, "POST", "/sandboxes");
-    assert_string_equal(json_string_value(json_object_get(b, "templateID")),
-                        "code-interpreter-v1");
+    assert_string_equal(json_string_value(json_object_get(b, "templateID")), "code-interpreter-v1");
     assert_int_equal(json_integer_value(json_object_get(b, "timeout")), 300);
     assert_true(json_is_true(json_object_get(b, "secure")));
     json_t *meta = json_object_get(b, "metadata");
@@ -121,7 +130,8 @@ static void test_e2b_create_sends_template_timeout_metadata_and_secure(void **st
     json_decref(b);
 }
 
-static void test_e2b_deny_lowers_to_deny_out_all(void **state) {
+static void test_e2b_deny_lowers_to_deny_out_all(void **state)
+{
     fx *f = *state;
     create(f);
     json_t *b = logged_json(f, "POST", "/sandboxes");
@@ -133,7 +143,8 @@ static void test_e2b_deny_lowers_to_deny_out_all(void **state) {
     json_decref(b);
 }
 
-static void test_e2b_allowlist_lowers_to_allow_out_plus_deny_all(void **state) {
+static void test_e2b_allowlist_lowers_to_allow_out_plus_deny_all(void **state)
+{
     fx *f = *state;
     f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
     sbx_add_string(&f->policy->n_network_allow, &f->policy->network_allow, "pypi.org");
@@ -152,7 +163,8 @@ static void test_e2b_allowlist_lowers_to_allow_out_plus_deny_all(void **state) {
     json_decref(b);
 }
 
-static void test_e2b_allow_sends_no_network_restriction(void **state) {
+static void test_e2b_allow_sends_no_network_restriction(void **state)
+{
     fx *f = *state;
     f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
     create(f);
@@ -161,7 +173,8 @@ static void test_e2b_allow_sends_no_network_restriction(void **state) {
     json_decref(b);
 }
 
-static void test_e2b_env_option_becomes_env_vars(void **state) {
+static void test_e2b_env_option_becomes_env_vars(void **state)
+{
     fx *f = *state;
     const char *extra[] = {"env", "LANG=C.UTF-8", "env", "A=b=c", NULL};
     fx_open(f, extra);
@@ -173,7 +186,8 @@ static void test_e2b_env_option_becomes_env_vars(void **state) {
     json_decref(b);
 }
 
-static void test_e2b_check_policy_lists_resources_and_filesystem(void **state) {
+static void test_e2b_check_policy_lists_resources_and_filesystem(void **state)
+{
     fx *f = *state;
     f->policy->cpu = 2;
     f->policy->memory_mb = 1024;
@@ -192,7 +206,8 @@ static void test_e2b_check_policy_lists_resources_and_filesystem(void **state) {
     sbx_strlist_clear(&l);
 }
 
-static void test_e2b_check_policy_accepts_network_modes(void **state) {
+static void test_e2b_check_policy_accepts_network_modes(void **state)
+{
     fx *f = *state;
     f->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
     sbx_add_string(&f->policy->n_network_allow, &f->policy->network_allow, "*.pypi.org");
@@ -208,7 +223,8 @@ static void test_e2b_check_policy_accepts_network_modes(void **state) {
     sbx_strlist_clear(&l);
 }
 
-static void test_e2b_capabilities_are_honest(void **state) {
+static void test_e2b_capabilities_are_honest(void **state)
+{
     fx *f = *state;
     sbx_capabilities *c = malloc(sizeof *c);
     sbx__v1__capabilities__init(c);
@@ -224,53 +240,58 @@ static void test_e2b_capabilities_are_honest(void **state) {
     sbx_message_free(&c->base);
 }
 
-static void test_e2b_missing_api_key_is_config_naming_the_variable(void **state) {
+static void test_e2b_missing_api_key_is_config_naming_the_variable(void **state)
+{
     fx *f = *state;
     unsetenv(f->env_name);
     fx_open(f, NULL);
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy,
-                                             &f->sb, &err),
-                     SBX_E_CONFIG);
+    assert_int_equal(
+        sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err),
+        SBX_E_CONFIG);
     assert_non_null(strstr(err.message, f->env_name));
     assert_int_equal(fake_http_log_count(fake_e2b_http(f->fake)), 0);
 }
 
-static void test_e2b_wrong_key_is_config_with_hint_and_no_key(void **state) {
+static void test_e2b_wrong_key_is_config_with_hint_and_no_key(void **state)
+{
     fx *f = *state;
     setenv(f->env_name, "e2b_wrong_key_0000000000", 1);
     fx_open(f, NULL);
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy,
-                                             &f->sb, &err),
-                     SBX_E_CONFIG);
+    assert_int_equal(
+        sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err),
+        SBX_E_CONFIG);
     assert_non_null(strstr(err.message, "returned 401: Invalid API key"));
     assert_non_null(strstr(err.message, f->env_name));
     assert_null(strstr(err.message, "e2b_wrong_key_0000000000"));
 }
 
-static void test_e2b_unknown_template_is_config_naming_it(void **state) {
+static void test_e2b_unknown_template_is_config_naming_it(void **state)
+{
     fx *f = *state;
     const char *extra[] = {"template", "no-such-template", NULL};
     fx_open(f, extra);
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy,
-                                             &f->sb, &err),
-                     SBX_E_CONFIG);
+    assert_int_equal(
+        sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err),
+        SBX_E_CONFIG);
     assert_non_null(strstr(err.message, "no-such-template"));
 }
 
-static void test_e2b_attach_unknown_id_is_gone(void **state) {
+static void test_e2b_attach_unknown_id_is_gone(void **state)
+{
     fx *f = *state;
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.attach(f->state, "inope", f->principal, f->policy, &f->sb,
-                                             &err),
-                     SBX_E_GONE);
+    assert_int_equal(
+        sbx_provider_e2b.attach(f->state, "inope", f->principal, f->policy, &f->sb, &err),
+        SBX_E_GONE);
     assert_null(f->sb);
     assert_non_null(strstr(err.message, "inope"));
 }
 
-static void test_e2b_attach_renews_ttl_and_reapplies_network(void **state) {
+static void test_e2b_attach_renews_ttl_and_reapplies_network(void **state)
+{
     fx *f = *state;
     create(f);
     char id[64];
@@ -294,7 +315,8 @@ static void test_e2b_attach_renews_ttl_and_reapplies_network(void **state) {
     json_decref(n);
 }
 
-static void test_e2b_destroy_is_idempotent(void **state) {
+static void test_e2b_destroy_is_idempotent(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_error err;
@@ -306,7 +328,8 @@ static void test_e2b_destroy_is_idempotent(void **state) {
 
 /* ---- envd: processes ---- */
 
-static void test_e2b_command_output_streams_with_exit_code(void **state) {
+static void test_e2b_command_output_streams_with_exit_code(void **state)
+{
     fx *f = *state;
     create(f);
     cloud_stream st = {0};
@@ -327,7 +350,8 @@ static void test_e2b_command_output_streams_with_exit_code(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_clean_exit_without_exit_code_field_is_zero(void **state) {
+static void test_e2b_clean_exit_without_exit_code_field_is_zero(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_result *r;
@@ -338,7 +362,8 @@ static void test_e2b_clean_exit_without_exit_code_field_is_zero(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_start_request_is_one_connect_envelope(void **state) {
+static void test_e2b_start_request_is_one_connect_envelope(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
@@ -358,8 +383,8 @@ static void test_e2b_start_request_is_one_connect_envelope(void **state) {
         fake_http_log_last(fake_e2b_http(f->fake), "POST", "/process.Process/Start");
     assert_non_null(q);
     assert_int_equal(q->body[0], 0);
-    size_t n = (size_t)q->body[1] << 24 | (size_t)q->body[2] << 16 | (size_t)q->body[3] << 8 |
-               q->body[4];
+    size_t n =
+        (size_t)q->body[1] << 24 | (size_t)q->body[2] << 16 | (size_t)q->body[3] << 8 | q->body[4];
     assert_int_equal(n + 5, q->body_len);
     json_t *j = json_loadb((const char *)q->body + 5, n, 0, NULL);
     json_t *p = json_object_get(j, "process");
@@ -378,7 +403,8 @@ static void test_e2b_start_request_is_one_connect_envelope(void **state) {
     assert_string_equal(fake_request_header(q, "X-Access-Token"), tok);
 }
 
-static void test_e2b_deadline_kills_and_keeps_output_so_far(void **state) {
+static void test_e2b_deadline_kills_and_keeps_output_so_far(void **state)
+{
     fx *f = *state;
     create(f);
     cloud_stream st = {0};
@@ -395,21 +421,22 @@ static void test_e2b_deadline_kills_and_keeps_output_so_far(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_output_limit_stops_the_program(void **state) {
+static void test_e2b_output_limit_stops_the_program(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_result *r;
     sbx_error err;
-    assert_int_equal(run_shell(f, "python3 -c \"print('x' * 100000)\"", NULL, 20000, 1000, &r,
-                               &err),
-                     SBX_OK);
+    assert_int_equal(
+        run_shell(f, "python3 -c \"print('x' * 100000)\"", NULL, 20000, 1000, &r, &err), SBX_OK);
     assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OUTPUT_LIMIT);
     assert_true(r->stdout_truncated);
     assert_int_equal(r->stdout.len, 1000);
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_stdin_is_fed_to_the_program(void **state) {
+static void test_e2b_stdin_is_fed_to_the_program(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
@@ -428,7 +455,8 @@ static void test_e2b_stdin_is_fed_to_the_program(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_vanished_sandbox_is_gone_on_exec(void **state) {
+static void test_e2b_vanished_sandbox_is_gone_on_exec(void **state)
+{
     fx *f = *state;
     create(f);
     fake_e2b_vanish(f->fake, f->sb->id);
@@ -441,7 +469,8 @@ static void test_e2b_vanished_sandbox_is_gone_on_exec(void **state) {
 
 /* ---- code interpreter ---- */
 
-static sbx_status run_py(fx *f, const char *code, sbx_result **out, sbx_error *err) {
+static sbx_status run_py(fx *f, const char *code, sbx_result **out, sbx_error *err)
+{
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
     op.language = "python";
     op.code = (char *)code;
@@ -450,7 +479,8 @@ static sbx_status run_py(fx *f, const char *code, sbx_result **out, sbx_error *e
     return sbx_provider_e2b.run_code(f->sb, &op, &o, *out, err);
 }
 
-static void test_e2b_python_is_stateful_through_the_code_interpreter(void **state) {
+static void test_e2b_python_is_stateful_through_the_code_interpreter(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_result *r;
@@ -468,7 +498,8 @@ static void test_e2b_python_is_stateful_through_the_code_interpreter(void **stat
     assert_string_equal(fake_request_header(q, "E2b-Sandbox-Port"), "49999");
 }
 
-static void test_e2b_python_exception_is_a_failed_program(void **state) {
+static void test_e2b_python_exception_is_a_failed_program(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_result *r;
@@ -482,7 +513,8 @@ static void test_e2b_python_exception_is_a_failed_program(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_python_deadline_interrupts_the_kernel(void **state) {
+static void test_e2b_python_deadline_interrupts_the_kernel(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
@@ -506,7 +538,8 @@ static void test_e2b_python_deadline_interrupts_the_kernel(void **state) {
     json_decref(j);
 }
 
-static void test_e2b_python_without_interpreter_runs_a_process(void **state) {
+static void test_e2b_python_without_interpreter_runs_a_process(void **state)
+{
     fx *f = *state;
     const char *extra[] = {"code_interpreter", "false", "template", "base", NULL};
     fx_open(f, extra);
@@ -523,7 +556,8 @@ static void test_e2b_python_without_interpreter_runs_a_process(void **state) {
         fake_http_log_matching(fake_e2b_http(f->fake), "POST", "/process.Process/Start"), 1);
 }
 
-static void test_e2b_unknown_language_is_capability(void **state) {
+static void test_e2b_unknown_language_is_capability(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
@@ -538,7 +572,8 @@ static void test_e2b_unknown_language_is_capability(void **state) {
 
 /* ---- packages ---- */
 
-static void test_e2b_install_packages_runs_pip_with_argv(void **state) {
+static void test_e2b_install_packages_runs_pip_with_argv(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__InstallPackages op = SBX__V1__INSTALL_PACKAGES__INIT;
@@ -563,7 +598,8 @@ static void test_e2b_install_packages_runs_pip_with_argv(void **state) {
     json_decref(j);
 }
 
-static void test_e2b_install_refuses_option_like_packages(void **state) {
+static void test_e2b_install_refuses_option_like_packages(void **state)
+{
     fx *f = *state;
     create(f);
     Sbx__V1__InstallPackages op = SBX__V1__INSTALL_PACKAGES__INIT;
@@ -581,7 +617,8 @@ static void test_e2b_install_refuses_option_like_packages(void **state) {
 
 /* ---- files ---- */
 
-static void test_e2b_files_round_trip_and_list(void **state) {
+static void test_e2b_files_round_trip_and_list(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
@@ -620,7 +657,8 @@ static void test_e2b_files_round_trip_and_list(void **state) {
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_read_missing_file_is_invalid_argument_not_gone(void **state) {
+static void test_e2b_read_missing_file_is_invalid_argument_not_gone(void **state)
+{
     fx *f = *state;
     create(f);
     sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 20000);
@@ -628,63 +666,66 @@ static void test_e2b_read_missing_file_is_invalid_argument_not_gone(void **state
     rd.path = "/nope";
     sbx_result *r = sbx_result_new();
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.read_file(f->sb, &rd, &o, r, &err),
-                     SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_provider_e2b.read_file(f->sb, &rd, &o, r, &err), SBX_E_INVALID_ARGUMENT);
     assert_non_null(strstr(err.message, "/nope"));
     sbx_message_free(&r->base);
 }
 
 /* ---- HTTP failures ---- */
 
-static void test_e2b_create_429_is_retried_after_retry_after(void **state) {
+static void test_e2b_create_429_is_retried_after_retry_after(void **state)
+{
     fx *f = *state;
-    fake_fault ft = {.status = 429, .retry_after = "1",
-                     .body = "{\"code\":429,\"message\":\"rate limited\"}"};
+    fake_fault ft = {
+        .status = 429, .retry_after = "1", .body = "{\"code\":429,\"message\":\"rate limited\"}"};
     fake_http_fault(fake_e2b_http(f->fake), "POST", "/sandboxes", &ft);
     create(f);
     assert_int_equal(fake_http_log_matching(fake_e2b_http(f->fake), "POST", "/sandboxes"), 2);
 }
 
-static void test_e2b_create_503_is_not_retried(void **state) {
+static void test_e2b_create_503_is_not_retried(void **state)
+{
     fx *f = *state;
     fake_fault ft = {.status = 503, .body = "{\"code\":503,\"message\":\"overloaded\"}"};
     fake_http_fault(fake_e2b_http(f->fake), "POST", "/sandboxes", &ft);
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy,
-                                             &f->sb, &err),
-                     SBX_E_PROVISION);
+    assert_int_equal(
+        sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err),
+        SBX_E_PROVISION);
     assert_non_null(strstr(err.message, "returned 503: overloaded"));
     assert_int_equal(fake_http_log_matching(fake_e2b_http(f->fake), "POST", "/sandboxes"), 1);
 }
 
-static void test_e2b_connect_503_is_retried(void **state) {
+static void test_e2b_connect_503_is_retried(void **state)
+{
     fx *f = *state;
     create(f);
     fake_fault ft = {.status = 503};
     fake_http_fault(fake_e2b_http(f->fake), "POST", "/sandboxes/*/connect", &ft);
     sbx_sandbox *sb2 = NULL;
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.attach(f->state, f->sb->id, f->principal, f->policy, &sb2,
-                                             &err),
-                     SBX_OK);
     assert_int_equal(
-        fake_http_log_matching(fake_e2b_http(f->fake), "POST", "/sandboxes/*/connect"), 2);
+        sbx_provider_e2b.attach(f->state, f->sb->id, f->principal, f->policy, &sb2, &err), SBX_OK);
+    assert_int_equal(fake_http_log_matching(fake_e2b_http(f->fake), "POST", "/sandboxes/*/connect"),
+                     2);
     sbx_provider_e2b.sandbox_close(sb2);
 }
 
-static void test_e2b_invalid_json_is_provision_with_clear_message(void **state) {
+static void test_e2b_invalid_json_is_provision_with_clear_message(void **state)
+{
     fx *f = *state;
     fake_fault ft = {.invalid_json = true};
     fake_http_fault(fake_e2b_http(f->fake), "POST", "/sandboxes", &ft);
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy,
-                                             &f->sb, &err),
-                     SBX_E_PROVISION);
+    assert_int_equal(
+        sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err),
+        SBX_E_PROVISION);
     assert_non_null(strstr(err.message, "invalid JSON"));
     assert_non_null(strstr(err.message, "/sandboxes"));
 }
 
-static void test_e2b_slow_control_plane_hits_the_deadline_of_exec(void **state) {
+static void test_e2b_slow_control_plane_hits_the_deadline_of_exec(void **state)
+{
     fx *f = *state;
     create(f);
     fake_fault ft = {.delay_ms = 5000};
@@ -695,7 +736,8 @@ static void test_e2b_slow_control_plane_hits_the_deadline_of_exec(void **state) 
     sbx_message_free(&r->base);
 }
 
-static void test_e2b_secrets_never_appear_in_errors(void **state) {
+static void test_e2b_secrets_never_appear_in_errors(void **state)
+{
     fx *f = *state;
     create(f);
     char tok[128];
@@ -712,9 +754,8 @@ static void test_e2b_secrets_never_appear_in_errors(void **state) {
     strncat(all, err.message, sizeof all - strlen(all) - 1);
     sbx_message_free(&r->base);
     sbx_sandbox *sb2 = NULL;
-    assert_int_not_equal(sbx_provider_e2b.attach(f->state, f->sb->id, f->principal, f->policy,
-                                                 &sb2, &err),
-                         SBX_OK);
+    assert_int_not_equal(
+        sbx_provider_e2b.attach(f->state, f->sb->id, f->principal, f->policy, &sb2, &err), SBX_OK);
     strncat(all, err.message, sizeof all - strlen(all) - 1);
     assert_int_not_equal(sbx_provider_e2b.destroy(f->state, f->sb->id, &err), SBX_OK);
     strncat(all, err.message, sizeof all - strlen(all) - 1);
@@ -725,7 +766,8 @@ static void test_e2b_secrets_never_appear_in_errors(void **state) {
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         T(test_e2b_create_sends_template_timeout_metadata_and_secure),
         T(test_e2b_deny_lowers_to_deny_out_all),

@@ -24,18 +24,21 @@ typedef struct fixture {
     char trace[16384];
 } fixture;
 
-static void trace_collect(void *arg, const char *line) {
+static void trace_collect(void *arg, const char *line)
+{
     fixture *fx = arg;
     size_t n = strlen(fx->trace);
     snprintf(fx->trace + n, sizeof fx->trace - n, "%s\n", line);
 }
 
-static void ok_handler(void *arg, const fake_request *req, fake_response *resp) {
+static void ok_handler(void *arg, const fake_request *req, fake_response *resp)
+{
     (void)arg, (void)req;
     fake_response_json(resp, 200, "{\"ok\":true}");
 }
 
-static void big_handler(void *arg, const fake_request *req, fake_response *resp) {
+static void big_handler(void *arg, const fake_request *req, fake_response *resp)
+{
     (void)arg, (void)req;
     size_t n = 2u * 1024u * 1024u;
     char *buf = malloc(n);
@@ -45,14 +48,15 @@ static void big_handler(void *arg, const fake_request *req, fake_response *resp)
     free(buf);
 }
 
-static void echo_key_handler(void *arg, const fake_request *req, fake_response *resp) {
+static void echo_key_handler(void *arg, const fake_request *req, fake_response *resp)
+{
     (void)arg;
     const char *k = fake_request_header(req, "X-API-Key");
-    fake_response_json(resp, 401, "{\"code\":401,\"message\":\"Invalid API key %s\"}",
-                       k ? k : "");
+    fake_response_json(resp, 401, "{\"code\":401,\"message\":\"Invalid API key %s\"}", k ? k : "");
 }
 
-static void chunked_handler(void *arg, const fake_request *req, fake_response *resp) {
+static void chunked_handler(void *arg, const fake_request *req, fake_response *resp)
+{
     (void)arg, (void)req;
     fake_response_status(resp, 200);
     fake_response_chunk(resp, "one,", 4, 0);
@@ -60,17 +64,21 @@ static void chunked_handler(void *arg, const fake_request *req, fake_response *r
     fake_response_chunk(resp, "three", 5, 20);
 }
 
-static void deep_handler(void *arg, const fake_request *req, fake_response *resp) {
+static void deep_handler(void *arg, const fake_request *req, fake_response *resp)
+{
     (void)arg, (void)req;
     char body[400];
     size_t n = 0;
-    for (int i = 0; i < 100; i++) body[n++] = '[';
-    for (int i = 0; i < 100; i++) body[n++] = ']';
+    for (int i = 0; i < 100; i++)
+        body[n++] = '[';
+    for (int i = 0; i < 100; i++)
+        body[n++] = ']';
     body[n] = 0;
     fake_response_json(resp, 200, "%s", body);
 }
 
-static int setup(void **state) {
+static int setup(void **state)
+{
     fixture *fx = calloc(1, sizeof *fx);
     fx->server = fake_http_start();
     assert_non_null(fx->server);
@@ -95,7 +103,8 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
+static int teardown(void **state)
+{
     fixture *fx = *state;
     sbx_http_client_free(fx->client);
     fake_http_stop(fx->server);
@@ -103,19 +112,23 @@ static int teardown(void **state) {
     return 0;
 }
 
-static char *url(fixture *fx, const char *path) {
+static char *url(fixture *fx, const char *path)
+{
     static char buf[256];
     snprintf(buf, sizeof buf, "%s%s", fake_http_url(fx->server), path);
     return buf;
 }
 
-static const char *const key_headers[] = {"X-API-Key: " TEST_KEY,
-                                          "Content-Type: application/json"};
+static const char *const key_headers[] = {"X-API-Key: " TEST_KEY, "Content-Type: application/json"};
 
 static sbx_status call(fixture *fx, const char *method, const char *path, bool idempotent,
-                       sbx_http_response *resp, sbx_error *err) {
-    sbx_http_request req = {.method = method, .url = url(fx, path), .headers = key_headers,
-                            .n_headers = 2, .idempotent = idempotent};
+                       sbx_http_response *resp, sbx_error *err)
+{
+    sbx_http_request req = {.method = method,
+                            .url = url(fx, path),
+                            .headers = key_headers,
+                            .n_headers = 2,
+                            .idempotent = idempotent};
     if (strcmp(method, "POST") == 0) {
         req.body = "{}";
         req.body_len = 2;
@@ -123,10 +136,11 @@ static sbx_status call(fixture *fx, const char *method, const char *path, bool i
     return sbx_http_do(fx->client, &req, resp, err);
 }
 
-static void test_http_429_with_retry_after_is_retried_after_waiting(void **state) {
+static void test_http_429_with_retry_after_is_retried_after_waiting(void **state)
+{
     fixture *fx = *state;
-    fake_fault f = {.status = 429, .retry_after = "1",
-                    .body = "{\"code\":429,\"message\":\"slow down\"}"};
+    fake_fault f = {
+        .status = 429, .retry_after = "1", .body = "{\"code\":429,\"message\":\"slow down\"}"};
     fake_http_fault(fx->server, "POST", "/ok", &f);
     sbx_http_response resp;
     sbx_error err;
@@ -141,7 +155,8 @@ static void test_http_429_with_retry_after_is_retried_after_waiting(void **state
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_retry_after_longer_than_cap_returns_the_429(void **state) {
+static void test_http_retry_after_longer_than_cap_returns_the_429(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.status = 429, .retry_after = "3600"};
     fake_http_fault(fx->server, "GET", "/ok", &f);
@@ -155,7 +170,8 @@ static void test_http_retry_after_longer_than_cap_returns_the_429(void **state) 
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_retry_after_parses_seconds_and_http_dates(void **state) {
+static void test_http_retry_after_parses_seconds_and_http_dates(void **state)
+{
     (void)state;
     assert_int_equal(sbx_http_parse_retry_after("7", 0), 7000);
     assert_int_equal(sbx_http_parse_retry_after(" 0", 0), 0);
@@ -168,7 +184,8 @@ static void test_http_retry_after_parses_seconds_and_http_dates(void **state) {
     assert_int_equal(sbx_http_parse_retry_after(NULL, 0), -1);
 }
 
-static void test_http_503_then_success_is_retried_when_idempotent(void **state) {
+static void test_http_503_then_success_is_retried_when_idempotent(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.status = 503, .body = "{\"message\":\"unavailable\"}"};
     fake_http_fault(fx->server, "GET", "/ok", &f);
@@ -181,7 +198,8 @@ static void test_http_503_then_success_is_retried_when_idempotent(void **state) 
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_503_on_non_idempotent_post_is_not_retried(void **state) {
+static void test_http_503_on_non_idempotent_post_is_not_retried(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.status = 503, .body = "{\"message\":\"try later\"}"};
     fake_http_fault(fx->server, "POST", "/ok", &f);
@@ -197,7 +215,8 @@ static void test_http_503_on_non_idempotent_post_is_not_retried(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_persistent_5xx_gives_up_after_max_attempts(void **state) {
+static void test_http_persistent_5xx_gives_up_after_max_attempts(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.status = 502, .times = -1};
     fake_http_fault(fx->server, "GET", "/ok", &f);
@@ -210,7 +229,8 @@ static void test_http_persistent_5xx_gives_up_after_max_attempts(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_truncated_body_is_a_provision_error(void **state) {
+static void test_http_truncated_body_is_a_provision_error(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.truncate = true, .times = -1};
     fake_http_fault(fx->server, "POST", "/ok", &f);
@@ -222,7 +242,8 @@ static void test_http_truncated_body_is_a_provision_error(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_invalid_json_is_a_provision_error_naming_the_call(void **state) {
+static void test_http_invalid_json_is_a_provision_error_naming_the_call(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.invalid_json = true};
     fake_http_fault(fx->server, "GET", "/ok", &f);
@@ -231,33 +252,33 @@ static void test_http_invalid_json_is_a_provision_error_naming_the_call(void **s
     assert_int_equal(call(fx, "GET", "/ok", true, &resp, &err), SBX_OK);
     sbx_http_request req = {.method = "GET", .url = url(fx, "/ok")};
     json_t *j = NULL;
-    assert_int_equal(sbx_http_response_json(fx->client, &req, &resp, &j, &err),
-                     SBX_E_PROVISION);
+    assert_int_equal(sbx_http_response_json(fx->client, &req, &resp, &j, &err), SBX_E_PROVISION);
     assert_null(j);
     assert_non_null(strstr(err.message, "invalid JSON at line 1"));
     assert_non_null(strstr(err.message, "GET http://127.0.0.1:"));
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_too_deep_json_is_refused(void **state) {
+static void test_http_too_deep_json_is_refused(void **state)
+{
     fixture *fx = *state;
     sbx_http_response resp;
     sbx_error err;
     assert_int_equal(call(fx, "GET", "/deep", true, &resp, &err), SBX_OK);
     json_t *j = NULL;
     sbx_http_request req = {.method = "GET", .url = url(fx, "/deep")};
-    assert_int_equal(sbx_http_response_json(fx->client, &req, &resp, &j, &err),
-                     SBX_E_PROVISION);
+    assert_int_equal(sbx_http_response_json(fx->client, &req, &resp, &j, &err), SBX_E_PROVISION);
     assert_non_null(strstr(err.message, "nesting deeper than"));
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_slow_response_hits_the_timeout(void **state) {
+static void test_http_slow_response_hits_the_timeout(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.delay_ms = 5000};
     fake_http_fault(fx->server, "GET", "/ok", &f);
-    sbx_http_request req = {.method = "GET", .url = url(fx, "/ok"), .idempotent = true,
-                            .timeout_ms = 300};
+    sbx_http_request req = {
+        .method = "GET", .url = url(fx, "/ok"), .idempotent = true, .timeout_ms = 300};
     sbx_http_response resp;
     sbx_error err;
     assert_int_equal(sbx_http_do(fx->client, &req, &resp, &err), SBX_E_TIMEOUT);
@@ -265,11 +286,14 @@ static void test_http_slow_response_hits_the_timeout(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_deadline_bounds_the_call(void **state) {
+static void test_http_deadline_bounds_the_call(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.delay_ms = 5000};
     fake_http_fault(fx->server, "GET", "/ok", &f);
-    sbx_http_request req = {.method = "GET", .url = url(fx, "/ok"), .idempotent = true,
+    sbx_http_request req = {.method = "GET",
+                            .url = url(fx, "/ok"),
+                            .idempotent = true,
                             .deadline_mono_ms = sbx_monotonic_ms() + 300};
     sbx_http_response resp;
     sbx_error err;
@@ -278,7 +302,8 @@ static void test_http_deadline_bounds_the_call(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_oversize_body_is_refused(void **state) {
+static void test_http_oversize_body_is_refused(void **state)
+{
     fixture *fx = *state;
     sbx_http_response resp;
     sbx_error err;
@@ -288,7 +313,8 @@ static void test_http_oversize_body_is_refused(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_401_names_the_env_var_and_redacts_the_key(void **state) {
+static void test_http_401_names_the_env_var_and_redacts_the_key(void **state)
+{
     fixture *fx = *state;
     sbx_http_response resp;
     sbx_error err;
@@ -304,13 +330,14 @@ static void test_http_401_names_the_env_var_and_redacts_the_key(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_trace_never_shows_credentials(void **state) {
+static void test_http_trace_never_shows_credentials(void **state)
+{
     fixture *fx = *state;
     sbx_http_response resp;
     sbx_error err;
     const char *const hdrs[] = {"Authorization: Bearer " TEST_KEY, "X-API-Key: other-key-42"};
-    sbx_http_request req = {.method = "GET", .url = url(fx, "/ok"), .headers = hdrs,
-                            .n_headers = 2};
+    sbx_http_request req = {
+        .method = "GET", .url = url(fx, "/ok"), .headers = hdrs, .n_headers = 2};
     assert_int_equal(sbx_http_do(fx->client, &req, &resp, &err), SBX_OK);
     assert_non_null(strstr(fx->trace, "GET http://127.0.0.1:"));
     assert_non_null(strstr(fx->trace, "Authorization: [REDACTED]"));
@@ -325,20 +352,27 @@ typedef struct collected {
     int calls;
 } collected;
 
-static bool collect_body(void *arg, const uint8_t *data, size_t len) {
+static bool collect_body(void *arg, const uint8_t *data, size_t len)
+{
     collected *c = arg;
-    if (c->len + len >= sizeof c->data) return false;
+    if (c->len + len >= sizeof c->data)
+        return false;
     memcpy(c->data + c->len, data, len);
     c->len += len;
     c->calls++;
     return true;
 }
 
-static void test_http_streamed_body_reaches_the_callback(void **state) {
+static void test_http_streamed_body_reaches_the_callback(void **state)
+{
     fixture *fx = *state;
     collected c = {0};
-    sbx_http_request req = {.method = "POST", .url = url(fx, "/chunked"), .body = "x",
-                            .body_len = 1, .on_body = collect_body, .on_body_arg = &c};
+    sbx_http_request req = {.method = "POST",
+                            .url = url(fx, "/chunked"),
+                            .body = "x",
+                            .body_len = 1,
+                            .on_body = collect_body,
+                            .on_body_arg = &c};
     sbx_http_response resp;
     sbx_error err;
     assert_int_equal(sbx_http_do(fx->client, &req, &resp, &err), SBX_OK);
@@ -350,7 +384,8 @@ static void test_http_streamed_body_reaches_the_callback(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_connection_refused_is_a_provision_error(void **state) {
+static void test_http_connection_refused_is_a_provision_error(void **state)
+{
     fixture *fx = *state;
     /* A port that was just free: start and stop a server to learn one. */
     fake_http *tmp = fake_http_start();
@@ -365,7 +400,8 @@ static void test_http_connection_refused_is_a_provision_error(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_cancel_abandons_the_call(void **state) {
+static void test_http_cancel_abandons_the_call(void **state)
+{
     fixture *fx = *state;
     fake_fault f = {.delay_ms = 5000};
     fake_http_fault(fx->server, "GET", "/ok", &f);
@@ -378,7 +414,8 @@ static void test_http_cancel_abandons_the_call(void **state) {
     sbx_http_response_clear(&resp);
 }
 
-static void test_http_redact_replaces_every_occurrence(void **state) {
+static void test_http_redact_replaces_every_occurrence(void **state)
+{
     fixture *fx = *state;
     char text[256];
     snprintf(text, sizeof text, "a %s b %s c", TEST_KEY, TEST_KEY);
@@ -388,7 +425,8 @@ static void test_http_redact_replaces_every_occurrence(void **state) {
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         T(test_http_429_with_retry_after_is_retried_after_waiting),
         T(test_http_retry_after_longer_than_cap_returns_the_429),

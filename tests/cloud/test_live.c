@@ -16,7 +16,8 @@
 
 static int failures;
 
-static void check(int ok, const char *what, const sbx_completion *c) {
+static void check(int ok, const char *what, const sbx_completion *c)
+{
     if (ok) {
         printf("ok: %s\n", what);
         return;
@@ -25,28 +26,33 @@ static void check(int ok, const char *what, const sbx_completion *c) {
     printf("FAIL: %s: %s\n", what, c && c->error && c->error[0] ? c->error : "unexpected result");
 }
 
-static sbx_completion *submit(sbx_broker *b, sbx_request *r, sbx_session_handle **session) {
+static sbx_completion *submit(sbx_broker *b, sbx_request *r, sbx_session_handle **session)
+{
     sbx_set_string(&r->profile, "live");
     r->principal = sbx_principal_new();
     sbx_set_string(&r->principal->subject, "live-smoke");
-    if (*session) r->session = (sbx_session_handle *)sbx_message_copy(&(*session)->base);
+    if (*session)
+        r->session = (sbx_session_handle *)sbx_message_copy(&(*session)->base);
     sbx_completion *c = NULL;
     sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c);
     sbx_request_free(r);
     if (c && c->session && c->session->session_id[0] &&
         c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED) {
-        if (*session) sbx_message_free(&(*session)->base);
+        if (*session)
+            sbx_message_free(&(*session)->base);
         *session = (sbx_session_handle *)sbx_message_copy(&c->session->base);
     }
     return c;
 }
 
-static int stdout_is(const sbx_completion *c, const char *want) {
+static int stdout_is(const sbx_completion *c, const char *want)
+{
     return c && c->result && c->result->stdout.len == strlen(want) &&
            memcmp(c->result->stdout.data, want, strlen(want)) == 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     const char *type = argc > 1 ? argv[1] : "e2b";
     const char *var = strcmp(type, "e2b") == 0 ? "E2B_API_KEY" : "DAYTONA_API_KEY";
     const char *key = getenv(var);
@@ -55,7 +61,8 @@ int main(int argc, char **argv) {
         return SKIP;
     }
     char dir[] = "/tmp/sbx-live-XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    if (!mkdtemp(dir))
+        return 1;
     char yaml[1024];
     snprintf(yaml, sizeof yaml,
              "sandbox:\n  secret_file: %s/secret\n  default_profile: live\n  profiles:\n"
@@ -82,7 +89,8 @@ int main(int argc, char **argv) {
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
     sbx_completion *c = submit(b, r, &session);
     check(stdout_is(c, "live-ok\n") && c->result->exit_code == 3, "run_command", c);
-    if (c && c->error && strstr(c->error, key)) check(0, "error is redacted", NULL);
+    if (c && c->error && strstr(c->error, key))
+        check(0, "error is redacted", NULL);
     sbx_completion_free(c);
 
     r = sbx_request_new();
@@ -112,8 +120,7 @@ int main(int argc, char **argv) {
     sbx_set_string(&r->read_file->path, "sbx_live.txt");
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_READ_FILE;
     c = submit(b, r, &session);
-    check(c && c->result && c->result->n_files == 1 &&
-              c->result->files[0]->content.len == 11 &&
+    check(c && c->result && c->result->n_files == 1 && c->result->files[0]->content.len == 11 &&
               memcmp(c->result->files[0]->content.data, "live bytes\n", 11) == 0,
           "read_file", c);
     sbx_completion_free(c);
@@ -128,7 +135,8 @@ int main(int argc, char **argv) {
               i == 0 ? "destroy" : "destroy again", c);
         sbx_completion_free(c);
     }
-    if (session) sbx_message_free(&session->base);
+    if (session)
+        sbx_message_free(&session->base);
     sbx_broker_free(b);
     sbx_engine_free(engine);
     sbx_config_free(cfg);

@@ -47,24 +47,27 @@ struct fake_daytona {
 };
 
 static void fd_error(const fake_request *req, fake_response *resp, int status, const char *error,
-                     const char *msg) {
-    json_t *j = json_pack("{s:s,s:s,s:i,s:s,s:s}", "path", req->path, "timestamp",
-                          "2026-01-01T00:00:00.000Z", "statusCode", status, "error", error,
-                          "message", msg);
+                     const char *msg)
+{
+    json_t *j =
+        json_pack("{s:s,s:s,s:i,s:s,s:s}", "path", req->path, "timestamp",
+                  "2026-01-01T00:00:00.000Z", "statusCode", status, "error", error, "message", msg);
     char *t = json_dumps(j, JSON_COMPACT);
     fake_response_json(resp, status, "%s", t);
     free(t);
     json_decref(j);
 }
 
-static void fd_json(fake_response *resp, int status, json_t *j) {
+static void fd_json(fake_response *resp, int status, json_t *j)
+{
     char *t = json_dumps(j, JSON_COMPACT);
     fake_response_json(resp, status, "%s", t);
     free(t);
     json_decref(j);
 }
 
-static bool fd_auth(fake_daytona *f, const fake_request *req, fake_response *resp) {
+static bool fd_auth(fake_daytona *f, const fake_request *req, fake_response *resp)
+{
     const char *a = fake_request_header(req, "Authorization");
     char want[512];
     snprintf(want, sizeof want, "Bearer %s", f->api_key);
@@ -75,33 +78,41 @@ static bool fd_auth(fake_daytona *f, const fake_request *req, fake_response *res
     return true;
 }
 
-static fd_sandbox *fd_find(fake_daytona *f, const char *id) {
+static fd_sandbox *fd_find(fake_daytona *f, const char *id)
+{
     for (size_t i = 0; id && i < f->n; i++)
-        if (f->sb[i].alive && strcmp(f->sb[i].id, id) == 0) return &f->sb[i];
+        if (f->sb[i].alive && strcmp(f->sb[i].id, id) == 0)
+            return &f->sb[i];
     return NULL;
 }
 
-static void fd_not_found(const fake_request *req, fake_response *resp, const char *id) {
+static void fd_not_found(const fake_request *req, fake_response *resp, const char *id)
+{
     char msg[256];
     snprintf(msg, sizeof msg, "Sandbox with ID or name %s not found", id);
     fd_error(req, resp, 404, "Not Found", msg);
 }
 
-static json_t *fd_sandbox_json(fake_daytona *f, const fd_sandbox *s) {
+static json_t *fd_sandbox_json(fake_daytona *f, const fd_sandbox *s)
+{
     json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:i,s:i,s:s}", "id", s->id,
                           "organizationId", "org-fake", "name", s->id, "snapshot", s->snapshot,
                           "state", s->state, "networkBlockAll", s->block_all, "cpu", (int)s->cpu,
                           "memory", (int)s->memory, "disk", (int)s->disk, "autoStopInterval",
                           (int)s->auto_stop, "toolboxProxyUrl", f->toolbox_url);
-    if (s->allow[0]) json_object_set_new(j, "networkAllowList", json_string(s->allow));
+    if (s->allow[0])
+        json_object_set_new(j, "networkAllowList", json_string(s->allow));
     json_object_set(j, "labels", s->labels ? s->labels : json_object());
-    if (s->error_reason[0]) json_object_set_new(j, "errorReason", json_string(s->error_reason));
+    if (s->error_reason[0])
+        json_object_set_new(j, "errorReason", json_string(s->error_reason));
     return j;
 }
 
 /* Validates a comma-separated IPv4 CIDR list: at most 10 entries of A.B.C.D/N. */
-static bool fd_cidr_list_ok(const char *list) {
-    if (!*list) return true;
+static bool fd_cidr_list_ok(const char *list)
+{
+    if (!*list)
+        return true;
     int n = 0;
     const char *p = list;
     while (*p) {
@@ -111,16 +122,21 @@ static bool fd_cidr_list_ok(const char *list) {
             b > 255 || c > 255 || d > 255 || m > 32)
             return false;
         p += used;
-        if (++n > 10) return false;
-        if (*p == ',') p++;
-        else if (*p) return false;
+        if (++n > 10)
+            return false;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return false;
     }
     return true;
 }
 
-static void fd_create(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_create(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
-    if (!fd_auth(f, req, resp)) return;
+    if (!fd_auth(f, req, resp))
+        return;
     json_t *b = json_loadb((const char *)req->body, req->body_len, 0, NULL);
     if (!json_is_object(b)) {
         fd_error(req, resp, 400, "Bad Request", "body must be a JSON object");
@@ -130,7 +146,8 @@ static void fd_create(void *arg, const fake_request *req, fake_response *resp) {
     const char *snap = json_string_value(json_object_get(b, "snapshot"));
     json_t *build = json_object_get(b, "buildInfo");
     long cpu = 1, mem = 1, disk = 3;
-    if (snap && strcmp(snap, "big") == 0) cpu = 4, mem = 8, disk = 10;
+    if (snap && strcmp(snap, "big") == 0)
+        cpu = 4, mem = 8, disk = 10;
     else if (snap && strcmp(snap, "default") != 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "Snapshot %s not found", snap);
@@ -141,14 +158,18 @@ static void fd_create(void *arg, const fake_request *req, fake_response *resp) {
     if (build) {
         json_t *c = json_object_get(b, "cpu"), *m = json_object_get(b, "memory"),
                *d = json_object_get(b, "disk");
-        if ((c && !json_is_integer(c)) || (m && !json_is_integer(m)) || (d && !json_is_integer(d))) {
+        if ((c && !json_is_integer(c)) || (m && !json_is_integer(m)) ||
+            (d && !json_is_integer(d))) {
             fd_error(req, resp, 400, "Bad Request", "cpu, memory and disk must be integers");
             json_decref(b);
             return;
         }
-        if (c) cpu = (long)json_integer_value(c);
-        if (m) mem = (long)json_integer_value(m);
-        if (d) disk = (long)json_integer_value(d);
+        if (c)
+            cpu = (long)json_integer_value(c);
+        if (m)
+            mem = (long)json_integer_value(m);
+        if (d)
+            disk = (long)json_integer_value(d);
         if (cpu > FD_ORG_MAX_CPU || mem > FD_ORG_MAX_MEMORY_GB || disk > FD_ORG_MAX_DISK_GB) {
             fd_error(req, resp, 400, "Bad Request",
                      "Resource request exceeds the organization's quota");
@@ -196,9 +217,11 @@ static void fd_create(void *arg, const fake_request *req, fake_response *resp) {
     json_decref(b);
 }
 
-static void fd_get(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_get(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
-    if (!fd_auth(f, req, resp)) return;
+    if (!fd_auth(f, req, resp))
+        return;
     pthread_mutex_lock(&f->lock);
     fd_sandbox *s = fd_find(f, req->params[0]);
     json_t *out = NULL;
@@ -212,11 +235,14 @@ static void fd_get(void *arg, const fake_request *req, fake_response *resp) {
         out = fd_sandbox_json(f, s);
     }
     pthread_mutex_unlock(&f->lock);
-    if (out) fd_json(resp, 200, out);
-    else fd_not_found(req, resp, req->params[0]);
+    if (out)
+        fd_json(resp, 200, out);
+    else
+        fd_not_found(req, resp, req->params[0]);
 }
 
-static void fd_release(fd_sandbox *s) {
+static void fd_release(fd_sandbox *s)
+{
     s->alive = false;
     json_decref(s->labels);
     json_decref(s->env);
@@ -225,9 +251,11 @@ static void fd_release(fd_sandbox *s) {
     s->fs = NULL;
 }
 
-static void fd_delete(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_delete(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
-    if (!fd_auth(f, req, resp)) return;
+    if (!fd_auth(f, req, resp))
+        return;
     pthread_mutex_lock(&f->lock);
     fd_sandbox *s = fd_find(f, req->params[0]);
     json_t *out = NULL;
@@ -237,13 +265,17 @@ static void fd_delete(void *arg, const fake_request *req, fake_response *resp) {
         fd_release(s);
     }
     pthread_mutex_unlock(&f->lock);
-    if (out) fd_json(resp, 200, out);
-    else fd_not_found(req, resp, req->params[0]);
+    if (out)
+        fd_json(resp, 200, out);
+    else
+        fd_not_found(req, resp, req->params[0]);
 }
 
-static void fd_start(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_start(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
-    if (!fd_auth(f, req, resp)) return;
+    if (!fd_auth(f, req, resp))
+        return;
     pthread_mutex_lock(&f->lock);
     fd_sandbox *s = fd_find(f, req->params[0]);
     json_t *out = NULL;
@@ -255,13 +287,17 @@ static void fd_start(void *arg, const fake_request *req, fake_response *resp) {
         out = fd_sandbox_json(f, s);
     }
     pthread_mutex_unlock(&f->lock);
-    if (out) fd_json(resp, 200, out);
-    else fd_not_found(req, resp, req->params[0]);
+    if (out)
+        fd_json(resp, 200, out);
+    else
+        fd_not_found(req, resp, req->params[0]);
 }
 
-static void fd_network(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_network(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
-    if (!fd_auth(f, req, resp)) return;
+    if (!fd_auth(f, req, resp))
+        return;
     json_t *b = json_loadb((const char *)req->body, req->body_len, 0, NULL);
     const char *allow = json_string_value(json_object_get(b, "networkAllowList"));
     if (allow && !fd_cidr_list_ok(allow)) {
@@ -278,15 +314,19 @@ static void fd_network(void *arg, const fake_request *req, fake_response *resp) 
         out = fd_sandbox_json(f, s);
     }
     pthread_mutex_unlock(&f->lock);
-    if (out) fd_json(resp, 200, out);
-    else fd_not_found(req, resp, req->params[0]);
+    if (out)
+        fd_json(resp, 200, out);
+    else
+        fd_not_found(req, resp, req->params[0]);
     json_decref(b);
 }
 
 /* ---- toolbox ------------------------------------------------------------------------------- */
 
-static fd_sandbox *fd_toolbox(fake_daytona *f, const fake_request *req, fake_response *resp) {
-    if (!fd_auth(f, req, resp)) return NULL;
+static fd_sandbox *fd_toolbox(fake_daytona *f, const fake_request *req, fake_response *resp)
+{
+    if (!fd_auth(f, req, resp))
+        return NULL;
     pthread_mutex_lock(&f->lock);
     fd_sandbox *s = fd_find(f, req->params[0]);
     if (!s) {
@@ -302,7 +342,8 @@ static fd_sandbox *fd_toolbox(fake_daytona *f, const fake_request *req, fake_res
     return s;
 }
 
-static void fd_execute(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_execute(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
     json_t *b = json_loadb((const char *)req->body, req->body_len, 0, NULL);
     const char *cmd = json_string_value(json_object_get(b, "command"));
@@ -335,14 +376,17 @@ static void fd_execute(void *arg, const fake_request *req, fake_response *resp) 
                            req->path);
         return;
     }
-    if (sleep_ms > 0) fake_http_sleep(f->http, sleep_ms);
+    if (sleep_ms > 0)
+        fake_http_sleep(f->http, sleep_ms);
     /* stdout and stderr merged, in the order written. */
     size_t len = 0;
-    for (size_t i = 0; i < x.n_events; i++) len += x.events[i].len;
+    for (size_t i = 0; i < x.n_events; i++)
+        len += x.events[i].len;
     char *out = calloc(1, len + 1);
     size_t k = 0;
     for (size_t i = 0; i < x.n_events; i++) {
-        if (x.events[i].len) memcpy(out + k, x.events[i].data, x.events[i].len);
+        if (x.events[i].len)
+            memcpy(out + k, x.events[i].data, x.events[i].len);
         k += x.events[i].len;
     }
     fd_json(resp, 200, json_pack("{s:i,s:s}", "exitCode", x.exit_code, "result", out));
@@ -352,10 +396,12 @@ static void fd_execute(void *arg, const fake_request *req, fake_response *resp) 
 }
 
 /* Extracts the part named "file" from a multipart/form-data body. */
-static bool fd_multipart_file(const fake_request *req, const uint8_t **data, size_t *len) {
+static bool fd_multipart_file(const fake_request *req, const uint8_t **data, size_t *len)
+{
     const char *ct = fake_request_header(req, "Content-Type");
     const char *bp = ct ? strstr(ct, "boundary=") : NULL;
-    if (!ct || strncmp(ct, "multipart/form-data", 19) != 0 || !bp) return false;
+    if (!ct || strncmp(ct, "multipart/form-data", 19) != 0 || !bp)
+        return false;
     char delim[256];
     snprintf(delim, sizeof delim, "--%s", bp + 9);
     size_t dl = strlen(delim);
@@ -363,12 +409,15 @@ static bool fd_multipart_file(const fake_request *req, const uint8_t **data, siz
     const uint8_t *p = memmem(body, req->body_len, delim, dl);
     while (p) {
         const uint8_t *hdr = p + dl + 2; /* after "\r\n" */
-        if (hdr >= end) return false;
+        if (hdr >= end)
+            return false;
         const uint8_t *hend = memmem(hdr, (size_t)(end - hdr), "\r\n\r\n", 4);
-        if (!hend) return false;
+        if (!hend)
+            return false;
         const uint8_t *content = hend + 4;
         const uint8_t *next = memmem(content, (size_t)(end - content), delim, dl);
-        if (!next || next - content < 2) return false;
+        if (!next || next - content < 2)
+            return false;
         char *h = strndup((const char *)hdr, (size_t)(hend - hdr));
         bool is_file = strstr(h, "name=\"file\"") != NULL;
         free(h);
@@ -382,16 +431,19 @@ static bool fd_multipart_file(const fake_request *req, const uint8_t **data, siz
     return false;
 }
 
-static void fd_upload(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_upload(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
     const char *path = fake_request_query(req, "path");
     fd_sandbox *s = fd_toolbox(f, req, resp);
-    if (!s) return;
+    if (!s)
+        return;
     const uint8_t *data;
     size_t len;
     if (!path || !*path || !fd_multipart_file(req, &data, &len)) {
         pthread_mutex_unlock(&f->lock);
-        fd_error(req, resp, 400, "Bad Request", "path and a multipart part named file are required");
+        fd_error(req, resp, 400, "Bad Request",
+                 "path and a multipart part named file are required");
         return;
     }
     fake_fs_write(s->fs, path, data, len, false);
@@ -399,11 +451,13 @@ static void fd_upload(void *arg, const fake_request *req, fake_response *resp) {
     fake_response_status(resp, 200);
 }
 
-static void fd_download(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_download(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
     const char *path = fake_request_query(req, "path");
     fd_sandbox *s = fd_toolbox(f, req, resp);
-    if (!s) return;
+    if (!s)
+        return;
     size_t len = 0;
     const uint8_t *d = path ? fake_fs_read(s->fs, path, &len) : NULL;
     if (!d) {
@@ -417,20 +471,22 @@ static void fd_download(void *arg, const fake_request *req, fake_response *resp)
     pthread_mutex_unlock(&f->lock);
 }
 
-static void fd_list_entry(void *arg, const char *name, bool is_dir, size_t size) {
-    json_array_append_new((json_t *)arg,
-                          json_pack("{s:s,s:b,s:i,s:s,s:s,s:s,s:s,s:s}", "name", name, "isDir",
-                                    is_dir, "size", (int)size, "mode",
-                                    is_dir ? "drwxr-xr-x" : "-rw-r--r--", "modTime",
-                                    "2026-01-01T00:00:00Z", "permissions", is_dir ? "0755" : "0644",
-                                    "owner", "daytona", "group", "daytona"));
+static void fd_list_entry(void *arg, const char *name, bool is_dir, size_t size)
+{
+    json_array_append_new(
+        (json_t *)arg, json_pack("{s:s,s:b,s:i,s:s,s:s,s:s,s:s,s:s}", "name", name, "isDir", is_dir,
+                                 "size", (int)size, "mode", is_dir ? "drwxr-xr-x" : "-rw-r--r--",
+                                 "modTime", "2026-01-01T00:00:00Z", "permissions",
+                                 is_dir ? "0755" : "0644", "owner", "daytona", "group", "daytona"));
 }
 
-static void fd_list(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_list(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
     const char *path = fake_request_query(req, "path");
     fd_sandbox *s = fd_toolbox(f, req, resp);
-    if (!s) return;
+    if (!s)
+        return;
     if (!path || !fake_fs_is_dir(s->fs, path)) {
         pthread_mutex_unlock(&f->lock);
         fd_error(req, resp, 404, "Not Found", "directory not found");
@@ -442,17 +498,21 @@ static void fd_list(void *arg, const fake_request *req, fake_response *resp) {
     fd_json(resp, 200, arr);
 }
 
-static void fd_folder(void *arg, const fake_request *req, fake_response *resp) {
+static void fd_folder(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_daytona *f = arg;
     fd_sandbox *s = fd_toolbox(f, req, resp);
-    if (!s) return;
+    if (!s)
+        return;
     pthread_mutex_unlock(&f->lock);
     fake_response_status(resp, 201);
 }
 
-fake_daytona *fake_daytona_start(const char *api_key) {
+fake_daytona *fake_daytona_start(const char *api_key)
+{
     fake_daytona *f = calloc(1, sizeof *f);
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     f->http = fake_http_start();
     if (!f->http) {
         free(f);
@@ -475,57 +535,75 @@ fake_daytona *fake_daytona_start(const char *api_key) {
     return f;
 }
 
-void fake_daytona_stop(fake_daytona *f) {
-    if (!f) return;
+void fake_daytona_stop(fake_daytona *f)
+{
+    if (!f)
+        return;
     fake_http_stop(f->http);
     for (size_t i = 0; i < f->n; i++)
-        if (f->sb[i].alive) fd_release(&f->sb[i]);
+        if (f->sb[i].alive)
+            fd_release(&f->sb[i]);
     pthread_mutex_destroy(&f->lock);
     free(f->api_key);
     free(f->fail_reason);
     free(f);
 }
 
-const char *fake_daytona_url(fake_daytona *f) { return fake_http_url(f->http); }
-fake_http *fake_daytona_http(fake_daytona *f) { return f->http; }
+const char *fake_daytona_url(fake_daytona *f)
+{
+    return fake_http_url(f->http);
+}
+fake_http *fake_daytona_http(fake_daytona *f)
+{
+    return f->http;
+}
 
-size_t fake_daytona_live(fake_daytona *f) {
+size_t fake_daytona_live(fake_daytona *f)
+{
     size_t n = 0;
     pthread_mutex_lock(&f->lock);
-    for (size_t i = 0; i < f->n; i++) n += f->sb[i].alive;
+    for (size_t i = 0; i < f->n; i++)
+        n += f->sb[i].alive;
     pthread_mutex_unlock(&f->lock);
     return n;
 }
 
-bool fake_daytona_exists(fake_daytona *f, const char *id) {
+bool fake_daytona_exists(fake_daytona *f, const char *id)
+{
     pthread_mutex_lock(&f->lock);
     bool e = fd_find(f, id) != NULL;
     pthread_mutex_unlock(&f->lock);
     return e;
 }
 
-void fake_daytona_vanish(fake_daytona *f, const char *id) {
+void fake_daytona_vanish(fake_daytona *f, const char *id)
+{
     pthread_mutex_lock(&f->lock);
     fd_sandbox *s = fd_find(f, id);
-    if (s) fd_release(s);
+    if (s)
+        fd_release(s);
     pthread_mutex_unlock(&f->lock);
 }
 
-void fake_daytona_autostop(fake_daytona *f, const char *id) {
+void fake_daytona_autostop(fake_daytona *f, const char *id)
+{
     pthread_mutex_lock(&f->lock);
     fd_sandbox *s = fd_find(f, id);
-    if (s) snprintf(s->state, sizeof s->state, "stopped");
+    if (s)
+        snprintf(s->state, sizeof s->state, "stopped");
     pthread_mutex_unlock(&f->lock);
 }
 
-void fake_daytona_fail_next_create(fake_daytona *f, const char *reason) {
+void fake_daytona_fail_next_create(fake_daytona *f, const char *reason)
+{
     pthread_mutex_lock(&f->lock);
     free(f->fail_reason);
     f->fail_reason = reason ? strdup(reason) : NULL;
     pthread_mutex_unlock(&f->lock);
 }
 
-void fake_daytona_last_id(fake_daytona *f, char *buf, size_t cap) {
+void fake_daytona_last_id(fake_daytona *f, char *buf, size_t cap)
+{
     pthread_mutex_lock(&f->lock);
     snprintf(buf, cap, "%s", f->n ? f->sb[f->n - 1].id : "");
     pthread_mutex_unlock(&f->lock);

@@ -42,13 +42,16 @@ struct fake_e2b {
     size_t kills;
 };
 
-static fe_sandbox *fe_find(fake_e2b *f, const char *id) {
+static fe_sandbox *fe_find(fake_e2b *f, const char *id)
+{
     for (size_t i = 0; id && i < f->n; i++)
-        if (f->sb[i].alive && strcmp(f->sb[i].id, id) == 0) return &f->sb[i];
+        if (f->sb[i].alive && strcmp(f->sb[i].id, id) == 0)
+            return &f->sb[i];
     return NULL;
 }
 
-static void fe_error(fake_response *resp, int status, const char *msg) {
+static void fe_error(fake_response *resp, int status, const char *msg)
+{
     json_t *j = json_pack("{s:i,s:s}", "code", status, "message", msg);
     char *t = json_dumps(j, JSON_COMPACT);
     fake_response_json(resp, status, "%s", t);
@@ -56,7 +59,8 @@ static void fe_error(fake_response *resp, int status, const char *msg) {
     json_decref(j);
 }
 
-static void fe_json(fake_response *resp, int status, json_t *j) {
+static void fe_json(fake_response *resp, int status, json_t *j)
+{
     char *t = json_dumps(j, JSON_COMPACT);
     fake_response_json(resp, status, "%s", t);
     free(t);
@@ -64,7 +68,8 @@ static void fe_json(fake_response *resp, int status, json_t *j) {
 }
 
 /* Control plane auth: X-API-Key (case-insensitive header name). */
-static bool fe_auth(fake_e2b *f, const fake_request *req, fake_response *resp) {
+static bool fe_auth(fake_e2b *f, const fake_request *req, fake_response *resp)
+{
     const char *k = fake_request_header(req, "X-API-Key");
     if (!k || strcmp(k, f->api_key) != 0) {
         fe_error(resp, 401, "Invalid API key");
@@ -73,7 +78,8 @@ static bool fe_auth(fake_e2b *f, const fake_request *req, fake_response *resp) {
     return true;
 }
 
-static json_t *fe_body(const fake_request *req, fake_response *resp) {
+static json_t *fe_body(const fake_request *req, fake_response *resp)
+{
     json_error_t e;
     json_t *j = json_loadb((const char *)req->body, req->body_len, 0, &e);
     if (!j || !json_is_object(j)) {
@@ -84,15 +90,20 @@ static json_t *fe_body(const fake_request *req, fake_response *resp) {
     return j;
 }
 
-static bool fe_ip_or_cidr(const char *s) {
-    if (!*s) return false;
+static bool fe_ip_or_cidr(const char *s)
+{
+    if (!*s)
+        return false;
     for (const char *p = s; *p; p++)
-        if (!(isdigit((unsigned char)*p) || *p == '.' || *p == '/')) return false;
+        if (!(isdigit((unsigned char)*p) || *p == '.' || *p == '/'))
+            return false;
     return true;
 }
 
-static bool fe_network_ok(json_t *net, fake_response *resp) {
-    if (!net) return true;
+static bool fe_network_ok(json_t *net, fake_response *resp)
+{
+    if (!net)
+        return true;
     if (!json_is_object(net)) {
         fe_error(resp, 400, "network must be an object");
         return false;
@@ -100,7 +111,8 @@ static bool fe_network_ok(json_t *net, fake_response *resp) {
     json_t *deny = json_object_get(net, "denyOut");
     size_t i;
     json_t *e;
-    json_array_foreach(deny, i, e) {
+    json_array_foreach(deny, i, e)
+    {
         if (!json_is_string(e) || !fe_ip_or_cidr(json_string_value(e))) {
             fe_error(resp, 400, "denyOut accepts only IP addresses and CIDR blocks");
             return false;
@@ -109,17 +121,21 @@ static bool fe_network_ok(json_t *net, fake_response *resp) {
     return true;
 }
 
-static json_t *fe_sandbox_json(const fe_sandbox *s) {
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:n}", "templateID", s->template_id, "sandboxID",
-                     s->id, "clientID", "fake-client", "envdVersion", "0.2.0", "envdAccessToken",
-                     s->token, "domain");
+static json_t *fe_sandbox_json(const fe_sandbox *s)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:n}", "templateID", s->template_id, "sandboxID", s->id,
+                     "clientID", "fake-client", "envdVersion", "0.2.0", "envdAccessToken", s->token,
+                     "domain");
 }
 
-static void fe_create(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_create(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
-    if (!fe_auth(f, req, resp)) return;
+    if (!fe_auth(f, req, resp))
+        return;
     json_t *b = fe_body(req, resp);
-    if (!b) return;
+    if (!b)
+        return;
     const char *tpl = json_string_value(json_object_get(b, "templateID"));
     if (!tpl) {
         fe_error(resp, 400, "templateID is required");
@@ -159,15 +175,18 @@ static void fe_create(void *arg, const fake_request *req, fake_response *resp) {
     json_decref(b);
 }
 
-static void fe_not_found(fake_response *resp, const char *id) {
+static void fe_not_found(fake_response *resp, const char *id)
+{
     char msg[256];
     snprintf(msg, sizeof msg, "sandbox \"%s\" doesn't exist or you don't have access to it", id);
     fe_error(resp, 404, msg);
 }
 
-static void fe_get(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_get(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
-    if (!fe_auth(f, req, resp)) return;
+    if (!fe_auth(f, req, resp))
+        return;
     pthread_mutex_lock(&f->lock);
     fe_sandbox *s = fe_find(f, req->params[0]);
     if (!s) {
@@ -184,16 +203,20 @@ static void fe_get(void *arg, const fake_request *req, fake_response *resp) {
     json_object_set_new(j, "startedAt", json_string("2026-01-01T00:00:00Z"));
     json_object_set_new(j, "endAt", json_string("2026-01-01T00:05:00Z"));
     json_object_set(j, "metadata", s->metadata ? s->metadata : json_object());
-    if (s->network) json_object_set(j, "network", s->network);
+    if (s->network)
+        json_object_set(j, "network", s->network);
     pthread_mutex_unlock(&f->lock);
     fe_json(resp, 200, j);
 }
 
-static void fe_connect(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_connect(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
-    if (!fe_auth(f, req, resp)) return;
+    if (!fe_auth(f, req, resp))
+        return;
     json_t *b = fe_body(req, resp);
-    if (!b) return;
+    if (!b)
+        return;
     if (!json_is_integer(json_object_get(b, "timeout"))) {
         fe_error(resp, 400, "timeout is required");
         json_decref(b);
@@ -207,30 +230,41 @@ static void fe_connect(void *arg, const fake_request *req, fake_response *resp) 
         out = fe_sandbox_json(s);
     }
     pthread_mutex_unlock(&f->lock);
-    if (out) fe_json(resp, 200, out);
-    else fe_not_found(resp, req->params[0]);
+    if (out)
+        fe_json(resp, 200, out);
+    else
+        fe_not_found(resp, req->params[0]);
     json_decref(b);
 }
 
-static void fe_timeout(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_timeout(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
-    if (!fe_auth(f, req, resp)) return;
+    if (!fe_auth(f, req, resp))
+        return;
     json_t *b = fe_body(req, resp);
-    if (!b) return;
+    if (!b)
+        return;
     pthread_mutex_lock(&f->lock);
     fe_sandbox *s = fe_find(f, req->params[0]);
-    if (s) s->timeout_s = (long)json_integer_value(json_object_get(b, "timeout"));
+    if (s)
+        s->timeout_s = (long)json_integer_value(json_object_get(b, "timeout"));
     pthread_mutex_unlock(&f->lock);
-    if (s) fake_response_status(resp, 204);
-    else fe_not_found(resp, req->params[0]);
+    if (s)
+        fake_response_status(resp, 204);
+    else
+        fe_not_found(resp, req->params[0]);
     json_decref(b);
 }
 
-static void fe_network(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_network(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
-    if (!fe_auth(f, req, resp)) return;
+    if (!fe_auth(f, req, resp))
+        return;
     json_t *b = fe_body(req, resp);
-    if (!b) return;
+    if (!b)
+        return;
     if (!fe_network_ok(b, resp)) {
         json_decref(b);
         return;
@@ -242,12 +276,15 @@ static void fe_network(void *arg, const fake_request *req, fake_response *resp) 
         s->network = json_incref(b); /* replace semantics: omitted fields are cleared */
     }
     pthread_mutex_unlock(&f->lock);
-    if (s) fake_response_status(resp, 204);
-    else fe_not_found(resp, req->params[0]);
+    if (s)
+        fake_response_status(resp, 204);
+    else
+        fe_not_found(resp, req->params[0]);
     json_decref(b);
 }
 
-static void fe_sandbox_release(fe_sandbox *s) {
+static void fe_sandbox_release(fe_sandbox *s)
+{
     s->alive = false;
     json_decref(s->metadata);
     json_decref(s->network);
@@ -259,15 +296,20 @@ static void fe_sandbox_release(fe_sandbox *s) {
     s->py = NULL;
 }
 
-static void fe_kill(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_kill(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
-    if (!fe_auth(f, req, resp)) return;
+    if (!fe_auth(f, req, resp))
+        return;
     pthread_mutex_lock(&f->lock);
     fe_sandbox *s = fe_find(f, req->params[0]);
-    if (s) fe_sandbox_release(s);
+    if (s)
+        fe_sandbox_release(s);
     pthread_mutex_unlock(&f->lock);
-    if (s) fake_response_status(resp, 204);
-    else fe_not_found(resp, req->params[0]);
+    if (s)
+        fake_response_status(resp, 204);
+    else
+        fe_not_found(resp, req->params[0]);
 }
 
 /* ---- envd ---------------------------------------------------------------------------------- */
@@ -275,7 +317,8 @@ static void fe_kill(void *arg, const fake_request *req, fake_response *resp) {
 /* Routes an in-sandbox call: the sandbox must exist (else the proxy's 502), the port must be
  * the service's, and the envd access token must match. Returns the sandbox locked. */
 static fe_sandbox *fe_route(fake_e2b *f, const fake_request *req, fake_response *resp,
-                            const char *port) {
+                            const char *port)
+{
     const char *id = fake_request_header(req, "E2b-Sandbox-Id");
     const char *p = fake_request_header(req, "E2b-Sandbox-Port");
     if (!id || !p) {
@@ -305,12 +348,14 @@ static fe_sandbox *fe_route(fake_e2b *f, const fake_request *req, fake_response 
     return s;
 }
 
-static void fe_envelope(fake_response *resp, uint8_t flags, json_t *j, int delay_ms) {
+static void fe_envelope(fake_response *resp, uint8_t flags, json_t *j, int delay_ms)
+{
     char *t = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = strlen(t);
     uint8_t *buf = malloc(n + 5);
-    if (!buf) abort();
+    if (!buf)
+        abort();
     buf[0] = flags;
     buf[1] = (uint8_t)(n >> 24);
     buf[2] = (uint8_t)(n >> 16);
@@ -322,7 +367,8 @@ static void fe_envelope(fake_response *resp, uint8_t flags, json_t *j, int delay
     free(t);
 }
 
-static void fe_start(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_start(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
     const char *ct = fake_request_header(req, "Content-Type");
     if (!ct || strcmp(ct, "application/connect+json") != 0) {
@@ -333,8 +379,8 @@ static void fe_start(void *arg, const fake_request *req, fake_response *resp) {
         fe_error(resp, 400, "expected one uncompressed Connect envelope");
         return;
     }
-    size_t n = (size_t)req->body[1] << 24 | (size_t)req->body[2] << 16 |
-               (size_t)req->body[3] << 8 | req->body[4];
+    size_t n = (size_t)req->body[1] << 24 | (size_t)req->body[2] << 16 | (size_t)req->body[3] << 8 |
+               req->body[4];
     if (n != req->body_len - 5) {
         fe_error(resp, 400, "envelope length does not match the body");
         return;
@@ -364,7 +410,8 @@ static void fe_start(void *arg, const fake_request *req, fake_response *resp) {
     argv[0] = cmd;
     for (size_t i = 1; i < argc; i++) {
         argv[i] = json_string_value(json_array_get(args, i - 1));
-        if (!argv[i]) argv[i] = "";
+        if (!argv[i])
+            argv[i] = "";
     }
     fake_exec x;
     fake_run_argv(argv, argc, NULL, 0, s->fs, &x);
@@ -374,7 +421,8 @@ static void fe_start(void *arg, const fake_request *req, fake_response *resp) {
 
     long timeout_ms = -1;
     const char *to = fake_request_header(req, "Connect-Timeout-Ms");
-    if (to) timeout_ms = strtol(to, NULL, 10);
+    if (to)
+        timeout_ms = strtol(to, NULL, 10);
     fake_response_status(resp, 200);
     fake_response_header(resp, "Content-Type", "application/connect+json");
     fe_envelope(resp, 0x00, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)pid), 0);
@@ -410,7 +458,8 @@ static void fe_start(void *arg, const fake_request *req, fake_response *resp) {
     } else {
         json_t *end = json_object();
         /* proto3 JSON omits zero values: no exitCode for a clean exit. */
-        if (x.exit_code != 0) json_object_set_new(end, "exitCode", json_integer(x.exit_code));
+        if (x.exit_code != 0)
+            json_object_set_new(end, "exitCode", json_integer(x.exit_code));
         json_object_set_new(end, "exited", json_true());
         char status[64];
         snprintf(status, sizeof status, "exit status %d", x.exit_code);
@@ -422,10 +471,12 @@ static void fe_start(void *arg, const fake_request *req, fake_response *resp) {
     json_decref(msg);
 }
 
-static void fe_signal(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_signal(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
     fe_sandbox *s = fe_route(f, req, resp, FE_ENVD_PORT);
-    if (!s) return;
+    if (!s)
+        return;
     f->kills++;
     pthread_mutex_unlock(&f->lock);
     fake_response_json(resp, 200, "{}");
@@ -436,22 +487,24 @@ typedef struct fe_list {
     const char *dir;
 } fe_list;
 
-static void fe_list_entry(void *arg, const char *name, bool is_dir, size_t size) {
+static void fe_list_entry(void *arg, const char *name, bool is_dir, size_t size)
+{
     fe_list *l = arg;
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", strcmp(l->dir, "/") == 0 ? "" : l->dir, name);
     char sz[32];
     snprintf(sz, sizeof sz, "%zu", size);
-    json_array_append_new(l->entries,
-                          json_pack("{s:s,s:s,s:s,s:s}", "name", name, "type",
-                                    is_dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE", "path",
-                                    path, "size", sz));
+    json_array_append_new(l->entries, json_pack("{s:s,s:s,s:s,s:s}", "name", name, "type",
+                                                is_dir ? "FILE_TYPE_DIRECTORY" : "FILE_TYPE_FILE",
+                                                "path", path, "size", sz));
 }
 
-static void fe_listdir(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_listdir(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
     fe_sandbox *s = fe_route(f, req, resp, FE_ENVD_PORT);
-    if (!s) return;
+    if (!s)
+        return;
     json_t *b = json_loadb((const char *)req->body, req->body_len, 0, NULL);
     const char *dir = json_string_value(json_object_get(b, "path"));
     if (!dir || !fake_fs_is_dir(s->fs, dir)) {
@@ -473,12 +526,14 @@ static void fe_listdir(void *arg, const fake_request *req, fake_response *resp) 
     json_decref(b);
 }
 
-static void fe_files(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_files(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
     const char *path = fake_request_query(req, "path");
     const char *user = fake_request_query(req, "username");
     fe_sandbox *s = fe_route(f, req, resp, FE_ENVD_PORT);
-    if (!s) return;
+    if (!s)
+        return;
     if (!path || !*path) {
         pthread_mutex_unlock(&f->lock);
         fe_error(resp, 400, "path is required");
@@ -509,8 +564,10 @@ static void fe_files(void *arg, const fake_request *req, fake_response *resp) {
     if (!d) {
         bool dir = fake_fs_is_dir(s->fs, path);
         pthread_mutex_unlock(&f->lock);
-        if (dir) fe_error(resp, 400, "path is a directory");
-        else fe_error(resp, 404, "file not found");
+        if (dir)
+            fe_error(resp, 400, "path is a directory");
+        else
+            fe_error(resp, 404, "file not found");
         return;
     }
     fake_response_status(resp, 200);
@@ -521,7 +578,8 @@ static void fe_files(void *arg, const fake_request *req, fake_response *resp) {
 
 /* ---- code interpreter ------------------------------------------------------------------------ */
 
-static void fe_line(fake_response *resp, json_t *j, int delay_ms) {
+static void fe_line(fake_response *resp, json_t *j, int delay_ms)
+{
     char *t = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     size_t n = strlen(t);
@@ -530,10 +588,12 @@ static void fe_line(fake_response *resp, json_t *j, int delay_ms) {
     free(t);
 }
 
-static void fe_execute(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_execute(void *arg, const fake_request *req, fake_response *resp)
+{
     fake_e2b *f = arg;
     fe_sandbox *s = fe_route(f, req, resp, FE_JUPYTER_PORT);
-    if (!s) return;
+    if (!s)
+        return;
     json_t *b = json_loadb((const char *)req->body, req->body_len, 0, NULL);
     const char *code = json_string_value(json_object_get(b, "code"));
     const char *lang = json_string_value(json_object_get(b, "language"));
@@ -570,8 +630,7 @@ static void fe_execute(void *arg, const fake_request *req, fake_response *resp) 
         pending = 0;
     } else if (x.value) {
         fe_line(resp,
-                json_pack("{s:s,s:s,s:b}", "type", "result", "text", x.value, "is_main_result",
-                          1),
+                json_pack("{s:s,s:s,s:b}", "type", "result", "text", x.value, "is_main_result", 1),
                 pending);
         pending = 0;
     }
@@ -581,14 +640,17 @@ static void fe_execute(void *arg, const fake_request *req, fake_response *resp) 
     json_decref(b);
 }
 
-static void fe_health(void *arg, const fake_request *req, fake_response *resp) {
+static void fe_health(void *arg, const fake_request *req, fake_response *resp)
+{
     (void)arg, (void)req;
     fake_response_status(resp, 204);
 }
 
-fake_e2b *fake_e2b_start(const char *api_key) {
+fake_e2b *fake_e2b_start(const char *api_key)
+{
     fake_e2b *f = calloc(1, sizeof *f);
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     f->http = fake_http_start();
     if (!f->http) {
         free(f);
@@ -613,57 +675,75 @@ fake_e2b *fake_e2b_start(const char *api_key) {
     return f;
 }
 
-void fake_e2b_stop(fake_e2b *f) {
-    if (!f) return;
+void fake_e2b_stop(fake_e2b *f)
+{
+    if (!f)
+        return;
     fake_http_stop(f->http);
     for (size_t i = 0; i < f->n; i++)
-        if (f->sb[i].alive) fe_sandbox_release(&f->sb[i]);
+        if (f->sb[i].alive)
+            fe_sandbox_release(&f->sb[i]);
     pthread_mutex_destroy(&f->lock);
     free(f->api_key);
     free(f);
 }
 
-const char *fake_e2b_url(fake_e2b *f) { return fake_http_url(f->http); }
-fake_http *fake_e2b_http(fake_e2b *f) { return f->http; }
+const char *fake_e2b_url(fake_e2b *f)
+{
+    return fake_http_url(f->http);
+}
+fake_http *fake_e2b_http(fake_e2b *f)
+{
+    return f->http;
+}
 
-size_t fake_e2b_live(fake_e2b *f) {
+size_t fake_e2b_live(fake_e2b *f)
+{
     size_t n = 0;
     pthread_mutex_lock(&f->lock);
-    for (size_t i = 0; i < f->n; i++) n += f->sb[i].alive;
+    for (size_t i = 0; i < f->n; i++)
+        n += f->sb[i].alive;
     pthread_mutex_unlock(&f->lock);
     return n;
 }
 
-bool fake_e2b_exists(fake_e2b *f, const char *id) {
+bool fake_e2b_exists(fake_e2b *f, const char *id)
+{
     pthread_mutex_lock(&f->lock);
     bool e = fe_find(f, id) != NULL;
     pthread_mutex_unlock(&f->lock);
     return e;
 }
 
-void fake_e2b_vanish(fake_e2b *f, const char *id) {
+void fake_e2b_vanish(fake_e2b *f, const char *id)
+{
     pthread_mutex_lock(&f->lock);
     fe_sandbox *s = fe_find(f, id);
-    if (s) fe_sandbox_release(s);
+    if (s)
+        fe_sandbox_release(s);
     pthread_mutex_unlock(&f->lock);
 }
 
-void fake_e2b_last_id(fake_e2b *f, char *buf, size_t cap) {
+void fake_e2b_last_id(fake_e2b *f, char *buf, size_t cap)
+{
     pthread_mutex_lock(&f->lock);
     snprintf(buf, cap, "%s", f->n ? f->sb[f->n - 1].id : "");
     pthread_mutex_unlock(&f->lock);
 }
 
-void fake_e2b_token(fake_e2b *f, const char *id, char *buf, size_t cap) {
+void fake_e2b_token(fake_e2b *f, const char *id, char *buf, size_t cap)
+{
     pthread_mutex_lock(&f->lock);
     fe_sandbox *s = NULL;
     for (size_t i = 0; i < f->n; i++)
-        if (strcmp(f->sb[i].id, id) == 0) s = &f->sb[i];
+        if (strcmp(f->sb[i].id, id) == 0)
+            s = &f->sb[i];
     snprintf(buf, cap, "%s", s ? s->token : "");
     pthread_mutex_unlock(&f->lock);
 }
 
-size_t fake_e2b_kills(fake_e2b *f) {
+size_t fake_e2b_kills(fake_e2b *f)
+{
     pthread_mutex_lock(&f->lock);
     size_t k = f->kills;
     pthread_mutex_unlock(&f->lock);

@@ -80,47 +80,61 @@ typedef struct fake_conn {
     bool too_large;
 } fake_conn;
 
-static void *xcalloc(size_t n, size_t sz) {
+static void *xcalloc(size_t n, size_t sz)
+{
     void *p = calloc(n ? n : 1, sz ? sz : 1);
-    if (!p) abort(); /* test code: running out of memory is fatal */
+    if (!p)
+        abort(); /* test code: running out of memory is fatal */
     return p;
 }
-static char *xstrdup(const char *s) {
+static char *xstrdup(const char *s)
+{
     char *p = strdup(s ? s : "");
-    if (!p) abort();
+    if (!p)
+        abort();
     return p;
 }
-static void *xrealloc(void *p, size_t n) {
+static void *xrealloc(void *p, size_t n)
+{
     void *q = realloc(p, n ? n : 1);
-    if (!q) abort();
+    if (!q)
+        abort();
     return q;
 }
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-const char *fake_request_header(const fake_request *r, const char *name) {
+const char *fake_request_header(const fake_request *r, const char *name)
+{
     for (size_t i = 0; i < r->n_headers; i++)
-        if (strcasecmp(r->headers[i].name, name) == 0) return r->headers[i].value;
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return r->headers[i].value;
     return NULL;
 }
 
-const char *fake_request_query(const fake_request *r, const char *key) {
+const char *fake_request_query(const fake_request *r, const char *key)
+{
     for (size_t i = 0; i < r->n_query; i++)
-        if (strcmp(r->query[i].name, key) == 0) return r->query[i].value;
+        if (strcmp(r->query[i].name, key) == 0)
+            return r->query[i].value;
     return NULL;
 }
 
-static void fake_request_free(fake_request *r) {
-    if (!r) return;
+static void fake_request_free(fake_request *r)
+{
+    if (!r)
+        return;
     free(r->method);
     free(r->path);
-    for (size_t i = 0; i < r->n_query; i++) free(r->query[i].name), free(r->query[i].value);
+    for (size_t i = 0; i < r->n_query; i++)
+        free(r->query[i].name), free(r->query[i].value);
     free(r->query);
     for (size_t i = 0; i < r->n_headers; i++)
         free(r->headers[i].name), free(r->headers[i].value);
     free(r->headers);
     free(r->body);
-    for (size_t i = 0; i < r->n_params; i++) free(r->params[i]);
+    for (size_t i = 0; i < r->n_params; i++)
+        free(r->params[i]);
     free(r);
 }
 
@@ -130,7 +144,8 @@ typedef struct kv_collect {
 } kv_collect;
 
 static enum MHD_Result fake_collect_kv(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *value) {
+                                       const char *value)
+{
     (void)kind;
     kv_collect *c = cls;
     *c->items = xrealloc(*c->items, (*c->n + 1) * sizeof **c->items);
@@ -143,7 +158,8 @@ static enum MHD_Result fake_collect_kv(void *cls, enum MHD_ValueKind kind, const
 /* ---- routing ------------------------------------------------------------------------------- */
 
 /* Matches path against pattern; captures '*' segments into params (when r is not NULL). */
-static bool fake_match(const char *pattern, const char *path, fake_request *r) {
+static bool fake_match(const char *pattern, const char *path, fake_request *r)
+{
     const char *p = pattern, *s = path;
     size_t n_params = 0;
     char *params[FAKE_HTTP_MAX_PARAMS];
@@ -153,9 +169,11 @@ static bool fake_match(const char *pattern, const char *path, fake_request *r) {
             p++, s++;
             continue;
         }
-        if (!*p && !*s) break;
+        if (!*p && !*s)
+            break;
         if (p[0] == '*' && p[1] == '*' && p[2] == 0) {
-            if (n_params < FAKE_HTTP_MAX_PARAMS) params[n_params++] = xstrdup(s);
+            if (n_params < FAKE_HTTP_MAX_PARAMS)
+                params[n_params++] = xstrdup(s);
             s += strlen(s);
             p += 2;
             break;
@@ -191,22 +209,27 @@ static bool fake_match(const char *pattern, const char *path, fake_request *r) {
         }
         p += pn, s += sn;
     }
-    if (ok && (*p || *s)) ok = false;
+    if (ok && (*p || *s))
+        ok = false;
     if (ok && r) {
-        for (size_t i = 0; i < n_params; i++) r->params[i] = params[i];
+        for (size_t i = 0; i < n_params; i++)
+            r->params[i] = params[i];
         r->n_params = n_params;
     } else {
-        for (size_t i = 0; i < n_params; i++) free(params[i]);
+        for (size_t i = 0; i < n_params; i++)
+            free(params[i]);
     }
     return ok;
 }
 
-static bool fake_method_matches(const char *want, const char *method) {
+static bool fake_method_matches(const char *want, const char *method)
+{
     return !want || strcmp(want, method) == 0;
 }
 
 void fake_http_route(fake_http *f, const char *method, const char *pattern, fake_handler h,
-                     void *arg) {
+                     void *arg)
+{
     pthread_mutex_lock(&f->lock);
     if (f->n_routes < FAKE_HTTP_MAX_ROUTES) {
         fake_route *r = &f->routes[f->n_routes++];
@@ -218,8 +241,8 @@ void fake_http_route(fake_http *f, const char *method, const char *pattern, fake
     pthread_mutex_unlock(&f->lock);
 }
 
-void fake_http_fault(fake_http *f, const char *method, const char *pattern,
-                     const fake_fault *fault) {
+void fake_http_fault(fake_http *f, const char *method, const char *pattern, const fake_fault *fault)
+{
     pthread_mutex_lock(&f->lock);
     if (f->n_faults < FAKE_HTTP_MAX_FAULTS) {
         fake_fault_entry *e = &f->faults[f->n_faults++];
@@ -236,23 +259,27 @@ void fake_http_fault(fake_http *f, const char *method, const char *pattern,
     pthread_mutex_unlock(&f->lock);
 }
 
-static void fake_fault_entry_free(fake_fault_entry *e) {
+static void fake_fault_entry_free(fake_fault_entry *e)
+{
     free(e->method);
     free(e->pattern);
     free(e->body);
     free(e->retry_after);
 }
 
-void fake_http_clear_faults(fake_http *f) {
+void fake_http_clear_faults(fake_http *f)
+{
     pthread_mutex_lock(&f->lock);
-    for (size_t i = 0; i < f->n_faults; i++) fake_fault_entry_free(&f->faults[i]);
+    for (size_t i = 0; i < f->n_faults; i++)
+        fake_fault_entry_free(&f->faults[i]);
     f->n_faults = 0;
     pthread_mutex_unlock(&f->lock);
 }
 
 /* Takes the first live fault matching the request (copying it out); false when none. */
 static bool fake_take_fault(fake_http *f, const fake_request *r, fake_fault *out, char **body,
-                            char **retry_after) {
+                            char **retry_after)
+{
     bool found = false;
     pthread_mutex_lock(&f->lock);
     for (size_t i = 0; i < f->n_faults && !found; i++) {
@@ -266,7 +293,8 @@ static bool fake_take_fault(fake_http *f, const fake_request *r, fake_fault *out
         *retry_after = e->retry_after ? xstrdup(e->retry_after) : NULL;
         out->body = *body;
         out->retry_after = *retry_after;
-        if (e->left > 0) e->left--;
+        if (e->left > 0)
+            e->left--;
     }
     pthread_mutex_unlock(&f->lock);
     return found;
@@ -274,29 +302,37 @@ static bool fake_take_fault(fake_http *f, const fake_request *r, fake_fault *out
 
 /* ---- responses ----------------------------------------------------------------------------- */
 
-void fake_response_status(fake_response *resp, int status) { resp->status = status; }
+void fake_response_status(fake_response *resp, int status)
+{
+    resp->status = status;
+}
 
-void fake_response_header(fake_response *resp, const char *name, const char *value) {
+void fake_response_header(fake_response *resp, const char *name, const char *value)
+{
     resp->headers = xrealloc(resp->headers, (resp->n_headers + 1) * sizeof *resp->headers);
     resp->headers[resp->n_headers].name = xstrdup(name);
     resp->headers[resp->n_headers].value = xstrdup(value);
     resp->n_headers++;
 }
 
-void fake_response_body(fake_response *resp, const void *data, size_t len) {
+void fake_response_body(fake_response *resp, const void *data, size_t len)
+{
     resp->body = xrealloc(resp->body, resp->body_len + len + 1);
-    if (len) memcpy(resp->body + resp->body_len, data, len);
+    if (len)
+        memcpy(resp->body + resp->body_len, data, len);
     resp->body_len += len;
     resp->body[resp->body_len] = 0;
 }
 
-void fake_response_json(fake_response *resp, int status, const char *fmt, ...) {
+void fake_response_json(fake_response *resp, int status, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     char *text = NULL;
     int n = vasprintf(&text, fmt, ap);
     va_end(ap);
-    if (n < 0) abort();
+    if (n < 0)
+        abort();
     resp->status = status;
     fake_response_header(resp, "Content-Type", "application/json");
     free(resp->body);
@@ -306,21 +342,25 @@ void fake_response_json(fake_response *resp, int status, const char *fmt, ...) {
     free(text);
 }
 
-void fake_response_chunk(fake_response *resp, const void *data, size_t len, int delay_ms) {
+void fake_response_chunk(fake_response *resp, const void *data, size_t len, int delay_ms)
+{
     resp->chunks = xrealloc(resp->chunks, (resp->n_chunks + 1) * sizeof *resp->chunks);
     fake_chunk *c = &resp->chunks[resp->n_chunks++];
     c->data = xcalloc(len + 1, 1);
-    if (len) memcpy(c->data, data, len);
+    if (len)
+        memcpy(c->data, data, len);
     c->len = len;
     c->delay_ms = delay_ms;
 }
 
-static void fake_response_clear(fake_response *resp) {
+static void fake_response_clear(fake_response *resp)
+{
     for (size_t i = 0; i < resp->n_headers; i++)
         free(resp->headers[i].name), free(resp->headers[i].value);
     free(resp->headers);
     free(resp->body);
-    for (size_t i = 0; i < resp->n_chunks; i++) free(resp->chunks[i].data);
+    for (size_t i = 0; i < resp->n_chunks; i++)
+        free(resp->chunks[i].data);
     free(resp->chunks);
     memset(resp, 0, sizeof *resp);
 }
@@ -336,12 +376,15 @@ typedef struct fake_stream {
     size_t sent;
 } fake_stream;
 
-static ssize_t fake_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+static ssize_t fake_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
     (void)pos;
     fake_stream *st = cls;
     for (;;) {
-        if (st->sent >= st->truncate_at) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (st->idx >= st->n_chunks) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->sent >= st->truncate_at)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->idx >= st->n_chunks)
+            return MHD_CONTENT_READER_END_OF_STREAM;
         fake_chunk *c = &st->chunks[st->idx];
         if (!st->slept) {
             st->slept = true;
@@ -355,7 +398,8 @@ static ssize_t fake_stream_read(void *cls, uint64_t pos, char *buf, size_t max) 
             continue;
         }
         size_t n = c->len - st->off;
-        if (n > max) n = max;
+        if (n > max)
+            n = max;
         if (st->truncate_at != SIZE_MAX && st->sent + n > st->truncate_at)
             n = st->truncate_at - st->sent;
         memcpy(buf, c->data + st->off, n);
@@ -365,16 +409,19 @@ static ssize_t fake_stream_read(void *cls, uint64_t pos, char *buf, size_t max) 
     }
 }
 
-static void fake_stream_free(void *cls) {
+static void fake_stream_free(void *cls)
+{
     fake_stream *st = cls;
-    for (size_t i = 0; i < st->n_chunks; i++) free(st->chunks[i].data);
+    for (size_t i = 0; i < st->n_chunks; i++)
+        free(st->chunks[i].data);
     free(st->chunks);
     free(st);
 }
 
 /* ---- the access handler -------------------------------------------------------------------- */
 
-static void fake_log_append(fake_http *f, fake_request *r) {
+static void fake_log_append(fake_http *f, fake_request *r)
+{
     pthread_mutex_lock(&f->lock);
     if (f->n_log == f->cap_log) {
         f->cap_log = f->cap_log ? f->cap_log * 2 : 64;
@@ -385,9 +432,9 @@ static void fake_log_append(fake_http *f, fake_request *r) {
 }
 
 static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const char *url,
-                                   const char *method, const char *version,
-                                   const char *upload_data, size_t *upload_data_size,
-                                   void **con_cls) {
+                                   const char *method, const char *version, const char *upload_data,
+                                   size_t *upload_data_size, void **con_cls)
+{
     (void)version;
     fake_http *f = cls;
     fake_conn *fc = *con_cls;
@@ -420,7 +467,8 @@ static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const
     kv_collect hc = {&r->headers, &r->n_headers};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, fake_collect_kv, &hc);
     r->body = xcalloc(fc->len + 1, 1);
-    if (fc->len) memcpy(r->body, fc->body, fc->len);
+    if (fc->len)
+        memcpy(r->body, fc->body, fc->len);
     r->body_len = fc->len;
 
     fake_response resp = {.server = f, .status = 200};
@@ -428,7 +476,8 @@ static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const
     char *fault_body = NULL, *fault_retry = NULL;
     bool faulted = fake_take_fault(f, r, &fault, &fault_body, &fault_retry);
 
-    if (faulted && fault.delay_ms > 0) fake_http_sleep(f, fault.delay_ms);
+    if (faulted && fault.delay_ms > 0)
+        fake_http_sleep(f, fault.delay_ms);
     if (fc->too_large) {
         fake_response_json(&resp, 413, "{\"message\":\"request body too large\"}");
     } else if (faulted && fault.drop) {
@@ -458,12 +507,14 @@ static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const
         else
             fake_response_json(&resp, 404, "{\"message\":\"no route for %s %s\"}", method, url);
     }
-    if (faulted && fault.retry_after) fake_response_header(&resp, "Retry-After", fault.retry_after);
+    if (faulted && fault.retry_after)
+        fake_response_header(&resp, "Retry-After", fault.retry_after);
     if (faulted && fault.invalid_json) {
         free(resp.body);
         resp.body = NULL;
         resp.body_len = 0;
-        for (size_t i = 0; i < resp.n_chunks; i++) free(resp.chunks[i].data);
+        for (size_t i = 0; i < resp.n_chunks; i++)
+            free(resp.chunks[i].data);
         free(resp.chunks);
         resp.chunks = NULL;
         resp.n_chunks = 0;
@@ -492,11 +543,11 @@ static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const
         free(resp.chunks);
         resp.chunks = NULL;
         resp.n_chunks = 0;
-        if (truncate) st->truncate_at = total / 2;
+        if (truncate)
+            st->truncate_at = total / 2;
         /* Truncated: announce the full length so the client can tell the body was cut. */
         mr = MHD_create_response_from_callback(truncate ? (uint64_t)total : MHD_SIZE_UNKNOWN,
-                                               16 * 1024, fake_stream_read, st,
-                                               fake_stream_free);
+                                               16 * 1024, fake_stream_read, st, fake_stream_free);
     } else {
         mr = MHD_create_response_from_buffer(resp.body_len, resp.body ? resp.body : (void *)"",
                                              MHD_RESPMEM_MUST_COPY);
@@ -513,7 +564,8 @@ static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const
 }
 
 static void fake_request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                                   enum MHD_RequestTerminationCode toe) {
+                                   enum MHD_RequestTerminationCode toe)
+{
     (void)cls, (void)conn, (void)toe;
     fake_conn *fc = *con_cls;
     if (fc) {
@@ -525,7 +577,8 @@ static void fake_request_completed(void *cls, struct MHD_Connection *conn, void 
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
-fake_http *fake_http_start(void) {
+fake_http *fake_http_start(void)
+{
     fake_http *f = xcalloc(1, sizeof *f);
     pthread_mutex_init(&f->lock, NULL);
     pthread_condattr_t ca;
@@ -535,11 +588,11 @@ fake_http *fake_http_start(void) {
     pthread_condattr_destroy(&ca);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    f->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
-        fake_answer, f, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_NOTIFY_COMPLETED, fake_request_completed, f, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)FAKE_HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
+    f->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
+                                 NULL, NULL, fake_answer, f, MHD_OPTION_SOCK_ADDR,
+                                 (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED,
+                                 fake_request_completed, f, MHD_OPTION_CONNECTION_TIMEOUT,
+                                 (unsigned)FAKE_HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
     if (!f->daemon) {
         pthread_mutex_destroy(&f->lock);
         pthread_cond_destroy(&f->wake);
@@ -552,34 +605,48 @@ fake_http *fake_http_start(void) {
     return f;
 }
 
-void fake_http_stop(fake_http *f) {
-    if (!f) return;
+void fake_http_stop(fake_http *f)
+{
+    if (!f)
+        return;
     pthread_mutex_lock(&f->lock);
     f->stopping = true;
     pthread_cond_broadcast(&f->wake);
     pthread_mutex_unlock(&f->lock);
     MHD_stop_daemon(f->daemon);
-    for (size_t i = 0; i < f->n_routes; i++) free(f->routes[i].method), free(f->routes[i].pattern);
-    for (size_t i = 0; i < f->n_faults; i++) fake_fault_entry_free(&f->faults[i]);
-    for (size_t i = 0; i < f->n_log; i++) fake_request_free(f->log[i]);
+    for (size_t i = 0; i < f->n_routes; i++)
+        free(f->routes[i].method), free(f->routes[i].pattern);
+    for (size_t i = 0; i < f->n_faults; i++)
+        fake_fault_entry_free(&f->faults[i]);
+    for (size_t i = 0; i < f->n_log; i++)
+        fake_request_free(f->log[i]);
     free(f->log);
     pthread_cond_destroy(&f->wake);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
-const char *fake_http_url(const fake_http *f) { return f->url; }
-int fake_http_port(const fake_http *f) { return f->port; }
+const char *fake_http_url(const fake_http *f)
+{
+    return f->url;
+}
+int fake_http_port(const fake_http *f)
+{
+    return f->port;
+}
 
-bool fake_http_sleep(fake_http *f, int ms) {
+bool fake_http_sleep(fake_http *f, int ms)
+{
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += ms / 1000;
     until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    if (until.tv_nsec >= 1000000000L)
+        until.tv_sec++, until.tv_nsec -= 1000000000L;
     pthread_mutex_lock(&f->lock);
     while (!f->stopping) {
-        if (pthread_cond_timedwait(&f->wake, &f->lock, &until) == ETIMEDOUT) break;
+        if (pthread_cond_timedwait(&f->wake, &f->lock, &until) == ETIMEDOUT)
+            break;
     }
     bool ok = !f->stopping;
     pthread_mutex_unlock(&f->lock);
@@ -588,21 +655,24 @@ bool fake_http_sleep(fake_http *f, int ms) {
 
 /* ---- the log ------------------------------------------------------------------------------- */
 
-size_t fake_http_log_count(fake_http *f) {
+size_t fake_http_log_count(fake_http *f)
+{
     pthread_mutex_lock(&f->lock);
     size_t n = f->n_log;
     pthread_mutex_unlock(&f->lock);
     return n;
 }
 
-const fake_request *fake_http_log_at(fake_http *f, size_t i) {
+const fake_request *fake_http_log_at(fake_http *f, size_t i)
+{
     pthread_mutex_lock(&f->lock);
     const fake_request *r = i < f->n_log ? f->log[i] : NULL;
     pthread_mutex_unlock(&f->lock);
     return r;
 }
 
-size_t fake_http_log_matching(fake_http *f, const char *method, const char *pattern) {
+size_t fake_http_log_matching(fake_http *f, const char *method, const char *pattern)
+{
     size_t n = 0;
     pthread_mutex_lock(&f->lock);
     for (size_t i = 0; i < f->n_log; i++)
@@ -613,7 +683,8 @@ size_t fake_http_log_matching(fake_http *f, const char *method, const char *patt
     return n;
 }
 
-const fake_request *fake_http_log_last(fake_http *f, const char *method, const char *pattern) {
+const fake_request *fake_http_log_last(fake_http *f, const char *method, const char *pattern)
+{
     const fake_request *r = NULL;
     pthread_mutex_lock(&f->lock);
     for (size_t i = f->n_log; i-- > 0;) {
@@ -627,22 +698,28 @@ const fake_request *fake_http_log_last(fake_http *f, const char *method, const c
     return r;
 }
 
-void fake_http_log_clear(fake_http *f) {
+void fake_http_log_clear(fake_http *f)
+{
     pthread_mutex_lock(&f->lock);
-    for (size_t i = 0; i < f->n_log; i++) fake_request_free(f->log[i]);
+    for (size_t i = 0; i < f->n_log; i++)
+        fake_request_free(f->log[i]);
     f->n_log = 0;
     pthread_mutex_unlock(&f->lock);
 }
 
-static bool fake_contains(const char *hay, size_t len, const char *needle) {
+static bool fake_contains(const char *hay, size_t len, const char *needle)
+{
     size_t n = strlen(needle);
-    if (n == 0 || len < n) return false;
+    if (n == 0 || len < n)
+        return false;
     for (size_t i = 0; i + n <= len; i++)
-        if (memcmp(hay + i, needle, n) == 0) return true;
+        if (memcmp(hay + i, needle, n) == 0)
+            return true;
     return false;
 }
 
-bool fake_http_log_contains(fake_http *f, const char *needle) {
+bool fake_http_log_contains(fake_http *f, const char *needle)
+{
     bool found = false;
     pthread_mutex_lock(&f->lock);
     for (size_t i = 0; i < f->n_log && !found; i++) {
@@ -661,15 +738,18 @@ bool fake_http_log_contains(fake_http *f, const char *needle) {
 
 /* ---- base64 -------------------------------------------------------------------------------- */
 
-char *fake_base64_encode(const uint8_t *data, size_t len) {
+char *fake_base64_encode(const uint8_t *data, size_t len)
+{
     char *out = xcalloc(4 * ((len + 2) / 3) + 1, 1);
     EVP_EncodeBlock((unsigned char *)out, data, (int)len);
     return out;
 }
 
-uint8_t *fake_base64_decode(const char *text, size_t *out_len) {
+uint8_t *fake_base64_decode(const char *text, size_t *out_len)
+{
     size_t n = strlen(text);
-    if (n % 4 != 0) return NULL;
+    if (n % 4 != 0)
+        return NULL;
     uint8_t *out = xcalloc(n / 4 * 3 + 1, 1);
     int got = EVP_DecodeBlock(out, (const unsigned char *)text, (int)n);
     if (got < 0) {
@@ -677,8 +757,10 @@ uint8_t *fake_base64_decode(const char *text, size_t *out_len) {
         return NULL;
     }
     size_t len = (size_t)got;
-    if (n >= 1 && text[n - 1] == '=') len--;
-    if (n >= 2 && text[n - 2] == '=') len--;
+    if (n >= 1 && text[n - 1] == '=')
+        len--;
+    if (n >= 2 && text[n - 2] == '=')
+        len--;
     *out_len = len;
     return out;
 }

@@ -35,16 +35,16 @@ typedef struct fake_header {
 /* One request as received (all fields owned by the log). */
 typedef struct fake_request {
     char *method;
-    char *path;                 /* without the query string */
-    fake_header *query;         /* decoded query arguments */
+    char *path;         /* without the query string */
+    fake_header *query; /* decoded query arguments */
     size_t n_query;
     fake_header *headers;
     size_t n_headers;
-    uint8_t *body;              /* NUL-terminated (body[body_len] == 0) */
+    uint8_t *body; /* NUL-terminated (body[body_len] == 0) */
     size_t body_len;
     char *params[FAKE_HTTP_MAX_PARAMS]; /* values of the route's '*' segments, in order */
     size_t n_params;
-    int status;                 /* the status that was answered (after faults) */
+    int status; /* the status that was answered (after faults) */
 } fake_request;
 
 /* Case-insensitive header lookup; NULL when absent. */
@@ -77,8 +77,8 @@ const char *fake_http_url(const fake_http *f);
 int fake_http_port(const fake_http *f);
 
 /* Adds a route. pattern: '/'-separated segments; a segment "*" matches exactly one segment
- * and a final segment "**" matches the rest (one param holding it). method NULL matches any. The first match wins;
- * unmatched requests get 404 {"message":"no route"}. */
+ * and a final segment "**" matches the rest (one param holding it). method NULL matches any. The
+ * first match wins; unmatched requests get 404 {"message":"no route"}. */
 void fake_http_route(fake_http *f, const char *method, const char *pattern, fake_handler h,
                      void *arg);
 

@@ -19,17 +19,23 @@
 #define FI_MAX_VARS 256
 #define FI_MAX_FILES 1024
 
-static void *fi_alloc(size_t n) {
+static void *fi_alloc(size_t n)
+{
     void *p = calloc(1, n ? n : 1);
-    if (!p) abort();
+    if (!p)
+        abort();
     return p;
 }
-static char *fi_strndup(const char *s, size_t n) {
+static char *fi_strndup(const char *s, size_t n)
+{
     char *p = fi_alloc(n + 1);
     memcpy(p, s, n);
     return p;
 }
-static char *fi_strdup(const char *s) { return fi_strndup(s, strlen(s)); }
+static char *fi_strdup(const char *s)
+{
+    return fi_strndup(s, strlen(s));
+}
 
 /* ---- file system --------------------------------------------------------------------------- */
 
@@ -45,18 +51,21 @@ struct fake_fs {
     char home[256]; /* relative paths resolve here, like a process's cwd */
 };
 
-fake_fs *fake_fs_new(void) {
+fake_fs *fake_fs_new(void)
+{
     fake_fs *fs = fi_alloc(sizeof(fake_fs));
     snprintf(fs->home, sizeof fs->home, "/home/user");
     return fs;
 }
 
-void fake_fs_set_home(fake_fs *fs, const char *home) {
+void fake_fs_set_home(fake_fs *fs, const char *home)
+{
     snprintf(fs->home, sizeof fs->home, "%s", home);
 }
 
 /* Absolute form of path (relative to home; "." is home; trailing '/' dropped). */
-static const char *fi_resolve(const fake_fs *fs, const char *path, char *buf, size_t cap) {
+static const char *fi_resolve(const fake_fs *fs, const char *path, char *buf, size_t cap)
+{
     if (!fs || path[0] == '/') {
         snprintf(buf, cap, "%s", path);
     } else if (path[0] == 0 || strcmp(path, ".") == 0) {
@@ -65,57 +74,75 @@ static const char *fi_resolve(const fake_fs *fs, const char *path, char *buf, si
         snprintf(buf, cap, "%s/%s", fs->home, strncmp(path, "./", 2) == 0 ? path + 2 : path);
     }
     size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    while (n > 1 && buf[n - 1] == '/')
+        buf[--n] = 0;
     return buf;
 }
 
-void fake_fs_free(fake_fs *fs) {
-    if (!fs) return;
-    for (size_t i = 0; i < fs->n; i++) free(fs->files[i].path), free(fs->files[i].data);
+void fake_fs_free(fake_fs *fs)
+{
+    if (!fs)
+        return;
+    for (size_t i = 0; i < fs->n; i++)
+        free(fs->files[i].path), free(fs->files[i].data);
     free(fs);
 }
 
-static fi_file *fi_find(fake_fs *fs, const char *rel) {
+static fi_file *fi_find(fake_fs *fs, const char *rel)
+{
     char path[1024];
-    if (fs) rel = fi_resolve(fs, rel, path, sizeof path);
+    if (fs)
+        rel = fi_resolve(fs, rel, path, sizeof path);
     for (size_t i = 0; fs && i < fs->n; i++)
-        if (strcmp(fs->files[i].path, rel) == 0) return &fs->files[i];
+        if (strcmp(fs->files[i].path, rel) == 0)
+            return &fs->files[i];
     return NULL;
 }
 
-void fake_fs_write(fake_fs *fs, const char *path, const void *data, size_t len, bool append) {
-    if (!fs) return;
+void fake_fs_write(fake_fs *fs, const char *path, const void *data, size_t len, bool append)
+{
+    if (!fs)
+        return;
     fi_file *f = fi_find(fs, path);
     if (!f) {
-        if (fs->n >= FI_MAX_FILES) return;
+        if (fs->n >= FI_MAX_FILES)
+            return;
         f = &fs->files[fs->n++];
         char abs[1024];
         f->path = fi_strdup(fi_resolve(fs, path, abs, sizeof abs));
         f->data = fi_alloc(1);
         f->len = 0;
     }
-    if (!append) f->len = 0;
+    if (!append)
+        f->len = 0;
     uint8_t *nd = realloc(f->data, f->len + len + 1);
-    if (!nd) abort();
+    if (!nd)
+        abort();
     f->data = nd;
-    if (len) memcpy(f->data + f->len, data, len);
+    if (len)
+        memcpy(f->data + f->len, data, len);
     f->len += len;
     f->data[f->len] = 0;
 }
 
-const uint8_t *fake_fs_read(fake_fs *fs, const char *path, size_t *len) {
+const uint8_t *fake_fs_read(fake_fs *fs, const char *path, size_t *len)
+{
     fi_file *f = fi_find(fs, path);
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     *len = f->len;
     return f->data;
 }
 
-bool fake_fs_is_dir(fake_fs *fs, const char *rel) {
+bool fake_fs_is_dir(fake_fs *fs, const char *rel)
+{
     char abs[1024];
     const char *path = fi_resolve(fs, rel, abs, sizeof abs);
-    if (fs && strcmp(path, fs->home) == 0) return true;
+    if (fs && strcmp(path, fs->home) == 0)
+        return true;
     size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--;
+    while (n > 1 && path[n - 1] == '/')
+        n--;
     for (size_t i = 0; fs && i < fs->n; i++)
         if (strncmp(fs->files[i].path, path, n) == 0 &&
             (fs->files[i].path[n] == '/' || (n == 1 && path[0] == '/')))
@@ -124,24 +151,29 @@ bool fake_fs_is_dir(fake_fs *fs, const char *rel) {
 }
 
 void fake_fs_list(fake_fs *fs, const char *rel,
-                  void (*fn)(void *arg, const char *name, bool is_dir, size_t size), void *arg) {
+                  void (*fn)(void *arg, const char *name, bool is_dir, size_t size), void *arg)
+{
     char abs[1024];
     const char *dir = fi_resolve(fs, rel, abs, sizeof abs);
     size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
     char seen[FI_MAX_FILES][256];
     size_t n_seen = 0;
     for (size_t i = 0; fs && i < fs->n; i++) {
         const char *p = fs->files[i].path;
-        if (strncmp(p, dir, n) != 0 || p[n] != '/') continue;
+        if (strncmp(p, dir, n) != 0 || p[n] != '/')
+            continue;
         const char *rest = p + n + 1;
         const char *slash = strchr(rest, '/');
         size_t len = slash ? (size_t)(slash - rest) : strlen(rest);
-        if (len == 0 || len >= 256) continue;
+        if (len == 0 || len >= 256)
+            continue;
         bool dup = false;
         for (size_t k = 0; k < n_seen && !dup; k++)
             dup = strlen(seen[k]) == len && strncmp(seen[k], rest, len) == 0;
-        if (dup) continue;
+        if (dup)
+            continue;
         memcpy(seen[n_seen], rest, len);
         seen[n_seen][len] = 0;
         n_seen++;
@@ -151,19 +183,24 @@ void fake_fs_list(fake_fs *fs, const char *rel,
 
 /* ---- events -------------------------------------------------------------------------------- */
 
-static size_t fi_output_total(const fake_exec *x) {
+static size_t fi_output_total(const fake_exec *x)
+{
     size_t t = 0;
-    for (size_t i = 0; i < x->n_events; i++) t += x->events[i].len;
+    for (size_t i = 0; i < x->n_events; i++)
+        t += x->events[i].len;
     return t;
 }
 
-static void fi_event(fake_exec *x, fake_event_kind kind, const char *data, size_t len, int ms) {
-    if (kind != FAKE_SLEEP && (len == 0 || fi_output_total(x) + len > FI_MAX_OUTPUT)) return;
+static void fi_event(fake_exec *x, fake_event_kind kind, const char *data, size_t len, int ms)
+{
+    if (kind != FAKE_SLEEP && (len == 0 || fi_output_total(x) + len > FI_MAX_OUTPUT))
+        return;
     /* Merge adjacent writes to one stream so streams stay compact. */
     if (kind != FAKE_SLEEP && x->n_events > 0 && x->events[x->n_events - 1].kind == kind) {
         fake_event *e = &x->events[x->n_events - 1];
         char *nd = realloc(e->data, e->len + len + 1);
-        if (!nd) abort();
+        if (!nd)
+            abort();
         memcpy(nd + e->len, data, len);
         e->data = nd;
         e->len += len;
@@ -171,7 +208,8 @@ static void fi_event(fake_exec *x, fake_event_kind kind, const char *data, size_
         return;
     }
     fake_event *ne = realloc(x->events, (x->n_events + 1) * sizeof *ne);
-    if (!ne) abort();
+    if (!ne)
+        abort();
     x->events = ne;
     fake_event *e = &x->events[x->n_events++];
     memset(e, 0, sizeof *e);
@@ -185,20 +223,25 @@ static void fi_event(fake_exec *x, fake_event_kind kind, const char *data, size_
 
 static void fi_printf(fake_exec *x, fake_event_kind k, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void fi_printf(fake_exec *x, fake_event_kind k, const char *fmt, ...) {
+static void fi_printf(fake_exec *x, fake_event_kind k, const char *fmt, ...)
+{
     char *s = NULL;
     va_list ap;
     va_start(ap, fmt);
     int n = vasprintf(&s, fmt, ap);
     va_end(ap);
-    if (n < 0) abort();
+    if (n < 0)
+        abort();
     fi_event(x, k, s, (size_t)n, 0);
     free(s);
 }
 
-void fake_exec_free(fake_exec *x) {
-    if (!x) return;
-    for (size_t i = 0; i < x->n_events; i++) free(x->events[i].data);
+void fake_exec_free(fake_exec *x)
+{
+    if (!x)
+        return;
+    for (size_t i = 0; i < x->n_events; i++)
+        free(x->events[i].data);
     free(x->events);
     free(x->value);
     free(x->error_name);
@@ -207,10 +250,12 @@ void fake_exec_free(fake_exec *x) {
     memset(x, 0, sizeof *x);
 }
 
-int fake_exec_sleep_ms(const fake_exec *x) {
+int fake_exec_sleep_ms(const fake_exec *x)
+{
     int t = 0;
     for (size_t i = 0; i < x->n_events; i++)
-        if (x->events[i].kind == FAKE_SLEEP) t += x->events[i].ms;
+        if (x->events[i].kind == FAKE_SLEEP)
+            t += x->events[i].ms;
     return t;
 }
 
@@ -225,21 +270,25 @@ typedef struct fi_ctx {
 
 static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_len);
 
-static int fi_parse_ms(const char *s) {
+static int fi_parse_ms(const char *s)
+{
     char *end = NULL;
     double d = strtod(s, &end);
-    if (!end || end == s || d < 0 || d > 3600) return -1;
+    if (!end || end == s || d < 0 || d > 3600)
+        return -1;
     return (int)(d * 1000.0 + 0.5);
 }
 
-static long fi_parse_int(const char *s, bool *ok) {
+static long fi_parse_int(const char *s, bool *ok)
+{
     char *end = NULL;
     long v = strtol(s, &end, 10);
     *ok = end && end != s && *end == 0;
     return v;
 }
 
-static char *fi_unescape_printf(const char *s, size_t *len) {
+static char *fi_unescape_printf(const char *s, size_t *len)
+{
     size_t n = strlen(s);
     char *o = fi_alloc(n + 1);
     size_t k = 0;
@@ -255,8 +304,10 @@ static char *fi_unescape_printf(const char *s, size_t *len) {
     return o;
 }
 
-static uint8_t *fi_b64_decode(const char *text, size_t n, size_t *out_len) {
-    if (n % 4 != 0) return NULL;
+static uint8_t *fi_b64_decode(const char *text, size_t n, size_t *out_len)
+{
+    if (n % 4 != 0)
+        return NULL;
     uint8_t *out = fi_alloc(n / 4 * 3 + 1);
     int got = EVP_DecodeBlock(out, (const unsigned char *)text, (int)n);
     if (got < 0) {
@@ -264,13 +315,16 @@ static uint8_t *fi_b64_decode(const char *text, size_t n, size_t *out_len) {
         return NULL;
     }
     size_t len = (size_t)got;
-    if (n >= 1 && text[n - 1] == '=') len--;
-    if (n >= 2 && text[n - 2] == '=') len--;
+    if (n >= 1 && text[n - 1] == '=')
+        len--;
+    if (n >= 2 && text[n - 2] == '=')
+        len--;
     *out_len = len;
     return out;
 }
 
-static const char *fi_base(const char *p) {
+static const char *fi_base(const char *p)
+{
     const char *s = strrchr(p, '/');
     return s ? s + 1 : p;
 }
@@ -281,27 +335,34 @@ static const char *fi_stdin_wrap_shell =
     "d=$1; shift; printf %s \"$d\" | base64 -d | /bin/sh -c \"$1\"";
 
 /* Runs one simple command; returns its exit status. */
-static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t in_len) {
+static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t in_len)
+{
     fake_exec *x = c->out;
-    if (n == 0) return 0;
+    if (n == 0)
+        return 0;
     const char *cmd = fi_base(w[0]);
     if (strcmp(cmd, "echo") == 0) {
         size_t i = 1;
         bool nl = true;
-        if (n > 1 && strcmp(w[1], "-n") == 0) nl = false, i = 2;
+        if (n > 1 && strcmp(w[1], "-n") == 0)
+            nl = false, i = 2;
         for (; i < n; i++) {
             fi_event(x, FAKE_OUT, w[i], strlen(w[i]), 0);
-            if (i + 1 < n) fi_event(x, FAKE_OUT, " ", 1, 0);
+            if (i + 1 < n)
+                fi_event(x, FAKE_OUT, " ", 1, 0);
         }
-        if (nl) fi_event(x, FAKE_OUT, "\n", 1, 0);
+        if (nl)
+            fi_event(x, FAKE_OUT, "\n", 1, 0);
         return 0;
     }
     if (strcmp(cmd, "printf") == 0) {
-        if (n < 2) return 1;
+        if (n < 2)
+            return 1;
         size_t len;
         char *f = fi_unescape_printf(w[1], &len);
         if (strcmp(f, "%s") == 0) {
-            for (size_t i = 2; i < n; i++) fi_event(x, FAKE_OUT, w[i], strlen(w[i]), 0);
+            for (size_t i = 2; i < n; i++)
+                fi_event(x, FAKE_OUT, w[i], strlen(w[i]), 0);
         } else {
             fi_event(x, FAKE_OUT, f, len, 0);
         }
@@ -323,9 +384,12 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
         fi_event(x, FAKE_SLEEP, NULL, 0, ms);
         return 0;
     }
-    if (strcmp(cmd, "true") == 0 || strcmp(cmd, ":") == 0) return 0;
-    if (strcmp(cmd, "pkill") == 0) return 0; /* nothing runs in the background of a fake */
-    if (strcmp(cmd, "false") == 0) return 1;
+    if (strcmp(cmd, "true") == 0 || strcmp(cmd, ":") == 0)
+        return 0;
+    if (strcmp(cmd, "pkill") == 0)
+        return 0; /* nothing runs in the background of a fake */
+    if (strcmp(cmd, "false") == 0)
+        return 1;
     if (strcmp(cmd, "pwd") == 0) {
         fi_printf(x, FAKE_OUT, "/home/user\n");
         return 0;
@@ -333,8 +397,10 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
     if (strcmp(cmd, "seq") == 0) {
         bool ok = true;
         long v = n > 1 ? fi_parse_int(w[1], &ok) : 0;
-        if (!ok || v < 0 || v > FI_MAX_SEQ) return 1;
-        for (long i = 1; i <= v; i++) fi_printf(x, FAKE_OUT, "%ld\n", i);
+        if (!ok || v < 0 || v > FI_MAX_SEQ)
+            return 1;
+        for (long i = 1; i <= v; i++)
+            fi_printf(x, FAKE_OUT, "%ld\n", i);
         return 0;
     }
     if (strcmp(cmd, "cat") == 0) {
@@ -360,13 +426,15 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
         char *t = fi_strndup((const char *)in, in_len);
         uint8_t *d = fi_b64_decode(t, strlen(t), &len);
         free(t);
-        if (!d) return 1;
+        if (!d)
+            return 1;
         fi_event(x, FAKE_OUT, (const char *)d, len, 0);
         free(d);
         return 0;
     }
     if (strcmp(cmd, "chmod") == 0) {
-        if (n < 3) return 1;
+        if (n < 3)
+            return 1;
         size_t len;
         if (!fake_fs_read(c->fs, w[2], &len)) {
             fi_printf(x, FAKE_ERR, "chmod: cannot access '%s': No such file or directory\n", w[2]);
@@ -376,7 +444,8 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
     }
     if ((strcmp(cmd, "sh") == 0 || strcmp(cmd, "bash") == 0)) {
         size_t i = 1;
-        while (i < n && strcmp(w[i], "-l") == 0) i++;
+        while (i < n && strcmp(w[i], "-l") == 0)
+            i++;
         if (i + 1 < n && strcmp(w[i], "-c") == 0) {
             const char *script = w[i + 1];
             if ((strcmp(script, fi_stdin_wrap_argv) == 0 ||
@@ -384,7 +453,8 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
                 i + 3 < n) {
                 size_t len = 0;
                 uint8_t *d = fi_b64_decode(w[i + 3], strlen(w[i + 3]), &len);
-                if (!d) return 1;
+                if (!d)
+                    return 1;
                 int rc;
                 if (strcmp(script, fi_stdin_wrap_shell) == 0) {
                     fi_shell(c, w[i + 4 < n ? i + 4 : n - 1], d, len);
@@ -395,7 +465,8 @@ static int fi_command(fi_ctx *c, char **w, size_t n, const uint8_t *in, size_t i
                 free(d);
                 return rc;
             }
-            if (c->depth >= FI_MAX_DEPTH) return 2;
+            if (c->depth >= FI_MAX_DEPTH)
+                return 2;
             c->depth++;
             fi_shell(c, script, in, in_len);
             c->depth--;
@@ -442,13 +513,16 @@ typedef struct fi_words {
     size_t n;
 } fi_words;
 
-static void fi_words_clear(fi_words *ws) {
-    for (size_t i = 0; i < ws->n; i++) free(ws->w[i]);
+static void fi_words_clear(fi_words *ws)
+{
+    for (size_t i = 0; i < ws->n; i++)
+        free(ws->w[i]);
     ws->n = 0;
 }
 
 /* Runs a pipeline-free command with its redirections. */
-static int fi_simple(fi_ctx *c, fi_words *ws, const uint8_t *in, size_t in_len) {
+static int fi_simple(fi_ctx *c, fi_words *ws, const uint8_t *in, size_t in_len)
+{
     char *argv[FI_MAX_WORDS];
     size_t argc = 0;
     const char *out_file = NULL;
@@ -477,9 +551,12 @@ static int fi_simple(fi_ctx *c, fi_words *ws, const uint8_t *in, size_t in_len) 
     for (size_t i = 0; i < sub.n_events; i++) {
         fake_event *e = &sub.events[i];
         fake_event_kind k = e->kind;
-        if (k == FAKE_OUT && out_to_err) k = FAKE_ERR;
-        else if (k == FAKE_ERR && err_to_out) k = FAKE_OUT;
-        if (k == FAKE_ERR && err_null) continue;
+        if (k == FAKE_OUT && out_to_err)
+            k = FAKE_ERR;
+        else if (k == FAKE_ERR && err_to_out)
+            k = FAKE_OUT;
+        if (k == FAKE_ERR && err_null)
+            continue;
         if (k == FAKE_OUT && out_file) {
             if (strcmp(out_file, "/dev/null") != 0)
                 fake_fs_write(c->fs, out_file, e->data, e->len, append);
@@ -490,14 +567,16 @@ static int fi_simple(fi_ctx *c, fi_words *ws, const uint8_t *in, size_t in_len) 
     }
     if (out_file && strcmp(out_file, "/dev/null") != 0) {
         size_t len;
-        if (!fake_fs_read(c->fs, out_file, &len)) fake_fs_write(c->fs, out_file, "", 0, append);
+        if (!fake_fs_read(c->fs, out_file, &len))
+            fake_fs_write(c->fs, out_file, "", 0, append);
     }
     fake_exec_free(&sub);
     return rc;
 }
 
 /* Tokenises and runs a shell line: words, quotes, ; && || | and newlines. */
-static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_len) {
+static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_len)
+{
     fi_words ws = {0};
     int status = 0;
     char pending = ';'; /* operator before the current command: ';', '&', '|' (||) */
@@ -506,17 +585,22 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
     bool piping = false;
     const char *p = line ? line : "";
     for (;;) {
-        while (*p == ' ' || *p == '\t') p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
         bool end = *p == 0;
         bool op = end || *p == ';' || *p == '\n' || *p == '&' || *p == '|';
         if (op) {
             char next = ';';
             bool pipe = false;
             if (!end) {
-                if (p[0] == '&' && p[1] == '&') next = '&', p += 2;
-                else if (p[0] == '|' && p[1] == '|') next = '|', p += 2;
-                else if (p[0] == '|') pipe = true, p += 1;
-                else p += 1;
+                if (p[0] == '&' && p[1] == '&')
+                    next = '&', p += 2;
+                else if (p[0] == '|' && p[1] == '|')
+                    next = '|', p += 2;
+                else if (p[0] == '|')
+                    pipe = true, p += 1;
+                else
+                    p += 1;
             }
             if (ws.n > 0) {
                 bool run = pending == ';' || (pending == '&' && status == 0) ||
@@ -526,8 +610,8 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
                         fake_exec sub = {0};
                         fake_exec *saved = c->out;
                         c->out = &sub;
-                        status = fi_simple(c, &ws, piping ? pipe_in : in,
-                                           piping ? pipe_len : in_len);
+                        status =
+                            fi_simple(c, &ws, piping ? pipe_in : in, piping ? pipe_len : in_len);
                         c->out = saved;
                         free(pipe_in);
                         pipe_in = NULL;
@@ -536,7 +620,8 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
                             fake_event *e = &sub.events[i];
                             if (e->kind == FAKE_OUT) {
                                 uint8_t *np = realloc(pipe_in, pipe_len + e->len + 1);
-                                if (!np) abort();
+                                if (!np)
+                                    abort();
                                 pipe_in = np;
                                 memcpy(pipe_in + pipe_len, e->data, e->len);
                                 pipe_len += e->len;
@@ -547,8 +632,8 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
                         fake_exec_free(&sub);
                         piping = true;
                     } else {
-                        status = fi_simple(c, &ws, piping ? pipe_in : in,
-                                           piping ? pipe_len : in_len);
+                        status =
+                            fi_simple(c, &ws, piping ? pipe_in : in, piping ? pipe_len : in_len);
                         free(pipe_in);
                         pipe_in = NULL;
                         pipe_len = 0;
@@ -556,10 +641,13 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
                     }
                 }
                 fi_words_clear(&ws);
-                if (c->exited) break;
+                if (c->exited)
+                    break;
             }
-            if (!pipe) pending = next;
-            if (end) break;
+            if (!pipe)
+                pending = next;
+            if (end)
+                break;
             continue;
         }
         /* A word, or a redirection token. */
@@ -567,24 +655,30 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
         size_t k = 0;
         if (*p == '>' || (p[0] >= '1' && p[0] <= '2' && p[1] == '>')) {
             const char *s = p;
-            while (*p && *p != ' ' && *p != '\t' && *p != ';' && *p != '\n') p++;
+            while (*p && *p != ' ' && *p != '\t' && *p != ';' && *p != '\n')
+                p++;
             /* "2>&1", ">&2", ">", ">>", "2>/dev/null" are single tokens; "> f" two. */
-            if (ws.n < FI_MAX_WORDS) ws.w[ws.n++] = fi_strndup(s, (size_t)(p - s));
+            if (ws.n < FI_MAX_WORDS)
+                ws.w[ws.n++] = fi_strndup(s, (size_t)(p - s));
             continue;
         }
-        while (*p && *p != ' ' && *p != '\t' && *p != ';' && *p != '\n' && *p != '&' &&
-               *p != '|' && k + 1 < sizeof buf) {
+        while (*p && *p != ' ' && *p != '\t' && *p != ';' && *p != '\n' && *p != '&' && *p != '|' &&
+               k + 1 < sizeof buf) {
             if (*p == '\'') {
                 p++;
-                while (*p && *p != '\'' && k + 1 < sizeof buf) buf[k++] = *p++;
-                if (*p) p++;
+                while (*p && *p != '\'' && k + 1 < sizeof buf)
+                    buf[k++] = *p++;
+                if (*p)
+                    p++;
             } else if (*p == '"') {
                 p++;
                 while (*p && *p != '"' && k + 1 < sizeof buf) {
-                    if (*p == '\\' && (p[1] == '"' || p[1] == '\\' || p[1] == '$')) p++;
+                    if (*p == '\\' && (p[1] == '"' || p[1] == '\\' || p[1] == '$'))
+                        p++;
                     buf[k++] = *p++;
                 }
-                if (*p) p++;
+                if (*p)
+                    p++;
             } else if (*p == '\\' && p[1]) {
                 p++;
                 buf[k++] = *p++;
@@ -592,7 +686,8 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
                 buf[k++] = *p++;
             }
         }
-        if (ws.n < FI_MAX_WORDS) ws.w[ws.n++] = fi_strndup(buf, k);
+        if (ws.n < FI_MAX_WORDS)
+            ws.w[ws.n++] = fi_strndup(buf, k);
     }
     fi_words_clear(&ws);
     free(pipe_in);
@@ -600,18 +695,21 @@ static void fi_shell(fi_ctx *c, const char *line, const uint8_t *in, size_t in_l
 }
 
 void fake_run_shell(const char *line, const uint8_t *stdin_data, size_t stdin_len, fake_fs *fs,
-                    fake_exec *out) {
+                    fake_exec *out)
+{
     memset(out, 0, sizeof *out);
     fi_ctx c = {.fs = fs, .out = out};
     fi_shell(&c, line, stdin_data, stdin_len);
 }
 
 void fake_run_argv(const char *const *argv, size_t argc, const uint8_t *stdin_data,
-                   size_t stdin_len, fake_fs *fs, fake_exec *out) {
+                   size_t stdin_len, fake_fs *fs, fake_exec *out)
+{
     memset(out, 0, sizeof *out);
     fi_ctx c = {.fs = fs, .out = out};
     char **w = fi_alloc((argc + 1) * sizeof *w);
-    for (size_t i = 0; i < argc; i++) w[i] = (char *)argv[i];
+    for (size_t i = 0; i < argc; i++)
+        w[i] = (char *)argv[i];
     out->exit_code = fi_command(&c, w, argc, stdin_data, stdin_len);
     free(w);
 }
@@ -637,22 +735,31 @@ struct fake_pyvars {
     size_t n;
 };
 
-fake_pyvars *fake_pyvars_new(void) { return fi_alloc(sizeof(fake_pyvars)); }
+fake_pyvars *fake_pyvars_new(void)
+{
+    return fi_alloc(sizeof(fake_pyvars));
+}
 
-static void py_free(py_val *v) {
+static void py_free(py_val *v)
+{
     free(v->s);
     memset(v, 0, sizeof *v);
 }
 
-void fake_pyvars_free(fake_pyvars *v) {
-    if (!v) return;
-    for (size_t i = 0; i < v->n; i++) free(v->vars[i].name), py_free(&v->vars[i].v);
+void fake_pyvars_free(fake_pyvars *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->n; i++)
+        free(v->vars[i].name), py_free(&v->vars[i].v);
     free(v);
 }
 
-static py_val py_copy(const py_val *v) {
+static py_val py_copy(const py_val *v)
+{
     py_val c = *v;
-    if (v->s) c.s = fi_strdup(v->s);
+    if (v->s)
+        c.s = fi_strdup(v->s);
     return c;
 }
 
@@ -670,21 +777,27 @@ typedef struct py {
 
 static void py_raise(py *s, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void py_raise(py *s, const char *name, const char *fmt, ...) {
-    if (s->raised) return;
+static void py_raise(py *s, const char *name, const char *fmt, ...)
+{
+    if (s->raised)
+        return;
     s->raised = true;
     s->exc_name = fi_strdup(name);
     va_list ap;
     va_start(ap, fmt);
-    if (vasprintf(&s->exc_value, fmt, ap) < 0) abort();
+    if (vasprintf(&s->exc_value, fmt, ap) < 0)
+        abort();
     va_end(ap);
 }
 
-static void py_ws(py *s) {
-    while (*s->p == ' ' || *s->p == '\t') s->p++;
+static void py_ws(py *s)
+{
+    while (*s->p == ' ' || *s->p == '\t')
+        s->p++;
 }
 
-static bool py_eat(py *s, const char *tok) {
+static bool py_eat(py *s, const char *tok)
+{
     py_ws(s);
     size_t n = strlen(tok);
     if (strncmp(s->p, tok, n) == 0) {
@@ -694,32 +807,41 @@ static bool py_eat(py *s, const char *tok) {
     return false;
 }
 
-static char *py_str(const py_val *v) {
+static char *py_str(const py_val *v)
+{
     char buf[64];
     switch (v->t) {
     case PY_NONE: return fi_strdup("None");
     case PY_INT: snprintf(buf, sizeof buf, "%lld", v->i); return fi_strdup(buf);
     case PY_FLOAT:
         snprintf(buf, sizeof buf, "%.15g", v->f);
-        if (!strpbrk(buf, ".en")) strcat(buf, ".0");
+        if (!strpbrk(buf, ".en"))
+            strcat(buf, ".0");
         return fi_strdup(buf);
     case PY_STR: return fi_strdup(v->s);
-    case PY_FUNC: snprintf(buf, sizeof buf, "<built-in function %.32s>", v->s); return fi_strdup(buf);
+    case PY_FUNC:
+        snprintf(buf, sizeof buf, "<built-in function %.32s>", v->s);
+        return fi_strdup(buf);
     }
     return fi_strdup("?");
 }
 
-static char *py_repr(const py_val *v) {
-    if (v->t != PY_STR) return py_str(v);
+static char *py_repr(const py_val *v)
+{
+    if (v->t != PY_STR)
+        return py_str(v);
     size_t n = strlen(v->s);
     char *o = fi_alloc(n * 2 + 3);
     size_t k = 0;
     o[k++] = '\'';
     for (size_t i = 0; i < n; i++) {
         char ch = v->s[i];
-        if (ch == '\'' || ch == '\\') o[k++] = '\\', o[k++] = ch;
-        else if (ch == '\n') o[k++] = '\\', o[k++] = 'n';
-        else o[k++] = ch;
+        if (ch == '\'' || ch == '\\')
+            o[k++] = '\\', o[k++] = ch;
+        else if (ch == '\n')
+            o[k++] = '\\', o[k++] = 'n';
+        else
+            o[k++] = ch;
     }
     o[k++] = '\'';
     return o;
@@ -727,7 +849,8 @@ static char *py_repr(const py_val *v) {
 
 static py_val py_expr(py *s);
 
-static py_val py_call(py *s, const char *fn) {
+static py_val py_call(py *s, const char *fn)
+{
     py_val args[16];
     size_t n = 0;
     char *kw_file = NULL;
@@ -743,7 +866,8 @@ static py_val py_call(py *s, const char *fn) {
                 if (file) {
                     py_ws(s);
                     const char *b = s->p;
-                    while (isalnum((unsigned char)*s->p) || *s->p == '.' || *s->p == '_') s->p++;
+                    while (isalnum((unsigned char)*s->p) || *s->p == '.' || *s->p == '_')
+                        s->p++;
                     kw_file = fi_strndup(b, (size_t)(s->p - b));
                 } else {
                     py_val e = py_expr(s);
@@ -756,24 +880,28 @@ static py_val py_call(py *s, const char *fn) {
             }
             s->p = save;
         }
-        if (n < 16) args[n++] = py_expr(s);
-        if (!py_eat(s, ",")) break;
+        if (n < 16)
+            args[n++] = py_expr(s);
+        if (!py_eat(s, ","))
+            break;
     }
-    if (!py_eat(s, ")") && !s->raised) py_raise(s, "SyntaxError", "expected ')'");
+    if (!py_eat(s, ")") && !s->raised)
+        py_raise(s, "SyntaxError", "expected ')'");
     py_val r = {.t = PY_NONE};
-    if (s->raised) goto out;
+    if (s->raised)
+        goto out;
     if (strcmp(fn, "print") == 0) {
         fake_event_kind k = kw_file && strcmp(kw_file, "sys.stderr") == 0 ? FAKE_ERR : FAKE_OUT;
         for (size_t i = 0; i < n; i++) {
             char *t = py_str(&args[i]);
             fi_event(s->out, k, t, strlen(t), 0);
             free(t);
-            if (i + 1 < n) fi_event(s->out, k, " ", 1, 0);
+            if (i + 1 < n)
+                fi_event(s->out, k, " ", 1, 0);
         }
         const char *end = kw_end ? kw_end : "\n";
         fi_event(s->out, k, end, strlen(end), 0);
-    } else if (strcmp(fn, "sys.exit") == 0 || strcmp(fn, "exit") == 0 ||
-               strcmp(fn, "quit") == 0) {
+    } else if (strcmp(fn, "sys.exit") == 0 || strcmp(fn, "exit") == 0 || strcmp(fn, "quit") == 0) {
         s->exited = true;
         s->raised = true;
         if (n == 0 || args[0].t == PY_NONE) {
@@ -789,8 +917,10 @@ static py_val py_call(py *s, const char *fn) {
         }
     } else if (strcmp(fn, "time.sleep") == 0) {
         double sec = n > 0 ? (args[0].t == PY_INT ? (double)args[0].i : args[0].f) : 0;
-        if (sec < 0 || sec > 3600) py_raise(s, "ValueError", "sleep length must be sane");
-        else fi_event(s->out, FAKE_SLEEP, NULL, 0, (int)(sec * 1000 + 0.5));
+        if (sec < 0 || sec > 3600)
+            py_raise(s, "ValueError", "sleep length must be sane");
+        else
+            fi_event(s->out, FAKE_SLEEP, NULL, 0, (int)(sec * 1000 + 0.5));
     } else if (strcmp(fn, "sys.stdout.write") == 0 || strcmp(fn, "sys.stderr.write") == 0) {
         char *t = n > 0 ? py_str(&args[0]) : fi_strdup("");
         fi_event(s->out, fn[4] == 'o' ? FAKE_OUT : FAKE_ERR, t, strlen(t), 0);
@@ -801,15 +931,20 @@ static py_val py_call(py *s, const char *fn) {
     } else if (strcmp(fn, "str") == 0 && n == 1) {
         r = (py_val){.t = PY_STR, .s = py_str(&args[0])};
     } else if (strcmp(fn, "int") == 0 && n == 1) {
-        if (args[0].t == PY_INT) r = args[0], args[0].s = NULL;
-        else if (args[0].t == PY_FLOAT) r = (py_val){.t = PY_INT, .i = (long long)args[0].f};
-        else if (args[0].t == PY_STR) r = (py_val){.t = PY_INT, .i = atoll(args[0].s)};
+        if (args[0].t == PY_INT)
+            r = args[0], args[0].s = NULL;
+        else if (args[0].t == PY_FLOAT)
+            r = (py_val){.t = PY_INT, .i = (long long)args[0].f};
+        else if (args[0].t == PY_STR)
+            r = (py_val){.t = PY_INT, .i = atoll(args[0].s)};
     } else if (strcmp(fn, "open") == 0 && n >= 1 && args[0].t == PY_STR) {
         size_t len;
         const uint8_t *d = fake_fs_read(s->fs, args[0].s, &len);
-        if (!d) py_raise(s, "FileNotFoundError", "[Errno 2] No such file or directory: '%s'",
-                         args[0].s);
-        else r = (py_val){.t = PY_FUNC, .s = fi_strdup(args[0].s)}; /* a "file" */
+        if (!d)
+            py_raise(s, "FileNotFoundError", "[Errno 2] No such file or directory: '%s'",
+                     args[0].s);
+        else
+            r = (py_val){.t = PY_FUNC, .s = fi_strdup(args[0].s)}; /* a "file" */
     } else if (strcmp(fn, "__import__") == 0 || strcmp(fn, "os.chdir") == 0) {
         r = (py_val){.t = PY_FUNC, .s = fi_strdup(n > 0 && args[0].t == PY_STR ? args[0].s : "")};
     } else if (strlen(fn) > 5 && strcmp(fn + strlen(fn) - 5, ".read") == 0) {
@@ -824,13 +959,15 @@ static py_val py_call(py *s, const char *fn) {
         py_raise(s, "NameError", "name '%s' is not defined", fn);
     }
 out:
-    for (size_t i = 0; i < n; i++) py_free(&args[i]);
+    for (size_t i = 0; i < n; i++)
+        py_free(&args[i]);
     free(kw_file);
     free(kw_end);
     return r;
 }
 
-static py_val py_atom(py *s) {
+static py_val py_atom(py *s)
+{
     py_ws(s);
     py_val v = {.t = PY_NONE};
     if (s->depth > FI_MAX_DEPTH) {
@@ -862,19 +999,24 @@ static py_val py_atom(py *s) {
         char *end = NULL;
         double d = strtod(s->p, &end);
         bool is_float = false;
-        for (const char *c = s->p; c < end; c++) is_float |= *c == '.' || *c == 'e';
-        if (is_float) v = (py_val){.t = PY_FLOAT, .f = d};
-        else v = (py_val){.t = PY_INT, .i = strtoll(s->p, NULL, 10)};
+        for (const char *c = s->p; c < end; c++)
+            is_float |= *c == '.' || *c == 'e';
+        if (is_float)
+            v = (py_val){.t = PY_FLOAT, .f = d};
+        else
+            v = (py_val){.t = PY_INT, .i = strtoll(s->p, NULL, 10)};
         s->p = end;
     } else if (q == '(') {
         s->p++;
         s->depth++;
         v = py_expr(s);
         s->depth--;
-        if (!py_eat(s, ")")) py_raise(s, "SyntaxError", "expected ')'");
+        if (!py_eat(s, ")"))
+            py_raise(s, "SyntaxError", "expected ')'");
     } else if (isalpha((unsigned char)q) || q == '_') {
         const char *b = s->p;
-        while (isalnum((unsigned char)*s->p) || *s->p == '_' || *s->p == '.') s->p++;
+        while (isalnum((unsigned char)*s->p) || *s->p == '_' || *s->p == '.')
+            s->p++;
         char *name = fi_strndup(b, (size_t)(s->p - b));
         if (py_eat(s, "(")) {
             s->depth++;
@@ -884,11 +1026,14 @@ static py_val py_atom(py *s) {
             if (*s->p == '.' && v.t == PY_FUNC) {
                 s->p++;
                 const char *mb = s->p;
-                while (isalnum((unsigned char)*s->p) || *s->p == '_') s->p++;
+                while (isalnum((unsigned char)*s->p) || *s->p == '_')
+                    s->p++;
                 char *qn = NULL;
-                if (asprintf(&qn, "%s.%.*s", v.s, (int)(s->p - mb), mb) < 0) abort();
+                if (asprintf(&qn, "%s.%.*s", v.s, (int)(s->p - mb), mb) < 0)
+                    abort();
                 py_free(&v);
-                if (py_eat(s, "(")) v = py_call(s, qn);
+                if (py_eat(s, "("))
+                    v = py_call(s, qn);
                 free(qn);
             }
         } else if (strcmp(name, "None") == 0) {
@@ -902,7 +1047,8 @@ static py_val py_atom(py *s) {
                     v = py_copy(&s->vars->vars[i].v);
                     found = true;
                 }
-            if (!found) py_raise(s, "NameError", "name '%s' is not defined", name);
+            if (!found)
+                py_raise(s, "NameError", "name '%s' is not defined", name);
         }
         free(name);
     } else {
@@ -911,22 +1057,31 @@ static py_val py_atom(py *s) {
     return v;
 }
 
-static py_val py_unary(py *s) {
+static py_val py_unary(py *s)
+{
     if (py_eat(s, "-")) {
         py_val v = py_unary(s);
-        if (v.t == PY_INT) v.i = -v.i;
-        else if (v.t == PY_FLOAT) v.f = -v.f;
-        else py_raise(s, "TypeError", "bad operand type for unary -");
+        if (v.t == PY_INT)
+            v.i = -v.i;
+        else if (v.t == PY_FLOAT)
+            v.f = -v.f;
+        else
+            py_raise(s, "TypeError", "bad operand type for unary -");
         return v;
     }
     return py_atom(s);
 }
 
-static double py_num(const py_val *v) { return v->t == PY_FLOAT ? v->f : (double)v->i; }
+static double py_num(const py_val *v)
+{
+    return v->t == PY_FLOAT ? v->f : (double)v->i;
+}
 
-static py_val py_binop(py *s, char op, py_val a, py_val b) {
+static py_val py_binop(py *s, char op, py_val a, py_val b)
+{
     py_val r = {.t = PY_NONE};
-    if (s->raised) goto out;
+    if (s->raised)
+        goto out;
     bool num = (a.t == PY_INT || a.t == PY_FLOAT) && (b.t == PY_INT || b.t == PY_FLOAT);
     if (op == '+' && a.t == PY_STR && b.t == PY_STR) {
         size_t la = strlen(a.s), lb = strlen(b.s);
@@ -938,18 +1093,21 @@ static py_val py_binop(py *s, char op, py_val a, py_val b) {
         r.s = fi_alloc(la + lb + 1);
         memcpy(r.s, a.s, la);
         memcpy(r.s + la, b.s, lb);
-    } else if (op == '*' && ((a.t == PY_STR && b.t == PY_INT) || (a.t == PY_INT && b.t == PY_STR))) {
+    } else if (op == '*' &&
+               ((a.t == PY_STR && b.t == PY_INT) || (a.t == PY_INT && b.t == PY_STR))) {
         const char *str = a.t == PY_STR ? a.s : b.s;
         long long times = a.t == PY_INT ? a.i : b.i;
         size_t l = strlen(str);
-        if (times < 0) times = 0;
+        if (times < 0)
+            times = 0;
         if ((unsigned long long)times * l > FI_MAX_OUTPUT) {
             py_raise(s, "MemoryError", "string too large for the fake");
             goto out;
         }
         r.t = PY_STR;
         r.s = fi_alloc((size_t)times * l + 1);
-        for (long long i = 0; i < times; i++) memcpy(r.s + (size_t)i * l, str, l);
+        for (long long i = 0; i < times; i++)
+            memcpy(r.s + (size_t)i * l, str, l);
     } else if (num) {
         bool f = a.t == PY_FLOAT || b.t == PY_FLOAT || op == '/';
         if ((op == '/' || op == '%' || op == 'd') && py_num(&b) == 0) {
@@ -977,37 +1135,50 @@ out:
     return r;
 }
 
-static py_val py_term(py *s) {
+static py_val py_term(py *s)
+{
     py_val v = py_unary(s);
     for (;;) {
-        if (s->raised) return v;
+        if (s->raised)
+            return v;
         char op;
         if (py_eat(s, "**")) {
             py_raise(s, "SyntaxError", "** is not supported by the fake");
             return v;
         }
-        if (py_eat(s, "//")) op = 'd';
-        else if (py_eat(s, "*")) op = '*';
-        else if (py_eat(s, "/")) op = '/';
-        else if (py_eat(s, "%")) op = '%';
-        else return v;
+        if (py_eat(s, "//"))
+            op = 'd';
+        else if (py_eat(s, "*"))
+            op = '*';
+        else if (py_eat(s, "/"))
+            op = '/';
+        else if (py_eat(s, "%"))
+            op = '%';
+        else
+            return v;
         v = py_binop(s, op, v, py_unary(s));
     }
 }
 
-static py_val py_expr(py *s) {
+static py_val py_expr(py *s)
+{
     py_val v = py_term(s);
     for (;;) {
-        if (s->raised) return v;
+        if (s->raised)
+            return v;
         char op;
-        if (py_eat(s, "+")) op = '+';
-        else if (py_eat(s, "-")) op = '-';
-        else return v;
+        if (py_eat(s, "+"))
+            op = '+';
+        else if (py_eat(s, "-"))
+            op = '-';
+        else
+            return v;
         v = py_binop(s, op, v, py_term(s));
     }
 }
 
-static void py_assign(py *s, const char *name, py_val v) {
+static void py_assign(py *s, const char *name, py_val v)
+{
     fake_pyvars *vars = s->vars;
     for (size_t i = 0; i < vars->n; i++)
         if (strcmp(vars->vars[i].name, name) == 0) {
@@ -1026,7 +1197,8 @@ static void py_assign(py *s, const char *name, py_val v) {
 }
 
 /* Splits source into statements at newlines and ';' outside strings and parentheses. */
-static size_t py_split(const char *code, char ***out) {
+static size_t py_split(const char *code, char ***out)
+{
     size_t cap = 16, n = 0;
     char **v = fi_alloc(cap * sizeof *v);
     const char *b = code;
@@ -1034,9 +1206,12 @@ static size_t py_split(const char *code, char ***out) {
     char q = 0;
     for (const char *p = code;; p++) {
         if (q) {
-            if (*p == '\\' && p[1]) p++;
-            else if (*p == q) q = 0;
-            else if (!*p) q = 0;
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == q)
+                q = 0;
+            else if (!*p)
+                q = 0;
         } else if (*p == '\'' || *p == '"') {
             q = *p;
         } else if (*p == '(') {
@@ -1046,9 +1221,11 @@ static size_t py_split(const char *code, char ***out) {
         } else if (*p == '#') {
             /* comment to end of line */
             const char *e = strchr(p, '\n');
-            if (n == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+            if (n == cap)
+                v = realloc(v, (cap *= 2) * sizeof *v);
             v[n++] = fi_strndup(b, (size_t)(p - b));
-            if (!e) break;
+            if (!e)
+                break;
             p = e;
             b = e + 1;
             continue;
@@ -1056,11 +1233,13 @@ static size_t py_split(const char *code, char ***out) {
         if (!*p || (!q && paren <= 0 && (*p == '\n' || *p == ';'))) {
             if (n == cap) {
                 char **nv = realloc(v, (cap *= 2) * sizeof *v);
-                if (!nv) abort();
+                if (!nv)
+                    abort();
                 v = nv;
             }
             v[n++] = fi_strndup(b, (size_t)(p - b));
-            if (!*p) break;
+            if (!*p)
+                break;
             b = p + 1;
         }
     }
@@ -1068,7 +1247,8 @@ static size_t py_split(const char *code, char ***out) {
     return n;
 }
 
-void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec *out) {
+void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec *out)
+{
     memset(out, 0, sizeof *out);
     fake_pyvars *own = vars ? NULL : fake_pyvars_new();
     py s = {.vars = vars ? vars : own, .fs = fs, .out = out};
@@ -1077,7 +1257,8 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
     size_t last = n;
     for (size_t i = n; i-- > 0;) {
         const char *t = stmts[i];
-        while (*t == ' ' || *t == '\t' || *t == '\r') t++;
+        while (*t == ' ' || *t == '\t' || *t == '\r')
+            t++;
         if (*t) {
             last = i;
             break;
@@ -1095,7 +1276,8 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
             }
         }
         py_ws(&s);
-        if (!*s.p || *s.p == '\r') continue;
+        if (!*s.p || *s.p == '\r')
+            continue;
         if (strncmp(s.p, "import ", 7) == 0 || strncmp(s.p, "from ", 5) == 0 ||
             strcmp(s.p, "pass") == 0)
             continue;
@@ -1103,7 +1285,8 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
             s.p += 5;
             py_ws(&s);
             const char *b = s.p;
-            while (isalnum((unsigned char)*s.p) || *s.p == '_') s.p++;
+            while (isalnum((unsigned char)*s.p) || *s.p == '_')
+                s.p++;
             char *name = fi_strndup(b, (size_t)(s.p - b));
             char *msg = fi_strdup("");
             long long code_v = 1;
@@ -1112,7 +1295,8 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
                 py_ws(&s);
                 if (*s.p != ')') {
                     py_val a = py_expr(&s);
-                    if (a.t == PY_INT) code_v = a.i, has_code = true;
+                    if (a.t == PY_INT)
+                        code_v = a.i, has_code = true;
                     free(msg);
                     msg = py_str(&a);
                     py_free(&a);
@@ -1133,13 +1317,13 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
         }
         /* assignment: NAME = expr / NAME += expr */
         const char *b = s.p;
-        while (isalnum((unsigned char)*s.p) || *s.p == '_') s.p++;
+        while (isalnum((unsigned char)*s.p) || *s.p == '_')
+            s.p++;
         size_t nl = (size_t)(s.p - b);
         const char *after = s.p;
         py_ws(&s);
         bool plus = strncmp(s.p, "+=", 2) == 0;
-        if (nl > 0 && !isdigit((unsigned char)*b) &&
-            ((s.p[0] == '=' && s.p[1] != '=') || plus)) {
+        if (nl > 0 && !isdigit((unsigned char)*b) && ((s.p[0] == '=' && s.p[1] != '=') || plus)) {
             s.p += plus ? 2 : 1;
             char *name = fi_strndup(b, nl);
             py_val v = py_expr(&s);
@@ -1149,13 +1333,17 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
                 for (size_t k = 0; k < s.vars->n; k++)
                     if (strcmp(s.vars->vars[k].name, name) == 0)
                         cur = py_copy(&s.vars->vars[k].v), found = true;
-                if (!found) py_raise(&s, "NameError", "name '%s' is not defined", name);
+                if (!found)
+                    py_raise(&s, "NameError", "name '%s' is not defined", name);
                 v = py_binop(&s, '+', cur, v);
             }
             py_ws(&s);
-            if (!s.raised && *s.p && *s.p != '\r') py_raise(&s, "SyntaxError", "invalid syntax");
-            if (!s.raised) py_assign(&s, name, v);
-            else py_free(&v);
+            if (!s.raised && *s.p && *s.p != '\r')
+                py_raise(&s, "SyntaxError", "invalid syntax");
+            if (!s.raised)
+                py_assign(&s, name, v);
+            else
+                py_free(&v);
             free(name);
             continue;
         }
@@ -1169,7 +1357,8 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
         }
         py_val v = py_expr(&s);
         py_ws(&s);
-        if (!s.raised && *s.p && *s.p != '\r') py_raise(&s, "SyntaxError", "invalid syntax");
+        if (!s.raised && *s.p && *s.p != '\r')
+            py_raise(&s, "SyntaxError", "invalid syntax");
         if (!s.raised && i == last && v.t != PY_NONE) {
             free(out->value);
             out->value = py_repr(&v);
@@ -1183,7 +1372,8 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
                      lineno, s.exc_name, s.exc_value) < 0)
             abort();
         /* A script prints its traceback; a kernel (vars given) reports it as an error. */
-        if (!vars) fi_event(out, FAKE_ERR, out->traceback, strlen(out->traceback), 0);
+        if (!vars)
+            fi_event(out, FAKE_ERR, out->traceback, strlen(out->traceback), 0);
         out->error_name = s.exc_name;
         out->error_value = s.exc_value;
         s.exc_name = s.exc_value = NULL;
@@ -1193,14 +1383,16 @@ void fake_run_python(const char *code, fake_pyvars *vars, fake_fs *fs, fake_exec
         if (vars) {
             /* A kernel does not exit: IPython reports SystemExit as an error. */
             out->error_name = fi_strdup("SystemExit");
-            if (asprintf(&out->error_value, "%d", s.exit_code) < 0) abort();
-            out->traceback = fi_strdup(
-                "An exception has occurred, use %tb to see the full traceback.\n");
+            if (asprintf(&out->error_value, "%d", s.exit_code) < 0)
+                abort();
+            out->traceback =
+                fi_strdup("An exception has occurred, use %tb to see the full traceback.\n");
         }
     }
     free(s.exc_name);
     free(s.exc_value);
-    for (size_t i = 0; i < n; i++) free(stmts[i]);
+    for (size_t i = 0; i < n; i++)
+        free(stmts[i]);
     free(stmts);
     fake_pyvars_free(own);
 }

@@ -22,9 +22,8 @@ void fake_fs_write(fake_fs *fs, const char *path, const void *data, size_t len, 
 const uint8_t *fake_fs_read(fake_fs *fs, const char *path, size_t *len);
 bool fake_fs_is_dir(fake_fs *fs, const char *path);
 /* Entries directly under dir: calls fn(arg, name, is_dir, size) once per entry. */
-void fake_fs_list(fake_fs *fs, const char *dir, void (*fn)(void *arg, const char *name, bool is_dir,
-                                                         size_t size),
-                  void *arg);
+void fake_fs_list(fake_fs *fs, const char *dir,
+                  void (*fn)(void *arg, const char *name, bool is_dir, size_t size), void *arg);
 
 /* ---- what a program did ---- */
 typedef enum fake_event_kind { FAKE_OUT = 1, FAKE_ERR = 2, FAKE_SLEEP = 3 } fake_event_kind;
@@ -33,7 +32,7 @@ typedef struct fake_event {
     fake_event_kind kind;
     char *data; /* FAKE_OUT / FAKE_ERR */
     size_t len;
-    int ms;     /* FAKE_SLEEP */
+    int ms; /* FAKE_SLEEP */
 } fake_event;
 
 typedef struct fake_exec {
@@ -43,7 +42,7 @@ typedef struct fake_exec {
     char *value;      /* python: display of the last expression (NULL when none) */
     char *error_name; /* python: exception name when one was raised */
     char *error_value;
-    char *traceback;  /* python: the traceback text when an exception escaped */
+    char *traceback; /* python: the traceback text when an exception escaped */
 } fake_exec;
 
 void fake_exec_free(fake_exec *x);
