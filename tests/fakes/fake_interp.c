@@ -1221,8 +1221,12 @@ static size_t py_split(const char *code, char ***out)
         } else if (*p == '#') {
             /* comment to end of line */
             const char *e = strchr(p, '\n');
-            if (n == cap)
-                v = realloc(v, (cap *= 2) * sizeof *v);
+            if (n == cap) {
+                char **nv = realloc(v, (cap *= 2) * sizeof *v);
+                if (!nv)
+                    abort();
+                v = nv;
+            }
             v[n++] = fi_strndup(b, (size_t)(p - b));
             if (!e)
                 break;
