@@ -64,8 +64,10 @@ int agent_serve(const agent_config *cfg);
 /* confine.c: applied in a forked child right before execve. Never returns on failure: writes
  * a line to fd 2 and _exit(126). */
 void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile);
-/* Loads the seccomp filter (the last step of confine_program); exported for tests. */
+/* Loads the seccomp filter (the last step of confine_program). */
 int confine_seccomp(void);
+/* Compiles the filter once, in the agent, before any fork (0 or -errno). */
+int confine_seccomp_prepare(void);
 
 /* files.c: in-root path resolution. Every call runs with the caller's fsuid already set. */
 int files_init(const char *workdir);

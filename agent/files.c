@@ -116,7 +116,7 @@ static int open_walk(const char *path, int flags, mode_t mode)
         while (*rest == '/')
             rest++;
         bool last = (*rest == '\0');
-        char comp[256];
+        char comp[256] = {0};
         if (len >= sizeof comp) {
             result = -ENAMETOOLONG;
             break;
@@ -176,7 +176,7 @@ static int open_resolved(const char *path, int flags, mode_t mode)
 /* Creates every missing directory above `abs` (inside the root), as the caller's fsuid. */
 static int make_parents(const char *abs)
 {
-    char buf[AGENT_MAX_PATH * 2 + 4];
+    char buf[AGENT_MAX_PATH * 2 + 4] = {0};
     snprintf(buf, sizeof buf, "%s", abs);
     for (char *s = buf + 1; *s; s++) {
         if (*s != '/')
@@ -185,7 +185,7 @@ static int make_parents(const char *abs)
         int fd = open_resolved(buf, O_PATH | O_DIRECTORY, 0);
         if (fd == -ENOENT) {
             char *slash = strrchr(buf, '/');
-            char parent[AGENT_MAX_PATH * 2 + 4];
+            char parent[AGENT_MAX_PATH * 2 + 4] = {0};
             size_t plen = (size_t)(slash - buf);
             memcpy(parent, buf, plen);
             parent[plen] = '\0';
@@ -218,7 +218,7 @@ int files_open(const char *path, int flags, mode_t mode, bool mkdirs)
         last_error = "the path is empty or longer than 1023 bytes";
         return -EINVAL;
     }
-    char abs[AGENT_MAX_PATH * 2 + 2];
+    char abs[AGENT_MAX_PATH * 2 + 2] = {0}; /* zeroed: vectorised str* may read past the NUL */
     if (path[0] == '/')
         snprintf(abs, sizeof abs, "%s", path);
     else

@@ -26,7 +26,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "providers/common/agent_client.h"
@@ -120,6 +122,9 @@ static bool opt_list(const sbx_options *o, const char *key, sbx_strlist *out)
 /* ---- provider state ------------------------------------------------------------------------- */
 
 typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
+
+/* How long destroy waits for a killed sandbox's PID 1 (and with it the namespace) to go. */
+#define LOCAL_DESTROY_WAIT_MS 10000
 
 /* Longest runtime directory: the agent socket path under it must fit sun_path (108 bytes). */
 #define LOCAL_MAX_RUNTIME_DIR 72
@@ -250,6 +255,11 @@ static void detect_cgroups(local_provider *lp)
     lp->cg = CG_V1;
 }
 
+static bool valid_id(const char *id);
+static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err);
+
+static void sweep_stale(local_provider *lp);
+
 static sbx_status make_dir(const char *path, mode_t mode, sbx_error *err)
 {
     if (mkdir(path, mode) < 0 && errno != EEXIST)
@@ -331,6 +341,7 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
         return st;
     }
     detect_cgroups(lp);
+    sweep_stale(lp);
     /* Sandboxes destroyed by this process are reaped by it instead of lingering as zombies of
      * an init that may not reap (PID 1 of a container); boot processes hand their child to
      * the nearest subreaper. We only ever wait for pids we created. */
@@ -484,8 +495,33 @@ static bool meta_alive(const meta *m)
 
 static void state_paths(const local_provider *lp, const char *id, char *dir, size_t cap)
 {
-    snprintf(dir, cap, "%s/%s", lp->runtime_dir, id);
+    snprintf(dir, cap, "%s/%.18s", lp->runtime_dir, id); /* ids are 18 chars (valid_id) */
 }
+
+/* Sandboxes whose agent ended on its own (idle TTL, OOM of PID 1, host reboot) leave their
+ * state dir and cgroups behind; each provider open removes those. Live ones are untouched. */
+static void sweep_stale(local_provider *lp)
+{
+    DIR *d = opendir(lp->runtime_dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!valid_id(de->d_name))
+            continue;
+        char dir[LOCAL_MAX_RUNTIME_DIR + 32];
+        state_paths(lp, de->d_name, dir, sizeof dir);
+        meta m;
+        struct stat st;
+        /* a sandbox being created has no meta yet: leave young dirs alone */
+        if (stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
+            continue;
+        if (!meta_read(dir, &m) || !meta_alive(&m))
+            local_destroy(lp, de->d_name, NULL);
+    }
+    closedir(d);
+}
+
 
 static void remove_state_dir(const char *dir)
 {
@@ -923,13 +959,24 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     meta m;
     bool have = meta_read(dir, &m);
     if (have && m.pid > 1) {
+        /* A pidfd first, then the start-time check: the kill cannot hit a reused pid. */
+        int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m.pid, 0);
         char state_c = '?';
         unsigned long long start = proc_start_time(m.pid, &state_c);
         if (start && start == m.start) {
-            /* SIGKILL to PID 1 of the pid namespace: the kernel kills every process in it */
-            kill((pid_t)m.pid, SIGKILL);
+            /* SIGKILL to PID 1 of the pid namespace: the kernel kills every process in it,
+             * and PID 1 only finishes exiting once all of them are gone */
+            if (pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+                struct pollfd pf = {pidfd, POLLIN, 0};
+                poll(&pf, 1, LOCAL_DESTROY_WAIT_MS);
+            } else {
+                kill((pid_t)m.pid, SIGKILL);
+            }
             wait_gone(m.pid, m.start);
         }
+        if (pidfd >= 0)
+            close(pidfd);
     }
     if (have)
         for (int i = 0; i < m.n_cg; i++)

@@ -1,0 +1,225 @@
+/* bench_local.c - the local provider against bubblewrap, medians, one run:
+ *   cold      create -> first exec of /bin/true -> destroy (with the default profile's
+ *             memory/pids limits when root), vs `bwrap --unshare-all ... /bin/true`
+ *   warm      exec of /bin/true in an existing sandbox (target <= 1 ms)
+ *   idle RSS  resident memory of each sandbox's agent (PID 1) with N sandboxes alive at once
+ *             (target <= 1 MiB each with 500 alive); RSS counts the static binary's shared
+ *             text in full, so it is the pessimistic figure (PSS is printed beside it)
+ * Usage: bench_local [COLD_RUNS] [WARM_RUNS] [IDLE_SANDBOXES]
+ * Timing belongs here, never in pass/fail tests.
+ */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "providers/local/local.h"
+#include "sbx/contract.h"
+#include "sbx/provider.h"
+
+extern char **environ;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_ms(int64_t *us, size_t n)
+{
+    qsort(us, n, sizeof *us, cmp_i64);
+    return (double)us[n / 2] / 1000.0;
+}
+
+static const sbx_provider_ops *ops;
+static void *pstate;
+static sbx_policy *policy;
+
+static void die(const char *what, const sbx_error *err)
+{
+    fprintf(stderr, "bench_local: %s: %s\n", what, err ? err->message : "");
+    exit(1);
+}
+
+static sbx_sandbox *create(void)
+{
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    if (ops->create(pstate, NULL, NULL, policy, &sb, &err) != SBX_OK)
+        die("create", &err);
+    return sb;
+}
+
+static void run_true(sbx_sandbox *sb)
+{
+    static char *argv[] = {"/bin/true"};
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.argv = argv;
+    op.n_argv = 1;
+    static const sbx_principal principal = SBX__V1__PRINCIPAL__INIT;
+    sbx_exec_opts o;
+    memset(&o, 0, sizeof o);
+    o.deadline_mono_ms = sbx_monotonic_ms() + 60000;
+    o.principal = &principal;
+    o.policy = policy;
+    sbx_result *r = sbx_result_new();
+    sbx_error err = {0};
+    if (ops->run_command(sb, &op, &o, r, &err) != SBX_OK || r->exit_code != 0)
+        die("/bin/true", &err);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
+static void destroy(sbx_sandbox *sb)
+{
+    char id[64];
+    snprintf(id, sizeof id, "%s", sb->id);
+    ops->sandbox_close(sb);
+    sbx_error err = {0};
+    if (ops->destroy(pstate, id, &err) != SBX_OK)
+        die("destroy", &err);
+}
+
+static int64_t bwrap_once(void)
+{
+    char *argv[] = {"bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+                    "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
+                    "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                    "--symlink", "usr/sbin", "/sbin", "--proc", "/proc", "--dev", "/dev",
+                    "--tmpfs", "/tmp", "/bin/true", NULL};
+    int64_t t0 = sbx_monotonic_us();
+    pid_t pid;
+    if (posix_spawnp(&pid, "bwrap", NULL, NULL, argv, environ) != 0)
+        return -1;
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    return sbx_monotonic_us() - t0;
+}
+
+/* VmRSS and Pss (kB) of a sandbox's agent, read through its meta file. */
+static void agent_memory(sbx_sandbox *sb, long *rss_kb, long *pss_kb)
+{
+    char path[512], line[512];
+    long pid = 0;
+    snprintf(path, sizeof path, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "pid %ld", &pid) == 1)
+            break;
+    if (f)
+        fclose(f);
+    *rss_kb = *pss_kb = 0;
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        sscanf(line, "VmRSS: %ld", rss_kb);
+    if (f)
+        fclose(f);
+    snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", pid);
+    f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        sscanf(line, "Pss: %ld", pss_kb);
+    if (f)
+        fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    size_t cold_n = argc > 1 ? (size_t)atol(argv[1]) : 30;
+    size_t warm_n = argc > 2 ? (size_t)atol(argv[2]) : 500;
+    size_t idle_n = argc > 3 ? (size_t)atol(argv[3]) : 500;
+    ops = sbx_provider_lookup("local");
+    char rt[] = "/tmp/sbxb-XXXXXX";
+    if (!ops || !mkdtemp(rt))
+        die("setup", NULL);
+    sbx_provider_ctx ctx = {0};
+    ctx.profile = "bench";
+    ctx.runtime_dir = rt;
+    sbx_error err = {0};
+    if (ops->open(&ctx, &pstate, &err) != SBX_OK)
+        die("open", &err);
+    policy = sbx_policy_new();
+    policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    if (geteuid() == 0) {
+        policy->memory_mb = 512; /* the built-in default profile's limits */
+        policy->pids = 256;
+    }
+    printf("local provider (%s, %s)\n", geteuid() == 0 ? "root" : "rootless",
+           geteuid() == 0 ? "memory_mb=512 pids=256 via cgroups" : "no cgroups");
+
+    int64_t *sbx_us = calloc(cold_n, sizeof *sbx_us), *bw_us = calloc(cold_n, sizeof *bw_us);
+    size_t bw_ok = 0;
+    for (size_t i = 0; i < cold_n; i++) { /* interleaved: both see the same machine load */
+        int64_t t0 = sbx_monotonic_us();
+        sbx_sandbox *sb = create();
+        run_true(sb);
+        destroy(sb);
+        sbx_us[i] = sbx_monotonic_us() - t0;
+        int64_t b = bwrap_once();
+        if (b >= 0)
+            bw_us[bw_ok++] = b;
+    }
+    double cold = median_ms(sbx_us, cold_n);
+    printf("  %-58s %10.3f ms  (n=%zu)\n", "cold: create -> exec /bin/true -> destroy", cold,
+           cold_n);
+    if (bw_ok) {
+        double bw = median_ms(bw_us, bw_ok);
+        printf("  %-58s %10.3f ms  (n=%zu)  sbx/bwrap = %.2f (target <= 1.5)\n",
+               "peer: bwrap --unshare-all ... /bin/true", bw, bw_ok, cold / bw);
+    } else {
+        printf("  %-58s %10s     (bwrap missing or failing: scripts/install-deps.sh)\n",
+               "peer: bwrap --unshare-all ... /bin/true", "n/a");
+    }
+
+    sbx_sandbox *sb = create();
+    run_true(sb);
+    int64_t *warm_us = calloc(warm_n, sizeof *warm_us);
+    for (size_t i = 0; i < warm_n; i++) {
+        int64_t t0 = sbx_monotonic_us();
+        run_true(sb);
+        warm_us[i] = sbx_monotonic_us() - t0;
+    }
+    printf("  %-58s %10.3f ms  (n=%zu, target <= 1 ms)\n", "warm: exec /bin/true in a session",
+           median_ms(warm_us, warm_n), warm_n);
+    destroy(sb);
+
+    sbx_sandbox **all = calloc(idle_n, sizeof *all);
+    size_t alive = 0;
+    for (; alive < idle_n; alive++) {
+        sbx_error e2 = {0};
+        if (ops->create(pstate, NULL, NULL, policy, &all[alive], &e2) != SBX_OK) {
+            fprintf(stderr, "bench_local: stopped at %zu idle sandboxes: %s\n", alive, e2.message);
+            break;
+        }
+        run_true(all[alive]); /* idle after one use, like a session between calls */
+    }
+    long rss_sum = 0, pss_sum = 0, rss_max = 0;
+    for (size_t i = 0; i < alive; i++) {
+        long rss, pss;
+        agent_memory(all[i], &rss, &pss);
+        rss_sum += rss;
+        pss_sum += pss;
+        if (rss > rss_max)
+            rss_max = rss;
+    }
+    if (alive) {
+        char label[96];
+        snprintf(label, sizeof label, "idle: agent RSS per sandbox, %zu alive", alive);
+        printf("  %-58s %10.1f KiB (max %ld KiB, PSS %.1f KiB; target <= 1024 KiB)\n", label,
+               (double)rss_sum / (double)alive, rss_max, (double)pss_sum / (double)alive);
+    }
+    for (size_t i = 0; i < alive; i++)
+        destroy(all[i]);
+    ops->close(pstate);
+    rmdir(rt);
+    free(all);
+    free(sbx_us);
+    free(bw_us);
+    free(warm_us);
+    sbx_message_free((ProtobufCMessage *)policy);
+    return 0;
+}
