@@ -44,7 +44,7 @@ static void endpoint_free(aws_endpoint *e)
     free(e->url);
     free(e->host);
     free(e->path);
-    memset(e, 0, sizeof(*e));
+    e->url = e->host = e->path = NULL;
 }
 
 static bool host_is_loopback(const char *host, size_t n)
@@ -66,8 +66,7 @@ static bool host_is_loopback(const char *host, size_t n)
     return hn >= 4 && strncmp(h, "127.", 4) == 0;
 }
 
-static sbx_status endpoint_parse(const char *what, const char *url, aws_endpoint *e,
-                                 sbx_error *err)
+static sbx_status endpoint_parse(const char *what, const char *url, aws_endpoint *e, sbx_error *err)
 {
     memset(e, 0, sizeof(*e));
     if (strlen(url) > AWS_MAX_URL)
@@ -87,8 +86,8 @@ static sbx_status endpoint_parse(const char *what, const char *url, aws_endpoint
     for (size_t i = 0; i < an; i++)
         if (auth[i] == '@' || (unsigned char)auth[i] <= ' ')
             return sbx_error_set(err, SBX_E_CONFIG,
-                                 "ec2_ssm: %s '%s' must not carry user information or spaces",
-                                 what, url);
+                                 "ec2_ssm: %s '%s' must not carry user information or spaces", what,
+                                 url);
     /* Plain HTTP would send the signed request (and a session token) in clear text. */
     if (http && !host_is_loopback(auth, an))
         return sbx_error_set(err, SBX_E_CONFIG,
@@ -169,7 +168,10 @@ void aws_client_free(aws_client *c)
     free(c);
 }
 
-sbx_http_client *aws_client_http(aws_client *c) { return c->http; }
+sbx_http_client *aws_client_http(aws_client *c)
+{
+    return c->http;
+}
 
 void aws_error_code(const char *type, char *out)
 {
@@ -216,8 +218,7 @@ static char *header_line(const char *name, const char *value)
  * header lines to send. */
 static sbx_status sign_post(aws_client *c, const aws_endpoint *e, const char *service,
                             const aws_creds *creds, const char *content_type, const char *target,
-                            const char *body, size_t body_len, signed_headers *out,
-                            sbx_error *err)
+                            const char *body, size_t body_len, signed_headers *out, sbx_error *err)
 {
     memset(out, 0, sizeof(*out));
     sigv4_header h[3];
@@ -226,11 +227,16 @@ static sbx_status sign_post(aws_client *c, const aws_endpoint *e, const char *se
     h[nh++] = (sigv4_header){"Content-Type", content_type};
     if (target != NULL)
         h[nh++] = (sigv4_header){"X-Amz-Target", target};
-    sigv4_request req = {.method = "POST", .path = e->path, .headers = h, .n_headers = nh,
-                         .body = body, .body_len = body_len};
-    sigv4_credentials sc = {creds->access_key_id, creds->secret_access_key,
-                            creds->session_token};
-    sigv4_params p = {.region = c->region, .service = service, .time_s = (int64_t)time(NULL),
+    sigv4_request req = {.method = "POST",
+                         .path = e->path,
+                         .headers = h,
+                         .n_headers = nh,
+                         .body = body,
+                         .body_len = body_len};
+    sigv4_credentials sc = {creds->access_key_id, creds->secret_access_key, creds->session_token};
+    sigv4_params p = {.region = c->region,
+                      .service = service,
+                      .time_s = (int64_t)time(NULL),
                       .normalize_path = true};
     sigv4_signed s;
     sbx_status st = sigv4_sign_headers(&req, &sc, &p, &s, err);
@@ -323,7 +329,8 @@ static sbx_status map_ssm_code(const char *code, long status)
         return SBX_E_PERMISSION_DENIED;
     if (strcmp(code, "UnrecognizedClientException") == 0 ||
         strcmp(code, "InvalidSignatureException") == 0 ||
-        strcmp(code, "IncompleteSignature") == 0 || strcmp(code, "MissingAuthenticationToken") == 0 ||
+        strcmp(code, "IncompleteSignature") == 0 ||
+        strcmp(code, "MissingAuthenticationToken") == 0 ||
         strcmp(code, "InvalidClientTokenId") == 0 || strcmp(code, "SignatureDoesNotMatch") == 0)
         return SBX_E_CONFIG;
     if (strcmp(code, "ExpiredTokenException") == 0 || strcmp(code, "ExpiredToken") == 0)
@@ -340,8 +347,7 @@ static sbx_status map_ssm_code(const char *code, long status)
 
 sbx_status aws_ssm_call(aws_client *c, const aws_creds *creds, const char *operation,
                         json_t *request, bool idempotent, int64_t deadline_mono_ms,
-                        const volatile int *cancel, json_t **response, char *code,
-                        sbx_error *err)
+                        const volatile int *cancel, json_t **response, char *code, sbx_error *err)
 {
     *response = NULL;
     if (code != NULL)
@@ -364,10 +370,15 @@ sbx_status aws_ssm_call(aws_client *c, const aws_creds *creds, const char *opera
                        strlen(body), &sh, err);
         if (st != SBX_OK)
             break;
-        sbx_http_request req = {.method = "POST", .url = c->ssm.url,
-                                .headers = (const char *const *)sh.lines, .n_headers = sh.n,
-                                .body = body, .body_len = strlen(body), .idempotent = idempotent,
-                                .deadline_mono_ms = deadline_mono_ms, .cancel = cancel};
+        sbx_http_request req = {.method = "POST",
+                                .url = c->ssm.url,
+                                .headers = (const char *const *)sh.lines,
+                                .n_headers = sh.n,
+                                .body = body,
+                                .body_len = strlen(body),
+                                .idempotent = idempotent,
+                                .deadline_mono_ms = deadline_mono_ms,
+                                .cancel = cancel};
         sbx_http_response resp;
         st = sbx_http_do(c->http, &req, &resp, err);
         signed_headers_free(&sh);
@@ -401,9 +412,9 @@ sbx_status aws_ssm_call(aws_client *c, const aws_creds *creds, const char *opera
         char msg[SBX_HTTP_ERROR_BODY_MAX + 8];
         sbx_http_body_message(c->http, &resp, msg, sizeof(msg));
         st = map_ssm_code(ecode, resp.status);
-        sbx_error_set(err, st, "ec2_ssm: SSM %s failed (HTTP %ld %s): %s%s", operation,
-                      resp.status, ecode[0] ? ecode : "unknown error", msg,
-                      st == SBX_E_CONFIG ? "; check the AWS credentials and region"
+        sbx_error_set(err, st, "ec2_ssm: SSM %s failed (HTTP %ld %s): %s%s", operation, resp.status,
+                      ecode[0] ? ecode : "unknown error", msg,
+                      st == SBX_E_CONFIG               ? "; check the AWS credentials and region"
                       : st == SBX_E_RESOURCE_EXHAUSTED ? " (still throttled after retries)"
                                                        : "");
         if (err != NULL)
@@ -429,7 +440,10 @@ static char *xml_unescape(const char *s, size_t n)
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '&') {
-            static const struct { const char *e; char c; } ents[] = {
+            static const struct {
+                const char *e;
+                char c;
+            } ents[] = {
                 {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
             bool done = false;
             for (size_t e = 0; e < 5 && !done; e++) {
@@ -451,8 +465,8 @@ static char *xml_unescape(const char *s, size_t n)
                 size_t digits = 0;
                 while (j < n && digits < 6 && isxdigit((unsigned char)s[j]) &&
                        (base == 16 || isdigit((unsigned char)s[j]))) {
-                    v = v * base + (isdigit((unsigned char)s[j]) ? s[j] - '0'
-                                                                 : (tolower(s[j]) - 'a' + 10));
+                    v = v * base +
+                        (isdigit((unsigned char)s[j]) ? s[j] - '0' : (tolower(s[j]) - 'a' + 10));
                     j++;
                     digits++;
                 }
@@ -651,17 +665,21 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     }
     signed_headers sh;
-    sbx_status st = sign_post(c, &c->sts, "sts", base,
-                              "application/x-www-form-urlencoded; charset=utf-8", NULL, body.p,
-                              body.len, &sh, err);
+    sbx_status st =
+        sign_post(c, &c->sts, "sts", base, "application/x-www-form-urlencoded; charset=utf-8", NULL,
+                  body.p, body.len, &sh, err);
     if (st != SBX_OK) {
         ssm_buf_free(&body);
         return st;
     }
     /* AssumeRole has no side effect beyond issuing credentials: repeating it is harmless. */
-    sbx_http_request req = {.method = "POST", .url = c->sts.url,
-                            .headers = (const char *const *)sh.lines, .n_headers = sh.n,
-                            .body = body.p, .body_len = body.len, .idempotent = true,
+    sbx_http_request req = {.method = "POST",
+                            .url = c->sts.url,
+                            .headers = (const char *const *)sh.lines,
+                            .n_headers = sh.n,
+                            .body = body.p,
+                            .body_len = body.len,
+                            .idempotent = true,
                             .deadline_mono_ms = deadline_mono_ms};
     sbx_http_response resp;
     st = sbx_http_do(c->http, &req, &resp, err);
@@ -674,8 +692,8 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
         return st;
     }
     char code[AWS_CODE_MAX], msg[512];
-    sbx_status pst = aws_sts_parse((const char *)resp.body, resp.body_len, out, code, msg,
-                                   sizeof(msg));
+    sbx_status pst =
+        aws_sts_parse((const char *)resp.body, resp.body_len, out, code, msg, sizeof(msg));
     long status = resp.status;
     sbx_http_response_clear(&resp);
     if (pst == SBX_OK && status >= 200 && status < 300) {
@@ -692,8 +710,8 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
     st = SBX_E_PROVISION;
     if (strcmp(code, "AccessDenied") == 0)
         st = SBX_E_PERMISSION_DENIED;
-    else if (strcmp(code, "InvalidClientTokenId") == 0 || strcmp(code, "SignatureDoesNotMatch") == 0 ||
-             strcmp(code, "IncompleteSignature") == 0)
+    else if (strcmp(code, "InvalidClientTokenId") == 0 ||
+             strcmp(code, "SignatureDoesNotMatch") == 0 || strcmp(code, "IncompleteSignature") == 0)
         st = SBX_E_CONFIG;
     else if (strcmp(code, "ValidationError") == 0 || strcmp(code, "MalformedPolicyDocument") == 0)
         st = SBX_E_INVALID_ARGUMENT;

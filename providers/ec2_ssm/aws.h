@@ -42,12 +42,12 @@ extern "C" {
 #define AWS_XML_MAX_VALUE 8192
 
 typedef struct aws_client_config {
-    const char *region;        /* required: signs every call and names the default endpoints */
-    const char *ssm_endpoint;  /* NULL = https://ssm.<region>.amazonaws.com/ */
-    const char *sts_endpoint;  /* NULL = https://sts.<region>.amazonaws.com/ */
-    int64_t request_timeout_ms;  /* per HTTP attempt; 0 = the HTTP helper's default */
-    int64_t throttle_base_ms;    /* 0 = AWS_THROTTLE_BASE_MS (tests shorten it) */
-    int64_t http_backoff_ms;     /* 0 = the HTTP helper's default (tests shorten it) */
+    const char *region;         /* required: signs every call and names the default endpoints */
+    const char *ssm_endpoint;   /* NULL = https://ssm.<region>.amazonaws.com/ */
+    const char *sts_endpoint;   /* NULL = https://sts.<region>.amazonaws.com/ */
+    int64_t request_timeout_ms; /* per HTTP attempt; 0 = the HTTP helper's default */
+    int64_t throttle_base_ms;   /* 0 = AWS_THROTTLE_BASE_MS (tests shorten it) */
+    int64_t http_backoff_ms;    /* 0 = the HTTP helper's default (tests shorten it) */
 } aws_client_config;
 
 typedef struct aws_client aws_client;
@@ -67,8 +67,7 @@ sbx_http_client *aws_client_http(aws_client *c);
  * PROVISION. Transport failures keep the HTTP helper's code (TIMEOUT, PROVISION). */
 sbx_status aws_ssm_call(aws_client *c, const aws_creds *creds, const char *operation,
                         json_t *request, bool idempotent, int64_t deadline_mono_ms,
-                        const volatile int *cancel, json_t **response, char *code,
-                        sbx_error *err);
+                        const volatile int *cancel, json_t **response, char *code, sbx_error *err);
 
 /* STS AssumeRole with base credentials. *out receives the temporary credentials and their
  * expiry. AccessDenied -> PERMISSION_DENIED; malformed role -> INVALID_ARGUMENT. */
@@ -79,8 +78,8 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
 /* Parses an STS AssumeRole answer body (exposed for tests). On an <ErrorResponse>, fills code
  * and message (message_size bytes) and returns SBX_E_PROVISION; a body that is neither is
  * SBX_E_PROVISION with code "". */
-sbx_status aws_sts_parse(const char *body, size_t len, aws_creds *out, char *code,
-                         char *message, size_t message_size);
+sbx_status aws_sts_parse(const char *body, size_t len, aws_creds *out, char *code, char *message,
+                         size_t message_size);
 
 /* Normalises a JSON 1.1 "__type" ("ns#Code:extra" -> "Code") into out (AWS_CODE_MAX). */
 void aws_error_code(const char *type, char *out);

@@ -107,8 +107,8 @@ sbx_status aws_creds_parse_file(const char *text, size_t len, const char *profil
         if (memchr(line, '\0', n) != NULL) {
             aws_creds_clear(out);
             return sbx_error_set(err, SBX_E_CONFIG,
-                                 "ec2_ssm: credentials file %s line %zu holds a NUL byte",
-                                 filename, lineno);
+                                 "ec2_ssm: credentials file %s line %zu holds a NUL byte", filename,
+                                 lineno);
         }
         trim(&line, &n);
         if (n == 0 || line[0] == '#' || line[0] == ';')
@@ -187,7 +187,7 @@ sbx_status aws_creds_parse_file(const char *text, size_t len, const char *profil
 
 /* Reads at most AWS_CREDS_MAX_FILE + 1 bytes of a regular file. ENOENT -> *missing. */
 static sbx_status read_file_bounded(const char *path, char **text, size_t *len, bool *missing,
-                                   sbx_error *err)
+                                    sbx_error *err)
 {
     *text = NULL;
     *len = 0;

@@ -204,11 +204,11 @@ static sbx_status ssm_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     st->src.profile = st->src_strings[4];
     if (opt(o, "workdir") != NULL) {
         if (opt(o, "workdir")[0] != '/') {
-            sbx_status ws = sbx_error_set(err, SBX_E_CONFIG,
-                                          "profile '%s': ec2_ssm.workdir '%.256s' must be an "
-                                          "absolute path on the instance",
-                                          ctx->profile != NULL ? ctx->profile : "",
-                                          opt(o, "workdir"));
+            sbx_status ws =
+                sbx_error_set(err, SBX_E_CONFIG,
+                              "profile '%s': ec2_ssm.workdir '%.256s' must be an "
+                              "absolute path on the instance",
+                              ctx->profile != NULL ? ctx->profile : "", opt(o, "workdir"));
             ssm_close(st);
             return ws;
         }
@@ -241,9 +241,9 @@ static sbx_status ssm_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
         .throttle_base_ms = opt_int(o, "throttle_backoff_ms", AWS_THROTTLE_BASE_MS),
         .http_backoff_ms = opt_int(o, "http_backoff_ms", 0),
     };
-    sbx_status s = st->profile != NULL ? aws_client_new(&ac, &st->aws, err)
-                                       : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
-                                                       "ec2_ssm: out of memory");
+    sbx_status s = st->profile != NULL
+                       ? aws_client_new(&ac, &st->aws, err)
+                       : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     if (s != SBX_OK) {
         sbx_error_prefix(err, "profile '%s': ", ctx->profile != NULL ? ctx->profile : "");
         ssm_close(st);
@@ -408,11 +408,13 @@ static sbx_status principal_creds(ssm_state *st, const sbx_principal *p, int64_t
     const char *role = principal_role(st, p);
     const char *subject = p->subject != NULL ? p->subject : "";
     if (role == NULL)
-        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
-                             "ec2_ssm: user principal '%.128s' has no credentials[\"role_arn\"] and "
-                             "the profile sets no role_arn; user mode acts only through the user's own IAM role (sbx never "
-                             "falls back to the agent's identity)",
-                             subject);
+        return sbx_error_set(
+            err, SBX_E_PERMISSION_DENIED,
+            "ec2_ssm: user principal '%.128s' has no credentials[\"role_arn\"] and "
+            "the profile sets no role_arn; user mode acts only through the user's own IAM role "
+            "(sbx never "
+            "falls back to the agent's identity)",
+            subject);
     if (subject[0] == '\0')
         return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
                              "ec2_ssm: user mode needs a principal subject (it keys the "
@@ -441,8 +443,8 @@ static sbx_status principal_creds(ssm_state *st, const sbx_principal *p, int64_t
     char session[65];
     aws_role_session_name(subject, session);
     aws_creds assumed = {0};
-    s = aws_sts_assume_role(st->aws, &base, role, session, st->role_duration_s, deadline,
-                            &assumed, err);
+    s = aws_sts_assume_role(st->aws, &base, role, session, st->role_duration_s, deadline, &assumed,
+                            err);
     aws_creds_clear(&base);
     if (s != SBX_OK)
         return s;
@@ -543,8 +545,8 @@ static sbx_status ssm_attach(void *state, const char *sandbox_id, const sbx_prin
                              "exists; fix attach_to",
                              sandbox_id != NULL ? sandbox_id : "");
     int64_t deadline = sbx_monotonic_ms() + SSM_CANCEL_GRACE_MS * 6;
-    json_t *req = json_pack("{s:[{s:s,s:[s]}]}", "Filters", "Key", "InstanceIds", "Values",
-                            sandbox_id);
+    json_t *req =
+        json_pack("{s:[{s:s,s:[s]}]}", "Filters", "Key", "InstanceIds", "Values", sandbox_id);
     if (req == NULL)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     json_t *resp = NULL;
@@ -670,13 +672,15 @@ static void take_output(json_t *inv, sbx_result *r, const sbx_exec_opts *o)
                  cut_out && cut_err ? "24,000 / 8,000 characters"
                  : cut_out          ? "24,000 characters"
                                     : "8,000 characters",
-                 cut_out && cut_err ? "stdout / stderr" : cut_out ? "stdout" : "stderr");
+                 cut_out && cut_err ? "stdout / stderr"
+                 : cut_out          ? "stdout"
+                                    : "stderr");
         sbx_result_set_data(r, "notice", notice);
     }
     if (o->on_output != NULL) {
         if (on > 0)
-            o->on_output(o->on_output_arg, SBX__V1__STREAM__STREAM_STDOUT, (const uint8_t *)out,
-                         on, 0);
+            o->on_output(o->on_output_arg, SBX__V1__STREAM__STREAM_STDOUT, (const uint8_t *)out, on,
+                         0);
         if (en > 0)
             o->on_output(o->on_output_arg, SBX__V1__STREAM__STREAM_STDERR, (const uint8_t *)errs,
                          en, 0);
@@ -708,8 +712,8 @@ static sbx_status cancel_command(ssm_state *st, const invocation *iv, const char
                                  sbx_result *r, sbx_error *err)
 {
     int64_t grace = sbx_monotonic_ms() + SSM_CANCEL_GRACE_MS;
-    json_t *req = json_pack("{s:s,s:[s]}", "CommandId", iv->command_id, "InstanceIds",
-                            iv->instance);
+    json_t *req =
+        json_pack("{s:s,s:[s]}", "CommandId", iv->command_id, "InstanceIds", iv->instance);
     json_t *resp = NULL;
     sbx_error cerr = {0};
     char code[AWS_CODE_MAX];
@@ -724,8 +728,7 @@ static sbx_status cancel_command(ssm_state *st, const invocation *iv, const char
     json_decref(resp);
     r->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
     sbx_result_set_data(r, "command_id", iv->command_id);
-    return sbx_error_set(err, SBX_E_TIMEOUT,
-                         "ec2_ssm: command %s on %s %s; CancelCommand %s",
+    return sbx_error_set(err, SBX_E_TIMEOUT, "ec2_ssm: command %s on %s %s; CancelCommand %s",
                          iv->command_id, iv->instance, why,
                          cs == SBX_OK ? "was sent" : "failed (the command may still run)");
 }
@@ -757,8 +760,7 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
     json_t *req = params != NULL
                       ? json_pack("{s:s,s:[s],s:o,s:I,s:s}", "DocumentName", "AWS-RunShellScript",
                                   "InstanceIds", sb->base.id, "Parameters", params,
-                                  "TimeoutSeconds", (json_int_t)delivery_s, "Comment",
-                                  "sbx run")
+                                  "TimeoutSeconds", (json_int_t)delivery_s, "Comment", "sbx run")
                       : NULL;
     if (req == NULL)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
@@ -768,8 +770,8 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
     char code[AWS_CODE_MAX];
     /* SendCommand is not idempotent (no client token): only throttling, which refuses the call
      * before it acts, is retried. */
-    sbx_status s = call_as(st, o->principal, "SendCommand", req, false, deadline, o->cancel, &resp,
-                           code, err);
+    sbx_status s =
+        call_as(st, o->principal, "SendCommand", req, false, deadline, o->cancel, &resp, code, err);
     json_decref(req);
     if (s != SBX_OK) {
         if (s == SBX_E_GONE)
@@ -777,8 +779,8 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
         return s;
     }
     invocation iv = {.instance = sb->base.id, .o = o};
-    const char *cid = json_string_value(json_object_get(json_object_get(resp, "Command"),
-                                                        "CommandId"));
+    const char *cid =
+        json_string_value(json_object_get(json_object_get(resp, "Command"), "CommandId"));
     /* CommandId is a 36-character UUID (botocore ssm model CommandId: min 36, max 36). */
     if (cid == NULL || strlen(cid) != 36 || strspn(cid, "0123456789abcdefABCDEF-") != 36) {
         json_decref(resp);
@@ -794,8 +796,8 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
     int64_t sent = sbx_monotonic_ms();
     /* Without a deadline the wait is still bounded: SSM itself gives up after delivery +
      * execution timeouts. */
-    int64_t hard_stop = deadline > 0 ? deadline
-                                     : sent + (exec_s + delivery_s) * 1000 + SSM_POLL_SLACK_MS;
+    int64_t hard_stop =
+        deadline > 0 ? deadline : sent + (exec_s + delivery_s) * 1000 + SSM_POLL_SLACK_MS;
     int64_t interval = st->poll_initial_ms;
     int poll_errors = 0;
     for (;;) {
@@ -870,8 +872,8 @@ static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cw
     take_output(resp, r, o);
     if (strcmp(status, "Success") == 0) {
         r->exit_code = (int32_t)code_v < 0 ? 0 : (int32_t)code_v;
-        r->outcome = r->exit_code == 0 ? SBX__V1__OUTCOME__OUTCOME_OK
-                                       : SBX__V1__OUTCOME__OUTCOME_NONZERO;
+        r->outcome =
+            r->exit_code == 0 ? SBX__V1__OUTCOME__OUTCOME_OK : SBX__V1__OUTCOME__OUTCOME_NONZERO;
         s = SBX_OK;
     } else if (strcmp(status, "Failed") == 0 && code_v > 0 && code_v < 256) {
         /* A program that exited non-zero: a normal result (cloud-apis.md §3.1). */
@@ -918,17 +920,17 @@ static const char *cmd_cwd(sbx_sandbox *sbx, const char *cwd)
     return ((ssm_sandbox *)sbx)->st->workdir;
 }
 
-#define ENV_ARRAYS(op, keys, vals)                                                                \
-    const char **keys = calloc((op)->n_env + 1, sizeof(char *));                                  \
-    const char **vals = calloc((op)->n_env + 1, sizeof(char *));                                  \
-    if (keys == NULL || vals == NULL) {                                                           \
-        free(keys);                                                                               \
-        free(vals);                                                                               \
-        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");            \
-    }                                                                                             \
-    for (size_t i_ = 0; i_ < (op)->n_env; i_++) {                                                 \
-        keys[i_] = (op)->env[i_]->key;                                                            \
-        vals[i_] = (op)->env[i_]->value;                                                          \
+#define ENV_ARRAYS(op, keys, vals)                                                                 \
+    const char **keys = calloc((op)->n_env + 1, sizeof(char *));                                   \
+    const char **vals = calloc((op)->n_env + 1, sizeof(char *));                                   \
+    if (keys == NULL || vals == NULL) {                                                            \
+        free(keys);                                                                                \
+        free(vals);                                                                                \
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");             \
+    }                                                                                              \
+    for (size_t i_ = 0; i_ < (op)->n_env; i_++) {                                                  \
+        keys[i_] = (op)->env[i_]->key;                                                             \
+        vals[i_] = (op)->env[i_]->value;                                                           \
     }
 
 static sbx_status ssm_run_command(sbx_sandbox *sbx, const Sbx__V1__RunCommand *op,
@@ -939,9 +941,14 @@ static sbx_status ssm_run_command(sbx_sandbox *sbx, const Sbx__V1__RunCommand *o
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "ec2_ssm: RunCommand has both argv and shell; give one");
     ENV_ARRAYS(op, keys, vals)
-    ssm_script_spec spec = {.argv = op->argv, .n_argv = op->n_argv, .shell = op->shell,
-                            .interpreter = "sh", .env_keys = keys, .env_values = vals,
-                            .n_env = op->n_env, .stdin_data = op->stdin.data,
+    ssm_script_spec spec = {.argv = op->argv,
+                            .n_argv = op->n_argv,
+                            .shell = op->shell,
+                            .interpreter = "sh",
+                            .env_keys = keys,
+                            .env_values = vals,
+                            .n_env = op->n_env,
+                            .stdin_data = op->stdin.data,
                             .stdin_len = op->stdin.len};
     sbx_status s = run_spec(sbx, &spec, cmd_cwd(sbx, op->cwd), o, r, err);
     free(keys);
@@ -949,8 +956,8 @@ static sbx_status ssm_run_command(sbx_sandbox *sbx, const Sbx__V1__RunCommand *o
     return s;
 }
 
-static sbx_status ssm_run_code(sbx_sandbox *sbx, const Sbx__V1__RunCode *op,
-                               const sbx_exec_opts *o, sbx_result *r, sbx_error *err)
+static sbx_status ssm_run_code(sbx_sandbox *sbx, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
+                               sbx_result *r, sbx_error *err)
 {
     const char *lang = op->language != NULL ? op->language : "";
     if (strcmp(lang, "bash") != 0 && strcmp(lang, "sh") != 0)
@@ -959,9 +966,13 @@ static sbx_status ssm_run_code(sbx_sandbox *sbx, const Sbx__V1__RunCode *op,
                              "sh); run other interpreters through RunCommand",
                              lang);
     ENV_ARRAYS(op, keys, vals)
-    ssm_script_spec spec = {.shell = op->code, .interpreter = lang, .env_keys = keys,
-                            .env_values = vals, .n_env = op->n_env,
-                            .stdin_data = op->stdin.data, .stdin_len = op->stdin.len};
+    ssm_script_spec spec = {.shell = op->code,
+                            .interpreter = lang,
+                            .env_keys = keys,
+                            .env_values = vals,
+                            .n_env = op->n_env,
+                            .stdin_data = op->stdin.data,
+                            .stdin_len = op->stdin.len};
     sbx_status s = run_spec(sbx, &spec, cmd_cwd(sbx, op->cwd), o, r, err);
     free(keys);
     free(vals);
@@ -985,8 +996,8 @@ static sbx_status ssm_run_code(sbx_sandbox *sbx, const Sbx__V1__RunCode *op,
 #define SSM_MAX_FILE_BYTES (256u * 1024u)
 
 /* The absolute path for a caller's path: absolute as is, relative under workdir. */
-static sbx_status resolve_path(const ssm_state *st, const char *what, const char *path,
-                               char **abs, sbx_error *err)
+static sbx_status resolve_path(const ssm_state *st, const char *what, const char *path, char **abs,
+                               sbx_error *err)
 {
     *abs = NULL;
     if (path == NULL || path[0] == '\0')
@@ -1028,10 +1039,10 @@ static sbx_status run_file_script(sbx_sandbox *sbx, const char *what, const char
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
     sbx_status code = strstr(msg, "Permission denied") != NULL ? SBX_E_PERMISSION_DENIED
-                      : strstr(msg, "No space left") != NULL  ? SBX_E_RESOURCE_EXHAUSTED
+                      : strstr(msg, "No space left") != NULL   ? SBX_E_RESOURCE_EXHAUSTED
                                                                : SBX_E_INVALID_ARGUMENT;
-    return sbx_error_set(err, code, "ec2_ssm: %s '%.256s' on %s failed (exit %d): %s", what,
-                         path, sbx->id, scratch->exit_code, n > 0 ? msg : "no message");
+    return sbx_error_set(err, code, "ec2_ssm: %s '%.256s' on %s failed (exit %d): %s", what, path,
+                         sbx->id, scratch->exit_code, n > 0 ? msg : "no message");
 }
 
 static char *base64_encode(const uint8_t *data, size_t len)
@@ -1062,7 +1073,10 @@ static long base64_decode(const char *text, size_t len, uint8_t *buf)
     return n;
 }
 
-static void put_quoted(ssm_buf *b, const char *s) { ssm_shell_quote(b, s, strlen(s)); }
+static void put_quoted(ssm_buf *b, const char *s)
+{
+    ssm_shell_quote(b, s, strlen(s));
+}
 
 static sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op,
                                  const sbx_exec_opts *o, sbx_result *r, sbx_error *err)
@@ -1094,7 +1108,7 @@ static sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op,
      * readers never see a half-written file. */
     char rnd[9];
     snprintf(rnd, sizeof(rnd), "%08x", (unsigned)(sbx_monotonic_us() ^ (int64_t)getpid() * 7919));
-    size_t tl = strlen(parent) + strlen(base) + 32;
+    size_t tl = (parent != NULL ? strlen(parent) : 0) + strlen(base) + 32;
     char *tmp = malloc(tl);
     if (parent == NULL || tmp == NULL) {
         free(parent);
@@ -1199,15 +1213,14 @@ static sbx_status ssm_read_file(sbx_sandbox *sbx, const Sbx__V1__ReadFile *op,
         else
             s = run_file_script(sbx, "read_file", op->path, script.p, o, scratch, err);
         ssm_buf_free(&script);
-        if (s == SBX_OK) {
+        if (s == SBX_OK && scratch != NULL) {
             /* "<size>\n<base64>" */
             const char *out = (const char *)scratch->stdout.data;
             size_t on = scratch->stdout.len;
             const char *nl = on > 0 ? memchr(out, '\n', on) : NULL;
             char digits[32];
             size_t dn = nl != NULL ? (size_t)(nl - out) : 0;
-            if (nl == NULL || dn == 0 || dn >= sizeof(digits) ||
-                strspn(out, "0123456789 ") < dn) {
+            if (nl == NULL || dn == 0 || dn >= sizeof(digits) || strspn(out, "0123456789 ") < dn) {
                 s = sbx_error_set(err, SBX_E_PROVISION,
                                   "ec2_ssm: read_file '%.256s': the instance's answer is not "
                                   "\"<size>\\n<base64>\" (no GNU coreutils?)",
@@ -1249,8 +1262,7 @@ static sbx_status ssm_read_file(sbx_sandbox *sbx, const Sbx__V1__ReadFile *op,
         } else {
             f->size = size > 0 ? (uint64_t)size : 0;
             sbx_result_add_file(r, f);
-            if (want == SSM_MAX_FILE_BYTES && size > 0 &&
-                (uint64_t)size > op->offset + got) {
+            if (want == SSM_MAX_FILE_BYTES && size > 0 && (uint64_t)size > op->offset + got) {
                 char notice[256];
                 snprintf(notice, sizeof(notice),
                          "read_file returned %zu of %lld bytes: ec2_ssm moves at most %u bytes "
@@ -1276,8 +1288,8 @@ static sbx_status ssm_list_files(sbx_sandbox *sbx, const Sbx__V1__ListFiles *op,
 {
     ssm_state *st = ((ssm_sandbox *)sbx)->st;
     char *abs = NULL;
-    sbx_status s = resolve_path(st, "list_files", op->path != NULL && op->path[0] ? op->path : ".",
-                                &abs, err);
+    sbx_status s =
+        resolve_path(st, "list_files", op->path != NULL && op->path[0] ? op->path : ".", &abs, err);
     if (s != SBX_OK)
         return s;
     /* find prints one NUL-terminated record per entry, base64 keeps the names (any bytes but
@@ -1293,7 +1305,7 @@ static sbx_status ssm_list_files(sbx_sandbox *sbx, const Sbx__V1__ListFiles *op,
     else
         s = run_file_script(sbx, "list_files", op->path, script.p, o, scratch, err);
     ssm_buf_free(&script);
-    if (s == SBX_OK) {
+    if (s == SBX_OK && scratch != NULL) {
         size_t bl = scratch->stdout.len;
         uint8_t *raw = malloc(bl + 4);
         long n = raw != NULL ? base64_decode((const char *)scratch->stdout.data, bl, raw) : -1;

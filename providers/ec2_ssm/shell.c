@@ -31,7 +31,10 @@ void ssm_buf_put(ssm_buf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void ssm_buf_puts(ssm_buf *b, const char *s) { ssm_buf_put(b, s, strlen(s)); }
+void ssm_buf_puts(ssm_buf *b, const char *s)
+{
+    ssm_buf_put(b, s, strlen(s));
+}
 
 void ssm_buf_free(ssm_buf *b)
 {
@@ -59,7 +62,10 @@ static bool is_alpha_(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 bool ssm_valid_user_name(const char *user)
 {

@@ -52,16 +52,16 @@ bool ssm_valid_env_name(const char *name);
 
 /* What to run. Exactly one of argv (n_argv > 0) or shell text is used. */
 typedef struct ssm_script_spec {
-    char *const *argv;       /* program and arguments; each becomes one quoted word */
+    char *const *argv; /* program and arguments; each becomes one quoted word */
     size_t n_argv;
-    const char *shell;       /* shell text run by `interpreter -c` or directly */
-    const char *interpreter; /* "sh" or "bash" for shell text */
-    const char *const *env_keys;   /* exported before the program runs */
+    const char *shell;           /* shell text run by `interpreter -c` or directly */
+    const char *interpreter;     /* "sh" or "bash" for shell text */
+    const char *const *env_keys; /* exported before the program runs */
     const char *const *env_values;
     size_t n_env;
     const uint8_t *stdin_data; /* fed through printf; NULL/0 = none */
     size_t stdin_len;
-    const char *run_as;      /* validated user name for sudo -n -u; NULL = the agent (root) */
+    const char *run_as; /* validated user name for sudo -n -u; NULL = the agent (root) */
 } ssm_script_spec;
 
 /* Builds the script into a malloc'd string (*out). SBX_E_INVALID_ARGUMENT names the bad input

@@ -57,8 +57,14 @@ static void sbuf_put(sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void sbuf_puts(sbuf *b, const char *s) { sbuf_put(b, s, strlen(s)); }
-static void sbuf_putc(sbuf *b, char c) { sbuf_put(b, &c, 1); }
+static void sbuf_puts(sbuf *b, const char *s)
+{
+    sbuf_put(b, s, strlen(s));
+}
+static void sbuf_putc(sbuf *b, char c)
+{
+    sbuf_put(b, &c, 1);
+}
 
 /* Takes the string out of b (an empty string when nothing was written); NULL on ENOMEM. */
 static char *sbuf_take(sbuf *b)
@@ -477,8 +483,7 @@ static sbx_status check_inputs(const sigv4_request *req, const sigv4_credentials
                              "are required)");
     if (params->region == NULL || params->region[0] == '\0' || params->service == NULL ||
         params->service[0] == '\0')
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                             "sigv4: region and service are required");
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sigv4: region and service are required");
     for (const char *p = params->region; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '-')
             return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
@@ -491,8 +496,7 @@ static sbx_status check_inputs(const sigv4_request *req, const sigv4_credentials
         const char *n = req->headers[i].name;
         if (n != NULL && (strcasecmp(n, "authorization") == 0 || strcasecmp(n, "x-amz-date") == 0))
             return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                                 "sigv4: the request already carries '%s'; the signer adds it",
-                                 n);
+                                 "sigv4: the request already carries '%s'; the signer adds it", n);
     }
     return SBX_OK;
 }
@@ -618,10 +622,11 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
             goto done;
         }
         /* The presign parameters, in the order AWS SDKs append them to the URL. */
-        const char *keys[6] = {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date",
-                               "X-Amz-SignedHeaders", "X-Amz-Expires", "X-Amz-Security-Token"};
-        const char *vals[6] = {SIGV4_ALGORITHM, credential, amz_date, names.p, expires,
-                               has_token ? creds->session_token : NULL};
+        const char *keys[6] = {"X-Amz-Algorithm",     "X-Amz-Credential", "X-Amz-Date",
+                               "X-Amz-SignedHeaders", "X-Amz-Expires",    "X-Amz-Security-Token"};
+        const char *vals[6] = {SIGV4_ALGORITHM, credential,
+                               amz_date,        names.p,
+                               expires,         has_token ? creds->session_token : NULL};
         for (int i = 0; i < 6 && st == SBX_OK; i++) {
             if (vals[i] == NULL)
                 continue;
@@ -669,8 +674,7 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
         st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "sigv4: out of memory");
         goto done;
     }
-    compute_signature(creds->secret_access_key, date8, params, out->string_to_sign,
-                      out->signature);
+    compute_signature(creds->secret_access_key, date8, params, out->string_to_sign, out->signature);
 
     if (query_mode) {
         sbuf_puts(&suffix, "&X-Amz-Signature=");

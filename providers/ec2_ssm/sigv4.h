@@ -51,24 +51,24 @@ typedef struct sigv4_credentials {
 } sigv4_credentials;
 
 typedef struct sigv4_request {
-    const char *method;   /* "GET", "POST" */
-    const char *path;     /* the path as sent, without the query; NULL or "" = "/" */
-    const char *query;    /* the query without '?'; NULL or "" = none. Percent-escapes are decoded
-                             and every key and value re-encoded, so raw and encoded forms agree */
+    const char *method; /* "GET", "POST" */
+    const char *path;   /* the path as sent, without the query; NULL or "" = "/" */
+    const char *query;  /* the query without '?'; NULL or "" = none. Percent-escapes are decoded
+                           and every key and value re-encoded, so raw and encoded forms agree */
     const sigv4_header *headers; /* must include Host; must not include X-Amz-Date, Authorization */
     size_t n_headers;
-    const void *body;     /* hashed into the payload hash; NULL = empty */
+    const void *body; /* hashed into the payload hash; NULL = empty */
     size_t body_len;
 } sigv4_request;
 
 typedef struct sigv4_params {
-    const char *region;       /* "us-east-1" */
-    const char *service;      /* "ssm", "sts", "ec2" */
-    int64_t time_s;           /* signing time, unix seconds (UTC) */
-    bool normalize_path;      /* remove "." / ".." / empty segments: every service but S3 */
-    bool sign_body;           /* add a signed x-amz-content-sha256 header (S3 style) */
-    bool omit_session_token;  /* sign without the token, add it afterwards (IoT style) */
-    int64_t expires_s;        /* presigned query only: X-Amz-Expires, 1..SIGV4_MAX_EXPIRES_S */
+    const char *region;      /* "us-east-1" */
+    const char *service;     /* "ssm", "sts", "ec2" */
+    int64_t time_s;          /* signing time, unix seconds (UTC) */
+    bool normalize_path;     /* remove "." / ".." / empty segments: every service but S3 */
+    bool sign_body;          /* add a signed x-amz-content-sha256 header (S3 style) */
+    bool omit_session_token; /* sign without the token, add it afterwards (IoT style) */
+    int64_t expires_s;       /* presigned query only: X-Amz-Expires, 1..SIGV4_MAX_EXPIRES_S */
 } sigv4_params;
 
 /* One header the signer adds to the request (value malloc'd, name static). */

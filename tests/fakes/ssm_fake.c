@@ -61,7 +61,10 @@ static void tb_put(tbuf *b, const char *s, size_t n)
     b->len += n;
     b->p[b->len] = '\0';
 }
-static void tb_puts(tbuf *b, const char *s) { tb_put(b, s, strlen(s)); }
+static void tb_puts(tbuf *b, const char *s)
+{
+    tb_put(b, s, strlen(s));
+}
 static char *tb_take(tbuf *b)
 {
     char *p = b->p != NULL ? b->p : strdup("");
@@ -72,7 +75,7 @@ static char *tb_take(tbuf *b)
 /* ---- the interpreter ---------------------------------------------------------------------- */
 
 typedef struct out_chunk {
-    double at; /* seconds since the command started */
+    double at;  /* seconds since the command started */
     int stream; /* 1 stdout, 2 stderr */
     char *text;
     size_t len;
@@ -114,7 +117,6 @@ typedef struct interp {
     bool exited;
     int status;
 } interp;
-
 
 /* ---- the in-memory file system -------------------------------------------------------------- */
 
@@ -275,7 +277,10 @@ static void emit(interp *in, int stream, const char *s, size_t n)
     o->total += n;
 }
 
-static void emits(interp *in, int stream, const char *s) { emit(in, stream, s, strlen(s)); }
+static void emits(interp *in, int stream, const char *s)
+{
+    emit(in, stream, s, strlen(s));
+}
 
 static void errf(interp *in, const char *fmt, ...)
 {
@@ -578,7 +583,8 @@ static int do_base64(interp *in, word *w, size_t n)
             }
         }
     } else {
-        static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        static const char tbl[] =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         long col = 0;
         for (size_t i = 0; i < len; i += 3) {
             uint32_t v = (uint32_t)d[i] << 16;
@@ -749,8 +755,10 @@ static int run_fs_command(interp *in, word *w, size_t n, bool *handled)
                         fnode *x = fs_get(in->fs, abs);
                         if (x == NULL) {
                             if (!parents && !end) {
-                                errf(in, "mkdir: cannot create directory '%s': No such file or "
-                                         "directory\n", w[i].text);
+                                errf(in,
+                                     "mkdir: cannot create directory '%s': No such file or "
+                                     "directory\n",
+                                     w[i].text);
                                 st = 1;
                                 *p = c;
                                 break;
@@ -1003,8 +1011,8 @@ static int run_command(interp *in, word *w, size_t n)
         }
         return 0;
     }
-    if (strcmp(cmd, "repeat") == 0 && (n == 3 || (n == 4 && !w[3].quoted &&
-                                                   strcmp(w[3].text, ">&2") == 0))) {
+    if (strcmp(cmd, "repeat") == 0 &&
+        (n == 3 || (n == 4 && !w[3].quoted && strcmp(w[3].text, ">&2") == 0))) {
         long count = strtol(w[1].text, NULL, 10);
         size_t tl = strlen(w[2].text);
         if (count < 0 || tl == 0 || (size_t)count * tl > INTERP_MAX_OUTPUT)
@@ -1241,8 +1249,9 @@ static bool verify_sigv4(ssm_fake *f, const fake_request *r, const char *service
                "SignedHeaders=%511[^,], Signature=%79s",
                akid, scope_date, region, svc, signed_names, sig) != 6) {
         snprintf(code, code_size, "IncompleteSignature");
-        snprintf(why, why_size, "Authorization header requires Credential, SignedHeaders and "
-                                "Signature");
+        snprintf(why, why_size,
+                 "Authorization header requires Credential, SignedHeaders and "
+                 "Signature");
         return false;
     }
     snprintf(akid_out, 32, "%.31s", akid);
@@ -1277,8 +1286,9 @@ static bool verify_sigv4(ssm_fake *f, const fake_request *r, const char *service
     }
     int64_t now = (int64_t)time(NULL);
     if (t > now + FAKE_SSM_MAX_SKEW_S || t < now - FAKE_SSM_MAX_SKEW_S) {
-        snprintf(why, why_size, "Signature expired: %s is now earlier or later than the "
-                                "server time by more than 5 minutes",
+        snprintf(why, why_size,
+                 "Signature expired: %s is now earlier or later than the "
+                 "server time by more than 5 minutes",
                  date);
         return false;
     }
@@ -1320,11 +1330,15 @@ static bool verify_sigv4(ssm_fake *f, const fake_request *r, const char *service
                  "x-amz-security-token");
         return false;
     }
-    sigv4_request req = {.method = r->method, .path = r->path, .headers = h, .n_headers = nh,
-                         .body = r->body, .body_len = r->body_len};
+    sigv4_request req = {.method = r->method,
+                         .path = r->path,
+                         .headers = h,
+                         .n_headers = nh,
+                         .body = r->body,
+                         .body_len = r->body_len};
     sigv4_credentials cr = {akid, secret, token_signed ? token : NULL};
-    sigv4_params p = {.region = SSM_FAKE_REGION, .service = service, .time_s = t,
-                      .normalize_path = true};
+    sigv4_params p = {
+        .region = SSM_FAKE_REGION, .service = service, .time_s = t, .normalize_path = true};
     sigv4_signed s;
     if (sigv4_sign_headers(&req, &cr, &p, &s, NULL) != SBX_OK) {
         snprintf(why, why_size, "request cannot be signed");
@@ -1399,13 +1413,12 @@ static void op_send_command(ssm_fake *f, json_t *in, fake_response *resp)
         return;
     }
     if (!json_is_array(commands) || json_array_size(commands) == 0) {
-        ssm_error(resp, 400, "InvalidParameters",
-                  "Parameters are invalid: commands is required.");
+        ssm_error(resp, 400, "InvalidParameters", "Parameters are invalid: commands is required.");
         return;
     }
     json_t *to = json_object_get(in, "TimeoutSeconds");
-    if (to != NULL && (!json_is_integer(to) || json_integer_value(to) < 30 ||
-                       json_integer_value(to) > 2592000)) {
+    if (to != NULL &&
+        (!json_is_integer(to) || json_integer_value(to) < 30 || json_integer_value(to) > 2592000)) {
         ssm_error(resp, 400, "ValidationException",
                   "1 validation error detected: Value at 'timeoutSeconds' failed to satisfy "
                   "constraint: Member must have value between 30 and 2592000");
@@ -1439,7 +1452,8 @@ static void op_send_command(ssm_fake *f, json_t *in, fake_response *resp)
         }
         exec_timeout = (double)n;
     }
-    const char *cwd = json_string_value(json_array_get(json_object_get(params, "workingDirectory"), 0));
+    const char *cwd =
+        json_string_value(json_array_get(json_object_get(params, "workingDirectory"), 0));
     const char *iid = json_string_value(json_array_get(ids, 0));
 
     pthread_mutex_lock(&f->lock);
@@ -1454,8 +1468,8 @@ static void op_send_command(ssm_fake *f, json_t *in, fake_response *resp)
     if (c == NULL)
         abort();
     uint32_t k = ++f->next_cmd;
-    snprintf(c->id, sizeof(c->id), "%08x-%04x-4%03x-8%03x-%012x", 0x5b5u + k, k & 0xffff,
-             k & 0xfff, (k * 7u) & 0xfff, k);
+    snprintf(c->id, sizeof(c->id), "%08x-%04x-4%03x-8%03x-%012x", 0x5b5u + k, k & 0xffff, k & 0xfff,
+             (k * 7u) & 0xfff, k);
     snprintf(c->instance, sizeof(c->instance), "%s", iid);
     c->created_ms = mono_ms();
     c->invisible_left = f->invisible_polls;
@@ -1522,11 +1536,11 @@ static void op_get_invocation(ssm_fake *f, json_t *in, fake_response *resp)
     bool cut_o, cut_e;
     char *o = collect(&c->out, 1, upto, FAKE_SSM_STDOUT_CHARS, &cut_o);
     char *e = collect(&c->out, 2, upto, FAKE_SSM_STDERR_CHARS, &cut_e);
-    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s,s:s}", "CommandId", c->id,
-                          "InstanceId", c->instance, "DocumentName", "AWS-RunShellScript",
-                          "PluginName", "aws:runShellScript", "Status", status, "StatusDetails",
-                          details, "ResponseCode", (json_int_t)code, "StandardOutputContent", o,
-                          "StandardErrorContent", e);
+    json_t *j =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s,s:s}", "CommandId", c->id, "InstanceId",
+                  c->instance, "DocumentName", "AWS-RunShellScript", "PluginName",
+                  "aws:runShellScript", "Status", status, "StatusDetails", details, "ResponseCode",
+                  (json_int_t)code, "StandardOutputContent", o, "StandardErrorContent", e);
     pthread_mutex_unlock(&f->lock);
     free(o);
     free(e);
@@ -1575,11 +1589,11 @@ static void op_describe(ssm_fake *f, json_t *in, fake_response *resp)
                 match = true;
         }
         if (match)
-            json_array_append_new(
-                list, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "InstanceId", f->inst[k].id,
-                                "PingStatus", f->inst[k].ping, "PlatformType",
-                                f->inst[k].platform, "PlatformName", "Amazon Linux",
-                                "AgentVersion", "3.3.0.0", "ResourceType", "EC2Instance"));
+            json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "InstanceId",
+                                                  f->inst[k].id, "PingStatus", f->inst[k].ping,
+                                                  "PlatformType", f->inst[k].platform,
+                                                  "PlatformName", "Amazon Linux", "AgentVersion",
+                                                  "3.3.0.0", "ResourceType", "EC2Instance"));
     }
     pthread_mutex_unlock(&f->lock);
     ssm_ok(resp, json_pack("{s:o}", "InstanceInformationList", list));
@@ -1610,8 +1624,9 @@ static void ssm_handler(void *arg, const fake_request *r, fake_response *resp)
     }
     const char *op = target + 10;
     if (ctype == NULL || strcmp(ctype, "application/x-amz-json-1.1") != 0) {
-        ssm_error(resp, 400, "SerializationException", "Content-Type must be "
-                                                        "application/x-amz-json-1.1");
+        ssm_error(resp, 400, "SerializationException",
+                  "Content-Type must be "
+                  "application/x-amz-json-1.1");
         return;
     }
     pthread_mutex_lock(&f->lock);
@@ -1631,8 +1646,9 @@ static void ssm_handler(void *arg, const fake_request *r, fake_response *resp)
     json_t *in = json_loadb((const char *)r->body, r->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(in)) {
         json_decref(in);
-        ssm_error(resp, 400, "SerializationException", "Start of structure or map found where "
-                                                        "not expected.");
+        ssm_error(resp, 400, "SerializationException",
+                  "Start of structure or map found where "
+                  "not expected.");
         return;
     }
     if (strcmp(op, "SendCommand") == 0)
@@ -1821,8 +1837,10 @@ ssm_fake *ssm_fake_start(void)
     snprintf(f->ssm_url, sizeof(f->ssm_url), "%s/", fake_http_url(f->ssm));
     snprintf(f->sts_url, sizeof(f->sts_url), "%s/", fake_http_url(f->sts));
     /* A minimal Linux tree on the instance. */
-    static const struct { const char *path; unsigned mode; } dirs[] = {
-        {"/tmp", 01777}, {"/home", 0755}, {"/root", 0700}, {"/srv", 0755}, {"/var", 0755}};
+    static const struct {
+        const char *path;
+        unsigned mode;
+    } dirs[] = {{"/tmp", 01777}, {"/home", 0755}, {"/root", 0700}, {"/srv", 0755}, {"/var", 0755}};
     for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
         fs_add(&f->fs, dirs[i].path, true, dirs[i].mode);
     fake_http_route(f->ssm, "POST", "/", ssm_handler, f);
@@ -1848,10 +1866,22 @@ void ssm_fake_stop(ssm_fake *f)
     free(f);
 }
 
-const char *ssm_fake_ssm_url(const ssm_fake *f) { return f->ssm_url; }
-const char *ssm_fake_sts_url(const ssm_fake *f) { return f->sts_url; }
-fake_http *ssm_fake_ssm_http(ssm_fake *f) { return f->ssm; }
-fake_http *ssm_fake_sts_http(ssm_fake *f) { return f->sts; }
+const char *ssm_fake_ssm_url(const ssm_fake *f)
+{
+    return f->ssm_url;
+}
+const char *ssm_fake_sts_url(const ssm_fake *f)
+{
+    return f->sts_url;
+}
+fake_http *ssm_fake_ssm_http(ssm_fake *f)
+{
+    return f->ssm;
+}
+fake_http *ssm_fake_sts_http(ssm_fake *f)
+{
+    return f->sts;
+}
 
 void ssm_fake_add_instance(ssm_fake *f, const char *id, const char *ping, const char *platform)
 {
@@ -1973,9 +2003,10 @@ bool ssm_fake_last_status(ssm_fake *f, char *out, size_t n)
     if (f->n_cmds > 0) {
         fake_cmd *c = f->cmds[f->n_cmds - 1];
         double elapsed = (double)(mono_ms() - c->created_ms) / 1000.0;
-        v = c->cancelled ? "Cancelled"
+        v = c->cancelled             ? "Cancelled"
             : elapsed < c->out.clock ? "InProgress"
-            : c->exit_code == 0 ? "Success" : "Failed";
+            : c->exit_code == 0      ? "Success"
+                                     : "Failed";
     }
     return copy_out(f, v, out, n);
 }

@@ -69,7 +69,7 @@ void ssm_fake_set_credential_lifetime(ssm_fake *f, int64_t seconds);
 
 /* Counters and last-seen values, for assertions. */
 int ssm_fake_calls(ssm_fake *f, const char *operation); /* SSM ops, or "AssumeRole" */
-int ssm_fake_signature_failures(ssm_fake *f);            /* requests refused for their signature */
+int ssm_fake_signature_failures(ssm_fake *f);           /* requests refused for their signature */
 /* The access key id that signed the last successful call of operation (copied into out). */
 bool ssm_fake_last_access_key(ssm_fake *f, const char *operation, char *out, size_t out_size);
 /* The last SendCommand's script (commands joined by "\n"), working directory and

@@ -52,9 +52,12 @@ void harness_option(harness *h, const char *key, const char *value)
 
 sbx_status harness_open(harness *h)
 {
-    sbx_provider_ctx ctx = {.profile = "ssmtest", .options = h->options,
-                            .environment = SBX_ENV_ATTACHED, .attach_to = H_INSTANCE,
-                            .node = "test", .runtime_dir = "/tmp"};
+    sbx_provider_ctx ctx = {.profile = "ssmtest",
+                            .options = h->options,
+                            .environment = SBX_ENV_ATTACHED,
+                            .attach_to = H_INSTANCE,
+                            .node = "test",
+                            .runtime_dir = "/tmp"};
     sbx_error_clear(&h->err);
     return sbx_provider_ec2_ssm.open(&ctx, &h->state, &h->err);
 }
@@ -114,7 +117,8 @@ sbx_status harness_run(harness *h, sbx_sandbox *sb, const char *const *argv, con
     if (shell != NULL)
         op.shell = (char *)shell;
     sbx_exec_opts o = {.deadline_mono_ms = deadline_ms > 0 ? sbx_monotonic_ms() + deadline_ms : 0,
-                       .principal = h->principal, .policy = h->policy};
+                       .principal = h->principal,
+                       .policy = h->policy};
     sbx_error_clear(&h->err);
     return sbx_provider_ec2_ssm.run_command(sb, &op, &o, r, &h->err);
 }
@@ -137,5 +141,11 @@ static char *bytes_str(const ProtobufCBinaryData *b)
     return s;
 }
 
-char *result_stdout(const sbx_result *r) { return bytes_str(&r->stdout); }
-char *result_stderr(const sbx_result *r) { return bytes_str(&r->stderr); }
+char *result_stdout(const sbx_result *r)
+{
+    return bytes_str(&r->stdout);
+}
+char *result_stderr(const sbx_result *r)
+{
+    return bytes_str(&r->stderr);
+}

@@ -37,8 +37,12 @@ int main(void)
         fprintf(stderr, "FAIL: %s\n", err.message);
         return 1;
     }
-    sbx_provider_ctx ctx = {.profile = "live", .options = o, .environment = SBX_ENV_ATTACHED,
-                            .attach_to = instance, .node = "live", .runtime_dir = "/tmp"};
+    sbx_provider_ctx ctx = {.profile = "live",
+                            .options = o,
+                            .environment = SBX_ENV_ATTACHED,
+                            .attach_to = instance,
+                            .node = "live",
+                            .runtime_dir = "/tmp"};
     void *state = NULL;
     int rc = 1;
     sbx_principal *p = sbx_principal_new();
@@ -65,8 +69,8 @@ int main(void)
     Sbx__V1__RunCommand op;
     sbx__v1__run_command__init(&op);
     op.shell = "echo sbx-live-ok";
-    sbx_exec_opts eo = {.deadline_mono_ms = sbx_monotonic_ms() + 120000, .principal = p,
-                        .policy = pol};
+    sbx_exec_opts eo = {
+        .deadline_mono_ms = sbx_monotonic_ms() + 120000, .principal = p, .policy = pol};
     sbx_status st = sbx_provider_ec2_ssm.run_command(sb, &op, &eo, r, &err);
     if (st != SBX_OK) {
         fprintf(stderr, "FAIL: %s\n", err.message);

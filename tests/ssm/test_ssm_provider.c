@@ -113,9 +113,9 @@ static void test_ssm_create_is_capability(void **state)
     assert_int_equal(harness_open(&f->h), SBX_OK);
     sbx_session_handle *hd = sbx_session_handle_new();
     sbx_error err = {0};
-    assert_int_equal(sbx_provider_ec2_ssm.create(f->h.state, hd, f->h.principal, f->h.policy,
-                                                 &f->sb, &err),
-                     SBX_E_CAPABILITY);
+    assert_int_equal(
+        sbx_provider_ec2_ssm.create(f->h.state, hd, f->h.principal, f->h.policy, &f->sb, &err),
+        SBX_E_CAPABILITY);
     assert_null(f->sb);
     sbx_message_free((ProtobufCMessage *)hd);
     assert_int_equal(sbx_provider_ec2_ssm.traits, SBX_PROVIDER_ATTACHES);
@@ -186,8 +186,7 @@ static void test_ssm_waits_while_in_progress(void **state)
 {
     fixture *f = *state;
     open_attach(f);
-    assert_int_equal(harness_run(&f->h, f->sb, NULL, "echo a\nsleep 0.3\necho b", 0, f->r),
-                     SBX_OK);
+    assert_int_equal(harness_run(&f->h, f->sb, NULL, "echo a\nsleep 0.3\necho b", 0, f->r), SBX_OK);
     expect_stdout(f, "a\nb\n");
     assert_true(ssm_fake_calls(f->h.fake, "GetCommandInvocation") >= 3);
 }
@@ -242,8 +241,8 @@ static void test_ssm_deadline_sends_cancel_command(void **state)
     open_attach(f);
     /* 1.5 s: SendCommand must be answered before the deadline even on a loaded machine (the
      * test is about what happens at the deadline, not about how fast it comes). */
-    sbx_status st = harness_run(&f->h, f->sb, NULL, "echo started\nsleep 60\necho never", 1500,
-                                f->r);
+    sbx_status st =
+        harness_run(&f->h, f->sb, NULL, "echo started\nsleep 60\necho never", 1500, f->r);
     assert_int_equal(st, SBX_E_TIMEOUT);
     assert_int_equal(f->r->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
     assert_int_equal(ssm_fake_calls(f->h.fake, "CancelCommand"), 1);
@@ -491,8 +490,9 @@ static void test_ssm_run_as_keeps_hostile_arguments_literal(void **state)
 
 static void test_ssm_hostile_run_as_user_is_refused(void **state)
 {
-    const char *bad[] = {"root -u x", "-u", "a;b", "$(id)", "o'neil", "x\ny",
-                         "averyveryveryveryverylongusername1", "../etc"};
+    const char *bad[] = {
+        "root -u x", "-u", "a;b", "$(id)", "o'neil", "x\ny", "averyveryveryveryverylongusername1",
+        "../etc"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         fixture *f = *state;
         harness_free(&f->h);
@@ -655,9 +655,10 @@ static void test_ssm_credentials_from_shared_file(void **state)
     snprintf(path, sizeof(path), "%s/credentials", dir);
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
-    fprintf(fp, "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = nope\n\n"
-                "# the profile under test\n[sbx-test]\naws_access_key_id = %s\n"
-                "aws_secret_access_key=%s\nregion = us-east-1\n",
+    fprintf(fp,
+            "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = nope\n\n"
+            "# the profile under test\n[sbx-test]\naws_access_key_id = %s\n"
+            "aws_secret_access_key=%s\nregion = us-east-1\n",
             SSM_FAKE_ACCESS_KEY_ID, SSM_FAKE_SECRET_KEY);
     fclose(fp);
     unsetenv("AWS_ACCESS_KEY_ID");
@@ -1070,8 +1071,7 @@ static void test_ssm_check_policy_lists_every_unenforceable_dimension(void **sta
     sbx_strlist l = {0};
     sbx_error err = {0};
     assert_int_equal(sbx_provider_ec2_ssm.check_policy(f->h.state, p, &l, &err), SBX_OK);
-    const char *want[] = {"network_egress=deny", "fs_write", "cpu", "memory_mb", "pids",
-                          "disk_mb"};
+    const char *want[] = {"network_egress=deny", "fs_write", "cpu", "memory_mb", "pids", "disk_mb"};
     for (size_t i = 0; i < 6; i++)
         assert_true(sbx_strlist_contains(&l, want[i]));
     assert_false(sbx_strlist_contains(&l, "timeout_ms"));

@@ -56,12 +56,12 @@ static void chomp(char *s)
 }
 
 typedef struct parsed_request {
-    char *text;          /* request.txt */
+    char *text; /* request.txt */
     char method[16];
-    char *path;          /* malloc'd */
-    char *query;         /* malloc'd or NULL */
-    char *request_line;  /* malloc'd: first line without "\n" */
-    char *head_lines;    /* malloc'd: the header lines exactly as written, each ending "\n" */
+    char *path;         /* malloc'd */
+    char *query;        /* malloc'd or NULL */
+    char *request_line; /* malloc'd: first line without "\n" */
+    char *head_lines;   /* malloc'd: the header lines exactly as written, each ending "\n" */
     sigv4_header headers[32];
     char *names[32], *values[32];
     size_t n_headers;
@@ -193,13 +193,12 @@ static void expect_step(const char *dir, const char *file, const char *got)
     char *want = read_text(dir, file, NULL);
     assert_non_null(want);
     chomp(want);
-    if (got == NULL || strcmp(want, got) != 0) {
+    bool same = got != NULL && strcmp(want, got) == 0;
+    if (!same)
         print_error("%s/%s differs\n--- expected\n%s\n--- got\n%s\n", dir, file, want,
                     got != NULL ? got : "(null)");
-        free(want);
-        fail();
-    }
     free(want);
+    assert_true(same);
 }
 
 static void run_case(const char *dir, bool query_mode)
@@ -208,8 +207,12 @@ static void run_case(const char *dir, bool query_mode)
     context c;
     parse_request(dir, &r);
     load_context(dir, &c);
-    sigv4_request req = {.method = r.method, .path = r.path, .query = r.query,
-                         .headers = r.headers, .n_headers = r.n_headers, .body = r.body,
+    sigv4_request req = {.method = r.method,
+                         .path = r.path,
+                         .query = r.query,
+                         .headers = r.headers,
+                         .n_headers = r.n_headers,
+                         .body = r.body,
                          .body_len = r.body_len};
     sigv4_signed s;
     sbx_error err = {0};
@@ -254,8 +257,8 @@ static void run_case(const char *dir, bool query_mode)
     }
     strcat(out, "\n");
     strncat(out, r.body, r.body_len);
-    char *want = read_text(dir, query_mode ? "query-signed-request.txt" : "header-signed-request.txt",
-                           NULL);
+    char *want =
+        read_text(dir, query_mode ? "query-signed-request.txt" : "header-signed-request.txt", NULL);
     assert_non_null(want);
     /* Compare modulo trailing newlines at the very end (the files differ in that alone). */
     chomp(want);
@@ -274,8 +277,14 @@ static void run_case(const char *dir, bool query_mode)
     parsed_free(&r);
 }
 
-static void test_header_case(void **state) { run_case((const char *)*state, false); }
-static void test_query_case(void **state) { run_case((const char *)*state, true); }
+static void test_header_case(void **state)
+{
+    run_case((const char *)*state, false);
+}
+static void test_query_case(void **state)
+{
+    run_case((const char *)*state, true);
+}
 
 /* Secondary checks that the suite cannot express. */
 static void test_sigv4_rejects_caller_supplied_authorization(void **state)
@@ -284,8 +293,8 @@ static void test_sigv4_rejects_caller_supplied_authorization(void **state)
     sigv4_header h[] = {{"Host", "example.amazonaws.com"}, {"Authorization", "forged"}};
     sigv4_request req = {.method = "GET", .path = "/", .headers = h, .n_headers = 2};
     sigv4_credentials cr = {"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", NULL};
-    sigv4_params p = {.region = "us-east-1", .service = "ssm", .time_s = 1440938160,
-                      .normalize_path = true};
+    sigv4_params p = {
+        .region = "us-east-1", .service = "ssm", .time_s = 1440938160, .normalize_path = true};
     sigv4_signed s;
     sbx_error err = {0};
     assert_int_equal(sigv4_sign_headers(&req, &cr, &p, &s, &err), SBX_E_INVALID_ARGUMENT);
@@ -330,12 +339,13 @@ int main(void)
              src != NULL ? src : ".");
     DIR *d = opendir(suite_dir);
     if (d == NULL) {
-        fprintf(stderr, "FAIL: the SigV4 suite is not at %s (SBX_SOURCE_DIR=%s); CI expects "
-                        "shared/ beside the source tree\n",
+        fprintf(stderr,
+                "FAIL: the SigV4 suite is not at %s (SBX_SOURCE_DIR=%s); CI expects "
+                "shared/ beside the source tree\n",
                 suite_dir, src != NULL ? src : "(unset)");
         return 1;
     }
-    char *cases[SUITE_MAX_CASES];
+    char *cases[SUITE_MAX_CASES] = {0};
     size_t n = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL && n < SUITE_MAX_CASES) {
@@ -352,8 +362,8 @@ int main(void)
     closedir(d);
     qsort(cases, n, sizeof(char *), cmp_str);
     if (n < SUITE_MIN_CASES) {
-        fprintf(stderr, "FAIL: only %zu SigV4 cases under %s, expected at least %d\n", n,
-                suite_dir, SUITE_MIN_CASES);
+        fprintf(stderr, "FAIL: only %zu SigV4 cases under %s, expected at least %d\n", n, suite_dir,
+                SUITE_MIN_CASES);
         return 1;
     }
     size_t nt = 2 * n + 3;
@@ -368,8 +378,8 @@ int main(void)
         tests[2 * i + 1] =
             (struct CMUnitTest){names[2 * i + 1], test_query_case, NULL, NULL, cases[i]};
     }
-    tests[2 * n] = (struct CMUnitTest)cmocka_unit_test(
-        test_sigv4_rejects_caller_supplied_authorization);
+    tests[2 * n] =
+        (struct CMUnitTest)cmocka_unit_test(test_sigv4_rejects_caller_supplied_authorization);
     tests[2 * n + 1] = (struct CMUnitTest)cmocka_unit_test(test_sigv4_error_never_contains_secret);
     tests[2 * n + 2] = (struct CMUnitTest)cmocka_unit_test(test_sigv4_amz_date_round_trips);
     printf("SigV4 suite: %zu cases from %s\n", n, suite_dir);

@@ -53,8 +53,9 @@ static void test_ssm_quote_empty_word(void **state)
 static void test_ssm_quote_round_trips_through_a_shell(void **state)
 {
     (void)state;
-    const char *words[] = {"$(reboot)", "`id`", "a\"b", "back\\slash", "semi;colon",
-                           "new\nline", "'", "''", "pipe|amp&", "*glob?", "#hash", "tab\tx"};
+    const char *words[] = {"$(reboot)",  "`id`",      "a\"b",  "back\\slash",
+                           "semi;colon", "new\nline", "'",     "''",
+                           "pipe|amp&",  "*glob?",    "#hash", "tab\tx"};
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
         char *q = quoted(words[i]);
         char script[512];
@@ -101,9 +102,14 @@ static void test_ssm_script_with_env_stdin_and_run_as(void **state)
     (void)state;
     const char *argv[] = {"cat"};
     const char *k[] = {"A"}, *v[] = {"x'y"};
-    ssm_script_spec s = {.argv = (char *const *)argv, .n_argv = 1, .env_keys = k,
-                         .env_values = v, .n_env = 1, .stdin_data = (const uint8_t *)"in",
-                         .stdin_len = 2, .run_as = "deploy"};
+    ssm_script_spec s = {.argv = (char *const *)argv,
+                         .n_argv = 1,
+                         .env_keys = k,
+                         .env_values = v,
+                         .n_env = 1,
+                         .stdin_data = (const uint8_t *)"in",
+                         .stdin_len = 2,
+                         .run_as = "deploy"};
     char *script = NULL;
     sbx_error err = {0};
     assert_int_equal(ssm_build_script(&s, &script, &err), SBX_OK);
@@ -142,18 +148,17 @@ static void test_ssm_script_empty_is_refused(void **state)
 
 /* ---- credentials file ---------------------------------------------------------------------- */
 
-static const char *creds_file =
-    "# comment\n"
-    "; another\n"
-    "[default]\n"
-    "aws_access_key_id = AKIDDEFAULT\n"
-    "aws_secret_access_key = secretdefault\n"
-    "\n"
-    "[ work ]\r\n"
-    "AWS_ACCESS_KEY_ID=AKIDWORK\r\n"
-    "aws_secret_access_key =  secret/work+x  \r\n"
-    "aws_session_token = tok\r\n"
-    "region = eu-west-1\r\n";
+static const char *creds_file = "# comment\n"
+                                "; another\n"
+                                "[default]\n"
+                                "aws_access_key_id = AKIDDEFAULT\n"
+                                "aws_secret_access_key = secretdefault\n"
+                                "\n"
+                                "[ work ]\r\n"
+                                "AWS_ACCESS_KEY_ID=AKIDWORK\r\n"
+                                "aws_secret_access_key =  secret/work+x  \r\n"
+                                "aws_session_token = tok\r\n"
+                                "region = eu-west-1\r\n";
 
 static void test_ssm_creds_file_default_profile(void **state)
 {
@@ -231,14 +236,13 @@ static void test_ssm_creds_file_long_line_is_refused(void **state)
 static void test_ssm_sts_parse_credentials_with_entities(void **state)
 {
     (void)state;
-    const char *xml =
-        "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
-        "<AssumeRoleResult><Credentials>\n"
-        "  <AccessKeyId>ASIAEXAMPLE</AccessKeyId>\n"
-        "  <SecretAccessKey>s/e+c</SecretAccessKey>\n"
-        "  <SessionToken>a&amp;b&lt;c&gt;d&#43;e</SessionToken>\n"
-        "  <Expiration>2026-11-29T20:00:00Z</Expiration>\n"
-        "</Credentials></AssumeRoleResult></AssumeRoleResponse>";
+    const char *xml = "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                      "<AssumeRoleResult><Credentials>\n"
+                      "  <AccessKeyId>ASIAEXAMPLE</AccessKeyId>\n"
+                      "  <SecretAccessKey>s/e+c</SecretAccessKey>\n"
+                      "  <SessionToken>a&amp;b&lt;c&gt;d&#43;e</SessionToken>\n"
+                      "  <Expiration>2026-11-29T20:00:00Z</Expiration>\n"
+                      "</Credentials></AssumeRoleResult></AssumeRoleResponse>";
     aws_creds c = {0};
     char code[AWS_CODE_MAX], msg[64];
     assert_int_equal(aws_sts_parse(xml, strlen(xml), &c, code, msg, sizeof(msg)), SBX_OK);
@@ -256,8 +260,7 @@ static void test_ssm_sts_parse_error_response(void **state)
                       "<Message>not authorized</Message></Error></ErrorResponse>";
     aws_creds c = {0};
     char code[AWS_CODE_MAX], msg[64];
-    assert_int_equal(aws_sts_parse(xml, strlen(xml), &c, code, msg, sizeof(msg)),
-                     SBX_E_PROVISION);
+    assert_int_equal(aws_sts_parse(xml, strlen(xml), &c, code, msg, sizeof(msg)), SBX_E_PROVISION);
     assert_string_equal(code, "AccessDenied");
     assert_string_equal(msg, "not authorized");
     assert_null(c.access_key_id);
@@ -296,8 +299,7 @@ static void test_ssm_sts_parse_refuses_oversized_values(void **state)
     sprintf(p, "</SessionToken><Expiration>2026-11-29T20:00:00Z</Expiration></Credentials>");
     aws_creds c = {0};
     char code[AWS_CODE_MAX], msg[64];
-    assert_int_equal(aws_sts_parse(xml, strlen(xml), &c, code, msg, sizeof(msg)),
-                     SBX_E_PROVISION);
+    assert_int_equal(aws_sts_parse(xml, strlen(xml), &c, code, msg, sizeof(msg)), SBX_E_PROVISION);
     free(xml);
 }
 
