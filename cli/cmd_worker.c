@@ -7,7 +7,7 @@
 #include "sbx/worker.h"
 
 const char cmd_worker_help[] =
-    "Usage: sbx worker serve [--config FILE]\n"
+    "Usage: sbx worker serve [--config FILE] [--listen HOST:PORT]\n"
     "\n"
     "Serves sbx.v1.Execution (Execute, ExecuteStream, Describe) and grpc.health.v1.Health over\n"
     "HTTP/2 on sandbox.worker.listen: h2c on loopback, h2 over TLS (ALPN h2) elsewhere, where\n"
@@ -15,19 +15,22 @@ const char cmd_worker_help[] =
     "sandbox.worker.auth). Executions run on the thread broker's pool. Prints\n"
     "\"sbx-worker listening on port N\" on stderr once ready. SIGTERM/SIGINT drain: GOAWAY,\n"
     "in-flight executions finish (up to drain_timeout_ms), new calls are refused, exit 0.\n"
+    "--listen HOST:PORT replaces worker.listen (port 0: an ephemeral port).\n"
     "\n" CLI_EXIT_CODES_HELP;
 
 int cmd_worker(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "serve") != 0)
         return cli_usage_error("worker", "expected a subcommand: serve");
-    const char *config = cli_global.config_path;
+    const char *config = cli_global.config_path, *listen_addr = NULL;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
             config = argv[++i];
+        else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+            listen_addr = argv[++i];
         else
             return cli_usage_error("worker", "unexpected argument '%s'", argv[i]);
     }
-    int rc = sbx_worker_serve_main(config, stderr);
+    int rc = sbx_worker_serve_main(config, listen_addr, stderr);
     return rc == 2 ? CLI_EXIT_CONFIG : rc;
 }

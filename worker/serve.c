@@ -4,6 +4,7 @@
  * signal handlers (it runs in a program's main thread, never in a library caller's). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sbx/worker.h"
@@ -19,7 +20,7 @@ static void on_signal(int sig)
 
 /* Returns the process exit status: 0 after a clean drain, 2 for a configuration error, 1 for
  * anything else. Errors go to log (stderr), one line each, naming the fix. */
-int sbx_worker_serve_main(const char *config_path, FILE *log)
+int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE *log)
 {
     sbx_error err = {0};
     sbx_config *cfg = NULL;
@@ -29,6 +30,15 @@ int sbx_worker_serve_main(const char *config_path, FILE *log)
     int rc = 1;
     if (sbx_config_load(config_path, &cfg, &err) != SBX_OK)
         goto out;
+    if (listen_addr) {
+        char *copy = strdup(listen_addr);
+        if (!copy) {
+            sbx_error_set(&err, SBX_E_INTERNAL, "out of memory");
+            goto out;
+        }
+        free(cfg->worker.listen);
+        cfg->worker.listen = copy;
+    }
     if (cfg->broker.flavor && strcmp(cfg->broker.flavor, "remote") == 0) {
         sbx_error_set(&err, SBX_E_CONFIG,
                       "%s: broker.flavor is 'remote', but a worker runs executions itself: use "

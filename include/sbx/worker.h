@@ -47,11 +47,12 @@ void sbx_worker_shutdown(sbx_worker *w);
 void sbx_worker_free(sbx_worker *w);
 
 /* The whole life of a worker process (worker/serve.c), for `sbx-worker` and `sbx worker serve`:
- * loads config_path (NULL: $SBX_CONFIG or the built-in default), opens the engine and the
+ * loads config_path (NULL: $SBX_CONFIG or the built-in default; listen, when not NULL,
+ * replaces worker.listen, e.g. "127.0.0.1:0" for an ephemeral port), opens the engine and the
  * broker, serves until SIGTERM/SIGINT (handlers installed here), drains. Prints one line
  * "sbx-worker listening on port N" and errors to log. Returns the exit status: 0 after a clean
  * drain, 2 for a configuration error, 1 otherwise. */
-int sbx_worker_serve_main(const char *config_path, FILE *log);
+int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE *log);
 
 #ifdef __cplusplus
 }

@@ -255,10 +255,56 @@ class Drain(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class CliRemote(unittest.TestCase):
+    """The `sbx` command with --broker remote --endpoint URL, against a real worker."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-cli-remote-")
+        # the corpus' own configuration, with a private secret file
+        with open(ARGS.corpus_config) as f:
+            text = f.read()
+        cls.config = os.path.join(cls.tmp, "corpus.yaml")
+        with open(cls.config, "w") as f:
+            f.write(text.replace("sandbox:\n", "sandbox:\n  secret_file: %s/secret\n" % cls.tmp, 1))
+        cls.proc = subprocess.Popen([ARGS.worker, "--config", cls.config, "--listen",
+                                     "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+        m = re.search(r"listening on port (\d+)", cls.proc.stderr.readline())
+        if not m:
+            cls.proc.kill()
+            raise RuntimeError("worker did not start")
+        cls.endpoint = "http://127.0.0.1:%s" % m.group(1)
+        threading.Thread(target=cls.proc.stderr.read, daemon=True).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(timeout=60)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def sbx(self, *args):
+        env = dict(os.environ, XDG_STATE_HOME=self.tmp, XDG_CONFIG_HOME=self.tmp)
+        return subprocess.run([ARGS.sbx, "--config", self.config, "--broker", "remote",
+                               "--endpoint", self.endpoint] + list(args),
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    def test_sbx_run_through_the_remote_broker(self):
+        r = self.sbx("run", "--", "echo", "remote", "hello")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "remote hello\n")
+
+    def test_sbx_replay_through_the_remote_broker_is_identical(self):
+        r = self.sbx("replay", ARGS.corpus)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--worker", required=True)
     p.add_argument("--stubs", required=True)
+    p.add_argument("--sbx")
+    p.add_argument("--corpus")
+    p.add_argument("--corpus-config")
     ARGS, rest = p.parse_known_args()
     load_stubs()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)

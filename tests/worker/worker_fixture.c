@@ -98,7 +98,14 @@ void fixture_start(worker_fixture *f, const worker_fixture_opts *opts)
              "    fake: { type: fake, scope: per_call }\n",
              f->dir, f->dir, opts->threads > 0 ? opts->threads : 4);
     sbx_error err = {0};
-    sbx_status st = sbx_config_load_string(yaml, strlen(yaml), "worker-test.yaml", &f->cfg, &err);
+    sbx_status st = opts->config_path
+                        ? sbx_config_load(opts->config_path, &f->cfg, &err)
+                        : sbx_config_load_string(yaml, strlen(yaml), "worker-test.yaml", &f->cfg,
+                                                 &err);
+    if (st == SBX_OK && opts->config_path) {
+        free(f->cfg->secret_file);
+        f->cfg->secret_file = path_in(f->dir, "secret");
+    }
     if (st != SBX_OK)
         fprintf(stderr, "config: %s\n", err.message);
     assert_int_equal(st, SBX_OK);

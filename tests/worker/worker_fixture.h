@@ -31,6 +31,8 @@ typedef struct worker_fixture_opts {
     const char *subjects;     /* comma-separated subjects the callers may assert ("*") */
     long max_message_bytes;   /* 0: default */
     int threads;              /* executor threads (0: 4) */
+    const char *config_path;  /* load this file instead of the built-in fake config (its
+                                 secret_file is redirected into the temp dir) */
 } worker_fixture_opts;
 
 /* Creates the temp dir, config (fake profile "fake"), engine, thread broker and worker, and
