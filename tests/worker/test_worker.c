@@ -255,12 +255,13 @@ static void test_worker_thousand_concurrent_streams_on_one_connection(void **sta
 {
     (void)state;
     worker_fixture f;
-    fixture_start(&f, NULL);
+    worker_fixture_opts o = {.threads = 16};
+    fixture_start(&f, &o);
     sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
     sbx_request **reqs = calloc(MANY_STREAMS, sizeof *reqs);
     for (int i = 0; i < MANY_STREAMS; i++) {
         char line[64];
-        snprintf(line, sizeof line, "sleep 200; echo %d", i);
+        snprintf(line, sizeof line, "sleep 20; echo %d", i);
         reqs[i] = fixture_command(line, NULL);
         sbx_completion *c = NULL;
         assert_int_equal(sbx_broker_submit(b, reqs[i], 0, NULL, &c), SBX_OK);
