@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "providers/fake/fake.h"
 #include "worker/worker_fixture.h"
 
 /* Test-only env var names, unique to this test program. */
@@ -37,6 +38,9 @@ static void assert_code(sbx_completion *c, sbx_status code)
         if ((sbx_status)c->error_code != code)
             fprintf(stderr, "error: %s\n", c->error);
         assert_int_equal(c->error_code, code);
+        /* and nothing ran: the fake provider saw no operation */
+        sbx_fake *fake = sbx_fake_get("fake");
+        assert_true(fake == NULL || sbx_fake_ops(fake) == 0);
     }
     sbx_completion_free(c);
 }
@@ -55,6 +59,18 @@ static void test_worker_auth_client_certificate_of_a_caller_is_accepted(void **s
     start_mtls(&f);
     sbx_broker *b = fixture_client(&f, "client.pem", "client.key", NULL);
     assert_code(call(b, "alice"), SBX_OK);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+static void test_worker_auth_many_calls_share_one_tls_client(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, "client.pem", "client.key", NULL);
+    for (int i = 0; i < 5; i++)
+        assert_code(call(b, "bob"), SBX_OK);
     sbx_broker_free(b);
     fixture_stop(&f);
 }
@@ -150,6 +166,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worker_auth_client_certificate_of_a_caller_is_accepted),
+        cmocka_unit_test(test_worker_auth_many_calls_share_one_tls_client),
         cmocka_unit_test(test_worker_auth_without_client_certificate_nothing_runs),
         cmocka_unit_test(test_worker_auth_certificate_from_another_ca_is_refused),
         cmocka_unit_test(test_worker_auth_certificate_of_unknown_subject_is_unauthenticated),
