@@ -571,7 +571,8 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                          : managed(s)           ? NULL
                                                 : s->profile->attach_to;
     if (target != NULL) {
-        if (ops->attach == NULL || !(s->caps->attach || s->caps->attaches_external))
+        bool can = managed(s) ? s->caps->attach : (s->caps->attach || s->caps->attaches_external);
+        if (ops->attach == NULL || !can)
             return sbx_error_set(&r->err, SBX_E_CAPABILITY,
                                  "profile '%s': provider '%s' cannot reconnect to sandbox '%s' "
                                  "(attach); use a per_call scope",

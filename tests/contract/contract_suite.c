@@ -60,16 +60,40 @@ static sbx_request *new_req(suite *s)
     return r;
 }
 
-/* Submits, keeps the session handle it returns, frees the request. */
+/* True when the suite can reuse one session across requests: the provider reconnects
+ * (attach), or the profile is attached to one environment. */
+static bool reuses_session(const suite *s)
+{
+    return s->caps->attach || s->pc->environment == SBX_ENV_ATTACHED;
+}
+
+/* Submits and frees the request. A provider that reconnects keeps one session for the whole
+ * suite; otherwise every request gets a fresh sandbox, destroyed right after. */
 static sbx_completion *submit(suite *s, sbx_request *r)
 {
     sbx_completion *c = NULL;
+    bool is_destroy = r->op_case == SBX__V1__EXECUTION_REQUEST__OP_DESTROY;
     sbx_broker_submit(s->b, r, SBX_WAIT_FOREVER, NULL, &c);
     sbx_request_free(r);
-    if (c != NULL && c->session != NULL && c->session->session_id[0] != '\0' &&
-        c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED) {
+    if (c == NULL || c->session == NULL || c->session->session_id[0] == '\0' ||
+        c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED)
+        return c;
+    if (reuses_session(s) || is_destroy) {
         sbx_message_free((ProtobufCMessage *)s->session);
         s->session = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    } else if (c->session->sandbox_id[0] != '\0') {
+        sbx_request *d = new_req(s);
+        sbx_message_free((ProtobufCMessage *)d->session);
+        d->session = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+        d->destroy = malloc(sizeof(*d->destroy));
+        sbx__v1__destroy__init(d->destroy);
+        d->op_case = SBX__V1__EXECUTION_REQUEST__OP_DESTROY;
+        sbx_completion *dc = NULL;
+        sbx_broker_submit(s->b, d, SBX_WAIT_FOREVER, NULL, &dc);
+        if (dc == NULL || dc->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+            report(s, "FAIL", "destroy_after_use", "%s", dc != NULL ? dc->error : "no completion");
+        sbx_completion_free(dc);
+        sbx_request_free(d);
     }
     return c;
 }

@@ -51,6 +51,7 @@ static int setup(void **state)
     sbx_profile_config *py = fx_add_profile(t->cfg, "pyonly", "fake");
     fx_opt(py, "languages", "python");
     fx_opt(py, "shell", "false");
+    fx_opt(fx_add_profile(t->cfg, "noattach", "fake"), "attach", "false");
     t->e = fx_engine(t->cfg);
     *state = t;
     return 0;
@@ -508,6 +509,20 @@ static void test_engine_describe_lists_profiles_with_capabilities(void **state)
     sbx_message_free(&d->base);
 }
 
+static void test_engine_managed_reconnect_needs_attach_capability(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "noattach", "echo x");
+    assert_int_equal(c1->status, OK_STATUS);
+    sbx_request *r = fx_shell("noattach", "echo y");
+    fx_session(r, c1->session);
+    sbx_completion *c2 = run(t, r);
+    assert_int_equal(c2->error_code, SBX_E_CAPABILITY);
+    assert_non_null(strstr(c2->error, "cannot reconnect"));
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -543,6 +558,7 @@ int main(void)
         T(test_engine_session_locks_are_reclaimed),
         T(test_engine_files_round_trip),
         T(test_engine_describe_lists_profiles_with_capabilities),
+        T(test_engine_managed_reconnect_needs_attach_capability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
