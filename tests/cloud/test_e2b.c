@@ -411,7 +411,7 @@ static void test_e2b_deadline_kills_and_keeps_output_so_far(void **state)
     sbx_result *r;
     sbx_error err;
     /* No Connect timeout shorter than ours: the client's deadline must fire first. */
-    assert_int_equal(run_shell(f, "echo before; sleep 30; echo after", &st, 600, 0, &r, &err),
+    assert_int_equal(run_shell(f, "echo before; sleep 30; echo after", &st, 1500, 0, &r, &err),
                      SBX_E_TIMEOUT);
     assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
     char *out = cloud_str(&r->stdout);
@@ -520,7 +520,7 @@ static void test_e2b_python_deadline_interrupts_the_kernel(void **state)
     Sbx__V1__RunCode op = SBX__V1__RUN_CODE__INIT;
     op.language = "python";
     op.code = "import time\nprint('started')\ntime.sleep(30)";
-    sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 600);
+    sbx_exec_opts o = cloud_opts(f->policy, f->principal, NULL, 1500);
     sbx_result *r = sbx_result_new();
     sbx_error err;
     assert_int_equal(sbx_provider_e2b.run_code(f->sb, &op, &o, r, &err), SBX_E_TIMEOUT);
