@@ -307,6 +307,7 @@ static sbx_status docker_check_policy(void *state, const sbx_policy *policy,
 typedef struct container_info {
     char id[72];
     bool running;
+    long pid; /* host pid of the container's init (0 when not running) */
     char status[32];
     char workdir[512];
     char state_dir[1024];
@@ -348,6 +349,10 @@ static sbx_status inspect(docker_provider *p, const char *ref, container_info *c
     json_t *state = json_object_get(j, "State");
     ci->running = json_is_true(json_object_get(state, "Running")) &&
                   !json_is_true(json_object_get(state, "Paused"));
+    json_t *jpid = json_object_get(state, "Pid");
+    if (json_is_integer(jpid) && json_integer_value(jpid) > 1 &&
+        json_integer_value(jpid) < (1 << 22))
+        ci->pid = (long)json_integer_value(jpid);
     const char *s = json_string_value(json_object_get(state, "Status"));
     snprintf(ci->status, sizeof(ci->status), "%s", s ? s : "unknown");
     json_t *config = json_object_get(j, "Config");
@@ -361,6 +366,13 @@ static sbx_status inspect(docker_provider *p, const char *ref, container_info *c
         snprintf(ci->state_dir, sizeof(ci->state_dir), "%s", sd);
     json_decref(j);
     return SBX_OK;
+}
+
+bool docker_container_running(docker_provider *p, const char *id)
+{
+    container_info ci;
+    sbx_error ignored;
+    return inspect(p, id, &ci, &ignored) == SBX_OK && ci.running;
 }
 
 /* ---- sandboxes --------------------------------------------------------------------------------
@@ -397,6 +409,7 @@ static void docker_sandbox_close(sbx_sandbox *base)
     free(sb->base.id);
     free(sb->workdir);
     free(sb->state_dir);
+    free(sb->oom_file);
     free(sb);
 }
 
@@ -666,8 +679,13 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         if (sb == NULL)
             st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     }
-    if (st == SBX_OK)
+    if (st == SBX_OK) {
+        container_info ci;
+        sbx_error ignored;
+        if (inspect(p, cid, &ci, &ignored) == SBX_OK)
+            docker_agent_find_oom_counter(sb, ci.pid);
         st = docker_agent_connect(sb, true, err);
+    }
     if (st != SBX_OK) {
         docker_sandbox_close((sbx_sandbox *)sb);
         remove_container(p, cid, NULL);
@@ -713,6 +731,7 @@ static sbx_status docker_attach(void *state, const char *sandbox_id, const sbx_p
     if (sb == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     if (p->managed) {
+        docker_agent_find_oom_counter(sb, ci.pid);
         st = docker_agent_connect(sb, false, err);
         if (st != SBX_OK) {
             docker_sandbox_close(&sb->base);
@@ -797,7 +816,7 @@ static sbx_status docker_run_command(sbx_sandbox *base, const Sbx__V1__RunComman
                                      const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->agent != NULL)
+    if (sb->managed)
         return docker_agent_run_command(sb, op, o, result, err);
     if (op->n_argv == 0 && (op->shell == NULL || op->shell[0] == '\0'))
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
@@ -826,7 +845,7 @@ static sbx_status docker_run_code(sbx_sandbox *base, const Sbx__V1__RunCode *op,
                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->agent != NULL) {
+    if (sb->managed) {
         int lk = docker_lang_index(op->language);
         if (lk < 0 || !sb->p->languages[lk])
             return sbx_error_set(err, SBX_E_CAPABILITY,
@@ -864,7 +883,7 @@ static sbx_status docker_write_file(sbx_sandbox *base, const Sbx__V1__WriteFile 
                                     const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->agent != NULL)
+    if (sb->managed)
         return docker_agent_write_file(sb, op, o, result, err);
     return docker_archive_write(sb, op, result, err);
 }
@@ -873,7 +892,7 @@ static sbx_status docker_read_file(sbx_sandbox *base, const Sbx__V1__ReadFile *o
                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->agent != NULL)
+    if (sb->managed)
         return docker_agent_read_file(sb, op, o, result, err);
     return docker_archive_read(sb, op, result, err);
 }
@@ -882,7 +901,7 @@ static sbx_status docker_list_files(sbx_sandbox *base, const Sbx__V1__ListFiles 
                                     const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->agent != NULL)
+    if (sb->managed)
         return docker_agent_list_files(sb, op, o, result, err);
     return docker_archive_list(sb, op, result, err);
 }

@@ -16,6 +16,10 @@ void docker_agent_default_path(char *out, size_t cap);
  * started, so wait (bounded) for the socket to appear (PROVISION when it never does). GONE when
  * a running container's agent cannot be reached. */
 sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err);
+/* Finds the OOM-kill counter of the cgroup of the container whose init is host pid `pid`
+ * (cgroup v1 memory.oom_control, or v2 memory.events) and keeps its path in sb->oom_file; none
+ * found leaves it NULL (an OOM kill then reads as SIGKILL). */
+void docker_agent_find_oom_counter(docker_sandbox *sb, long pid);
 /* Drops the connection (never the container). */
 void docker_agent_close(docker_sandbox *sb);
 

@@ -58,7 +58,9 @@ typedef struct docker_sandbox {
     bool managed;    /* created by sbx (labels say so): execution through the agent */
     char *workdir;   /* the container's working dir (relative paths resolve here) */
     char *state_dir; /* managed: host dir bind-mounted at /.sbx (agent socket) */
-    void *agent;     /* managed: the agent connection (docker_agent.c) */
+    void *agent;     /* managed: the agent connection (docker_agent.c); NULL after a failure,
+                        reconnected by the next operation */
+    char *oom_file;  /* managed: the container cgroup's OOM-kill counter file, or NULL */
 } docker_sandbox;
 
 /* Output accumulation shared by both back ends: bounded per stream, streamed with offsets. */
@@ -83,6 +85,9 @@ sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op, 
                                sbx_error *err);
 sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op, sbx_result *result,
                                sbx_error *err);
+
+/* True when the container exists and runs (GET /containers/{id}/json). */
+bool docker_container_running(docker_provider *p, const char *id);
 
 /* An absolute path inside the container: `path` as is when absolute, else under the workdir.
  * malloc'd; NULL on ENOMEM. */

@@ -292,6 +292,23 @@ static void test_docker_managed_stopped_container_is_gone_and_cleaned_up(void **
     free(id);
 }
 
+static void test_docker_managed_container_stopped_under_a_live_handle_is_gone(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    dt_container_stop(&f->env, id);
+    sbx_result *r;
+    sbx_error err;
+    assert_int_equal(run_shell(f, sb, "echo never", &r, &err), SBX_E_GONE);
+    assert_non_null(strstr(err.message, "stopped or was removed"));
+    sbx_message_free((ProtobufCMessage *)r);
+    ops->sandbox_close(sb);
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    free(id);
+}
+
 static void test_docker_managed_attach_to_a_foreign_container_is_gone(void **state)
 {
     fixture *f = *state;
@@ -450,6 +467,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_destroy_refuses_a_container_sbx_did_not_create),
         cmocka_unit_test(test_docker_managed_removed_container_is_gone),
         cmocka_unit_test(test_docker_managed_stopped_container_is_gone_and_cleaned_up),
+        cmocka_unit_test(test_docker_managed_container_stopped_under_a_live_handle_is_gone),
         cmocka_unit_test(test_docker_managed_attach_to_a_foreign_container_is_gone),
         cmocka_unit_test(test_docker_managed_reconnects_from_a_fresh_process),
         cmocka_unit_test(test_docker_managed_python_keeps_state_between_calls),
