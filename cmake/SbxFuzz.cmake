@@ -11,10 +11,12 @@ if(SBX_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "SBX_FUZZ=ON needs clang (libFuzzer): configure with CC=clang")
   endif()
-  # sbx_no_sanitize_directory() (the static agent) strips these too.
-  list(APPEND SBX_SANITIZE_FLAGS -fsanitize=fuzzer-no-link)
+  # Coverage instrumentation for C only: a C++ peer (bench/) may be built by g++, which does not
+  # know it. sbx_no_sanitize_directory() (the static agent) strips it with the others.
+  set(SBX_FUZZ_COVERAGE_FLAG "$<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link>")
+  list(APPEND SBX_SANITIZE_FLAGS ${SBX_FUZZ_COVERAGE_FLAG})
   if(SBX_SANITIZE)
-    add_compile_options(-fsanitize=fuzzer-no-link)
+    add_compile_options(${SBX_FUZZ_COVERAGE_FLAG})
   else()
     add_compile_options(${SBX_SANITIZE_FLAGS})
     add_link_options(-fsanitize=address,undefined)
