@@ -517,6 +517,28 @@ static sbx_status e2b_destroy(void *state, const char *sandbox_id, sbx_error *er
     return s;
 }
 
+sbx_status e2b_set_timeout(e2b_provider *p, const char *sandbox_id, int64_t seconds, sbx_error *err)
+{
+    char *esc = sbx_http_url_escape(sandbox_id);
+    if (!esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    char path[512];
+    snprintf(path, sizeof path, "/sandboxes/%s/timeout", esc);
+    free(esc);
+    json_t *body = json_object();
+    json_object_set_new(body, "timeout", json_integer(seconds));
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    /* Absolute from now: repeating it is harmless. */
+    sbx_status s = e2b_api(p, "POST", path, body, true, &req, url, sizeof url, &resp, err);
+    json_decref(body);
+    if (s == SBX_OK)
+        s = sbx_http_check(p->http, &req, &resp, err);
+    sbx_http_response_clear(&resp);
+    return s;
+}
+
 sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err)
 {
     char *esc = sbx_http_url_escape(sandbox_id);

@@ -35,6 +35,8 @@
 #define E2B_EXEC_MAX_MS (60 * 60 * 1000)
 /* Killing a process after a deadline is best effort and must not hold the caller long. */
 #define E2B_KILL_TIMEOUT_MS 5000
+/* Seconds of TTL kept beyond an operation's deadline when raising it (see e2b_ttl_cover). */
+#define E2B_TTL_MARGIN_S 30
 /* stdin is fed through the command line (base64 in an argument); Linux caps one argument at
  * 128 KiB (MAX_ARG_STRLEN), so 96 KiB of input (128 KiB of base64) is the most that fits. */
 #define E2B_MAX_STDIN_BYTES (96u * 1024u)
@@ -413,6 +415,28 @@ static void e2b_kill_pid(e2b_sandbox *sb, int64_t pid)
     e2b_call_wipe(&c);
 }
 
+/* The sandbox's TTL (sandbox_timeout_s, renewed by connect on attach) must outlive an
+ * operation that may run longer: before such an operation the TTL is raised to cover its
+ * deadline, and afterwards set back to the idle TTL from now. Returns true when raised. */
+static bool e2b_ttl_cover(e2b_sandbox *sb, const sbx_exec_opts *o, sbx_error *err, sbx_status *st)
+{
+    int64_t ttl = sb->p->sandbox_timeout_s;
+    int64_t deadline = o ? o->deadline_mono_ms : 0;
+    int64_t need_s =
+        deadline > 0 ? (deadline - sbx_monotonic_ms() + 999) / 1000 : E2B_EXEC_MAX_MS / 1000;
+    *st = SBX_OK;
+    /* A margin of E2B_TTL_MARGIN_S so the sandbox never ends while the result is in flight. */
+    if (need_s + E2B_TTL_MARGIN_S <= ttl)
+        return false;
+    *st = e2b_set_timeout(sb->p, sb->base.id, need_s + ttl, err);
+    return *st == SBX_OK;
+}
+
+static void e2b_ttl_restore(e2b_sandbox *sb)
+{
+    e2b_set_timeout(sb->p, sb->base.id, sb->p->sandbox_timeout_s, NULL);
+}
+
 /* Runs argv (argv[0] is the program) with env and cwd through process.Process/Start. */
 static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t argc,
                               const e2b_kv *env_entries, size_t n_env, const char *cwd,
@@ -626,8 +650,8 @@ static sbx_status e2b_run_argv_or_shell(e2b_sandbox *sb, const char *const *argv
     return e2b_process(sb, argv, argc, env, n_env, cwd, o, result, err);
 }
 
-sbx_status e2b_run_command(sbx_sandbox *sbb, const Sbx__V1__RunCommand *op, const sbx_exec_opts *o,
-                           sbx_result *result, sbx_error *err)
+static sbx_status e2b_run_command_inner(sbx_sandbox *sbb, const Sbx__V1__RunCommand *op,
+                                        const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     bool has_shell = op->shell && op->shell[0];
@@ -872,8 +896,8 @@ static sbx_status e2b_jupyter(e2b_sandbox *sb, const Sbx__V1__RunCode *op, const
     return s;
 }
 
-sbx_status e2b_run_code(sbx_sandbox *sbb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
-                        sbx_result *result, sbx_error *err)
+static sbx_status e2b_run_code_inner(sbx_sandbox *sbb, const Sbx__V1__RunCode *op,
+                                     const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     const char *lang = op->language && *op->language ? op->language : "python";
@@ -902,8 +926,9 @@ sbx_status e2b_run_code(sbx_sandbox *sbb, const Sbx__V1__RunCode *op, const sbx_
     return s;
 }
 
-sbx_status e2b_install_packages(sbx_sandbox *sbb, const Sbx__V1__InstallPackages *op,
-                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+static sbx_status e2b_install_packages_inner(sbx_sandbox *sbb, const Sbx__V1__InstallPackages *op,
+                                             const sbx_exec_opts *o, sbx_result *result,
+                                             sbx_error *err)
 {
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
     const char *m = op->manager && *op->manager ? op->manager : "pip";
@@ -1162,4 +1187,37 @@ sbx_status e2b_list_files(sbx_sandbox *sbb, const Sbx__V1__ListFiles *op, const 
     sbx_http_response_clear(&resp);
     e2b_call_wipe(&c);
     return s;
+}
+
+/* ---- public operations: keep the sandbox alive for the whole operation --------------------- */
+
+#define E2B_WITH_TTL(call)                                                                         \
+    do {                                                                                           \
+        e2b_sandbox *sb_ = (e2b_sandbox *)sbb;                                                     \
+        sbx_status ts_;                                                                            \
+        bool raised_ = e2b_ttl_cover(sb_, o, err, &ts_);                                           \
+        if (ts_ != SBX_OK)                                                                         \
+            return ts_;                                                                            \
+        sbx_status s_ = (call);                                                                    \
+        if (raised_ && s_ != SBX_E_GONE)                                                           \
+            e2b_ttl_restore(sb_);                                                                  \
+        return s_;                                                                                 \
+    } while (0)
+
+sbx_status e2b_run_command(sbx_sandbox *sbb, const Sbx__V1__RunCommand *op, const sbx_exec_opts *o,
+                           sbx_result *result, sbx_error *err)
+{
+    E2B_WITH_TTL(e2b_run_command_inner(sbb, op, o, result, err));
+}
+
+sbx_status e2b_run_code(sbx_sandbox *sbb, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
+                        sbx_result *result, sbx_error *err)
+{
+    E2B_WITH_TTL(e2b_run_code_inner(sbb, op, o, result, err));
+}
+
+sbx_status e2b_install_packages(sbx_sandbox *sbb, const Sbx__V1__InstallPackages *op,
+                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    E2B_WITH_TTL(e2b_install_packages_inner(sbb, op, o, result, err));
 }

@@ -56,6 +56,11 @@ sbx_status e2b_read_file(sbx_sandbox *sb, const Sbx__V1__ReadFile *op, const sbx
 sbx_status e2b_list_files(sbx_sandbox *sb, const Sbx__V1__ListFiles *op, const sbx_exec_opts *o,
                           sbx_result *result, sbx_error *err);
 
+/* POST /sandboxes/{id}/timeout {"timeout": seconds}: the sandbox ends `seconds` from now
+ * (absolute, overwrites; reference §1.1). */
+sbx_status e2b_set_timeout(e2b_provider *p, const char *sandbox_id, int64_t seconds,
+                           sbx_error *err);
+
 /* GET /sandboxes/{id}: SBX_OK when it exists, SBX_E_GONE on 404 (used to tell a dead sandbox
  * from a proxy hiccup after an envd failure). */
 sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err);

@@ -435,6 +435,49 @@ static void test_e2b_output_limit_stops_the_program(void **state)
     sbx_message_free(&r->base);
 }
 
+static void test_e2b_long_operation_raises_the_ttl_then_restores_it(void **state)
+{
+    fx *f = *state;
+    const char *extra[] = {"sandbox_timeout_s", "60", NULL};
+    fx_open(f, extra);
+    create(f);
+    sbx_result *r;
+    sbx_error err;
+    /* A 10-minute deadline outlives the 60 s idle TTL: the TTL must cover it. */
+    assert_int_equal(run_shell(f, "echo hi", NULL, 600000, 0, &r, &err), SBX_OK);
+    sbx_message_free(&r->base);
+    fake_http *h = fake_e2b_http(f->fake);
+    assert_int_equal(fake_http_log_matching(h, "POST", "/sandboxes/*/timeout"), 2);
+    size_t n = fake_http_log_count(h);
+    json_int_t raised = -1, restored = -1;
+    for (size_t i = 0; i < n; i++) {
+        const fake_request *q = fake_http_log_at(h, i);
+        if (strstr(q->path, "/timeout") == NULL)
+            continue;
+        json_t *j = json_loadb((const char *)q->body, q->body_len, 0, NULL);
+        json_int_t t = json_integer_value(json_object_get(j, "timeout"));
+        json_decref(j);
+        if (raised < 0)
+            raised = t;
+        else
+            restored = t;
+    }
+    assert_true(raised >= 600 + 60 - 2);
+    assert_int_equal(restored, 60);
+}
+
+static void test_e2b_short_operation_leaves_the_ttl_alone(void **state)
+{
+    fx *f = *state;
+    create(f);
+    sbx_result *r;
+    sbx_error err;
+    assert_int_equal(run_shell(f, "echo hi", NULL, 20000, 0, &r, &err), SBX_OK);
+    sbx_message_free(&r->base);
+    assert_int_equal(fake_http_log_matching(fake_e2b_http(f->fake), "POST", "/sandboxes/*/timeout"),
+                     0);
+}
+
 static void test_e2b_stdin_is_fed_to_the_program(void **state)
 {
     fx *f = *state;
@@ -788,6 +831,8 @@ int main(void)
         T(test_e2b_start_request_is_one_connect_envelope),
         T(test_e2b_deadline_kills_and_keeps_output_so_far),
         T(test_e2b_output_limit_stops_the_program),
+        T(test_e2b_long_operation_raises_the_ttl_then_restores_it),
+        T(test_e2b_short_operation_leaves_the_ttl_alone),
         T(test_e2b_stdin_is_fed_to_the_program),
         T(test_e2b_vanished_sandbox_is_gone_on_exec),
         T(test_e2b_python_is_stateful_through_the_code_interpreter),
