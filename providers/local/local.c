@@ -140,7 +140,7 @@ typedef struct local_provider {
     int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, program_uid, program_gid, nofile;
     bool rootless;
     cg_mode cg;
-    char cg_why[256];                 /* why cgroups are unavailable (for messages) */
+    char cg_why[512];                 /* why cgroups are unavailable (for messages) */
     char cg_base[3][LOCAL_MAX_CGROUP_DIR]; /* v1: memory, pids, cpu parents; v2: [0] only */
 } local_provider;
 
@@ -247,7 +247,7 @@ static void detect_cgroups(local_provider *lp)
         snprintf(lp->cg_base[i], sizeof lp->cg_base[i], "/sys/fs/cgroup/%s%s/sbx",
                  cg_v1_names[i], own);
         if (mkdir(lp->cg_base[i], 0755) < 0 && errno != EEXIST) {
-            snprintf(lp->cg_why, sizeof lp->cg_why, "cannot create %s: %s", lp->cg_base[i],
+            snprintf(lp->cg_why, sizeof lp->cg_why, "cannot create %.160s: %s", lp->cg_base[i],
                      strerror(errno));
             return;
         }

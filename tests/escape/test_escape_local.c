@@ -311,7 +311,7 @@ static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
     assert_true(c > 0);
     waitpid(c, NULL, 0);
     /* the limit was hit, and held */
-    char path[512], buf[256];
+    char path[700], buf[256];
     snprintf(path, sizeof path, "%s/meta", sbx_local_state_dir(sb));
     FILE *f = fopen(path, "r");
     assert_non_null(f);
