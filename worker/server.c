@@ -55,6 +55,9 @@
 /* Bytes gathered from nghttp2 before writing: a few TLS records, so a large output is sent in
  * big writes while one connection cannot starve the loop. */
 #define WORKER_WRITE_BATCH (64 << 10)
+/* Most output bytes coalesced into one ExecuteEvent while the loop is busy: big enough to
+ * amortise framing, small enough to keep streaming interactive and memory bounded per call. */
+#define WORKER_OUTPUT_COALESCE (256 << 10)
 /* Waiting executor threads per thread-broker thread (see sbx_worker_new). */
 #define WORKER_WAITERS_PER_THREAD 4
 /* Most executor threads; each waiter costs only a small stack (WORKER_EXECUTOR_STACK). */
@@ -112,6 +115,7 @@ struct call {
     sbx_engine_hooks hooks;
     volatile int cancel;
     call *job_next;
+    struct posted *open_output; /* output still accepting appends (guarded by w->lock) */
 };
 
 struct conn {
@@ -139,6 +143,12 @@ typedef struct posted {
     call *c;
     uint8_t *bytes; /* framed message(s) to send, malloc'd; may be NULL */
     size_t len;
+    /* output not yet framed: contiguous chunks of one stream coalesce here until the loop
+     * takes them (so a program printing byte by byte does not cost a message per byte) */
+    bool is_output;
+    Sbx__V1__Stream stream;
+    uint64_t offset;
+    size_t cap;
     bool final;     /* the job is over: bytes is the last message, drop the job reference */
     int grpc_status;
     char *grpc_message;
@@ -409,31 +419,76 @@ static void post_final(sbx_worker *w, call *c, uint8_t *bytes, size_t len, int s
     post(w, p);
 }
 
-/* Output hook (executor thread): one ExecuteEvent{output} message per chunk. */
+/* Output hook (executor thread): chunks are queued raw and coalesced while the loop has not
+ * taken them yet; the loop frames each run as one ExecuteEvent{output}. */
 static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
                       uint64_t offset)
 {
     call *c = arg;
-    if (c->cancel)
+    sbx_worker *w = c->w;
+    if (c->cancel || len == 0)
         return;
-    Sbx__V1__OutputChunk chunk = SBX__V1__OUTPUT_CHUNK__INIT;
-    chunk.stream = stream;
-    chunk.data.data = (uint8_t *)data;
-    chunk.data.len = len;
-    chunk.offset = offset;
-    Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
-    ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_OUTPUT;
-    ev.output = &chunk;
-    posted *p = calloc(1, sizeof *p);
+    pthread_mutex_lock(&w->lock);
+    posted *p = c->open_output;
+    if (p && p->stream == stream && p->offset + p->len == offset &&
+        p->len + len <= WORKER_OUTPUT_COALESCE) {
+        if (p->len + len > p->cap) {
+            size_t cap = p->cap * 2 > p->len + len ? p->cap * 2 : p->len + len;
+            uint8_t *b = realloc(p->bytes, cap);
+            if (!b) {
+                pthread_mutex_unlock(&w->lock);
+                return;
+            }
+            p->bytes = b;
+            p->cap = cap;
+        }
+        memcpy(p->bytes + p->len, data, len);
+        p->len += len;
+        pthread_mutex_unlock(&w->lock);
+        return;
+    }
+    pthread_mutex_unlock(&w->lock);
+    p = calloc(1, sizeof *p);
     if (!p)
         return;
-    p->c = c;
-    p->bytes = grpc_frame_message(&ev.base, &p->len);
+    size_t cap = len < 4096 ? 4096 : len;
+    p->bytes = malloc(cap);
     if (!p->bytes) {
         free(p);
         return;
     }
-    post(c->w, p);
+    memcpy(p->bytes, data, len);
+    p->len = len;
+    p->cap = cap;
+    p->c = c;
+    p->is_output = true;
+    p->stream = stream;
+    p->offset = offset;
+    pthread_mutex_lock(&w->lock);
+    c->open_output = p; /* only this executor thread posts for c: no race on the choice */
+    pthread_mutex_unlock(&w->lock);
+    post(w, p);
+}
+
+/* Loop thread: turns a coalesced output run into one framed ExecuteEvent{output}. */
+static bool frame_output(posted *p)
+{
+    Sbx__V1__OutputChunk chunk = SBX__V1__OUTPUT_CHUNK__INIT;
+    chunk.stream = p->stream;
+    chunk.data.data = p->bytes;
+    chunk.data.len = p->len;
+    chunk.offset = p->offset;
+    Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
+    ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_OUTPUT;
+    ev.output = &chunk;
+    size_t len;
+    uint8_t *framed = grpc_frame_message(&ev.base, &len);
+    if (!framed)
+        return false;
+    free(p->bytes);
+    p->bytes = framed;
+    p->len = len;
+    return true;
 }
 
 static void run_job(sbx_worker *w, call *c)
@@ -540,12 +595,17 @@ static void drain_posted(sbx_worker *w)
     posted *p = w->posted_head;
     w->posted_head = w->posted_tail = NULL;
     w->wake_pending = false;
+    for (posted *q = p; q; q = q->next)
+        if (q->is_output && q->c->open_output == q)
+            q->c->open_output = NULL; /* taken: later chunks start a new run */
     pthread_mutex_unlock(&w->lock);
     while (p) {
         posted *next = p->next;
         call *c = p->c;
         if (!c->decided && c->conn) {
-            if (p->bytes && !out_append(c, p->bytes, p->len))
+            if (p->is_output && !frame_output(p))
+                call_decide(c, GRPC_INTERNAL, "worker: out of memory framing output");
+            else if (p->bytes && !out_append(c, p->bytes, p->len))
                 call_decide(c, GRPC_INTERNAL, "worker: out of memory queueing output");
             else if (p->final && p->grpc_status != GRPC_OK)
                 call_decide(c, p->grpc_status, "%s", p->grpc_message ? p->grpc_message : "");

@@ -88,7 +88,7 @@ def command(shell, subject=""):
 class Interop:
     """The calls every transport variant must pass."""
 
-    def channel(self):
+    def channel(self, options=None):
         raise NotImplementedError
 
     def metadata(self):
@@ -133,6 +133,33 @@ class Interop:
             d = stub.Describe(pb.DescribeRequest(), timeout=60, metadata=self.metadata())
             self.assertIn("fake", [p.name for p in d.profiles])
 
+    def test_compressed_request_is_unimplemented(self):
+        with self.channel() as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            with self.assertRaises(grpc.RpcError) as cm:
+                stub.Execute(command("echo zipped"), timeout=60, metadata=self.metadata(),
+                             compression=grpc.Compression.Gzip)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+
+    def test_large_output_streams_through_a_small_client_window(self):
+        # no BDP probing: the client keeps its 64 KiB window, so 2 MB of output can only
+        # arrive through HTTP/2 flow control (WINDOW_UPDATEs as the client reads)
+        opts = [("grpc.http2.bdp_probe", 0), ("grpc.max_receive_message_length", 8 << 20)]
+        with self.channel(opts) as ch:
+            stub = pb_grpc.ExecutionStub(ch)
+            got = 0
+            last = None
+            for ev in stub.ExecuteStream(command("yes 1000000"), timeout=120,
+                                         metadata=self.metadata()):
+                if ev.WhichOneof("event") == "output":
+                    self.assertEqual(ev.output.offset, got)
+                    got += len(ev.output.data)
+                    time.sleep(0.001)  # a slow reader
+                last = ev
+            self.assertEqual(last.completion.error, "")
+            self.assertEqual(got, 2000000)
+            self.assertEqual(last.completion.status, pb.COMPLETION_STATUS_SUCCEEDED)
+
     def test_deadline_exceeded_mid_execution(self):
         with self.channel() as ch:
             stub = pb_grpc.ExecutionStub(ch)
@@ -152,8 +179,8 @@ class H2cInterop(Interop, unittest.TestCase):
         cls.worker.stop()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def channel(self):
-        return grpc.insecure_channel("127.0.0.1:%d" % self.worker.port)
+    def channel(self, options=None):
+        return grpc.insecure_channel("127.0.0.1:%d" % self.worker.port, options=options)
 
 
 def make_pki(d):
@@ -193,10 +220,10 @@ class TlsInterop(Interop, unittest.TestCase):
         with open(os.path.join(self.tmp, name), "rb") as f:
             return f.read()
 
-    def channel(self):
+    def channel(self, options=None):
         creds = grpc.ssl_channel_credentials(self.read("ca.pem"), self.read("client.key"),
                                              self.read("client.pem"))
-        return grpc.secure_channel("localhost:%d" % self.worker.port, creds)
+        return grpc.secure_channel("localhost:%d" % self.worker.port, creds, options=options)
 
     def test_token_caller_may_assert_its_subject(self):
         creds = grpc.ssl_channel_credentials(self.read("ca.pem"))

@@ -21,7 +21,7 @@
 static sbx_completion *run(sbx_broker *b, sbx_request *req, const sbx_engine_hooks *hooks)
 {
     sbx_completion *c = NULL;
-    sbx_status st = sbx_broker_submit(b, req, 60000, hooks, &c);
+    sbx_status st = sbx_broker_submit(b, req, 180000, hooks, &c);
     assert_int_equal(st, SBX_OK);
     assert_non_null(c);
     if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
