@@ -3,8 +3,15 @@
  * the examples use; a provider that IS built in always wins (registration never shadows it), so
  * as each real provider lands, its examples are checked against its real schema. An example that
  * no longer matches fails here with its file:line:column: update the example (examples/
- * documents every key) to the provider's option names. */
+ * documents every key) to the provider's option names.
+ * Every example profile's own policy must also be enforceable by its (built-in) provider, as the
+ * engine checks it before each execution: an example that strict mode would refuse on every call
+ * is a broken example. */
 #include <dirent.h>
+#include <sys/stat.h>
+
+#include "core/policy.h"
+#include "sbx/provider.h"
 
 #include "tests/config/config_test_util.h"
 #include "tests/config/test_providers.h"
@@ -101,6 +108,75 @@ static void test_config_example_reference_states_the_defaults(void **state)
     sbx_config_free(def);
 }
 
+/* The engine's check (core/engine.c): the provider's check_policy, else its capabilities. */
+static int unenforceable_in(const sbx_config *cfg, const char *file, const char *runtime_dir)
+{
+    int failures = 0;
+    for (size_t i = 0; i < cfg->n_profiles; i++) {
+        const sbx_profile_config *p = &cfg->profiles[i];
+        const sbx_provider_ops *ops = sbx_provider_lookup(p->type);
+        if (ops == NULL || ops->open == NULL)
+            continue;
+        sbx_provider_ctx ctx = {.profile = p->name,
+                                .options = p->options,
+                                .environment = p->environment,
+                                .attach_to = p->attach_to,
+                                .node = cfg->node,
+                                .runtime_dir = runtime_dir};
+        void *state = NULL;
+        sbx_error err = {0};
+        if (ops->open(&ctx, &state, &err) != SBX_OK) {
+            fprintf(stderr, "  (examples/%s profile %s: provider %s did not open here: %s)\n", file,
+                    p->name, p->type, err.message);
+            continue;
+        }
+        sbx_strlist list = {0};
+        sbx_status st;
+        if (ops->check_policy != NULL) {
+            st = ops->check_policy(state, p->policy, &list, &err);
+        } else {
+            sbx_capabilities caps;
+            sbx__v1__capabilities__init(&caps);
+            ops->capabilities(state, &caps);
+            st = sbx_policy_unenforceable(&caps, p->policy, &list);
+            protobuf_c_message_free_unpacked((ProtobufCMessage *)&caps, NULL);
+        }
+        if (st != SBX_OK || (list.n > 0 && !p->policy->lenient)) {
+            char *joined = sbx_strlist_join(&list, ", ");
+            fprintf(stderr, "examples/%s profile %s: provider %s cannot enforce [%s] (strict)\n",
+                    file, p->name, p->type, joined ? joined : "?");
+            free(joined);
+            failures++;
+        }
+        sbx_strlist_clear(&list);
+        ops->close(state);
+    }
+    return failures;
+}
+
+static void test_config_example_policies_are_enforceable(void **state)
+{
+    (void)state;
+    char runtime_dir[256];
+    make_temp_dir(runtime_dir, sizeof(runtime_dir));
+    struct dirent **names = NULL;
+    int n = scandir(examples_dir(), &names, yaml_only, alphasort);
+    assert_true(n >= 6);
+    int failures = 0;
+    for (int i = 0; i < n; i++) {
+        sbx_config *cfg = load_example(names[i]->d_name);
+        if (cfg != NULL)
+            failures += unenforceable_in(cfg, names[i]->d_name, runtime_dir);
+        sbx_config_free(cfg);
+        free(names[i]);
+    }
+    free(names);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", runtime_dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     config_test_register_providers();
@@ -108,6 +184,7 @@ int main(void)
         cmocka_unit_test(test_config_every_example_loads),
         cmocka_unit_test(test_config_example_ec2_ssm_is_attached_as_user),
         cmocka_unit_test(test_config_example_reference_states_the_defaults),
+        cmocka_unit_test(test_config_example_policies_are_enforceable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
