@@ -143,13 +143,18 @@ sbx_status sbx_recording_reader_next(sbx_recording_reader *r, sbx_recording **ou
                              "recording '%s': truncated frame at offset %" PRIu64, r->path,
                              r->offset);
     }
-    sbx_recording *rec = sbx__v1__recording__unpack(NULL, len, buf);
+    /* The strict decoder: a frame protobuf-c would accept but could not re-encode (field 0,
+     * a oneof member twice, bad UTF-8) is refused here rather than failing later on copy. */
+    sbx_recording *rec = NULL;
+    sbx_error derr;
+    sbx_status st = sbx_message_decode(&sbx__v1__recording__descriptor, buf, len,
+                                       SBX_RECORDING_FRAME_MAX, (ProtobufCMessage **)&rec, &derr);
     free(buf);
-    if (rec == NULL)
+    if (st != SBX_OK)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "recording '%s': frame at offset %" PRIu64 " is not a valid "
-                             "sbx.v1.Recording",
-                             r->path, r->offset);
+                             "sbx.v1.Recording (%s)",
+                             r->path, r->offset, derr.message);
     r->offset += 4 + len;
     *out = rec;
     return SBX_OK;

@@ -107,8 +107,11 @@ static sbx_session_handle *store_read(int dirfd, const char *name)
     close(fd);
     if (len == 0 || len == sizeof(buf)) /* empty, or too big to be a handle */
         return NULL;
-    sbx_session_handle *h = sbx__v1__session_handle__unpack(NULL, len, buf);
-    if (h != NULL && !id_ok(h->session_id)) {
+    sbx_session_handle *h = NULL;
+    if (sbx_message_decode(&sbx__v1__session_handle__descriptor, buf, len, sizeof(buf),
+                           (ProtobufCMessage **)&h, NULL) != SBX_OK)
+        return NULL;
+    if (!id_ok(h->session_id)) {
         sbx_message_free(&h->base);
         return NULL;
     }

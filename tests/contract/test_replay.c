@@ -137,6 +137,29 @@ static void test_replay_truncated_file_is_an_error_naming_offset(void **state)
     sbx_broker_free(b);
 }
 
+/* A frame protobuf-c 1.4 alone would accept (field number 0) must be refused by the strict
+ * decoder, naming the frame, instead of failing later when the record is copied. */
+static void test_replay_frame_with_field_zero_is_refused(void **state)
+{
+    env *t = *state;
+    char bad[128];
+    snprintf(bad, sizeof(bad), "%s/field0.rec", t->dir);
+    static const unsigned char frame[] = {0x00, 0x00, 0x00, 0x03, 0x80, 0x00, 0x6f};
+    FILE *out = fopen(bad, "wb");
+    assert_non_null(out);
+    assert_int_equal(fwrite(frame, 1, sizeof(frame), out), sizeof(frame));
+    fclose(out);
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_embedded(t->e, &b, NULL), SBX_OK);
+    sbx_replay_report rep;
+    sbx_error err;
+    assert_int_equal(sbx_replay_file(bad, b, &rep, &err), SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.message, "offset 0"));
+    assert_non_null(strstr(err.message, "numbered 0"));
+    sbx_replay_report_clear(&rep);
+    sbx_broker_free(b);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -146,6 +169,7 @@ int main(void)
         T(test_replay_corpus_identical_through_thread),
         T(test_replay_reports_edited_completion),
         T(test_replay_truncated_file_is_an_error_naming_offset),
+        T(test_replay_frame_with_field_zero_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
