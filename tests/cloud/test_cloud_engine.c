@@ -20,6 +20,7 @@
 #include "sbx/broker.h"
 #include "sbx/config.h"
 #include "sbx/engine.h"
+#include "sbx/provider.h"
 
 #define E2B_KEY "e2b_engine_key_77aa11bb22cc33dd"
 #define DT_KEY "dtn_engine_key_44ee55ff66aa77bb"
@@ -178,6 +179,62 @@ static void test_cloud_contract_daytona_image_mode(void **state)
     free(y);
 }
 
+/* An existing sandbox, created outside sbx (here: straight through the provider's ops). */
+static void external_sandbox(fx *f, const char *type, char *id, size_t cap)
+{
+    char *y = yaml_for(f, type, "{ network_egress: allow, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
+    sbx_config *cfg = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_config_load_string(y, strlen(y), "ext.yaml", &cfg, &err), SBX_OK);
+    free(y);
+    const sbx_profile_config *pc = sbx_config_profile(cfg, "p");
+    const sbx_provider_ops *ops = sbx_provider_lookup(type);
+    sbx_provider_ctx ctx = {.profile = "p", .options = pc->options};
+    void *st = NULL;
+    assert_int_equal(ops->open(&ctx, &st, &err), SBX_OK);
+    sbx_session_handle h = SBX__V1__SESSION_HANDLE__INIT;
+    sbx_principal pr = SBX__V1__PRINCIPAL__INIT;
+    sbx_sandbox *sb = NULL;
+    assert_int_equal(ops->create(st, &h, &pr, pc->policy, &sb, &err), SBX_OK);
+    snprintf(id, cap, "%s", sb->id);
+    ops->sandbox_close(sb);
+    ops->close(st);
+    sbx_config_free(cfg);
+}
+
+static void attached_contract(fx *f, const char *type)
+{
+    char id[128];
+    external_sandbox(f, type, id, sizeof id);
+    char *y = NULL;
+    char extra[256];
+    snprintf(extra, sizeof extra, "\n      environment: attached\n      attach_to: %s", id);
+    /* environment/attach_to belong to the profile: splice them after the type line. */
+    char *base =
+        yaml_for(f, type, "{ network_egress: allow, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
+    char *at = strstr(base, "\n      policy:");
+    assert_non_null(at);
+    assert_true(asprintf(&y, "%.*s%s%s", (int)(at - base), base, extra, at) > 0);
+    free(base);
+    assert_int_equal(sbx_contract_run_yaml(y, "p"), 0);
+    free(y);
+    /* sbx never destroys what it attached to. */
+    if (strcmp(type, "e2b") == 0)
+        assert_true(fake_e2b_exists(f->e2b, id));
+    else
+        assert_true(fake_daytona_exists(f->dt, id));
+}
+
+static void test_cloud_contract_e2b_attached(void **state)
+{
+    attached_contract(*state, "e2b");
+}
+
+static void test_cloud_contract_daytona_attached(void **state)
+{
+    attached_contract(*state, "daytona");
+}
+
 /* ---- self-heal ---- */
 
 static void self_heal(fx *f, bool e2b)
@@ -317,6 +374,8 @@ int main(void)
         T(test_cloud_contract_e2b_without_code_interpreter),
         T(test_cloud_contract_daytona),
         T(test_cloud_contract_daytona_image_mode),
+        T(test_cloud_contract_e2b_attached),
+        T(test_cloud_contract_daytona_attached),
         T(test_cloud_e2b_vanished_sandbox_is_recreated_by_the_engine),
         T(test_cloud_daytona_vanished_sandbox_is_recreated_by_the_engine),
         T(test_cloud_e2b_strict_refuses_memory_before_any_call),
