@@ -15,6 +15,8 @@ packages=(
   # tests: real peers and parts
   docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
   iproute2 procps openssl uidmap
+  # tests: sbx-agent under memcheck (tests/local/test_local_agent_valgrind.c)
+  valgrind
 )
 
 missing=()
