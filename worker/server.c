@@ -55,6 +55,9 @@
 /* Bytes gathered from nghttp2 before writing: a few TLS records, so a large output is sent in
  * big writes while one connection cannot starve the loop. */
 #define WORKER_WRITE_BATCH (64 << 10)
+/* Time a new connection gets to finish its TLS handshake and send the HTTP/2 preface (and a
+ * refused one to go away): generous for a loaded client, short for a slowloris. */
+#define WORKER_HANDSHAKE_US (10 * 1000000LL)
 /* Most output bytes coalesced into one ExecuteEvent while the loop is busy: big enough to
  * amortise framing, small enough to keep streaming interactive and memory bounded per call. */
 #define WORKER_OUTPUT_COALESCE (256 << 10)
@@ -126,6 +129,7 @@ struct conn {
     bool handshaking, closing, dirty, http1_refused;
     size_t preface_seen; /* h2c: bytes of the client connection preface checked so far */
     bool lingering;      /* refused: answer written, discarding input until the peer closes */
+    int64_t accepted_us; /* sbx_monotonic_us() at accept, for the handshake deadline */
     size_t discarded;
     nghttp2_session *h2;
     uint8_t *wbuf;
@@ -1270,6 +1274,7 @@ static void accept_all(sbx_worker *w)
         cn->kind = EV_CONN;
         cn->w = w;
         cn->fd = fd;
+        cn->accepted_us = sbx_monotonic_us();
         cn->events = EPOLLIN;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cn};
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -1307,6 +1312,22 @@ static int expire_deadlines(sbx_worker *w)
 {
     int64_t next = -1;
     int64_t now = sbx_monotonic_us();
+    /* A connection that has not finished its TLS handshake or HTTP/2 preface in time is
+     * dropped: silent connections must not pin descriptors until the connection limit. */
+    for (conn *cn = w->conns, *cnext; cn; cn = cnext) {
+        cnext = cn->next;
+        bool greeting = cn->handshaking || (!cn->ssl && cn->preface_seen < sizeof H2_PREFACE - 1) ||
+                        cn->lingering;
+        if (!greeting)
+            continue;
+        int64_t left = cn->accepted_us + WORKER_HANDSHAKE_US - now;
+        if (left <= 0) {
+            conn_close(cn);
+            continue;
+        }
+        if (next < 0 || left < next)
+            next = left;
+    }
     if (w->calls_with_deadline > 0) {
         for (conn *cn = w->conns; cn; cn = cn->next) {
             for (call *c = cn->calls; c; c = c->next) {

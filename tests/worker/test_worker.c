@@ -249,6 +249,24 @@ static void test_worker_random_bytes_are_refused_and_serving_continues(void **st
     fixture_stop(&f);
 }
 
+static void test_worker_silent_connection_is_dropped_after_the_handshake_deadline(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f.port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    struct timeval tv = {.tv_sec = 60};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    assert_int_equal(recv(fd, &c, 1, 0), 0); /* the worker closed it (EOF, not our timeout) */
+    close(fd);
+    assert_still_serves(&f);
+    fixture_stop(&f);
+}
+
 #define MANY_STREAMS 1000
 
 static void test_worker_thousand_concurrent_streams_on_one_connection(void **state)
@@ -314,6 +332,45 @@ static void test_worker_non_loopback_without_tls_refuses_to_start(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_remote_unreachable_worker_is_a_broker_failure(void **state)
+{
+    (void)state;
+    /* a port nobody listens on: bind one, remember it, close it */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    close(fd);
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    sbx_remote_config rc = {.endpoint = endpoint, .connect_timeout_ms = 5000};
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_remote(&rc, &b, NULL), SBX_OK);
+    sbx_request *req = fixture_command("echo x", NULL);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, req, 60000, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(c->error_code, SBX_E_BROKER);
+    assert_string_equal(c->task_id, req->task_id);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+}
+
+static void test_remote_plaintext_to_a_non_loopback_host_is_refused(void **state)
+{
+    (void)state;
+    sbx_remote_config rc = {.endpoint = "http://192.0.2.10:7443"};
+    sbx_broker *b = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_broker_open_remote(&rc, &b, &err), SBX_E_CONFIG);
+    assert_null(b);
+    assert_non_null(strstr(err.message, "https://"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,7 +383,10 @@ int main(void)
         cmocka_unit_test(test_worker_http1_request_is_refused_and_serving_continues),
         cmocka_unit_test(test_worker_random_bytes_are_refused_and_serving_continues),
         cmocka_unit_test(test_worker_thousand_concurrent_streams_on_one_connection),
+        cmocka_unit_test(test_worker_silent_connection_is_dropped_after_the_handshake_deadline),
         cmocka_unit_test(test_worker_non_loopback_without_tls_refuses_to_start),
+        cmocka_unit_test(test_remote_unreachable_worker_is_a_broker_failure),
+        cmocka_unit_test(test_remote_plaintext_to_a_non_loopback_host_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
