@@ -161,9 +161,9 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
         int k = docker_lang_index(langs[i]);
         if (k < 0) {
             sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
-                                          "profile '%s': docker.languages has '%s'; accepted: "
-                                          "python, bash, sh",
-                                          p->profile ? p->profile : "", langs[i]);
+                                          "docker.languages has '%s'; accepted: python, bash, "
+                                          "sh",
+                                          langs[i]);
             provider_free(p);
             return st;
         }
@@ -188,37 +188,33 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
         p->workdir == NULL || p->image == NULL || p->network == NULL) {
         provider_free(p);
         return sbx_error_set(err, SBX_E_CONFIG,
-                             "profile '%s': docker.image, docker.workdir, docker.python and "
-                             "docker.network must not be empty",
-                             ctx->profile ? ctx->profile : "");
+                             "docker.image, docker.workdir, docker.python and docker.network "
+                             "must not be empty");
     }
     if (p->workdir[0] != '/') {
         sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
-                                      "profile '%s': docker.workdir '%s' must be an absolute path",
-                                      p->profile, p->workdir);
+                                      "docker.workdir '%s' must be an absolute path", p->workdir);
         provider_free(p);
         return st;
     }
     if (!p->managed && !ref_ok(p->attach_to)) {
-        sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
-                                      "profile '%s': attach_to '%s' is not a container id or name",
-                                      p->profile, p->attach_to ? p->attach_to : "");
+        sbx_status st =
+            sbx_error_set(err, SBX_E_CONFIG, "attach_to '%s' is not a container id or name",
+                          p->attach_to ? p->attach_to : "");
         provider_free(p);
         return st;
     }
     if (p->managed && p->runtime_dir == NULL) {
         provider_free(p);
         return sbx_error_set(err, SBX_E_CONFIG,
-                             "profile '%s': managed docker sandboxes need a runtime dir for the "
-                             "agent sockets (sandbox.runtime_dir)",
-                             ctx->profile ? ctx->profile : "");
+                             "managed docker sandboxes need a runtime dir for the agent sockets "
+                             "(sandbox.runtime_dir)");
     }
     /* The daemon is contacted here once, so a wrong socket is reported when the profile opens;
      * every later call connects anew (a restarted daemon is simply reached again). */
     const char *socket_path = sbx_options_get(o, "socket");
     sbx_status st = docker_api_open(&p->api, socket_path, err);
     if (st != SBX_OK) {
-        sbx_error_prefix(err, "profile '%s': ", p->profile);
         provider_free(p);
         return st;
     }
