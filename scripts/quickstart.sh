@@ -19,9 +19,7 @@ echo "== sbx run -- python3 ... (a fresh sandbox: no network, private /tmp, /wor
 "$sbx" run -- python3 -c '
 import os, platform, socket
 print("hello from the sandbox:", platform.python_version(), "in", os.getcwd())
-try:
-    socket.create_connection(("1.1.1.1", 53), timeout=2)
-    print("network: reachable")
-except OSError as e:
-    print("network: denied (%s)" % e.strerror)
+# The sandbox has its own empty network namespace: loopback is the only interface, so no
+# packet can leave (and this demo sends none anywhere).
+print("network interfaces:", ", ".join(name for _, name in socket.if_nameindex()))
 '
