@@ -539,6 +539,12 @@ static sbx_status dt_sandbox_new(daytona_provider *p, const char *id, json_t *j,
                              "daytona: sandbox %s: the API response has no toolboxProxyUrl; is "
                              "api_url a current Daytona API?",
                              id);
+    /* The toolbox receives our API key: never let a response downgrade it to plain HTTP. */
+    if (strncmp(p->api_url, "https://", 8) == 0 && strncmp(tb, "https://", 8) != 0)
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "daytona: sandbox %s: toolboxProxyUrl is not https while api_url "
+                             "is; refusing to send the API key over plain HTTP",
+                             id);
     daytona_sandbox *d = calloc(1, sizeof *d);
     char *base = d ? dt_strip_slash(tb) : NULL;
     char *esc = sbx_http_url_escape(id);
