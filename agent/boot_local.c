@@ -195,7 +195,6 @@ static void child_setup(const boot_opts *o)
     close(ready_pipe[0]);
     if (read(go_pipe[0], &c, 1) != 1)
         _exit(1); /* P died before writing our id maps */
-    close(go_pipe[0]);
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
         fail("become root of the new user namespace");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -296,6 +295,14 @@ static void child_setup(const boot_opts *o)
         loopback_up();
     if (sethostname("sbx", 3) < 0)
         fail("set the hostname");
+    /* P moved us into the sandbox's cgroups while we mounted (a v1 migration waits for an RCU
+     * grace period: ~10 ms that now overlap with the setup above). Only now does our cgroup
+     * namespace begin, rooted at the sandbox's own cgroup. */
+    if (read(go_pipe[0], &c, 1) != 1 || c != 'c')
+        fail("join the sandbox cgroups (the launcher could not)");
+    close(go_pipe[0]);
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        fail("create the cgroup namespace");
     /* pivot_root onto itself, then lazily detach the old root: nothing of the host's mount
      * tree stays reachable (a plain chroot would leave it under us). */
     if (syscall(SYS_pivot_root, ".", ".") < 0)
@@ -433,21 +440,12 @@ int boot_local_main(int argc, char **argv)
         o.agent.prog_gid = 0;
         o.agent.shared_uid = true;
     }
-    for (int i = 0; i < n_cgroups; i++) {
-        int fd = open(cgroup_procs[i], O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, "0", 1) != 1) {
-            fprintf(stderr, "sbx-agent boot: cannot join cgroup %s: %s\n", cgroup_procs[i],
-                    strerror(errno));
-            return 1;
-        }
-        close(fd);
-    }
     if (pipe2(ready_pipe, O_CLOEXEC) < 0 || pipe2(go_pipe, O_CLOEXEC) < 0) {
         fprintf(stderr, "sbx-agent boot: pipe: %s\n", strerror(errno));
         return 1;
     }
     unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                          CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD;
+                          CLONE_NEWUTS | SIGCHLD; /* CLONE_NEWCGROUP: after the cgroup move */
     if (o.net_deny)
         flags |= CLONE_NEWNET;
     uid_t uid = getuid();
@@ -497,6 +495,26 @@ int boot_local_main(int argc, char **argv)
         return 1;
     }
     if (write(go_pipe[1], "g", 1) != 1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 1;
+    }
+    /* Move C (and so everything it will ever start) into the sandbox's cgroups while it sets
+     * up its mounts; then let it enter its cgroup namespace. */
+    char pidtext[32];
+    snprintf(pidtext, sizeof pidtext, "%d", (int)pid);
+    for (int i = 0; i < n_cgroups; i++) {
+        int fd = open(cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, pidtext, strlen(pidtext)) != (ssize_t)strlen(pidtext)) {
+            fprintf(stderr, "sbx-agent boot: cannot move the sandbox into cgroup %s: %s\n",
+                    cgroup_procs[i], strerror(errno));
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return 1;
+        }
+        close(fd);
+    }
+    if (write(go_pipe[1], "c", 1) != 1) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         return 1;

@@ -152,20 +152,28 @@ int main(int argc, char **argv)
            geteuid() == 0 ? "memory_mb=512 pids=256 via cgroups" : "no cgroups");
 
     int64_t *sbx_us = calloc(cold_n, sizeof *sbx_us), *bw_us = calloc(cold_n, sizeof *bw_us);
+    int64_t *c_us = calloc(cold_n, sizeof *c_us), *x_us = calloc(cold_n, sizeof *x_us),
+            *d_us = calloc(cold_n, sizeof *d_us);
     size_t bw_ok = 0;
     for (size_t i = 0; i < cold_n; i++) { /* interleaved: both see the same machine load */
         int64_t t0 = sbx_monotonic_us();
         sbx_sandbox *sb = create();
+        int64_t t1 = sbx_monotonic_us();
         run_true(sb);
+        int64_t t2 = sbx_monotonic_us();
         destroy(sb);
         sbx_us[i] = sbx_monotonic_us() - t0;
+        c_us[i] = t1 - t0;
+        x_us[i] = t2 - t1;
+        d_us[i] = t0 + sbx_us[i] - t2;
         int64_t b = bwrap_once();
         if (b >= 0)
             bw_us[bw_ok++] = b;
     }
     double cold = median_ms(sbx_us, cold_n);
-    printf("  %-58s %10.3f ms  (n=%zu)\n", "cold: create -> exec /bin/true -> destroy", cold,
-           cold_n);
+    printf("  %-58s %10.3f ms  (n=%zu; create %.2f, first exec %.2f, destroy %.2f)\n",
+           "cold: create -> exec /bin/true -> destroy", cold, cold_n, median_ms(c_us, cold_n),
+           median_ms(x_us, cold_n), median_ms(d_us, cold_n));
     if (bw_ok) {
         double bw = median_ms(bw_us, bw_ok);
         printf("  %-58s %10.3f ms  (n=%zu)  sbx/bwrap = %.2f (target <= 1.5)\n",
@@ -218,6 +226,9 @@ int main(int argc, char **argv)
     rmdir(rt);
     free(all);
     free(sbx_us);
+    free(c_us);
+    free(x_us);
+    free(d_us);
     free(bw_us);
     free(warm_us);
     sbx_message_free((ProtobufCMessage *)policy);

@@ -66,6 +66,43 @@ static void test_local_program_runs_as_unprivileged_uid(void **state)
     lt_destroy(e, sb);
 }
 
+static void test_local_cgroup_namespace_is_rooted_at_the_sandbox(void **state)
+{
+    lt_env *e = *state;
+    if (getuid() != 0)
+        skip();
+    sbx_sandbox *sb = lt_create(e);
+    /* inside: every hierarchy shows "/" (the sandbox's own cgroup); the host path is hidden */
+    sbx_result *r = lt_run(e, sb, "grep -v ':/$' /proc/self/cgroup | wc -l; grep -c sbx /proc/self/cgroup");
+    assert_true(lt_stdout_has(r, "0\n0\n"));
+    sbx_message_free((ProtobufCMessage *)r);
+    /* outside: the agent is a member of the sandbox's memory cgroup */
+    char meta[512], line[600], procs[700] = "";
+    snprintf(meta, sizeof meta, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(meta, "r");
+    assert_non_null(f);
+    long pid = 0;
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "pid %ld", &pid);
+        if (strncmp(line, "cgroup ", 7) == 0 && strstr(line, "/memory/")) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(procs, sizeof procs, "%s/cgroup.procs", line + 7);
+        }
+    }
+    fclose(f);
+    if (procs[0]) {
+        f = fopen(procs, "r");
+        assert_non_null(f);
+        bool member = false;
+        long p;
+        while (fscanf(f, "%ld", &p) == 1)
+            member = member || p == pid;
+        fclose(f);
+        assert_true(member);
+    }
+    lt_destroy(e, sb);
+}
+
 static void test_local_stateful_python_keeps_variables(void **state)
 {
     lt_env *e = *state;
@@ -444,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_local_runs_a_command_and_reports_its_exit),
         cmocka_unit_test(test_local_runs_python3),
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
+        cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
         cmocka_unit_test(test_local_stateful_python_keeps_variables),
         cmocka_unit_test(test_local_python_exception_is_a_result_with_traceback),
         cmocka_unit_test(test_local_bash_code_runs_through_a_shell),
