@@ -160,6 +160,31 @@ static void test_docker_escape_agent_cannot_be_killed_by_the_program(void **stat
     assert_string_equal(sh(f, "echo alive", NULL), "alive\n");
 }
 
+static void test_docker_escape_agent_cannot_be_ptraced(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    /* PTRACE_ATTACH (16) to PID 1, the agent: a different uid and no CAP_SYS_PTRACE. */
+    assert_string_equal(sh(f,
+                           "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+                           "print(l.ptrace(16, 1, 0, 0), ctypes.get_errno() != 0)'",
+                           NULL),
+                        "-1 True\n");
+}
+
+static void test_docker_escape_io_uring_is_refused(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    /* io_uring_setup (425): refused by the agent's seccomp filter (and Docker's profile). */
+    assert_string_equal(sh(f,
+                           "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+                           "b = ctypes.create_string_buffer(120); "
+                           "print(l.syscall(425, 4, b), ctypes.get_errno() != 0)'",
+                           NULL),
+                        "-1 True\n");
+}
+
 static void test_docker_escape_mount_is_refused(void **state)
 {
     fixture *f = *state;
@@ -269,6 +294,8 @@ int main(void)
         cmocka_unit_test(test_docker_escape_host_processes_are_not_visible),
         cmocka_unit_test(test_docker_escape_programs_run_unprivileged_without_capabilities),
         cmocka_unit_test(test_docker_escape_agent_cannot_be_killed_by_the_program),
+        cmocka_unit_test(test_docker_escape_agent_cannot_be_ptraced),
+        cmocka_unit_test(test_docker_escape_io_uring_is_refused),
         cmocka_unit_test(test_docker_escape_mount_is_refused),
         cmocka_unit_test(test_docker_escape_network_deny_reaches_nothing_on_the_host),
         cmocka_unit_test(test_docker_escape_pids_limit_holds_a_fork_bomb),
