@@ -142,22 +142,23 @@ class Interop:
             self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
 
     def test_large_output_streams_through_a_small_client_window(self):
-        # no BDP probing: the client keeps its 64 KiB window, so 2 MB of output can only
+        # no BDP probing: the client keeps its 64 KiB window, so 200 KB of output can only
         # arrive through HTTP/2 flow control (WINDOW_UPDATEs as the client reads)
         opts = [("grpc.http2.bdp_probe", 0), ("grpc.max_receive_message_length", 8 << 20)]
         with self.channel(opts) as ch:
             stub = pb_grpc.ExecutionStub(ch)
             got = 0
             last = None
-            for ev in stub.ExecuteStream(command("yes 1000000"), timeout=120,
+            for ev in stub.ExecuteStream(command("yes 100000"), timeout=120,
                                          metadata=self.metadata()):
                 if ev.WhichOneof("event") == "output":
                     self.assertEqual(ev.output.offset, got)
+                    if got == 0:
+                        time.sleep(0.5)  # a stalled reader: the worker must wait for window
                     got += len(ev.output.data)
-                    time.sleep(0.001)  # a slow reader
                 last = ev
             self.assertEqual(last.completion.error, "")
-            self.assertEqual(got, 2000000)
+            self.assertEqual(got, 200000)
             self.assertEqual(last.completion.status, pb.COMPLETION_STATUS_SUCCEEDED)
 
     def test_deadline_exceeded_mid_execution(self):
