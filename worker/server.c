@@ -61,6 +61,8 @@
 /* Most output bytes coalesced into one ExecuteEvent while the loop is busy: big enough to
  * amortise framing, small enough to keep streaming interactive and memory bounded per call. */
 #define WORKER_OUTPUT_COALESCE (256 << 10)
+/* First buffer of an output run: most programs print lines; it doubles as a run grows. */
+#define WORKER_OUTPUT_FIRST_CAP 256
 /* Waiting executor threads per thread-broker thread (see sbx_worker_new). */
 #define WORKER_WAITERS_PER_THREAD 4
 /* Most executor threads; each waiter costs only a small stack (WORKER_EXECUTOR_STACK). */
@@ -455,7 +457,7 @@ static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, si
     p = calloc(1, sizeof *p);
     if (!p)
         return;
-    size_t cap = len < 4096 ? 4096 : len;
+    size_t cap = len < WORKER_OUTPUT_FIRST_CAP ? WORKER_OUTPUT_FIRST_CAP : len;
     p->bytes = malloc(cap);
     if (!p->bytes) {
         free(p);
