@@ -411,6 +411,46 @@ static void test_audit_signals_to_pid1_from_inside_are_ignored(void **state)
     free(out);
 }
 
+/* A program that keeps sending SIGSTOP to every process it may signal (kill(-1)) catches the
+ * agent's vfork child in the instant between its switch to the program uid and its execve:
+ * the child stops there, and PID 1 waits for it inside clone(CLONE_VFORK) forever -- no more
+ * commands, file operations or pings, and the idle TTL can never end the sandbox. */
+static void test_audit_program_cannot_wedge_the_agent_with_sigstop(void **state)
+{
+    (void)state;
+    sbx_policy *p = lt_policy(getuid() == 0 ? 512 : 0, getuid() == 0 ? 256 : 0);
+    sbx_sandbox *sb = lt_create_with(&A->env, p);
+    sbx_message_free((ProtobufCMessage *)p);
+    sbx_result *r = lt_run(&A->env, sb,
+                           "nohup python3 -c \"import os, signal, time\n"
+                           "end = time.time() + 8\n"
+                           "while time.time() < end:\n"
+                           "    try: os.kill(-1, signal.SIGSTOP)\n"
+                           "    except OSError: pass\" >/dev/null 2>&1 </dev/null & echo spawned");
+    sbx_message_free((ProtobufCMessage *)r);
+    /* execs back to back while the stopper runs: each is a chance for it to hit the window */
+    int64_t until = sbx_monotonic_ms() + 7500;
+    while (sbx_monotonic_ms() < until) {
+        sbx_error err = {0};
+        sbx_status st = lt_sh(&A->env, sb, "true", 300, &r, &err);
+        sbx_message_free((ProtobufCMessage *)r);
+        if (st != SBX_OK && st != SBX_E_TIMEOUT)
+            break;
+    }
+    sleep(2); /* the stopper has ended */
+    sbx_error err = {0};
+    sbx_status st = lt_sh(&A->env, sb, "echo alive", 10000, &r, &err);
+    bool alive = st == SBX_OK && lt_stdout_has(r, "alive");
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&A->env, sb);
+    if (!alive)
+        KNOWN_ESCAPE("a program wedged the agent: SIGSTOP sent to all its processes stops a "
+                     "vfork child between setresuid and execve, and PID 1 waits in "
+                     "clone(CLONE_VFORK) forever (%s); spawn without CLONE_VFORK (fork, or "
+                     "CLONE_VM with an exec-status pipe the agent polls with a timeout)",
+                     err.message);
+}
+
 /* ---- /proc, /sys, /dev, cgroups ---------------------------------------------------------- */
 
 static void test_audit_sensitive_proc_files_are_refused(void **state)
@@ -593,6 +633,40 @@ static void test_audit_file_api_symlink_swap_race_stays_inside(void **state)
     closedir(d);
 }
 
+/* Contract strings are UTF-8 (protobuf `string`): a program that names a file with bytes that
+ * are not UTF-8 must not make the host emit an invalid string (a strict decoder -- Python's
+ * protobuf, our own remote broker -- then refuses the whole completion). */
+static bool valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
+        if (n < 0)
+            return false;
+        p++;
+        for (int i = 0; i < n; i++, p++)
+            if ((*p >> 6) != 2)
+                return false;
+    }
+    return true;
+}
+
+static void test_audit_file_listing_never_emits_invalid_utf8(void **state)
+{
+    (void)state;
+    free(sh_out("mkdir -p /workspace/utf8 && cd /workspace/utf8 && touch \"$(printf 'bad\\377name')\""));
+    sbx_result *r;
+    sbx_status st = list_path("/workspace/utf8", &r);
+    bool bad = false;
+    for (size_t i = 0; st == SBX_OK && i < r->n_files; i++)
+        bad = bad || (r->files[i]->path && !valid_utf8(r->files[i]->path));
+    sbx_message_free((ProtobufCMessage *)r);
+    if (bad)
+        KNOWN_ESCAPE("policy not enforced: a file name that is not UTF-8 reaches the host's "
+                     "completion as an invalid protobuf string (list_files); the agent or "
+                     "sbx_agent_list_files must escape or refuse such names");
+}
+
 /* ---- host-side state ------------------------------------------------------------------------ */
 
 /* The state directory and the socket are private to the sandbox's owner on the host. */
@@ -636,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_audit_agent_socket_is_out_of_reach),
         cmocka_unit_test(test_audit_agent_is_hidden_in_proc),
         cmocka_unit_test(test_audit_signals_to_pid1_from_inside_are_ignored),
+        cmocka_unit_test(test_audit_program_cannot_wedge_the_agent_with_sigstop),
         cmocka_unit_test(test_audit_sensitive_proc_files_are_refused),
         cmocka_unit_test(test_audit_cgroups_are_neither_visible_nor_writable),
         cmocka_unit_test(test_audit_dev_holds_only_harmless_nodes),
@@ -644,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_audit_host_sysv_shared_memory_is_invisible),
         cmocka_unit_test(test_audit_file_api_does_not_list_proc_or_agent_dir),
         cmocka_unit_test(test_audit_file_api_symlink_swap_race_stays_inside),
+        cmocka_unit_test(test_audit_file_listing_never_emits_invalid_utf8),
         cmocka_unit_test(test_audit_host_state_dir_is_private),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
