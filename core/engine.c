@@ -814,6 +814,39 @@ static sbx_completion *do_destroy(run *r)
     return c;
 }
 
+/* Every string a provider fills comes, in the end, from inside a sandbox or a remote API (file
+ * names, a kernel's value, error texts): hostile bytes. A string field must be UTF-8 without
+ * NUL or Python/C++ clients refuse the whole completion, so invalid bytes become U+FFFD here,
+ * once for every provider. */
+static void text_field(char **field)
+{
+    if (*field != NULL && !sbx_text_valid(*field, strlen(*field))) {
+        char *raw = *field;
+        *field = (char *)protobuf_c_empty_string;
+        if (!sbx_set_text(field, raw, strlen(raw)))
+            *field = (char *)protobuf_c_empty_string;
+        free(raw);
+    }
+}
+
+static void completion_text(sbx_completion *c)
+{
+    text_field(&c->error);
+    text_field(&c->notice);
+    sbx_result *res = c->result;
+    if (res == NULL)
+        return;
+    text_field(&res->value);
+    for (size_t i = 0; i < res->n_files; i++)
+        if (res->files[i] != NULL)
+            text_field(&res->files[i]->path);
+    for (size_t i = 0; i < res->n_provider_data; i++)
+        if (res->provider_data[i] != NULL) {
+            text_field(&res->provider_data[i]->key);
+            text_field(&res->provider_data[i]->value);
+        }
+}
+
 sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
                                    const sbx_engine_hooks *hooks)
 {
@@ -907,6 +940,8 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
     out = do_operation(&r, hooks);
     r.handle = NULL; /* do_operation consumed it */
 done:
+    if (out != NULL)
+        completion_text(out);
     sbx_completion_free(r.c);
     sbx_message_free((ProtobufCMessage *)r.handle);
     sbx_message_free((ProtobufCMessage *)r.policy);

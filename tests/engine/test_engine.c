@@ -523,6 +523,40 @@ static void test_engine_managed_reconnect_needs_attach_capability(void **state)
     sbx_completion_free(c2);
 }
 
+/* File names come from inside the sandbox: bytes that are not UTF-8 must not reach a string
+ * field as they are (Python/C++ clients would refuse the whole completion). */
+static void test_engine_file_names_that_are_not_utf8_become_replacement_characters(void **state)
+{
+    env *t = *state;
+    sbx_request *w = fx_shell("default", "true");
+    sbx__v1__run_command__free_unpacked(w->run_command, NULL);
+    w->run_command = NULL;
+    w->write_file = malloc(sizeof(*w->write_file));
+    sbx__v1__write_file__init(w->write_file);
+    sbx_set_string(&w->write_file->path, "/workspace/\xff\xfe.txt");
+    sbx_set_bytes(&w->write_file->content, "x", 1);
+    w->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
+    sbx_completion *c1 = run(t, w);
+    assert_int_equal(c1->status, OK_STATUS);
+    sbx_request *l = fx_shell("default", "true");
+    sbx__v1__run_command__free_unpacked(l->run_command, NULL);
+    l->run_command = NULL;
+    l->list_files = malloc(sizeof(*l->list_files));
+    sbx__v1__list_files__init(l->list_files);
+    sbx_set_string(&l->list_files->path, "/workspace");
+    l->op_case = SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES;
+    fx_session(l, c1->session);
+    sbx_completion *c2 = run(t, l);
+    assert_int_equal(c2->status, OK_STATUS);
+    assert_int_equal(c2->result->n_files, 1);
+    const char *name = c2->result->files[0]->path;
+    assert_true(sbx_text_valid(name, strlen(name)));
+    assert_non_null(strstr(name, "\xEF\xBF\xBD"));
+    assert_non_null(strstr(name, ".txt"));
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -557,6 +591,7 @@ int main(void)
         T(test_engine_create_failure_is_provision_error),
         T(test_engine_session_locks_are_reclaimed),
         T(test_engine_files_round_trip),
+        T(test_engine_file_names_that_are_not_utf8_become_replacement_characters),
         T(test_engine_describe_lists_profiles_with_capabilities),
         T(test_engine_managed_reconnect_needs_attach_capability),
     };
