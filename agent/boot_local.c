@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <linux/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -142,6 +143,16 @@ static void bind_fd(int fd, const char *dst, bool readonly, bool is_dir)
         mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | kept_flags(dst),
               NULL) < 0)
         fail("remount %s read-only", dst);
+    /* MS_REC carried every mount below the source along (a tmpfs, another disk), and the
+     * remount above changed only the top one: make the whole subtree read-only and nosuid, or
+     * a program writes to the host through a submount of a "read-only" bind. */
+    if (readonly && is_dir) {
+        struct mount_attr attr;
+        memset(&attr, 0, sizeof attr);
+        attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID;
+        if (syscall(SYS_mount_setattr, AT_FDCWD, dst, AT_RECURSIVE, &attr, sizeof attr) < 0)
+            fail("make %s and the mounts below it read-only (mount_setattr, Linux 5.12+)", dst);
+    }
 }
 
 static void tmpfs(const char *dst, unsigned long flags, const char *opts)

@@ -27,7 +27,9 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -679,10 +681,12 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
     const char *path = resolve_exec(argv[0], env, env_count);
     spawn_args sa = {argv, env, cwd, path, u, g, keep, with_stdin ? pi[0] : -1, po[1], pe[1],
                      extra3, extra4};
-    /* CLONE_VM|CLONE_VFORK: no page-table copy (a fork of the agent costs ~0.2 ms); we are
-     * suspended until the child has exec'd, and the child touches only its own stack. */
-    pid_t pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                      &sa);
+    /* A plain fork (no CLONE_VM|CLONE_VFORK): with vfork the agent sleeps until the child
+     * execs, so a program that SIGSTOPs every process of its uid (kill(-1, SIGSTOP)) catches
+     * the child between setresuid and execve and wedges PID 1 forever. The page-table copy of
+     * this small static agent costs a fraction of a millisecond; the child's copy of
+     * spawn_stack is its own. */
+    pid_t pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, SIGCHLD, &sa);
     if (pid < 0) {
         int e = errno;
         close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
@@ -1520,6 +1524,31 @@ static int listen_on(const char *path)
     return fd;
 }
 
+/* Once the socket listens, the sandbox's view of its directory becomes read-only: a program
+ * that shares our uid (rootless boxes) could otherwise unlink the socket and bind its own in
+ * its place -- the host's next connection would then talk to an impostor -- or fill the host
+ * directory behind the bind, outside every size limit. The host's side stays writable (the
+ * remount changes only this bind). Best effort: without CAP_SYS_ADMIN (a docker container)
+ * the directory's 0700 mode, owned by another uid than programs', is the protection. */
+static void seal_socket_dir(const char *socket_path)
+{
+    char dir[AGENT_MAX_PATH];
+    snprintf(dir, sizeof dir, "%s", socket_path);
+    char *slash = strrchr(dir, '/');
+    if (getpid() != 1 || !slash || slash == dir)
+        return; /* an agent run by hand on a host must never remount the host's directories */
+    *slash = '\0';
+    struct statvfs sv;
+    unsigned long keep = 0;
+    if (statvfs(dir, &sv) == 0) { /* flags a user namespace may not clear */
+        if (sv.f_flag & ST_NOATIME) keep |= MS_NOATIME;
+        if (sv.f_flag & ST_NODIRATIME) keep |= MS_NODIRATIME;
+        if (sv.f_flag & ST_RELATIME) keep |= MS_RELATIME;
+    }
+    mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | keep,
+          NULL);
+}
+
 int agent_serve(const agent_config *config)
 {
     cfg = *config;
@@ -1557,6 +1586,7 @@ int agent_serve(const agent_config *config)
                 strerror(-listen_fd));
         return 1;
     }
+    seal_socket_dir(cfg.socket_path);
     if (cfg.ready_fd >= 0) {
         ssize_t w = write(cfg.ready_fd, "OK\n", 3);
         (void)w;

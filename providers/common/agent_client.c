@@ -306,6 +306,12 @@ static sbx_status recv_event(sbx_agent_conn *c, uint64_t id, int64_t deadline,
     for (;;) {
         uint8_t hdr[4];
         sbx_status st = SBX_OK;
+        /* A hostile agent that keeps the socket full (stale events, endless output) must not
+         * hold us past the deadline: recv_exact only notices it when no data is waiting. */
+        if (remaining_ms(deadline) == 0)
+            return sbx_error_set(err, SBX_E_TIMEOUT, "the agent did not answer in time");
+        if (cancel && *cancel)
+            return sbx_error_set(err, SBX_E_TIMEOUT, "cancelled");
         if (!recv_exact(c, hdr, 4, deadline, &st, err, cancel))
             return st;
         uint32_t n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
@@ -1077,8 +1083,10 @@ sbx_status sbx_agent_list_files(sbx_agent_conn *c, const Sbx__V1__ListFiles *op,
         Sbx__V1__AgentFileEntry *en = e->entry;
         bool last = en->last;
         if (en->name && en->name[0]) {
-            if (++count > SBX_AGENT_MAX_ENTRIES || strchr(en->name, '/') ||
-                strcmp(en->name, "..") == 0) {
+            /* NAME_MAX: no file name is longer; a longer one is a hostile agent making each of
+             * SBX_AGENT_MAX_ENTRIES entries cost a whole frame of host memory */
+            if (++count > SBX_AGENT_MAX_ENTRIES || strlen(en->name) > NAME_MAX ||
+                strchr(en->name, '/') || strcmp(en->name, "..") == 0) {
                 sbx__v1__agent_event__free_unpacked(e, NULL);
                 c->broken = true;
                 return sbx_error_set(err, count > SBX_AGENT_MAX_ENTRIES ? SBX_E_RESOURCE_EXHAUSTED
@@ -1088,7 +1096,7 @@ sbx_status sbx_agent_list_files(sbx_agent_conn *c, const Sbx__V1__ListFiles *op,
                                                                    : "the agent sent a bad name");
             }
             sbx_file *f = sbx_file_new();
-            if (!f || !sbx_set_string(&f->path, en->name)) {
+            if (!f || !sbx_set_text(&f->path, en->name, strlen(en->name))) {
                 sbx_message_free((ProtobufCMessage *)f);
                 sbx__v1__agent_event__free_unpacked(e, NULL);
                 return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");

@@ -545,8 +545,10 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     json_array_append_new(drop, json_string("ALL"));
     json_object_set_new(hc, "CapDrop", drop);
     json_t *add = json_array();
-    static const char *const agent_caps[] = {"SETUID", "SETGID",       "KILL", "CHOWN",
-                                             "FOWNER", "DAC_OVERRIDE", NULL};
+    /* SETPCAP: the agent empties each program's bounding set (confine.c); without it the
+     * programs keep these six there. */
+    static const char *const agent_caps[] = {"SETUID", "SETGID",       "KILL",    "CHOWN",
+                                             "FOWNER", "DAC_OVERRIDE", "SETPCAP", NULL};
     for (size_t i = 0; agent_caps[i] != NULL; i++)
         json_array_append_new(add, json_string(agent_caps[i]));
     json_object_set_new(hc, "CapAdd", add);
