@@ -23,6 +23,13 @@
 /* Default completions kept for result() (DESIGN §6). */
 #define BT_DEFAULT_LRU 1024
 
+/* How long a waiter spins before it sleeps: longer than a fast operation's whole round trip
+ * through an executor, short enough that a slow one wastes no noticeable CPU. */
+#define BT_SPIN_US 50
+/* At most one waiter spins at a time: with many concurrent callers on few cores, spinners would
+ * steal the CPU the executors need; one spinner keeps the single-caller latency low. */
+#define BT_MAX_SPINNERS 1
+
 typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
 
 typedef struct bt_task {
@@ -49,6 +56,7 @@ typedef struct bt_store {
     bt_task *buckets[BT_BUCKETS];
     bt_task *lru_head, *lru_tail;
     size_t n_done, lru_max;
+    int spinners; /* waiters spinning now (atomic; never more than BT_MAX_SPINNERS) */
 } bt_store;
 
 void bt_store_init(bt_store *s, size_t lru_max);

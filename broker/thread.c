@@ -146,7 +146,7 @@ static void *executor(void *arg)
         if (tb->ready_head == NULL)
             tb->ready_tail = NULL;
         t->qnext = NULL;
-        t->state = BT_RUNNING;
+        __atomic_store_n(&t->state, BT_RUNNING, __ATOMIC_RELEASE);
         tb->queued--;
         tb->running++;
         t->refs++; /* keep t alive while unlocked */
