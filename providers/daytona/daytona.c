@@ -28,6 +28,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "providers/common/apikey.h"
 #include "providers/common/http.h"
 #include "sbx/provider.h"
 
@@ -209,38 +210,16 @@ static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *
         dt_provider_free(p);
         return SBX_E_CONFIG;
     }
-    if (ctx->options) {
-        const char *const *items = NULL;
-        size_t n = sbx_options_get_list(ctx->options, "env", &items);
-        p->env = calloc(n ? n : 1, sizeof *p->env);
-        for (size_t i = 0; p->env && i < n; i++) {
-            if (!strchr(items[i], '=') || items[i][0] == '=') {
-                sbx_error_set(err, SBX_E_CONFIG,
-                              "daytona: profile '%s': env entry '%s' is not K=V; write e.g. "
-                              "\"LANG=C.UTF-8\"",
-                              p->profile, items[i]);
-                dt_provider_free(p);
-                return SBX_E_CONFIG;
-            }
-            p->env[p->n_env++] = strdup(items[i]);
-        }
-    }
-    const char *key = getenv(p->key_env);
-    if (key && *key) {
-        p->api_key = strdup(key);
-        if (p->api_key && asprintf(&p->auth_header, "Authorization: Bearer %s", key) < 0)
-            p->auth_header = NULL;
-    }
-    char hint[256];
-    snprintf(hint, sizeof hint, "check that %s holds a valid Daytona API key", p->key_env);
-    sbx_http_client_config hc = {.provider = "daytona", .auth_hint = hint};
-    sbx_status s = sbx_http_client_new(&hc, &p->http, err);
+    sbx_status s =
+        sbx_apikey_env_list(ctx->options, "daytona", p->profile, &p->env, &p->n_env, err);
+    if (s == SBX_OK)
+        s = sbx_apikey_client_new("daytona", "Daytona", p->key_env, &p->api_key, &p->http, err);
     if (s != SBX_OK) {
         dt_provider_free(p);
         return s;
     }
-    if (p->api_key)
-        sbx_http_client_add_secret(p->http, p->api_key);
+    if (p->api_key && asprintf(&p->auth_header, "Authorization: Bearer %s", p->api_key) < 0)
+        p->auth_header = NULL;
     *state = p;
     return SBX_OK;
 }

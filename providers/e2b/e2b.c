@@ -138,36 +138,13 @@ static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
         e2b_provider_free(p);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     }
-    if (ctx->options) {
-        const char *const *items = NULL;
-        size_t n = sbx_options_get_list(ctx->options, "env", &items);
-        p->env = calloc(n ? n : 1, sizeof *p->env);
-        for (size_t i = 0; p->env && i < n; i++) {
-            if (!strchr(items[i], '=') || items[i][0] == '=') {
-                sbx_error_set(err, SBX_E_CONFIG,
-                              "e2b: profile '%s': env entry '%s' is not K=V; write e.g. "
-                              "\"LANG=C.UTF-8\"",
-                              p->profile, items[i]);
-                e2b_provider_free(p);
-                return SBX_E_CONFIG;
-            }
-            p->env[p->n_env++] = strdup(items[i]);
-        }
-    }
-    const char *key = getenv(p->key_env);
-    if (key && *key)
-        p->api_key = strdup(key);
-
-    char hint[256];
-    snprintf(hint, sizeof hint, "check that %s holds a valid E2B API key", p->key_env);
-    sbx_http_client_config hc = {.provider = "e2b", .auth_hint = hint};
-    sbx_status s = sbx_http_client_new(&hc, &p->http, err);
+    sbx_status s = sbx_apikey_env_list(ctx->options, "e2b", p->profile, &p->env, &p->n_env, err);
+    if (s == SBX_OK)
+        s = sbx_apikey_client_new("e2b", "E2B", p->key_env, &p->api_key, &p->http, err);
     if (s != SBX_OK) {
         e2b_provider_free(p);
         return s;
     }
-    if (p->api_key)
-        sbx_http_client_add_secret(p->http, p->api_key);
     *state = p;
     return SBX_OK;
 }

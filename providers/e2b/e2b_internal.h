@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "providers/common/apikey.h"
 #include "providers/common/http.h"
 #include "sbx/provider.h"
 

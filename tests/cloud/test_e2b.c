@@ -240,6 +240,24 @@ static void test_e2b_capabilities_are_honest(void **state)
     sbx_message_free(&c->base);
 }
 
+static void test_e2b_env_entry_without_equals_is_config_naming_it(void **state)
+{
+    fx *f = *state;
+    const char *kv[] = {"api_key_env", f->env_name, "api_url", fake_e2b_url(f->fake),
+                        "env",         "LANG=C",    "env",     "NOEQUALS",
+                        NULL};
+    sbx_options *o = cloud_options(&sbx_provider_e2b, kv);
+    sbx_provider_ctx ctx = {
+        .profile = "cloudtest", .options = o, .environment = SBX_ENV_MANAGED, .node = "n1"};
+    void *st = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.open(&ctx, &st, &err), SBX_E_CONFIG);
+    assert_null(st);
+    assert_non_null(strstr(err.message, "'NOEQUALS' is not K=V"));
+    assert_non_null(strstr(err.message, "cloudtest"));
+    sbx_options_free(o);
+}
+
 static void test_e2b_missing_api_key_is_config_naming_the_variable(void **state)
 {
     fx *f = *state;
@@ -820,6 +838,7 @@ int main(void)
         T(test_e2b_check_policy_lists_resources_and_filesystem),
         T(test_e2b_check_policy_accepts_network_modes),
         T(test_e2b_capabilities_are_honest),
+        T(test_e2b_env_entry_without_equals_is_config_naming_it),
         T(test_e2b_missing_api_key_is_config_naming_the_variable),
         T(test_e2b_wrong_key_is_config_with_hint_and_no_key),
         T(test_e2b_unknown_template_is_config_naming_it),
