@@ -15,7 +15,7 @@ struct sbx_broker {
     void *impl;
     pthread_mutex_t rec_mu; /* guards recorder (swapped by record_to while workers append) */
     sbx_recorder *recorder;
-    bool closed;            /* close() ran (idempotence); guarded by rec_mu */
+    bool closed; /* close() ran (idempotence); guarded by rec_mu */
 };
 
 sbx_broker *sbx_broker_wrap(const sbx_broker_vtable *vt, void *impl)
@@ -53,19 +53,19 @@ sbx_status sbx_broker_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     return b->vt->submit(b, req, wait_ms, hooks, out);
 }
 
-sbx_status sbx_broker_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
-                             sbx_completion **out)
+sbx_status sbx_broker_result(sbx_broker *b, const char *subject, const char *task_id,
+                             int64_t wait_ms, sbx_completion **out)
 {
     *out = NULL;
     if (b == NULL || task_id == NULL)
         return SBX_E_INVALID_ARGUMENT;
-    return b->vt->result(b, task_id, wait_ms, out);
+    return b->vt->result(b, subject != NULL ? subject : "", task_id, wait_ms, out);
 }
 
-void sbx_broker_discard(sbx_broker *b, const char *task_id)
+void sbx_broker_discard(sbx_broker *b, const char *subject, const char *task_id)
 {
     if (b != NULL && task_id != NULL && b->vt->discard != NULL)
-        b->vt->discard(b, task_id);
+        b->vt->discard(b, subject != NULL ? subject : "", task_id);
 }
 
 void sbx_broker_close(sbx_broker *b)

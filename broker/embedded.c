@@ -1,7 +1,7 @@
 /* embedded.c - the embedded broker (DESIGN §6): runs the engine inline in the caller's thread,
  * always synchronously. It keeps the bounded completion LRU for result()/discard() and dedups
- * task_ids like every in-process broker (a task_id running in another thread is joined, a done
- * one returns its stored completion).
+ * like every in-process broker, by (principal subject, task_id) (tasks.h): a task running in
+ * another thread is joined, a done one returns its stored completion.
  * This file must not start threads.
  */
 #include <stdlib.h>
@@ -20,8 +20,16 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     (void)wait_ms; /* always synchronous */
     embedded *e = sbx_broker_impl(b);
     const char *id = req->task_id != NULL ? req->task_id : "";
+    const char *subject = sbx_request_subject(req);
+    uint8_t digest[SBX_REQUEST_DIGEST_LEN];
+    bool keyed = id[0] != '\0' && sbx_request_digest(req, digest);
     pthread_mutex_lock(&e->store.mu);
-    bt_task *t = id[0] != '\0' ? bt_find(&e->store, id) : NULL;
+    bt_task *t = keyed ? bt_find(&e->store, subject, id) : NULL;
+    if (t != NULL && !bt_same_request(t, digest)) {
+        pthread_mutex_unlock(&e->store.mu);
+        *out = bt_conflict(subject, id);
+        return SBX_OK;
+    }
     if (t != NULL) {
         bt_wait(&e->store, t, SBX_WAIT_FOREVER, out);
         pthread_mutex_unlock(&e->store.mu);
@@ -29,7 +37,7 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
             *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
         return SBX_OK;
     }
-    t = id[0] != '\0' ? bt_insert(&e->store, id) : NULL;
+    t = keyed ? bt_insert(&e->store, subject, id, digest) : NULL;
     if (t != NULL)
         t->state = BT_RUNNING;
     pthread_mutex_unlock(&e->store.mu);
@@ -52,12 +60,12 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     return SBX_OK;
 }
 
-static sbx_status emb_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
-                             sbx_completion **out)
+static sbx_status emb_result(sbx_broker *b, const char *subject, const char *task_id,
+                             int64_t wait_ms, sbx_completion **out)
 {
     embedded *e = sbx_broker_impl(b);
     pthread_mutex_lock(&e->store.mu);
-    bt_task *t = bt_find(&e->store, task_id);
+    bt_task *t = bt_find(&e->store, subject, task_id);
     sbx_status st = SBX_OK;
     if (t == NULL || t->discarded)
         st = SBX_E_INVALID_ARGUMENT;
@@ -67,11 +75,11 @@ static sbx_status emb_result(sbx_broker *b, const char *task_id, int64_t wait_ms
     return st;
 }
 
-static void emb_discard(sbx_broker *b, const char *task_id)
+static void emb_discard(sbx_broker *b, const char *subject, const char *task_id)
 {
     embedded *e = sbx_broker_impl(b);
     pthread_mutex_lock(&e->store.mu);
-    bt_discard(&e->store, task_id);
+    bt_discard(&e->store, subject, task_id);
     pthread_mutex_unlock(&e->store.mu);
 }
 

@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "broker/tasks.h"
 #include "sbx/broker.h"
 
 /* Largest response message accepted: the worker's default max_message_bytes (16 MiB), so a
@@ -42,39 +43,41 @@ typedef struct rtask rtask;
  * easy handle, which only the transfer thread touches while the task is in the multi handle. */
 struct rtask {
     struct remote_broker *r;
-    rtask *next;          /* in remote->tasks */
-    rtask *queue_next;    /* in remote->incoming */
+    rtask *next;       /* in remote->tasks */
+    rtask *queue_next; /* in remote->incoming */
     char *task_id;
-    uint8_t *body;        /* the framed request */
+    char *subject; /* the request's principal subject: with task_id, the task's key */
+    uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* sbx_request_digest of the request */
+    uint8_t *body;                          /* the framed request */
     size_t body_len;
-    bool stream;          /* ExecuteStream (hooks with on_output) */
+    bool stream; /* ExecuteStream (hooks with on_output) */
     sbx_engine_hooks hooks;
-    bool hooks_valid;     /* false once submit() returned: never call them again */
-    int64_t deadline_ms;  /* absolute unix ms; 0 = none */
-    char *node;           /* x-sbx-node routing header value, or NULL */
-    sbx_request *req;     /* a copy, for the recorder */
+    bool hooks_valid;    /* false once submit() returned: never call them again */
+    int64_t deadline_ms; /* absolute unix ms; 0 = none */
+    char *node;          /* x-sbx-node routing header value, or NULL */
+    sbx_request *req;    /* a copy, for the recorder */
     int64_t started_at_ms;
     CURL *easy;
     struct curl_slist *headers;
     uint8_t *resp;
     size_t resp_len, resp_cap;
     bool oversize, bad_frame;
-    int grpc_status;      /* -1: not seen */
+    int grpc_status; /* -1: not seen */
     char *grpc_message;
     long http_status;
     int attempts;
-    int64_t retry_at_ms;  /* monotonic; re-added then */
+    int64_t retry_at_ms; /* monotonic; re-added then */
     sbx_completion *completion;
     bool done, discarded, collected;
     int64_t done_seq;
 };
 
 typedef struct remote_broker {
-    sbx_broker *self;     /* the wrapper (sbx_broker_wrap) around this impl */
-    char *url_base;       /* scheme://host:port */
+    sbx_broker *self; /* the wrapper (sbx_broker_wrap) around this impl */
+    char *url_base;   /* scheme://host:port */
     bool tls;
     char *ca_file, *cert_file, *key_file;
-    char *auth_header;    /* "authorization: Bearer ..." (never logged) */
+    char *auth_header; /* "authorization: Bearer ..." (never logged) */
     long connect_timeout_ms;
     size_t max_message;
     CURLM *multi;
@@ -101,6 +104,7 @@ static void task_free(rtask *t)
     if (!t)
         return;
     free(t->task_id);
+    free(t->subject);
     free(t->body);
     free(t->node);
     sbx_request_free(t->req);
@@ -142,8 +146,7 @@ static void decode_stream(remote_broker *r, rtask *t)
             pthread_mutex_lock(&r->lock);
             if (t->hooks_valid && t->hooks.on_output)
                 t->hooks.on_output(t->hooks.on_output_arg, ev->output->stream,
-                                   ev->output->data.data, ev->output->data.len,
-                                   ev->output->offset);
+                                   ev->output->data.data, ev->output->data.len, ev->output->offset);
             pthread_mutex_unlock(&r->lock);
         } else if (ev->event_case == SBX__V1__EXECUTE_EVENT__EVENT_COMPLETION && ev->completion) {
             sbx_completion_free(t->completion);
@@ -292,10 +295,8 @@ static bool retryable(CURLcode cc, int grpc_status)
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return true;
-    default:
-        return false;
+    case CURLE_HTTP2_STREAM: return true;
+    default: return false;
     }
 }
 
@@ -339,8 +340,8 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
                                    r->url_base);
     sbx_completion *c = NULL;
     sbx_error err = {0};
-    if (sbx_completion_decode(t->resp + GRPC_PREFIX, t->resp_len - GRPC_PREFIX, r->max_message,
-                              &c, &err) != SBX_OK)
+    if (sbx_completion_decode(t->resp + GRPC_PREFIX, t->resp_len - GRPC_PREFIX, r->max_message, &c,
+                              &err) != SBX_OK)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: %s", err.message);
     return c;
 }
@@ -511,8 +512,9 @@ static void *transfer_main(void *arg)
             }
             if (!task_start(r, t)) {
                 pthread_mutex_lock(&r->lock);
-                task_done(r, t, sbx_completion_fail(t->task_id, SBX_E_BROKER,
-                                                    "remote broker: cannot start a transfer"));
+                task_done(r, t,
+                          sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                              "remote broker: cannot start a transfer"));
                 pthread_mutex_unlock(&r->lock);
             }
             t = n;
@@ -525,8 +527,9 @@ static void *transfer_main(void *arg)
                 *pp = t->queue_next;
                 if (!task_start(r, t)) {
                     pthread_mutex_lock(&r->lock);
-                    task_done(r, t, sbx_completion_fail(t->task_id, SBX_E_BROKER,
-                                                        "remote broker: cannot restart"));
+                    task_done(r, t,
+                              sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                                  "remote broker: cannot restart"));
                     pthread_mutex_unlock(&r->lock);
                 }
                 continue;
@@ -565,14 +568,14 @@ static void *transfer_main(void *arg)
             bool discarded = t->discarded;
             bool cancelled = t->hooks_valid && t->hooks.cancel && *t->hooks.cancel;
             pthread_mutex_unlock(&r->lock);
-            bool deadline_left = t->deadline_ms == 0 ||
-                                 t->deadline_ms - sbx_now_ms() > REMOTE_RETRY_BACKOFF_MS;
+            bool deadline_left =
+                t->deadline_ms == 0 || t->deadline_ms - sbx_now_ms() > REMOTE_RETRY_BACKOFF_MS;
             if (!discarded && !cancelled && !t->oversize && t->attempts < REMOTE_MAX_ATTEMPTS &&
                 deadline_left &&
                 (retryable(cc, t->grpc_status) || (!r->tls && t->http_status == 505)) &&
                 !(t->stream && t->resp_len)) {
-                t->retry_at_ms = sbx_monotonic_ms() +
-                                 ((int64_t)REMOTE_RETRY_BACKOFF_MS << (t->attempts - 1));
+                t->retry_at_ms =
+                    sbx_monotonic_ms() + ((int64_t)REMOTE_RETRY_BACKOFF_MS << (t->attempts - 1));
                 t->queue_next = retry;
                 retry = t;
                 wait_ms = 0;
@@ -604,10 +607,11 @@ static void *transfer_main(void *arg)
 
 /* ---- the broker interface -------------------------------------------------------------- */
 
-static rtask *find_task(remote_broker *r, const char *task_id)
+/* The task of (subject, task_id): never task_id alone (broker/tasks.h). */
+static rtask *find_task(remote_broker *r, const char *subject, const char *task_id)
 {
     for (rtask *t = r->tasks; t; t = t->next)
-        if (strcmp(t->task_id, task_id) == 0)
+        if (strcmp(t->task_id, task_id) == 0 && strcmp(t->subject, subject) == 0)
             return t;
     return NULL;
 }
@@ -672,9 +676,10 @@ static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t w
     }
     t->r = r;
     t->task_id = strdup(task_id);
+    t->subject = strdup(sbx_request_subject(req));
     size_t n = protobuf_c_message_get_packed_size(&req->base);
     t->body = malloc(GRPC_PREFIX + n + 1);
-    if (!t->task_id || !t->body) {
+    if (!t->task_id || !t->subject || !t->body || !sbx_request_digest(req, t->digest)) {
         task_free(t);
         *out = sbx_completion_fail(task_id, SBX_E_INTERNAL, "remote broker: out of memory");
         return SBX_E_INTERNAL;
@@ -705,7 +710,14 @@ static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t w
         *out = sbx_completion_fail(task_id, SBX_E_BROKER, "remote broker: closed");
         return SBX_E_BROKER;
     }
-    rtask *dup = find_task(r, task_id);
+    rtask *dup = find_task(r, t->subject, task_id);
+    if (dup && !dup->discarded && memcmp(dup->digest, t->digest, sizeof(t->digest)) != 0) {
+        /* The same key with another request: refused, never joined (broker/tasks.h). */
+        pthread_mutex_unlock(&r->lock);
+        *out = bt_conflict(t->subject, task_id);
+        task_free(t);
+        return SBX_OK;
+    }
     if (dup && !dup->discarded) {
         /* Same task_id again on this client: join it rather than send it twice. */
         task_free(t);
@@ -727,13 +739,13 @@ static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t w
     return SBX_OK;
 }
 
-static sbx_status remote_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
-                                 sbx_completion **out)
+static sbx_status remote_result(sbx_broker *b, const char *subject, const char *task_id,
+                                int64_t wait_ms, sbx_completion **out)
 {
     remote_broker *r = sbx_broker_impl(b);
     *out = NULL;
     pthread_mutex_lock(&r->lock);
-    rtask *t = task_id ? find_task(r, task_id) : NULL;
+    rtask *t = task_id ? find_task(r, subject, task_id) : NULL;
     if (!t || t->discarded) {
         pthread_mutex_unlock(&r->lock);
         return SBX_E_INVALID_ARGUMENT;
@@ -745,11 +757,11 @@ static sbx_status remote_result(sbx_broker *b, const char *task_id, int64_t wait
     return SBX_OK;
 }
 
-static void remote_discard(sbx_broker *b, const char *task_id)
+static void remote_discard(sbx_broker *b, const char *subject, const char *task_id)
 {
     remote_broker *r = sbx_broker_impl(b);
     pthread_mutex_lock(&r->lock);
-    rtask *t = task_id ? find_task(r, task_id) : NULL;
+    rtask *t = task_id ? find_task(r, subject, task_id) : NULL;
     if (t) {
         if (t->done)
             sbx_completion_free(collect(r, t));
@@ -828,8 +840,7 @@ static void global_init(void)
 
 static bool host_is_loopback(const char *host)
 {
-    if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
-        strcmp(host, "[::1]") == 0)
+    if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0)
         return true;
     return strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == strlen(host);
 }
@@ -839,8 +850,7 @@ static char *dup_or_null(const char *s)
     return s && s[0] ? strdup(s) : NULL;
 }
 
-sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **out,
-                                  sbx_error *err)
+sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **out, sbx_error *err)
 {
     *out = NULL;
     if (!remote || !remote->endpoint || !remote->endpoint[0])
@@ -898,8 +908,8 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
     r->ca_file = dup_or_null(remote->ca_file);
     r->cert_file = dup_or_null(remote->cert_file);
     r->key_file = dup_or_null(remote->key_file);
-    r->connect_timeout_ms = remote->connect_timeout_ms > 0 ? (long)remote->connect_timeout_ms
-                                                           : 5000L;
+    r->connect_timeout_ms =
+        remote->connect_timeout_ms > 0 ? (long)remote->connect_timeout_ms : 5000L;
     r->max_message = REMOTE_MAX_MESSAGE;
     pthread_mutex_init(&r->lock, NULL);
     pthread_condattr_t ca;

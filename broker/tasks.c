@@ -8,11 +8,15 @@
 
 #include "sbx/broker.h"
 
-static uint64_t hash_id(const char *s)
+/* FNV-1a over subject, a separator no string holds (NUL), then task_id. */
+static uint64_t hash_key(const char *subject, const char *task_id)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = subject; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    h = (h ^ 0u) * 1099511628211ull;
+    for (const char *p = task_id; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
     return h;
 }
 
@@ -47,28 +51,32 @@ void bt_store_destroy(bt_store *s)
     pthread_mutex_destroy(&s->mu);
 }
 
-bt_task *bt_find(bt_store *s, const char *task_id)
+bt_task *bt_find(bt_store *s, const char *subject, const char *task_id)
 {
-    uint64_t h = hash_id(task_id);
+    uint64_t h = hash_key(subject, task_id);
     for (bt_task *t = s->buckets[h & (BT_BUCKETS - 1)]; t != NULL; t = t->hnext)
-        if (t->hash == h && strcmp(t->id, task_id) == 0)
+        if (t->hash == h && strcmp(t->key, subject) == 0 && strcmp(t->id, task_id) == 0)
             return t;
     return NULL;
 }
 
-bt_task *bt_insert(bt_store *s, const char *task_id)
+bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
+                   const uint8_t digest[SBX_REQUEST_DIGEST_LEN])
 {
-    size_t len = strlen(task_id);
-    bt_task *t = calloc(1, sizeof(*t) + len + 1);
+    size_t slen = strlen(subject), len = strlen(task_id);
+    bt_task *t = calloc(1, sizeof(*t) + slen + 1 + len + 1);
     if (t == NULL)
         return NULL;
-    memcpy(t->id, task_id, len + 1);
+    memcpy(t->key, subject, slen + 1);
+    memcpy(t->key + slen + 1, task_id, len + 1);
+    t->id = t->key + slen + 1;
+    memcpy(t->digest, digest, SBX_REQUEST_DIGEST_LEN);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&t->done, &attr);
     pthread_condattr_destroy(&attr);
-    t->hash = hash_id(task_id);
+    t->hash = hash_key(subject, task_id);
     __atomic_store_n(&t->state, BT_QUEUED, __ATOMIC_RELEASE);
     t->in_table = true;
     bt_task **bucket = &s->buckets[t->hash & (BT_BUCKETS - 1)];
@@ -183,9 +191,23 @@ void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out)
         task_free(t);
 }
 
-void bt_discard(bt_store *s, const char *task_id)
+bool bt_same_request(const bt_task *t, const uint8_t digest[SBX_REQUEST_DIGEST_LEN])
 {
-    bt_task *t = bt_find(s, task_id);
+    return memcmp(t->digest, digest, SBX_REQUEST_DIGEST_LEN) == 0;
+}
+
+sbx_completion *bt_conflict(const char *subject, const char *task_id)
+{
+    return sbx_completion_fail(task_id, SBX_E_INVALID_ARGUMENT,
+                               "task_id '%s' was already used by principal '%s' for a different "
+                               "request; a retry must resend the identical request, and new work "
+                               "needs a new task_id",
+                               task_id, subject[0] != '\0' ? subject : "(none)");
+}
+
+void bt_discard(bt_store *s, const char *subject, const char *task_id)
+{
+    bt_task *t = bt_find(s, subject, task_id);
     if (t == NULL)
         return;
     if (t->state == BT_DONE)

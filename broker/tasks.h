@@ -1,7 +1,12 @@
-/* tasks.h - the task table the in-process brokers share: one entry per task_id (queued,
- * running or done), a bounded LRU of done completions for result(), waiting with a timeout,
- * discard, and task_id dedup (a task_id seen again joins the entry instead of running twice).
+/* tasks.h - the task table the in-process brokers share: one entry per idempotency key
+ * (queued, running or done), a bounded LRU of done completions for result(), waiting with a
+ * timeout, discard, and dedup (a key seen again joins the entry instead of running twice).
  * Private to broker/.
+ *
+ * The key is (principal subject, task_id), never task_id alone: another principal's task with
+ * the same id is another task, so one caller can never be answered with another's completion.
+ * Each entry also keeps its request's digest (sbx_request_digest): the same key with a
+ * different request is refused (bt_conflict), never joined.
  *
  * Every function here expects the store's mutex to be held by the caller (bt_wait releases it
  * while sleeping). This module must not run requests: the brokers do.
@@ -33,22 +38,24 @@
 typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
 
 typedef struct bt_task {
-    struct bt_task *hnext;           /* hash chain */
+    struct bt_task *hnext;               /* hash chain */
     struct bt_task *lru_prev, *lru_next; /* done tasks, oldest first */
-    struct bt_task *qnext;           /* ready queue or session backlog (thread broker) */
-    struct bt_session *session;      /* thread broker: the session it serializes on, or NULL */
+    struct bt_task *qnext;               /* ready queue or session backlog (thread broker) */
+    struct bt_session *session;          /* thread broker: the session it serializes on, or NULL */
     uint64_t hash;
     bt_state state;
-    bool in_table;                   /* reachable by task_id */
-    bool discarded;                  /* drop the completion when it arrives */
-    int refs;                        /* waiters holding the entry */
-    pthread_cond_t done;             /* broadcast when state becomes BT_DONE */
-    const sbx_request *req;          /* the request to run (req_owned or the caller's) */
-    sbx_request *req_owned;          /* our copy when the caller may stop waiting */
-    const sbx_engine_hooks *hooks;   /* the submitter's; valid until the completion (broker.h) */
+    bool in_table;                 /* reachable by task_id */
+    bool discarded;                /* drop the completion when it arrives */
+    int refs;                      /* waiters holding the entry */
+    pthread_cond_t done;           /* broadcast when state becomes BT_DONE */
+    const sbx_request *req;        /* the request to run (req_owned or the caller's) */
+    sbx_request *req_owned;        /* our copy when the caller may stop waiting */
+    const sbx_engine_hooks *hooks; /* the submitter's; valid until the completion (broker.h) */
     int64_t started_at_ms;
-    sbx_completion *completion;      /* BT_DONE */
-    char id[];
+    sbx_completion *completion;             /* BT_DONE */
+    uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* of the request that created the entry */
+    const char *id;                         /* the task_id (points into key) */
+    char key[];                             /* subject NUL task_id NUL */
 } bt_task;
 
 typedef struct bt_store {
@@ -63,16 +70,25 @@ void bt_store_init(bt_store *s, size_t lru_max);
 /* Frees every task (no waiter may remain). */
 void bt_store_destroy(bt_store *s);
 
-bt_task *bt_find(bt_store *s, const char *task_id);
-/* A new BT_QUEUED entry for task_id (not yet present). NULL on ENOMEM. */
-bt_task *bt_insert(bt_store *s, const char *task_id);
+/* The entry of (subject, task_id), or NULL. */
+bt_task *bt_find(bt_store *s, const char *subject, const char *task_id);
+/* A new BT_QUEUED entry for (subject, task_id) (not yet present) made by the request with this
+ * digest. NULL on ENOMEM. */
+bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
+                   const uint8_t digest[SBX_REQUEST_DIGEST_LEN]);
+/* Whether t was made by a request with this digest (a retry) rather than another request
+ * under a reused task_id. */
+bool bt_same_request(const bt_task *t, const uint8_t digest[SBX_REQUEST_DIGEST_LEN]);
+/* The refusal for a task_id that subject reused with a different request (caller frees). */
+sbx_completion *bt_conflict(const char *subject, const char *task_id);
 /* Publishes c (ownership taken): BT_DONE, wakes waiters, enters the LRU (evicting the oldest)
  * or is freed when discarded. */
 void bt_complete(bt_store *s, bt_task *t, sbx_completion *c);
 /* Waits up to wait_ms (SBX_WAIT_FOREVER: no limit) for t; *out = a copy of its completion, or
  * NULL when still pending. Releases and re-takes s->mu while sleeping. */
 void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out);
-/* Forgets task_id: a done entry is freed; a pending one drops its completion on arrival. */
-void bt_discard(bt_store *s, const char *task_id);
+/* Forgets (subject, task_id): a done entry is freed; a pending one drops its completion on
+ * arrival. */
+void bt_discard(bt_store *s, const char *subject, const char *task_id);
 
 #endif

@@ -5,7 +5,8 @@
  * One session's requests run one at a time and in order: a request whose session is busy waits
  * in that session's backlog instead of occupying an executor (which would block on the engine's
  * session lock while other sessions starve). Different sessions run in parallel. A task_id seen
- * again joins the existing task (queued, running or done) instead of running twice.
+ * again by the same principal joins the existing task (queued, running or done) instead of
+ * running twice; reused with a different request it is refused (tasks.h).
  * Locking: everything below is guarded by store.mu; executors run requests without it.
  */
 #include <pthread.h>
@@ -30,20 +31,20 @@
 typedef struct bt_session {
     struct bt_session *next;
     uint64_t hash;
-    bool busy;                 /* one of its tasks is in the ready queue or running */
+    bool busy; /* one of its tasks is in the ready queue or running */
     bt_task *backlog_head, *backlog_tail;
     char id[];
 } bt_session;
 
 typedef struct thread_broker {
-    sbx_broker *self;          /* wrapper, for recording */
-    sbx_engine *engine;        /* borrowed */
-    bt_store store;            /* its mu guards every field below */
-    pthread_cond_t work;       /* ready queue non-empty, or closing */
-    pthread_cond_t idle;       /* queued + running reached zero */
+    sbx_broker *self;    /* wrapper, for recording */
+    sbx_engine *engine;  /* borrowed */
+    bt_store store;      /* its mu guards every field below */
+    pthread_cond_t work; /* ready queue non-empty, or closing */
+    pthread_cond_t idle; /* queued + running reached zero */
     bt_task *ready_head, *ready_tail;
     bt_session *sessions[SESSION_BUCKETS];
-    int queued;                /* accepted, not yet running (ready + backlogs) */
+    int queued; /* accepted, not yet running (ready + backlogs) */
     int running;
     int queue_depth;
     bool closing;
@@ -185,17 +186,28 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
         *out = sbx_engine_process(tb->engine, req, NULL);
         return SBX_OK;
     }
+    const char *subject = sbx_request_subject(req);
+    uint8_t digest[SBX_REQUEST_DIGEST_LEN];
+    if (!sbx_request_digest(req, digest)) {
+        *out =
+            sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED, "out of memory queueing a request");
+        return SBX_E_RESOURCE_EXHAUSTED;
+    }
     pthread_mutex_lock(&tb->store.mu);
-    bt_task *t = bt_find(&tb->store, id);
+    bt_task *t = bt_find(&tb->store, subject, id);
     if (t != NULL && !t->discarded) {
+        if (!bt_same_request(t, digest)) {
+            pthread_mutex_unlock(&tb->store.mu);
+            *out = bt_conflict(subject, id);
+            return SBX_OK;
+        }
         bt_wait(&tb->store, t, wait_ms, out); /* dedup: join, never run twice */
         pthread_mutex_unlock(&tb->store.mu);
         return SBX_OK;
     }
     if (tb->closing) {
         pthread_mutex_unlock(&tb->store.mu);
-        *out = sbx_completion_fail(id, SBX_E_BROKER,
-                                   "the thread broker is closed; open a new one");
+        *out = sbx_completion_fail(id, SBX_E_BROKER, "the thread broker is closed; open a new one");
         return SBX_E_BROKER;
     }
     if (tb->queued >= tb->queue_depth) {
@@ -217,13 +229,14 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
      * head of the bucket chain and shadows it; the old one finishes unseen. */
     bt_task *nt = (!borrow && copy == NULL) || (sid != NULL && sid[0] != '\0' && s == NULL)
                       ? NULL
-                      : bt_insert(&tb->store, id);
+                      : bt_insert(&tb->store, subject, id, digest);
     if (nt == NULL) {
         if (s != NULL && !s->busy && s->backlog_head == NULL)
             session_release(tb, s);
         pthread_mutex_unlock(&tb->store.mu);
         sbx_request_free(copy);
-        *out = sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED, "out of memory queueing a request");
+        *out =
+            sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED, "out of memory queueing a request");
         return SBX_E_RESOURCE_EXHAUSTED;
     }
     nt->req_owned = copy;
@@ -237,12 +250,12 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     return SBX_OK;
 }
 
-static sbx_status tb_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
-                            sbx_completion **out)
+static sbx_status tb_result(sbx_broker *b, const char *subject, const char *task_id,
+                            int64_t wait_ms, sbx_completion **out)
 {
     thread_broker *tb = sbx_broker_impl(b);
     pthread_mutex_lock(&tb->store.mu);
-    bt_task *t = bt_find(&tb->store, task_id);
+    bt_task *t = bt_find(&tb->store, subject, task_id);
     sbx_status st = SBX_OK;
     if (t == NULL || t->discarded)
         st = SBX_E_INVALID_ARGUMENT;
@@ -252,11 +265,11 @@ static sbx_status tb_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
     return st;
 }
 
-static void tb_discard(sbx_broker *b, const char *task_id)
+static void tb_discard(sbx_broker *b, const char *subject, const char *task_id)
 {
     thread_broker *tb = sbx_broker_impl(b);
     pthread_mutex_lock(&tb->store.mu);
-    bt_discard(&tb->store, task_id);
+    bt_discard(&tb->store, subject, task_id);
     pthread_mutex_unlock(&tb->store.mu);
 }
 

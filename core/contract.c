@@ -12,6 +12,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "sbx/provider.h"
 
 void sbx_uuid_v4(char out[SBX_UUID_LEN])
@@ -308,6 +310,48 @@ void sbx_completion_add_notice(sbx_completion *c, const char *fmt, ...)
     snprintf(joined, len, "%s; %s", c->notice, text);
     free(c->notice);
     c->notice = joined;
+}
+
+/* ---- idempotency ------------------------------------------------------------------------ */
+
+/* A ProtobufCBuffer that feeds what protobuf-c packs into a digest: no copy of the request,
+ * however large its payload. */
+typedef struct digest_sink {
+    ProtobufCBuffer base;
+    EVP_MD_CTX *ctx;
+    bool ok;
+} digest_sink;
+
+static void digest_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
+{
+    digest_sink *sink = (digest_sink *)buffer;
+    if (sink->ok && len > 0 && EVP_DigestUpdate(sink->ctx, data, len) != 1)
+        sink->ok = false;
+}
+
+bool sbx_request_digest(const sbx_request *req, uint8_t out[SBX_REQUEST_DIGEST_LEN])
+{
+    /* A shallow copy shares every submessage; only the transport fields differ. deadline_ms is
+     * recomputed by a client on each retry, so it cannot be part of what "the same request"
+     * means. */
+    sbx_request canonical = *req;
+    canonical.deadline_ms = 0;
+    digest_sink sink = {.base = {.append = digest_append}, .ctx = EVP_MD_CTX_new(), .ok = true};
+    unsigned int n = 0;
+    bool ok = sink.ctx != NULL && EVP_DigestInit_ex(sink.ctx, EVP_sha256(), NULL) == 1;
+    if (ok) {
+        protobuf_c_message_pack_to_buffer(&canonical.base, &sink.base);
+        ok = sink.ok && EVP_DigestFinal_ex(sink.ctx, out, &n) == 1 && n == SBX_REQUEST_DIGEST_LEN;
+    }
+    EVP_MD_CTX_free(sink.ctx);
+    return ok;
+}
+
+const char *sbx_request_subject(const sbx_request *req)
+{
+    if (req == NULL || req->principal == NULL || req->principal->subject == NULL)
+        return "";
+    return req->principal->subject;
 }
 
 const char *sbx_request_op_name(const sbx_request *req)

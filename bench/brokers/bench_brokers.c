@@ -204,14 +204,14 @@ static void *driver_main(void *arg)
         }
         for (int i = 0; i < d->sessions; i++) {
             sbx_completion *c = NULL;
-            sbx_broker_result(d->b, r[i]->task_id, SBX_WAIT_FOREVER, &c);
+            sbx_broker_result(d->b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c);
             if (c == NULL ||
                 c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED) {
                 fprintf(stderr, "bench: request failed: %s\n", c != NULL ? c->error : "none");
                 exit(1);
             }
             sbx_completion_free(c);
-            sbx_broker_discard(d->b, r[i]->task_id);
+            sbx_broker_discard(d->b, sbx_request_subject(r[i]), r[i]->task_id);
         }
     }
     for (int i = 0; i < d->sessions; i++)

@@ -27,9 +27,9 @@ typedef struct sbx_broker sbx_broker;
 #define SBX_WAIT_FOREVER (-1)
 
 typedef struct sbx_thread_broker_opts {
-    int threads;        /* executor threads (>= 1) */
-    int queue_depth;    /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED */
-    int lru_size;       /* completions kept for result() */
+    int threads;     /* executor threads (>= 1) */
+    int queue_depth; /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED */
+    int lru_size;    /* completions kept for result() */
 } sbx_thread_broker_opts;
 
 /* engine is borrowed and must outlive the broker. */
@@ -48,17 +48,23 @@ const char *sbx_broker_flavor(const sbx_broker *b);
 
 /* Submits req (borrowed). Returns SBX_OK and either *out = the completion (caller frees) or
  * *out = NULL when wait_ms elapsed first (pending; collect with sbx_broker_result).
+ * Idempotent: the same principal submitting the same task_id again joins the first task (or
+ * gets its stored completion) instead of running twice; the same task_id with a different
+ * request (sbx_request_digest) gets an INVALID_ARGUMENT completion, never the first one's.
  * A full queue or a closed broker is an error status with *out = a FAILED completion saying so.
  * hooks (may be NULL) stream output and carry cancellation; they must stay valid until the
  * completion is produced (so pass NULL when wait_ms may elapse). */
 sbx_status sbx_broker_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
                              const sbx_engine_hooks *hooks, sbx_completion **out);
-/* Collects a task's completion, waiting up to wait_ms. *out NULL: still pending.
- * An unknown (or discarded, or evicted) task_id is SBX_E_INVALID_ARGUMENT. */
-sbx_status sbx_broker_result(sbx_broker *b, const char *task_id, int64_t wait_ms,
-                             sbx_completion **out);
-/* Forgets a task: its completion is dropped when it arrives. Unknown ids are fine. */
-void sbx_broker_discard(sbx_broker *b, const char *task_id);
+/* Collects a task's completion, waiting up to wait_ms. A task is named by the subject of its
+ * request's principal ("" for none; sbx_request_subject) and its task_id: another principal's
+ * task with the same id is another task. *out NULL: still pending. An unknown (or discarded,
+ * or evicted) task is SBX_E_INVALID_ARGUMENT. */
+sbx_status sbx_broker_result(sbx_broker *b, const char *subject, const char *task_id,
+                             int64_t wait_ms, sbx_completion **out);
+/* Forgets a task (named as for result): its completion is dropped when it arrives. Unknown
+ * tasks are fine. */
+void sbx_broker_discard(sbx_broker *b, const char *subject, const char *task_id);
 /* Stops accepting work and waits for in-flight work to finish. Idempotent. */
 void sbx_broker_close(sbx_broker *b);
 /* Closes (if needed) and frees. NULL is fine. */
@@ -68,15 +74,16 @@ void sbx_broker_free(sbx_broker *b);
  * NULL path stops recording. */
 sbx_status sbx_broker_record_to(sbx_broker *b, const char *path, sbx_error *err);
 
-/* ---- the broker implementation interface (the files of broker/) ---------------------------------- */
+/* ---- the broker implementation interface (the files of broker/)
+ * ---------------------------------- */
 
 typedef struct sbx_broker_vtable {
     const char *flavor;
     sbx_status (*submit)(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
                          const sbx_engine_hooks *hooks, sbx_completion **out);
-    sbx_status (*result)(sbx_broker *b, const char *task_id, int64_t wait_ms,
+    sbx_status (*result)(sbx_broker *b, const char *subject, const char *task_id, int64_t wait_ms,
                          sbx_completion **out);
-    void (*discard)(sbx_broker *b, const char *task_id);
+    void (*discard)(sbx_broker *b, const char *subject, const char *task_id);
     void (*close)(sbx_broker *b);
     void (*destroy)(sbx_broker *b);
 } sbx_broker_vtable;

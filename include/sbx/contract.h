@@ -92,6 +92,16 @@ bool sbx_result_add_file(sbx_result *r, sbx_file *f);
 /* Sets key=value in result->provider_data (replacing an existing key). */
 bool sbx_result_set_data(sbx_result *r, const char *key, const char *value);
 
+/* Length of a request digest (SHA-256). */
+#define SBX_REQUEST_DIGEST_LEN 32
+
+/* The idempotency digest of a request: SHA-256 over its protobuf encoding with the transport
+ * fields (deadline_ms) cleared, so a retry of the same request matches and a different request
+ * under a reused task_id does not. Unknown fields count. false on allocation failure. */
+bool sbx_request_digest(const sbx_request *req, uint8_t out[SBX_REQUEST_DIGEST_LEN]);
+/* The subject of req's principal, "" when it has none: with task_id, the idempotency key. */
+const char *sbx_request_subject(const sbx_request *req);
+
 /* Name of the op in a request ("run_code", "run_command", ... or "none"). */
 const char *sbx_request_op_name(const sbx_request *req);
 

@@ -32,6 +32,7 @@ static int setup(void **state)
     env *t = calloc(1, sizeof(*t));
     t->cfg = fx_config_new();
     fx_add_profile(t->cfg, "default", "fake");
+    fx_add_profile(t->cfg, "other", "fake");
     t->e = fx_engine(t->cfg);
     *state = t;
     return 0;
@@ -92,12 +93,12 @@ static void test_brokers_embedded_runs_inline_and_keeps_result(void **state)
     assert_non_null(c); /* wait 0 still completes: embedded is synchronous */
     assert_string_equal(fx_stdout(c), "hi\n");
     sbx_completion *again = NULL;
-    assert_int_equal(sbx_broker_result(b, r->task_id, 0, &again), SBX_OK);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &again), SBX_OK);
     assert_non_null(again);
     assert_string_equal(fx_stdout(again), "hi\n");
-    sbx_broker_discard(b, r->task_id);
+    sbx_broker_discard(b, sbx_request_subject(r), r->task_id);
     sbx_completion *gone = NULL;
-    assert_int_equal(sbx_broker_result(b, r->task_id, 0, &gone), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &gone), SBX_E_INVALID_ARGUMENT);
     assert_null(gone);
     sbx_completion_free(c);
     sbx_completion_free(again);
@@ -120,10 +121,10 @@ static void test_brokers_thread_promotes_after_wait_and_result_later(void **stat
     assert_int_equal(sbx_broker_submit(b, r, 20, NULL, &c), SBX_OK);
     assert_null(c); /* pending: the gate holds it past wait_ms */
     sbx_request_free(r); /* the broker kept its own copy */
-    assert_int_equal(sbx_broker_result(b, task_id, 0, &c), SBX_OK);
+    assert_int_equal(sbx_broker_result(b, "alice", task_id, 0, &c), SBX_OK);
     assert_null(c); /* still pending */
     sbx_fake_set_gate(f, false);
-    assert_int_equal(sbx_broker_result(b, task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+    assert_int_equal(sbx_broker_result(b, "alice", task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
     assert_non_null(c);
     assert_string_equal(fx_stdout(c), "later\n");
     sbx_completion_free(c);
@@ -153,7 +154,7 @@ static void test_brokers_thread_full_queue_is_resource_exhausted(void **state)
     sbx_completion_free(c);
     sbx_fake_set_gate(f, false);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(sbx_broker_result(b, r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
         assert_int_equal(c->status, OK_STATUS);
         sbx_completion_free(c);
     }
@@ -194,7 +195,7 @@ static void test_brokers_thread_close_drains_in_flight_work(void **state)
     sbx_broker_close(b); /* returns only once all five ran */
     pthread_join(th, NULL);
     for (int i = 0; i < 5; i++) {
-        assert_int_equal(sbx_broker_result(b, r[i]->task_id, 0, &c), SBX_OK);
+        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, 0, &c), SBX_OK);
         assert_non_null(c);
         assert_string_equal(fx_stdout(c), "drained\n");
         sbx_completion_free(c);
@@ -224,7 +225,7 @@ static void test_brokers_thread_dedups_task_id(void **state)
     assert_null(c1);
     assert_null(c2);
     sbx_fake_set_gate(f, false);
-    assert_int_equal(sbx_broker_result(b, r->task_id, SBX_WAIT_FOREVER, &c1), SBX_OK);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, SBX_WAIT_FOREVER, &c1), SBX_OK);
     assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c3), SBX_OK); /* done */
     assert_non_null(c3);
     assert_string_equal(c3->session->sandbox_id, c1->session->sandbox_id);
@@ -232,6 +233,153 @@ static void test_brokers_thread_dedups_task_id(void **state)
     sbx_completion_free(c1);
     sbx_completion_free(c3);
     sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+/* ---- idempotency is scoped by principal and request (both in-process brokers) ---------------- */
+
+static sbx_broker *open_flavor(env *t, const char *flavor)
+{
+    sbx_broker *b = NULL;
+    if (strcmp(flavor, "embedded") == 0)
+        assert_int_equal(sbx_broker_open_embedded(t->e, &b, NULL), SBX_OK);
+    else
+        b = thread_broker(t, 2, 16, 16);
+    return b;
+}
+
+static sbx_completion *submit_wait(sbx_broker *b, const sbx_request *r)
+{
+    sbx_completion *c = NULL;
+    sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c);
+    assert_non_null(c);
+    return c;
+}
+
+/* tenant-b sends tenant-a's task_id with its own command: it runs tenant-b's command and never
+ * sees tenant-a's stdout or session handle. */
+static void other_principal_reusing_id_is_another_task(env *t, const char *flavor)
+{
+    sbx_broker *b = open_flavor(t, flavor);
+    sbx_request *a = fx_shell("default", "echo secret-of-a");
+    fx_subject(a, "tenant-a");
+    sbx_completion *ca = submit_wait(b, a);
+    assert_string_equal(fx_stdout(ca), "secret-of-a\n");
+
+    sbx_request *bq = fx_shell("default", "echo mine");
+    fx_subject(bq, "tenant-b");
+    sbx_set_string(&bq->task_id, a->task_id);
+    sbx_completion *cb = submit_wait(b, bq);
+    assert_int_equal(cb->status, OK_STATUS);
+    assert_string_equal(fx_stdout(cb), "mine\n");
+    assert_string_not_equal(cb->session->sandbox_id, ca->session->sandbox_id);
+    /* each principal's result() finds its own task only */
+    sbx_completion *again = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-a", a->task_id, 0, &again), SBX_OK);
+    assert_string_equal(fx_stdout(again), "secret-of-a\n");
+    sbx_completion_free(again);
+    assert_int_equal(sbx_broker_result(b, "tenant-b", a->task_id, 0, &again), SBX_OK);
+    assert_string_equal(fx_stdout(again), "mine\n");
+    sbx_completion_free(again);
+    assert_int_equal(sbx_broker_result(b, "tenant-c", a->task_id, 0, &again),
+                     SBX_E_INVALID_ARGUMENT);
+    sbx_completion_free(ca);
+    sbx_completion_free(cb);
+    sbx_request_free(a);
+    sbx_request_free(bq);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_embedded_other_principal_reusing_id_is_another_task(void **state)
+{
+    other_principal_reusing_id_is_another_task(*state, "embedded");
+}
+
+static void test_brokers_thread_other_principal_reusing_id_is_another_task(void **state)
+{
+    other_principal_reusing_id_is_another_task(*state, "thread");
+}
+
+/* The same principal reusing a task_id with another body, or for another profile, is refused
+ * with INVALID_ARGUMENT naming the id; it is never answered with the first completion and runs
+ * nothing. A retry that differs only in its deadline joins the first. */
+static void same_principal_other_request_is_refused(env *t, const char *flavor)
+{
+    sbx_broker *b = open_flavor(t, flavor);
+    sbx_fake *f = warm(t, NULL);
+    sbx_request *first = fx_shell("default", "echo first");
+    sbx_completion *c1 = submit_wait(b, first);
+    assert_string_equal(fx_stdout(c1), "first\n");
+    uint64_t ops = sbx_fake_ops(f);
+
+    sbx_request *other_body = fx_shell("default", "echo second");
+    sbx_set_string(&other_body->task_id, first->task_id);
+    sbx_completion *c2 = submit_wait(b, other_body);
+    assert_int_equal(c2->error_code, SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(c2->error, first->task_id));
+    assert_non_null(strstr(c2->error, "different request"));
+    assert_true(c2->result == NULL || c2->result->stdout.len == 0);
+
+    sbx_request *other_profile = fx_shell("other", "echo first");
+    sbx_set_string(&other_profile->task_id, first->task_id);
+    sbx_completion *c3 = submit_wait(b, other_profile);
+    assert_int_equal(c3->error_code, SBX_E_INVALID_ARGUMENT);
+    assert_true(c3->result == NULL || c3->result->stdout.len == 0);
+    assert_int_equal(sbx_fake_ops(f), ops);
+
+    sbx_request *retry = (sbx_request *)sbx_message_copy(&first->base);
+    retry->deadline_ms = sbx_now_ms() + 60000; /* a transport field: still the same request */
+    sbx_completion *c4 = submit_wait(b, retry);
+    assert_int_equal(c4->status, OK_STATUS);
+    assert_string_equal(fx_stdout(c4), "first\n");
+    assert_string_equal(c4->session->sandbox_id, c1->session->sandbox_id);
+    assert_int_equal(sbx_fake_ops(f), ops);
+
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+    sbx_completion_free(c3);
+    sbx_completion_free(c4);
+    sbx_request_free(first);
+    sbx_request_free(other_body);
+    sbx_request_free(other_profile);
+    sbx_request_free(retry);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_embedded_same_principal_other_request_is_refused(void **state)
+{
+    same_principal_other_request_is_refused(*state, "embedded");
+}
+
+static void test_brokers_thread_same_principal_other_request_is_refused(void **state)
+{
+    same_principal_other_request_is_refused(*state, "thread");
+}
+
+/* A request still queued behind a gate is refused the same way: the check does not wait for
+ * the first completion. */
+static void test_brokers_thread_reused_id_refused_while_first_is_pending(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    sbx_request *first = fx_shell("default", "echo first");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, first, 0, NULL, &c), SBX_OK);
+    assert_null(c);
+    sbx_request *other = fx_shell("default", "echo other");
+    sbx_set_string(&other->task_id, first->task_id);
+    assert_int_equal(sbx_broker_submit(b, other, 0, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
+    sbx_completion_free(c);
+    sbx_fake_set_gate(f, false);
+    assert_int_equal(sbx_broker_result(b, "alice", first->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "first\n");
+    sbx_completion_free(c);
+    sbx_request_free(first);
+    sbx_request_free(other);
     sbx_broker_free(b);
 }
 
@@ -247,8 +395,8 @@ static void test_brokers_thread_lru_evicts_oldest_completion(void **state)
         sbx_completion_free(c);
     }
     sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_result(b, r[0]->task_id, 0, &c), SBX_E_INVALID_ARGUMENT);
-    assert_int_equal(sbx_broker_result(b, r[2]->task_id, 0, &c), SBX_OK);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[0]), r[0]->task_id, 0, &c), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[2]), r[2]->task_id, 0, &c), SBX_OK);
     assert_non_null(c);
     sbx_completion_free(c);
     for (int i = 0; i < 3; i++)
@@ -276,7 +424,7 @@ static void test_brokers_thread_serializes_one_session(void **state)
     assert_int_equal(sbx_fake_ops(f), base + 1);
     sbx_fake_set_gate(f, false);
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(sbx_broker_result(b, r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
         assert_int_equal(c->status, OK_STATUS);
         sbx_completion_free(c);
         sbx_request_free(r[i]);
@@ -303,7 +451,7 @@ static void test_brokers_thread_runs_sessions_in_parallel(void **state)
     assert_true(sbx_fake_max_parallel(f) >= 4);
     sbx_fake_set_gate(f, false);
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(sbx_broker_result(b, r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
         sbx_completion_free(c);
         sbx_request_free(r[i]);
     }
@@ -318,10 +466,10 @@ static void test_brokers_discarded_task_result_is_unknown(void **state)
     sbx_completion *c = NULL;
     assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
     sbx_completion_free(c);
-    sbx_broker_discard(b, r->task_id);
-    sbx_broker_discard(b, "no-such-task"); /* unknown ids are fine */
+    sbx_broker_discard(b, sbx_request_subject(r), r->task_id);
+    sbx_broker_discard(b, "alice", "no-such-task"); /* unknown ids are fine */
     c = NULL;
-    assert_int_equal(sbx_broker_result(b, r->task_id, 0, &c), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &c), SBX_E_INVALID_ARGUMENT);
     assert_null(c);
     sbx_request_free(r);
     sbx_broker_free(b);
@@ -446,6 +594,11 @@ int main(void)
         T(test_brokers_thread_full_queue_is_resource_exhausted),
         T(test_brokers_thread_close_drains_in_flight_work),
         T(test_brokers_thread_dedups_task_id),
+        T(test_brokers_embedded_other_principal_reusing_id_is_another_task),
+        T(test_brokers_thread_other_principal_reusing_id_is_another_task),
+        T(test_brokers_embedded_same_principal_other_request_is_refused),
+        T(test_brokers_thread_same_principal_other_request_is_refused),
+        T(test_brokers_thread_reused_id_refused_while_first_is_pending),
         T(test_brokers_thread_lru_evicts_oldest_completion),
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),

@@ -117,7 +117,7 @@ static void test_worker_same_task_id_runs_once(void **state)
     assert_null(first);
     usleep(100 * 1000); /* the first is in flight: the second joins it */
     second = run(b2, req, NULL);
-    assert_int_equal(sbx_broker_result(b1, req->task_id, 60000, &first), SBX_OK);
+    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(req), req->task_id, 60000, &first), SBX_OK);
     assert_non_null(first);
     sbx_completion *third = run(b2, req, NULL); /* after it finished: the stored one */
     sbx_fake *fake = sbx_fake_get("fake");
@@ -131,6 +131,49 @@ static void test_worker_same_task_id_runs_once(void **state)
     sbx_request_free(req);
     sbx_broker_free(b1);
     sbx_broker_free(b2);
+    fixture_stop(&f);
+}
+
+/* The worker's dedup store is keyed by (principal subject, task_id): tenant-b sending tenant-a's
+ * task_id with its own command runs its own command and never receives tenant-a's completion;
+ * tenant-a reusing its id with another command is refused, never answered with the first. */
+static void test_worker_task_id_is_scoped_by_principal_and_request(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *ba = fixture_client(&f, NULL, NULL, NULL);
+    sbx_broker *bb = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *a = fixture_command("echo secret-of-a", "tenant-a");
+    sbx_completion *ca = run(ba, a, NULL);
+    assert_int_equal(ca->result->stdout.len, 12);
+    assert_memory_equal(ca->result->stdout.data, "secret-of-a\n", 12);
+
+    sbx_request *b = fixture_command("echo mine", "tenant-b");
+    sbx_set_string(&b->task_id, a->task_id);
+    sbx_completion *cb = run(bb, b, NULL);
+    assert_int_equal(cb->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_int_equal(cb->result->stdout.len, 5);
+    assert_memory_equal(cb->result->stdout.data, "mine\n", 5);
+
+    sbx_request *again = fixture_command("echo other", "tenant-a");
+    sbx_set_string(&again->task_id, a->task_id);
+    sbx_completion *cc = run(bb, again, NULL); /* another connection: the worker decides */
+    assert_int_equal(cc->error_code, SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(cc->error, "different request"));
+    assert_true(cc->result == NULL || cc->result->stdout.len == 0);
+
+    sbx_fake *fake = sbx_fake_get("fake");
+    assert_non_null(fake);
+    assert_int_equal(sbx_fake_ops(fake), 2);
+    sbx_completion_free(ca);
+    sbx_completion_free(cb);
+    sbx_completion_free(cc);
+    sbx_request_free(a);
+    sbx_request_free(b);
+    sbx_request_free(again);
+    sbx_broker_free(ba);
+    sbx_broker_free(bb);
     fixture_stop(&f);
 }
 
@@ -287,7 +330,7 @@ static void test_worker_thousand_concurrent_streams_on_one_connection(void **sta
     }
     for (int i = 0; i < MANY_STREAMS; i++) {
         sbx_completion *c = NULL;
-        assert_int_equal(sbx_broker_result(b, reqs[i]->task_id, 120000, &c), SBX_OK);
+        assert_int_equal(sbx_broker_result(b, sbx_request_subject(reqs[i]), reqs[i]->task_id, 120000, &c), SBX_OK);
         assert_non_null(c);
         assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
         char want[32];
@@ -378,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_worker_failed_completion_keeps_its_code),
         cmocka_unit_test(test_worker_execute_stream_delivers_output_then_completion),
         cmocka_unit_test(test_worker_same_task_id_runs_once),
+        cmocka_unit_test(test_worker_task_id_is_scoped_by_principal_and_request),
         cmocka_unit_test(test_worker_deadline_exceeded_cancels_the_execution),
         cmocka_unit_test(test_worker_oversized_request_is_resource_exhausted),
         cmocka_unit_test(test_worker_http1_request_is_refused_and_serving_continues),
