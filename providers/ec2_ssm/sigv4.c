@@ -1,7 +1,7 @@
 /* sigv4.c - AWS Signature Version 4 signing (see sigv4.h). Pure computation: no I/O, no clock
  * (the caller passes the signing time), no global state. Every step follows AWS's documented
  * algorithm ("Elements of an AWS API request signature", IAM user guide) and the behaviour the
- * public test suite pins down (shared/testdata/aws-sigv4):
+ * public test suite pins down (tests/ssm/data/aws-sigv4):
  *   - canonical URI: dot segments and empty segments removed when normalizing (get-slashes-*,
  *     get-relative-*), every byte but RFC 3986 unreserved characters and '/' percent-encoded
  *     with uppercase hex (get-space-*, get-utf8, get-unreserved);

@@ -4,7 +4,7 @@
  *
  * The algorithm follows AWS's "Create a signed AWS API request" (IAM user guide, Signature
  * Version 4) and is checked step by step against AWS's public signing test suite
- * (shared/testdata/aws-sigv4, from awslabs/aws-c-auth). Every intermediate string is returned so
+ * (tests/ssm/data/aws-sigv4, from awslabs/aws-c-auth). Every intermediate string is returned so
  * a test can compare it with the suite's expected artifact.
  *
  * Private to providers/ec2_ssm and the test tree. This file must not do I/O, must not know SSM

@@ -1,5 +1,5 @@
 /* test_ssm_sigv4.c - runs EVERY case of AWS's Signature Version 4 test suite
- * ($SBX_SOURCE_DIR/../shared/testdata/aws-sigv4, from awslabs/aws-c-auth) through the ec2_ssm
+ * ($SBX_SOURCE_DIR/tests/ssm/data/aws-sigv4, from awslabs/aws-c-auth, Apache-2.0) through the ec2_ssm
  * signer, for header signing and for presigned query signing, and compares every intermediate
  * step with the suite's artifact: canonical request, string to sign, signature and the signed
  * request. One cmocka test per case and mode, named "<case>/header" and "<case>/query", so the
@@ -335,13 +335,13 @@ static int cmp_str(const void *a, const void *b)
 int main(void)
 {
     const char *src = getenv("SBX_SOURCE_DIR");
-    snprintf(suite_dir, sizeof(suite_dir), "%s/../shared/testdata/aws-sigv4",
+    snprintf(suite_dir, sizeof(suite_dir), "%s/tests/ssm/data/aws-sigv4",
              src != NULL ? src : ".");
     DIR *d = opendir(suite_dir);
     if (d == NULL) {
         fprintf(stderr,
-                "FAIL: the SigV4 suite is not at %s (SBX_SOURCE_DIR=%s); CI expects "
-                "shared/ beside the source tree\n",
+                "FAIL: the SigV4 suite is not at %s (SBX_SOURCE_DIR=%s); it is part of "
+                "the source tree (tests/ssm/data/aws-sigv4)\n",
                 suite_dir, src != NULL ? src : "(unset)");
         return 1;
     }
