@@ -52,10 +52,10 @@ typedef struct agent_config {
     const char *workdir;     /* relative file paths and the default cwd; default /workspace */
     uid_t prog_uid;          /* default uid of programs */
     gid_t prog_gid;
-    bool shared_uid;         /* programs may run as the agent's own uid (rootless, one uid mapped) */
-    int64_t idle_ttl_s;      /* 0 = never */
-    int ready_fd;            /* -1, or an fd that gets "OK\n" once the socket listens */
-    uint64_t rlimit_nofile;  /* RLIMIT_NOFILE of programs */
+    bool shared_uid;        /* programs may run as the agent's own uid (rootless, one uid mapped) */
+    int64_t idle_ttl_s;     /* 0 = never */
+    int ready_fd;           /* -1, or an fd that gets "OK\n" once the socket listens */
+    uint64_t rlimit_nofile; /* RLIMIT_NOFILE of programs */
 } agent_config;
 
 /* serve.c: the PID 1 loop. Returns the process exit status. */

@@ -50,9 +50,9 @@
 #define BOOT_READY_TIMEOUT_S 30
 
 typedef struct bind {
-    const char *path;   /* where it appears in the sandbox (same as on the host) */
-    int fd;             /* -1 for a symlink; else 0 until C opens the source (O_PATH) */
-    char link[256];     /* symlink target when the host path is a symlink */
+    const char *path; /* where it appears in the sandbox (same as on the host) */
+    int fd;           /* -1 for a symlink; else 0 until C opens the source (O_PATH) */
+    char link[256];   /* symlink target when the host path is a symlink */
     bool is_dir;
 } bind_t;
 
@@ -116,12 +116,18 @@ static unsigned long kept_flags(const char *path)
     unsigned long f = 0;
     if (statvfs(path, &sv) != 0)
         return 0;
-    if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
-    if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
-    if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
-    if (sv.f_flag & ST_NOATIME) f |= MS_NOATIME;
-    if (sv.f_flag & ST_NODIRATIME) f |= MS_NODIRATIME;
-    if (sv.f_flag & ST_RELATIME) f |= MS_RELATIME;
+    if (sv.f_flag & ST_NOSUID)
+        f |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV)
+        f |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC)
+        f |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME)
+        f |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME)
+        f |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME)
+        f |= MS_RELATIME;
     return f;
 }
 
@@ -139,9 +145,8 @@ static void bind_fd(int fd, const char *dst, bool readonly, bool is_dir)
     }
     if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
         fail("bind %s", dst);
-    if (readonly &&
-        mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | kept_flags(dst),
-              NULL) < 0)
+    if (readonly && mount(NULL, dst, NULL,
+                          MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | kept_flags(dst), NULL) < 0)
         fail("remount %s read-only", dst);
     /* MS_REC carried every mount below the source along (a tmpfs, another disk), and the
      * remount above changed only the top one: make the whole subtree read-only and nosuid, or
@@ -179,8 +184,8 @@ static void loopback_up(void)
 }
 
 typedef struct boot_opts {
-    const char *box;       /* host dir for /.sbx */
-    const char *rootfs;    /* NULL: tmpfs root with binds */
+    const char *box;    /* host dir for /.sbx */
+    const char *rootfs; /* NULL: tmpfs root with binds */
     bool net_deny;
     bool rootless;
     unsigned long uid_base; /* root mode: sandbox ids 0..65535 map to uid_base.. on the host */
@@ -284,7 +289,8 @@ static void child_setup(const boot_opts *o)
     char opts[128];
     snprintf(opts, sizeof opts, "size=%lum,mode=1777", o->shm_mb);
     tmpfs("./dev/shm", MS_NOSUID | MS_NODEV, opts);
-    if (mount(NULL, "./dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
+    if (mount(NULL, "./dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) <
+        0)
         fail("remount /dev read-only");
     /* Writable, size-bounded places: private /tmp and the workspace. */
     snprintf(opts, sizeof opts, "size=%lum,mode=1777", o->tmp_mb);
@@ -418,20 +424,34 @@ int boot_local_main(int argc, char **argv)
             return 2;
         }
         i++;
-        if (strcmp(a, "--box") == 0) o.box = v;
-        else if (strcmp(a, "--rootfs") == 0) o.rootfs = v;
-        else if (strcmp(a, "--bind") == 0) add_bind(v);
-        else if (strcmp(a, "--net") == 0) o.net_deny = strcmp(v, "allow") != 0;
-        else if (strcmp(a, "--uid-base") == 0) o.uid_base = num(v, a);
-        else if (strcmp(a, "--cgroup-procs") == 0 && n_cgroups < BOOT_MAX_CGROUPS) cgroup_procs[n_cgroups++] = v;
-        else if (strcmp(a, "--workspace-mb") == 0) o.ws_mb = num(v, a);
-        else if (strcmp(a, "--tmp-mb") == 0) o.tmp_mb = num(v, a);
-        else if (strcmp(a, "--shm-mb") == 0) o.shm_mb = num(v, a);
-        else if (strcmp(a, "--prog-uid") == 0) o.agent.prog_uid = (uid_t)num(v, a);
-        else if (strcmp(a, "--prog-gid") == 0) o.agent.prog_gid = (gid_t)num(v, a);
-        else if (strcmp(a, "--idle-ttl") == 0) o.agent.idle_ttl_s = (int64_t)num(v, a);
-        else if (strcmp(a, "--nofile") == 0) o.agent.rlimit_nofile = num(v, a);
-        else if (strcmp(a, "--workdir") == 0) o.agent.workdir = v;
+        if (strcmp(a, "--box") == 0)
+            o.box = v;
+        else if (strcmp(a, "--rootfs") == 0)
+            o.rootfs = v;
+        else if (strcmp(a, "--bind") == 0)
+            add_bind(v);
+        else if (strcmp(a, "--net") == 0)
+            o.net_deny = strcmp(v, "allow") != 0;
+        else if (strcmp(a, "--uid-base") == 0)
+            o.uid_base = num(v, a);
+        else if (strcmp(a, "--cgroup-procs") == 0 && n_cgroups < BOOT_MAX_CGROUPS)
+            cgroup_procs[n_cgroups++] = v;
+        else if (strcmp(a, "--workspace-mb") == 0)
+            o.ws_mb = num(v, a);
+        else if (strcmp(a, "--tmp-mb") == 0)
+            o.tmp_mb = num(v, a);
+        else if (strcmp(a, "--shm-mb") == 0)
+            o.shm_mb = num(v, a);
+        else if (strcmp(a, "--prog-uid") == 0)
+            o.agent.prog_uid = (uid_t)num(v, a);
+        else if (strcmp(a, "--prog-gid") == 0)
+            o.agent.prog_gid = (gid_t)num(v, a);
+        else if (strcmp(a, "--idle-ttl") == 0)
+            o.agent.idle_ttl_s = (int64_t)num(v, a);
+        else if (strcmp(a, "--nofile") == 0)
+            o.agent.rlimit_nofile = num(v, a);
+        else if (strcmp(a, "--workdir") == 0)
+            o.agent.workdir = v;
         else {
             fprintf(stderr, "sbx-agent boot: unknown option %s\n", a);
             return 2;
@@ -455,8 +475,8 @@ int boot_local_main(int argc, char **argv)
         fprintf(stderr, "sbx-agent boot: pipe: %s\n", strerror(errno));
         return 1;
     }
-    unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
-                          CLONE_NEWUTS | SIGCHLD; /* CLONE_NEWCGROUP: after the cgroup move */
+    unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                          SIGCHLD; /* CLONE_NEWCGROUP: after the cgroup move */
     if (o.net_deny)
         flags |= CLONE_NEWNET;
     uid_t uid = getuid();

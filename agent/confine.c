@@ -56,7 +56,10 @@ static void die(const char *what, int err)
 /* Syscalls refused with EPERM. Docker's default profile refuses every one of these (they are
  * outside its allowlist unless a capability the program never has is granted); io_uring is
  * refused because most 2022-2023 kernel exploits in kCTF went through it (moby #46762). */
-static const struct { const char *name; const char *why; } refused[] = {
+static const struct {
+    const char *name;
+    const char *why;
+} refused[] = {
     {"acct", "process accounting: host-wide switch (CAP_SYS_PACCT)"},
     {"add_key", "kernel keyrings are not namespaced"},
     {"request_key", "kernel keyrings are not namespaced"},
@@ -165,8 +168,7 @@ int confine_seccomp_prepare(void)
     rc = seccomp_export_bpf(ctx, fd);
     seccomp_release(ctx);
     struct stat st;
-    if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size <= 0 ||
-                    (size_t)st.st_size > sizeof compiled ||
+    if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size <= 0 || (size_t)st.st_size > sizeof compiled ||
                     st.st_size % (off_t)sizeof(struct sock_filter) != 0))
         rc = -EINVAL;
     if (rc == 0 && pread(fd, compiled, (size_t)st.st_size, 0) != st.st_size)

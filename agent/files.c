@@ -35,7 +35,7 @@ static int root_fd = -1;
 static char workdir_buf[AGENT_MAX_PATH];
 static uint64_t agent_mnt_id; /* mount id of /.sbx: the agent's socket directory */
 static bool have_agent_dir;
-static bool no_openat2;      /* the kernel lacks openat2: walk by hand */
+static bool no_openat2; /* the kernel lacks openat2: walk by hand */
 static const char *last_error = "";
 
 int files_init(const char *workdir)
@@ -132,8 +132,8 @@ static int open_walk(const char *path, int flags, mode_t mode)
             if (comp[1] == '.' && depth > 0)
                 close(stack[depth--]);
             if (last) {
-                result = openat(stack[depth], ".", (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) |
-                                                       O_CLOEXEC | O_NOCTTY);
+                result = openat(stack[depth], ".",
+                                (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC | O_NOCTTY);
                 result = result < 0 ? -errno : result;
                 break;
             }

@@ -59,12 +59,18 @@ int main(int argc, char **argv)
             return 2;
         }
         const char *v = argv[++i];
-        if (strcmp(a, "--socket") == 0) cfg.socket_path = v;
-        else if (strcmp(a, "--workdir") == 0) cfg.workdir = v;
-        else if (strcmp(a, "--uid") == 0) cfg.prog_uid = (uid_t)number(a, v);
-        else if (strcmp(a, "--gid") == 0) cfg.prog_gid = (gid_t)number(a, v);
-        else if (strcmp(a, "--idle-ttl") == 0) cfg.idle_ttl_s = number(a, v);
-        else if (strcmp(a, "--nofile") == 0) cfg.rlimit_nofile = (uint64_t)number(a, v);
+        if (strcmp(a, "--socket") == 0)
+            cfg.socket_path = v;
+        else if (strcmp(a, "--workdir") == 0)
+            cfg.workdir = v;
+        else if (strcmp(a, "--uid") == 0)
+            cfg.prog_uid = (uid_t)number(a, v);
+        else if (strcmp(a, "--gid") == 0)
+            cfg.prog_gid = (gid_t)number(a, v);
+        else if (strcmp(a, "--idle-ttl") == 0)
+            cfg.idle_ttl_s = number(a, v);
+        else if (strcmp(a, "--nofile") == 0)
+            cfg.rlimit_nofile = (uint64_t)number(a, v);
         else {
             fprintf(stderr, "sbx-agent: unknown option %s (see --help)\n", a);
             return 2;

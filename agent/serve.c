@@ -67,15 +67,15 @@ typedef struct journal {
 
 typedef struct command {
     bool used;
-    bool running;      /* not yet finished */
-    bool is_kernel;    /* a call into the python kernel (pid/fds belong to the kernel) */
+    bool running;   /* not yet finished */
+    bool is_kernel; /* a call into the python kernel (pid/fds belong to the kernel) */
     uint64_t id;
-    uint64_t req_id;   /* request id to echo on events */
-    int client;        /* subscriber index, or -1 */
-    pid_t pid;         /* also the process group and session id */
-    int out_fd[2];     /* read ends of stdout, stderr (-1 when closed) */
-    int in_fd;         /* write end of stdin, or -1 */
-    uint64_t limit;    /* per-stream output limit */
+    uint64_t req_id; /* request id to echo on events */
+    int client;      /* subscriber index, or -1 */
+    pid_t pid;       /* also the process group and session id */
+    int out_fd[2];   /* read ends of stdout, stderr (-1 when closed) */
+    int in_fd;       /* write end of stdin, or -1 */
+    uint64_t limit;  /* per-stream output limit */
     bool truncated[2];
     bool timed_out, output_limited, exited;
     int wait_status;
@@ -98,7 +98,7 @@ typedef struct kernel {
     pid_t pid; /* 0 when not running */
     int ctl_fd, rep_fd;
     int out_fd[2];
-    int busy; /* command index, or -1 */
+    int busy;         /* command index, or -1 */
     bool died_before; /* a previous kernel died: the next call reports a restart */
 } kernel;
 
@@ -223,14 +223,23 @@ static void send_error(int ci, uint64_t id, uint32_t code, const char *fmt, ...)
 static uint32_t errno_code(int e)
 {
     switch (e) {
-    case EACCES: case EPERM: case EROFS: case ELOOP: case EXDEV:
-        return EC_PERMISSION_DENIED;
-    case ENOSPC: case EDQUOT: case EFBIG: case EMFILE: case ENFILE:
-        return EC_RESOURCE_EXHAUSTED;
-    case ENOENT: case ENOTDIR: case EISDIR: case EINVAL: case ENAMETOOLONG: case EEXIST:
-        return EC_INVALID_ARGUMENT;
-    default:
-        return EC_INTERNAL;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ELOOP:
+    case EXDEV: return EC_PERMISSION_DENIED;
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EMFILE:
+    case ENFILE: return EC_RESOURCE_EXHAUSTED;
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case EINVAL:
+    case ENAMETOOLONG:
+    case EEXIST: return EC_INVALID_ARGUMENT;
+    default: return EC_INTERNAL;
     }
 }
 
@@ -451,8 +460,7 @@ static command *alloc_command(void)
     return best;
 }
 
-static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_ms,
-                         uint64_t limit)
+static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_ms, uint64_t limit)
 {
     c->used = true;
     c->running = true;
@@ -553,8 +561,11 @@ static void build_env(char **tab, size_t *n)
     static char home[AGENT_MAX_PATH + 8];
     snprintf(home, sizeof home, "HOME=%s", cfg.workdir);
     static char *defaults[] = {
-        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL,
-        "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "TERM=dumb",
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        NULL,
+        "LANG=C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "TERM=dumb",
     };
     defaults[1] = home;
     for (size_t d = 0; d < sizeof defaults / sizeof defaults[0]; d++) {
@@ -672,15 +683,18 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
         (with_stdin && pipe2(pi, O_CLOEXEC) < 0)) {
         int e = errno;
         for (int i = 0; i < 2; i++) {
-            if (po[i] >= 0) close(po[i]);
-            if (pe[i] >= 0) close(pe[i]);
-            if (pi[i] >= 0) close(pi[i]);
+            if (po[i] >= 0)
+                close(po[i]);
+            if (pe[i] >= 0)
+                close(pe[i]);
+            if (pi[i] >= 0)
+                close(pi[i]);
         }
         return -e;
     }
     const char *path = resolve_exec(argv[0], env, env_count);
-    spawn_args sa = {argv, env, cwd, path, u, g, keep, with_stdin ? pi[0] : -1, po[1], pe[1],
-                     extra3, extra4};
+    spawn_args sa = {argv,  env,   cwd,    path,  u, g, keep, with_stdin ? pi[0] : -1,
+                     po[1], pe[1], extra3, extra4};
     /* A plain fork (no CLONE_VM|CLONE_VFORK): with vfork the agent sleeps until the child
      * execs, so a program that SIGSTOPs every process of its uid (kill(-1, SIGSTOP)) catches
      * the child between setresuid and execve and wedges PID 1 forever. The page-table copy of
@@ -689,8 +703,14 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
     pid_t pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, SIGCHLD, &sa);
     if (pid < 0) {
         int e = errno;
-        close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
-        if (with_stdin) { close(pi[0]); close(pi[1]); }
+        close(po[0]);
+        close(po[1]);
+        close(pe[0]);
+        close(pe[1]);
+        if (with_stdin) {
+            close(pi[0]);
+            close(pi[1]);
+        }
         return -e;
     }
     close(po[1]);
@@ -740,8 +760,8 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
     }
     command_init(c, ci, req_id, timeout_ms, limit);
     build_env(env_tab, &env_n);
-    pid_t pid = spawn(argv, env_tab, env_n, cwd && *cwd ? cwd : cfg.workdir, u, g, keep,
-                      with_stdin, c->out_fd, &c->in_fd, -1, -1);
+    pid_t pid = spawn(argv, env_tab, env_n, cwd && *cwd ? cwd : cfg.workdir, u, g, keep, with_stdin,
+                      c->out_fd, &c->in_fd, -1, -1);
     if (pid < 0) {
         c->used = false;
         send_error(ci, req_id, EC_RESOURCE_EXHAUSTED, "cannot start %s: %s", argv[0],
@@ -784,10 +804,13 @@ static void kernel_reset(void)
         kill(-py.pid, SIGKILL);
         kill(py.pid, SIGKILL);
     }
-    if (py.ctl_fd >= 0) close(py.ctl_fd);
-    if (py.rep_fd >= 0) close(py.rep_fd);
+    if (py.ctl_fd >= 0)
+        close(py.ctl_fd);
+    if (py.rep_fd >= 0)
+        close(py.rep_fd);
     for (int s = 0; s < 2; s++)
-        if (py.out_fd[s] >= 0) close(py.out_fd[s]);
+        if (py.out_fd[s] >= 0)
+            close(py.out_fd[s]);
     py.pid = 0;
     py.ctl_fd = py.rep_fd = py.out_fd[0] = py.out_fd[1] = -1;
     py.busy = -1;
@@ -813,8 +836,8 @@ static int kernel_start(uid_t u, gid_t g, bool keep)
     static char *kenv[AGENT_MAX_ENV + 8];
     size_t kenv_n = 0;
     build_env(kenv, &kenv_n);
-    pid_t pid = spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, false, py.out_fd, NULL,
-                      ctl[0], rep[1]);
+    pid_t pid =
+        spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, false, py.out_fd, NULL, ctl[0], rep[1]);
     close(ctl[0]);
     close(rep[1]);
     if (pid < 0) {
@@ -855,8 +878,8 @@ static bool write_to_program(command *c, int fd, const uint8_t *p, size_t n)
         }
         if (w < 0 && errno != EAGAIN && errno != EINTR)
             return false;
-        struct pollfd pf[3] = {{fd, POLLOUT, 0}, {c->out_fd[0], POLLIN, 0},
-                               {c->out_fd[1], POLLIN, 0}};
+        struct pollfd pf[3] = {
+            {fd, POLLOUT, 0}, {c->out_fd[0], POLLIN, 0}, {c->out_fd[1], POLLIN, 0}};
         int timeout = 1000;
         if (c->deadline_ms) {
             int64_t left = c->deadline_ms - now_ms();
@@ -1182,8 +1205,8 @@ static void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x)
             close(cl->wfd);
         mode_t mode = x->mode ? (mode_t)(x->mode & 07777) : 0644;
         as_program(x->uid, x->gid);
-        int fd = files_open(x->path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, mode & 0777,
-                            x->mkdirs);
+        int fd =
+            files_open(x->path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, mode & 0777, x->mkdirs);
         as_agent();
         if (fd < 0) {
             cl->wfd = -1;
@@ -1210,8 +1233,8 @@ static void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x)
     }
     size_t done = 0;
     while (done < x->data.size) {
-        ssize_t w = pwrite(cl->wfd, x->data.bytes + done, x->data.size - done,
-                           (off_t)(cl->woffset + done));
+        ssize_t w =
+            pwrite(cl->wfd, x->data.bytes + done, x->data.size - done, (off_t)(cl->woffset + done));
         if (w < 0) {
             if (errno == EINTR)
                 continue;
@@ -1421,8 +1444,12 @@ static void handle_client(int ci)
     case sbx_v1_AgentRequest_file_write_tag:
         handle_file_write(ci, req.id, &req.body.file_write);
         break;
-    case sbx_v1_AgentRequest_file_read_tag: handle_file_read(ci, req.id, &req.body.file_read); break;
-    case sbx_v1_AgentRequest_file_list_tag: handle_file_list(ci, req.id, &req.body.file_list); break;
+    case sbx_v1_AgentRequest_file_read_tag:
+        handle_file_read(ci, req.id, &req.body.file_read);
+        break;
+    case sbx_v1_AgentRequest_file_list_tag:
+        handle_file_list(ci, req.id, &req.body.file_list);
+        break;
     case sbx_v1_AgentRequest_signal_tag: handle_signal(ci, req.id, &req.body.signal); break;
     case sbx_v1_AgentRequest_attach_tag: handle_attach(ci, req.id, &req.body.attach); break;
     case sbx_v1_AgentRequest_ping_tag:
@@ -1436,8 +1463,7 @@ static void handle_client(int ci)
         ev.body.pong.shared_uid = cfg.shared_uid;
         send_event(ci);
         break;
-    default:
-        send_error(ci, req.id, EC_INVALID_ARGUMENT, "request carries no known operation");
+    default: send_error(ci, req.id, EC_INVALID_ARGUMENT, "request carries no known operation");
     }
 }
 
@@ -1541,12 +1567,15 @@ static void seal_socket_dir(const char *socket_path)
     struct statvfs sv;
     unsigned long keep = 0;
     if (statvfs(dir, &sv) == 0) { /* flags a user namespace may not clear */
-        if (sv.f_flag & ST_NOATIME) keep |= MS_NOATIME;
-        if (sv.f_flag & ST_NODIRATIME) keep |= MS_NODIRATIME;
-        if (sv.f_flag & ST_RELATIME) keep |= MS_RELATIME;
+        if (sv.f_flag & ST_NOATIME)
+            keep |= MS_NOATIME;
+        if (sv.f_flag & ST_NODIRATIME)
+            keep |= MS_NODIRATIME;
+        if (sv.f_flag & ST_RELATIME)
+            keep |= MS_RELATIME;
     }
-    mount(NULL, dir, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | keep,
-          NULL);
+    mount(NULL, dir, NULL,
+          MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | keep, NULL);
 }
 
 int agent_serve(const agent_config *config)

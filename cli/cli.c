@@ -13,34 +13,51 @@
 cli_globals cli_global;
 
 typedef struct global_option {
-    const char *name;    /* "--config" */
-    bool takes_value;    /* --name VALUE or --name=VALUE */
+    const char *name; /* "--config" */
+    bool takes_value; /* --name VALUE or --name=VALUE */
     void (*apply)(const char *value);
 } global_option;
 
-static void set_config(const char *value) { cli_global.config_path = value; }
+static void set_config(const char *value)
+{
+    cli_global.config_path = value;
+}
 static void set_json(const char *value)
 {
     (void)value;
     cli_global.json = true;
 }
 
-static void set_broker(const char *value) { cli_global.broker = value; }
-static void set_endpoint(const char *value) { cli_global.endpoint = value; }
-static void set_ca_file(const char *value) { cli_global.ca_file = value; }
-static void set_cert_file(const char *value) { cli_global.cert_file = value; }
-static void set_key_file(const char *value) { cli_global.key_file = value; }
-static void set_token_env(const char *value) { cli_global.token_env = value; }
+static void set_broker(const char *value)
+{
+    cli_global.broker = value;
+}
+static void set_endpoint(const char *value)
+{
+    cli_global.endpoint = value;
+}
+static void set_ca_file(const char *value)
+{
+    cli_global.ca_file = value;
+}
+static void set_cert_file(const char *value)
+{
+    cli_global.cert_file = value;
+}
+static void set_key_file(const char *value)
+{
+    cli_global.key_file = value;
+}
+static void set_token_env(const char *value)
+{
+    cli_global.token_env = value;
+}
 
 static const global_option global_options[] = {
-    {"--config", true, set_config},
-    {"--json", false, set_json},
-    {"--broker", true, set_broker},
-    {"--endpoint", true, set_endpoint},
-    {"--ca-file", true, set_ca_file},
-    {"--cert-file", true, set_cert_file},
-    {"--key-file", true, set_key_file},
-    {"--token-env", true, set_token_env},
+    {"--config", true, set_config},     {"--json", false, set_json},
+    {"--broker", true, set_broker},     {"--endpoint", true, set_endpoint},
+    {"--ca-file", true, set_ca_file},   {"--cert-file", true, set_cert_file},
+    {"--key-file", true, set_key_file}, {"--token-env", true, set_token_env},
 };
 
 int cli_parse_globals(int argc, char **argv)
@@ -87,24 +104,17 @@ int cli_parse_globals(int argc, char **argv)
 int cli_exit_code(sbx_status st)
 {
     switch (st) {
-    case SBX_OK:
-        return CLI_EXIT_OK;
-    case SBX_E_CONFIG:
-        return CLI_EXIT_CONFIG;
-    case SBX_E_INVALID_ARGUMENT:
-        return CLI_EXIT_USAGE;
+    case SBX_OK: return CLI_EXIT_OK;
+    case SBX_E_CONFIG: return CLI_EXIT_CONFIG;
+    case SBX_E_INVALID_ARGUMENT: return CLI_EXIT_USAGE;
     case SBX_E_CAPABILITY:
     case SBX_E_POLICY:
     case SBX_E_PERMISSION_DENIED:
-    case SBX_E_UNAUTHENTICATED:
-        return CLI_EXIT_REFUSED;
-    case SBX_E_TIMEOUT:
-        return CLI_EXIT_TIMEOUT;
+    case SBX_E_UNAUTHENTICATED: return CLI_EXIT_REFUSED;
+    case SBX_E_TIMEOUT: return CLI_EXIT_TIMEOUT;
     case SBX_E_SESSION_NOT_FOUND:
-    case SBX_E_GONE:
-        return CLI_EXIT_NOT_FOUND;
-    default:
-        return CLI_EXIT_FAILED;
+    case SBX_E_GONE: return CLI_EXIT_NOT_FOUND;
+    default: return CLI_EXIT_FAILED;
     }
 }
 

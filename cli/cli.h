@@ -31,16 +31,16 @@ enum cli_exit {
     CLI_EXIT_NOT_RUN = 125, /* run/exec/code: sbx could not run the program (details on stderr) */
 };
 
-#define CLI_EXIT_CODES_HELP                                                                     \
-    "Exit codes:\n"                                                                             \
-    "  0    success\n"                                                                          \
-    "  1    the operation failed (provider, broker, transport, internal error)\n"              \
-    "  2    usage error (bad command line)\n"                                                   \
-    "  3    configuration error (the message names file:line:column)\n"                        \
-    "  4    refused by policy, capability, permission or authentication\n"                     \
-    "  5    a deadline passed\n"                                                                \
-    "  6    no such session, or its sandbox is gone\n"                                          \
-    "  125  run/exec/code: sbx could not run the program (otherwise they exit with the\n"      \
+#define CLI_EXIT_CODES_HELP                                                                        \
+    "Exit codes:\n"                                                                                \
+    "  0    success\n"                                                                             \
+    "  1    the operation failed (provider, broker, transport, internal error)\n"                  \
+    "  2    usage error (bad command line)\n"                                                      \
+    "  3    configuration error (the message names file:line:column)\n"                            \
+    "  4    refused by policy, capability, permission or authentication\n"                         \
+    "  5    a deadline passed\n"                                                                   \
+    "  6    no such session, or its sandbox is gone\n"                                             \
+    "  125  run/exec/code: sbx could not run the program (otherwise they exit with the\n"          \
     "       program's own status, 128+N when it was killed by signal N)\n"
 
 /* Global options, valid before or after the subcommand name (up to a `--`). */
@@ -50,25 +50,25 @@ typedef struct cli_globals {
     /* --broker embedded|thread|remote and the remote broker's options (cli_load_config applies
      * them over the file's broker block) */
     const char *broker;
-    const char *endpoint;    /* --endpoint URL */
-    const char *ca_file;     /* --ca-file FILE */
-    const char *cert_file;   /* --cert-file FILE */
-    const char *key_file;    /* --key-file FILE */
-    const char *token_env;   /* --token-env NAME */
+    const char *endpoint;  /* --endpoint URL */
+    const char *ca_file;   /* --ca-file FILE */
+    const char *cert_file; /* --cert-file FILE */
+    const char *key_file;  /* --key-file FILE */
+    const char *token_env; /* --token-env NAME */
 } cli_globals;
 
 extern cli_globals cli_global;
 
-#define CLI_GLOBAL_OPTIONS_HELP                                                                 \
-    "Global options (before or after the command):\n"                                          \
-    "  --config FILE   use this config file (default: $SBX_CONFIG, else the built-in\n"        \
-    "                  default: one `local` profile named `default`, network denied)\n"        \
-    "  --json          machine-readable output (JSON on stdout)\n"                              \
-    "  --broker B      embedded | thread | remote (default: the config's broker.flavor)\n"     \
-    "  --endpoint URL  remote worker: https://host:port, or http://127.0.0.1:port (h2c)\n"     \
-    "  --ca-file F     remote: CA bundle that signs the worker's certificate\n"                \
-    "  --cert-file F   remote: client certificate (mTLS); --key-file F its key\n"             \
-    "  --token-env N   remote: send the bearer token held in environment variable N\n"        \
+#define CLI_GLOBAL_OPTIONS_HELP                                                                    \
+    "Global options (before or after the command):\n"                                              \
+    "  --config FILE   use this config file (default: $SBX_CONFIG, else the built-in\n"            \
+    "                  default: one `local` profile named `default`, network denied)\n"            \
+    "  --json          machine-readable output (JSON on stdout)\n"                                 \
+    "  --broker B      embedded | thread | remote (default: the config's broker.flavor)\n"         \
+    "  --endpoint URL  remote worker: https://host:port, or http://127.0.0.1:port (h2c)\n"         \
+    "  --ca-file F     remote: CA bundle that signs the worker's certificate\n"                    \
+    "  --cert-file F   remote: client certificate (mTLS); --key-file F its key\n"                  \
+    "  --token-env N   remote: send the bearer token held in environment variable N\n"             \
     "  -h, --help      help (`sbx COMMAND --help` for a command)\n"
 
 /* Removes the global options from argv (stopping at `--`), filling cli_global. Returns the new

@@ -99,38 +99,36 @@ static json_t *handle_json(const sbx_session_handle *h)
 {
     if (h == NULL)
         return json_null();
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "session_id", h->session_id,
-                     "name", h->name, "profile", h->profile, "provider", h->provider,
-                     "sandbox_id", h->sandbox_id, "node", h->node, "created_at_ms",
-                     (json_int_t)h->created_at_ms, "last_used_at_ms",
-                     (json_int_t)h->last_used_at_ms, "status",
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "session_id", h->session_id, "name",
+                     h->name, "profile", h->profile, "provider", h->provider, "sandbox_id",
+                     h->sandbox_id, "node", h->node, "created_at_ms", (json_int_t)h->created_at_ms,
+                     "last_used_at_ms", (json_int_t)h->last_used_at_ms, "status",
                      enum_name(&sbx__v1__session_status__descriptor, h->status));
 }
 
 static json_t *completion_json(const sbx_completion *c)
 {
-    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "task_id", c->task_id, "status",
-                          enum_name(&sbx__v1__completion_status__descriptor, c->status),
-                          "error_code", enum_name(&sbx__v1__error_code__descriptor, c->error_code),
-                          "error", c->error, "notice", c->notice, "session",
-                          handle_json(c->session));
+    json_t *j =
+        json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "task_id", c->task_id, "status",
+                  enum_name(&sbx__v1__completion_status__descriptor, c->status), "error_code",
+                  enum_name(&sbx__v1__error_code__descriptor, c->error_code), "error", c->error,
+                  "notice", c->notice, "session", handle_json(c->session));
     const sbx_result *r = c->result;
     if (r != NULL) {
         json_t *files = json_array();
         for (size_t i = 0; i < r->n_files; i++)
-            json_array_append_new(
-                files, json_pack("{s:s,s:I,s:i,s:o}", "path", r->files[i]->path, "size",
-                                 (json_int_t)r->files[i]->size, "mode", (int)r->files[i]->mode,
-                                 "content", bytes_json(&r->files[i]->content)));
+            json_array_append_new(files, json_pack("{s:s,s:I,s:i,s:o}", "path", r->files[i]->path,
+                                                   "size", (json_int_t)r->files[i]->size, "mode",
+                                                   (int)r->files[i]->mode, "content",
+                                                   bytes_json(&r->files[i]->content)));
         json_object_set_new(
             j, "result",
             json_pack("{s:i,s:i,s:s,s:o,s:o,s:b,s:b,s:s,s:I,s:o}", "exit_code", r->exit_code,
                       "signal", r->signal, "outcome",
                       enum_name(&sbx__v1__outcome__descriptor, r->outcome), "stdout",
-                      bytes_json(&r->stdout), "stderr", bytes_json(&r->stderr),
-                      "stdout_truncated", r->stdout_truncated, "stderr_truncated",
-                      r->stderr_truncated, "value", r->value, "wall_us", (json_int_t)r->wall_us,
-                      "files", files));
+                      bytes_json(&r->stdout), "stderr", bytes_json(&r->stderr), "stdout_truncated",
+                      r->stdout_truncated, "stderr_truncated", r->stderr_truncated, "value",
+                      r->value, "wall_us", (json_int_t)r->wall_us, "files", files));
     }
     return j;
 }
@@ -162,8 +160,7 @@ int cli_print_completion(const sbx_completion *c, bool program)
         if (c->notice[0] != '\0')
             fprintf(stderr, "sbx: notice: %s\n", c->notice);
         if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
-            fprintf(stderr, "sbx: %s: %s\n", sbx_status_name((sbx_status)c->error_code),
-                    c->error);
+            fprintf(stderr, "sbx: %s: %s\n", sbx_status_name((sbx_status)c->error_code), c->error);
     }
     if (program && ran) {
         if (c->result->signal != 0)

@@ -14,7 +14,7 @@
 
 typedef struct cli_plane {
     sbx_config *cfg;
-    sbx_engine *engine;     /* NULL for the remote flavor */
+    sbx_engine *engine; /* NULL for the remote flavor */
     sbx_broker *broker;
     sbx_sessions *sessions; /* NULL unless asked for */
     sbx_principal *principal;

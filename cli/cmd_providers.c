@@ -57,8 +57,8 @@ int cmd_providers(int argc, char **argv)
         for (size_t i = 0; i < d->n_profiles; i++) {
             const Sbx__V1__ProfileDescription *pd = d->profiles[i];
             json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:b}", "profile", pd->name, "provider",
-                                  pd->provider, "scope", pd->scope, "environment",
-                                  pd->environment, "available", pd->capabilities != NULL);
+                                  pd->provider, "scope", pd->scope, "environment", pd->environment,
+                                  "available", pd->capabilities != NULL);
             const sbx_capabilities *c = pd->capabilities;
             if (c != NULL) {
                 json_t *langs = json_array();
@@ -73,9 +73,8 @@ int cmd_providers(int argc, char **argv)
                               "provisions", c->provisions, "attaches_external",
                               c->attaches_external, "principal_user", c->principal_user,
                               "policy_network", c->policy_network, "policy_network_domains",
-                              c->policy_network_domains, "policy_filesystem",
-                              c->policy_filesystem, "policy_resources", c->policy_resources,
-                              "streaming", c->streaming));
+                              c->policy_network_domains, "policy_filesystem", c->policy_filesystem,
+                              "policy_resources", c->policy_resources, "streaming", c->streaming));
             }
             json_array_append_new(arr, o);
         }
@@ -84,8 +83,8 @@ int cmd_providers(int argc, char **argv)
         json_decref(arr);
     } else {
         printf("%-12s %-8s %-14s %-11s %-18s %-5s %-5s %-4s %-6s %-4s %-3s %-6s %-3s %s\n",
-               "PROFILE", "PROVIDER", "ISOLATION", "SCOPE", "LANGUAGES", "SHELL", "FILES",
-               "PKGS", "ATTACH", "USER", "NET", "DOMAIN", "FS", "RESOURCES");
+               "PROFILE", "PROVIDER", "ISOLATION", "SCOPE", "LANGUAGES", "SHELL", "FILES", "PKGS",
+               "ATTACH", "USER", "NET", "DOMAIN", "FS", "RESOURCES");
         for (size_t i = 0; i < d->n_profiles; i++) {
             const Sbx__V1__ProfileDescription *pd = d->profiles[i];
             const sbx_capabilities *c = pd->capabilities;

@@ -48,8 +48,8 @@ static int session_new(cli_plane *p, int argc, char **argv)
     if (sbx_sessions_create(p->sessions, profile, name, &h, &err) != SBX_OK)
         return cli_report_error("session new", &err);
     if (cli_global.json)
-        printf("{\"session_id\": \"%s\", \"profile\": \"%s\", \"name\": \"%s\"}\n",
-               h->session_id, h->profile, h->name);
+        printf("{\"session_id\": \"%s\", \"profile\": \"%s\", \"name\": \"%s\"}\n", h->session_id,
+               h->profile, h->name);
     else
         printf("%s\n", h->session_id);
     sbx_message_free(&h->base);
@@ -64,12 +64,11 @@ static int session_ls(cli_plane *p)
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++)
             json_array_append_new(
-                arr, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I}", "session_id",
-                               list[i]->session_id, "name", list[i]->name, "profile",
-                               list[i]->profile, "provider", list[i]->provider, "sandbox_id",
-                               list[i]->sandbox_id, "created_at_ms",
-                               (json_int_t)list[i]->created_at_ms, "last_used_at_ms",
-                               (json_int_t)list[i]->last_used_at_ms));
+                arr, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I}", "session_id", list[i]->session_id,
+                               "name", list[i]->name, "profile", list[i]->profile, "provider",
+                               list[i]->provider, "sandbox_id", list[i]->sandbox_id,
+                               "created_at_ms", (json_int_t)list[i]->created_at_ms,
+                               "last_used_at_ms", (json_int_t)list[i]->last_used_at_ms));
         json_dumpf(arr, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(arr);

@@ -72,16 +72,16 @@ static sbx_status make_parent_dirs(const char *path, sbx_error *err)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-        return sbx_error_set(err, SBX_E_CONFIG, "secret_file path '%.200s...' is too long",
-                             path);
+        return sbx_error_set(err, SBX_E_CONFIG, "secret_file path '%.200s...' is too long", path);
     char *dir = dirname(buf);
     for (char *p = dir + 1; *p != '\0'; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
         if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-            return sbx_error_set(err, SBX_E_CONFIG, "cannot create directory '%s' for secret_file: %s",
-                                 dir, strerror(errno));
+            return sbx_error_set(err, SBX_E_CONFIG,
+                                 "cannot create directory '%s' for secret_file: %s", dir,
+                                 strerror(errno));
         *p = '/';
     }
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
@@ -152,8 +152,8 @@ sbx_status sbx_binding_key_load(const char *path, sbx_binding_key **out, sbx_err
     }
     if (!S_ISREG(stt.st_mode)) {
         close(fd);
-        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
-                             "secret_file '%s' is not a regular file", path);
+        return sbx_error_set(err, SBX_E_PERMISSION_DENIED, "secret_file '%s' is not a regular file",
+                             path);
     }
     if (stt.st_uid != geteuid()) {
         close(fd);
@@ -225,8 +225,7 @@ bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, con
     return ok;
 }
 
-bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h,
-                        const char *subject)
+bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject)
 {
     uint8_t want[SBX_BINDING_LEN];
     if (h->binding.len != SBX_BINDING_LEN || !sbx_binding_sign(k, h, subject, want))

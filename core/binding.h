@@ -46,8 +46,7 @@ void sbx_binding_key_free(sbx_binding_key *k);
 bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject,
                       uint8_t out[SBX_BINDING_LEN]);
 /* Constant-time check of h->binding against the expected value for subject. */
-bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h,
-                        const char *subject);
+bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject);
 /* Signs h in place (h->binding replaced). False on allocation failure. */
 bool sbx_binding_stamp(const sbx_binding_key *k, sbx_session_handle *h, const char *subject);
 

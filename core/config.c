@@ -47,13 +47,14 @@
 #define DEFAULT_POLICY_MEMORY_MB 512
 #define DEFAULT_POLICY_PIDS 256
 #define DEFAULT_POLICY_TIMEOUT_MS 120000
-#define MAX_POLICY_CPU 1024.0                          /* cores; beyond any single host */
-#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024)      /* 16 TiB */
-#define MAX_POLICY_PIDS 4194304                        /* the kernel's PID_MAX_LIMIT */
-#define MAX_POLICY_DISK_MB (1LL << 30)                 /* 1 PiB */
-#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000) /* a week: longer is a service, not a call  \
-                                                        */
-#define MAX_POLICY_OUTPUT_BYTES (1LL << 34)            /* 16 GiB per stream */
+#define MAX_POLICY_CPU 1024.0                     /* cores; beyond any single host */
+#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
+#define MAX_POLICY_PIDS 4194304                   /* the kernel's PID_MAX_LIMIT */
+#define MAX_POLICY_DISK_MB (1LL << 30)            /* 1 PiB */
+#define MAX_POLICY_TIMEOUT_MS                                                                      \
+    (7LL * 24 * 3600 * 1000)                /* a week: longer is a service, not a call             \
+                                             */
+#define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
 
 #define DEFAULT_BROKER_FLAVOR "thread"
 #define DEFAULT_BROKER_THREADS 16

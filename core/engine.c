@@ -63,14 +63,14 @@ typedef struct session_lock {
 } session_lock;
 
 struct sbx_engine {
-    const sbx_config *cfg;      /* borrowed, immutable */
-    sbx_binding_key *key;       /* immutable after new */
-    profile_slot *slots;        /* one per configured profile, same order */
+    const sbx_config *cfg; /* borrowed, immutable */
+    sbx_binding_key *key;  /* immutable after new */
+    profile_slot *slots;   /* one per configured profile, same order */
     size_t n_slots;
     /* stripe b % ENGINE_LOCK_STRIPES guards bucket b and the refs of the locks in it */
     pthread_mutex_t locks_mu[ENGINE_LOCK_STRIPES];
     session_lock *buckets[ENGINE_LOCK_BUCKETS];
-    char *profile_names;        /* "a, b, c" for CONFIG errors */
+    char *profile_names; /* "a, b, c" for CONFIG errors */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -93,12 +93,11 @@ static sbx_session_handle *handle_copy(const sbx_session_handle *src)
     sbx_session_handle *h = sbx_session_handle_new();
     if (h == NULL || src == NULL)
         return h;
-    bool ok = sbx_set_string(&h->session_id, src->session_id) &&
-              sbx_set_string(&h->name, src->name) && sbx_set_string(&h->profile, src->profile) &&
-              sbx_set_string(&h->provider, src->provider) &&
-              sbx_set_string(&h->sandbox_id, src->sandbox_id) &&
-              sbx_set_string(&h->node, src->node) &&
-              sbx_set_bytes(&h->binding, src->binding.data, src->binding.len);
+    bool ok =
+        sbx_set_string(&h->session_id, src->session_id) && sbx_set_string(&h->name, src->name) &&
+        sbx_set_string(&h->profile, src->profile) && sbx_set_string(&h->provider, src->provider) &&
+        sbx_set_string(&h->sandbox_id, src->sandbox_id) && sbx_set_string(&h->node, src->node) &&
+        sbx_set_bytes(&h->binding, src->binding.data, src->binding.len);
     h->created_at_ms = src->created_at_ms;
     h->last_used_at_ms = src->last_used_at_ms;
     h->status = src->status;
@@ -339,8 +338,7 @@ size_t sbx_engine_session_locks(sbx_engine *e)
 static sbx_status check_len(const char *what, const char *s, size_t max, sbx_error *err)
 {
     if (s != NULL && strlen(s) > max)
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "%s is longer than %zu bytes", what,
-                             max);
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "%s is longer than %zu bytes", what, max);
     return SBX_OK;
 }
 
@@ -459,11 +457,11 @@ static sbx_status resolve_profile(sbx_engine *e, const sbx_request *req, profile
 
 /* ---- step 4: fail-closed checks ----------------------------------------------------------- */
 
-static sbx_status check_identity(const profile_slot *slot, const sbx_principal *eff,
-                                 sbx_error *err)
+static sbx_status check_identity(const profile_slot *slot, const sbx_principal *eff, sbx_error *err)
 {
     const char *p = slot->profile->name;
-    bool profile_user = slot->profile->identity_mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    bool profile_user =
+        slot->profile->identity_mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
     bool user = eff->mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
     if (profile_user && !user)
         return sbx_error_set(err, SBX_E_POLICY,
@@ -483,8 +481,7 @@ static sbx_status check_identity(const profile_slot *slot, const sbx_principal *
     return SBX_OK;
 }
 
-static sbx_status check_capability(const profile_slot *slot, const sbx_request *req,
-                                   sbx_error *err)
+static sbx_status check_capability(const profile_slot *slot, const sbx_request *req, sbx_error *err)
 {
     const sbx_capabilities *c = slot->caps;
     const sbx_provider_ops *ops = slot->ops;
@@ -516,15 +513,16 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
     case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
         if (!c->package_install || ops->install_packages == NULL)
             return sbx_error_set(err, SBX_E_CAPABILITY,
-                                 "profile '%s': provider '%s' does not offer install_packages",
-                                 p, prov);
+                                 "profile '%s': provider '%s' does not offer install_packages", p,
+                                 prov);
         return SBX_OK;
     case SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE:
     case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE:
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES: {
-        bool slot_ok = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE ? ops->write_file != NULL
-                       : req->op_case == SBX__V1__EXECUTION_REQUEST__OP_READ_FILE ? ops->read_file != NULL
-                                                                                 : ops->list_files != NULL;
+        bool slot_ok =
+            req->op_case == SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE  ? ops->write_file != NULL
+            : req->op_case == SBX__V1__EXECUTION_REQUEST__OP_READ_FILE ? ops->read_file != NULL
+                                                                       : ops->list_files != NULL;
         if (!c->files || !slot_ok)
             return sbx_error_set(err, SBX_E_CAPABILITY,
                                  "profile '%s': provider '%s' does not offer file operations "
@@ -532,8 +530,7 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
                                  p, prov, sbx_request_op_name(req));
         return SBX_OK;
     }
-    default:
-        return SBX_OK;
+    default: return SBX_OK;
     }
 }
 
@@ -543,8 +540,8 @@ typedef struct run {
     sbx_engine *e;
     const sbx_request *req;
     profile_slot *slot;
-    sbx_principal principal; /* shallow copy of the request's, mode resolved; never freed */
-    sbx_policy *policy;      /* effective, owned */
+    sbx_principal principal;    /* shallow copy of the request's, mode resolved; never freed */
+    sbx_policy *policy;         /* effective, owned */
     sbx_session_handle *handle; /* working copy, owned until handed to the completion */
     sbx_completion *c;
     sbx_error err;
@@ -577,8 +574,7 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                                  "profile '%s': provider '%s' cannot reconnect to sandbox '%s' "
                                  "(attach); use a per_call scope",
                                  s->profile->name, ops->name, target);
-        sbx_status st = ops->attach(s->state, target, &r->principal,
-                                    r->policy, sb, &r->err);
+        sbx_status st = ops->attach(s->state, target, &r->principal, r->policy, sb, &r->err);
         if (st != SBX_E_GONE)
             return st;
         if (!managed(s))
@@ -640,8 +636,7 @@ static sbx_status execute(run *r, sbx_sandbox *sb, const sbx_exec_opts *o, sbx_r
         return ops->read_file(sb, req->read_file, o, res, &r->err);
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES:
         return ops->list_files(sb, req->list_files, o, res, &r->err);
-    default:
-        return sbx_error_set(&r->err, SBX_E_INTERNAL, "no operation to execute");
+    default: return sbx_error_set(&r->err, SBX_E_INTERNAL, "no operation to execute");
     }
 }
 
@@ -725,16 +720,15 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     }
     if (sb == NULL || sb->id == NULL) {
         unlock_session(r->e, lock);
-        sbx_error_set(&r->err, SBX_E_INTERNAL, "provider '%s' returned no sandbox",
-                      s->ops->name);
+        sbx_error_set(&r->err, SBX_E_INTERNAL, "provider '%s' returned no sandbox", s->ops->name);
         return fail_owned(r->req, &r->err, h, NULL);
     }
     if (strcmp(h->sandbox_id, sb->id) != 0)
         sbx_set_string(&h->sandbox_id, sb->id);
 
     /* Step 7: execute under the deadline. */
-    uint64_t limit = r->policy->output_limit_bytes > 0 ? r->policy->output_limit_bytes
-                                                       : ENGINE_OUTPUT_CAP;
+    uint64_t limit =
+        r->policy->output_limit_bytes > 0 ? r->policy->output_limit_bytes : ENGINE_OUTPUT_CAP;
     sbx_exec_opts o = {
         .deadline_mono_ms = deadline,
         .output_limit_bytes = limit,
@@ -875,10 +869,10 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
     static const sbx_principal no_principal = SBX__V1__PRINCIPAL__INIT;
     r.principal = req->principal != NULL ? *req->principal : no_principal;
     if (r.principal.mode == SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED)
-        r.principal.mode = r.slot->profile->identity_mode !=
-                                   SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED
-                               ? r.slot->profile->identity_mode
-                               : SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
+        r.principal.mode =
+            r.slot->profile->identity_mode != SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED
+                ? r.slot->profile->identity_mode
+                : SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
 
     sbx_completion *out = NULL;
     /* 3. Destroy. */
@@ -888,7 +882,8 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
     }
 
     /* 4. Fail-closed checks, before any provider call (opening reads capabilities only). */
-    if (slot_open(r.slot, &r.err) != SBX_OK || check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
+    if (slot_open(r.slot, &r.err) != SBX_OK ||
+        check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
         out = fail(req, &r.err, req->session);
         goto done;
     }

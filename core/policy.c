@@ -87,16 +87,16 @@ static bool add_widened(sbx_strlist *w, const char *fmt, ...)
 }
 
 /* Unsigned limit: zero in the request means the profile's value; a profile zero is unlimited. */
-#define MERGE_LIMIT(field, fmt_spec, cast)                                                   \
-    do {                                                                                     \
-        eff->field = prof->field;                                                            \
-        if (req->field != 0) {                                                               \
-            if (prof->field != 0 && req->field > prof->field)                                \
-                ok &= add_widened(widened, #field " " fmt_spec " > profile's " fmt_spec,     \
-                                  (cast)req->field, (cast)prof->field);                      \
-            else                                                                             \
-                eff->field = req->field;                                                     \
-        }                                                                                    \
+#define MERGE_LIMIT(field, fmt_spec, cast)                                                         \
+    do {                                                                                           \
+        eff->field = prof->field;                                                                  \
+        if (req->field != 0) {                                                                     \
+            if (prof->field != 0 && req->field > prof->field)                                      \
+                ok &= add_widened(widened, #field " " fmt_spec " > profile's " fmt_spec,           \
+                                  (cast)req->field, (cast)prof->field);                            \
+            else                                                                                   \
+                eff->field = req->field;                                                           \
+        }                                                                                          \
     } while (0)
 
 sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_policy *eff,
@@ -195,8 +195,7 @@ sbx_status sbx_policy_unenforceable(const sbx_capabilities *caps, const sbx_poli
         if (!caps->policy_network_domains)
             ok &= sbx_strlist_add(out, "network_egress=allowlist");
         break;
-    default: /* allow restricts nothing; unspecified asks for nothing */
-        break;
+    default: /* allow restricts nothing; unspecified asks for nothing */ break;
     }
     if (!caps->policy_filesystem) {
         if (p->n_fs_read > 0)

@@ -94,8 +94,7 @@ struct sbx_recording_reader {
     uint64_t size;
 };
 
-sbx_status sbx_recording_reader_open(const char *path, sbx_recording_reader **out,
-                                     sbx_error *err)
+sbx_status sbx_recording_reader_open(const char *path, sbx_recording_reader **out, sbx_error *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rbe");
@@ -115,8 +114,7 @@ sbx_status sbx_recording_reader_open(const char *path, sbx_recording_reader **ou
     return SBX_OK;
 }
 
-sbx_status sbx_recording_reader_next(sbx_recording_reader *r, sbx_recording **out,
-                                     sbx_error *err)
+sbx_status sbx_recording_reader_next(sbx_recording_reader *r, sbx_recording **out, sbx_error *err)
 {
     *out = NULL;
     uint8_t hdr[4];
@@ -356,7 +354,9 @@ static void render_value(const ProtobufCFieldDescriptor *f, const void *p, const
     case PROTOBUF_C_TYPE_FIXED64: sb_add(&v, "%" PRIu64, *(const uint64_t *)p); break;
     case PROTOBUF_C_TYPE_FLOAT: sb_add(&v, "%g", (double)*(const float *)p); break;
     case PROTOBUF_C_TYPE_DOUBLE: sb_add(&v, "%g", *(const double *)p); break;
-    case PROTOBUF_C_TYPE_BOOL: sb_add(&v, "%s", *(const protobuf_c_boolean *)p ? "true" : "false"); break;
+    case PROTOBUF_C_TYPE_BOOL:
+        sb_add(&v, "%s", *(const protobuf_c_boolean *)p ? "true" : "false");
+        break;
     case PROTOBUF_C_TYPE_STRING: {
         const char *s = *(char *const *)p;
         sb_escaped(&v, (const uint8_t *)(s != NULL ? s : ""), s != NULL ? strlen(s) : 0);
@@ -717,8 +717,8 @@ sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *r
         if (nd > 0) {
             report->differing++;
             sb_add(&text, "record %zu (%s, task %s): %zu field%s differ%s\n%s", i + 1,
-                   sbx_request_op_name(rec->request), rec->request->task_id, nd,
-                   nd == 1 ? "" : "s", nd == 1 ? "s" : "", diff.s != NULL ? diff.s : "");
+                   sbx_request_op_name(rec->request), rec->request->task_id, nd, nd == 1 ? "" : "s",
+                   nd == 1 ? "s" : "", diff.s != NULL ? diff.s : "");
         }
         free(diff.s);
         sbx_completion_free(want);

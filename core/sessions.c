@@ -56,8 +56,7 @@ static sbx_status mkdir_p(const char *path, sbx_error *err)
             continue;
         *p = '\0';
         if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return sbx_error_set(err, SBX_E_CONFIG, "cannot create '%s': %s", buf,
-                                 strerror(errno));
+            return sbx_error_set(err, SBX_E_CONFIG, "cannot create '%s': %s", buf, strerror(errno));
         *p = '/';
     }
     if (mkdir(buf, 0700) != 0 && errno != EEXIST)
@@ -297,8 +296,8 @@ sbx_status sbx_sessions_create(sbx_sessions *s, const char *profile, const char 
                            "a session named '%s' already exists; pick another name", name);
     } else {
         sbx_session_handle *h = new_handle(id, p->name, name);
-        st = h != NULL ? add_handle(s, h, err)
-                       : sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+        st =
+            h != NULL ? add_handle(s, h, err) : sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
         if (st == SBX_OK && out != NULL)
             *out = (sbx_session_handle *)sbx_message_copy(&h->base);
     }
@@ -385,8 +384,8 @@ sbx_status sbx_sessions_execute(sbx_sessions *s, sbx_request *req, const char *s
         ephemeral = true;
     } else {
         char id[SESSION_ID_MAX + 1];
-        snprintf(id, sizeof(id), "%s:%s",
-                 p->scope == SBX_SCOPE_PER_RUNTIME ? "runtime" : "default", p->name);
+        snprintf(id, sizeof(id), "%s:%s", p->scope == SBX_SCOPE_PER_RUNTIME ? "runtime" : "default",
+                 p->name);
         ssize_t i = find_index(s, id);
         if (i < 0) {
             sbx_session_handle *fresh = new_handle(id, p->name, NULL);

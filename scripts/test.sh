@@ -12,6 +12,9 @@ scripts/install-deps.sh
 jobs=$(nproc)
 status=0
 
+echo "== format (.clang-format)"
+scripts/check-format.sh || status=1
+
 echo "== build (warnings are errors)"
 scripts/build.sh "$root/build"
 echo "== tests"

@@ -136,12 +136,10 @@ static sbx_status ssl_fail(sbx_error *err, const char *what, const char *file)
     unsigned long e = ERR_get_error();
     ERR_error_string_n(e, buf, sizeof buf);
     ERR_clear_error();
-    return sbx_error_set(err, SBX_E_CONFIG, "worker TLS: %s '%s': %s", what, file ? file : "",
-                         buf);
+    return sbx_error_set(err, SBX_E_CONFIG, "worker TLS: %s '%s': %s", what, file ? file : "", buf);
 }
 
-SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *auth,
-                            sbx_error *err)
+SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *auth, sbx_error *err)
 {
     if (!cfg->tls_cert_file || !cfg->tls_key_file) {
         sbx_error_set(err, SBX_E_CONFIG,
@@ -204,8 +202,7 @@ bool worker_tls_peer_cn(SSL *ssl, char *out, size_t cap)
     X509 *cert = SSL_get1_peer_certificate(ssl);
     if (!cert)
         return false;
-    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, out,
-                                      (int)cap);
+    int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, out, (int)cap);
     X509_free(cert);
     if (n <= 0 || (size_t)n >= cap || strlen(out) != (size_t)n) { /* embedded NUL: refuse */
         out[0] = '\0';

@@ -17,7 +17,6 @@ static void on_signal(int sig)
     sbx_worker_shutdown(signal_target);
 }
 
-
 /* Returns the process exit status: 0 after a clean drain, 2 for a configuration error, 1 for
  * anything else. Errors go to log (stderr), one line each, naming the fix. */
 int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE *log)

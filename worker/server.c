@@ -90,14 +90,13 @@ enum rpc_method {
 typedef struct conn conn;
 typedef struct call call;
 
-
 /* One RPC = one HTTP/2 stream. Owned by the loop thread; an executor thread holds a reference
  * while the call's job runs and only reads `req`, `hooks` and `cancel` (written before the job
  * is queued, except `cancel`, which the loop sets to abandon the execution). */
 struct call {
     atomic_int refs; /* the stream's + the job's */
     sbx_worker *w;
-    conn *conn;      /* NULL once the stream is closed (loop thread only) */
+    conn *conn;        /* NULL once the stream is closed (loop thread only) */
     call *prev, *next; /* in conn->calls */
     int32_t stream_id;
     enum rpc_method method;
@@ -155,7 +154,7 @@ typedef struct posted {
     Sbx__V1__Stream stream;
     uint64_t offset;
     size_t cap;
-    bool final;     /* the job is over: bytes is the last message, drop the job reference */
+    bool final; /* the job is over: bytes is the last message, drop the job reference */
     int grpc_status;
     char *grpc_message;
 } posted;
@@ -269,9 +268,11 @@ static void mark_dirty(conn *cn)
         cn->dirty = true;
 }
 
-#define NV(name, value)                                                                      \
-    { (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value),                \
-      NGHTTP2_NV_FLAG_NO_COPY_NAME }
+#define NV(name, value)                                                                            \
+    {                                                                                              \
+        (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value),                    \
+            NGHTTP2_NV_FLAG_NO_COPY_NAME                                                           \
+    }
 
 static ssize_t response_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
                              size_t length, uint32_t *data_flags, nghttp2_data_source *source,
@@ -520,8 +521,8 @@ static void run_job(sbx_worker *w, call *c)
     if (st != SBX_OK || !comp) {
         /* The broker refused the task (queue full, closed): a transport-level answer. */
         int code = st == SBX_E_RESOURCE_EXHAUSTED ? GRPC_RESOURCE_EXHAUSTED
-                   : st == SBX_OK              ? GRPC_INTERNAL
-                                               : GRPC_UNAVAILABLE;
+                   : st == SBX_OK                 ? GRPC_INTERNAL
+                                                  : GRPC_UNAVAILABLE;
         post_final(w, c, NULL, 0, code,
                    comp && comp->error ? comp->error : "the worker's broker refused the task");
         sbx_completion_free(comp);
@@ -665,8 +666,8 @@ static const worker_caller *authenticate(call *c, bool *ok)
         return c->conn->cert_caller;
     *ok = false;
     if (c->conn->cert_cn[0])
-        call_decide(c, GRPC_UNAUTHENTICATED,
-                    "client certificate CN=%s is not a configured caller", c->conn->cert_cn);
+        call_decide(c, GRPC_UNAUTHENTICATED, "client certificate CN=%s is not a configured caller",
+                    c->conn->cert_cn);
     else
         call_decide(c, GRPC_UNAUTHENTICATED,
                     "no credentials: present a client certificate signed by the configured CA "
@@ -684,8 +685,8 @@ static void call_dispatch(call *c)
         call_decide(c, GRPC_INTERNAL, "expected exactly one request message, got none");
         return;
     }
-    size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
-                  ((size_t)c->in[3] << 8) | c->in[4];
+    size_t mlen =
+        ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) | ((size_t)c->in[3] << 8) | c->in[4];
     if (mlen != c->in_len - GRPC_PREFIX_LEN) {
         call_decide(c, GRPC_INTERNAL,
                     "expected exactly one request message: the length prefix says %zu bytes, "
@@ -757,8 +758,7 @@ static void call_dispatch(call *c)
 
 /* ---- nghttp2 callbacks ----------------------------------------------------------------- */
 
-static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame,
-                            void *user_data)
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user_data)
 {
     conn *cn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
@@ -1373,8 +1373,8 @@ static void start_drain(sbx_worker *w)
             continue;
         }
         nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
-                              nghttp2_session_get_last_proc_stream_id(cn->h2),
-                              NGHTTP2_NO_ERROR, (const uint8_t *)"draining", 8);
+                              nghttp2_session_get_last_proc_stream_id(cn->h2), NGHTTP2_NO_ERROR,
+                              (const uint8_t *)"draining", 8);
         cn->dirty = true;
     }
 }
@@ -1442,7 +1442,8 @@ static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *lo
     sbx_status st = split_listen(listen_addr, host, sizeof host, port, sizeof port, err);
     if (st != SBX_OK)
         return st;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host, port, &hints, &res);
@@ -1459,8 +1460,7 @@ static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *lo
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-            listen(fd, WORKER_LISTEN_BACKLOG) == 0) {
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, WORKER_LISTEN_BACKLOG) == 0) {
             *loopback = addr_is_loopback(ai->ai_addr);
             break;
         }
@@ -1487,8 +1487,9 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
 {
     *out = NULL;
     if (!cfg || !broker)
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_worker_new: cfg and broker "
-                                                          "are required");
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "sbx_worker_new: cfg and broker "
+                             "are required");
     sbx_worker *w = calloc(1, sizeof *w);
     if (!w)
         return sbx_error_set(err, SBX_E_INTERNAL, "worker: out of memory");

@@ -74,8 +74,7 @@ void worker_auth_free(worker_auth *auth);
 
 /* The caller whose token matches `authorization: Bearer <token>` (value, len); NULL when none
  * does. Every caller is compared in constant time (CRYPTO_memcmp over SHA-256 digests). */
-const worker_caller *worker_auth_by_token(const worker_auth *auth, const char *value,
-                                          size_t len);
+const worker_caller *worker_auth_by_token(const worker_auth *auth, const char *value, size_t len);
 /* The caller whose cert_subject equals the verified client certificate's CN; NULL if none. */
 const worker_caller *worker_auth_by_cert(const worker_auth *auth, const char *cn);
 /* True when caller may assert the principal subject (its list has it, or "*"). */
@@ -84,8 +83,7 @@ bool worker_caller_may_assert(const worker_caller *caller, const char *subject);
 /* Builds the server TLS context: TLS 1.2+, ALPN `h2` only, the server certificate and key, and
  * when client_ca is set, client certificates verified against it (required when no token caller
  * exists). NULL with *err set on failure. */
-SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *auth,
-                            sbx_error *err);
+SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *auth, sbx_error *err);
 
 /* The subject CN of the connection's verified peer certificate into out (""), false if none. */
 bool worker_tls_peer_cn(SSL *ssl, char *out, size_t cap);

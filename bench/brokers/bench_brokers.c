@@ -205,8 +205,7 @@ static void *driver_main(void *arg)
         for (int i = 0; i < d->sessions; i++) {
             sbx_completion *c = NULL;
             sbx_broker_result(d->b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c);
-            if (c == NULL ||
-                c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED) {
+            if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED) {
                 fprintf(stderr, "bench: request failed: %s\n", c != NULL ? c->error : "none");
                 exit(1);
             }
@@ -288,17 +287,16 @@ int main(int argc, char **argv)
            "requests/s");
     printf("%-34s %12.2f %12.2f %14s\n", "engine direct", eng.median_us, eng.p99_us, "-");
     printf("%-34s %12.2f %12.2f %14s\n", "embedded broker", em.median_us, em.p99_us, "-");
-    printf("%-34s %12.2f %12.2f %14s\n", "thread broker, 1 caller", th.median_us, th.p99_us,
-           "-");
+    printf("%-34s %12.2f %12.2f %14s\n", "thread broker, 1 caller", th.median_us, th.p99_us, "-");
     char label[64];
     snprintf(label, sizeof(label), "thread broker, %d sessions, %d thr", sessions, threads);
     printf("%-34s %12.2f %12.2f %14.0f\n", label, par.median_us, par.p99_us, rps);
     snprintf(label, sizeof(label), "thread broker, %d sessions pipelined", sessions);
     printf("%-34s %12s %12s %14.0f\n", label, "-", "-", prps);
-    printf("%-34s %12.2f %12s %14.0f\n", "  CPU us/request blocking; 2-core cap", blocking_cpu,
-           "-", 2e6 / blocking_cpu);
-    printf("%-34s %12.2f %12s %14.0f\n", "  CPU us/request pipelined; 2-core cap",
-           pipelined_cpu, "-", 2e6 / pipelined_cpu);
+    printf("%-34s %12.2f %12s %14.0f\n", "  CPU us/request blocking; 2-core cap", blocking_cpu, "-",
+           2e6 / blocking_cpu);
+    printf("%-34s %12.2f %12s %14.0f\n", "  CPU us/request pipelined; 2-core cap", pipelined_cpu,
+           "-", 2e6 / pipelined_cpu);
     printf("%-34s %12.2f %12s %14s\n", "thread dispatch overhead (median)",
            th.median_us - eng.median_us, "-", "(target <= 20 us)");
     printf("(target >= 100000 requests/s on 2 cores with 64 sessions; this host has %ld cores)\n",

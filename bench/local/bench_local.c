@@ -84,11 +84,15 @@ static void destroy(sbx_sandbox *sb)
 
 static int64_t bwrap_once(void)
 {
-    char *argv[] = {"bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-                    "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-                    "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-                    "--symlink", "usr/sbin", "/sbin", "--proc", "/proc", "--dev", "/dev",
-                    "--tmpfs", "/tmp", "/bin/true", NULL};
+    char *argv[] = {"bwrap",         "--unshare-all", "--die-with-parent",
+                    "--new-session", "--ro-bind",     "/usr",
+                    "/usr",          "--symlink",     "usr/bin",
+                    "/bin",          "--symlink",     "usr/lib",
+                    "/lib",          "--symlink",     "usr/lib64",
+                    "/lib64",        "--symlink",     "usr/sbin",
+                    "/sbin",         "--proc",        "/proc",
+                    "--dev",         "/dev",          "--tmpfs",
+                    "/tmp",          "/bin/true",     NULL};
     int64_t t0 = sbx_monotonic_us();
     pid_t pid;
     if (posix_spawnp(&pid, "bwrap", NULL, NULL, argv, environ) != 0)

@@ -13,9 +13,11 @@
 
 #include "sbx/v1/execution.grpc.pb.h"
 
-namespace {
+namespace
+{
 
-class NoopExecution final : public sbx::v1::Execution::CallbackService {
+class NoopExecution final : public sbx::v1::Execution::CallbackService
+{
     grpc::ServerUnaryReactor *Execute(grpc::CallbackServerContext *ctx,
                                       const sbx::v1::ExecutionRequest *req,
                                       sbx::v1::ExecutionCompletion *resp) override
@@ -31,7 +33,10 @@ class NoopExecution final : public sbx::v1::Execution::CallbackService {
 
 volatile std::sig_atomic_t stop_requested = 0;
 
-void on_signal(int) { stop_requested = 1; }
+void on_signal(int)
+{
+    stop_requested = 1;
+}
 
 } // namespace
 

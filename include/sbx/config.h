@@ -83,43 +83,43 @@ const char *sbx_scope_name(sbx_scope s);             /* "per_call", ... */
 const char *sbx_environment_name(sbx_environment e); /* "managed", "attached" */
 
 typedef struct sbx_profile_config {
-    char *name;                 /* profile name (the YAML key) */
-    char *type;                 /* provider name: local, docker, e2b, daytona, ec2_ssm, fake */
-    sbx_scope scope;            /* default per_session */
-    sbx_environment environment;/* default managed */
-    char *attach_to;            /* attached: the provider's id of the existing sandbox; else NULL */
-    int64_t idle_timeout_s;     /* 0 = never; default 1800 */
+    char *name;                  /* profile name (the YAML key) */
+    char *type;                  /* provider name: local, docker, e2b, daytona, ec2_ssm, fake */
+    sbx_scope scope;             /* default per_session */
+    sbx_environment environment; /* default managed */
+    char *attach_to;        /* attached: the provider's id of the existing sandbox; else NULL */
+    int64_t idle_timeout_s; /* 0 = never; default 1800 */
     Sbx__V1__PrincipalMode identity_mode; /* default AGENT */
-    sbx_policy *policy;         /* the profile's default policy (never NULL) */
-    sbx_options *options;       /* the provider block (never NULL; defaults when absent) */
-    int line, column;           /* where the profile starts in the file (0 for built-in) */
+    sbx_policy *policy;                   /* the profile's default policy (never NULL) */
+    sbx_options *options; /* the provider block (never NULL; defaults when absent) */
+    int line, column;     /* where the profile starts in the file (0 for built-in) */
 } sbx_profile_config;
 
 /* ---- broker and worker ---------------------------------------------------------------- */
 
 typedef struct sbx_remote_config {
-    char *endpoint;     /* https://host:port or http://127.0.0.1:port (h2c, loopback only) */
-    char *ca_file;      /* CA bundle to verify the worker; NULL = system store */
-    char *cert_file;    /* client certificate for mTLS; NULL = none */
-    char *key_file;     /* its key */
-    char *token_env;    /* name of the env var holding a bearer token; NULL = none */
+    char *endpoint;  /* https://host:port or http://127.0.0.1:port (h2c, loopback only) */
+    char *ca_file;   /* CA bundle to verify the worker; NULL = system store */
+    char *cert_file; /* client certificate for mTLS; NULL = none */
+    char *key_file;  /* its key */
+    char *token_env; /* name of the env var holding a bearer token; NULL = none */
     int64_t connect_timeout_ms; /* default 5000 */
 } sbx_remote_config;
 
 typedef struct sbx_broker_config {
-    char *flavor;          /* embedded | thread | remote; default thread */
-    int64_t threads;       /* default 16 */
-    int64_t queue_depth;   /* default 1024 */
+    char *flavor;            /* embedded | thread | remote; default thread */
+    int64_t threads;         /* default 16 */
+    int64_t queue_depth;     /* default 1024 */
     int64_t wait_timeout_ms; /* default 60000 */
-    int64_t lru_size;      /* completions kept for result(); default 1024 */
+    int64_t lru_size;        /* completions kept for result(); default 1024 */
     sbx_remote_config remote;
 } sbx_broker_config;
 
 /* A caller the worker accepts, and the principal subjects it may assert ("*" = any). */
 typedef struct sbx_worker_caller {
-    char *name;            /* for logs */
-    char *token_env;       /* bearer token held in this env var; NULL for a certificate caller */
-    char *cert_subject;    /* mTLS: the client certificate's subject CN; NULL for a token caller */
+    char *name;         /* for logs */
+    char *token_env;    /* bearer token held in this env var; NULL for a certificate caller */
+    char *cert_subject; /* mTLS: the client certificate's subject CN; NULL for a token caller */
     char **subjects;
     size_t n_subjects;
 } sbx_worker_caller;
@@ -139,12 +139,12 @@ typedef struct sbx_worker_config {
 /* ---- the whole file ------------------------------------------------------------------- */
 
 typedef struct sbx_config {
-    char *path;                 /* the file loaded; NULL for the built-in default */
-    char *default_profile;      /* default "default" */
-    char *secret_file;          /* binding key file; default /etc/sbx/secret (root) or
-                                   $XDG_CONFIG_HOME/sbx/secret */
-    char *node;                 /* default: hostname */
-    char *runtime_dir;          /* default /run/sbx (root) or $XDG_RUNTIME_DIR/sbx */
+    char *path;            /* the file loaded; NULL for the built-in default */
+    char *default_profile; /* default "default" */
+    char *secret_file;     /* binding key file; default /etc/sbx/secret (root) or
+                              $XDG_CONFIG_HOME/sbx/secret */
+    char *node;            /* default: hostname */
+    char *runtime_dir;     /* default /run/sbx (root) or $XDG_RUNTIME_DIR/sbx */
     sbx_broker_config broker;
     sbx_worker_config worker;
     sbx_profile_config *profiles;
@@ -156,8 +156,8 @@ typedef struct sbx_config {
  * On error *out is NULL, err names file:line:column, the key and what is accepted. */
 sbx_status sbx_config_load(const char *path, sbx_config **out, sbx_error *err);
 /* Loads from a string (tests, embedding); `name` is used in messages as the file name. */
-sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name,
-                                  sbx_config **out, sbx_error *err);
+sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name, sbx_config **out,
+                                  sbx_error *err);
 /* The built-in default: one `local` profile named "default", network denied. */
 sbx_status sbx_config_default(sbx_config **out, sbx_error *err);
 void sbx_config_free(sbx_config *cfg);

@@ -25,7 +25,7 @@ typedef struct sbx_engine sbx_engine;
 
 /* Per-call hooks: streaming output and cancellation. May be NULL. Borrowed for the call. */
 typedef struct sbx_engine_hooks {
-    sbx_output_fn on_output;    /* output chunks as they are produced */
+    sbx_output_fn on_output; /* output chunks as they are produced */
     void *on_output_arg;
     const volatile int *cancel; /* non-zero: abandon (client gone, gRPC deadline) */
 } sbx_engine_hooks;
@@ -43,8 +43,7 @@ sbx_completion *sbx_engine_process(sbx_engine *engine, const sbx_request *req,
 
 /* Profiles and their capabilities (for Describe and `sbx providers`). Free with
  * sbx_message_free. */
-sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **out,
-                               sbx_error *err);
+sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **out, sbx_error *err);
 
 /* Session lock objects currently held or waited for (they are freed when unused); for tests
  * and metrics. */

@@ -48,13 +48,13 @@ typedef void (*sbx_output_fn)(void *arg, Sbx__V1__Stream stream, const uint8_t *
 
 /* How one operation runs. Borrowed by the provider for the duration of the call. */
 typedef struct sbx_exec_opts {
-    int64_t deadline_mono_ms;     /* sbx_monotonic_ms() deadline; 0 = none. On expiry the whole
-                                     process tree is killed: return SBX_E_TIMEOUT with the result
-                                     filled with what was printed so far (outcome TIMED_OUT). */
-    uint64_t output_limit_bytes;  /* per stream; 0 = provider maximum */
-    sbx_output_fn on_output;      /* NULL = no streaming */
+    int64_t deadline_mono_ms;    /* sbx_monotonic_ms() deadline; 0 = none. On expiry the whole
+                                    process tree is killed: return SBX_E_TIMEOUT with the result
+                                    filled with what was printed so far (outcome TIMED_OUT). */
+    uint64_t output_limit_bytes; /* per stream; 0 = provider maximum */
+    sbx_output_fn on_output;     /* NULL = no streaming */
     void *on_output_arg;
-    const volatile int *cancel;   /* non-NULL and non-zero: abandon as on a deadline */
+    const volatile int *cancel;     /* non-NULL and non-zero: abandon as on a deadline */
     const sbx_principal *principal; /* effective principal (never NULL) */
     const sbx_policy *policy;       /* effective policy (never NULL) */
 } sbx_exec_opts;
@@ -72,15 +72,15 @@ char *sbx_strlist_join(const sbx_strlist *l, const char *sep);
 
 /* Static traits, known without opening the provider (used by the config's environment matrix). */
 enum {
-    SBX_PROVIDER_PROVISIONS = 1u << 0,  /* can create sandboxes: usable under `managed` */
-    SBX_PROVIDER_ATTACHES = 1u << 1,    /* can attach to ones it did not create: `attached` */
+    SBX_PROVIDER_PROVISIONS = 1u << 0, /* can create sandboxes: usable under `managed` */
+    SBX_PROVIDER_ATTACHES = 1u << 1,   /* can attach to ones it did not create: `attached` */
 };
 
 typedef struct sbx_provider_ops {
-    const char *name;                /* "local", "docker", ... */
-    const char *summary;             /* one line for `sbx providers` */
-    unsigned traits;                 /* SBX_PROVIDER_* */
-    const sbx_option_spec *options;  /* schema of its config block ({NULL} terminated) */
+    const char *name;               /* "local", "docker", ... */
+    const char *summary;            /* one line for `sbx providers` */
+    unsigned traits;                /* SBX_PROVIDER_* */
+    const sbx_option_spec *options; /* schema of its config block ({NULL} terminated) */
 
     /* Opens the provider for one profile. *state is passed back to every other call. */
     sbx_status (*open)(const sbx_provider_ctx *ctx, void **state, sbx_error *err);
@@ -113,14 +113,14 @@ typedef struct sbx_provider_ops {
                               const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
     sbx_status (*install_packages)(sbx_sandbox *sb, const Sbx__V1__InstallPackages *op,
                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
-    sbx_status (*write_file)(sbx_sandbox *sb, const Sbx__V1__WriteFile *op,
-                             const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    sbx_status (*write_file)(sbx_sandbox *sb, const Sbx__V1__WriteFile *op, const sbx_exec_opts *o,
+                             sbx_result *result, sbx_error *err);
     /* Fills result->files with one entry holding the content. */
     sbx_status (*read_file)(sbx_sandbox *sb, const Sbx__V1__ReadFile *op, const sbx_exec_opts *o,
                             sbx_result *result, sbx_error *err);
     /* Fills result->files with one entry per directory entry (no content). */
-    sbx_status (*list_files)(sbx_sandbox *sb, const Sbx__V1__ListFiles *op,
-                             const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    sbx_status (*list_files)(sbx_sandbox *sb, const Sbx__V1__ListFiles *op, const sbx_exec_opts *o,
+                             sbx_result *result, sbx_error *err);
     /* Releases the handle, never the sandbox. sb may be NULL. */
     void (*sandbox_close)(sbx_sandbox *sb);
 } sbx_provider_ops;

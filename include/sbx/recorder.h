@@ -37,11 +37,9 @@ void sbx_recorder_close(sbx_recorder *r);
 
 typedef struct sbx_recording_reader sbx_recording_reader;
 
-sbx_status sbx_recording_reader_open(const char *path, sbx_recording_reader **out,
-                                     sbx_error *err);
+sbx_status sbx_recording_reader_open(const char *path, sbx_recording_reader **out, sbx_error *err);
 /* The next recording (free with sbx_message_free), or *out = NULL at the end of the file. */
-sbx_status sbx_recording_reader_next(sbx_recording_reader *r, sbx_recording **out,
-                                     sbx_error *err);
+sbx_status sbx_recording_reader_next(sbx_recording_reader *r, sbx_recording **out, sbx_error *err);
 void sbx_recording_reader_close(sbx_recording_reader *r);
 
 /* Reads a whole recording file (at most max_records frames) into a malloc'd array of

@@ -16,20 +16,20 @@ extern "C" {
 #endif
 
 typedef enum sbx_status {
-    SBX_OK = 0,                     /* no error */
-    SBX_E_CONFIG = 1,               /* configuration is wrong */
-    SBX_E_CAPABILITY = 2,           /* operation or language not offered by the provider */
-    SBX_E_POLICY = 3,               /* policy cannot be enforced (strict) or is refused */
-    SBX_E_TIMEOUT = 4,              /* a deadline passed */
-    SBX_E_PROVISION = 5,            /* sandbox could not be created or reached */
-    SBX_E_GONE = 6,                 /* sandbox no longer exists */
-    SBX_E_SESSION_NOT_FOUND = 7,    /* no such session */
-    SBX_E_BROKER = 8,               /* broker or transport failure */
-    SBX_E_PERMISSION_DENIED = 9,    /* caller may not do this */
-    SBX_E_INVALID_ARGUMENT = 10,    /* malformed input */
-    SBX_E_RESOURCE_EXHAUSTED = 11,  /* queue, quota or size limit full */
-    SBX_E_INTERNAL = 12,            /* a bug in sbx */
-    SBX_E_UNAUTHENTICATED = 13,     /* caller could not be authenticated */
+    SBX_OK = 0,                    /* no error */
+    SBX_E_CONFIG = 1,              /* configuration is wrong */
+    SBX_E_CAPABILITY = 2,          /* operation or language not offered by the provider */
+    SBX_E_POLICY = 3,              /* policy cannot be enforced (strict) or is refused */
+    SBX_E_TIMEOUT = 4,             /* a deadline passed */
+    SBX_E_PROVISION = 5,           /* sandbox could not be created or reached */
+    SBX_E_GONE = 6,                /* sandbox no longer exists */
+    SBX_E_SESSION_NOT_FOUND = 7,   /* no such session */
+    SBX_E_BROKER = 8,              /* broker or transport failure */
+    SBX_E_PERMISSION_DENIED = 9,   /* caller may not do this */
+    SBX_E_INVALID_ARGUMENT = 10,   /* malformed input */
+    SBX_E_RESOURCE_EXHAUSTED = 11, /* queue, quota or size limit full */
+    SBX_E_INTERNAL = 12,           /* a bug in sbx */
+    SBX_E_UNAUTHENTICATED = 13,    /* caller could not be authenticated */
 } sbx_status;
 
 /* Longest error message kept; longer messages are cut with "...". 2 KiB fits a list of

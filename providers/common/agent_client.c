@@ -174,8 +174,8 @@ sbx_status sbx_agent_connect(const char *path, int64_t deadline, sbx_agent_conn 
             return sbx_error_set(err, SBX_E_GONE,
                                  "no agent listens on %s (%s): the sandbox is gone", path,
                                  strerror(e));
-        return sbx_error_set(err, SBX_E_PROVISION, "cannot connect to the agent at %s: %s",
-                             path, strerror(e));
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot connect to the agent at %s: %s", path,
+                             strerror(e));
     }
     sbx_agent_conn *c = calloc(1, sizeof *c);
     uint8_t *rx = malloc(SBX_AGENT_MAX_FRAME);
@@ -209,8 +209,8 @@ static sbx_status broken(sbx_agent_conn *c, sbx_error *err, const char *what)
 }
 
 /* Sends one request frame before the deadline. */
-static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r,
-                               int64_t deadline, sbx_error *err)
+static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r, int64_t deadline,
+                               sbx_error *err)
 {
     if (c->broken)
         return sbx_error_set(err, SBX_E_PROVISION,
@@ -256,8 +256,8 @@ static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r
     return st;
 }
 
-static bool recv_exact(sbx_agent_conn *c, uint8_t *p, size_t n, int64_t deadline,
-                       sbx_status *st, sbx_error *err, const volatile int *cancel)
+static bool recv_exact(sbx_agent_conn *c, uint8_t *p, size_t n, int64_t deadline, sbx_status *st,
+                       sbx_error *err, const volatile int *cancel)
 {
     while (n) {
         struct pollfd pf = {c->fd, POLLIN, 0};
@@ -297,8 +297,7 @@ static bool recv_exact(sbx_agent_conn *c, uint8_t *p, size_t n, int64_t deadline
 /* Receives the next event for request id `id` (events for other ids are stale and skipped).
  * *ev is freed by the caller with sbx__v1__agent_event__free_unpacked. */
 static sbx_status recv_event(sbx_agent_conn *c, uint64_t id, int64_t deadline,
-                             const volatile int *cancel, Sbx__V1__AgentEvent **ev,
-                             sbx_error *err)
+                             const volatile int *cancel, Sbx__V1__AgentEvent **ev, sbx_error *err)
 {
     *ev = NULL;
     if (c->broken)
@@ -349,8 +348,7 @@ static sbx_status agent_error(const Sbx__V1__AgentError *e, sbx_error *err)
     return sbx_error_set(err, code, "agent: %.1500s", e->message ? e->message : "");
 }
 
-sbx_status sbx_agent_ping(sbx_agent_conn *c, int64_t deadline, sbx_agent_pong *out,
-                          sbx_error *err)
+sbx_status sbx_agent_ping(sbx_agent_conn *c, int64_t deadline, sbx_agent_pong *out, sbx_error *err)
 {
     if (deadline == 0)
         deadline = sbx_monotonic_ms() + 5000;
@@ -397,7 +395,8 @@ static void fill_exit(sbx_result *r, const Sbx__V1__AgentExit *x, run_state *rs)
     r->exit_code = x->exit_code;
     r->signal = x->signal;
     int oc = (int)x->outcome;
-    r->outcome = (oc >= 1 && oc <= 6) ? (Sbx__V1__Outcome)oc : SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED;
+    r->outcome =
+        (oc >= 1 && oc <= 6) ? (Sbx__V1__Outcome)oc : SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED;
     r->wall_us = x->wall_us;
     r->cpu_us = x->cpu_us;
     r->max_rss_kb = x->max_rss_kb;
@@ -410,9 +409,8 @@ static void fill_exit(sbx_result *r, const Sbx__V1__AgentExit *x, run_state *rs)
 }
 
 /* Collects events for one command until it exits (or the deadline passes). */
-static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
-                         sbx_result *result, uint64_t *command_id, run_state *rs,
-                         sbx_error *err)
+static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o, sbx_result *result,
+                         uint64_t *command_id, run_state *rs, sbx_error *err)
 {
     int64_t exec_deadline = o && o->deadline_mono_ms ? o->deadline_mono_ms : 0;
     int64_t wait_until = exec_deadline ? exec_deadline + SBX_AGENT_DEADLINE_GRACE_MS
@@ -443,7 +441,8 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
             }
             if (o && o->on_output && out->data.len)
                 o->on_output(o->on_output_arg,
-                             s == 0 ? SBX__V1__STREAM__STREAM_STDOUT : SBX__V1__STREAM__STREAM_STDERR,
+                             s == 0 ? SBX__V1__STREAM__STREAM_STDOUT
+                                    : SBX__V1__STREAM__STREAM_STDERR,
                              out->data.data, out->data.len, out->offset);
             break;
         }
@@ -451,11 +450,8 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
             fill_exit(result, e->exit, rs);
             rs->exited = true;
             break;
-        case SBX__V1__AGENT_EVENT__BODY_ERROR:
-            st = agent_error(e->error, err);
-            break;
-        default:
-            break; /* events of other kinds cannot belong to a command: ignore */
+        case SBX__V1__AGENT_EVENT__BODY_ERROR: st = agent_error(e->error, err); break;
+        default: break; /* events of other kinds cannot belong to a command: ignore */
         }
         sbx__v1__agent_event__free_unpacked(e, NULL);
         if (st != SBX_OK || rs->exited)
@@ -485,8 +481,9 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
         sbx_result_set_data(result, "command_id", idbuf);
     }
     if (st == SBX_OK && result->outcome == SBX__V1__OUTCOME__OUTCOME_TIMED_OUT)
-        st = sbx_error_set(err, SBX_E_TIMEOUT, "the program ran past its deadline and was killed "
-                                               "with its whole process tree");
+        st = sbx_error_set(err, SBX_E_TIMEOUT,
+                           "the program ran past its deadline and was killed "
+                           "with its whole process tree");
     return st;
 }
 
@@ -531,14 +528,14 @@ static Sbx__V1__AgentEnv **env_from_map(size_t n, char *const *keys, size_t key_
 }
 
 /* Keys and values of a map, as two arrays (malloc'd together; free keys). */
-#define SPLIT_MAP(n, entries, keys, values)                                                    \
-    do {                                                                                       \
-        keys = calloc((n) * 2 + 1, sizeof(char *));                                            \
-        values = keys ? keys + (n) : NULL;                                                     \
-        for (size_t i_ = 0; keys && i_ < (n); i_++) {                                          \
-            keys[i_] = (entries)[i_]->key;                                                     \
-            values[i_] = (entries)[i_]->value;                                                 \
-        }                                                                                      \
+#define SPLIT_MAP(n, entries, keys, values)                                                        \
+    do {                                                                                           \
+        keys = calloc((n)*2 + 1, sizeof(char *));                                                  \
+        values = keys ? keys + (n) : NULL;                                                         \
+        for (size_t i_ = 0; keys && i_ < (n); i_++) {                                              \
+            keys[i_] = (entries)[i_]->key;                                                         \
+            values[i_] = (entries)[i_]->value;                                                     \
+        }                                                                                          \
     } while (0)
 
 /* Sends stdin in chunks after the agent reported the start. */
@@ -566,8 +563,8 @@ static sbx_status send_stdin(sbx_agent_conn *c, uint64_t id, uint64_t command_id
 }
 
 /* Waits for the Started event (to learn the command id before sending stdin). */
-static sbx_status await_started(sbx_agent_conn *c, uint64_t id, int64_t deadline,
-                                run_state *rs, uint64_t *command_id, sbx_error *err)
+static sbx_status await_started(sbx_agent_conn *c, uint64_t id, int64_t deadline, run_state *rs,
+                                uint64_t *command_id, sbx_error *err)
 {
     Sbx__V1__AgentEvent *e;
     sbx_status st = recv_event(c, id, deadline, NULL, &e, err);
@@ -729,8 +726,7 @@ sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *o
     if (st != SBX_OK)
         return st;
     if (op->n_argv == 0 && (!op->shell || !op->shell[0]))
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                             "run_command needs argv or a shell line");
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "run_command needs argv or a shell line");
     if (op->cwd && strlen(op->cwd) > EXEC_MAX_CWD)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "cwd is longer than %d bytes",
                              EXEC_MAX_CWD);
@@ -886,8 +882,8 @@ sbx_status sbx_agent_signal(sbx_agent_conn *c, uint64_t command_id, int signo, s
 /* ---- files ------------------------------------------------------------------------------ */
 
 sbx_status sbx_agent_write_file(sbx_agent_conn *c, const Sbx__V1__WriteFile *op,
-                                const sbx_agent_identity *who, int64_t deadline,
-                                uint64_t *size_out, sbx_error *err)
+                                const sbx_agent_identity *who, int64_t deadline, uint64_t *size_out,
+                                sbx_error *err)
 {
     if (!op->path || !op->path[0])
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "write_file needs a path");
@@ -903,7 +899,8 @@ sbx_status sbx_agent_write_file(sbx_agent_conn *c, const Sbx__V1__WriteFile *op,
         r.body_case = SBX__V1__AGENT_REQUEST__BODY_FILE_WRITE;
         r.file_write = &w;
         w.path = op->path;
-        size_t n = op->content.len - off > SBX_AGENT_CHUNK ? SBX_AGENT_CHUNK : op->content.len - off;
+        size_t n =
+            op->content.len - off > SBX_AGENT_CHUNK ? SBX_AGENT_CHUNK : op->content.len - off;
         w.data.data = op->content.data + off;
         w.data.len = n;
         w.offset = off;
@@ -1050,8 +1047,8 @@ sbx_status sbx_agent_read_file(sbx_agent_conn *c, const Sbx__V1__ReadFile *op, i
     return SBX_OK;
 }
 
-sbx_status sbx_agent_list_files(sbx_agent_conn *c, const Sbx__V1__ListFiles *op,
-                                int64_t deadline, sbx_result *result, sbx_error *err)
+sbx_status sbx_agent_list_files(sbx_agent_conn *c, const Sbx__V1__ListFiles *op, int64_t deadline,
+                                sbx_result *result, sbx_error *err)
 {
     if (deadline == 0)
         deadline = sbx_monotonic_ms() + SBX_AGENT_DEFAULT_OP_MS;
@@ -1089,11 +1086,11 @@ sbx_status sbx_agent_list_files(sbx_agent_conn *c, const Sbx__V1__ListFiles *op,
                 strchr(en->name, '/') || strcmp(en->name, "..") == 0) {
                 sbx__v1__agent_event__free_unpacked(e, NULL);
                 c->broken = true;
-                return sbx_error_set(err, count > SBX_AGENT_MAX_ENTRIES ? SBX_E_RESOURCE_EXHAUSTED
-                                                                        : SBX_E_PROVISION,
-                                     "listing of %s: %s", ls.path,
-                                     count > SBX_AGENT_MAX_ENTRIES ? "too many entries"
-                                                                   : "the agent sent a bad name");
+                return sbx_error_set(
+                    err, count > SBX_AGENT_MAX_ENTRIES ? SBX_E_RESOURCE_EXHAUSTED : SBX_E_PROVISION,
+                    "listing of %s: %s", ls.path,
+                    count > SBX_AGENT_MAX_ENTRIES ? "too many entries"
+                                                  : "the agent sent a bad name");
             }
             sbx_file *f = sbx_file_new();
             if (!f || !sbx_set_text(&f->path, en->name, strlen(en->name))) {
@@ -1102,7 +1099,8 @@ sbx_status sbx_agent_list_files(sbx_agent_conn *c, const Sbx__V1__ListFiles *op,
                 return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
             }
             int k = (int)en->kind;
-            f->kind = (k >= 1 && k <= 4) ? (Sbx__V1__FileKind)k : SBX__V1__FILE_KIND__FILE_KIND_OTHER;
+            f->kind =
+                (k >= 1 && k <= 4) ? (Sbx__V1__FileKind)k : SBX__V1__FILE_KIND__FILE_KIND_OTHER;
             f->mode = en->mode;
             f->size = en->size;
             f->mtime_ms = en->mtime_ms;

@@ -45,9 +45,9 @@ struct sbx_fake {
     char *profile;
     sbx_capabilities *caps; /* immutable after open */
     pthread_mutex_t mu;
-    fake_box **boxes;      /* index n-1 holds "fk-<n>"; NULL once freed */
+    fake_box **boxes; /* index n-1 holds "fk-<n>"; NULL once freed */
     size_t n_boxes, cap_boxes;
-    fake_box **external;   /* attach_to environments (attached profiles) */
+    fake_box **external; /* attach_to environments (attached profiles) */
     size_t n_external;
     sbx_strlist created, destroyed;
     size_t destroy_calls;
@@ -120,15 +120,16 @@ static fake_box *box_find(struct sbx_fake *f, const char *id, fake_box ***slot)
     if (strncmp(id, "fk-", 3) == 0) {
         char *end = NULL;
         unsigned long long n = strtoull(id + 3, &end, 10);
-        if (end != id + 3 && *end == '\0' && n >= 1 && n <= f->n_boxes &&
-            f->boxes[n - 1] != NULL && f->boxes[n - 1]->alive) {
+        if (end != id + 3 && *end == '\0' && n >= 1 && n <= f->n_boxes && f->boxes[n - 1] != NULL &&
+            f->boxes[n - 1]->alive) {
             if (slot != NULL)
                 *slot = &f->boxes[n - 1];
             return f->boxes[n - 1];
         }
     }
     for (size_t i = 0; i < f->n_external; i++)
-        if (f->external[i] != NULL && f->external[i]->alive && strcmp(f->external[i]->id, id) == 0) {
+        if (f->external[i] != NULL && f->external[i]->alive &&
+            strcmp(f->external[i]->id, id) == 0) {
             if (slot != NULL)
                 *slot = &f->external[i];
             return f->external[i];
@@ -355,9 +356,9 @@ static sbx_status fake_attach(void *state, const char *sandbox_id, const sbx_pri
     *out = NULL;
     pthread_mutex_lock(&f->mu);
     fake_box *b = f->gone ? NULL : box_find(f, sandbox_id, NULL);
-    sbx_status st = b != NULL ? handle_for(f, b, out, err)
-                              : sbx_error_set(err, SBX_E_GONE,
-                                              "fake: sandbox '%s' does not exist", sandbox_id);
+    sbx_status st =
+        b != NULL ? handle_for(f, b, out, err)
+                  : sbx_error_set(err, SBX_E_GONE, "fake: sandbox '%s' does not exist", sandbox_id);
     pthread_mutex_unlock(&f->mu);
     return st;
 }
@@ -452,7 +453,8 @@ static sbx_status fake_op_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand
                                       const sbx_exec_opts *o, sbx_result *res, sbx_error *err)
 {
     fake_handle *h = (fake_handle *)sb;
-    sbx_status st = op_begin(h, o) ? fake_run_command(h->box, op, o, res, err) : timed_out(res, err);
+    sbx_status st =
+        op_begin(h, o) ? fake_run_command(h->box, op, o, res, err) : timed_out(res, err);
     op_end(h);
     return st;
 }
@@ -665,11 +667,11 @@ const sbx_provider_ops sbx_provider_fake = {
 
 /* ---- test API (fake.h) -------------------------------------------------------------------- */
 
-#define FAKE_LOCKED(f, expr)                                                                 \
-    do {                                                                                     \
-        pthread_mutex_lock(&(f)->mu);                                                        \
-        expr;                                                                                \
-        pthread_mutex_unlock(&(f)->mu);                                                      \
+#define FAKE_LOCKED(f, expr)                                                                       \
+    do {                                                                                           \
+        pthread_mutex_lock(&(f)->mu);                                                              \
+        expr;                                                                                      \
+        pthread_mutex_unlock(&(f)->mu);                                                            \
     } while (0)
 
 size_t sbx_fake_created_count(sbx_fake *f)

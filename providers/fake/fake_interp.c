@@ -134,7 +134,8 @@ static cmd_flow run_argv(fake_box *b, int argc, char **argv, const Sbx__V1__RunC
     sbx_result *r = w->res;
     const char *cmd = argv[0];
     if (strcmp(cmd, "echo") == 0 || strcmp(cmd, "warn") == 0) {
-        Sbx__V1__Stream s = cmd[0] == 'e' ? SBX__V1__STREAM__STREAM_STDOUT : SBX__V1__STREAM__STREAM_STDERR;
+        Sbx__V1__Stream s =
+            cmd[0] == 'e' ? SBX__V1__STREAM__STREAM_STDOUT : SBX__V1__STREAM__STREAM_STDERR;
         for (int i = 1; i < argc; i++) {
             if (i > 1)
                 emit(w, s, " ", 1);
@@ -254,11 +255,12 @@ static sbx_status finish_timeout(fake_out *w, sbx_error *err)
     w->res->signal = 9;
     if (w->o->cancel != NULL && *w->o->cancel)
         return sbx_error_set(err, SBX_E_TIMEOUT, "fake: execution cancelled");
-    return sbx_error_set(err, SBX_E_TIMEOUT, "fake: execution exceeded its deadline and was killed");
+    return sbx_error_set(err, SBX_E_TIMEOUT,
+                         "fake: execution exceeded its deadline and was killed");
 }
 
-static sbx_status run_shell(fake_box *b, const char *line, const Sbx__V1__RunCommand *op, fake_out *w,
-                            sbx_error *err)
+static sbx_status run_shell(fake_box *b, const char *line, const Sbx__V1__RunCommand *op,
+                            fake_out *w, sbx_error *err)
 {
     size_t len = strlen(line);
     if (len > FAKE_PROGRAM_MAX) {
@@ -313,8 +315,9 @@ sbx_status fake_run_command(fake_box *b, const Sbx__V1__RunCommand *op, const sb
         for (size_t i = 0; i < op->n_argv && argc < FAKE_ARGS_MAX; i++)
             argv[argc++] = op->argv[i];
         /* `sh -c LINE` runs LINE as a shell line, like a real box would. */
-        if (argc == 3 && (strcmp(argv[0], "sh") == 0 || strcmp(argv[0], "bash") == 0 ||
-                          strcmp(argv[0], "/bin/sh") == 0) &&
+        if (argc == 3 &&
+            (strcmp(argv[0], "sh") == 0 || strcmp(argv[0], "bash") == 0 ||
+             strcmp(argv[0], "/bin/sh") == 0) &&
             strcmp(argv[1], "-c") == 0)
             return run_shell(b, argv[2], op, &w, err);
         set_exit(res, 0);
@@ -585,7 +588,8 @@ static bool arith(py *x, char op, fake_value *a, fake_value *b)
     case '*': overflow = __builtin_mul_overflow(a->num, b->num, &r); break;
     default:
         if (b->num == 0) {
-            py_raise(x, "ZeroDivisionError", op == '%' ? "integer modulo by zero" : "division by zero");
+            py_raise(x, "ZeroDivisionError",
+                     op == '%' ? "integer modulo by zero" : "division by zero");
             return false;
         }
         if (a->num == INT64_MIN && b->num == -1) {
@@ -863,7 +867,8 @@ sbx_status fake_run_code(fake_box *b, const Sbx__V1__RunCode *op, const sbx_exec
     case ST_EXIT: set_exit(res, exit_code); break;
     case ST_ERROR:
         emitf(&w, SBX__V1__STREAM__STREAM_STDERR,
-              "Traceback (most recent call last):\n  File \"<stdin>\", line %d, in <module>\n%s%s%s\n",
+              "Traceback (most recent call last):\n  File \"<stdin>\", line %d, in "
+              "<module>\n%s%s%s\n",
               line, x.exc[0] ? x.exc : "RuntimeError", x.msg[0] ? ": " : "", x.msg);
         set_exit(res, 1);
         break;

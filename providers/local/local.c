@@ -140,7 +140,7 @@ typedef struct local_provider {
     int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, program_uid, program_gid, nofile;
     bool rootless;
     cg_mode cg;
-    char cg_why[512];                 /* why cgroups are unavailable (for messages) */
+    char cg_why[512];                      /* why cgroups are unavailable (for messages) */
     char cg_base[3][LOCAL_MAX_CGROUP_DIR]; /* v1: memory, pids, cpu parents; v2: [0] only */
 } local_provider;
 
@@ -244,8 +244,8 @@ static void detect_cgroups(local_provider *lp)
                      cg_v1_names[i], cg_v1_names[i]);
             return;
         }
-        snprintf(lp->cg_base[i], sizeof lp->cg_base[i], "/sys/fs/cgroup/%s%s/sbx",
-                 cg_v1_names[i], own);
+        snprintf(lp->cg_base[i], sizeof lp->cg_base[i], "/sys/fs/cgroup/%s%s/sbx", cg_v1_names[i],
+                 own);
         if (mkdir(lp->cg_base[i], 0755) < 0 && errno != EEXIST) {
             snprintf(lp->cg_why, sizeof lp->cg_why, "cannot create %.160s: %s", lp->cg_base[i],
                      strerror(errno));
@@ -284,8 +284,8 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     } else {
         const char *x = getenv("XDG_RUNTIME_DIR");
         if (x && x[0] == '/' && strlen(x) + 4 < LOCAL_MAX_RUNTIME_DIR)
-            snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "%.*s/sbx",
-                     LOCAL_MAX_RUNTIME_DIR - 4, x);
+            snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "%.*s/sbx", LOCAL_MAX_RUNTIME_DIR - 4,
+                     x);
         else
             snprintf(lp->runtime_dir, sizeof lp->runtime_dir, "/tmp/sbx-%u", (unsigned)getuid());
     }
@@ -301,8 +301,8 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
      * during setup, without being able to list the others */
     sbx_status st = make_dir(lp->runtime_dir, lp->rootless ? 0700 : 0711, err);
     struct stat rst;
-    if (st == SBX_OK && (lstat(lp->runtime_dir, &rst) < 0 || !S_ISDIR(rst.st_mode) ||
-                         rst.st_uid != geteuid()))
+    if (st == SBX_OK &&
+        (lstat(lp->runtime_dir, &rst) < 0 || !S_ISDIR(rst.st_mode) || rst.st_uid != geteuid()))
         st = sbx_error_set(err, SBX_E_PROVISION,
                            "runtime directory %s is not a directory owned by uid %u; remove it "
                            "or choose another sandbox.runtime_dir",
@@ -319,12 +319,13 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     const char *rootfs = opt_str(o, "rootfs");
     if (rootfs && strcmp(rootfs, "host") != 0)
         snprintf(lp->rootfs, sizeof lp->rootfs, "%s", rootfs);
-    if (st == SBX_OK && (!opt_list(o, "binds", &lp->binds) || !opt_list(o, "extra_binds", &lp->binds)))
+    if (st == SBX_OK &&
+        (!opt_list(o, "binds", &lp->binds) || !opt_list(o, "extra_binds", &lp->binds)))
         st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     const char *wd = opt_str(o, "workdir");
     snprintf(lp->workdir, sizeof lp->workdir, "%s", wd && wd[0] ? wd : "/workspace");
-    if (st == SBX_OK && (lp->workdir[0] != '/' || strstr(lp->workdir, "..") ||
-                         strcmp(lp->workdir, "/") == 0))
+    if (st == SBX_OK &&
+        (lp->workdir[0] != '/' || strstr(lp->workdir, "..") || strcmp(lp->workdir, "/") == 0))
         st = sbx_error_set(err, SBX_E_CONFIG,
                            "local.workdir '%s' must be an absolute path below / without '..'",
                            lp->workdir);
@@ -432,7 +433,7 @@ static void new_id(char out[19])
 
 typedef struct meta {
     long pid;
-    unsigned long long start; /* /proc/<pid>/stat field 22 */
+    unsigned long long start;              /* /proc/<pid>/stat field 22 */
     char cg[3][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
     int n_cg;
 } meta;
@@ -522,7 +523,6 @@ static void sweep_stale(local_provider *lp)
     closedir(d);
 }
 
-
 static void remove_state_dir(const char *dir)
 {
     char p[PATH_MAX + 32];
@@ -571,8 +571,7 @@ static void wait_gone(long pid, unsigned long long start)
 /* ---- create ----------------------------------------------------------------------------- */
 
 static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_policy *p,
-                                char cg[3][LOCAL_MAX_CGROUP_DIR + 32], int *n_cg,
-                                sbx_error *err)
+                                char cg[3][LOCAL_MAX_CGROUP_DIR + 32], int *n_cg, sbx_error *err)
 {
     *n_cg = 0;
     if (lp->cg == CG_NONE)
@@ -939,10 +938,10 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
         st = sbx_agent_ping(sb->conn, sbx_monotonic_ms() + 10000, NULL, err);
     if (st != SBX_OK) {
         sandbox_free(sb);
-        return st == SBX_E_GONE ? st
-                                : sbx_error_set(err, SBX_E_GONE,
-                                                "local sandbox %s does not answer: %s",
-                                                sandbox_id, err ? err->message : "");
+        return st == SBX_E_GONE
+                   ? st
+                   : sbx_error_set(err, SBX_E_GONE, "local sandbox %s does not answer: %s",
+                                   sandbox_id, err ? err->message : "");
     }
     *out = &sb->base;
     return SBX_OK;
@@ -1040,8 +1039,8 @@ static sbx_status local_run_command(sbx_sandbox *s, const Sbx__V1__RunCommand *o
     return after_run(sb, before, st, result, err);
 }
 
-static sbx_status local_run_code(sbx_sandbox *s, const Sbx__V1__RunCode *op,
-                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+static sbx_status local_run_code(sbx_sandbox *s, const Sbx__V1__RunCode *op, const sbx_exec_opts *o,
+                                 sbx_result *result, sbx_error *err)
 {
     local_sandbox *sb = (local_sandbox *)s;
     const char *lang = op->language ? op->language : "";

@@ -10,8 +10,8 @@
 /* Read-only host paths of the default root: the toolchain and python3 live under /usr on
  * Debian (merged /usr); the rest are small files programs expect (dynamic loader cache,
  * alternatives symlinks, time zone, CA certificates for ALLOW networks, resolver config). */
-#define LOCAL_DEFAULT_BINDS                                                                   \
-    "/usr,/bin,/sbin,/lib,/lib64,/lib32,/libx32,/etc/alternatives,/etc/ld.so.cache,"            \
+#define LOCAL_DEFAULT_BINDS                                                                        \
+    "/usr,/bin,/sbin,/lib,/lib64,/lib32,/libx32,/etc/alternatives,/etc/ld.so.cache,"               \
     "/etc/localtime,/etc/ssl,/etc/ca-certificates,/etc/resolv.conf,/etc/nsswitch.conf"
 
 /* The host directory holding a sandbox's state (meta file, agent socket directory). */

@@ -25,11 +25,11 @@
 #include "providers/common/agent_client.h"
 #include "sbx/contract.h"
 
-#define KNOWN_ESCAPE(...)                                                                      \
-    do {                                                                                       \
-        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                           \
-        print_message("\n");                                                                   \
-        skip();                                                                                \
+#define KNOWN_ESCAPE(...)                                                                          \
+    do {                                                                                           \
+        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                               \
+        print_message("\n");                                                                       \
+        skip();                                                                                    \
     } while (0)
 
 /* How long an impostor keeps misbehaving before it gives up and closes: far past every

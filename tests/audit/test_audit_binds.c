@@ -11,11 +11,11 @@
 
 #include "sbx/config.h"
 
-#define KNOWN_ESCAPE(...)                                                                      \
-    do {                                                                                       \
-        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                           \
-        print_message("\n");                                                                   \
-        skip();                                                                                \
+#define KNOWN_ESCAPE(...)                                                                          \
+    do {                                                                                           \
+        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                               \
+        print_message("\n");                                                                       \
+        skip();                                                                                    \
     } while (0)
 
 static void test_audit_submount_of_a_read_only_bind_is_read_only(void **state)

@@ -22,11 +22,11 @@
 extern const sbx_provider_ops sbx_provider_docker;
 static const sbx_provider_ops *ops = &sbx_provider_docker;
 
-#define KNOWN_ESCAPE(...)                                                                      \
-    do {                                                                                       \
-        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                           \
-        print_message("\n");                                                                   \
-        skip();                                                                                \
+#define KNOWN_ESCAPE(...)                                                                          \
+    do {                                                                                           \
+        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                               \
+        print_message("\n");                                                                       \
+        skip();                                                                                    \
     } while (0)
 
 typedef struct fixture {
@@ -85,10 +85,10 @@ static int teardown(void **state)
     return 0;
 }
 
-#define NEED_AGENT(f)                                                                          \
-    do {                                                                                       \
-        if ((f)->provider == NULL)                                                             \
-            skip();                                                                            \
+#define NEED_AGENT(f)                                                                              \
+    do {                                                                                           \
+        if ((f)->provider == NULL)                                                                 \
+            skip();                                                                                \
     } while (0)
 
 /* Runs a shell line; returns its stdout as a NUL-terminated static string. */

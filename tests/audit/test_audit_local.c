@@ -85,11 +85,11 @@ static char *py_out(const char *code)
 
 /* Skips a test whose attack currently succeeds, naming it so the suite stays green while the
  * escape is open (cmocka prints the message; the report has the reproduction and fix). */
-#define KNOWN_ESCAPE(...)                                                                      \
-    do {                                                                                       \
-        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                           \
-        print_message("\n");                                                                   \
-        skip();                                                                                \
+#define KNOWN_ESCAPE(...)                                                                          \
+    do {                                                                                           \
+        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                               \
+        print_message("\n");                                                                       \
+        skip();                                                                                    \
     } while (0)
 
 static void expect_in(const char *out, const char *want, const char *what)
@@ -104,16 +104,16 @@ static void expect_not_in(const char *out, const char *bad, const char *what)
         fail_msg("%s: found '%s' in:\n%s", what, bad, out);
 }
 
-#define PY_SYSCALL                                                                             \
-    "import ctypes, errno\n"                                                                   \
-    "libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
-    "libc.syscall.restype = ctypes.c_long\n"                                                   \
-    "buf = ctypes.create_string_buffer(4096)\n"                                                \
-    "def sc(name, nr, *a):\n"                                                                  \
-    "    ctypes.set_errno(0)\n"                                                                \
-    "    args = [ctypes.c_long(x) if isinstance(x, int) else x for x in a]\n"                  \
-    "    r = libc.syscall(ctypes.c_long(nr), *args)\n"                                         \
-    "    e = ctypes.get_errno()\n"                                                             \
+#define PY_SYSCALL                                                                                 \
+    "import ctypes, errno\n"                                                                       \
+    "libc = ctypes.CDLL(None, use_errno=True)\n"                                                   \
+    "libc.syscall.restype = ctypes.c_long\n"                                                       \
+    "buf = ctypes.create_string_buffer(4096)\n"                                                    \
+    "def sc(name, nr, *a):\n"                                                                      \
+    "    ctypes.set_errno(0)\n"                                                                    \
+    "    args = [ctypes.c_long(x) if isinstance(x, int) else x for x in a]\n"                      \
+    "    r = libc.syscall(ctypes.c_long(nr), *args)\n"                                             \
+    "    e = ctypes.get_errno()\n"                                                                 \
     "    print(name, 'ret=%d' % r, errno.errorcode.get(e, str(e)))\n"
 
 /* ---- foreign syscall ABIs ---------------------------------------------------------------- */
@@ -156,75 +156,116 @@ static void test_audit_docker_refused_syscalls_are_refused(void **state)
 {
     (void)state;
     /* x86_64 numbers; every line must print EPERM (the filter), never reach the kernel */
-    char *out = py_out(PY_SYSCALL
-                       "sc('keyctl', 250, 0, 0, 0, 0)\n"
-                       "sc('add_key', 248, b'user', b'x', buf, 1, -4)\n"
-                       "sc('request_key', 249, b'user', b'x', 0, 0)\n"
-                       "sc('bpf', 321, 0, buf, 48)\n"
-                       "sc('perf_event_open', 298, buf, 0, -1, -1, 0)\n"
-                       "sc('userfaultfd', 323, 0)\n"
-                       "sc('unshare', 272, 0)\n"
-                       "sc('setns', 308, 0, 0)\n"
-                       "sc('umount2', 166, b'/proc', 2)\n"
-                       "sc('open_by_handle_at', 304, 3, buf, 0)\n"
-                       "sc('name_to_handle_at', 303, -100, b'/', buf, buf, 0)\n"
-                       "sc('kexec_load', 246, 0, 0, 0, 0)\n"
-                       "sc('kexec_file_load', 320, -1, -1, 0, b'', 0)\n"
-                       "sc('delete_module', 176, b'x', 0)\n"
-                       "sc('acct', 163, 0)\n"
-                       "sc('swapon', 167, b'/x', 0)\n"
-                       "sc('swapoff', 168, b'/x')\n"
-                       "sc('reboot', 169, 0xfee1dead, 672274793, 0x1234567, 0)\n"
-                       "sc('syslog', 103, 3, buf, 100)\n"
-                       "sc('iopl', 172, 3)\n"
-                       "sc('ioperm', 173, 0, 10, 1)\n"
-                       "sc('clock_settime', 227, 0, buf)\n"
-                       "sc('settimeofday', 164, buf, 0)\n"
-                       "sc('clock_adjtime', 305, 0, buf)\n"
-                       "sc('fsopen', 430, b'tmpfs', 0)\n"
-                       "sc('fsconfig', 431, -1, 0, 0, 0, 0)\n"
-                       "sc('fsmount', 432, -1, 0, 0)\n"
-                       "sc('fspick', 433, -100, b'/', 0)\n"
-                       "sc('open_tree', 428, -100, b'/', 1)\n"
-                       "sc('move_mount', 429, -1, b'', -1, b'', 0)\n"
-                       "sc('mount_setattr', 442, -1, b'', 0, buf, 32)\n"
-                       "sc('io_uring_setup', 425, 8, buf)\n"
-                       "sc('io_uring_enter', 426, -1, 0, 0, 0, 0, 0)\n"
-                       "sc('io_uring_register', 427, -1, 0, 0, 0)\n"
-                       "sc('process_vm_readv', 310, 1, buf, 1, buf, 1, 0)\n"
-                       "sc('process_vm_writev', 311, 1, buf, 1, buf, 1, 0)\n"
-                       "sc('ptrace', 101, 0, 0, 0, 0)\n"
-                       "sc('kcmp', 312, 1, 1, 0, 0, 0)\n"
-                       "sc('lookup_dcookie', 212, 0, buf, 10)\n"
-                       "sc('fanotify_init', 300, 0, 0)\n"
-                       "sc('quotactl', 179, 0, b'/', 0, buf)\n"
-                       "sc('vhangup', 153)\n"
-                       "sc('nfsservctl', 180, 0, 0, 0)\n"
-                       "sc('uselib', 134, b'/x')\n"
-                       "sc('ustat', 136, 0, buf)\n"
-                       "sc('sysfs', 139, 1, 0, 0)\n"
-                       "sc('set_mempolicy', 238, 0, 0, 0)\n"
-                       "sc('get_mempolicy', 239, 0, 0, 0, 0, 0)\n"
-                       "sc('mbind', 237, 0, 0, 0, 0, 0, 0)\n"
-                       "sc('migrate_pages', 256, 0, 64, buf, buf)\n"
-                       "sc('move_pages', 279, 0, 0, 0, 0, 0, 0)\n"
-                       "sc('chroot', 161, b'/tmp')\n"
-                       "sc('sethostname', 170, b'x', 1)\n"
-                       "sc('setdomainname', 171, b'x', 1)\n"
-                       "print('done')\n");
+    char *out = py_out(PY_SYSCALL "sc('keyctl', 250, 0, 0, 0, 0)\n"
+                                  "sc('add_key', 248, b'user', b'x', buf, 1, -4)\n"
+                                  "sc('request_key', 249, b'user', b'x', 0, 0)\n"
+                                  "sc('bpf', 321, 0, buf, 48)\n"
+                                  "sc('perf_event_open', 298, buf, 0, -1, -1, 0)\n"
+                                  "sc('userfaultfd', 323, 0)\n"
+                                  "sc('unshare', 272, 0)\n"
+                                  "sc('setns', 308, 0, 0)\n"
+                                  "sc('umount2', 166, b'/proc', 2)\n"
+                                  "sc('open_by_handle_at', 304, 3, buf, 0)\n"
+                                  "sc('name_to_handle_at', 303, -100, b'/', buf, buf, 0)\n"
+                                  "sc('kexec_load', 246, 0, 0, 0, 0)\n"
+                                  "sc('kexec_file_load', 320, -1, -1, 0, b'', 0)\n"
+                                  "sc('delete_module', 176, b'x', 0)\n"
+                                  "sc('acct', 163, 0)\n"
+                                  "sc('swapon', 167, b'/x', 0)\n"
+                                  "sc('swapoff', 168, b'/x')\n"
+                                  "sc('reboot', 169, 0xfee1dead, 672274793, 0x1234567, 0)\n"
+                                  "sc('syslog', 103, 3, buf, 100)\n"
+                                  "sc('iopl', 172, 3)\n"
+                                  "sc('ioperm', 173, 0, 10, 1)\n"
+                                  "sc('clock_settime', 227, 0, buf)\n"
+                                  "sc('settimeofday', 164, buf, 0)\n"
+                                  "sc('clock_adjtime', 305, 0, buf)\n"
+                                  "sc('fsopen', 430, b'tmpfs', 0)\n"
+                                  "sc('fsconfig', 431, -1, 0, 0, 0, 0)\n"
+                                  "sc('fsmount', 432, -1, 0, 0)\n"
+                                  "sc('fspick', 433, -100, b'/', 0)\n"
+                                  "sc('open_tree', 428, -100, b'/', 1)\n"
+                                  "sc('move_mount', 429, -1, b'', -1, b'', 0)\n"
+                                  "sc('mount_setattr', 442, -1, b'', 0, buf, 32)\n"
+                                  "sc('io_uring_setup', 425, 8, buf)\n"
+                                  "sc('io_uring_enter', 426, -1, 0, 0, 0, 0, 0)\n"
+                                  "sc('io_uring_register', 427, -1, 0, 0, 0)\n"
+                                  "sc('process_vm_readv', 310, 1, buf, 1, buf, 1, 0)\n"
+                                  "sc('process_vm_writev', 311, 1, buf, 1, buf, 1, 0)\n"
+                                  "sc('ptrace', 101, 0, 0, 0, 0)\n"
+                                  "sc('kcmp', 312, 1, 1, 0, 0, 0)\n"
+                                  "sc('lookup_dcookie', 212, 0, buf, 10)\n"
+                                  "sc('fanotify_init', 300, 0, 0)\n"
+                                  "sc('quotactl', 179, 0, b'/', 0, buf)\n"
+                                  "sc('vhangup', 153)\n"
+                                  "sc('nfsservctl', 180, 0, 0, 0)\n"
+                                  "sc('uselib', 134, b'/x')\n"
+                                  "sc('ustat', 136, 0, buf)\n"
+                                  "sc('sysfs', 139, 1, 0, 0)\n"
+                                  "sc('set_mempolicy', 238, 0, 0, 0)\n"
+                                  "sc('get_mempolicy', 239, 0, 0, 0, 0, 0)\n"
+                                  "sc('mbind', 237, 0, 0, 0, 0, 0, 0)\n"
+                                  "sc('migrate_pages', 256, 0, 64, buf, buf)\n"
+                                  "sc('move_pages', 279, 0, 0, 0, 0, 0, 0)\n"
+                                  "sc('chroot', 161, b'/tmp')\n"
+                                  "sc('sethostname', 170, b'x', 1)\n"
+                                  "sc('setdomainname', 171, b'x', 1)\n"
+                                  "print('done')\n");
     expect_in(out, "done", "probe finished");
-    const char *names[] = {"keyctl", "add_key", "request_key", "bpf", "perf_event_open",
-                           "userfaultfd", "unshare", "setns", "umount2", "open_by_handle_at",
-                           "name_to_handle_at", "kexec_load", "kexec_file_load",
-                           "delete_module", "acct", "swapon", "swapoff", "reboot", "syslog",
-                           "iopl", "ioperm", "clock_settime", "settimeofday", "clock_adjtime",
-                           "fsopen", "fsconfig", "fsmount", "fspick", "open_tree",
-                           "move_mount", "mount_setattr", "io_uring_setup", "io_uring_enter",
-                           "io_uring_register", "process_vm_readv", "process_vm_writev",
-                           "ptrace", "kcmp", "lookup_dcookie", "fanotify_init", "quotactl",
-                           "vhangup", "nfsservctl", "uselib", "ustat", "sysfs",
-                           "set_mempolicy", "get_mempolicy", "mbind", "migrate_pages",
-                           "move_pages", "chroot", "sethostname", "setdomainname"};
+    const char *names[] = {"keyctl",
+                           "add_key",
+                           "request_key",
+                           "bpf",
+                           "perf_event_open",
+                           "userfaultfd",
+                           "unshare",
+                           "setns",
+                           "umount2",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "delete_module",
+                           "acct",
+                           "swapon",
+                           "swapoff",
+                           "reboot",
+                           "syslog",
+                           "iopl",
+                           "ioperm",
+                           "clock_settime",
+                           "settimeofday",
+                           "clock_adjtime",
+                           "fsopen",
+                           "fsconfig",
+                           "fsmount",
+                           "fspick",
+                           "open_tree",
+                           "move_mount",
+                           "mount_setattr",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "ptrace",
+                           "kcmp",
+                           "lookup_dcookie",
+                           "fanotify_init",
+                           "quotactl",
+                           "vhangup",
+                           "nfsservctl",
+                           "uselib",
+                           "ustat",
+                           "sysfs",
+                           "set_mempolicy",
+                           "get_mempolicy",
+                           "mbind",
+                           "migrate_pages",
+                           "move_pages",
+                           "chroot",
+                           "sethostname",
+                           "setdomainname"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char want[96];
         snprintf(want, sizeof want, "\n%s ret=-1 EPERM\n", names[i]);
@@ -242,13 +283,13 @@ static void test_audit_pidfd_getfd_and_process_madvise_are_refused(void **state)
     (void)state;
     char *out = py_out(PY_SYSCALL "sc('pidfd_getfd', 438, -1, 0, 0)\n"
                                   "sc('process_madvise', 440, -1, buf, 1, 0, 0)\n");
-    bool refused = strstr(out, "pidfd_getfd ret=-1 EPERM") &&
-                   strstr(out, "process_madvise ret=-1 EPERM");
+    bool refused =
+        strstr(out, "pidfd_getfd ret=-1 EPERM") && strstr(out, "process_madvise ret=-1 EPERM");
     if (!refused) {
         free(out);
         KNOWN_ESCAPE("policy not enforced: pidfd_getfd/process_madvise reach the "
-                 "kernel (Docker refuses both without CAP_SYS_PTRACE); add them to "
-                 "agent/confine.c refused[]");
+                     "kernel (Docker refuses both without CAP_SYS_PTRACE); add them to "
+                     "agent/confine.c refused[]");
     }
     free(out);
 }
@@ -257,13 +298,12 @@ static void test_audit_pidfd_getfd_and_process_madvise_are_refused(void **state)
 static void test_audit_clone_namespace_flags_are_refused(void **state)
 {
     (void)state;
-    char *out = py_out(PY_SYSCALL
-                       "sc('clone_newuser', 56, 0x10000000 | 17, 0, 0, 0, 0)\n"
-                       "sc('clone_newnet', 56, 0x40000000 | 17, 0, 0, 0, 0)\n"
-                       "sc('clone_newns_hi', 56, 0x20000 | 17 | (1 << 32), 0, 0, 0, 0)\n"
-                       "sc('clone_newtime', 56, 0x80 | 17, 0, 0, 0, 0)\n"
-                       "sc('clone3', 435, buf, 88)\n"
-                       "sc('unshare_user', 272, 0x10000000)\n");
+    char *out = py_out(PY_SYSCALL "sc('clone_newuser', 56, 0x10000000 | 17, 0, 0, 0, 0)\n"
+                                  "sc('clone_newnet', 56, 0x40000000 | 17, 0, 0, 0, 0)\n"
+                                  "sc('clone_newns_hi', 56, 0x20000 | 17 | (1 << 32), 0, 0, 0, 0)\n"
+                                  "sc('clone_newtime', 56, 0x80 | 17, 0, 0, 0, 0)\n"
+                                  "sc('clone3', 435, buf, 88)\n"
+                                  "sc('unshare_user', 272, 0x10000000)\n");
     expect_in(out, "clone_newuser ret=-1 EPERM", "clone(CLONE_NEWUSER)");
     expect_in(out, "clone_newnet ret=-1 EPERM", "clone(CLONE_NEWNET)");
     expect_in(out, "clone_newns_hi ret=-1 EPERM", "clone(CLONE_NEWNS | 1<<32)");
@@ -338,9 +378,13 @@ static void test_audit_every_capability_set_is_empty(void **state)
     (void)state;
     char *out = sh_out("grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' "
                        "/proc/self/status");
-    const char *want[] = {"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000",
-                          "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000",
-                          "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"};
+    const char *want[] = {"CapInh:\t0000000000000000",
+                          "CapPrm:\t0000000000000000",
+                          "CapEff:\t0000000000000000",
+                          "CapBnd:\t0000000000000000",
+                          "CapAmb:\t0000000000000000",
+                          "NoNewPrivs:\t1",
+                          "Seccomp:\t2"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         expect_in(out, want[i], "/proc/self/status");
     free(out);
@@ -493,8 +537,8 @@ static void test_audit_dev_holds_only_harmless_nodes(void **state)
     expect_in(out, "checked", "probe ran");
     expect_not_in(out, "CREATED", "file created in /dev");
     expect_not_in(out, "LINKED", "symlink created in /dev");
-    static const char *allowed[] = {"fd", "full", "null", "random", "shm", "stderr", "stdin",
-                                    "stdout", "tty", "urandom", "zero"};
+    static const char *allowed[] = {"fd",    "full",   "null", "random",  "shm", "stderr",
+                                    "stdin", "stdout", "tty",  "urandom", "zero"};
     char *list = strndup(out, (size_t)(strchr(out, '\n') - out));
     for (char *save, *t = strtok_r(list, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
         bool ok = false;
@@ -654,7 +698,8 @@ static bool valid_utf8(const char *s)
 static void test_audit_file_listing_never_emits_invalid_utf8(void **state)
 {
     (void)state;
-    free(sh_out("mkdir -p /workspace/utf8 && cd /workspace/utf8 && touch \"$(printf 'bad\\377name')\""));
+    free(sh_out(
+        "mkdir -p /workspace/utf8 && cd /workspace/utf8 && touch \"$(printf 'bad\\377name')\""));
     sbx_result *r;
     sbx_status st = list_path("/workspace/utf8", &r);
     bool bad = false;

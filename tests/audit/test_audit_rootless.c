@@ -13,11 +13,11 @@
 
 #include "providers/common/agent_client.h"
 
-#define KNOWN_ESCAPE(...)                                                                      \
-    do {                                                                                       \
-        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                           \
-        print_message("\n");                                                                   \
-        skip();                                                                                \
+#define KNOWN_ESCAPE(...)                                                                          \
+    do {                                                                                           \
+        print_message("KNOWN ESCAPE: " __VA_ARGS__);                                               \
+        print_message("\n");                                                                       \
+        skip();                                                                                    \
     } while (0)
 
 /* Exit statuses of the unprivileged child. */

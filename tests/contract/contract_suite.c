@@ -39,12 +39,12 @@ static void report(suite *s, const char *verdict, const char *name, const char *
         s->failures++;
 }
 
-#define CHECK(s, name, cond, ...)                                                            \
-    do {                                                                                     \
-        if (cond)                                                                            \
-            report(s, "PASS", name, "%s", "");                                               \
-        else                                                                                 \
-            report(s, "FAIL", name, __VA_ARGS__);                                            \
+#define CHECK(s, name, cond, ...)                                                                  \
+    do {                                                                                           \
+        if (cond)                                                                                  \
+            report(s, "PASS", name, "%s", "");                                                     \
+        else                                                                                       \
+            report(s, "FAIL", name, __VA_ARGS__);                                                  \
     } while (0)
 
 static sbx_request *new_req(suite *s)
@@ -296,8 +296,8 @@ static void check_lifecycle_ops(suite *s)
 {
     const sbx_provider_ops *ops = sbx_provider_lookup(s->pc->type);
     const sbx_config *cfg = sbx_engine_config(s->e);
-    sbx_provider_ctx ctx = {s->pc->name, s->pc->options, s->pc->environment, s->pc->attach_to,
-                            cfg->node, cfg->runtime_dir};
+    sbx_provider_ctx ctx = {s->pc->name,      s->pc->options, s->pc->environment,
+                            s->pc->attach_to, cfg->node,      cfg->runtime_dir};
     void *state = NULL;
     sbx_error err;
     if (ops->open != NULL && ops->open(&ctx, &state, &err) != SBX_OK) {
@@ -312,8 +312,8 @@ static void check_lifecycle_ops(suite *s)
                                          ops->destroy(state, unknown, &err) == SBX_OK);
     CHECK(s, "destroy_unknown_id_is_ok_twice", idem, "%s", err.message);
     sbx_sandbox *sb = NULL;
-    sbx_status st = ops->attach != NULL ? ops->attach(state, unknown, NULL, NULL, &sb, &err)
-                                        : SBX_E_CAPABILITY;
+    sbx_status st =
+        ops->attach != NULL ? ops->attach(state, unknown, NULL, NULL, &sb, &err) : SBX_E_CAPABILITY;
     if (s->caps->attach)
         CHECK(s, "attach_unknown_id_is_gone", st == SBX_E_GONE && sb == NULL, "got %s: %s",
               sbx_status_name(st), err.message);
@@ -331,8 +331,8 @@ static void check_lifecycle_ops(suite *s)
         pr.subject = "contract-suite";
         pr.mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
         st = ops->create(state, &h, &pr, s->pc->policy, &sb, &err);
-        CHECK(s, "create_returns_a_sandbox", st == SBX_OK && sb != NULL && sb->id != NULL,
-              "%s", err.message);
+        CHECK(s, "create_returns_a_sandbox", st == SBX_OK && sb != NULL && sb->id != NULL, "%s",
+              err.message);
         if (st == SBX_OK && sb != NULL) {
             char *id = strdup(sb->id);
             ops->sandbox_close(sb);
@@ -351,8 +351,8 @@ static void check_lifecycle_ops(suite *s)
                   "%s", err.message);
             if (s->caps->attach) {
                 st = ops->attach(state, id, &pr, s->pc->policy, &sb, &err);
-                CHECK(s, "attach_after_destroy_is_gone", st == SBX_E_GONE && sb == NULL,
-                      "got %s", sbx_status_name(st));
+                CHECK(s, "attach_after_destroy_is_gone", st == SBX_E_GONE && sb == NULL, "got %s",
+                      sbx_status_name(st));
                 if (sb != NULL)
                     ops->sandbox_close(sb);
             }

@@ -144,14 +144,14 @@ int main(int argc, char **argv)
     r->policy->timeout_ms = 30;
     on(r, s1);
     go(r, true);
-    go(code("default", "ruby", "puts 1"), false);       /* CAPABILITY */
-    go(req("default"), false);                           /* INVALID_ARGUMENT: no op */
-    go(shell("nosuchprofile", "echo x"), false);         /* CONFIG */
+    go(code("default", "ruby", "puts 1"), false); /* CAPABILITY */
+    go(req("default"), false);                    /* INVALID_ARGUMENT: no op */
+    go(shell("nosuchprofile", "echo x"), false);  /* CONFIG */
     r = shell("default", "echo wide");
     r->policy = sbx_policy_new();
     r->policy->memory_mb = 4096;
-    go(r, false);                                        /* POLICY: widening */
-    go(shell("weak", "echo weak"), false);               /* POLICY: strict, unenforceable */
+    go(r, false);                          /* POLICY: widening */
+    go(shell("weak", "echo weak"), false); /* POLICY: strict, unenforceable */
     go(shell("attached", "echo attached; pwd"), false);
     r = req("");
     r->destroy = malloc(sizeof(*r->destroy));

@@ -110,7 +110,8 @@ static void test_replay_reports_edited_completion(void **state)
     assert_int_equal(sbx_replay_file(edited, b, &rep, NULL), SBX_OK);
     assert_int_equal(rep.differing, 1);
     assert_non_null(strstr(rep.text, "record 1 (run_command"));
-    assert_non_null(strstr(rep.text, "result.stdout: recorded \"goodbye\\n\", replayed \"hello\\n\""));
+    assert_non_null(
+        strstr(rep.text, "result.stdout: recorded \"goodbye\\n\", replayed \"hello\\n\""));
     sbx_replay_report_clear(&rep);
     sbx_broker_free(b);
 }

@@ -122,11 +122,15 @@ static void test_binding_verify_fails_for_other_subject_or_field(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_binding_secret_is_created_0600_with_private_dir, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_binding_secret_readable_by_group_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binding_secret_is_created_0600_with_private_dir, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_binding_secret_readable_by_group_is_refused, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_binding_secret_symlink_is_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_binding_secret_is_stable_across_loads, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_binding_verify_fails_for_other_subject_or_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binding_secret_is_stable_across_loads, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_binding_verify_fails_for_other_subject_or_field, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

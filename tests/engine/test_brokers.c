@@ -98,7 +98,8 @@ static void test_brokers_embedded_runs_inline_and_keeps_result(void **state)
     assert_string_equal(fx_stdout(again), "hi\n");
     sbx_broker_discard(b, sbx_request_subject(r), r->task_id);
     sbx_completion *gone = NULL;
-    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &gone), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &gone),
+                     SBX_E_INVALID_ARGUMENT);
     assert_null(gone);
     sbx_completion_free(c);
     sbx_completion_free(again);
@@ -119,7 +120,7 @@ static void test_brokers_thread_promotes_after_wait_and_result_later(void **stat
     snprintf(task_id, sizeof(task_id), "%s", r->task_id);
     sbx_completion *c = NULL;
     assert_int_equal(sbx_broker_submit(b, r, 20, NULL, &c), SBX_OK);
-    assert_null(c); /* pending: the gate holds it past wait_ms */
+    assert_null(c);      /* pending: the gate holds it past wait_ms */
     sbx_request_free(r); /* the broker kept its own copy */
     assert_int_equal(sbx_broker_result(b, "alice", task_id, 0, &c), SBX_OK);
     assert_null(c); /* still pending */
@@ -154,7 +155,9 @@ static void test_brokers_thread_full_queue_is_resource_exhausted(void **state)
     sbx_completion_free(c);
     sbx_fake_set_gate(f, false);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+        assert_int_equal(
+            sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c),
+            SBX_OK);
         assert_int_equal(c->status, OK_STATUS);
         sbx_completion_free(c);
     }
@@ -195,7 +198,8 @@ static void test_brokers_thread_close_drains_in_flight_work(void **state)
     sbx_broker_close(b); /* returns only once all five ran */
     pthread_join(th, NULL);
     for (int i = 0; i < 5; i++) {
-        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, 0, &c), SBX_OK);
+        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, 0, &c),
+                         SBX_OK);
         assert_non_null(c);
         assert_string_equal(fx_stdout(c), "drained\n");
         sbx_completion_free(c);
@@ -225,7 +229,8 @@ static void test_brokers_thread_dedups_task_id(void **state)
     assert_null(c1);
     assert_null(c2);
     sbx_fake_set_gate(f, false);
-    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, SBX_WAIT_FOREVER, &c1), SBX_OK);
+    assert_int_equal(
+        sbx_broker_result(b, sbx_request_subject(r), r->task_id, SBX_WAIT_FOREVER, &c1), SBX_OK);
     assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c3), SBX_OK); /* done */
     assert_non_null(c3);
     assert_string_equal(c3->session->sandbox_id, c1->session->sandbox_id);
@@ -395,7 +400,8 @@ static void test_brokers_thread_lru_evicts_oldest_completion(void **state)
         sbx_completion_free(c);
     }
     sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[0]), r[0]->task_id, 0, &c), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[0]), r[0]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
     assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[2]), r[2]->task_id, 0, &c), SBX_OK);
     assert_non_null(c);
     sbx_completion_free(c);
@@ -424,7 +430,9 @@ static void test_brokers_thread_serializes_one_session(void **state)
     assert_int_equal(sbx_fake_ops(f), base + 1);
     sbx_fake_set_gate(f, false);
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+        assert_int_equal(
+            sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c),
+            SBX_OK);
         assert_int_equal(c->status, OK_STATUS);
         sbx_completion_free(c);
         sbx_request_free(r[i]);
@@ -451,7 +459,9 @@ static void test_brokers_thread_runs_sessions_in_parallel(void **state)
     assert_true(sbx_fake_max_parallel(f) >= 4);
     sbx_fake_set_gate(f, false);
     for (int i = 0; i < 4; i++) {
-        assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+        assert_int_equal(
+            sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c),
+            SBX_OK);
         sbx_completion_free(c);
         sbx_request_free(r[i]);
     }
@@ -469,7 +479,8 @@ static void test_brokers_discarded_task_result_is_unknown(void **state)
     sbx_broker_discard(b, sbx_request_subject(r), r->task_id);
     sbx_broker_discard(b, "alice", "no-such-task"); /* unknown ids are fine */
     c = NULL;
-    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &c), SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
     assert_null(c);
     sbx_request_free(r);
     sbx_broker_free(b);

@@ -287,7 +287,8 @@ static void test_sessions_pending_completion_is_ingested_later(void **state)
     assert_int_equal(sbx_sessions_execute(s, r, h->session_id, 10, &c, NULL), SBX_OK);
     assert_null(c); /* pending */
     sbx_fake_set_gate(sbx_fake_get("default"), false);
-    assert_int_equal(sbx_broker_result(tb, sbx_request_subject(r), r->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
+    assert_int_equal(
+        sbx_broker_result(tb, sbx_request_subject(r), r->task_id, SBX_WAIT_FOREVER, &c), SBX_OK);
     sbx_sessions_ingest(s, c);
     sbx_session_handle *back = sbx_sessions_get(s, h->session_id);
     assert_int_equal(back->last_used_at_ms, c->session->last_used_at_ms);

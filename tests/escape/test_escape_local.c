@@ -83,7 +83,9 @@ static void test_escape_cannot_write_read_only_binds(void **state)
 {
     (void)state;
     expect_output("touch /usr/bin/sbx-escape 2>&1; echo rc=$?", "Read-only file system");
-    expect_python("import errno\ntry: open('/etc/passwd', 'a'); print('WROTE')\nexcept OSError as e: print('refused', e.errno in (errno.EROFS, errno.EACCES))", "refused True");
+    expect_python("import errno\ntry: open('/etc/passwd', 'a'); print('WROTE')\nexcept OSError as "
+                  "e: print('refused', e.errno in (errno.EROFS, errno.EACCES))",
+                  "refused True");
     assert_int_not_equal(access("/usr/bin/sbx-escape", F_OK), 0);
 }
 
@@ -120,7 +122,8 @@ static void test_escape_cannot_see_or_signal_host_processes(void **state)
     char *out = sh_out(line, NULL);
     free(out);
     assert_int_equal(kill(child, 0), 0); /* still alive */
-    expect_output("ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? \"few\" : \"many\"}'", "few");
+    expect_output("ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? \"few\" : \"many\"}'",
+                  "few");
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
 }
@@ -303,8 +306,9 @@ static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
     sbx_sandbox *sb = lt_create_with(&E->env, p);
     sbx_result *r;
     sbx_error err = {0};
-    lt_sh(&E->env, sb, "python3 -c \"import os\nwhile True:\n try: os.fork()\n except OSError: pass\"",
-          3000, &r, &err);
+    lt_sh(&E->env, sb,
+          "python3 -c \"import os\nwhile True:\n try: os.fork()\n except OSError: pass\"", 3000, &r,
+          &err);
     sbx_message_free((ProtobufCMessage *)r);
     /* the host still forks */
     pid_t c = fork();

@@ -44,8 +44,8 @@ static void test_local_agent_protocol_is_valgrind_clean(void **state)
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
         dup2(fd, 1);
-        execl(VALGRIND, VALGRIND, "--error-exitcode=9", supp, agent, "--socket", sock,
-              "--workdir", ws, "--idle-ttl", "3", (char *)NULL);
+        execl(VALGRIND, VALGRIND, "--error-exitcode=9", supp, agent, "--socket", sock, "--workdir",
+              ws, "--idle-ttl", "3", (char *)NULL);
         _exit(127);
     }
     sbx_agent_conn *c = NULL;

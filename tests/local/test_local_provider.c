@@ -51,8 +51,9 @@ static void test_local_program_runs_as_unprivileged_uid(void **state)
 {
     lt_env *e = *state;
     sbx_sandbox *sb = lt_create(e);
-    sbx_result *r = lt_run(e, sb, "id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh)' /proc/self/status;"
-                                  " grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status");
+    sbx_result *r = lt_run(e, sb,
+                           "id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh)' /proc/self/status;"
+                           " grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status");
     if (getuid() == 0)
         assert_true(lt_stdout_has(r, "1000\n"));
     assert_true(lt_stdout_has(r, "CapPrm:\t0000000000000000"));
@@ -73,7 +74,8 @@ static void test_local_cgroup_namespace_is_rooted_at_the_sandbox(void **state)
         skip();
     sbx_sandbox *sb = lt_create(e);
     /* inside: every hierarchy shows "/" (the sandbox's own cgroup); the host path is hidden */
-    sbx_result *r = lt_run(e, sb, "grep -v ':/$' /proc/self/cgroup | wc -l; grep -c sbx /proc/self/cgroup");
+    sbx_result *r =
+        lt_run(e, sb, "grep -v ':/$' /proc/self/cgroup | wc -l; grep -c sbx /proc/self/cgroup");
     assert_true(lt_stdout_has(r, "0\n0\n"));
     sbx_message_free((ProtobufCMessage *)r);
     /* outside: the agent is a member of the sandbox's memory cgroup */
@@ -121,7 +123,9 @@ static void test_local_cpu_memory_pids_limits_reach_the_cgroups(void **state)
             continue;
         line[strcspn(line, "\n")] = '\0';
         const char *dir = line + 7;
-        struct { const char *ctl, *file, *want; } checks[] = {
+        struct {
+            const char *ctl, *file, *want;
+        } checks[] = {
             {"/memory/", "memory.limit_in_bytes", "314572800"},
             {"/pids/", "pids.max", "77"},
             {"/cpu/", "cpu.cfs_quota_us", "50000"},
@@ -205,9 +209,9 @@ static void test_local_timeout_kills_the_whole_tree(void **state)
     sbx_result *r;
     sbx_error err = {0};
     /* a child that escapes the process group, and one that escapes the session */
-    sbx_status st = lt_sh(e, sb,
-                          "(setsid sleep 300 &) ; (sh -c 'sleep 301' &); echo started; sleep 302",
-                          1500, &r, &err);
+    sbx_status st =
+        lt_sh(e, sb, "(setsid sleep 300 &) ; (sh -c 'sleep 301' &); echo started; sleep 302", 1500,
+              &r, &err);
     assert_int_equal(st, SBX_E_TIMEOUT);
     assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
     assert_true(lt_stdout_has(r, "started"));
@@ -310,7 +314,8 @@ static void test_local_file_round_trip_of_multi_mib_file(void **state)
     assert_int_equal(r->files[0]->size, n);
     assert_memory_equal(r->files[0]->content.data, data, n);
     sbx_message_free((ProtobufCMessage *)r);
-    r = lt_run(e, sb, "sha1sum /workspace/dir/sub/blob.bin >/dev/null && stat -c %s dir/sub/blob.bin");
+    r = lt_run(e, sb,
+               "sha1sum /workspace/dir/sub/blob.bin >/dev/null && stat -c %s dir/sub/blob.bin");
     char expect[32];
     snprintf(expect, sizeof expect, "%zu", n);
     assert_true(lt_stdout_has(r, expect));

@@ -60,14 +60,14 @@ static void drop_privileges(void)
     unsetenv("XDG_RUNTIME_DIR");
 }
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "rootless check failed at line %d: ", __LINE__);                   \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            _exit(1);                                                                          \
-        }                                                                                      \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rootless check failed at line %d: ", __LINE__);                       \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            _exit(1);                                                                              \
+        }                                                                                          \
     } while (0)
 
 /* Runs body in a child as uid 65534; skips when user namespaces are unavailable. */
@@ -125,8 +125,9 @@ static void body_runs_programs(void)
     sbx_sandbox *sb = create_or_skip(&e, p);
     sbx_result *r;
     sbx_error err = {0};
-    CHECK(lt_sh(&e, sb, "python3 -c 'print(6*7)'; grep CapEff /proc/self/status; "
-                        "grep NoNewPrivs /proc/self/status; touch /usr/x 2>&1; cat /etc/shadow 2>&1",
+    CHECK(lt_sh(&e, sb,
+                "python3 -c 'print(6*7)'; grep CapEff /proc/self/status; "
+                "grep NoNewPrivs /proc/self/status; touch /usr/x 2>&1; cat /etc/shadow 2>&1",
                 0, &r, &err) == SBX_OK,
           "run: %s", err.message);
     CHECK(lt_stdout_has(r, "42"), "python did not run");

@@ -1,9 +1,9 @@
 /* test_ssm_sigv4.c - runs EVERY case of AWS's Signature Version 4 test suite
- * ($SBX_SOURCE_DIR/tests/ssm/data/aws-sigv4, from awslabs/aws-c-auth, Apache-2.0) through the ec2_ssm
- * signer, for header signing and for presigned query signing, and compares every intermediate
- * step with the suite's artifact: canonical request, string to sign, signature and the signed
- * request. One cmocka test per case and mode, named "<case>/header" and "<case>/query", so the
- * output lists each case by name. A missing or short suite is a failure, never a silent pass.
+ * ($SBX_SOURCE_DIR/tests/ssm/data/aws-sigv4, from awslabs/aws-c-auth, Apache-2.0) through the
+ * ec2_ssm signer, for header signing and for presigned query signing, and compares every
+ * intermediate step with the suite's artifact: canonical request, string to sign, signature and the
+ * signed request. One cmocka test per case and mode, named "<case>/header" and "<case>/query", so
+ * the output lists each case by name. A missing or short suite is a failure, never a silent pass.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -335,8 +335,7 @@ static int cmp_str(const void *a, const void *b)
 int main(void)
 {
     const char *src = getenv("SBX_SOURCE_DIR");
-    snprintf(suite_dir, sizeof(suite_dir), "%s/tests/ssm/data/aws-sigv4",
-             src != NULL ? src : ".");
+    snprintf(suite_dir, sizeof(suite_dir), "%s/tests/ssm/data/aws-sigv4", src != NULL ? src : ".");
     DIR *d = opendir(suite_dir);
     if (d == NULL) {
         fprintf(stderr,

@@ -58,9 +58,8 @@ static void test_grpc_frame_has_big_endian_length_prefix(void **state)
     size_t n = protobuf_c_message_get_packed_size(&c.base);
     assert_int_equal(len, n + 5);
     assert_int_equal(buf[0], 0);
-    assert_int_equal(((size_t)buf[1] << 24) | ((size_t)buf[2] << 16) | ((size_t)buf[3] << 8) |
-                         buf[4],
-                     n);
+    assert_int_equal(
+        ((size_t)buf[1] << 24) | ((size_t)buf[2] << 16) | ((size_t)buf[3] << 8) | buf[4], n);
     free(buf);
 }
 

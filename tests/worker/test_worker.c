@@ -117,7 +117,8 @@ static void test_worker_same_task_id_runs_once(void **state)
     assert_null(first);
     usleep(100 * 1000); /* the first is in flight: the second joins it */
     second = run(b2, req, NULL);
-    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(req), req->task_id, 60000, &first), SBX_OK);
+    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(req), req->task_id, 60000, &first),
+                     SBX_OK);
     assert_non_null(first);
     sbx_completion *third = run(b2, req, NULL); /* after it finished: the stored one */
     sbx_fake *fake = sbx_fake_get("fake");
@@ -330,7 +331,9 @@ static void test_worker_thousand_concurrent_streams_on_one_connection(void **sta
     }
     for (int i = 0; i < MANY_STREAMS; i++) {
         sbx_completion *c = NULL;
-        assert_int_equal(sbx_broker_result(b, sbx_request_subject(reqs[i]), reqs[i]->task_id, 120000, &c), SBX_OK);
+        assert_int_equal(
+            sbx_broker_result(b, sbx_request_subject(reqs[i]), reqs[i]->task_id, 120000, &c),
+            SBX_OK);
         assert_non_null(c);
         assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
         char want[32];
@@ -355,7 +358,8 @@ static void test_worker_non_loopback_without_tls_refuses_to_start(void **state)
     char yaml[512];
     snprintf(yaml, sizeof yaml,
              "sandbox:\n  default_profile: fake\n  secret_file: %s/secret\n"
-             "  profiles:\n    fake: { type: fake }\n", dir);
+             "  profiles:\n    fake: { type: fake }\n",
+             dir);
     assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "t.yaml", &cfg, &err), SBX_OK);
     free(cfg->worker.listen);
     cfg->worker.listen = strdup("0.0.0.0:0");

@@ -47,8 +47,8 @@ static void assert_code(sbx_completion *c, sbx_status code)
 
 static void start_mtls(worker_fixture *f)
 {
-    worker_fixture_opts o = {.tls = true, .mtls = true, .cert_subject = "agent-1",
-                             .subjects = "alice,bob"};
+    worker_fixture_opts o = {
+        .tls = true, .mtls = true, .cert_subject = "agent-1", .subjects = "alice,bob"};
     fixture_start(f, &o);
 }
 

@@ -98,10 +98,9 @@ void fixture_start(worker_fixture *f, const worker_fixture_opts *opts)
              "    fake: { type: fake, scope: per_call }\n",
              f->dir, f->dir, opts->threads > 0 ? opts->threads : 4);
     sbx_error err = {0};
-    sbx_status st = opts->config_path
-                        ? sbx_config_load(opts->config_path, &f->cfg, &err)
-                        : sbx_config_load_string(yaml, strlen(yaml), "worker-test.yaml", &f->cfg,
-                                                 &err);
+    sbx_status st = opts->config_path ? sbx_config_load(opts->config_path, &f->cfg, &err)
+                                      : sbx_config_load_string(yaml, strlen(yaml),
+                                                               "worker-test.yaml", &f->cfg, &err);
     if (st == SBX_OK && opts->config_path) {
         free(f->cfg->secret_file);
         f->cfg->secret_file = path_in(f->dir, "secret");
@@ -145,8 +144,8 @@ void fixture_start(worker_fixture *f, const worker_fixture_opts *opts)
     if (st != SBX_OK)
         fprintf(stderr, "engine: %s\n", err.message);
     assert_int_equal(st, SBX_OK);
-    sbx_thread_broker_opts bo = {.threads = opts->threads > 0 ? opts->threads : 4,
-                                 .queue_depth = 4096, .lru_size = 4096};
+    sbx_thread_broker_opts bo = {
+        .threads = opts->threads > 0 ? opts->threads : 4, .queue_depth = 4096, .lru_size = 4096};
     st = sbx_broker_open_thread(f->engine, &bo, &f->broker, &err);
     assert_int_equal(st, SBX_OK);
     st = sbx_worker_new(f->cfg, f->engine, f->broker, &f->worker, &err);

@@ -11,7 +11,7 @@
 #include "sbx/worker.h"
 
 typedef struct worker_fixture {
-    char dir[256];        /* unique temp dir (secret file, certificates) */
+    char dir[256]; /* unique temp dir (secret file, certificates) */
     sbx_config *cfg;
     sbx_engine *engine;
     sbx_broker *broker;
@@ -19,7 +19,7 @@ typedef struct worker_fixture {
     pthread_t thread;
     bool running;
     int port;
-    char endpoint[128];   /* http://127.0.0.1:PORT or https://localhost:PORT */
+    char endpoint[128]; /* http://127.0.0.1:PORT or https://localhost:PORT */
 } worker_fixture;
 
 /* Options applied to cfg->worker before the worker starts. */
