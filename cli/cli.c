@@ -4,6 +4,7 @@
  */
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +14,7 @@
 cli_globals cli_global;
 
 typedef struct global_option {
-    const char *name; /* "--config" */
+    const char *name; /* "config" for --config */
     bool takes_value; /* --name VALUE or --name=VALUE */
     void (*apply)(const char *value);
 } global_option;
@@ -54,51 +55,187 @@ static void set_token_env(const char *value)
 }
 
 static const global_option global_options[] = {
-    {"--config", true, set_config},     {"--json", false, set_json},
-    {"--broker", true, set_broker},     {"--endpoint", true, set_endpoint},
-    {"--ca-file", true, set_ca_file},   {"--cert-file", true, set_cert_file},
-    {"--key-file", true, set_key_file}, {"--token-env", true, set_token_env},
+    {"config", true, set_config},     {"json", false, set_json},
+    {"broker", true, set_broker},     {"endpoint", true, set_endpoint},
+    {"ca-file", true, set_ca_file},   {"cert-file", true, set_cert_file},
+    {"key-file", true, set_key_file}, {"token-env", true, set_token_env},
 };
 
-int cli_parse_globals(int argc, char **argv)
+#define N_GLOBAL_OPTIONS (sizeof(global_options) / sizeof(global_options[0]))
+
+void cli_opt_init(cli_parser *p, int argc, char **argv)
 {
-    int out = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) { /* everything after belongs to the program */
-            while (i < argc)
-                argv[out++] = argv[i++];
-            break;
+    p->argc = argc;
+    p->argv = argv;
+    p->i = 1;
+    p->out = 1;
+    p->shorts = NULL;
+    p->value = NULL;
+    p->operands = argv + 1;
+    p->n_operands = 0;
+    p->exit_code = CLI_EXIT_OK;
+}
+
+__attribute__((format(printf, 2, 3))) static int opt_usage(cli_parser *p, const char *fmt, ...)
+{
+    if (p->cmd[0] != '\0')
+        fprintf(stderr, "sbx %s: ", p->cmd);
+    else
+        fprintf(stderr, "sbx: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see `sbx%s%s --help`)\n", p->cmd[0] ? " " : "", p->cmd);
+    p->exit_code = CLI_EXIT_USAGE;
+    return CLI_OPT_EXIT;
+}
+
+/* Everything from argv[from] on is an operand: compacts them after those already seen. */
+static int opt_end(cli_parser *p, int from)
+{
+    for (int j = from; j < p->argc; j++)
+        p->argv[p->out++] = p->argv[j];
+    p->operands = p->argv + 1;
+    p->n_operands = p->out - 1;
+    if (p->out < p->argc)
+        p->argv[p->out] = NULL;
+    p->i = p->argc;
+    return CLI_OPT_END;
+}
+
+/* Takes an option's value: inline (after '=' or in "-lVALUE"), else the next word. */
+static int opt_value(cli_parser *p, const char *inline_value, const char *shown, int result)
+{
+    if (inline_value != NULL) {
+        p->value = inline_value;
+        return result;
+    }
+    if (p->i >= p->argc)
+        return opt_usage(p, "option %s needs a value", shown);
+    p->value = p->argv[p->i++];
+    return result;
+}
+
+void cli_print_version(void)
+{
+    if (cli_global.json)
+        printf("{\"version\": \"%s\"}\n", SBX_VERSION);
+    else
+        printf("sbx %s\n", SBX_VERSION);
+}
+
+static int opt_long(cli_parser *p, const char *word)
+{
+    const char *name = word + 2;
+    const char *eq = strchr(name, '=');
+    size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+    const char *inline_value = eq != NULL ? eq + 1 : NULL;
+    for (int k = 0; p->options != NULL && p->options[k].name != NULL; k++) {
+        const cli_option *o = &p->options[k];
+        if (strlen(o->name) != len || strncmp(o->name, name, len) != 0)
+            continue;
+        if (!o->has_value) {
+            if (inline_value != NULL)
+                return opt_usage(p, "option --%s takes no value", o->name);
+            p->value = NULL;
+            return k;
         }
-        const global_option *match = NULL;
-        const char *value = NULL;
-        for (size_t g = 0; g < sizeof(global_options) / sizeof(global_options[0]); g++) {
-            size_t n = strlen(global_options[g].name);
-            if (strcmp(argv[i], global_options[g].name) == 0) {
-                match = &global_options[g];
-                break;
-            }
-            if (global_options[g].takes_value && strncmp(argv[i], global_options[g].name, n) == 0 &&
-                argv[i][n] == '=') {
-                match = &global_options[g];
-                value = argv[i] + n + 1;
-                break;
-            }
+        return opt_value(p, inline_value, word, k);
+    }
+    for (size_t g = 0; g < N_GLOBAL_OPTIONS; g++) {
+        const global_option *o = &global_options[g];
+        if (strlen(o->name) != len || strncmp(o->name, name, len) != 0)
+            continue;
+        if (!o->takes_value) {
+            if (inline_value != NULL)
+                return opt_usage(p, "option --%s takes no value", o->name);
+            o->apply(NULL);
+            return cli_opt_next(p);
         }
-        if (match == NULL) {
-            argv[out++] = argv[i];
+        int r = opt_value(p, inline_value, word, 0);
+        if (r == CLI_OPT_EXIT)
+            return r;
+        o->apply(p->value);
+        return cli_opt_next(p);
+    }
+    if (len == 4 && strncmp(name, "help", 4) == 0) {
+        fputs(p->help, stdout);
+        return CLI_OPT_EXIT;
+    }
+    if (len == 7 && strncmp(name, "version", 7) == 0) {
+        cli_print_version();
+        return CLI_OPT_EXIT;
+    }
+    char shown[128];
+    snprintf(shown, sizeof(shown), "--%.*s", (int)(len < 100 ? len : 100), name);
+    return opt_usage(p, "unknown option '%s'", shown);
+}
+
+/* The next letter of a "-abc" word. */
+static int opt_short(cli_parser *p)
+{
+    char c = *p->shorts++;
+    const char *rest = *p->shorts != '\0' ? p->shorts : NULL;
+    if (rest == NULL)
+        p->shorts = NULL;
+    for (int k = 0; p->options != NULL && p->options[k].name != NULL; k++) {
+        const cli_option *o = &p->options[k];
+        if (o->short_name != c)
+            continue;
+        if (!o->has_value) {
+            p->value = NULL;
+            return k;
+        }
+        p->shorts = NULL;
+        char shown[3] = {'-', c, '\0'};
+        return opt_value(p, rest, shown, k);
+    }
+    if (c == 'h') {
+        fputs(p->help, stdout);
+        return CLI_OPT_EXIT;
+    }
+    char shown[3] = {'-', c, '\0'};
+    return opt_usage(p, "unknown option '%s'", shown);
+}
+
+int cli_opt_next(cli_parser *p)
+{
+    if (p->shorts != NULL)
+        return opt_short(p);
+    while (p->i < p->argc) {
+        char *word = p->argv[p->i];
+        if (strcmp(word, "--") == 0)
+            return opt_end(p, p->i + 1);
+        if (word[0] != '-' || word[1] == '\0') { /* an operand ("-" is stdin) */
+            if (p->stop_at_operand)
+                return opt_end(p, p->i);
+            p->argv[p->out++] = word;
+            p->i++;
             continue;
         }
-        if (match->takes_value && value == NULL) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "sbx: %s needs a value (see sbx --help)\n", match->name);
-                return -1;
-            }
-            value = argv[++i];
-        }
-        match->apply(value);
+        p->i++;
+        if (word[1] == '-')
+            return opt_long(p, word);
+        p->shorts = word + 1;
+        return opt_short(p);
     }
-    argv[out] = NULL;
-    return out;
+    return opt_end(p, p->argc);
+}
+
+bool cli_opt_positive(cli_parser *p, const char *name, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(p->value, &end, 10);
+    if (end == p->value || *end != '\0' || v <= 0 || errno != 0) {
+        fprintf(stderr, "sbx %s: --%s needs a positive number, not '%s' (see `sbx %s --help`)\n",
+                p->cmd, name, p->value, p->cmd);
+        p->exit_code = CLI_EXIT_USAGE;
+        return false;
+    }
+    *out = v;
+    return true;
 }
 
 int cli_exit_code(sbx_status st)
@@ -116,6 +253,11 @@ int cli_exit_code(sbx_status st)
     case SBX_E_GONE: return CLI_EXIT_NOT_FOUND;
     default: return CLI_EXIT_FAILED;
     }
+}
+
+int cli_program_exit_code(int table_code)
+{
+    return table_code == CLI_EXIT_FAILED ? CLI_EXIT_NOT_RUN : table_code;
 }
 
 /* Replaces *field with a copy of value when value is set; false on allocation failure. */
@@ -191,9 +333,4 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "\n(see `sbx %s --help`)\n", cmd);
     return CLI_EXIT_USAGE;
-}
-
-bool cli_is_help(const char *arg)
-{
-    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
 }

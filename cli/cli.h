@@ -3,9 +3,9 @@
  * config and report errors the same way everywhere.
  *
  * Adding a subcommand: write cli/cmd_<name>.c with `int cmd_<name>(int argc, char **argv)`
- * (argv[0] is "<name>"; global options are already removed) and its help text
- * `const char cmd_<name>_help[]`, declare both below, and add one line to the table in
- * main.c. `sbx <name> --help` then prints the help without calling the command.
+ * (argv[0] is "<name>") and its help text `const char cmd_<name>_help[]`, declare both below,
+ * and add one line to the table in main.c. The command parses its arguments with cli_opt_next
+ * (below), which also takes the global options, -h/--help and --version.
  * The CLI is the top of the data flow: it may print and exit; libsbx never does.
  */
 #ifndef SBX_CLI_H
@@ -43,7 +43,15 @@ enum cli_exit {
     "  125  run/exec/code: sbx could not run the program (otherwise they exit with the\n"          \
     "       program's own status, 128+N when it was killed by signal N)\n"
 
-/* Global options, valid before or after the subcommand name (up to a `--`). */
+/* The exit status of run/exec/code, for their help. */
+#define CLI_PROGRAM_EXIT_HELP                                                                      \
+    "Exit status: the program's own (128+N when it was killed by signal N), except:\n"             \
+    "  2 usage error, 3 configuration error, 4 refused (policy, capability, permission),\n"        \
+    "  5 the time limit passed (the program was stopped), 6 no such session or its sandbox\n"      \
+    "  is gone, 125 sbx could not run it for another reason (the reason is on stderr).\n"
+
+/* Global options, valid before the command and among its options (up to the program of
+ * run/exec, or a `--`). */
 typedef struct cli_globals {
     const char *config_path; /* --config FILE; NULL: $SBX_CONFIG, else the built-in default */
     bool json;               /* --json: machine-readable output on stdout */
@@ -60,7 +68,7 @@ typedef struct cli_globals {
 extern cli_globals cli_global;
 
 #define CLI_GLOBAL_OPTIONS_HELP                                                                    \
-    "Global options (before or after the command):\n"                                              \
+    "Global options (before the command or among its options; --opt=VALUE works too):\n"           \
     "  --config FILE   use this config file (default: $SBX_CONFIG, else the built-in\n"            \
     "                  default: one `local` profile named `default`, network denied)\n"            \
     "  --json          machine-readable output (JSON on stdout)\n"                                 \
@@ -69,14 +77,54 @@ extern cli_globals cli_global;
     "  --ca-file F     remote: CA bundle that signs the worker's certificate\n"                    \
     "  --cert-file F   remote: client certificate (mTLS); --key-file F its key\n"                  \
     "  --token-env N   remote: send the bearer token held in environment variable N\n"             \
-    "  -h, --help      help (`sbx COMMAND --help` for a command)\n"
+    "  -h, --help      help (`sbx COMMAND --help` for a command)\n"                                \
+    "  --version       print the version and exit\n"                                               \
+    "Options end at `--`, and for run/exec at the first word of the program.\n"
 
-/* Removes the global options from argv (stopping at `--`), filling cli_global. Returns the new
- * argc, or -1 after printing a usage error. */
-int cli_parse_globals(int argc, char **argv);
+/* ---- the one option parser of every command ------------------------------------------- */
+
+/* One option of a command: --name VALUE, --name=VALUE, -s VALUE, -sVALUE, or a flag. */
+typedef struct cli_option {
+    const char *name; /* long name without the dashes ("profile") */
+    char short_name;  /* 'l' for -l, or 0 */
+    bool has_value;
+} cli_option;
+
+/* The parser's state. Set cmd, help, options (terminated by {NULL}) and stop_at_operand, then
+ * call cli_opt_next until it returns CLI_OPT_END (operands are then operands[0..n_operands))
+ * or CLI_OPT_EXIT (return exit_code: --help or --version was printed, or a usage error). The
+ * global options are recognized and applied inside, so a command never sees them. */
+typedef struct cli_parser {
+    const char *cmd;           /* "run" (for messages); "" for sbx itself */
+    const char *help;          /* printed on stdout for -h/--help */
+    const cli_option *options; /* the command's own options; may be NULL */
+    bool stop_at_operand;      /* the first operand ends the options (run/exec: the program) */
+    /* out */
+    const char *value; /* the value of the option just returned */
+    char **operands;   /* after CLI_OPT_END */
+    int n_operands;
+    int exit_code; /* after CLI_OPT_EXIT */
+    /* private */
+    int argc, i, out;
+    char **argv;
+    const char *shorts; /* pending short flags of one "-ab" word */
+} cli_parser;
+
+#define CLI_OPT_END (-1)
+#define CLI_OPT_EXIT (-2)
+
+/* argv[0] is the command's name (skipped). Operands are compacted into argv in order. */
+void cli_opt_init(cli_parser *p, int argc, char **argv);
+/* The index in p->options of the next option, or CLI_OPT_END / CLI_OPT_EXIT. */
+int cli_opt_next(cli_parser *p);
+/* Parses a positive integer option value; false after a usage error naming the option. */
+bool cli_opt_positive(cli_parser *p, const char *name, long long *out);
 
 /* The exit code for a status (see the table). */
 int cli_exit_code(sbx_status st);
+
+/* A table exit code as run/exec/code return it: CLI_EXIT_FAILED becomes CLI_EXIT_NOT_RUN. */
+int cli_program_exit_code(int table_code);
 
 /* Loads the config named by `file` (if not NULL), else --config, else $SBX_CONFIG, else the
  * built-in default. */
@@ -89,8 +137,8 @@ int cli_report_error(const char *what, const sbx_error *err);
 /* Prints "sbx <cmd>: <message>" and a pointer to `sbx <cmd> --help`; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* True for "-h" or "--help". */
-bool cli_is_help(const char *arg);
+/* Prints "sbx VERSION" (or {"version":...} with --json). */
+void cli_print_version(void);
 
 /* ---- subcommands (one file each: cli/cmd_<name>.c) ------------------------------------ */
 

@@ -19,10 +19,8 @@ const char cmd_code_help[] =
     "Options:\n"
     "  -l, --language LANG  python, bash, ... (`sbx providers` lists them per profile)\n"
     "  --profile P          the profile to use (fresh sandbox)\n"
-    "  --session S          run in this session (id or name)\n"
-    "  --json               print the whole completion as JSON instead\n\n"
-    "Exit status: the program's own (128+N when killed by signal N); 125 when sbx could not\n"
-    "run it (the reason is on stderr).\n";
+    "  -s, --session S      run in this session (id or name)\n"
+    "  --json               print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 static char *read_stdin(void)
 {
@@ -40,23 +38,29 @@ static char *read_stdin(void)
 
 int cmd_code(int argc, char **argv)
 {
+    enum { OPT_LANGUAGE, OPT_PROFILE, OPT_SESSION };
+    static const cli_option options[] = {[OPT_LANGUAGE] = {"language", 'l', true},
+                                         [OPT_PROFILE] = {"profile", 0, true},
+                                         [OPT_SESSION] = {"session", 's', true},
+                                         {NULL, 0, 0}};
+    cli_parser a = {.cmd = "code", .help = cmd_code_help, .options = options};
     const char *lang = NULL, *profile = NULL, *session = NULL, *code = NULL;
-    for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "-l") == 0 || strcmp(argv[i], "--language") == 0) && i + 1 < argc)
-            lang = argv[++i];
-        else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
-            profile = argv[++i];
-        else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
-            session = argv[++i];
-        else if (strcmp(argv[i], "--") == 0 && i + 1 < argc && code == NULL)
-            code = argv[++i];
-        else if (argv[i][0] == '-' && strcmp(argv[i], "-") != 0)
-            return cli_usage_error("code", "unknown option '%s'", argv[i]);
-        else if (code == NULL)
-            code = argv[i];
+    int opt;
+    cli_opt_init(&a, argc, argv);
+    while ((opt = cli_opt_next(&a)) >= 0) {
+        if (opt == OPT_LANGUAGE)
+            lang = a.value;
+        else if (opt == OPT_PROFILE)
+            profile = a.value;
         else
-            return cli_usage_error("code", "one CODE argument only (quote it)");
+            session = a.value;
     }
+    if (opt == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands > 1)
+        return cli_usage_error("code", "one CODE argument only (quote it)");
+    if (a.n_operands == 1)
+        code = a.operands[0];
     if (lang == NULL)
         return cli_usage_error("code", "-l LANG is required");
     if (code == NULL)
@@ -73,9 +77,10 @@ int cmd_code(int argc, char **argv)
         code = from_stdin;
     }
     cli_plane p;
-    if (cli_plane_open(&p, session != NULL) != 0) {
+    int rc = cli_plane_open(&p, session != NULL);
+    if (rc != 0) {
         free(from_stdin);
-        return CLI_EXIT_NOT_RUN;
+        return cli_program_exit_code(rc);
     }
     sbx_request *r = cli_plane_request(&p, profile);
     r->run_code = malloc(sizeof(*r->run_code));
@@ -88,7 +93,7 @@ int cmd_code(int argc, char **argv)
         sbx_sessions_execute(p.sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
     else
         sbx_broker_submit(p.broker, r, SBX_WAIT_FOREVER, NULL, &c);
-    int rc = cli_print_completion(c, true);
+    rc = cli_print_completion(c, true);
     if (session == NULL && c != NULL)
         cli_plane_destroy_handle(&p, c->session);
     sbx_completion_free(c);

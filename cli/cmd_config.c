@@ -236,14 +236,11 @@ static int print_human(const sbx_config *cfg)
 static int config_check(int argc, char **argv)
 {
     const char *file = NULL;
-    for (int i = 2; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return cli_usage_error("config", "unknown option '%s'", argv[i]);
-        if (file != NULL)
-            return cli_usage_error("config", "check takes one FILE, got '%s' and '%s'", file,
-                                   argv[i]);
-        file = argv[i];
-    }
+    if (argc > 3)
+        return cli_usage_error("config", "check takes one FILE, got '%s' and '%s'", argv[2],
+                               argv[3]);
+    if (argc == 3)
+        file = argv[2];
     sbx_config *cfg = NULL;
     sbx_error err = {0};
     sbx_status st = cli_load_config(file, &cfg, &err);
@@ -256,6 +253,12 @@ static int config_check(int argc, char **argv)
 
 int cmd_config(int argc, char **argv)
 {
+    cli_parser a = {.cmd = "config", .help = cmd_config_help};
+    cli_opt_init(&a, argc, argv);
+    if (cli_opt_next(&a) == CLI_OPT_EXIT)
+        return a.exit_code;
+    argc = a.n_operands + 1;
+    argv = a.operands - 1;
     if (argc < 2)
         return cli_usage_error("config", "missing subcommand; accepted: check");
     if (strcmp(argv[1], "check") == 0)

@@ -120,8 +120,13 @@ static int download(cli_plane *p, const char *session, const char *path, const c
 
 int cmd_cp(int argc, char **argv)
 {
-    if (argc != 3)
+    cli_parser a = {.cmd = "cp", .help = cmd_cp_help};
+    cli_opt_init(&a, argc, argv);
+    if (cli_opt_next(&a) == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands != 2)
         return cli_usage_error("cp", "need SRC and DST");
+    argv = a.operands - 1;
     char s_src[256], s_dst[256];
     const char *p_src = NULL, *p_dst = NULL;
     bool r_src = split_remote(argv[1], s_src, sizeof(s_src), &p_src);

@@ -162,6 +162,11 @@ int cli_print_completion(const sbx_completion *c, bool program)
         if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
             fprintf(stderr, "sbx: %s: %s\n", sbx_status_name((sbx_status)c->error_code), c->error);
     }
+    bool timed_out =
+        c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT ||
+        (c->result != NULL && c->result->outcome == SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
+    if (program && timed_out)
+        return CLI_EXIT_TIMEOUT; /* not 128+SIGKILL: scripts tell a deadline from a kill */
     if (program && ran) {
         if (c->result->signal != 0)
             return 128 + c->result->signal;
@@ -169,5 +174,6 @@ int cli_print_completion(const sbx_completion *c, bool program)
     }
     if (c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
         return CLI_EXIT_OK;
-    return program ? CLI_EXIT_NOT_RUN : cli_exit_code((sbx_status)c->error_code);
+    int code = cli_exit_code((sbx_status)c->error_code);
+    return program ? cli_program_exit_code(code) : code;
 }

@@ -30,8 +30,10 @@ void cli_plane_close(cli_plane *p);
 sbx_request *cli_plane_request(cli_plane *p, const char *profile);
 
 /* Prints a completion (program output to stdout/stderr, notices and errors to stderr, or the
- * whole completion as JSON with --json) and returns the exit code: the program's own status
- * (128+N for signal N) when it ran, else CLI_EXIT_NOT_RUN (program=true) or the table's code. */
+ * whole completion as JSON with --json) and returns the exit code. program=true (run, exec,
+ * code): CLI_EXIT_TIMEOUT when the time limit passed, else the program's own status (128+N
+ * for signal N) when it ran, else the table's code with CLI_EXIT_FAILED as CLI_EXIT_NOT_RUN.
+ * program=false: the table's code. */
 int cli_print_completion(const sbx_completion *c, bool program);
 
 /* Destroys a one-shot session's sandbox (errors reported as a notice on stderr). */

@@ -33,8 +33,12 @@ static const char *yn(protobuf_c_boolean b)
 
 int cmd_providers(int argc, char **argv)
 {
-    if (argc > 1)
-        return cli_usage_error("providers", "unexpected argument '%s'", argv[1]);
+    cli_parser a = {.cmd = "providers", .help = cmd_providers_help};
+    cli_opt_init(&a, argc, argv);
+    if (cli_opt_next(&a) == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands > 0)
+        return cli_usage_error("providers", "unexpected argument '%s'", a.operands[0]);
     cli_plane p;
     int rc = cli_plane_open(&p, false);
     if (rc != 0)

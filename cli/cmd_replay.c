@@ -26,18 +26,16 @@ int cmd_replay(int argc, char **argv)
 {
     /* --broker is a global option (cli.c), parsed before this command sees its arguments */
     const char *file = NULL, *flavor = cli_global.broker != NULL ? cli_global.broker : "thread";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--broker") == 0 && i + 1 < argc)
-            flavor = argv[++i];
-        else if (strncmp(argv[i], "--broker=", 9) == 0)
-            flavor = argv[i] + 9;
-        else if (argv[i][0] == '-')
-            return cli_usage_error("replay", "unknown option '%s'", argv[i]);
-        else if (file == NULL)
-            file = argv[i];
-        else
-            return cli_usage_error("replay", "one FILE only");
-    }
+    cli_parser a = {.cmd = "replay", .help = cmd_replay_help};
+    cli_opt_init(&a, argc, argv);
+    if (cli_opt_next(&a) == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (cli_global.broker != NULL)
+        flavor = cli_global.broker;
+    if (a.n_operands > 1)
+        return cli_usage_error("replay", "one FILE only");
+    if (a.n_operands == 1)
+        file = a.operands[0];
     if (file == NULL)
         return cli_usage_error("replay", "no recording FILE given");
     if (strcmp(flavor, "embedded") != 0 && strcmp(flavor, "thread") != 0 &&

@@ -8,51 +8,46 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_run_help[] =
-    "Usage: sbx run [--profile P] [--timeout-ms N] -- COMMAND [ARGS...]\n\n"
+    "Usage: sbx run [--profile P] [--timeout-ms N] [--] COMMAND [ARGS...]\n\n"
     "Runs COMMAND in a fresh sandbox of profile P (default: the default profile) and destroys\n"
-    "the sandbox afterwards, whatever happened. Program output goes to stdout/stderr.\n\n"
+    "the sandbox afterwards, whatever happened. Program output goes to stdout/stderr.\n"
+    "Options end at the first word of COMMAND: `sbx run echo --json` runs `echo --json`.\n\n"
     "Options:\n"
     "  --profile P      the profile to use\n"
     "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
-    "  --json           print the whole completion as JSON instead\n\n"
-    "Exit status: the program's own (128+N when killed by signal N); 125 when sbx could not\n"
-    "run it (the reason is on stderr).\n";
+    "  --json           print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 int cmd_run(int argc, char **argv)
 {
+    enum { OPT_PROFILE, OPT_TIMEOUT };
+    static const cli_option options[] = {[OPT_PROFILE] = {"profile", 0, true},
+                                         [OPT_TIMEOUT] = {"timeout-ms", 0, true},
+                                         {NULL, 0, 0}};
+    cli_parser a = {
+        .cmd = "run", .help = cmd_run_help, .options = options, .stop_at_operand = true};
     const char *profile = NULL;
     long long timeout_ms = 0;
-    int i = 1;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
-            profile = argv[++i];
-        } else if (strcmp(argv[i], "--timeout-ms") == 0 && i + 1 < argc) {
-            char *end = NULL;
-            timeout_ms = strtoll(argv[++i], &end, 10);
-            if (*end != '\0' || timeout_ms <= 0)
-                return cli_usage_error("run", "--timeout-ms needs a positive number, not '%s'",
-                                       argv[i]);
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("run", "unknown option '%s'", argv[i]);
-        } else {
-            break;
-        }
+    int opt;
+    cli_opt_init(&a, argc, argv);
+    while ((opt = cli_opt_next(&a)) >= 0) {
+        if (opt == OPT_PROFILE)
+            profile = a.value;
+        else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
+            return a.exit_code;
     }
-    if (i >= argc)
-        return cli_usage_error("run", "no command given (sbx run -- COMMAND ...)");
+    if (opt == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands == 0)
+        return cli_usage_error("run", "no command given (sbx run [OPTIONS] [--] COMMAND ...)");
     cli_plane p;
     int rc = cli_plane_open(&p, false);
     if (rc != 0)
-        return CLI_EXIT_NOT_RUN;
+        return cli_program_exit_code(rc);
     sbx_request *r = cli_plane_request(&p, profile);
     r->run_command = malloc(sizeof(*r->run_command));
     sbx__v1__run_command__init(r->run_command);
-    for (int j = i; j < argc; j++)
-        sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, argv[j]);
+    for (int j = 0; j < a.n_operands; j++)
+        sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
     if (timeout_ms > 0) {
         r->policy = sbx_policy_new();

@@ -9,7 +9,7 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_session_help[] =
-    "Usage: sbx session new [--profile P] [--name N]\n"
+    "Usage: sbx session new [--profile P] [-n|--name N]\n"
     "       sbx session ls\n"
     "       sbx session rm SESSION...\n\n"
     "new  mints a session of a per_session profile and prints its id; its sandbox is created\n"
@@ -32,17 +32,8 @@ static void print_time(int64_t ms)
     printf("%-20s", buf);
 }
 
-static int session_new(cli_plane *p, int argc, char **argv)
+static int session_new(cli_plane *p, const char *profile, const char *name)
 {
-    const char *profile = NULL, *name = NULL;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
-            profile = argv[++i];
-        else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc)
-            name = argv[++i];
-        else
-            return cli_usage_error("session", "unexpected argument '%s'", argv[i]);
-    }
     sbx_session_handle *h = NULL;
     sbx_error err;
     if (sbx_sessions_create(p->sessions, profile, name, &h, &err) != SBX_OK)
@@ -88,10 +79,8 @@ static int session_ls(cli_plane *p)
 
 static int session_rm(cli_plane *p, int argc, char **argv)
 {
-    if (argc < 3)
-        return cli_usage_error("session", "rm needs at least one SESSION");
     int rc = CLI_EXIT_OK;
-    for (int i = 2; i < argc; i++) {
+    for (int i = 1; i < argc; i++) {
         sbx_error err;
         if (sbx_sessions_destroy(p->sessions, argv[i], p->principal, &err) != SBX_OK)
             rc = cli_report_error(argv[i], &err);
@@ -101,23 +90,44 @@ static int session_rm(cli_plane *p, int argc, char **argv)
 
 int cmd_session(int argc, char **argv)
 {
-    if (argc < 2)
+    enum { OPT_PROFILE, OPT_NAME };
+    static const cli_option options[] = {
+        [OPT_PROFILE] = {"profile", 0, true}, [OPT_NAME] = {"name", 'n', true}, {NULL, 0, 0}};
+    cli_parser a = {.cmd = "session", .help = cmd_session_help, .options = options};
+    const char *profile = NULL, *name = NULL;
+    int opt;
+    cli_opt_init(&a, argc, argv);
+    while ((opt = cli_opt_next(&a)) >= 0) {
+        if (opt == OPT_PROFILE)
+            profile = a.value;
+        else
+            name = a.value;
+    }
+    if (opt == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands < 1)
         return cli_usage_error("session", "name an action: new, ls or rm");
-    const char *action = argv[1];
+    const char *action = a.operands[0];
     if (strcmp(action, "new") != 0 && strcmp(action, "ls") != 0 && strcmp(action, "rm") != 0)
         return cli_usage_error("session", "unknown action '%s' (new, ls, rm)", action);
-    if (strcmp(action, "ls") == 0 && argc > 2)
+    if (strcmp(action, "new") != 0 && (profile != NULL || name != NULL))
+        return cli_usage_error("session", "--profile and --name belong to `session new`");
+    if (strcmp(action, "ls") == 0 && a.n_operands > 1)
         return cli_usage_error("session", "ls takes no arguments");
+    if (strcmp(action, "new") == 0 && a.n_operands > 1)
+        return cli_usage_error("session", "unexpected argument '%s'", a.operands[1]);
+    if (strcmp(action, "rm") == 0 && a.n_operands < 2)
+        return cli_usage_error("session", "rm needs at least one SESSION");
     cli_plane p;
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return rc;
     if (strcmp(action, "new") == 0)
-        rc = session_new(&p, argc, argv);
+        rc = session_new(&p, profile, name);
     else if (strcmp(action, "ls") == 0)
         rc = session_ls(&p);
     else
-        rc = session_rm(&p, argc, argv);
+        rc = session_rm(&p, a.n_operands, a.operands);
     cli_plane_close(&p);
     return rc;
 }

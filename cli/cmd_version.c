@@ -11,8 +11,12 @@ const char cmd_version_help[] =
 
 int cmd_version(int argc, char **argv)
 {
-    if (argc > 1)
-        return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
+    cli_parser a = {.cmd = "version", .help = cmd_version_help};
+    cli_opt_init(&a, argc, argv);
+    if (cli_opt_next(&a) == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands > 0)
+        return cli_usage_error("version", "unexpected argument '%s'", a.operands[0]);
     const sbx_provider_ops *const *list;
     size_t n = sbx_provider_builtins(&list);
     if (cli_global.json) {

@@ -20,17 +20,20 @@ const char cmd_worker_help[] =
 
 int cmd_worker(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "serve") != 0)
+    static const cli_option options[] = {{"listen", 0, true}, {NULL, 0, 0}};
+    cli_parser a = {.cmd = "worker", .help = cmd_worker_help, .options = options};
+    const char *listen_addr = NULL;
+    int opt;
+    cli_opt_init(&a, argc, argv);
+    while ((opt = cli_opt_next(&a)) >= 0)
+        listen_addr = a.value;
+    if (opt == CLI_OPT_EXIT)
+        return a.exit_code;
+    if (a.n_operands < 1 || strcmp(a.operands[0], "serve") != 0)
         return cli_usage_error("worker", "expected a subcommand: serve");
-    const char *config = cli_global.config_path, *listen_addr = NULL;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            config = argv[++i];
-        else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
-            listen_addr = argv[++i];
-        else
-            return cli_usage_error("worker", "unexpected argument '%s'", argv[i]);
-    }
+    if (a.n_operands > 1)
+        return cli_usage_error("worker", "unexpected argument '%s'", a.operands[1]);
+    const char *config = cli_global.config_path;
     int rc = sbx_worker_serve_main(config, listen_addr, stderr);
     return rc == 2 ? CLI_EXIT_CONFIG : rc;
 }

@@ -32,56 +32,47 @@ static const cli_command commands[] = {
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
-static void print_usage(FILE *out)
+/* The text of `sbx --help`. */
+static const char *usage_text(void)
 {
-    fprintf(out, "sbx - run code and commands inside sandboxes, for AI agents\n\n"
-                 "Usage: sbx [GLOBAL OPTIONS] COMMAND [ARGS...]\n\nCommands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n%s\n%s", CLI_GLOBAL_OPTIONS_HELP, CLI_EXIT_CODES_HELP);
-}
-
-/* True when --help/-h appears among the command's own arguments (before any `--`). */
-static bool wants_help(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0)
-            return false;
-        if (cli_is_help(argv[i]))
-            return true;
-    }
-    return false;
+    static char buf[8192];
+    size_t off = (size_t)snprintf(buf, sizeof(buf),
+                                  "sbx - run code and commands inside sandboxes, for AI agents\n\n"
+                                  "Usage: sbx [GLOBAL OPTIONS] COMMAND [ARGS...]\n\nCommands:\n");
+    for (size_t i = 0; i < N_COMMANDS && off < sizeof(buf); i++)
+        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "  %-10s %s\n", commands[i].name,
+                                commands[i].summary);
+    if (off < sizeof(buf))
+        snprintf(buf + off, sizeof(buf) - off, "\n%s\n%s", CLI_GLOBAL_OPTIONS_HELP,
+                 CLI_EXIT_CODES_HELP);
+    return buf;
 }
 
 int main(int argc, char **argv)
 {
-    int n = cli_parse_globals(argc - 1, argv + 1);
-    if (n < 0)
-        return CLI_EXIT_USAGE;
-    char **args = argv + 1;
-    if (n == 0) {
-        print_usage(stderr);
+    cli_parser p = {.cmd = "", .help = usage_text(), .stop_at_operand = true};
+    cli_opt_init(&p, argc, argv);
+    if (cli_opt_next(&p) == CLI_OPT_EXIT)
+        return p.exit_code;
+    if (p.n_operands == 0) {
+        fputs(usage_text(), stderr);
         return CLI_EXIT_USAGE;
     }
-    if (cli_is_help(args[0]) || strcmp(args[0], "help") == 0) {
+    char **args = p.operands;
+    int n = p.n_operands;
+    if (strcmp(args[0], "help") == 0) {
         if (n > 1)
             for (size_t i = 0; i < N_COMMANDS; i++)
                 if (strcmp(commands[i].name, args[1]) == 0) {
                     fputs(commands[i].help, stdout);
                     return CLI_EXIT_OK;
                 }
-        print_usage(stdout);
+        fputs(usage_text(), stdout);
         return CLI_EXIT_OK;
     }
-    for (size_t i = 0; i < N_COMMANDS; i++) {
-        if (strcmp(commands[i].name, args[0]) != 0)
-            continue;
-        if (wants_help(n, args)) {
-            fputs(commands[i].help, stdout);
-            return CLI_EXIT_OK;
-        }
-        return commands[i].run(n, args);
-    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, args[0]) == 0)
+            return commands[i].run(n, args);
     fprintf(stderr, "sbx: unknown command '%s'; the commands are:", args[0]);
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(stderr, " %s", commands[i].name);

@@ -1,0 +1,86 @@
+# sbx.bash - bash completion for the `sbx` command: commands, each command's options, the
+# global options, profile names (from `sbx config check --json`) and session ids (from
+# `sbx session ls --json`). Source it from ~/.bashrc, or install it as
+# /usr/share/bash-completion/completions/sbx. It only reads; it never runs a sandbox.
+
+_sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-file --token-env
+  --help --version"
+
+# Options of each command (the global ones are added to all).
+_sbx_command_options() {
+  case $1 in
+    run) echo "--profile --timeout-ms" ;;
+    exec) echo "--session --timeout-ms" ;;
+    code) echo "--language --profile --session" ;;
+    session) echo "--profile --name" ;;
+    worker) echo "--listen" ;;
+    *) echo "" ;;
+  esac
+}
+
+# Words of a JSON array of objects' "key" fields, printed by `sbx ... --json`.
+_sbx_json_keys() {
+  local key=$1
+  shift
+  "$@" --json 2>/dev/null | sed -n "s/^ *\"$key\": \"\\([^\"]*\\)\".*/\\1/p"
+}
+
+_sbx() {
+  local cur prev cmd i word
+  COMPREPLY=()
+  cur=${COMP_WORDS[COMP_CWORD]}
+  prev=${COMP_WORDS[COMP_CWORD - 1]}
+  local commands="config replay providers run code session exec cp version worker help"
+
+  # the command: the first word that is not an option (or the value of one)
+  cmd=""
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word=${COMP_WORDS[i]}
+    case $word in
+      --config | --broker | --endpoint | --ca-file | --cert-file | --key-file | --token-env | \
+        --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen)
+        ((i++)) ;;
+      -*) ;;
+      *) cmd=$word; break ;;
+    esac
+  done
+
+  case $prev in
+    --config | --ca-file | --cert-file | --key-file)
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return 0 ;;
+    --broker) mapfile -t COMPREPLY < <(compgen -W "embedded thread remote" -- "$cur"); return 0 ;;
+    --language | -l) mapfile -t COMPREPLY < <(compgen -W "python bash sh node" -- "$cur"); return 0 ;;
+    --profile)
+      mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys name sbx config check)" -- "$cur")
+      return 0 ;;
+    --session | -s)
+      mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur")
+      return 0 ;;
+    --endpoint | --token-env | --timeout-ms | --name | --listen) return 0 ;;
+  esac
+
+  if [[ -z $cmd ]]; then
+    if [[ $cur == -* ]]; then
+      mapfile -t COMPREPLY < <(compgen -W "$_sbx_globals" -- "$cur")
+    else
+      mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur")
+    fi
+    return 0
+  fi
+  if [[ $cur == -* ]]; then
+    mapfile -t COMPREPLY < <(compgen -W "$(_sbx_command_options "$cmd") $_sbx_globals" -- "$cur")
+    return 0
+  fi
+  case $cmd in
+    config) ((COMP_CWORD == i + 1)) && mapfile -t COMPREPLY < <(compgen -W "check" -- "$cur") ||
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+    session) ((COMP_CWORD == i + 1)) && mapfile -t COMPREPLY < <(compgen -W "new ls rm" -- "$cur") ||
+      mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
+    worker) mapfile -t COMPREPLY < <(compgen -W "serve" -- "$cur") ;;
+    help) mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur") ;;
+    cp | replay) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+    run | exec) mapfile -t COMPREPLY < <(compgen -c -- "$cur") ;;
+  esac
+  return 0
+}
+complete -o default -F _sbx sbx

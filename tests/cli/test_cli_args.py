@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""test_cli_args.py - the built `sbx` against the local provider (the built-in default): option
+parsing as in every other CLI (--opt=value and --opt value, "needs a value", options end at the
+program's first word and at `--`, --help and --version everywhere), the exit codes of README's
+table for run/exec/code, and the bash completion script.
+"""
+import os
+import subprocess
+import unittest
+
+import cli_util
+from cli_util import SBX
+
+
+class Arguments(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.e = cli_util.Env()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.e.close()
+
+    def test_options_end_at_the_program(self):
+        r = self.e.run("run", "echo", "--json", "hello")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"--json hello\n")
+        r = self.e.run("run", "--", "echo", "--profile", "x")
+        self.assertEqual(r.stdout, b"--profile x\n")
+        r = self.e.run("run", "sh", "-c", "echo $0 $1", "--help", "--version")
+        self.assertEqual(r.stdout, b"--help --version\n")
+
+    def test_equals_and_separate_values(self):
+        for args in (["--profile=default"], ["--profile", "default"], ["--timeout-ms=60000"]):
+            r = self.e.run("run", *args, "--", "echo", "ok")
+            self.assertEqual((r.returncode, r.stdout), (0, b"ok\n"), (args, r.stderr))
+        r = self.e.run("--json", "run", "--profile=default", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith(b"{"), r.stdout)
+
+    def test_missing_value(self):
+        for args in (["run", "--profile"], ["exec", "--session"], ["code", "-l"],
+                     ["--config"], ["session", "new", "--name"]):
+            r = self.e.run(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(b"needs a value", r.stderr, args)
+
+    def test_unknown_option_and_flag_value(self):
+        r = self.e.run("run", "--frobnicate", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(b"unknown option '--frobnicate'", r.stderr)
+        r = self.e.run("run", "--json=yes", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(b"takes no value", r.stderr)
+
+    def test_version_and_help(self):
+        r = self.e.run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout.decode(), r"^sbx \d+\.\d+")
+        for cmd in ("run", "exec", "code", "session", "cp", "providers", "config", "replay",
+                    "version", "worker"):
+            r = self.e.run(cmd, "--help")
+            self.assertEqual(r.returncode, 0, cmd)
+            self.assertIn(b"Usage: sbx " + cmd.encode(), r.stdout, cmd)
+            r = self.e.run(cmd, "--version")
+            self.assertEqual(r.returncode, 0, cmd)
+        r = self.e.run("code", "-h")
+        self.assertIn(b"Usage: sbx code", r.stdout)
+
+    def test_short_options(self):
+        r = self.e.run("code", "-lpython", "print(6*7)")
+        self.assertEqual((r.returncode, r.stdout), (0, b"42\n"), r.stderr)
+        r = self.e.run("code", "-l", "bash", "echo $((6*7))")
+        self.assertEqual((r.returncode, r.stdout), (0, b"42\n"), r.stderr)
+
+
+class ExitCodes(unittest.TestCase):
+    """README's table: 2 usage, 3 config, 4 refused, 5 timeout, 6 no session; the program's
+    own status otherwise."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.e = cli_util.Env()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.e.close()
+
+    def rc(self, *args, **kw):
+        return self.e.run(*args, **kw).returncode
+
+    def test_program_status(self):
+        self.assertEqual(self.rc("run", "sh", "-c", "exit 7"), 7)
+        self.assertEqual(self.rc("run", "sh", "-c", "kill -TERM $$"), 128 + 15)
+        self.assertEqual(self.rc("code", "-l", "python", "import sys; sys.exit(3)"), 3)
+
+    def test_timeout_is_5_not_137(self):
+        r = self.e.run("run", "--timeout-ms", "300", "--", "sleep", "30")
+        self.assertEqual(r.returncode, 5, r.stderr)
+        sid = self.e.run("session", "new").stdout.decode().strip()
+        try:
+            self.assertEqual(self.rc("exec", "--session", sid, "--timeout-ms=300", "sleep", "30"),
+                             5)
+        finally:
+            self.e.run("session", "rm", sid)
+
+    def test_refused_is_4(self):
+        r = self.e.run("code", "-l", "cobol", "x")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn(b"CAPABILITY", r.stderr)
+
+    def test_missing_session_is_6(self):
+        self.assertEqual(self.rc("exec", "--session", "no-such-session", "--", "true"), 6)
+        self.assertEqual(self.rc("code", "-l", "python", "--session=no-such", "1"), 6)
+
+    def test_usage_is_2_and_config_is_3(self):
+        self.assertEqual(self.rc("run"), 2)
+        self.assertEqual(self.rc("exec", "--", "true"), 2)
+        self.assertEqual(self.rc("run", "--timeout-ms=-1", "true"), 2)
+        self.assertEqual(self.rc("run", "--profile", "nope", "true"), 3)
+        self.assertEqual(self.rc("--config", "/nonexistent/sbx.yaml", "run", "true"), 3)
+
+
+class Completion(unittest.TestCase):
+    """cli/sbx.bash completes commands, a command's options and fixed values."""
+
+    SCRIPT = os.path.join(os.environ.get("SBX_SOURCE_DIR", ""), "cli", "sbx.bash")
+
+    def complete(self, line):
+        words = line.split(" ")
+        prog = ("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _sbx; printf '%%s\\n' "
+                "\"${COMPREPLY[@]}\"" % (self.SCRIPT, " ".join("'%s'" % w for w in words),
+                                         len(words) - 1))
+        r = subprocess.run(["bash", "-c", prog], stdout=subprocess.PIPE, timeout=60,
+                           env=dict(os.environ, PATH=os.path.dirname(SBX) + ":" +
+                                    os.environ.get("PATH", "")))
+        return r.stdout.decode().split()
+
+    def test_commands(self):
+        self.assertIn("run", self.complete("sbx r"))
+        self.assertEqual(sorted(self.complete("sbx se")), ["session"])
+        self.assertIn("--version", self.complete("sbx --v"))
+
+    def test_options_and_values(self):
+        self.assertIn("--timeout-ms", self.complete("sbx run --t"))
+        self.assertIn("--json", self.complete("sbx run --j"))
+        self.assertEqual(self.complete("sbx --broker th"), ["thread"])
+        self.assertEqual(sorted(self.complete("sbx session ")), ["ls", "new", "rm"])
+        self.assertIn("default", self.complete("sbx run --profile "))
+
+
+if __name__ == "__main__":
+    cli_util.main()
