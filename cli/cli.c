@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/pbjson.h"
+#include "sbx/contract.h"
+
 cli_globals cli_global;
 
 typedef struct global_option {
@@ -309,10 +312,34 @@ sbx_status cli_load_config(const char *file, sbx_config **out, sbx_error *err)
     return st;
 }
 
+static bool errors_as_completions;
+
+void cli_errors_as_completions(void)
+{
+    errors_as_completions = true;
+}
+
+void cli_print_json(json_t *j)
+{
+    if (j == NULL) {
+        fprintf(stderr, "sbx: out of memory printing JSON\n");
+        return;
+    }
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    fputc('\n', stdout);
+    fflush(stdout);
+    json_decref(j);
+}
+
 int cli_report_error(const char *what, const sbx_error *err)
 {
     fprintf(stderr, "sbx: %s: %s\n", what, err->message);
-    if (cli_global.json) {
+    if (cli_global.json && errors_as_completions) {
+        sbx_completion *c = sbx_completion_fail("", err->code, "%s", err->message);
+        if (c != NULL)
+            cli_print_json(cli_pb_to_json(&c->base));
+        sbx_completion_free(c);
+    } else if (cli_global.json) {
         json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", sbx_status_name(err->code),
                               "message", err->message);
         if (j != NULL) {

@@ -11,6 +11,7 @@
 #ifndef SBX_CLI_H
 #define SBX_CLI_H
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #include "sbx/config.h"
@@ -130,9 +131,18 @@ int cli_program_exit_code(int table_code);
  * built-in default. */
 sbx_status cli_load_config(const char *file, sbx_config **out, sbx_error *err);
 
-/* Prints "sbx: <what>: <message>" to stderr (as {"error":...} on stdout too with --json) and
- * returns the exit code for err->code. */
+/* Prints "sbx: <what>: <message>" to stderr (with --json also {"error":...} on stdout, or a
+ * FAILED ExecutionCompletion after cli_errors_as_completions) and returns the exit code for
+ * err->code. */
 int cli_report_error(const char *what, const sbx_error *err);
+
+/* run/exec/code: with --json, errors print as a FAILED ExecutionCompletion (canonical JSON),
+ * so stdout always holds one document of the same shape. */
+void cli_errors_as_completions(void);
+
+/* Dumps j (indented) and a newline on stdout and frees it; NULL (ENOMEM) prints an error on
+ * stderr. */
+void cli_print_json(json_t *j);
 
 /* Prints "sbx <cmd>: <message>" and a pointer to `sbx <cmd> --help`; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

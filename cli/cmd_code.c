@@ -11,7 +11,7 @@
 #define CODE_STDIN_MAX (1u << 20)
 
 const char cmd_code_help[] =
-    "Usage: sbx code -l LANG [--profile P | --session S] CODE\n\n"
+    "Usage: sbx code -l LANG [--profile P | --session S] [-i] CODE\n\n"
     "Runs CODE (or, for '-', the program read from stdin) with the LANG interpreter. Without\n"
     "--session it runs in a fresh sandbox that is destroyed afterwards; with --session the\n"
     "session's interpreter state is kept between calls where the provider is stateful. The\n"
@@ -20,6 +20,8 @@ const char cmd_code_help[] =
     "  -l, --language LANG  python, bash, ... (`sbx providers` lists them per profile)\n"
     "  --profile P          the profile to use (fresh sandbox)\n"
     "  -s, --session S      run in this session (id or name)\n"
+    "  -i, --stdin          forward stdin even when it is a terminal (it is forwarded\n"
+    "                       whenever it is not one, up to 8 MiB, unless CODE is '-')\n"
     "  --json               print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 static char *read_stdin(void)
@@ -38,20 +40,25 @@ static char *read_stdin(void)
 
 int cmd_code(int argc, char **argv)
 {
-    enum { OPT_LANGUAGE, OPT_PROFILE, OPT_SESSION };
+    enum { OPT_LANGUAGE, OPT_PROFILE, OPT_SESSION, OPT_STDIN };
     static const cli_option options[] = {[OPT_LANGUAGE] = {"language", 'l', true},
                                          [OPT_PROFILE] = {"profile", 0, true},
                                          [OPT_SESSION] = {"session", 's', true},
+                                         [OPT_STDIN] = {"stdin", 'i', false},
                                          {NULL, 0, 0}};
     cli_parser a = {.cmd = "code", .help = cmd_code_help, .options = options};
     const char *lang = NULL, *profile = NULL, *session = NULL, *code = NULL;
+    bool force_stdin = false;
     int opt;
+    cli_errors_as_completions();
     cli_opt_init(&a, argc, argv);
     while ((opt = cli_opt_next(&a)) >= 0) {
         if (opt == OPT_LANGUAGE)
             lang = a.value;
         else if (opt == OPT_PROFILE)
             profile = a.value;
+        else if (opt == OPT_STDIN)
+            force_stdin = true;
         else
             session = a.value;
     }
@@ -76,10 +83,16 @@ int cmd_code(int argc, char **argv)
         }
         code = from_stdin;
     }
-    cli_plane p;
-    int rc = cli_plane_open(&p, session != NULL);
+    ProtobufCBinaryData in = {0, NULL};
+    int rc = from_stdin == NULL ? cli_read_stdin("code", force_stdin, &in) : 0;
     if (rc != 0) {
         free(from_stdin);
+        return rc;
+    }
+    cli_plane p;
+    if ((rc = cli_plane_open(&p, session != NULL)) != 0) {
+        free(from_stdin);
+        free(in.data);
         return cli_program_exit_code(rc);
     }
     sbx_request *r = cli_plane_request(&p, profile);
@@ -87,16 +100,9 @@ int cmd_code(int argc, char **argv)
     sbx__v1__run_code__init(r->run_code);
     sbx_set_string(&r->run_code->language, lang);
     sbx_set_string(&r->run_code->code, code);
+    r->run_code->stdin = in; /* freed with the request */
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE;
-    sbx_completion *c = NULL;
-    if (session != NULL)
-        sbx_sessions_execute(p.sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
-    else
-        sbx_broker_submit(p.broker, r, SBX_WAIT_FOREVER, NULL, &c);
-    rc = cli_print_completion(c, true);
-    if (session == NULL && c != NULL)
-        cli_plane_destroy_handle(&p, c->session);
-    sbx_completion_free(c);
+    rc = cli_plane_run_program(&p, r, session);
     sbx_request_free(r);
     cli_plane_close(&p);
     free(from_stdin);

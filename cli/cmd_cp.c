@@ -73,7 +73,7 @@ static int upload(cli_plane *p, const char *host, const char *session, const cha
     free(buf);
     sbx_completion *c = NULL;
     sbx_sessions_execute(p->sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
-    int rc = cli_print_completion(c, false);
+    int rc = cli_print_completion(c, false, NULL);
     sbx_completion_free(c);
     sbx_request_free(r);
     return rc;
@@ -93,7 +93,7 @@ static int download(cli_plane *p, const char *session, const char *path, const c
     int rc;
     if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED ||
         c->result == NULL || c->result->n_files != 1) {
-        rc = cli_print_completion(c, false);
+        rc = cli_print_completion(c, false, NULL);
         if (rc == CLI_EXIT_OK)
             rc = CLI_EXIT_FAILED;
     } else {

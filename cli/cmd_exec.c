@@ -7,30 +7,38 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_exec_help[] =
-    "Usage: sbx exec --session S [--timeout-ms N] [--] COMMAND [ARGS...]\n\n"
+    "Usage: sbx exec --session S [--timeout-ms N] [-i] [--] COMMAND [ARGS...]\n\n"
     "Runs COMMAND in session S (an id or a name from `sbx session ls`). The session keeps its\n"
     "sandbox between commands; an unknown session is an error, never a fresh sandbox.\n"
-    "Options end at the first word of COMMAND.\n\n"
+    "Options end at the first word of COMMAND. Output is printed as it is produced; stdin is\n"
+    "forwarded when it is not a terminal (or with -i), up to 8 MiB. SIGINT, SIGTERM or SIGHUP\n"
+    "stop the program.\n\n"
     "Options:\n"
     "  -s, --session S  the session (required)\n"
     "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
+    "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
     "  --json           print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 int cmd_exec(int argc, char **argv)
 {
-    enum { OPT_SESSION, OPT_TIMEOUT };
+    enum { OPT_SESSION, OPT_TIMEOUT, OPT_STDIN };
     static const cli_option options[] = {[OPT_SESSION] = {"session", 's', true},
                                          [OPT_TIMEOUT] = {"timeout-ms", 0, true},
+                                         [OPT_STDIN] = {"stdin", 'i', false},
                                          {NULL, 0, 0}};
     cli_parser a = {
         .cmd = "exec", .help = cmd_exec_help, .options = options, .stop_at_operand = true};
     const char *session = NULL;
     long long timeout_ms = 0;
+    bool force_stdin = false;
     int opt;
+    cli_errors_as_completions();
     cli_opt_init(&a, argc, argv);
     while ((opt = cli_opt_next(&a)) >= 0) {
         if (opt == OPT_SESSION)
             session = a.value;
+        else if (opt == OPT_STDIN)
+            force_stdin = true;
         else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
             return a.exit_code;
     }
@@ -40,13 +48,19 @@ int cmd_exec(int argc, char **argv)
         return cli_usage_error("exec", "--session is required");
     if (a.n_operands == 0)
         return cli_usage_error("exec", "no command given (sbx exec --session S [--] COMMAND ...)");
-    cli_plane p;
-    int rc = cli_plane_open(&p, true);
+    ProtobufCBinaryData in;
+    int rc = cli_read_stdin("exec", force_stdin, &in);
     if (rc != 0)
+        return rc;
+    cli_plane p;
+    if ((rc = cli_plane_open(&p, true)) != 0) {
+        free(in.data);
         return cli_program_exit_code(rc);
+    }
     sbx_request *r = cli_plane_request(&p, NULL);
     r->run_command = malloc(sizeof(*r->run_command));
     sbx__v1__run_command__init(r->run_command);
+    r->run_command->stdin = in; /* freed with the request */
     for (int j = 0; j < a.n_operands; j++)
         sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
@@ -54,10 +68,7 @@ int cmd_exec(int argc, char **argv)
         r->policy = sbx_policy_new();
         r->policy->timeout_ms = (uint64_t)timeout_ms;
     }
-    sbx_completion *c = NULL;
-    sbx_sessions_execute(p.sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
-    rc = cli_print_completion(c, true);
-    sbx_completion_free(c);
+    rc = cli_plane_run_program(&p, r, session);
     sbx_request_free(r);
     cli_plane_close(&p);
     return rc;

@@ -1,14 +1,17 @@
 /* cmd_plane.c - shared plumbing of the executing commands (see cmd_plane.h). */
 #include "cli/cmd_plane.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/pbjson.h"
 
 int cli_plane_open(cli_plane *p, bool with_sessions)
 {
@@ -66,10 +69,10 @@ sbx_request *cli_plane_request(cli_plane *p, const char *profile)
     return r;
 }
 
-void cli_plane_destroy_handle(cli_plane *p, const sbx_session_handle *h)
+bool cli_plane_destroy_handle(cli_plane *p, const sbx_session_handle *h)
 {
     if (h == NULL || h->sandbox_id[0] == '\0')
-        return;
+        return false;
     sbx_request *r = cli_plane_request(p, h->profile);
     r->destroy = malloc(sizeof(*r->destroy));
     sbx__v1__destroy__init(r->destroy);
@@ -77,63 +80,151 @@ void cli_plane_destroy_handle(cli_plane *p, const sbx_session_handle *h)
     r->session = (sbx_session_handle *)sbx_message_copy(&h->base);
     sbx_completion *c = NULL;
     sbx_broker_submit(p->broker, r, SBX_WAIT_FOREVER, NULL, &c);
-    if (c != NULL && c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+    bool ok = c != NULL && c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED;
+    if (!ok)
         fprintf(stderr, "sbx: notice: sandbox %s could not be destroyed: %s\n", h->sandbox_id,
-                c->error);
+                c != NULL ? c->error : "out of memory");
     sbx_completion_free(c);
     sbx_request_free(r);
+    return ok;
 }
 
-static json_t *bytes_json(const ProtobufCBinaryData *d)
+/* ---- live output, stdin and signals --------------------------------------------------- */
+
+static volatile sig_atomic_t cancel_signal; /* the signal that asked to stop; 0 if none */
+static volatile int cancel_flag;            /* the hooks' cancel: non-zero stops the execution */
+
+static void on_signal(int sig)
 {
-    return json_stringn_nocheck((const char *)d->data, d->len);
+    cancel_signal = sig;
+    cancel_flag = 1;
 }
 
-static const char *enum_name(const ProtobufCEnumDescriptor *d, int v)
+void cli_cancel_on_signals(void)
 {
-    const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(d, v);
-    return ev != NULL ? ev->name : "UNKNOWN";
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND; /* a second signal ends sbx at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout is seen as EPIPE and stops the execution */
 }
 
-static json_t *handle_json(const sbx_session_handle *h)
+int cli_cancelled_by(void)
 {
-    if (h == NULL)
-        return json_null();
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:s}", "session_id", h->session_id, "name",
-                     h->name, "profile", h->profile, "provider", h->provider, "sandbox_id",
-                     h->sandbox_id, "node", h->node, "created_at_ms", (json_int_t)h->created_at_ms,
-                     "last_used_at_ms", (json_int_t)h->last_used_at_ms, "status",
-                     enum_name(&sbx__v1__session_status__descriptor, h->status));
+    return (int)cancel_signal;
 }
 
-static json_t *completion_json(const sbx_completion *c)
+static bool write_all(int fd, const uint8_t *data, size_t len)
 {
-    json_t *j =
-        json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "task_id", c->task_id, "status",
-                  enum_name(&sbx__v1__completion_status__descriptor, c->status), "error_code",
-                  enum_name(&sbx__v1__error_code__descriptor, c->error_code), "error", c->error,
-                  "notice", c->notice, "session", handle_json(c->session));
-    const sbx_result *r = c->result;
-    if (r != NULL) {
-        json_t *files = json_array();
-        for (size_t i = 0; i < r->n_files; i++)
-            json_array_append_new(files, json_pack("{s:s,s:I,s:i,s:o}", "path", r->files[i]->path,
-                                                   "size", (json_int_t)r->files[i]->size, "mode",
-                                                   (int)r->files[i]->mode, "content",
-                                                   bytes_json(&r->files[i]->content)));
-        json_object_set_new(
-            j, "result",
-            json_pack("{s:i,s:i,s:s,s:o,s:o,s:b,s:b,s:s,s:I,s:o}", "exit_code", r->exit_code,
-                      "signal", r->signal, "outcome",
-                      enum_name(&sbx__v1__outcome__descriptor, r->outcome), "stdout",
-                      bytes_json(&r->stdout), "stderr", bytes_json(&r->stderr), "stdout_truncated",
-                      r->stdout_truncated, "stderr_truncated", r->stderr_truncated, "value",
-                      r->value, "wall_us", (json_int_t)r->wall_us, "files", files));
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        data += n;
+        len -= (size_t)n;
     }
-    return j;
+    return true;
 }
 
-int cli_print_completion(const sbx_completion *c, bool program)
+/* The hook: each chunk to fd 1 or 2 as it arrives (called by the broker's thread). */
+static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                      uint64_t offset)
+{
+    cli_stream *s = arg;
+    int i = stream == SBX__V1__STREAM__STREAM_STDERR ? 1 : 0;
+    if (offset + len <= s->written[i])
+        return; /* already written (a resent chunk) */
+    size_t skip = offset < s->written[i] ? (size_t)(s->written[i] - offset) : 0;
+    if (!s->broken[i] && !write_all(i + 1, data + skip, len - skip)) {
+        s->broken[i] = true; /* the reader went away: stop the program, as SIGPIPE would */
+        if (cancel_signal == 0)
+            cancel_signal = SIGPIPE;
+        cancel_flag = 1;
+    }
+    s->written[i] = offset + len;
+}
+
+sbx_engine_hooks cli_stream_hooks(cli_stream *s)
+{
+    memset(s, 0, sizeof(*s));
+    fflush(stdout);
+    fflush(stderr);
+    sbx_engine_hooks h = {.on_output = cli_global.json ? NULL : on_output,
+                          .on_output_arg = s,
+                          .cancel = &cancel_flag};
+    return h;
+}
+
+int cli_read_stdin(const char *cmd, bool force, ProtobufCBinaryData *out)
+{
+    out->data = NULL;
+    out->len = 0;
+    if (!force && isatty(STDIN_FILENO))
+        return 0;
+    size_t cap = 64 * 1024, len = 0;
+    uint8_t *buf = malloc(cap);
+    while (buf != NULL) {
+        if (len == cap) {
+            if (cap > CLI_STDIN_MAX)
+                break;
+            uint8_t *bigger = realloc(buf, cap * 2);
+            if (bigger == NULL)
+                break;
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t n = read(STDIN_FILENO, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* EOF, or no usable stdin (closed): nothing more to send */
+        len += (size_t)n;
+    }
+    if (buf == NULL || len > CLI_STDIN_MAX) {
+        free(buf);
+        if (buf == NULL)
+            fprintf(stderr, "sbx %s: out of memory reading stdin\n", cmd);
+        else
+            fprintf(stderr,
+                    "sbx %s: stdin is larger than %u bytes (the limit of one request); copy big "
+                    "inputs in with `sbx cp` and redirect from the file inside the sandbox\n",
+                    cmd, CLI_STDIN_MAX);
+        return CLI_EXIT_USAGE;
+    }
+    out->data = buf;
+    out->len = len;
+    return 0;
+}
+
+int cli_plane_run_program(cli_plane *p, sbx_request *r, const char *session)
+{
+    cli_cancel_on_signals();
+    cli_stream s;
+    sbx_engine_hooks h = cli_stream_hooks(&s);
+    sbx_completion *c = NULL;
+    if (session != NULL)
+        sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, &h, &c, NULL);
+    else
+        sbx_broker_submit(p->broker, r, SBX_WAIT_FOREVER, &h, &c);
+    int rc = cli_print_completion(c, true, &s);
+    bool destroyed = session == NULL && c != NULL && cli_plane_destroy_handle(p, c->session);
+    int sig = cli_cancelled_by();
+    if (sig != 0) {
+        fprintf(stderr, "sbx: stopped by signal %d%s\n", sig,
+                destroyed ? "; its sandbox was destroyed" : "");
+        rc = 128 + sig;
+    }
+    sbx_completion_free(c);
+    return rc;
+}
+
+int cli_print_completion(const sbx_completion *c, bool program, const cli_stream *streamed)
 {
     if (c == NULL) {
         fprintf(stderr, "sbx: no completion (out of memory)\n");
@@ -143,16 +234,18 @@ int cli_print_completion(const sbx_completion *c, bool program)
                (c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED ||
                 c->result->outcome == SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
     if (cli_global.json) {
-        json_t *j = completion_json(c);
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        fputc('\n', stdout);
-        json_decref(j);
+        cli_print_json(cli_pb_to_json(&c->base));
     } else {
         if (c->result != NULL) {
-            if (c->result->stdout.len > 0)
-                fwrite(c->result->stdout.data, 1, c->result->stdout.len, stdout);
-            if (c->result->stderr.len > 0)
-                fwrite(c->result->stderr.data, 1, c->result->stderr.len, stderr);
+            /* what the live output did not show already (all of it without streaming) */
+            uint64_t out_done = streamed != NULL ? streamed->written[0] : 0;
+            uint64_t err_done = streamed != NULL ? streamed->written[1] : 0;
+            if (c->result->stdout.len > out_done && (streamed == NULL || !streamed->broken[0]))
+                fwrite(c->result->stdout.data + out_done, 1,
+                       c->result->stdout.len - (size_t)out_done, stdout);
+            if (c->result->stderr.len > err_done && (streamed == NULL || !streamed->broken[1]))
+                fwrite(c->result->stderr.data + err_done, 1,
+                       c->result->stderr.len - (size_t)err_done, stderr);
             if (c->result->value[0] != '\0')
                 printf("%s\n", c->result->value);
         }

@@ -29,14 +29,45 @@ void cli_plane_close(cli_plane *p);
 /* A request for profile (NULL: default) as the CLI's principal. */
 sbx_request *cli_plane_request(cli_plane *p, const char *profile);
 
+/* Largest stdin forwarded to a program: it travels whole inside one request, which must stay
+ * under the worker's message limit (16 MiB) with room for the rest; bigger inputs go in with
+ * `sbx cp`. */
+#define CLI_STDIN_MAX (8u * 1024u * 1024u)
+
+/* Live output of one execution: how much of each stream (stdout, stderr) was written. */
+typedef struct cli_stream {
+    uint64_t written[2];
+    bool broken[2]; /* the reader went away (EPIPE) */
+} cli_stream;
+
+/* SIGINT/SIGTERM/SIGHUP cancel the running execution (the hooks' cancel flag) and let the
+ * command clean up; a second signal ends sbx at once. SIGPIPE is ignored (EPIPE cancels). */
+void cli_cancel_on_signals(void);
+/* The signal that cancelled the execution (SIGPIPE for a closed stdout), or 0. */
+int cli_cancelled_by(void);
+
+/* Hooks that write output chunks to stdout/stderr as they arrive (none with --json) and carry
+ * the cancel flag; s is reset and must outlive the execution. */
+sbx_engine_hooks cli_stream_hooks(cli_stream *s);
+
+/* Reads stdin into out (malloc'd, caller frees out->data) unless it is a terminal and force
+ * is false. Returns 0, or CLI_EXIT_USAGE after printing why (larger than CLI_STDIN_MAX). */
+int cli_read_stdin(const char *cmd, bool force, ProtobufCBinaryData *out);
+
 /* Prints a completion (program output to stdout/stderr, notices and errors to stderr, or the
  * whole completion as JSON with --json) and returns the exit code. program=true (run, exec,
  * code): CLI_EXIT_TIMEOUT when the time limit passed, else the program's own status (128+N
  * for signal N) when it ran, else the table's code with CLI_EXIT_FAILED as CLI_EXIT_NOT_RUN.
- * program=false: the table's code. */
-int cli_print_completion(const sbx_completion *c, bool program);
+ * program=false: the table's code. streamed (may be NULL): what live output already wrote. */
+int cli_print_completion(const sbx_completion *c, bool program, const cli_stream *streamed);
 
-/* Destroys a one-shot session's sandbox (errors reported as a notice on stderr). */
-void cli_plane_destroy_handle(cli_plane *p, const sbx_session_handle *h);
+/* Runs r (run, exec, code) in session (NULL: a fresh sandbox, destroyed afterwards whatever
+ * happened) with live output, stopped by SIGINT/SIGTERM/SIGHUP (exit 128+N after the clean-up),
+ * prints the completion and returns the exit code. */
+int cli_plane_run_program(cli_plane *p, sbx_request *r, const char *session);
+
+/* Destroys a one-shot session's sandbox (errors reported as a notice on stderr); true when it
+ * was destroyed. */
+bool cli_plane_destroy_handle(cli_plane *p, const sbx_session_handle *h);
 
 #endif

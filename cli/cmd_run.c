@@ -8,30 +8,38 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_run_help[] =
-    "Usage: sbx run [--profile P] [--timeout-ms N] [--] COMMAND [ARGS...]\n\n"
+    "Usage: sbx run [--profile P] [--timeout-ms N] [-i] [--] COMMAND [ARGS...]\n\n"
     "Runs COMMAND in a fresh sandbox of profile P (default: the default profile) and destroys\n"
-    "the sandbox afterwards, whatever happened. Program output goes to stdout/stderr.\n"
+    "the sandbox afterwards, whatever happened (also on SIGINT, SIGTERM or SIGHUP, which stop\n"
+    "the program). Its output is printed as it is produced, stdout to stdout and stderr to\n"
+    "stderr. stdin is forwarded when it is not a terminal (or with -i), up to 8 MiB.\n"
     "Options end at the first word of COMMAND: `sbx run echo --json` runs `echo --json`.\n\n"
     "Options:\n"
     "  --profile P      the profile to use\n"
     "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
+    "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
     "  --json           print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 int cmd_run(int argc, char **argv)
 {
-    enum { OPT_PROFILE, OPT_TIMEOUT };
+    enum { OPT_PROFILE, OPT_TIMEOUT, OPT_STDIN };
     static const cli_option options[] = {[OPT_PROFILE] = {"profile", 0, true},
                                          [OPT_TIMEOUT] = {"timeout-ms", 0, true},
+                                         [OPT_STDIN] = {"stdin", 'i', false},
                                          {NULL, 0, 0}};
     cli_parser a = {
         .cmd = "run", .help = cmd_run_help, .options = options, .stop_at_operand = true};
     const char *profile = NULL;
     long long timeout_ms = 0;
+    bool force_stdin = false;
     int opt;
+    cli_errors_as_completions();
     cli_opt_init(&a, argc, argv);
     while ((opt = cli_opt_next(&a)) >= 0) {
         if (opt == OPT_PROFILE)
             profile = a.value;
+        else if (opt == OPT_STDIN)
+            force_stdin = true;
         else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
             return a.exit_code;
     }
@@ -39,13 +47,19 @@ int cmd_run(int argc, char **argv)
         return a.exit_code;
     if (a.n_operands == 0)
         return cli_usage_error("run", "no command given (sbx run [OPTIONS] [--] COMMAND ...)");
-    cli_plane p;
-    int rc = cli_plane_open(&p, false);
+    ProtobufCBinaryData in;
+    int rc = cli_read_stdin("run", force_stdin, &in);
     if (rc != 0)
+        return rc;
+    cli_plane p;
+    if ((rc = cli_plane_open(&p, false)) != 0) {
+        free(in.data);
         return cli_program_exit_code(rc);
+    }
     sbx_request *r = cli_plane_request(&p, profile);
     r->run_command = malloc(sizeof(*r->run_command));
     sbx__v1__run_command__init(r->run_command);
+    r->run_command->stdin = in; /* freed with the request */
     for (int j = 0; j < a.n_operands; j++)
         sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
@@ -53,12 +67,7 @@ int cmd_run(int argc, char **argv)
         r->policy = sbx_policy_new();
         r->policy->timeout_ms = (uint64_t)timeout_ms;
     }
-    sbx_completion *c = NULL;
-    sbx_broker_submit(p.broker, r, SBX_WAIT_FOREVER, NULL, &c);
-    rc = cli_print_completion(c, true);
-    if (c != NULL)
-        cli_plane_destroy_handle(&p, c->session);
-    sbx_completion_free(c);
+    rc = cli_plane_run_program(&p, r, NULL);
     sbx_request_free(r);
     cli_plane_close(&p);
     return rc;

@@ -39,8 +39,8 @@ static int session_new(cli_plane *p, const char *profile, const char *name)
     if (sbx_sessions_create(p->sessions, profile, name, &h, &err) != SBX_OK)
         return cli_report_error("session new", &err);
     if (cli_global.json)
-        printf("{\"session_id\": \"%s\", \"profile\": \"%s\", \"name\": \"%s\"}\n", h->session_id,
-               h->profile, h->name);
+        cli_print_json(json_pack("{s:s,s:s,s:s}", "session_id", h->session_id, "profile",
+                                 h->profile, "name", h->name));
     else
         printf("%s\n", h->session_id);
     sbx_message_free(&h->base);

@@ -9,9 +9,9 @@ _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-fi
 # Options of each command (the global ones are added to all).
 _sbx_command_options() {
   case $1 in
-    run) echo "--profile --timeout-ms" ;;
-    exec) echo "--session --timeout-ms" ;;
-    code) echo "--language --profile --session" ;;
+    run) echo "--profile --timeout-ms -i --stdin" ;;
+    exec) echo "--session --timeout-ms -i --stdin" ;;
+    code) echo "--language --profile --session -i --stdin" ;;
     session) echo "--profile --name" ;;
     worker) echo "--listen" ;;
     *) echo "" ;;

@@ -345,6 +345,13 @@ static bool succeeded(const sbx_completion *c)
 sbx_status sbx_sessions_execute(sbx_sessions *s, sbx_request *req, const char *session_id,
                                 int64_t wait_ms, sbx_completion **out, sbx_error *err)
 {
+    return sbx_sessions_execute_hooks(s, req, session_id, wait_ms, NULL, out, err);
+}
+
+sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const char *session_id,
+                                      int64_t wait_ms, const sbx_engine_hooks *hooks,
+                                      sbx_completion **out, sbx_error *err)
+{
     *out = NULL;
     sbx_error local;
     if (err == NULL)
@@ -441,7 +448,7 @@ sbx_status sbx_sessions_execute(sbx_sessions *s, sbx_request *req, const char *s
     if (req->profile[0] == '\0')
         sbx_set_string(&req->profile, p->name);
     sbx_completion *c = NULL;
-    sbx_broker_submit(s->broker, req, ephemeral ? SBX_WAIT_FOREVER : wait_ms, NULL, &c);
+    sbx_broker_submit(s->broker, req, ephemeral ? SBX_WAIT_FOREVER : wait_ms, hooks, &c);
     if (c != NULL && notice[0] != '\0')
         sbx_completion_add_notice(c, "%s", notice);
     if (ephemeral) {

@@ -64,6 +64,11 @@ sbx_status sbx_sessions_create(sbx_sessions *s, const char *profile, const char 
  * (SESSION_NOT_FOUND, CONFIG) return that status with *out = a FAILED completion too. */
 sbx_status sbx_sessions_execute(sbx_sessions *s, sbx_request *req, const char *session_id,
                                 int64_t wait_ms, sbx_completion **out, sbx_error *err);
+/* The same with the broker's hooks (live output, cancellation; may be NULL); they must stay
+ * valid until the completion is produced, so pass SBX_WAIT_FOREVER with them. */
+sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const char *session_id,
+                                      int64_t wait_ms, const sbx_engine_hooks *hooks,
+                                      sbx_completion **out, sbx_error *err);
 
 /* Stores the session handle a (late) completion carries, when the session is known. */
 void sbx_sessions_ingest(sbx_sessions *s, const sbx_completion *c);

@@ -40,6 +40,7 @@ class Env:
 
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="sbx-cli-test-")
+        os.chmod(self.tmp, 0o755)  # the sandboxes' mapped root searches runtime dirs in it
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_") or
                     k in ("SBX_CLI", "SBX_WORKER_BIN")}
         self.env.pop("XDG_STATE_HOME", None)
