@@ -56,12 +56,21 @@ static void set_token_env(const char *value)
 {
     cli_global.token_env = value;
 }
+static void set_subject(const char *value)
+{
+    cli_global.subject = value;
+}
+static void set_principal_mode(const char *value)
+{
+    cli_global.principal_mode = value;
+}
 
 static const global_option global_options[] = {
     {"config", true, set_config},     {"json", false, set_json},
     {"broker", true, set_broker},     {"endpoint", true, set_endpoint},
     {"ca-file", true, set_ca_file},   {"cert-file", true, set_cert_file},
     {"key-file", true, set_key_file}, {"token-env", true, set_token_env},
+    {"subject", true, set_subject},   {"principal-mode", true, set_principal_mode},
 };
 
 #define N_GLOBAL_OPTIONS (sizeof(global_options) / sizeof(global_options[0]))
@@ -276,27 +285,41 @@ static bool override_string(char **field, const char *value)
     return true;
 }
 
-/* --broker and the remote options over the file's broker block. */
+/* The option's value, else the environment variable's (when set and not empty). */
+static const char *option_or_env(const char *option, const char *var)
+{
+    if (option != NULL)
+        return option;
+    const char *v = getenv(var);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* --broker and the remote options (or SBX_BROKER, SBX_ENDPOINT, SBX_TOKEN) over the file's
+ * broker block. */
 static sbx_status apply_broker_options(sbx_config *cfg, sbx_error *err)
 {
-    const char *b = cli_global.broker;
+    const char *b = option_or_env(cli_global.broker, "SBX_BROKER");
     if (b != NULL && strcmp(b, "embedded") != 0 && strcmp(b, "thread") != 0 &&
         strcmp(b, "remote") != 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                             "--broker '%s': expected embedded, thread or remote", b);
+                             "%s '%s': expected embedded, thread or remote",
+                             cli_global.broker != NULL ? "--broker" : "SBX_BROKER", b);
     sbx_remote_config *r = &cfg->broker.remote;
+    const char *token_env = cli_global.token_env;
+    if (token_env == NULL && r->token_env == NULL && option_or_env(NULL, "SBX_TOKEN") != NULL)
+        token_env = "SBX_TOKEN";
     if (!override_string(&cfg->broker.flavor, b) ||
-        !override_string(&r->endpoint, cli_global.endpoint) ||
+        !override_string(&r->endpoint, option_or_env(cli_global.endpoint, "SBX_ENDPOINT")) ||
         !override_string(&r->ca_file, cli_global.ca_file) ||
         !override_string(&r->cert_file, cli_global.cert_file) ||
         !override_string(&r->key_file, cli_global.key_file) ||
-        !override_string(&r->token_env, cli_global.token_env))
+        !override_string(&r->token_env, token_env))
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory applying --broker options");
     if (cfg->broker.flavor != NULL && strcmp(cfg->broker.flavor, "remote") == 0 &&
         (r->endpoint == NULL || r->endpoint[0] == '\0'))
         return sbx_error_set(err, SBX_E_CONFIG,
-                             "the remote broker needs an endpoint: pass --endpoint URL or set "
-                             "broker.remote.endpoint");
+                             "the remote broker needs an endpoint: pass --endpoint URL, set "
+                             "SBX_ENDPOINT or broker.remote.endpoint");
     return SBX_OK;
 }
 

@@ -59,11 +59,13 @@ typedef struct cli_globals {
     /* --broker embedded|thread|remote and the remote broker's options (cli_load_config applies
      * them over the file's broker block) */
     const char *broker;
-    const char *endpoint;  /* --endpoint URL */
-    const char *ca_file;   /* --ca-file FILE */
-    const char *cert_file; /* --cert-file FILE */
-    const char *key_file;  /* --key-file FILE */
-    const char *token_env; /* --token-env NAME */
+    const char *endpoint;       /* --endpoint URL */
+    const char *ca_file;        /* --ca-file FILE */
+    const char *cert_file;      /* --cert-file FILE */
+    const char *key_file;       /* --key-file FILE */
+    const char *token_env;      /* --token-env NAME */
+    const char *subject;        /* --subject S: the principal's subject (default user:$LOGNAME) */
+    const char *principal_mode; /* --principal-mode agent|user (default: the profile's) */
 } cli_globals;
 
 extern cli_globals cli_global;
@@ -78,6 +80,11 @@ extern cli_globals cli_global;
     "  --ca-file F     remote: CA bundle that signs the worker's certificate\n"                    \
     "  --cert-file F   remote: client certificate (mTLS); --key-file F its key\n"                  \
     "  --token-env N   remote: send the bearer token held in environment variable N\n"             \
+    "                  (default: SBX_TOKEN when it is set)\n"                                      \
+    "  --subject S     act as principal subject S (default: user:$LOGNAME)\n"                      \
+    "  --principal-mode M  agent | user (default: the profile's identity mode)\n"                  \
+    "Environment: SBX_CONFIG (config file), SBX_BROKER (as --broker), SBX_ENDPOINT (as\n"          \
+    "  --endpoint), SBX_TOKEN (the bearer token for the remote broker).\n"                         \
     "  -h, --help      help (`sbx COMMAND --help` for a command)\n"                                \
     "  --version       print the version and exit\n"                                               \
     "Options end at `--`, and for run/exec at the first word of the program.\n"

@@ -21,11 +21,27 @@ int cli_plane_open(cli_plane *p, bool with_sessions)
     if (st != SBX_OK)
         return cli_report_error("config", &err);
     const char *flavor = p->cfg->broker.flavor != NULL ? p->cfg->broker.flavor : "embedded";
-    if (strcmp(flavor, "remote") == 0) {
+    Sbx__V1__PrincipalMode mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED;
+    const char *m = cli_global.principal_mode;
+    if (m != NULL && strcmp(m, "agent") == 0)
+        mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
+    else if (m != NULL && strcmp(m, "user") == 0)
+        mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
+    else if (m != NULL)
+        st = sbx_error_set(&err, SBX_E_INVALID_ARGUMENT,
+                           "--principal-mode '%s': expected agent or user", m);
+    else if (cli_global.subject != NULL && cli_global.subject[0] == '\0')
+        st = sbx_error_set(&err, SBX_E_INVALID_ARGUMENT,
+                           "--subject is empty: name the principal (user:alice, svc:ci, ...)");
+    if (st != SBX_OK) {
+        /* nothing to open */
+    } else if (strcmp(flavor, "remote") == 0) {
         st = sbx_broker_open_remote(&p->cfg->broker.remote, &p->broker, &err);
     } else {
         st = sbx_engine_new(p->cfg, &p->engine, &err);
-        if (st == SBX_OK)
+        if (st == SBX_OK && strcmp(flavor, "thread") == 0)
+            st = sbx_broker_open(p->cfg, p->engine, &p->broker, &err);
+        else if (st == SBX_OK)
             st = sbx_broker_open_embedded(p->engine, &p->broker, &err);
     }
     if (st == SBX_OK && with_sessions) {
@@ -41,10 +57,15 @@ int cli_plane_open(cli_plane *p, bool with_sessions)
         return code;
     }
     p->principal = sbx_principal_new();
-    struct passwd *pw = getpwuid(geteuid());
-    char subject[300];
-    snprintf(subject, sizeof(subject), "user:%s", pw != NULL ? pw->pw_name : "unknown");
-    sbx_set_string(&p->principal->subject, subject);
+    p->principal->mode = mode;
+    if (cli_global.subject != NULL) {
+        sbx_set_string(&p->principal->subject, cli_global.subject);
+    } else {
+        struct passwd *pw = getpwuid(geteuid());
+        char subject[300];
+        snprintf(subject, sizeof(subject), "user:%s", pw != NULL ? pw->pw_name : "unknown");
+        sbx_set_string(&p->principal->subject, subject);
+    }
     return 0;
 }
 

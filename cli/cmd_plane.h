@@ -21,8 +21,8 @@ typedef struct cli_plane {
 } cli_plane;
 
 /* Opens everything; on failure prints the error and returns its exit code (0 on success).
- * The broker follows the config's flavor, except that `thread` becomes `embedded` (a one-shot
- * command gains nothing from a pool). */
+ * The broker follows the config's flavor (--broker, SBX_BROKER); the principal is --subject
+ * (default user:$LOGNAME) with --principal-mode. */
 int cli_plane_open(cli_plane *p, bool with_sessions);
 void cli_plane_close(cli_plane *p);
 

@@ -86,6 +86,7 @@ int cmd_providers(int argc, char **argv)
         fputc('\n', stdout);
         json_decref(arr);
     } else {
+        printf("broker: %s\n", sbx_broker_flavor(p.broker));
         printf("%-12s %-8s %-14s %-11s %-18s %-5s %-5s %-4s %-6s %-4s %-3s %-6s %-3s %s\n",
                "PROFILE", "PROVIDER", "ISOLATION", "SCOPE", "LANGUAGES", "SHELL", "FILES", "PKGS",
                "ATTACH", "USER", "NET", "DOMAIN", "FS", "RESOURCES");

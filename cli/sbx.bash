@@ -4,7 +4,7 @@
 # /usr/share/bash-completion/completions/sbx. It only reads; it never runs a sandbox.
 
 _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-file --token-env
-  --help --version"
+  --subject --principal-mode --help --version"
 
 # Options of each command (the global ones are added to all).
 _sbx_command_options() {
@@ -38,7 +38,7 @@ _sbx() {
     word=${COMP_WORDS[i]}
     case $word in
       --config | --broker | --endpoint | --ca-file | --cert-file | --key-file | --token-env | \
-        --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen)
+        --subject | --principal-mode | --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen)
         ((i++)) ;;
       -*) ;;
       *) cmd=$word; break ;;
@@ -49,6 +49,7 @@ _sbx() {
     --config | --ca-file | --cert-file | --key-file)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return 0 ;;
     --broker) mapfile -t COMPREPLY < <(compgen -W "embedded thread remote" -- "$cur"); return 0 ;;
+    --principal-mode) mapfile -t COMPREPLY < <(compgen -W "agent user" -- "$cur"); return 0 ;;
     --language | -l) mapfile -t COMPREPLY < <(compgen -W "python bash sh node" -- "$cur"); return 0 ;;
     --profile)
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys name sbx config check)" -- "$cur")
@@ -56,7 +57,7 @@ _sbx() {
     --session | -s)
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur")
       return 0 ;;
-    --endpoint | --token-env | --timeout-ms | --name | --listen) return 0 ;;
+    --endpoint | --token-env | --subject | --timeout-ms | --name | --listen) return 0 ;;
   esac
 
   if [[ -z $cmd ]]; then

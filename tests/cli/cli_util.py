@@ -66,7 +66,7 @@ class Env:
 class Worker:
     """An sbx-worker on an ephemeral loopback port serving the local provider (h2c)."""
 
-    def __init__(self, tmp, profiles=None, extra=""):
+    def __init__(self, tmp, profiles=None, extra="", env=None):
         self.tmp = tmp
         cfg = os.path.join(tmp, "worker.yaml")
         profiles = profiles or "    wlocal: { type: local, scope: per_session }\n"
@@ -82,7 +82,8 @@ class Worker:
                     "%s"
                     "  profiles:\n%s" % (profiles.split(":")[0].strip(), tmp, extra, profiles))
         self.proc = subprocess.Popen([WORKER, "--config", cfg], stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True)
+                                     stdin=subprocess.DEVNULL, text=True,
+                                     env=dict(os.environ, **(env or {})))
         line = self.proc.stderr.readline()
         m = re.search(r"listening on port (\d+)", line)
         if not m:

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""test_cli_remote.py - the built `sbx` as a remote client of a real sbx-worker (h2c loopback,
+a token caller restricted to one subject): SBX_BROKER, SBX_ENDPOINT and SBX_TOKEN configure
+it, --subject and --principal-mode set the principal, exit codes hold across the wire, and
+--broker thread really runs on the thread broker.
+"""
+import unittest
+
+import cli_util
+
+TOKEN = "cli-test-token"
+
+
+class Remote(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.e = cli_util.Env()
+        cls.worker = cli_util.Worker(
+            cls.e.tmp, profiles="    wlocal: { type: local, scope: per_session }\n",
+            extra="    auth:\n      callers:\n"
+                  "        - { name: tok, token_env: CLI_TEST_WORKER_TOKEN, subjects: [bob] }\n"
+                  "  runtime_dir: %s/wrun\n" % cls.e.tmp,
+            env={"CLI_TEST_WORKER_TOKEN": TOKEN})
+        cls.env = {"SBX_BROKER": "remote", "SBX_ENDPOINT": cls.worker.endpoint}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.stop()
+        cls.e.close()
+
+    def run_(self, *args, token=TOKEN, **kw):
+        env = dict(self.env)
+        if token is not None:
+            env["SBX_TOKEN"] = token
+        return self.e.run(*args, env=env, **kw)
+
+    def test_environment_and_token(self):
+        r = self.run_("--subject", "bob", "run", "--", "echo", "hi")
+        self.assertEqual((r.returncode, r.stdout), (0, b"hi\n"), r.stderr)
+        r = self.run_("--subject=bob", "run", "--", "echo", "hi", token=None)
+        self.assertEqual(r.returncode, 4)
+        self.assertIn(b"UNAUTHENTICATED", r.stderr)
+        r = self.run_("--subject=bob", "run", "--", "echo", "hi", token="wrong")
+        self.assertEqual(r.returncode, 4)
+        r = self.run_("--subject=bob", "--endpoint=http://127.0.0.1:1", "run", "true")
+        self.assertEqual(r.returncode, 125, r.stderr)  # the flag wins over SBX_ENDPOINT
+
+    def test_subject_is_checked_by_the_worker(self):
+        r = self.run_("--subject", "eve", "run", "--", "echo", "hi")
+        self.assertEqual(r.returncode, 4)
+        self.assertIn(b"may not assert principal subject 'eve'", r.stderr)
+        r = self.run_("run", "--", "echo", "hi")  # the default subject user:$LOGNAME
+        self.assertEqual(r.returncode, 4)
+
+    def test_principal_mode(self):
+        r = self.run_("--subject", "bob", "--principal-mode", "agent", "run", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.run_("--subject", "bob", "--principal-mode", "user", "run", "true")
+        self.assertEqual(r.returncode, 4, r.stderr)  # local cannot act as a user
+        self.assertIn(b"principal_user", r.stderr)
+        self.assertEqual(self.run_("--principal-mode", "root", "run", "true").returncode, 2)
+
+    def test_exit_codes_across_the_wire(self):
+        rc = self.run_("--subject", "bob", "run", "--timeout-ms", "300", "sleep", "30").returncode
+        self.assertEqual(rc, 5)
+        self.assertEqual(self.run_("--subject", "bob", "run", "sh", "-c", "exit 9").returncode, 9)
+        self.assertEqual(self.run_("--subject", "bob", "code", "-l", "cobol", "x").returncode, 4)
+
+    def test_thread_broker(self):
+        r = self.e.run("--broker", "thread", "providers")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith(b"broker: thread\n"), r.stdout)
+        r = self.e.run("providers", env={"SBX_BROKER": "embedded"})
+        self.assertTrue(r.stdout.startswith(b"broker: embedded\n"), r.stdout)
+        r = self.e.run("--broker", "thread", "run", "--", "sh", "-c", "echo out; echo err >&2")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"out\n", b"err\n"))
+        self.assertEqual(self.e.run("run", "true", env={"SBX_BROKER": "pigeon"}).returncode, 2)
+
+
+if __name__ == "__main__":
+    cli_util.main()
