@@ -1200,13 +1200,14 @@ static void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x)
     client *cl = &clients[ci];
     if (cl->wfailed_req == id)
         return; /* the rest of a write that already failed (the host sends without waiting) */
-    if (x->offset == 0) {
+    if (x->offset == 0 || x->append) {
         if (cl->wfd >= 0)
             close(cl->wfd);
         mode_t mode = x->mode ? (mode_t)(x->mode & 07777) : 0644;
+        /* append: continue an existing file (a chunked upload), never create or truncate it */
+        int flags = x->append ? O_WRONLY | O_NONBLOCK : O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK;
         as_program(x->uid, x->gid);
-        int fd =
-            files_open(x->path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, mode & 0777, x->mkdirs);
+        int fd = files_open(x->path, flags, mode & 0777, x->mkdirs);
         as_agent();
         if (fd < 0) {
             cl->wfd = -1;
@@ -1220,9 +1221,18 @@ static void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x)
             write_fail(ci, id, EINVAL, x->path);
             return;
         }
+        if (x->append && (uint64_t)st.st_size != x->offset) {
+            close(fd);
+            cl->wfd = -1;
+            cl->wfailed_req = id;
+            send_error(ci, id, EC_INVALID_ARGUMENT,
+                       "cannot append to %s at offset %llu: the file is %llu bytes long", x->path,
+                       (unsigned long long)x->offset, (unsigned long long)st.st_size);
+            return;
+        }
         cl->wfd = fd;
         cl->wreq = id;
-        cl->woffset = 0;
+        cl->woffset = x->append ? x->offset : 0;
         snprintf(cl->wpath, sizeof cl->wpath, "%s", x->path);
     } else if (cl->wfd < 0 || cl->wreq != id || x->offset != cl->woffset) {
         send_error(ci, id, EC_INVALID_ARGUMENT,

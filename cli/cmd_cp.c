@@ -11,15 +11,23 @@
 #include "cli/cli.h"
 #include "cli/cmd_plane.h"
 
-/* Largest file copied: a completion must fit one gRPC message (16 MiB default); 12 MiB leaves
- * room for the rest. Bigger transfers belong to the provider's own tools. */
-#define CP_MAX_BYTES (12u * 1024u * 1024u)
+/* Bytes per WriteFile or ReadFile: every request and completion must stay under the
+ * transport's message limit (the worker's max_message_bytes, 16 MiB by default); 4 MiB leaves
+ * room for the rest of the message and keeps memory flat whatever the file's size. */
+#define CP_CHUNK (4u * 1024u * 1024u)
+
+/* Progress is shown on a terminal for files at least this big (smaller ones are instant). */
+#define CP_PROGRESS_MIN (64u * 1024u * 1024u)
 
 const char cmd_cp_help[] =
     "Usage: sbx cp HOST_PATH SESSION:PATH\n"
     "       sbx cp SESSION:PATH HOST_PATH\n\n"
-    "Copies one file into or out of a session's sandbox (SESSION is an id or a name from\n"
-    "`sbx session ls`). Files up to 12 MiB.\n";
+    "Copies one file of any size into or out of a session's sandbox (SESSION is an id or a\n"
+    "name from `sbx session ls`), in chunks of 4 MiB (WriteFile with an offset, ReadFile by\n"
+    "ranges), so every message stays under the transport's limit. The size is checked at the\n"
+    "end: a short or changed transfer is an error (exit 1), never a silent truncation. A\n"
+    "download goes to a temporary file renamed into place when complete. Progress is shown\n"
+    "on a terminal for big files.\n";
 
 /* Splits "SESSION:/path" (the session part has no '/'); false for a host path. */
 static bool split_remote(const char *arg, char *session, size_t size, const char **path)
@@ -41,6 +49,53 @@ static bool split_remote(const char *arg, char *session, size_t size, const char
     return **path != '\0';
 }
 
+static void progress(uint64_t done, uint64_t total, bool final)
+{
+    if (total < CP_PROGRESS_MIN || !isatty(STDERR_FILENO))
+        return;
+    fprintf(stderr, "\rsbx cp: %llu / %llu MiB%s", (unsigned long long)(done >> 20),
+            (unsigned long long)(total >> 20), final ? "\n" : "");
+}
+
+/* Runs one file request in session; returns the completion when it succeeded, else prints it
+ * and returns NULL (*rc = its exit code). */
+static sbx_completion *file_op(cli_plane *p, sbx_request *r, const char *session, int *rc)
+{
+    sbx_completion *c = NULL;
+    sbx_sessions_execute(p->sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
+    if (c != NULL && c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        return c;
+    *rc = cli_print_completion(c, false, NULL);
+    if (*rc == CLI_EXIT_OK)
+        *rc = CLI_EXIT_FAILED;
+    sbx_completion_free(c);
+    return NULL;
+}
+
+/* The size of path in the session (ReadFile of nothing at the end), or -1 after printing why. */
+static long long remote_size(cli_plane *p, const char *session, const char *path, uint64_t offset,
+                             int *rc)
+{
+    sbx_request *r = cli_plane_request(p, NULL);
+    r->read_file = malloc(sizeof(*r->read_file));
+    sbx__v1__read_file__init(r->read_file);
+    sbx_set_string(&r->read_file->path, path);
+    r->read_file->offset = offset;
+    r->read_file->max_bytes = 1;
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_READ_FILE;
+    sbx_completion *c = file_op(p, r, session, rc);
+    sbx_request_free(r);
+    long long size = -1;
+    if (c != NULL && c->result != NULL && c->result->n_files == 1)
+        size = (long long)c->result->files[0]->size;
+    else if (c != NULL)
+        fprintf(stderr, "sbx cp: %s: the provider reported no file size\n", path);
+    if (c != NULL && size < 0)
+        *rc = CLI_EXIT_FAILED;
+    sbx_completion_free(c);
+    return size;
+}
+
 static int upload(cli_plane *p, const char *host, const char *session, const char *path)
 {
     int fd = open(host, O_RDONLY | O_CLOEXEC);
@@ -49,72 +104,162 @@ static int upload(cli_plane *p, const char *host, const char *session, const cha
         return CLI_EXIT_FAILED;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > CP_MAX_BYTES) {
-        fprintf(stderr, "sbx cp: '%s' is not a regular file of at most %u bytes\n", host,
-                CP_MAX_BYTES);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "sbx cp: '%s' is not a regular file\n", host);
         close(fd);
         return CLI_EXIT_FAILED;
     }
-    uint8_t *buf = malloc((size_t)st.st_size + 1);
-    size_t len = 0;
-    ssize_t n;
-    while (buf != NULL && len < (size_t)st.st_size &&
-           (n = read(fd, buf + len, (size_t)st.st_size - len)) > 0)
-        len += (size_t)n;
+    uint8_t *buf = malloc(CP_CHUNK);
+    if (buf == NULL) {
+        close(fd);
+        fprintf(stderr, "sbx cp: out of memory\n");
+        return CLI_EXIT_FAILED;
+    }
+    int rc = CLI_EXIT_OK;
+    uint64_t sent = 0, total = (uint64_t)st.st_size;
+    for (bool first = true; rc == CLI_EXIT_OK; first = false) {
+        size_t len = 0;
+        ssize_t n = 0;
+        while (len < CP_CHUNK && (n = read(fd, buf + len, CP_CHUNK - len)) != 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                break;
+            len += (size_t)n;
+        }
+        if (n < 0) {
+            fprintf(stderr, "sbx cp: reading '%s': %s\n", host, strerror(errno));
+            rc = CLI_EXIT_FAILED;
+            break;
+        }
+        if (len == 0 && !first)
+            break; /* end of file (an empty file still gets its one write) */
+        sbx_request *r = cli_plane_request(p, NULL);
+        r->write_file = malloc(sizeof(*r->write_file));
+        sbx__v1__write_file__init(r->write_file);
+        sbx_set_string(&r->write_file->path, path);
+        r->write_file->content.data = buf; /* borrowed: detached before the request is freed */
+        r->write_file->content.len = len;
+        r->write_file->mode = (uint32_t)(st.st_mode & 0777);
+        r->write_file->mkdirs = 1;
+        r->write_file->offset = sent;
+        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
+        sbx_completion *c = file_op(p, r, session, &rc);
+        r->write_file->content.data = NULL;
+        r->write_file->content.len = 0;
+        sbx_request_free(r);
+        if (c != NULL)
+            sent += len;
+        sbx_completion_free(c);
+        progress(sent, total, false);
+        if (len < CP_CHUNK)
+            break;
+    }
     close(fd);
-    sbx_request *r = cli_plane_request(p, NULL);
-    r->write_file = malloc(sizeof(*r->write_file));
-    sbx__v1__write_file__init(r->write_file);
-    sbx_set_string(&r->write_file->path, path);
-    sbx_set_bytes(&r->write_file->content, buf, len);
-    r->write_file->mode = (uint32_t)(st.st_mode & 0777);
-    r->write_file->mkdirs = 1;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
     free(buf);
-    sbx_completion *c = NULL;
-    sbx_sessions_execute(p->sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
-    int rc = cli_print_completion(c, false, NULL);
-    sbx_completion_free(c);
-    sbx_request_free(r);
-    return rc;
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    long long size = remote_size(p, session, path, sent, &rc);
+    if (size < 0)
+        return rc;
+    progress(sent, total, true);
+    if ((uint64_t)size != sent) {
+        fprintf(stderr,
+                "sbx cp: %s:%s is %lld bytes after the copy, but %llu were sent (it changed "
+                "meanwhile, or the transfer was cut short)\n",
+                session, path, size, (unsigned long long)sent);
+        return CLI_EXIT_FAILED;
+    }
+    return CLI_EXIT_OK;
 }
 
 static int download(cli_plane *p, const char *session, const char *path, const char *host)
 {
-    sbx_request *r = cli_plane_request(p, NULL);
-    r->read_file = malloc(sizeof(*r->read_file));
-    sbx__v1__read_file__init(r->read_file);
-    sbx_set_string(&r->read_file->path, path);
-    r->read_file->max_bytes = CP_MAX_BYTES;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_READ_FILE;
-    sbx_completion *c = NULL;
-    sbx_sessions_execute(p->sessions, r, session, SBX_WAIT_FOREVER, &c, NULL);
-    sbx_request_free(r);
-    int rc;
-    if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED ||
-        c->result == NULL || c->result->n_files != 1) {
-        rc = cli_print_completion(c, false, NULL);
-        if (rc == CLI_EXIT_OK)
-            rc = CLI_EXIT_FAILED;
-    } else {
-        const sbx_file *f = c->result->files[0];
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.sbx-cp.%ld", host, (long)getpid());
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        bool ok = fd >= 0 && write(fd, f->content.data, f->content.len) == (ssize_t)f->content.len;
-        if (fd >= 0) {
-            fchmod(fd, f->mode != 0 ? (f->mode & 0777) : 0644);
-            close(fd);
-        }
-        if (!ok || rename(tmp, host) != 0) {
-            fprintf(stderr, "sbx cp: cannot write '%s': %s\n", host, strerror(errno));
-            unlink(tmp);
-            rc = CLI_EXIT_FAILED;
-        } else {
-            rc = CLI_EXIT_OK;
-        }
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.sbx-cp.%ld", host, (long)getpid()) >= sizeof(tmp)) {
+        fprintf(stderr, "sbx cp: '%s': path too long\n", host);
+        return CLI_EXIT_FAILED;
     }
-    sbx_completion_free(c);
+    int fd = -1, rc = CLI_EXIT_OK;
+    uint64_t got = 0, size = 0;
+    uint32_t mode = 0644;
+    for (bool first = true; rc == CLI_EXIT_OK && (first || got < size); first = false) {
+        sbx_request *r = cli_plane_request(p, NULL);
+        r->read_file = malloc(sizeof(*r->read_file));
+        sbx__v1__read_file__init(r->read_file);
+        sbx_set_string(&r->read_file->path, path);
+        r->read_file->offset = got;
+        r->read_file->max_bytes = CP_CHUNK;
+        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_READ_FILE;
+        sbx_completion *c = file_op(p, r, session, &rc);
+        sbx_request_free(r);
+        if (c == NULL)
+            break;
+        const sbx_file *f =
+            c->result != NULL && c->result->n_files == 1 ? c->result->files[0] : NULL;
+        if (f == NULL) {
+            fprintf(stderr, "sbx cp: %s:%s: the provider returned no file\n", session, path);
+            rc = CLI_EXIT_FAILED;
+        } else if (first) {
+            size = f->size;
+            mode = f->mode != 0 ? (f->mode & 0777) : 0644;
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            if (fd < 0) {
+                fprintf(stderr, "sbx cp: cannot create '%s': %s\n", tmp, strerror(errno));
+                rc = CLI_EXIT_FAILED;
+            }
+        } else if (f->size != size) {
+            fprintf(stderr, "sbx cp: %s:%s changed size during the copy (%llu, then %llu bytes)\n",
+                    session, path, (unsigned long long)size, (unsigned long long)f->size);
+            rc = CLI_EXIT_FAILED;
+        }
+        if (rc == CLI_EXIT_OK && f->content.len == 0 && got < size) {
+            fprintf(stderr, "sbx cp: %s:%s: short read at %llu of %llu bytes\n", session, path,
+                    (unsigned long long)got, (unsigned long long)size);
+            rc = CLI_EXIT_FAILED;
+        }
+        if (rc == CLI_EXIT_OK) {
+            const uint8_t *d = f->content.data;
+            size_t left = f->content.len;
+            while (left > 0) {
+                ssize_t n = write(fd, d, left);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0) {
+                    fprintf(stderr, "sbx cp: cannot write '%s': %s\n", tmp, strerror(errno));
+                    rc = CLI_EXIT_FAILED;
+                    break;
+                }
+                d += n;
+                left -= (size_t)n;
+            }
+            got += f->content.len;
+            progress(got, size, false);
+        }
+        sbx_completion_free(c);
+    }
+    if (rc == CLI_EXIT_OK && got != size) {
+        fprintf(stderr, "sbx cp: %s:%s: got %llu of %llu bytes\n", session, path,
+                (unsigned long long)got, (unsigned long long)size);
+        rc = CLI_EXIT_FAILED;
+    }
+    if (fd >= 0) {
+        if (rc == CLI_EXIT_OK && (fchmod(fd, mode) != 0 || fsync(fd) != 0)) {
+            fprintf(stderr, "sbx cp: cannot finish '%s': %s\n", tmp, strerror(errno));
+            rc = CLI_EXIT_FAILED;
+        }
+        if (close(fd) != 0 && rc == CLI_EXIT_OK) {
+            fprintf(stderr, "sbx cp: cannot write '%s': %s\n", tmp, strerror(errno));
+            rc = CLI_EXIT_FAILED;
+        }
+        if (rc == CLI_EXIT_OK && rename(tmp, host) != 0) {
+            fprintf(stderr, "sbx cp: cannot rename into '%s': %s\n", host, strerror(errno));
+            rc = CLI_EXIT_FAILED;
+        }
+        if (rc != CLI_EXIT_OK)
+            unlink(tmp);
+    }
+    progress(got, size, true);
     return rc;
 }
 

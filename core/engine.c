@@ -528,6 +528,12 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
                                  "profile '%s': provider '%s' does not offer file operations "
                                  "(%s)",
                                  p, prov, sbx_request_op_name(req));
+        if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE &&
+            req->write_file->offset > 0 && !(ops->traits & SBX_PROVIDER_WRITE_OFFSET))
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' cannot append to a file "
+                                 "(write_file.offset); send the whole file in one write",
+                                 p, prov);
         return SBX_OK;
     }
     default: return SBX_OK;

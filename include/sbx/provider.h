@@ -74,6 +74,9 @@ char *sbx_strlist_join(const sbx_strlist *l, const char *sep);
 enum {
     SBX_PROVIDER_PROVISIONS = 1u << 0, /* can create sandboxes: usable under `managed` */
     SBX_PROVIDER_ATTACHES = 1u << 1,   /* can attach to ones it did not create: `attached` */
+    /* write_file honours WriteFile.offset (appends a chunk to a file of that size); without it
+     * the engine refuses an offset (CAPABILITY) rather than let a provider truncate */
+    SBX_PROVIDER_WRITE_OFFSET = 1u << 2,
 };
 
 typedef struct sbx_provider_ops {

@@ -903,7 +903,8 @@ sbx_status sbx_agent_write_file(sbx_agent_conn *c, const Sbx__V1__WriteFile *op,
             op->content.len - off > SBX_AGENT_CHUNK ? SBX_AGENT_CHUNK : op->content.len - off;
         w.data.data = op->content.data + off;
         w.data.len = n;
-        w.offset = off;
+        w.offset = op->offset + off;
+        w.append = op->offset > 0 && off == 0; /* continue the file WriteFile.offset names */
         w.mode = op->mode ? op->mode : 0644;
         w.mkdirs = op->mkdirs;
         w.uid = who ? who->uid : 0;
@@ -937,7 +938,7 @@ sbx_status sbx_agent_write_file(sbx_agent_conn *c, const Sbx__V1__WriteFile *op,
             r.body_case = SBX__V1__AGENT_REQUEST__BODY_FILE_WRITE;
             r.file_write = &w;
             w.path = op->path;
-            w.offset = off;
+            w.offset = op->offset + off;
             w.last = true;
             sbx_error ignored;
             send_request(c, &r, deadline, &ignored);

@@ -883,6 +883,10 @@ static sbx_status docker_write_file(sbx_sandbox *base, const Sbx__V1__WriteFile 
     docker_sandbox *sb = (docker_sandbox *)base;
     if (sb->managed)
         return docker_agent_write_file(sb, op, o, result, err);
+    if (op->offset > 0) /* the archive API writes whole files only */
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "write_file.offset: an attached docker container takes whole files "
+                             "only (the archive API); send the file in one write");
     return docker_archive_write(sb, op, result, err);
 }
 
@@ -908,7 +912,7 @@ const sbx_provider_ops sbx_provider_docker = {
     .name = "docker",
     .summary = "containers of a Docker Engine over its unix socket (managed via sbx-agent, or "
                "attached with the exec API)",
-    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES,
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES | SBX_PROVIDER_WRITE_OFFSET,
     .options = docker_options,
     .open = docker_open,
     .close = docker_close,

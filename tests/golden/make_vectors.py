@@ -222,12 +222,14 @@ def build(ex, ag):
     r.write_file.content = pattern(CHUNK)
     r.write_file.mode = 0o755
     r.write_file.mkdirs = True
+    r.write_file.offset = 1 << 33  # a chunk appended past 8 GiB
     v.add("req_write_file_32k", r, expects=[
         (".", "case", "op=write_file"),
         ("write_file.content", "count", str(CHUNK)),
         ("write_file.content", "sha256", hashlib.sha256(pattern(CHUNK)).hexdigest()),
         ("write_file.mode", "u64", str(0o755)),
         ("write_file.mkdirs", "bool", "1"),
+        ("write_file.offset", "u64", str(1 << 33)),
     ])
 
     r = E.ExecutionRequest()
@@ -497,8 +499,10 @@ def build(ex, ag):
     q.file_write.last = True
     q.file_write.uid = 1000
     q.file_write.gid = 1000
+    q.file_write.append = True
     v.add("agent_req_file_write_32k", q, expects=[
         (".", "case", "body=file_write"),
+        ("file_write.append", "bool", "1"),
         ("file_write.data", "sha256", hashlib.sha256(pattern(CHUNK, 5, 250)).hexdigest())])
 
     q = A.AgentRequest(id=7)

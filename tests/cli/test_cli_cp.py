@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""test_cli_cp.py - `sbx cp` both ways in 4 MiB chunks (WriteFile with an offset, ReadFile by
+ranges) through the built `sbx`, embedded and through a real sbx-worker, with the size checked
+at the end: empty, one byte, exactly one chunk and ~100 MiB files arrive whole; a file that
+changes during the copy and a provider that cannot append are errors, never exit 0.
+"""
+import hashlib
+import os
+import unittest
+
+import cli_util
+
+CHUNK = 4 * 1024 * 1024  # CP_CHUNK in cli/cmd_cp.c
+SIZES = (0, 1, CHUNK, 25 * CHUNK + 12345)
+
+
+class Copy(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.e = cli_util.Env()
+        # the worker's profile has the client's default name: `session new` checks the name
+        cls.worker = cli_util.Worker(
+            cls.e.tmp, profiles="    default: { type: local, scope: per_session }\n",
+            extra="  runtime_dir: %s/wrun\n" % cls.e.tmp)
+        cls.remote = {"SBX_BROKER": "remote", "SBX_ENDPOINT": cls.worker.endpoint}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.stop()
+        cls.e.close()
+
+    def session(self, env=None):
+        r = self.e.run("session", "new", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sid = r.stdout.decode().strip()
+        self.addCleanup(self.e.run, "session", "rm", sid, env=env)
+        return sid
+
+    def host_file(self, name, size):
+        path = os.path.join(self.e.tmp, name)
+        with open(path, "wb") as f:
+            left = size
+            while left > 0:
+                n = min(left, 1 << 20)
+                f.write(os.urandom(n))
+                left -= n
+        return path
+
+    @staticmethod
+    def digest(path):
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    def test_round_trips(self):
+        for env in (None, self.remote):
+            sid = self.session(env)
+            for size in SIZES:
+                src = self.host_file("src-%d" % size, size)
+                r = self.e.run("cp", src, "%s:/workspace/f%d" % (sid, size), env=env)
+                self.assertEqual(r.returncode, 0, (size, env, r.stderr))
+                r = self.e.run("exec", "-s", sid, "--", "sha256sum", "/workspace/f%d" % size,
+                               env=env)
+                self.assertEqual(r.stdout.split()[0].decode(), self.digest(src), size)
+                dst = os.path.join(self.e.tmp, "dst-%d" % size)
+                r = self.e.run("cp", "%s:/workspace/f%d" % (sid, size), dst, env=env)
+                self.assertEqual(r.returncode, 0, (size, env, r.stderr))
+                self.assertEqual(os.path.getsize(dst), size)
+                self.assertEqual(self.digest(dst), self.digest(src))
+                os.unlink(src)
+                os.unlink(dst)
+
+    def test_a_file_changing_during_the_copy_is_an_error(self):
+        sid = self.session()
+        r = self.e.run("exec", "-s", sid, "--", "sh", "-c",
+                       "head -c %d /dev/zero >/workspace/grow; (while :; do echo x >> "
+                       "/workspace/grow; done) </dev/null >/dev/null 2>&1 &" % (3 * CHUNK))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dst = os.path.join(self.e.tmp, "grow")
+        r = self.e.run("cp", "%s:/workspace/grow" % sid, dst)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(b"changed size during the copy", r.stderr)
+        self.assertFalse(os.path.exists(dst))  # nothing half-written left in place
+        self.assertEqual([n for n in os.listdir(self.e.tmp) if "sbx-cp" in n], [])
+
+    def test_errors(self):
+        sid = self.session()
+        r = self.e.run("cp", "%s:/workspace/missing" % sid, os.path.join(self.e.tmp, "m"))
+        self.assertNotEqual(r.returncode, 0)
+        r = self.e.run("cp", self.e.tmp, "%s:/workspace/d" % sid)  # a directory
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.e.run("cp", "a", "b").returncode, 2)
+
+    def test_a_provider_that_cannot_append_refuses(self):
+        cfg = os.path.join(self.e.tmp, "fake.yaml")
+        with open(cfg, "w") as f:
+            f.write("sandbox:\n  secret_file: %s/fake-secret\n  profiles:\n"
+                    "    default: { type: fake, scope: per_session }\n" % self.e.tmp)
+        r = self.e.run("--config", cfg, "session", "new", "--name", "fakecp")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        src = self.host_file("two-chunks", CHUNK + 1)
+        r = self.e.run("--config", cfg, "cp", src, "fakecp:/x")
+        self.assertEqual(r.returncode, 4, r.stderr)  # refused, not a truncated file
+        self.assertIn(b"cannot append", r.stderr)
+        self.e.run("--config", cfg, "session", "rm", "fakecp")
+
+
+if __name__ == "__main__":
+    cli_util.main()
