@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "broker/remote_wire.h"
 #include "broker/tasks.h"
 #include "sbx/broker.h"
 
@@ -957,4 +958,44 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
     r->thread_started = true;
     *out = r->self;
     return SBX_OK;
+}
+
+/* ---- decoding a given response (remote_wire.h) ------------------------------------------ */
+
+sbx_completion *remote_decode_response(const remote_response *resp, sbx_output_fn on_output,
+                                       void *arg)
+{
+    remote_broker r;
+    memset(&r, 0, sizeof r);
+    r.url_base = (char *)"http://worker.invalid";
+    r.max_message = resp->max_message ? resp->max_message : REMOTE_MAX_MESSAGE;
+    pthread_mutex_init(&r.lock, NULL);
+    rtask t;
+    memset(&t, 0, sizeof t);
+    t.r = &r;
+    t.task_id = (char *)"decoded-response";
+    t.stream = resp->stream;
+    t.grpc_status = -1;
+    t.hooks.on_output = on_output;
+    t.hooks.on_output_arg = arg;
+    t.hooks_valid = true;
+    CURLcode cc = (CURLcode)resp->curl_code;
+    for (size_t i = 0; i < resp->n_pieces; i++) {
+        const remote_piece *p = &resp->pieces[i];
+        if (p->len == 0)
+            continue; /* curl never calls back with nothing */
+        if (p->header) {
+            on_header((char *)p->data, 1, p->len, &t);
+        } else if (on_body((char *)p->data, 1, p->len, &t) != p->len) {
+            cc = CURLE_WRITE_ERROR; /* the transfer is aborted here */
+            break;
+        }
+    }
+    t.http_status = resp->http_status;
+    sbx_completion *c = finish(&r, &t, cc);
+    free(t.resp);
+    free(t.grpc_message);
+    sbx_completion_free(t.completion);
+    pthread_mutex_destroy(&r.lock);
+    return c;
 }

@@ -998,11 +998,11 @@ sbx_status sbx_agent_read_file(sbx_agent_conn *c, const Sbx__V1__ReadFile *op, i
         Sbx__V1__AgentFileData *d = e->file_data;
         bool eof = d->eof;
         if (d->offset != content.base + content.len || d->data.len > SBX_AGENT_CHUNK) {
+            unsigned long long bad_offset = (unsigned long long)d->offset; /* d dies with e */
             sbx__v1__agent_event__free_unpacked(e, NULL);
             c->broken = true;
             st = sbx_error_set(err, SBX_E_PROVISION,
-                               "the agent sent file data out of order (offset %llu)",
-                               (unsigned long long)d->offset);
+                               "the agent sent file data out of order (offset %llu)", bad_offset);
             break;
         }
         if (content.len + d->data.len > SBX_AGENT_MAX_READ) {

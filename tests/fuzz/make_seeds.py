@@ -123,6 +123,161 @@ def main():
     aevt["oneof_member_twice"] = bytes.fromhex("1204082a10071204f8de1007")
     write("fuzz_agent_event_nanopb", aevt, ("agent_evt_",))
     write_recording_seeds()
+    write_worker_seeds()
+    write_agent_client_seeds()
+    write_http_json_seeds()
+    write_remote_response_seeds()
+
+
+def write_dir(target, seeds, ext=".bin"):
+    d = os.path.join(HERE, "corpus", target)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(d, name + ext), "wb") as fh:
+            fh.write(data)
+
+
+def write_agent_client_seeds():
+    """fuzz_agent_client: byte 0 picks the call (low 4 bits % 10: 0 ping, 1 argv, 2 shell,
+    3 stateful code, 4 code, 5 reattach, 6 signal, 7 write, 8 read, 9 list; 0x40 a second
+    call; 0x80 a small output limit), then records: tag%4 0 event (for id 1 + (tag>>2 & 3)),
+    1 verbatim frame, 2 lying prefix, 3 raw bytes. Events are the golden agent events."""
+    def ev(name, req=1):
+        data = golden(name)
+        return bytes([(req - 1) << 2]) + len(data).to_bytes(2, "little") + data
+
+    def evb(body, req=1):
+        data = field(1, 0, varint(req)) + body
+        return bytes([(req - 1) << 2]) + len(data).to_bytes(2, "little") + data
+
+    def file_data(offset, data, eof):
+        return field(5, 2, field(1, 2, b"/workspace/a.txt") + field(2, 0, varint(offset))
+                     + field(3, 2, data) + field(4, 0, varint(11)) + field(5, 0, varint(0o644))
+                     + (field(6, 0, b"\x01") if eof else b""))
+
+    run = ev("agent_evt_started") + ev("agent_evt_output_32k") + ev("agent_evt_exit")
+    seeds = {
+        "ping_pong": b"\x00" + ev("agent_evt_pong"),
+        "run_argv": b"\x01" + run,
+        "run_shell_small_limit": b"\x82" + run,
+        "run_code_stateful": b"\x03" + run,
+        "run_code": b"\x04" + ev("agent_evt_started") + ev("agent_evt_exit"),
+        "reattach": b"\x05" + run,
+        "signal_error": b"\x06" + ev("agent_evt_error"),
+        "write_written": b"\x07" + ev("agent_evt_written"),
+        # found by fuzz_agent_client: the out-of-order refusal read the offset from the
+        # event it had just freed (heap use after free)
+        "read_out_of_order_offset": b"\x08" + ev("agent_evt_file_data"),
+        "read_two_chunks": b"\x08" + evb(file_data(0, b"hello ", False)) + evb(file_data(6, b"world", True)),
+        "read_gap": b"\x08" + evb(file_data(0, b"hello ", False)) + evb(file_data(9, b"x", True)),
+        "list_entry": b"\x09" + ev("agent_evt_entry") * 3,
+        "run_error": b"\x01" + ev("agent_evt_started") + ev("agent_evt_error"),
+        "stale_events_first": b"\x01" + ev("agent_evt_output_32k", 3) + run,
+        "unknown_fields": b"\x01" + ev("agent_evt_unknown_fields") + run,
+        "second_call": b"\x51" + run + ev("agent_evt_started", 2) + ev("agent_evt_exit", 2),
+        "frame_over_limit": b"\x01\x02\x00\x00\x03\x00\x00",
+        "lying_prefix": b"\x08\x02\x00\x10\x00\x00\x04abcd",
+        "raw_garbage": b"\x09\x03\x08\xff\xff\xff\xff\x00\x00\x00\x00",
+        "verbatim_empty_frame": b"\x01\x01\x00\x00",
+        "truncated_header": b"\x00\x03\x02\x05\x00",
+    }
+    write_dir("fuzz_agent_client", seeds)
+
+
+def write_http_json_seeds():
+    """fuzz_http_json: byte 0 picks the HTTP status (index into the harness's table: 0 200,
+    3 400, 5 403, 6 404, 11 429, 12 500), the rest is the body. Bodies in the shapes the cloud
+    APIs answer (reference/cloud-apis.md): E2B {code,message}, Daytona's NestJS error,
+    AWS JSON 1.1 __type/message, Docker {message}."""
+    seeds = {
+        "e2b_sandbox": b"\x01" + b'{"sandboxID":"i1x2","clientID":"c","templateID":"base",'
+                       b'"envdVersion":"0.1.1","envdAccessToken":"tok","domain":"e2b.app"}',
+        "e2b_error_404": b"\x06" + b'{"code":404,"message":"sandbox \\"i1x2\\" not found"}',
+        "daytona_nest_error": b"\x03" + b'{"path":"/sandbox","timestamp":"2024-01-01T00:00:00Z",'
+                              b'"statusCode":400,"error":"Bad Request","message":"invalid"}',
+        "daytona_sandbox": b"\x00" + b'{"id":"d1","state":"started","labels":{"sbx":"1"},'
+                           b'"cpu":1,"memory":1,"disk":3}',
+        "ssm_error": b"\x03" + b'{"__type":"InvalidInstanceId","message":"Instances not in a valid state"}',
+        "ssm_invocation": b"\x00" + b'{"Status":"Success","ResponseCode":0,'
+                          b'"StandardOutputContent":"hi\\n","StandardErrorContent":""}',
+        "docker_error": b"\x06" + b'{"message":"No such container: abc"}',
+        "error_object": b"\x0c" + b'{"error":{"message":"internal"}}',
+        "error_string": b"\x0c" + b'{"error":"bad gateway"}',
+        "secret_in_message": b"\x04" + b'{"message":"key sk-fuzz-SECRET-4242 is invalid"}',
+        "secret_in_text": b"\x0c" + b"upstream said sk-fuzz-SECRET-4242\n",
+        "html_error": b"\x0d" + b"<html><body>502 Bad Gateway</body></html>",
+        "duplicate_keys": b"\x00" + b'{"a":1,"a":2}',
+        "deep_nesting": b"\x00" + b"[" * 100 + b"]" * 100,
+        "deeper_than_limit": b"\x00" + b"[" * 5000,
+        "escaped_quote_brackets": b"\x00" + b'{"s":"\\"[[[[{{{{"}',
+        "nul_escape": b"\x03" + b'{"message":"a\\u0000b"}',
+        "invalid_utf8": b"\x03" + b'{"message":"\xc3\x28\xff"}',
+        "control_bytes": b"\x0c" + b"\x01\x02\x1b[31mred\x7f",
+        "top_level_array": b"\x00" + b"[1,2,3]",
+        "top_level_string": b"\x00" + b'"just a string"',
+        "empty_body": b"\x0c",
+        "whitespace": b"\x0c" + b"   \n\t ",
+        "long_message": b"\x0c" + b'{"message":"' + b"m" * 3000 + b'"}',
+        "big_number": b"\x00" + b'{"n":1e999999,"m":-0,"k":123456789012345678901234567890}',
+    }
+    write_dir("fuzz_http_json", seeds)
+
+
+def write_remote_response_seeds():
+    """fuzz_remote_response: byte 0 flags (bit 0 stream, bit 1 small limit, bits 2-4 curl's
+    result), byte 1 HTTP status, then records: 0 grpc-status, 1 grpc-message, 2 header line,
+    3 framed message (2-byte length), 4 raw body (2-byte length). Messages are the golden
+    completions and events, in the order a worker sends them."""
+    def status(v):
+        return b"\x00" + bytes([len(v)]) + v
+
+    def message(v):
+        return b"\x01" + bytes([len(v)]) + v
+
+    def hline(v):
+        return b"\x02" + bytes([len(v)]) + v
+
+    def msg(data):
+        return b"\x03" + len(data).to_bytes(2, "big") + data
+
+    def raw(data):
+        return b"\x04" + len(data).to_bytes(2, "big") + data
+
+    head = hline(b"HTTP/2 200\r\n") + hline(b"content-type: application/grpc\r\n")
+    ok = golden("completion_succeeded")
+    ev_out = golden("event_output_32k")
+    ev_done = golden("event_completion")
+    framed_done = b"\x00" + len(ev_done).to_bytes(4, "big") + ev_done
+    seeds = {
+        "execute_ok": b"\x00\x00" + head + msg(ok) + status(b"0"),
+        "execute_failed": b"\x00\x00" + head + msg(golden("completion_failed")) + status(b"0"),
+        "execute_timed_out": b"\x00\x00" + head + msg(golden("completion_timed_out")) + status(b"0"),
+        "trailers_only_error": b"\x00\x00" + head + status(b"16")
+        + message(b"no credentials: present a client certificate%2C or a token"),
+        "percent_edge": b"\x00\x00" + head + status(b"3") + message(b"100%% %4 %zz %C3%A9 %"),
+        "status_junk": b"\x00\x00" + head + status(b"1x") + msg(ok),
+        "status_huge": b"\x00\x00" + head + status(b"99999999999") + msg(ok),
+        "no_status": b"\x00\x00" + head + msg(ok),
+        "two_messages": b"\x00\x00" + head + msg(ok) + msg(ok) + status(b"0"),
+        "lying_prefix": b"\x00\x00" + head + raw(b"\x00\x00\x00\x10\x00" + ok) + status(b"0"),
+        "compressed_flag": b"\x00\x00" + head + raw(b"\x01" + len(ok).to_bytes(4, "big") + ok)
+        + status(b"0"),
+        "over_small_limit": b"\x02\x00" + head + msg(golden("completion_unknown_enum_values"))
+        + status(b"0"),
+        "http_505": b"\x00\x02" + hline(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"),
+        "curl_http2_error": b"\x04\x00" + head,
+        "stream_ok": b"\x01\x00" + head + msg(ev_out) + msg(ev_out) + msg(ev_done) + status(b"0"),
+        "stream_split_everywhere": b"\x01\x00" + head
+        + b"".join(raw(framed_done[i:i + 7]) for i in range(0, len(framed_done), 7)) + status(b"0"),
+        "stream_no_completion": b"\x01\x00" + head + msg(ev_out) + status(b"0"),
+        "stream_bad_event": b"\x01\x00" + head + msg(b"\x0f\x00") + msg(ev_done) + status(b"0"),
+        "stream_small_limit": b"\x03\x00" + head + msg(ev_out) + msg(ev_done) + status(b"0"),
+        "stream_then_error": b"\x01\x00" + head + msg(ev_out) + status(b"4")
+        + message(b"deadline exceeded (grpc-timeout); the execution was cancelled"),
+        "empty": b"",
+    }
+    write_dir("fuzz_remote_response", seeds)
 
 
 def frame(data):
@@ -146,6 +301,101 @@ def write_recording_seeds():
     os.makedirs(d)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(d, name + ".rec"), "wb") as fh:
+            fh.write(data)
+
+
+def u16(n):
+    return n.to_bytes(2, "big")
+
+
+def sel(method=0, path=0, ctype=0):
+    """the first header selector byte of fuzz_worker_h2 (method, path, content-type)."""
+    return bytes([method | path << 2 | ctype << 5])
+
+
+def write_worker_seeds():
+    """fuzz_worker_h2: records of its input format (see the harness): 0 headers, 1 message,
+    2 raw frame, 3 raw bytes, 4 health check, 5 Execute (op&8: ExecuteStream), 6 Describe."""
+    alice_echo = (field(1, 2, b"5c6f1b4e-0d55-4b0c-9d6e-9a4f2b7c1d10")
+                  + field(3, 2, field(2, 2, b"alice"))
+                  + field(11, 2, field(2, 2, b"echo hello")))
+    alice_argv = (field(1, 2, b"7d1c2b3a-1111-4222-8333-444455556666")
+                  + field(3, 2, field(2, 2, b"alice"))
+                  + field(11, 2, field(1, 2, b"printf") + field(1, 2, b"%s\\n") + field(1, 2, b"x")))
+
+    def execute(msg, stream=False, split=None):
+        op = 12 if stream else 5
+        if split is not None:
+            op |= 16  # 21 % 7 == 0: pick 33 (33 % 7 == 5, 33 & 16) instead
+            op = 54 if stream else 33  # 54 % 7 == 5, 54 & 8, 54 & 16; 33 % 7 == 5, 33 & 16
+        rec = bytes([op]) + sel() + b"\x00" + u16(len(msg)) + msg
+        return rec + (bytes([split]) if split is not None else b"")
+
+    def health(service=b""):
+        return b"\x04" + sel() + b"\x00" + bytes([len(service)]) + service
+
+    def headers(a, b, end_stream=False, extra=b""):
+        return b"\x00" + a + bytes([b]) + extra + bytes([1 if end_stream else 0])
+
+    def message(msg, end_stream=True, stream_pick=0):
+        return b"\x01" + bytes([1 if end_stream else 0, stream_pick]) + u16(len(msg)) + msg
+
+    def raw_frame(ftype, flags, pick, payload):
+        return b"\x02" + bytes([ftype, flags, pick, len(payload)]) + payload
+
+    seeds = {
+        "health": health(),
+        "health_known_service": health(b"sbx.v1.Execution"),
+        "health_unknown_service": health(b"no.such.Service"),
+        "execute_echo": execute(alice_echo),
+        "execute_stream_argv": execute(alice_argv, stream=True),
+        "execute_split_prefix": execute(alice_echo, split=3),
+        "execute_stream_split": execute(alice_argv, stream=True, split=40),
+        "describe": b"\x06" + sel() + b"\x00" + u16(0),
+        # headers without credentials, then the message: UNAUTHENTICATED
+        "unauthenticated": headers(sel(), 0) + message(alice_echo),
+        # a token that is not the caller's
+        "wrong_token": headers(sel(), 4, extra=b"\x05wrong") + message(alice_echo),
+        "too_long_authorization": headers(sel(), 3) + message(alice_echo),
+        "grpc_timeout_fuzzed": headers(sel(), 1 | 2 << 3, extra=b"\x0399H") + message(alice_echo),
+        "grpc_timeout_bad": headers(sel(), 1 | 2 << 3, extra=b"\x0a123456789S") + message(alice_echo),
+        "grpc_timeout_1ms": headers(sel(), 1 | 1 << 3 | 0x80) + message(alice_echo),
+        "gzip_encoding": headers(sel(), 1 | 1 << 5) + message(alice_echo),
+        "x_sbx_node": headers(sel(), 1 | 2 << 5) + message(alice_echo),
+        "x_sbx_node_fuzzed": headers(sel(), 1 | 3 << 5 | 0x80, extra=b"\x06node-9") + message(alice_echo),
+        "get_method": headers(sel(method=1), 1, end_stream=True),
+        "text_plain": headers(sel(ctype=4), 1, end_stream=True),
+        "unknown_path": headers(sel(path=4), 1) + message(b""),
+        "fuzzed_path": headers(sel(path=6), 1, extra=b"\x05/a/b/") + message(b""),
+        "no_message": headers(sel(), 1) + message(b"", end_stream=True)[:0]
+        + b"\x01\x01\x00\x00\x00",
+        # a prefix announcing more bytes than the stream carries
+        "lying_prefix": headers(sel(), 1) + b"\x01\x05\x00" + u16(len(alice_echo)) + alice_echo
+        + b"\x7f\xff\xff\xff",
+        "compressed_flag": headers(sel(), 1) + b"\x01\x03\x00" + u16(len(alice_echo)) + alice_echo + b"\x01",
+        "two_messages": headers(sel(), 1) + message(alice_echo, end_stream=False) + message(alice_echo),
+        "trailers_from_client": headers(sel(), 1) + headers(sel(), 1, end_stream=True, extra=b"")[:-1]
+        + b"\x03\x00",
+        "rst_stream": headers(sel(), 1) + raw_frame(3, 0, 0x80, b"\x00\x00\x00\x08"),
+        "window_update_zero": raw_frame(8, 0, 0x40, b"\x00\x00\x00\x00") + health(),
+        "settings_max_frame": raw_frame(4, 0, 0x40, b"\x00\x05\x00\x00\xff\xff") + health(),
+        "ping_then_health": raw_frame(6, 0, 0x40, b"12345678") + health(),
+        "priority_self": headers(sel(), 1) + raw_frame(2, 0, 0x80, b"\x00\x00\x00\x01\x10"),
+        "data_on_stream_zero": b"\x01\x01\xff" + u16(3) + b"abc",
+        "headers_split_continuation": b"\x00" + sel() + b"\x01\x04\x05" + message(alice_echo),
+        "garbage_after_preface": b"\x03\x10" + b"\xff" * 16,
+        "many_health_checks": health() * 20,
+        "empty": b"",
+    }
+    for name in ("req_run_code", "req_run_command_shell", "req_read_file", "req_list_files",
+                 "req_destroy", "req_unknown_fields", "req_map_entry_default_value"):
+        seeds["golden_" + name] = execute(golden(name))
+        seeds["golden_stream_" + name] = execute(golden(name), stream=True)
+    d = os.path.join(HERE, "corpus", "fuzz_worker_h2")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(d, name + ".bin"), "wb") as fh:
             fh.write(data)
 
 
