@@ -2,7 +2,10 @@
 # Runs every test: installs what is missing, builds (warnings are errors), runs the whole
 # ctest suite, then the same suite under ASan+UBSan. Services the tests need (a private
 # dockerd, workers) are started and stopped by the tests' own fixtures.
+# Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan, a few seconds
+# each from the committed seeds; tests/fuzz/README.md has the long run).
 #   SBX_SKIP_ASAN=1 skips the sanitizer pass (for quick local runs).
+#   SBX_SKIP_FUZZ=1 skips the fuzz run; SBX_FUZZ_SECONDS sets its seconds per target (5).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -26,5 +29,10 @@ if [ "${SBX_SKIP_ASAN:-0}" != 1 ]; then
   echo "== tests under ASan+UBSan"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs") || status=1
+fi
+
+if [ "${SBX_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz: a short run of every libFuzzer target"
+  scripts/fuzz.sh "${SBX_FUZZ_SECONDS:-5}" || status=1
 fi
 exit $status
