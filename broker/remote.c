@@ -301,6 +301,28 @@ static bool retryable(CURLcode cc, int grpc_status)
     }
 }
 
+/* A worker's completion as the caller gets it: one that breaks the contract's own rules (a
+ * status outside the enum, a FAILED one without an error code and text, which every caller
+ * maps to an exit code and a message) is replaced by a BROKER failure naming the violation,
+ * so a hostile or broken worker cannot hand on an answer no one can act on. Takes c. */
+static sbx_completion *worker_completion(remote_broker *r, rtask *t, sbx_completion *c)
+{
+    const char *bad = NULL;
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED &&
+        c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED &&
+        c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT)
+        bad = "a completion status outside the contract";
+    else if (c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED &&
+             ((int)c->error_code < (int)SBX_E_CONFIG ||
+              (int)c->error_code > (int)SBX_E_UNAUTHENTICATED || !c->error || !c->error[0]))
+        bad = "a FAILED completion without an error code and text";
+    if (!bad)
+        return c;
+    sbx_completion_free(c);
+    return sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: worker %s sent %s",
+                               r->url_base, bad);
+}
+
 /* Builds the completion of a finished transfer (transfer thread, no lock needed for t's
  * response fields). */
 static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
@@ -332,7 +354,7 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
                                        r->url_base);
         sbx_completion *c = t->completion;
         t->completion = NULL;
-        return c;
+        return worker_completion(r, t, c);
     }
     if (t->resp_len < GRPC_PREFIX || t->resp[0] != 0 ||
         frame_len(t->resp) != t->resp_len - GRPC_PREFIX)
@@ -344,7 +366,7 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
     if (sbx_completion_decode(t->resp + GRPC_PREFIX, t->resp_len - GRPC_PREFIX, r->max_message, &c,
                               &err) != SBX_OK)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: %s", err.message);
-    return c;
+    return worker_completion(r, t, c);
 }
 
 /* ---- transfers (transfer thread) --------------------------------------------------------- */

@@ -275,6 +275,16 @@ def write_remote_response_seeds():
         "stream_small_limit": b"\x03\x00" + head + msg(ev_out) + msg(ev_done) + status(b"0"),
         "stream_then_error": b"\x01\x00" + head + msg(ev_out) + status(b"4")
         + message(b"deadline exceeded (grpc-timeout); the execution was cancelled"),
+        # found by fuzz_remote_response: a worker's FAILED completion without an error code
+        # (or text) was handed on as it was; the broker now replaces it with a BROKER failure
+        "failed_without_error_code": b"\x00\x00" + head
+        + msg(field(1, 2, b"t-1") + field(2, 0, b"\x02") + field(5, 2, b"it broke")) + status(b"0"),
+        "failed_without_error_text": b"\x00\x00" + head
+        + msg(field(1, 2, b"t-1") + field(2, 0, b"\x02") + field(4, 0, b"\x05")) + status(b"0"),
+        "stream_failed_without_error": b"\x01\x00" + head
+        + msg(field(2, 2, field(1, 2, b"t-1") + field(2, 0, b"\x02"))) + status(b"0"),
+        "status_outside_enum": b"\x00\x00" + head
+        + msg(field(1, 2, b"t-1") + field(2, 0, b"\x09")) + status(b"0"),
         "empty": b"",
     }
     write_dir("fuzz_remote_response", seeds)
