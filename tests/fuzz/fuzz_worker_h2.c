@@ -505,8 +505,20 @@ static int dial(void)
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g.port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        fprintf(stderr, "fuzz finding: cannot connect to the worker: %s\n", strerror(errno));
-        abort();
+        /* Interrupted (libFuzzer's timers): the connection goes on; wait for its outcome. */
+        int e = errno;
+        if (e == EINTR || e == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            while (poll(&pfd, 1, 5000) < 0 && errno == EINTR)
+                ;
+            socklen_t sl = sizeof e;
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &sl) != 0)
+                e = errno;
+        }
+        if (e != 0 && e != EINTR && e != EINPROGRESS) {
+            fprintf(stderr, "fuzz finding: cannot connect to the worker: %s\n", strerror(e));
+            abort();
+        }
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
