@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 #include "sbx/broker.h"
 #include "sbx/engine.h"
-#include "sbx/recorder.h"
+#include "sbx/replay.h"
 
 const char cmd_replay_help[] =
     "Usage: sbx replay FILE [--broker embedded|thread|remote]\n\n"

@@ -19,13 +19,13 @@ endfunction()
 
 # Provider registration: a provider folder calls
 #   sbx_provider(NAME local SOURCES a.c b.c [LIBS ...])
-# which adds its sources to libsbx and its ops table (`sbx_provider_<name>`) to the registry.
+# which adds its sources to sbx_providers and its ops table (`sbx_provider_<name>`) to the registry.
 function(sbx_provider)
   cmake_parse_arguments(P "" "NAME" "SOURCES;LIBS" ${ARGN})
   list(TRANSFORM P_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
-  target_sources(sbx PRIVATE ${P_SOURCES})
+  target_sources(sbx_providers PRIVATE ${P_SOURCES})
   if(P_LIBS)
-    target_link_libraries(sbx PUBLIC ${P_LIBS})
+    target_link_libraries(sbx_providers PUBLIC ${P_LIBS})
   endif()
   set_property(GLOBAL APPEND PROPERTY SBX_PROVIDERS ${P_NAME})
 endfunction()

@@ -1,6 +1,5 @@
-/* recorder.h - record and replay (DESIGN §12): brokers append Recording frames to a file, and a
- * recording re-runs through any broker with its completions compared, volatile fields
- * normalised.
+/* recorder.h - the Recording file format (DESIGN §12): brokers append Recording frames to a
+ * file; replay (sbx/replay.h) re-runs them through any broker.
  *
  * File format: a plain sequence of frames, no file header. Each frame is a 4-byte big-endian
  * unsigned length N (1 <= N <= SBX_RECORDING_FRAME_MAX) followed by N bytes holding one packed
@@ -15,7 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sbx/broker.h"
 #include "sbx/contract.h"
 #include "sbx/status.h"
 
@@ -50,23 +48,6 @@ void sbx_recordings_free(sbx_recording **recs, size_t n);
 /* Writes recordings to path (replacing it atomically). */
 sbx_status sbx_recordings_save(const char *path, sbx_recording *const *recs, size_t n,
                                sbx_error *err);
-
-/* The outcome of a replay: how many records ran, how many differed, and a readable report
- * (one block per differing record: "field: recorded X, replayed Y" lines). */
-typedef struct sbx_replay_report {
-    size_t total;
-    size_t differing;
-    char *text; /* malloc'd, "" when nothing differs */
-} sbx_replay_report;
-
-/* Re-runs every recorded request of path through b, in order, and compares each completion with
- * the recorded one after normalising volatile fields (timings, timestamps, bindings, node, and
- * session/sandbox ids, which are matched by order of first appearance). Sessions created during
- * the recording are followed: a later request on a recorded session uses the replayed handle.
- * Returns an error only when the file cannot be read; differences are in the report. */
-sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *report,
-                           sbx_error *err);
-void sbx_replay_report_clear(sbx_replay_report *r);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@
 #include "sbx/broker.h"
 #include "sbx/config.h"
 #include "sbx/engine.h"
-#include "sbx/recorder.h"
+#include "sbx/replay.h"
 
 typedef struct env {
     char dir[64];

@@ -18,7 +18,7 @@
 #include "engine/fixture.h"
 #include "providers/fake/fake.h"
 #include "sbx/broker.h"
-#include "sbx/recorder.h"
+#include "sbx/replay.h"
 
 #define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
 

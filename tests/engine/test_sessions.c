@@ -1,4 +1,4 @@
-/* test_sessions.c - session scopes on the client side (core/sessions.c): per_call destroys in
+/* test_sessions.c - session scopes on the client side (client/sessions.c): per_call destroys in
  * every case, per_session never invents a session, per_runtime shares one, idle reset notices
  * (managed and attached), and the persistent handle store.
  */

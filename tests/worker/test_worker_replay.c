@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "sbx/recorder.h"
+#include "sbx/replay.h"
 #include "worker/worker_fixture.h"
 
 static void test_worker_recorded_corpus_replays_identically_through_remote(void **state)
