@@ -18,6 +18,7 @@
 
 #include "broker/remote_wire.h"
 #include "broker/tasks.h"
+#include "core/net.h"
 #include "sbx/broker.h"
 
 /* Largest response message accepted: the worker's default max_message_bytes (16 MiB), so a
@@ -861,13 +862,6 @@ static void global_init(void)
     curl_global_init(CURL_GLOBAL_ALL);
 }
 
-static bool host_is_loopback(const char *host)
-{
-    if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0)
-        return true;
-    return strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == strlen(host);
-}
-
 static char *dup_or_null(const char *s)
 {
     return s && s[0] ? strdup(s) : NULL;
@@ -901,7 +895,7 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
                            "remote broker: endpoint '%s' has scheme '%s'; use https:// (or "
                            "http:// to a loopback worker)",
                            remote->endpoint, scheme);
-    else if (!tls && !host_is_loopback(host))
+    else if (!tls && !sbx_net_host_is_loopback(host, strlen(host)))
         st = sbx_error_set(err, SBX_E_CONFIG,
                            "remote broker: endpoint '%s' is plaintext (h2c) to a non-loopback "
                            "host; use https:// so the worker is authenticated and the traffic "

@@ -9,10 +9,8 @@
  * This file must not open sandboxes, sockets or the secret file, nor create files or
  * directories: it only reads the config file.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -24,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/config_internal.h"
+#include "core/net.h"
 #include "sbx/config.h"
 #include "sbx/provider.h"
 
@@ -445,28 +444,6 @@ static bool name_ok(const char *s, size_t max)
 
 /* ---- host:port and endpoints ------------------------------------------------------------ */
 
-/* True only for a literal loopback address or "localhost": 127.0.0.0/8 as a numeric IPv4 address
- * (so "127.evil.example" is NOT loopback), ::1 with or without brackets. */
-static bool host_is_loopback(const char *host, size_t len)
-{
-    char buf[64];
-    if (len == 0 || len >= sizeof(buf))
-        return false;
-    memcpy(buf, host, len);
-    buf[len] = '\0';
-    if (strcmp(buf, "localhost") == 0)
-        return true;
-    struct in_addr v4;
-    if (inet_pton(AF_INET, buf, &v4) == 1)
-        return (ntohl(v4.s_addr) >> 24) == 127;
-    if (buf[0] == '[' && buf[len - 1] == ']') {
-        buf[len - 1] = '\0';
-        memmove(buf, buf + 1, len - 1);
-    }
-    struct in6_addr v6;
-    return inet_pton(AF_INET6, buf, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
-}
-
 /* Splits "host:port" / "[v6]:port"; false when malformed. */
 static bool split_host_port(const char *s, size_t *host_len, int64_t *port)
 {
@@ -485,7 +462,7 @@ static bool listen_is_loopback(const char *listen)
 {
     size_t host_len = 0;
     int64_t port = 0;
-    return split_host_port(listen, &host_len, &port) && host_is_loopback(listen, host_len);
+    return split_host_port(listen, &host_len, &port) && sbx_net_host_is_loopback(listen, host_len);
 }
 
 /* ---- sections ------------------------------------------------------------------------- */
@@ -539,7 +516,7 @@ static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_con
                           "'%s' is not an endpoint; accepted: https://HOST[:PORT], or "
                           "http://127.0.0.1:PORT (plain h2c only to loopback)",
                           v->text);
-            else if (!tls && !host_is_loopback(hostport, host_len))
+            else if (!tls && !sbx_net_host_is_loopback(hostport, host_len))
                 st = fail(L, v, p,
                           "'%s' would send requests unencrypted off this host; use https:// "
                           "(plain http:// is accepted only for 127.0.0.1, ::1 or localhost)",

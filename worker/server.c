@@ -28,6 +28,7 @@
 #include <openssl/err.h>
 
 #include "grpc/health/v1/health.pb-c.h"
+#include "core/net.h"
 #include "sbx/worker.h"
 #include "worker/worker_internal.h"
 
@@ -1389,19 +1390,6 @@ static bool jobs_idle(sbx_worker *w)
 
 /* ---- listener and lifecycle -------------------------------------------------------------- */
 
-static bool addr_is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-    }
-    return false;
-}
-
 /* Splits "host:port" or "[v6]:port". */
 static sbx_status split_listen(const char *listen_addr, char *host, size_t hcap, char *port,
                                size_t pcap, sbx_error *err)
@@ -1461,7 +1449,7 @@ static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *lo
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, WORKER_LISTEN_BACKLOG) == 0) {
-            *loopback = addr_is_loopback(ai->ai_addr);
+            *loopback = sbx_net_addr_is_loopback(ai->ai_addr);
             break;
         }
         last_errno = errno;

@@ -19,6 +19,7 @@
 
 #include <openssl/rand.h>
 
+#include "core/net.h"
 #include "providers/ec2_ssm/shell.h"
 #include "providers/ec2_ssm/sigv4.h"
 #include "sbx/contract.h"
@@ -47,25 +48,6 @@ static void endpoint_free(aws_endpoint *e)
     e->url = e->host = e->path = NULL;
 }
 
-static bool host_is_loopback(const char *host, size_t n)
-{
-    /* host[:port] or [v6]:port */
-    const char *h = host;
-    size_t hn = n;
-    if (hn > 0 && h[0] == '[') {
-        const char *rb = memchr(h, ']', hn);
-        if (rb == NULL)
-            return false;
-        return (size_t)(rb - h) == 4 && strncmp(h, "[::1", 4) == 0;
-    }
-    const char *colon = memchr(h, ':', hn);
-    if (colon != NULL)
-        hn = (size_t)(colon - h);
-    if (hn == 9 && strncasecmp(h, "localhost", 9) == 0)
-        return true;
-    return hn >= 4 && strncmp(h, "127.", 4) == 0;
-}
-
 static sbx_status endpoint_parse(const char *what, const char *url, aws_endpoint *e, sbx_error *err)
 {
     memset(e, 0, sizeof(*e));
@@ -89,7 +71,7 @@ static sbx_status endpoint_parse(const char *what, const char *url, aws_endpoint
                                  "ec2_ssm: %s '%s' must not carry user information or spaces", what,
                                  url);
     /* Plain HTTP would send the signed request (and a session token) in clear text. */
-    if (http && !host_is_loopback(auth, an))
+    if (http && sbx_net_url_transport(url) != SBX_NET_URL_PLAIN_LOOPBACK)
         return sbx_error_set(err, SBX_E_CONFIG,
                              "ec2_ssm: %s '%s' uses plain http to a non-loopback host; use "
                              "https://",

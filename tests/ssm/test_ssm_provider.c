@@ -772,6 +772,26 @@ static void test_ssm_plain_http_to_a_remote_host_is_refused(void **state)
     assert_non_null(strstr(f->h.err.message, "https"));
 }
 
+/* A DNS name that merely starts like a loopback address resolves wherever its owner likes: plain
+ * http to it would send the signed request and the session token in clear text. */
+static void test_ssm_plain_http_to_a_lookalike_loopback_name_is_refused(void **state)
+{
+    fixture *f = *state;
+    const char *urls[] = {"http://127.attacker.example/", "http://127.0.0.1.attacker.example/"};
+    const char *keys[] = {"ssm_endpoint", "sts_endpoint"};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < 2; i++) {
+            harness_option(&f->h, keys[k], urls[i]);
+            if (harness_open(&f->h) != SBX_E_CONFIG)
+                fail_msg("%s '%s' was accepted", keys[k], urls[i]);
+            assert_non_null(strstr(f->h.err.message, "https"));
+            assert_non_null(strstr(f->h.err.message, urls[i]));
+            harness_option(&f->h, keys[k],
+                           k == 0 ? ssm_fake_ssm_url(f->h.fake) : ssm_fake_sts_url(f->h.fake));
+        }
+    assert_int_equal(harness_open(&f->h), SBX_OK); /* the loopback fake itself is fine */
+}
+
 static void test_ssm_missing_region_is_config(void **state)
 {
     fixture *f = *state;
@@ -1135,6 +1155,7 @@ int main(void)
         T(test_ssm_server_echoed_session_token_is_redacted),
         T(test_ssm_secrets_never_reach_results_or_the_wire),
         T(test_ssm_plain_http_to_a_remote_host_is_refused),
+        T(test_ssm_plain_http_to_a_lookalike_loopback_name_is_refused),
         T(test_ssm_missing_region_is_config),
         T(test_ssm_idempotent_call_survives_one_503),
         T(test_ssm_send_command_5xx_is_not_retried),
