@@ -5,6 +5,7 @@
 #include "sbx/contract.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,10 @@ int64_t sbx_monotonic_us(void)
 
 /* ---- setters ------------------------------------------------------------------------------ */
 
+/* First allocation of a bytes field that is appended to: one typical output chunk, so a small
+ * output needs one allocation and a large one doubles from there. */
+#define SBX_APPEND_MIN_CAPACITY 256
+
 bool sbx_set_string(char **field, const char *value)
 {
     char *copy = (char *)protobuf_c_empty_string;
@@ -89,9 +94,24 @@ bool sbx_append_bytes(ProtobufCBinaryData *field, const void *data, size_t len)
 {
     if (len == 0)
         return true;
-    uint8_t *grown = realloc(field->data, field->len + len);
-    if (grown == NULL)
+    if (len > SIZE_MAX - field->len)
         return false;
+    size_t need = field->len + len;
+    uint8_t *grown = field->data;
+    /* ProtobufCBinaryData has no capacity field: the allocation's usable size is the capacity,
+     * and it grows geometrically. Growing by exactly len made a program printing many small
+     * chunks cost O(n^2) copies (an allocator that never grows in place, like ASan's, copied
+     * 40 GB for 400 KB of two-byte writes). */
+    if (grown == NULL || malloc_usable_size(grown) < need) {
+        size_t cap = field->len > SIZE_MAX / 2 ? need : field->len * 2;
+        if (cap < need)
+            cap = need;
+        if (cap < SBX_APPEND_MIN_CAPACITY)
+            cap = SBX_APPEND_MIN_CAPACITY;
+        grown = realloc(field->data, cap);
+        if (grown == NULL)
+            return false;
+    }
     memcpy(grown + field->len, data, len);
     field->data = grown;
     field->len += len;

@@ -665,6 +665,28 @@ static void test_clocks_are_plausible_and_monotonic(void **state)
     assert_true(ms >= a / 1000);
 }
 
+/* A program printing many tiny chunks: appending must grow the buffer geometrically. Growing by
+ * exactly the chunk made 200,000 two-byte appends copy ~40 GB under ASan (whose realloc always
+ * moves), so a streaming test ran for minutes. Counted by moves of the buffer, not by time. */
+static void test_append_bytes_grows_geometrically(void **state)
+{
+    (void)state;
+    ProtobufCBinaryData field = {0};
+    const uint8_t *last = NULL;
+    int moves = 0;
+    for (int i = 0; i < 200000; i++) {
+        assert_true(sbx_append_bytes(&field, "y\n", 2));
+        if (field.data != last)
+            moves++;
+        last = field.data;
+    }
+    assert_int_equal(field.len, 400000);
+    for (size_t i = 0; i < field.len; i += 2)
+        assert_memory_equal(field.data + i, "y\n", 2);
+    assert_true(moves <= 32);
+    free(field.data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_completion_decode_is_bounded_and_strict),
         cmocka_unit_test(test_strlist_adds_finds_joins_and_clears),
         cmocka_unit_test(test_clocks_are_plausible_and_monotonic),
+        cmocka_unit_test(test_append_bytes_grows_geometrically),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
