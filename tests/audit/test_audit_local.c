@@ -1,11 +1,11 @@
 /* test_audit_local.c - a security reviewer's attacks on a local sandbox that tests/escape/ does
  * not already try: foreign syscall ABIs (x32, i386 int 0x80), the rest of Docker's refused
- * syscall set, ioctl/clone flag tricks, fd leaks into programs, the agent's socket and /proc
- * entry, capability sets, sensitive /proc files, the cgroup view, /dev contents and /dev/shm
- * size, host IPC objects (abstract unix sockets, SysV shared memory), signals to PID 1, the file
- * API on /proc and /.sbx, and a symlink-swap race against the file API.
- * Each test asserts containment. A test whose attack currently succeeds is kept but skipped
- * with a message starting "KNOWN ESCAPE:" (see the audit report for the fix).
+ * syscall set, syscalls outside the allow-list, mknod (FIFOs only), ioctl/clone flag tricks, fd
+ * leaks into programs, the agent's socket and /proc entry, capability sets, sensitive /proc files,
+ * the cgroup view, /dev contents and /dev/shm size, host IPC objects (abstract unix sockets, SysV
+ * shared memory), signals to PID 1, the file API on /proc and /.sbx, and a symlink-swap race
+ * against the file API. Each test asserts containment. A test whose attack currently succeeds is
+ * kept but skipped with a message starting "KNOWN ESCAPE:" (see the audit report for the fix).
  * Attack programs only ever target the sandbox itself and the host's loopback/unix sockets.
  */
 #include "tests/local/local_helpers.h"
@@ -351,6 +351,74 @@ static void test_audit_vsock_and_packet_sockets_are_refused(void **state)
     expect_in(out, "vsock ret=-1", "AF_VSOCK");
     expect_in(out, "packet ret=-1", "AF_PACKET");
     expect_in(out, "raw ret=-1", "SOCK_RAW");
+    free(out);
+}
+
+/* The family is an int: the kernel drops the upper 32 bits, so a filter comparing all 64 would
+ * let (1 << 32) | AF_VSOCK through to a hypervisor socket (this host has AF_VSOCK). */
+static void test_audit_vsock_with_junk_in_the_upper_bits_is_refused(void **state)
+{
+    (void)state;
+    char *out = py_out(PY_SYSCALL "sc('vsock_hi', 41, 40 | (1 << 32), 1, 0)\n"
+                                  "sc('vsock_hi_dgram', 41, 40 | (7 << 40), 2, 0)\n");
+    expect_in(out, "vsock_hi ret=-1 EAFNOSUPPORT", "AF_VSOCK | 1<<32");
+    expect_in(out, "vsock_hi_dgram ret=-1 EAFNOSUPPORT", "AF_VSOCK | 7<<40");
+    free(out);
+}
+
+/* ---- the allow-list ---------------------------------------------------------------------- */
+
+/* A syscall the filter does not name is refused with ENOSYS before the kernel sees it: each of
+ * these would get another answer from this kernel (cachestat(-1): EBADF; listmount with a bad
+ * request: EFAULT or EINVAL; mseal of nothing: 0; lsm_list_modules with no room: E2BIG or
+ * EFAULT). memfd_secret, which Docker allows, is refused by name (EPERM). */
+static void test_audit_syscalls_outside_the_allow_list_are_refused(void **state)
+{
+    (void)state;
+    char *out = py_out(PY_SYSCALL "sc('cachestat', 451, -1, buf, buf, 0)\n"
+                                  "sc('listmount', 458, 8, buf, 1, 0)\n"
+                                  "sc('mseal', 462, 0, 0, 0)\n"
+                                  "sc('lsm_list_modules', 461, 8, buf, 0)\n"
+                                  "sc('memfd_secret', 447, 0)\n"
+                                  "sc('getpid', 39)\n");
+    expect_in(out, "cachestat ret=-1 ENOSYS", "cachestat (not in the allow-list)");
+    expect_in(out, "listmount ret=-1 ENOSYS", "listmount (not in the allow-list)");
+    expect_in(out, "mseal ret=-1 ENOSYS", "mseal (not in the allow-list)");
+    expect_in(out, "lsm_list_modules ret=-1 ENOSYS", "lsm_list_modules (not in the allow-list)");
+    expect_in(out, "memfd_secret ret=-1 EPERM", "memfd_secret (refused by name)");
+    expect_not_in(out, "getpid ret=-1", "getpid (allowed)");
+    free(out);
+}
+
+/* mkfifo works (mknod of S_IFIFO); every other mknod is refused by the filter, devices first.
+ * The paths' parent does not exist, so the kernel itself would answer ENOENT: EPERM proves the
+ * filter. Junk above the 16 bits the kernel keeps changes nothing. */
+static void test_audit_mknod_allows_fifos_only(void **state)
+{
+    (void)state;
+    char *out = sh_out("mkfifo /tmp/audit_fifo && test -p /tmp/audit_fifo && echo fifo-ok; "
+                       "rm -f /tmp/audit_fifo");
+    expect_in(out, "fifo-ok", "mkfifo");
+    free(out);
+    out = py_out(PY_SYSCALL "S_IFCHR, S_IFBLK, S_IFIFO, S_IFREG, S_IFSOCK = "
+                            "0o020000, 0o060000, 0o010000, 0o100000, 0o140000\n"
+                            "sc('chr', 133, b'/nonexistent/c', S_IFCHR | 0o600, 0x0103)\n"
+                            "sc('blk', 133, b'/nonexistent/b', S_IFBLK | 0o600, 0x0800)\n"
+                            "sc('reg', 133, b'/nonexistent/r', S_IFREG | 0o600, 0)\n"
+                            "sc('sock', 133, b'/nonexistent/s', S_IFSOCK | 0o600, 0)\n"
+                            "sc('at_chr', 259, -100, b'/nonexistent/c', S_IFCHR | 0o600, 0x0103)\n"
+                            "sc('at_chr_hi', 259, -100, b'/nonexistent/c', "
+                            "S_IFCHR | (S_IFIFO << 16) | (1 << 40), 0x0103)\n"
+                            "sc('fifo', 133, b'/nonexistent/f', S_IFIFO | 0o600, 0)\n"
+                            "sc('at_fifo', 259, -100, b'/tmp/audit_fifo2', S_IFIFO | 0o600, 0)\n");
+    expect_in(out, "chr ret=-1 EPERM", "mknod(S_IFCHR)");
+    expect_in(out, "blk ret=-1 EPERM", "mknod(S_IFBLK)");
+    expect_in(out, "reg ret=-1 EPERM", "mknod(S_IFREG)");
+    expect_in(out, "sock ret=-1 EPERM", "mknod(S_IFSOCK)");
+    expect_in(out, "at_chr ret=-1 EPERM", "mknodat(S_IFCHR)");
+    expect_in(out, "at_chr_hi ret=-1 EPERM", "mknodat(S_IFCHR with a FIFO above bit 16)");
+    expect_in(out, "fifo ret=-1 ENOENT", "mknod(S_IFIFO) reaches the kernel");
+    expect_in(out, "at_fifo ret=0", "mknodat(S_IFIFO) makes a FIFO");
     free(out);
 }
 
@@ -749,6 +817,9 @@ int main(void)
         cmocka_unit_test(test_audit_terminal_injection_ioctls_are_refused),
         cmocka_unit_test(test_audit_weak_personality_is_refused),
         cmocka_unit_test(test_audit_vsock_and_packet_sockets_are_refused),
+        cmocka_unit_test(test_audit_vsock_with_junk_in_the_upper_bits_is_refused),
+        cmocka_unit_test(test_audit_syscalls_outside_the_allow_list_are_refused),
+        cmocka_unit_test(test_audit_mknod_allows_fifos_only),
         cmocka_unit_test(test_audit_no_agent_fds_leak_into_programs),
         cmocka_unit_test(test_audit_every_capability_set_is_empty),
         cmocka_unit_test(test_audit_program_uid_is_not_the_agents),
