@@ -43,6 +43,10 @@
 #define AGENT_IO_TIMEOUT_MS 10000
 /* Paths handled by the file API. */
 #define AGENT_MAX_PATH 1024
+/* Rounds of "list the command's cgroup, SIGKILL every task" before a kill gives up until the
+ * next loop turn. A task with SIGKILL pending cannot fork, so each round only meets tasks forked
+ * before the previous one; a few rounds empty a fork chain, the rest absorb a loaded host. */
+#define AGENT_CGROUP_KILL_ROUNDS 200
 /* Default idle TTL: without a connection or a running command for this long, the agent (PID 1)
  * exits and its whole sandbox is torn down by the kernel. */
 #define AGENT_DEFAULT_IDLE_TTL_S (24 * 3600)
@@ -56,6 +60,8 @@ typedef struct agent_config {
     int64_t idle_ttl_s;     /* 0 = never */
     int ready_fd;           /* -1, or an fd that gets "OK\n" once the socket listens */
     uint64_t rlimit_nofile; /* RLIMIT_NOFILE of programs */
+    int cgroup_fd; /* -1, or a directory fd of a cgroup delegated to the agent (the sandbox's
+                    * pids cgroup on v1, its cgroup on v2): each command gets a child cgroup */
 } agent_config;
 
 /* serve.c: the PID 1 loop. Returns the process exit status. */

@@ -60,6 +60,7 @@ static bind_t binds[BOOT_MAX_BINDS];
 static int n_binds;
 static const char *cgroup_procs[BOOT_MAX_CGROUPS];
 static int n_cgroups;
+static const char *cgroup_delegate; /* the cgroup the agent makes per-command cgroups in */
 static int ready_pipe[2] = {-1, -1}, go_pipe[2] = {-1, -1};
 
 /* C reports a setup failure to P (which prints it for the provider) and exits. */
@@ -216,6 +217,14 @@ static void child_setup(const boot_opts *o)
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         fail("make mounts private");
     int box_fd = open_source(o->box, O_DIRECTORY);
+    /* The delegated cgroup, opened while the host's cgroup mounts are still in our view: the
+     * agent reaches it only through this fd (no cgroupfs is mounted inside the sandbox). */
+    int cg_fd = -1;
+    if (cgroup_delegate) {
+        cg_fd = open(cgroup_delegate, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (cg_fd < 0)
+            fail("open the delegated cgroup %s", cgroup_delegate);
+    }
     int rootfs_fd = o->rootfs ? open_source(o->rootfs, O_DIRECTORY) : -1;
     for (int i = 0; i < n_binds; i++)
         if (binds[i].fd == 0)
@@ -340,6 +349,7 @@ static void child_setup(const boot_opts *o)
     setsid();
     agent_config ac = o->agent;
     ac.ready_fd = ready_pipe[1];
+    ac.cgroup_fd = cg_fd;
     _exit(agent_serve(&ac));
 }
 
@@ -407,6 +417,7 @@ int boot_local_main(int argc, char **argv)
     o.agent.idle_ttl_s = AGENT_DEFAULT_IDLE_TTL_S;
     o.agent.rlimit_nofile = 1024;
     o.agent.ready_fd = -1;
+    o.agent.cgroup_fd = -1;
     o.net_deny = true;
     o.uid_base = 0;
     o.ws_mb = 1024;
@@ -436,6 +447,8 @@ int boot_local_main(int argc, char **argv)
             o.uid_base = num(v, a);
         else if (strcmp(a, "--cgroup-procs") == 0 && n_cgroups < BOOT_MAX_CGROUPS)
             cgroup_procs[n_cgroups++] = v;
+        else if (strcmp(a, "--cgroup-delegate") == 0)
+            cgroup_delegate = v;
         else if (strcmp(a, "--workspace-mb") == 0)
             o.ws_mb = num(v, a);
         else if (strcmp(a, "--tmp-mb") == 0)

@@ -41,6 +41,7 @@ int main(int argc, char **argv)
         .idle_ttl_s = AGENT_DEFAULT_IDLE_TTL_S,
         .ready_fd = -1,
         .rlimit_nofile = 1024,
+        .cgroup_fd = -1,
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -73,9 +73,11 @@ typedef struct command {
     uint64_t req_id; /* request id to echo on events */
     int client;      /* subscriber index, or -1 */
     pid_t pid;       /* also the process group and session id */
-    int out_fd[2];   /* read ends of stdout, stderr (-1 when closed) */
-    int in_fd;       /* write end of stdin, or -1 */
-    uint64_t limit;  /* per-stream output limit */
+    int cg_fd;       /* directory fd of the command's own cgroup, or -1 (none delegated) */
+    char cg_name[32];
+    int out_fd[2];  /* read ends of stdout, stderr (-1 when closed) */
+    int in_fd;      /* write end of stdin, or -1 */
+    uint64_t limit; /* per-stream output limit */
     bool truncated[2];
     bool timed_out, output_limited, exited;
     int wait_status;
@@ -413,6 +415,121 @@ static void kill_unless_kernel(pid_t pid, pid_t pgrp, pid_t sid, void *arg)
         kill(pid, SIGKILL);
 }
 
+/* ---- per-command cgroups ------------------------------------------------------------- */
+
+static char cg_list[16384];
+
+/* SIGKILLs every task of the cgroup at dir_fd until it lists none: each process a command
+ * started, however it forked, double-forked or setsid'd, is in its cgroup, and a task with
+ * SIGKILL pending cannot fork, so each round meets only tasks forked before the last one (and
+ * tasks still on their way out). v2's cgroup.kill does all of it at once. True once empty. */
+static bool cgroup_kill(int dir_fd)
+{
+    int kfd = openat(dir_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+    if (kfd >= 0) {
+        bool ok = write(kfd, "1", 1) == 1;
+        close(kfd);
+        if (ok)
+            return true;
+    }
+    for (int round = 0; round < AGENT_CGROUP_KILL_ROUNDS; round++) {
+        int fd = openat(dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return false;
+        int listed = 0;
+        for (;;) {
+            ssize_t r = read(fd, cg_list, sizeof cg_list - 1);
+            if (r <= 0)
+                break;
+            cg_list[r] = '\0';
+            /* the kernel writes whole lines per read; a pid cut at the buffer's end is met
+             * again next round */
+            for (char *p = cg_list; *p;) {
+                char *end;
+                long pid = strtol(p, &end, 10);
+                if (end == p)
+                    break;
+                if (pid > 1) {
+                    kill((pid_t)pid, SIGKILL);
+                    listed++;
+                }
+                p = end + (*end == '\n');
+            }
+        }
+        close(fd);
+        if (listed == 0)
+            return true;
+        struct timespec ts = {0, round < 10 ? 100000 : 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* Makes the command's cgroup (a child of the delegated one) and returns a write fd on its
+ * cgroup.procs for the child to join with, or -1 (no delegation: the /proc sweeps remain). */
+static int cgroup_make(command *c)
+{
+    c->cg_fd = -1;
+    if (cfg.cgroup_fd < 0)
+        return -1;
+    snprintf(c->cg_name, sizeof c->cg_name, "cmd-%llu", (unsigned long long)c->id);
+    if (mkdirat(cfg.cgroup_fd, c->cg_name, 0755) < 0 && errno != EEXIST)
+        return -1;
+    c->cg_fd = openat(cfg.cgroup_fd, c->cg_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (c->cg_fd < 0) {
+        unlinkat(cfg.cgroup_fd, c->cg_name, AT_REMOVEDIR);
+        return -1;
+    }
+    int procs = openat(c->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (procs < 0) {
+        close(c->cg_fd);
+        c->cg_fd = -1;
+        unlinkat(cfg.cgroup_fd, c->cg_name, AT_REMOVEDIR);
+    }
+    return procs;
+}
+
+/* Removes a finished command's cgroup once nothing runs in it, when its slot is reused (until
+ * then its counters, pids.events among them, stay readable from the host). A background
+ * process the command left keeps it until that ends or the sandbox goes: the provider removes
+ * the rest. */
+static void cgroup_release(command *c)
+{
+    if (c->cg_fd < 0)
+        return;
+    if (unlinkat(cfg.cgroup_fd, c->cg_name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+        close(c->cg_fd);
+        c->cg_fd = -1;
+    }
+}
+
+/* At start: a delegation that does not work (a host that chowned nothing) is dropped here, not
+ * in each command. */
+static void cgroup_probe(void)
+{
+    if (cfg.cgroup_fd < 0)
+        return;
+    command probe;
+    memset(&probe, 0, sizeof probe);
+    probe.id = 0;
+    int procs = cgroup_make(&probe);
+    bool ok = procs >= 0 && probe.cg_fd >= 0;
+    if (procs >= 0)
+        close(procs);
+    if (probe.cg_fd >= 0) {
+        close(probe.cg_fd);
+        unlinkat(cfg.cgroup_fd, probe.cg_name, AT_REMOVEDIR);
+    }
+    if (!ok) {
+        fprintf(stderr,
+                "sbx-agent: the delegated cgroup is not writable (%s): commands are "
+                "tracked by session only\n",
+                strerror(errno));
+        close(cfg.cgroup_fd);
+        cfg.cgroup_fd = -1;
+    }
+}
+
 static int running_count(void)
 {
     int n = 0;
@@ -430,6 +547,8 @@ static void kill_tree(command *c)
         return;
     pid_t target = c->pid;
     kill(-target, SIGKILL);
+    if (c->cg_fd >= 0 && cgroup_kill(c->cg_fd))
+        return; /* the cgroup held every process the command ever started, and is empty */
     each_process(kill_if_in_session, &target);
     if (!c->is_kernel && running_count() <= 1)
         each_process(kill_unless_kernel, NULL);
@@ -462,6 +581,12 @@ static command *alloc_command(void)
 
 static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_ms, uint64_t limit)
 {
+    /* the slot's previous command: its cgroup goes now, or stays to the provider's cleanup
+     * while a process it left in the background runs */
+    cgroup_release(c);
+    if (c->cg_fd >= 0)
+        close(c->cg_fd);
+    c->cg_fd = -1;
     c->used = true;
     c->running = true;
     c->is_kernel = false;
@@ -637,6 +762,7 @@ typedef struct spawn_args {
     gid_t g;
     bool keep;
     int in, out, err, extra3, extra4;
+    int cg_procs; /* the command's cgroup.procs to join first, or -1 */
 } spawn_args;
 
 /* The child's own stack (it shares our memory until execve). 64 KiB: confinement and libc's
@@ -646,6 +772,11 @@ static char spawn_stack[64 * 1024] __attribute__((aligned(16)));
 static int spawn_child(void *arg)
 {
     spawn_args *a = arg;
+    /* Into the command's cgroup before anything else: every process this child ever starts
+     * is born there, so a kill of the cgroup reaches all of them. A child that cannot join
+     * does not run (the command would escape its timeout). */
+    if (a->cg_procs >= 0 && write(a->cg_procs, "0", 1) != 1)
+        child_fail("cannot join the command's cgroup", "");
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
@@ -676,7 +807,8 @@ static int spawn_child(void *arg)
 /* Forks a confined program. fds: extra fds to place at 3 and 4 (or -1). Returns pid or -errno
  * and fills the pipes. */
 static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u, gid_t g,
-                   bool keep, bool with_stdin, int *out_r, int *in_w, int extra3, int extra4)
+                   bool keep, bool with_stdin, int *out_r, int *in_w, int extra3, int extra4,
+                   int cg_procs)
 {
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
@@ -693,8 +825,8 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
         return -e;
     }
     const char *path = resolve_exec(argv[0], env, env_count);
-    spawn_args sa = {argv,  env,   cwd,    path,  u, g, keep, with_stdin ? pi[0] : -1,
-                     po[1], pe[1], extra3, extra4};
+    spawn_args sa = {argv,  env,   cwd,    path,   u,       g, keep, with_stdin ? pi[0] : -1,
+                     po[1], pe[1], extra3, extra4, cg_procs};
     /* A plain fork (no CLONE_VM|CLONE_VFORK): with vfork the agent sleeps until the child
      * execs, so a program that SIGSTOPs every process of its uid (kill(-1, SIGSTOP)) catches
      * the child between setresuid and execve and wedges PID 1 forever. The page-table copy of
@@ -760,9 +892,13 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
     }
     command_init(c, ci, req_id, timeout_ms, limit);
     build_env(env_tab, &env_n);
+    int cg_procs = cgroup_make(c);
     pid_t pid = spawn(argv, env_tab, env_n, cwd && *cwd ? cwd : cfg.workdir, u, g, keep, with_stdin,
-                      c->out_fd, &c->in_fd, -1, -1);
+                      c->out_fd, &c->in_fd, -1, -1, cg_procs);
+    if (cg_procs >= 0)
+        close(cg_procs);
     if (pid < 0) {
+        cgroup_release(c);
         c->used = false;
         send_error(ci, req_id, EC_RESOURCE_EXHAUSTED, "cannot start %s: %s", argv[0],
                    strerror((int)-pid));
@@ -836,8 +972,8 @@ static int kernel_start(uid_t u, gid_t g, bool keep)
     static char *kenv[AGENT_MAX_ENV + 8];
     size_t kenv_n = 0;
     build_env(kenv, &kenv_n);
-    pid_t pid =
-        spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, false, py.out_fd, NULL, ctl[0], rep[1]);
+    pid_t pid = spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, false, py.out_fd, NULL, ctl[0],
+                      rep[1], -1);
     close(ctl[0]);
     close(rep[1]);
     if (pid < 0) {
@@ -1597,6 +1733,8 @@ int agent_serve(const agent_config *config)
         clients[i].fd = -1;
         clients[i].wfd = -1;
     }
+    for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
+        commands[i].cg_fd = -1;
     /* Nobody in the sandbox may read our memory through /proc (same-uid in rootless boxes). */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
@@ -1614,6 +1752,7 @@ int agent_serve(const agent_config *config)
     /* Without a filter no program runs (each child fails closed in confine_seccomp); the
      * agent still serves files and pings, which is what valgrind (no seccomp()) exercises. */
     seccomp_ready = confine_seccomp_prepare() == 0;
+    cgroup_probe();
     malloc_trim(0); /* libseccomp's scratch memory: not needed again, give it back */
     if (files_init(cfg.workdir) < 0) {
         fprintf(stderr, "sbx-agent: cannot open the root directory: %s\n", strerror(errno));

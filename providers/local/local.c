@@ -128,6 +128,8 @@ typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
 
 /* Longest runtime directory: the agent socket path under it must fit sun_path (108 bytes). */
 #define LOCAL_MAX_RUNTIME_DIR 72
+/* Levels of cgroups below a sandbox's own that destroy removes (the agent makes one). */
+#define LOCAL_CGROUP_MAX_DEPTH 2
 /* Longest cgroup directory we create (a v1 hierarchy path plus our own nesting). */
 #define LOCAL_MAX_CGROUP_DIR 1024
 
@@ -537,10 +539,25 @@ static void remove_state_dir(const char *dir)
     rmdir(dir);
 }
 
-/* Kills whatever is left in a cgroup and removes it (retrying while the kernel finishes). */
-static void remove_cgroup(const char *dir)
+/* Kills whatever is left in a cgroup and removes it (retrying while the kernel finishes), the
+ * per-command cgroups the agent made below it first. depth bounds the recursion: the agent
+ * nests one level. */
+static void remove_cgroup_at(const char *dir, int depth)
 {
     char procs[PATH_MAX + 32], buf[8192];
+    if (depth < LOCAL_CGROUP_MAX_DEPTH) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            char sub[PATH_MAX + 32];
+            if (e->d_type != DT_DIR || e->d_name[0] == '.' ||
+                (size_t)snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) >= sizeof sub)
+                continue;
+            remove_cgroup_at(sub, depth + 1);
+        }
+        if (d)
+            closedir(d);
+    }
     snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
     for (int attempt = 0; attempt < 400; attempt++) {
         if (rmdir(dir) == 0 || errno == ENOENT)
@@ -550,6 +567,27 @@ static void remove_cgroup(const char *dir)
                 kill((pid_t)strtol(t, NULL, 10), SIGKILL);
         usleep(5000);
     }
+}
+
+static void remove_cgroup(const char *dir)
+{
+    remove_cgroup_at(dir, 0);
+}
+
+/* The cgroup each sandbox's agent makes per-command cgroups in (v1: the pids hierarchy, whose
+ * limit the commands then share; v2: the sandbox's cgroup). It is handed to the sandbox's root
+ * uid: the directory, to create children in, and on v2 cgroup.procs, which a move between
+ * the sandbox's cgroup and a child needs. The limit files stay root's. */
+static sbx_status delegate_cgroup(local_provider *lp, const char *dir, sbx_error *err)
+{
+    char procs[PATH_MAX + 32];
+    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+    if (chown(dir, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0 ||
+        (lp->cg == CG_V2 && chown(procs, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0))
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "cannot hand cgroup %s to the sandbox's uid %lld: %s", dir,
+                             (long long)lp->uid_base, strerror(errno));
+    return SBX_OK;
 }
 
 /* Waits (bounded) until pid is gone; reaps it when it is our child (we are a subreaper). */
@@ -640,7 +678,7 @@ static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_po
                              "cannot apply the policy limit %s in %s: %s (the limit is not "
                              "enforceable on this host)",
                              what, cg[0], strerror(errno));
-    return SBX_OK;
+    return delegate_cgroup(lp, cg[lp->cg == CG_V1 ? 1 : 0], err);
 }
 
 /* Runs `sbx-agent boot ...`, collecting its stdout ("pid=N") and stderr (the reason of a
@@ -854,6 +892,10 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
             snprintf(cgp[i], sizeof cgp[i], "%s/cgroup.procs", m.cg[i]);
             argv[ac++] = "--cgroup-procs";
             argv[ac++] = cgp[i];
+        }
+        if (m.n_cg > 0) {
+            argv[ac++] = "--cgroup-delegate";
+            argv[ac++] = m.cg[lp->cg == CG_V1 ? 1 : 0];
         }
         argv[ac] = NULL;
         long pid = run_boot(lp, argv, err);

@@ -1,11 +1,13 @@
 /* test_escape_local.c - programs that try to leave a local sandbox, one attempt per test, each
  * asserting containment: host files, host processes, the agent, mounts, capabilities, kernel
- * modules, the network under DENY, fork/memory/disk bombs, file-API traversal, io_uring.
+ * modules, the network under DENY, fork/memory/disk bombs, a setsid fork chain against the
+ * timeout, file-API traversal, io_uring.
  * Most attempts share one sandbox (group setup); the bombs get a fresh one each.
  */
 #include "tests/local/local_helpers.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -297,6 +299,113 @@ static void test_escape_file_api_symlink_to_etc_stays_inside(void **state)
 
 /* ---- bombs: each in a fresh sandbox ------------------------------------------------------- */
 
+/* The sandbox's pids cgroup from its meta file ("" when it has none). */
+static void pids_cgroup_of(sbx_sandbox *sb, char *out, size_t cap, long *agent_pid)
+{
+    char path[700], line[600];
+    snprintf(path, sizeof path, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    out[0] = '\0';
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "pid %ld", agent_pid);
+        if (strncmp(line, "cgroup ", 7) == 0 && strstr(line, "/pids/")) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(out, cap, "%s", line + 7);
+        }
+    }
+    fclose(f);
+}
+
+/* Tasks in a cgroup and the cgroups below it, but `except`. */
+static int count_tasks(const char *dir, long except, int depth)
+{
+    char path[1024], line[64];
+    int n = 0;
+    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            n += strtol(line, NULL, 10) != except;
+        fclose(f);
+    }
+    DIR *d = depth < 3 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            n += count_tasks(path, except, depth + 1);
+        }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Sum of pids.events "max" over a cgroup and the cgroups below it. */
+static long max_events(const char *dir, int depth)
+{
+    char path[1024], line[128];
+    long sum = 0, v = 0;
+    snprintf(path, sizeof path, "%s/pids.events", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "max %ld", &v) == 1)
+                sum += v;
+        fclose(f);
+    }
+    DIR *d = depth < 3 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            sum += max_events(path, depth + 1);
+        }
+    if (d)
+        closedir(d);
+    return sum;
+}
+
+/* The fork chain (eight of them at once): each step sleeps, forks, the parent exits and the
+ * child setsid()s, so no process group, session or /proc snapshot holds the chain. After the
+ * TIMEOUT completion not one of its tasks may remain in the sandbox's pids cgroup. */
+static void test_escape_fork_chain_dies_with_its_timeout(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: no cgroups */
+    sbx_sandbox *sb = lt_create(&E->env);
+    char pids_dir[600];
+    long agent = 0;
+    pids_cgroup_of(sb, pids_dir, sizeof pids_dir, &agent);
+    assert_true(pids_dir[0] && agent > 0);
+    sbx_result *r;
+    sbx_error err = {0};
+    sbx_status st = lt_sh(&E->env, sb,
+                          "python3 -c \"import os, time\n"
+                          "for _ in range(3): os.fork()\n"
+                          "print('chain', flush=True)\n"
+                          "while True:\n"
+                          "    time.sleep(0.001)\n"
+                          "    if os.fork(): os._exit(0)\n"
+                          "    os.setsid()\n"
+                          "    if os.fork(): os._exit(0)\n\" & sleep 600",
+                          2000, &r, &err);
+    assert_int_equal(st, SBX_E_TIMEOUT);
+    assert_true(lt_stdout_has(r, "chain"));
+    sbx_message_free((ProtobufCMessage *)r);
+    int left = count_tasks(pids_dir, agent, 0);
+    if (left != 0)
+        fail_msg("%d tasks of the timed-out fork chain are still in %s", left, pids_dir);
+    /* and nothing of it comes back later: a second look after the agent's loop has run */
+    r = lt_run(&E->env, sb, "true");
+    sbx_message_free((ProtobufCMessage *)r);
+    left = count_tasks(pids_dir, agent, 0);
+    if (left != 0)
+        fail_msg("%d tasks of the fork chain reappeared in %s", left, pids_dir);
+    lt_destroy(&E->env, sb);
+}
+
 static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
 {
     (void)state;
@@ -317,7 +426,7 @@ static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
     assert_true(c > 0);
     waitpid(c, NULL, 0);
     /* the limit was hit, and held */
-    char path[700], buf[256];
+    char path[700];
     snprintf(path, sizeof path, "%s/meta", sbx_local_state_dir(sb));
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -327,13 +436,9 @@ static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
             sscanf(line + 7, "%599s", pids_dir);
     fclose(f);
     assert_true(pids_dir[0]);
-    snprintf(path, sizeof path, "%s/pids.events", pids_dir);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    long hits = 0;
-    while (fgets(buf, sizeof buf, f))
-        sscanf(buf, "max %ld", &hits);
-    fclose(f);
+    /* v1 counts a refused fork in the forking task's cgroup: the command's, below the
+     * sandbox's, where the agent makes one */
+    long hits = max_events(pids_dir, 0);
     assert_true(hits > 0);
     snprintf(path, sizeof path, "%s/pids.current", pids_dir);
     f = fopen(path, "r");
@@ -419,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_escape_file_api_absolute_paths_are_the_sandboxes),
         cmocka_unit_test(test_escape_file_api_symlink_to_etc_stays_inside),
         cmocka_unit_test(test_escape_fork_bomb_is_held_by_pids_limit),
+        cmocka_unit_test(test_escape_fork_chain_dies_with_its_timeout),
         cmocka_unit_test(test_escape_memory_bomb_is_an_oom_outcome),
         cmocka_unit_test(test_escape_filling_workspace_and_tmp_is_bounded),
     };
