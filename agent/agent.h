@@ -43,10 +43,12 @@
 #define AGENT_IO_TIMEOUT_MS 10000
 /* Paths handled by the file API. */
 #define AGENT_MAX_PATH 1024
-/* Rounds of "list the command's cgroup, SIGKILL every task" before a kill gives up until the
- * next loop turn. A task with SIGKILL pending cannot fork, so each round only meets tasks forked
- * before the previous one; a few rounds empty a fork chain, the rest absorb a loaded host. */
-#define AGENT_CGROUP_KILL_ROUNDS 200
+/* How long a kill repeats "list the command's cgroup, SIGKILL every task" until it is empty. A
+ * task with SIGKILL pending cannot fork, so each round only meets tasks forked before the last
+ * one and tasks still on their way out: a few rounds empty a fork chain on an idle host, and
+ * on a host loaded twenty times over a killed task may wait that long for a CPU to die on. The
+ * completion (TIMEOUT, OUTPUT_LIMIT) is reported only after, so nothing of it is left then. */
+#define AGENT_CGROUP_KILL_MS 5000
 /* Default idle TTL: without a connection or a running command for this long, the agent (PID 1)
  * exits and its whole sandbox is torn down by the kernel. */
 #define AGENT_DEFAULT_IDLE_TTL_S (24 * 3600)

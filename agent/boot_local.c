@@ -205,6 +205,42 @@ static int open_source(const char *path, int extra)
     return fd;
 }
 
+/* True when path is strictly below dir ("/tmp/x" is below "/tmp"; "/tmpx" is not). */
+static bool below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
+/* Binds (or symlinks) the read-only host paths into the new root, which is the cwd: those
+ * below the private /tmp or the workspace (below_private) or all the others. The private
+ * tmpfs mounts go between the two passes, so that an extra_binds entry under /tmp lands on the
+ * tmpfs instead of being hidden under it. */
+static void place_binds(const boot_opts *o, bool below_private)
+{
+    char dst[4200];
+    for (int i = 0; i < n_binds; i++) {
+        if ((below(binds[i].path, "/tmp") || below(binds[i].path, o->agent.workdir)) !=
+            below_private)
+            continue;
+        snprintf(dst, sizeof dst, ".%s", binds[i].path);
+        if (binds[i].fd < 0) {
+            char parent[4200];
+            snprintf(parent, sizeof parent, "%s", dst);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent) {
+                *slash = '\0';
+                mkdirs(parent, 0755);
+            }
+            if (symlink(binds[i].link, dst) < 0 && errno != EEXIST)
+                fail("symlink %s", binds[i].path);
+            continue;
+        }
+        bind_fd(binds[i].fd, dst, true, binds[i].is_dir);
+        close(binds[i].fd);
+    }
+}
+
 static void child_setup(const boot_opts *o)
 {
     char c;
@@ -243,23 +279,7 @@ static void child_setup(const boot_opts *o)
     if (chdir(root) < 0)
         fail("enter the new root");
     char dst[4200];
-    for (int i = 0; i < n_binds; i++) {
-        snprintf(dst, sizeof dst, ".%s", binds[i].path);
-        if (binds[i].fd < 0) {
-            char parent[4200];
-            snprintf(parent, sizeof parent, "%s", dst);
-            char *slash = strrchr(parent, '/');
-            if (slash && slash != parent) {
-                *slash = '\0';
-                mkdirs(parent, 0755);
-            }
-            if (symlink(binds[i].link, dst) < 0 && errno != EEXIST)
-                fail("symlink %s", binds[i].path);
-            continue;
-        }
-        bind_fd(binds[i].fd, dst, true, binds[i].is_dir);
-        close(binds[i].fd);
-    }
+    place_binds(o, false);
     if (rootfs_fd < 0) {
         mkdirs("./etc", 0755);
         char passwd[512];
@@ -308,6 +328,7 @@ static void child_setup(const boot_opts *o)
              (unsigned)o->agent.prog_uid, (unsigned)o->agent.prog_gid);
     snprintf(dst, sizeof dst, ".%s", o->agent.workdir);
     tmpfs(dst, MS_NOSUID | MS_NODEV, opts);
+    place_binds(o, true);
     /* A fresh /proc of our pid namespace; hidepid=2 hides the agent from programs that run
      * under another uid. */
     mkdirs("./proc", 0555);
@@ -494,7 +515,30 @@ int boot_local_main(int argc, char **argv)
         flags |= CLONE_NEWNET;
     uid_t uid = getuid();
     gid_t gid = getgid();
+    /* Root mode: the user namespace is created as the sandbox's own host uid (uid_base, the
+     * uid its root maps to), not as host root. The kernel charges per-user counts (inotify
+     * instances and watches, queued signals, user namespaces, mqueue bytes) of everything in
+     * the namespace to its creator: with host root as the creator, a program that used up
+     * its 128 inotify instances or its queued signals took them from host root and from every
+     * other sandbox. Only the effective ids change (the real and saved ones stay root), so
+     * we return to root right after, to write the id maps. */
+    bool own_uid = !o.rootless && uid == 0 && o.uid_base > 0;
+    if (own_uid && (setresgid((gid_t)-1, (gid_t)o.uid_base, (gid_t)-1) < 0 ||
+                    setresuid((uid_t)-1, (uid_t)o.uid_base, (uid_t)-1) < 0)) {
+        fprintf(stderr, "sbx-agent boot: cannot become the sandbox's uid %lu: %s\n", o.uid_base,
+                strerror(errno));
+        return 1;
+    }
     pid_t pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, 0);
+    if (pid != 0 && own_uid &&
+        (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 || setresgid((gid_t)-1, 0, (gid_t)-1) < 0)) {
+        fprintf(stderr, "sbx-agent boot: cannot return to root: %s\n", strerror(errno));
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        return 1;
+    }
     if (pid < 0) {
         int e = errno;
         fprintf(stderr,

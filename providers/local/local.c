@@ -58,7 +58,11 @@ static const sbx_option_spec local_options[] = {
     {"idle_ttl_s", SBX_OPT_INT, "86400", NULL, 0, 31536000,
      "the sandbox tears itself down after this long without use (0 = never)"},
     {"uid_base", SBX_OPT_INT, "1500000000", NULL, 65536, 4294901759LL,
-     "root only: host uid/gid that the sandbox's uid 0 maps to (65536 ids from there)"},
+     "root only: first host uid/gid of the range sandboxes take their ids from; sandbox slot k "
+     "maps its uid 0 to uid_base + k*65536 (65536 ids from there)"},
+    {"uid_slots", SBX_OPT_INT, "1024", NULL, 1, 65535,
+     "root only: sandboxes alive at once, each with its own 65536 host ids (its own per-user "
+     "kernel quotas); uid_base + uid_slots*65536 must stay below 2^32-1"},
     {"program_uid", SBX_OPT_INT, "1000", NULL, 1, 65535, "uid programs run as inside"},
     {"program_gid", SBX_OPT_INT, "1000", NULL, 1, 65535, "gid programs run as inside"},
     {"nofile", SBX_OPT_INT, "1024", NULL, 16, 1048576, "RLIMIT_NOFILE of programs"},
@@ -128,6 +132,10 @@ typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
 
 /* Longest runtime directory: the agent socket path under it must fit sun_path (108 bytes). */
 #define LOCAL_MAX_RUNTIME_DIR 72
+/* Where the host's uid slots are registered (one directory per uid_base). */
+#define LOCAL_UID_SLOT_DIR "/run/sbx-uid-slots"
+/* Host ids each sandbox maps (its uid 0..65535), and so the stride between uid slots. */
+#define LOCAL_IDS_PER_SANDBOX 65536LL
 /* Levels of cgroups below a sandbox's own that destroy removes (the agent makes one). */
 #define LOCAL_CGROUP_MAX_DEPTH 2
 /* Longest cgroup directory we create (a v1 hierarchy path plus our own nesting). */
@@ -139,7 +147,7 @@ typedef struct local_provider {
     char rootfs[PATH_MAX]; /* "" = host binds */
     sbx_strlist binds;
     char workdir[256];
-    int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, program_uid, program_gid, nofile;
+    int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, uid_slots, program_uid, program_gid, nofile;
     bool rootless;
     cg_mode cg;
     char cg_why[512];                      /* why cgroups are unavailable (for messages) */
@@ -335,6 +343,12 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     lp->tmp_mb = opt_int(o, "tmp_mb");
     lp->idle_ttl_s = opt_int(o, "idle_ttl_s");
     lp->uid_base = opt_int(o, "uid_base");
+    lp->uid_slots = opt_int(o, "uid_slots");
+    if (st == SBX_OK && lp->uid_base + lp->uid_slots * LOCAL_IDS_PER_SANDBOX > 4294967295LL)
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "local.uid_base %lld + local.uid_slots %lld x 65536 ids passes the "
+                           "last host uid (4294967294); lower one of them",
+                           (long long)lp->uid_base, (long long)lp->uid_slots);
     lp->program_uid = opt_int(o, "program_uid");
     lp->program_gid = opt_int(o, "program_gid");
     lp->nofile = opt_int(o, "nofile");
@@ -438,6 +452,7 @@ typedef struct meta {
     unsigned long long start;              /* /proc/<pid>/stat field 22 */
     char cg[3][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
     int n_cg;
+    long uid_slot; /* -1: none (rootless) */
 } meta;
 
 static unsigned long long proc_start_time(long pid, char *state_out)
@@ -473,6 +488,7 @@ static bool meta_read(const char *state_dir, meta *m)
 {
     char path[PATH_MAX + 16], buf[8192];
     memset(m, 0, sizeof *m);
+    m->uid_slot = -1;
     snprintf(path, sizeof path, "%s/meta", state_dir);
     if (!read_small(path, buf, sizeof buf))
         return false;
@@ -481,6 +497,8 @@ static bool meta_read(const char *state_dir, meta *m)
             m->pid = strtol(line + 4, NULL, 10);
         else if (strncmp(line, "start ", 6) == 0)
             m->start = strtoull(line + 6, NULL, 10);
+        else if (strncmp(line, "uid_slot ", 9) == 0)
+            m->uid_slot = strtol(line + 9, NULL, 10);
         else if (strncmp(line, "cgroup /sys/fs/cgroup/", 22) == 0 && m->n_cg < 3 &&
                  !strstr(line, "/../"))
             snprintf(m->cg[m->n_cg++], sizeof m->cg[0], "%s", line + 7);
@@ -499,6 +517,73 @@ static bool meta_alive(const meta *m)
 static void state_paths(const local_provider *lp, const char *id, char *dir, size_t cap)
 {
     snprintf(dir, cap, "%s/%.18s", lp->runtime_dir, id); /* ids are 18 chars (valid_id) */
+}
+
+/* ---- uid slots -------------------------------------------------------------------------- */
+
+/* Each live sandbox (root mode) holds one slot k of [0, uid_slots): the symlink
+ * LOCAL_UID_SLOT_DIR/<uid_base>/<k> -> <its state dir>, made with symlink(2), which either
+ * creates it or fails with EEXIST, so two providers racing for a slot never both get it. The
+ * registry is the host's, not the runtime dir's: providers with different runtime dirs but one
+ * uid range must not hand out the same ids. The sandbox's uid 0 is host uid
+ * uid_base + k*65536: its own, so the kernel's per-user counts of everything in it are its own
+ * too. */
+static void uid_slot_path(const local_provider *lp, long slot, char *out, size_t cap)
+{
+    if (slot < 0)
+        snprintf(out, cap, "%s/%lld", LOCAL_UID_SLOT_DIR, (long long)lp->uid_base);
+    else
+        snprintf(out, cap, "%s/%lld/%ld", LOCAL_UID_SLOT_DIR, (long long)lp->uid_base, slot);
+}
+
+static sbx_status uid_slot_claim(local_provider *lp, const char *state_dir, long *slot,
+                                 sbx_error *err)
+{
+    char path[LOCAL_MAX_RUNTIME_DIR + 32];
+    if (mkdir(LOCAL_UID_SLOT_DIR, 0700) < 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot create %s: %s", LOCAL_UID_SLOT_DIR,
+                             strerror(errno));
+    uid_slot_path(lp, -1, path, sizeof path);
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot create %s: %s", path, strerror(errno));
+    uint32_t start = 0;
+    if (getrandom(&start, sizeof start, 0) != (ssize_t)sizeof start)
+        start = (uint32_t)getpid();
+    for (long i = 0; i < lp->uid_slots; i++) {
+        long k = (long)((start + (uint64_t)i) % (uint64_t)lp->uid_slots);
+        uid_slot_path(lp, k, path, sizeof path);
+        if (symlink(state_dir, path) == 0) {
+            *slot = k;
+            return SBX_OK;
+        }
+        if (errno != EEXIST)
+            return sbx_error_set(err, SBX_E_PROVISION, "cannot claim uid slot %s: %s", path,
+                                 strerror(errno));
+    }
+    return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                         "all %lld uid slots of the local provider are in use (one per live "
+                         "sandbox); destroy sandboxes or raise local.uid_slots",
+                         (long long)lp->uid_slots);
+}
+
+/* Frees the slot if it is still state_dir's (one freed and taken by another sandbox stays). */
+static void uid_slot_release(const local_provider *lp, long slot, const char *state_dir)
+{
+    char path[LOCAL_MAX_RUNTIME_DIR + 32], target[LOCAL_MAX_RUNTIME_DIR + 32];
+    if (slot < 0)
+        return;
+    uid_slot_path(lp, slot, path, sizeof path);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0)
+        return;
+    target[n] = '\0';
+    if (strcmp(target, state_dir) == 0)
+        unlink(path);
+}
+
+static uid_t uid_of_slot(const local_provider *lp, long slot)
+{
+    return (uid_t)(lp->uid_base + slot * LOCAL_IDS_PER_SANDBOX);
 }
 
 /* Sandboxes whose agent ended on its own (idle TTL, OOM of PID 1, host reboot) leave their
@@ -523,6 +608,28 @@ static void sweep_stale(local_provider *lp)
             local_destroy(lp, de->d_name, NULL);
     }
     closedir(d);
+    if (lp->rootless)
+        return;
+    /* slots whose sandbox has no state dir any more (a crash between claim and cleanup, or a
+     * runtime dir removed whole); a slot younger than a minute may belong to a create that is
+     * still setting up */
+    char path[LOCAL_MAX_RUNTIME_DIR + 32];
+    uid_slot_path(lp, -1, path, sizeof path);
+    d = opendir(path);
+    while (d && (de = readdir(d))) {
+        char link[LOCAL_MAX_RUNTIME_DIR + 64], target[LOCAL_MAX_RUNTIME_DIR + 32];
+        struct stat st;
+        if ((size_t)snprintf(link, sizeof link, "%s/%s", path, de->d_name) >= sizeof link)
+            continue;
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0 || lstat(link, &st) < 0 || time(NULL) - st.st_mtime < 60)
+            continue;
+        target[n] = '\0';
+        if (access(target, F_OK) != 0)
+            unlink(link);
+    }
+    if (d)
+        closedir(d);
 }
 
 static void remove_state_dir(const char *dir)
@@ -578,15 +685,14 @@ static void remove_cgroup(const char *dir)
  * limit the commands then share; v2: the sandbox's cgroup). It is handed to the sandbox's root
  * uid: the directory, to create children in, and on v2 cgroup.procs, which a move between
  * the sandbox's cgroup and a child needs. The limit files stay root's. */
-static sbx_status delegate_cgroup(local_provider *lp, const char *dir, sbx_error *err)
+static sbx_status delegate_cgroup(local_provider *lp, const char *dir, uid_t uid, sbx_error *err)
 {
     char procs[PATH_MAX + 32];
     snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
-    if (chown(dir, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0 ||
-        (lp->cg == CG_V2 && chown(procs, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0))
+    if (chown(dir, uid, (gid_t)uid) < 0 || (lp->cg == CG_V2 && chown(procs, uid, (gid_t)uid) < 0))
         return sbx_error_set(err, SBX_E_PROVISION,
-                             "cannot hand cgroup %s to the sandbox's uid %lld: %s", dir,
-                             (long long)lp->uid_base, strerror(errno));
+                             "cannot hand cgroup %s to the sandbox's uid %u: %s", dir,
+                             (unsigned)uid, strerror(errno));
     return SBX_OK;
 }
 
@@ -608,7 +714,7 @@ static void wait_gone(long pid, unsigned long long start)
 
 /* ---- create ----------------------------------------------------------------------------- */
 
-static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_policy *p,
+static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_policy *p, uid_t uid,
                                 char cg[3][LOCAL_MAX_CGROUP_DIR + 32], int *n_cg, sbx_error *err)
 {
     *n_cg = 0;
@@ -678,7 +784,7 @@ static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_po
                              "cannot apply the policy limit %s in %s: %s (the limit is not "
                              "enforceable on this host)",
                              what, cg[0], strerror(errno));
-    return delegate_cgroup(lp, cg[lp->cg == CG_V1 ? 1 : 0], err);
+    return delegate_cgroup(lp, cg[lp->cg == CG_V1 ? 1 : 0], uid, err);
 }
 
 /* Runs `sbx-agent boot ...`, collecting its stdout ("pid=N") and stderr (the reason of a
@@ -822,15 +928,20 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
     st = make_dir(sb->state_dir, 0700, err);
     if (st == SBX_OK)
         st = make_dir(box, 0700, err);
-    if (st == SBX_OK && !lp->rootless &&
-        (chown(sb->state_dir, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0 ||
-         chown(box, (uid_t)lp->uid_base, (gid_t)lp->uid_base) < 0))
-        st = sbx_error_set(err, SBX_E_PROVISION, "cannot hand %s to the sandbox's uid %lld: %s",
-                           sb->state_dir, (long long)lp->uid_base, strerror(errno));
     meta m;
     memset(&m, 0, sizeof m);
+    m.uid_slot = -1;
+    /* the slot after the state dir: a sweep frees a slot whose sandbox has no dir */
+    if (st == SBX_OK && !lp->rootless)
+        st = uid_slot_claim(lp, sb->state_dir, &m.uid_slot, err);
+    uid_t host_uid = m.uid_slot >= 0 ? uid_of_slot(lp, m.uid_slot) : 0;
+    if (st == SBX_OK && !lp->rootless &&
+        (chown(sb->state_dir, host_uid, (gid_t)host_uid) < 0 ||
+         chown(box, host_uid, (gid_t)host_uid) < 0))
+        st = sbx_error_set(err, SBX_E_PROVISION, "cannot hand %s to the sandbox's uid %u: %s",
+                           sb->state_dir, (unsigned)host_uid, strerror(errno));
     if (st == SBX_OK)
-        st = setup_cgroups(lp, id, policy, m.cg, &m.n_cg, err);
+        st = setup_cgroups(lp, id, policy, host_uid, m.cg, &m.n_cg, err);
     /* the meta file names the cgroups before anything runs in them, so a failed create is
      * still cleaned up by destroy */
     char meta_path[PATH_MAX + 16], tmp_path[PATH_MAX + 16];
@@ -878,7 +989,7 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         if (lp->rootless) {
             argv[ac++] = "--rootless";
         } else {
-            snprintf(a_uid, sizeof a_uid, "%lld", (long long)lp->uid_base);
+            snprintf(a_uid, sizeof a_uid, "%u", (unsigned)host_uid);
             argv[ac++] = "--uid-base";
             argv[ac++] = a_uid;
             snprintf(a_pu, sizeof a_pu, "%lld", (long long)lp->program_uid);
@@ -910,6 +1021,8 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
     }
     /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
     tl += (size_t)snprintf(text + tl, sizeof text - tl, "pid %ld\nstart %llu\n", m.pid, m.start);
+    if (m.uid_slot >= 0)
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "uid_slot %ld\n", m.uid_slot);
     for (int i = 0; i < m.n_cg; i++)
         tl += (size_t)snprintf(text + tl, sizeof text - tl, "cgroup %s\n", m.cg[i]);
     int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -939,6 +1052,7 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         for (int i = 0; i < m.n_cg; i++)
             remove_cgroup(m.cg[i]);
         remove_state_dir(sb->state_dir);
+        uid_slot_release(lp, m.uid_slot, sb->state_dir);
         if (err)
             *err = keep;
         sandbox_free(sb);
@@ -1024,6 +1138,9 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
             remove_cgroup(m.cg[i]);
     if (access(dir, F_OK) == 0)
         remove_state_dir(dir);
+    /* last: the slot's ids are free for another sandbox only once nothing of this one runs */
+    if (have)
+        uid_slot_release(lp, m.uid_slot, dir);
     return SBX_OK;
 }
 

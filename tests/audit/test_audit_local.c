@@ -366,6 +366,16 @@ static void test_audit_vsock_with_junk_in_the_upper_bits_is_refused(void **state
     free(out);
 }
 
+/* Programs raise their OOM score to the maximum so the OOM killer takes them, never the agent:
+ * the write failed (EACCES) while /proc/self of the forked child belonged to the host's root. */
+static void test_audit_programs_carry_the_highest_oom_score(void **state)
+{
+    (void)state;
+    char *out = sh_out("echo adj=$(cat /proc/self/oom_score_adj)");
+    expect_in(out, "adj=1000", "oom_score_adj of a program");
+    free(out);
+}
+
 /* ---- the allow-list ---------------------------------------------------------------------- */
 
 /* A syscall the filter does not name is refused with ENOSYS before the kernel sees it: each of
@@ -822,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_audit_vsock_with_junk_in_the_upper_bits_is_refused),
         cmocka_unit_test(test_audit_syscalls_outside_the_allow_list_are_refused),
         cmocka_unit_test(test_audit_mknod_allows_fifos_only),
+        cmocka_unit_test(test_audit_programs_carry_the_highest_oom_score),
         cmocka_unit_test(test_audit_no_agent_fds_leak_into_programs),
         cmocka_unit_test(test_audit_every_capability_set_is_empty),
         cmocka_unit_test(test_audit_program_uid_is_not_the_agents),

@@ -1,16 +1,19 @@
 /* test_escape_local.c - programs that try to leave a local sandbox, one attempt per test, each
  * asserting containment: host files, host processes, the agent, mounts, capabilities, kernel
  * modules, the network under DENY, fork/memory/disk bombs, a setsid fork chain against the
- * timeout, file-API traversal, io_uring.
+ * timeout, per-user kernel quotas (inotify, queued signals) taken from host root, file-API
+ * traversal, io_uring.
  * Most attempts share one sandbox (group setup); the bombs get a fresh one each.
  */
 #include "tests/local/local_helpers.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -406,6 +409,100 @@ static void test_escape_fork_chain_dies_with_its_timeout(void **state)
     lt_destroy(&E->env, sb);
 }
 
+/* Runs a python program in the background of sb that takes a per-user kernel quota until the
+ * kernel refuses, prints "held N errno" and keeps what it took; returns that line. */
+static char *hold_quota_in(sbx_sandbox *sb, const char *take_one)
+{
+    char line[2048];
+    snprintf(line, sizeof line,
+             "python3 -u -c \"import ctypes, os, signal, time\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])\n"
+             "n = 0\n"
+             "while n < 1000000:\n"
+             "    ctypes.set_errno(0)\n"
+             "    if %s < 0: break\n"
+             "    n += 1\n"
+             "print('held', n, ctypes.get_errno())\n"
+             "time.sleep(120)\" > /tmp/quota.out 2>&1 &\n"
+             "for i in $(seq 300); do grep -q held /tmp/quota.out && break; sleep 0.1; done; "
+             "cat /tmp/quota.out",
+             take_one);
+    sbx_result *r = lt_run(&E->env, sb, line);
+    char *s = strndup(r->stdout.len ? (const char *)r->stdout.data : "", r->stdout.len);
+    sbx_message_free((ProtobufCMessage *)r);
+    return s;
+}
+
+/* The kernel charges per-user counts to the creator of a user namespace. A program that uses
+ * up its inotify instances must leave host root's and another sandbox's alone. */
+static void test_escape_inotify_exhaustion_stays_in_the_sandbox(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: every sandbox is the invoking user's, by construction */
+    sbx_sandbox *a = lt_create(&E->env);
+    char *held = hold_quota_in(a, "libc.inotify_init1(0)");
+    if (!strstr(held, "held ") || !strstr(held, " 24"))
+        fail_msg("the sandbox did not reach its inotify limit (EMFILE): %s", held);
+    free(held);
+    int fd = inotify_init1(IN_CLOEXEC);
+    int host_errno = errno;
+    if (fd >= 0)
+        close(fd);
+    sbx_sandbox *b = lt_create(&E->env);
+    sbx_result *r = lt_run(&E->env, b,
+                           "python3 -c \"import ctypes; libc = ctypes.CDLL(None); "
+                           "print('other', libc.inotify_init1(0) >= 0)\"");
+    bool other_ok = lt_stdout_has(r, "other True");
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&E->env, b);
+    lt_destroy(&E->env, a);
+    if (fd < 0)
+        fail_msg("host root's inotify_init1 failed (%s) while a sandbox held its instances",
+                 strerror(host_errno));
+    assert_true(other_ok);
+}
+
+/* The same for queued signals (RLIMIT_SIGPENDING is counted per user up the namespaces). */
+static void test_escape_sigqueue_exhaustion_stays_in_the_sandbox(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip();
+    sbx_sandbox *a = lt_create(&E->env);
+    char *held = hold_quota_in(a, "libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0)");
+    if (!strstr(held, "held ") || !strstr(held, " 11"))
+        fail_msg("the sandbox did not reach its queued-signal limit (EAGAIN): %s", held);
+    free(held);
+    int sig = SIGRTMIN + 2;
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    union sigval v = {.sival_int = 7};
+    int rc = sigqueue(getpid(), sig, v);
+    int host_errno = errno;
+    if (rc == 0) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&set, NULL, &zero);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    sbx_sandbox *b = lt_create(&E->env);
+    sbx_result *r = lt_run(&E->env, b,
+                           "python3 -c \"import ctypes, os, signal; libc = ctypes.CDLL(None); "
+                           "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN]); "
+                           "print('other', libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0))\"");
+    bool other_ok = lt_stdout_has(r, "other 0");
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&E->env, b);
+    lt_destroy(&E->env, a);
+    if (rc != 0)
+        fail_msg("host root's sigqueue failed (%s) while a sandbox held its queued signals",
+                 strerror(host_errno));
+    assert_true(other_ok);
+}
+
 static void test_escape_fork_bomb_is_held_by_pids_limit(void **state)
 {
     (void)state;
@@ -525,6 +622,8 @@ int main(void)
         cmocka_unit_test(test_escape_file_api_symlink_to_etc_stays_inside),
         cmocka_unit_test(test_escape_fork_bomb_is_held_by_pids_limit),
         cmocka_unit_test(test_escape_fork_chain_dies_with_its_timeout),
+        cmocka_unit_test(test_escape_inotify_exhaustion_stays_in_the_sandbox),
+        cmocka_unit_test(test_escape_sigqueue_exhaustion_stays_in_the_sandbox),
         cmocka_unit_test(test_escape_memory_bomb_is_an_oom_outcome),
         cmocka_unit_test(test_escape_filling_workspace_and_tmp_is_bounded),
     };

@@ -67,6 +67,34 @@ static void test_local_program_runs_as_unprivileged_uid(void **state)
     lt_destroy(e, sb);
 }
 
+/* Each sandbox maps its ids to a host range of its own (its uid slot), so the kernel's per-user
+ * counts of two sandboxes are never the same user's. */
+static void test_local_sandboxes_map_distinct_host_uids(void **state)
+{
+    lt_env *e = *state;
+    if (getuid() != 0)
+        skip(); /* rootless: the invoking user's one uid, by construction */
+    sbx_sandbox *a = lt_create(e), *b = lt_create(e);
+    unsigned long base[2] = {0, 0}, count[2] = {0, 0};
+    sbx_sandbox *both[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        sbx_result *r = lt_run(e, both[i], "cat /proc/self/uid_map");
+        char *text = strndup((const char *)r->stdout.data, r->stdout.len);
+        unsigned long inside = 1;
+        assert_int_equal(sscanf(text, "%lu %lu %lu", &inside, &base[i], &count[i]), 3);
+        assert_int_equal(inside, 0);
+        free(text);
+        sbx_message_free((ProtobufCMessage *)r);
+    }
+    lt_destroy(e, b);
+    lt_destroy(e, a);
+    assert_int_equal(count[0], 65536);
+    assert_int_equal(count[1], 65536);
+    assert_true(base[0] != 0 && base[1] != 0);
+    /* disjoint ranges */
+    assert_true(base[0] + count[0] <= base[1] || base[1] + count[1] <= base[0]);
+}
+
 static void test_local_cgroup_namespace_is_rooted_at_the_sandbox(void **state)
 {
     lt_env *e = *state;
@@ -533,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_local_runs_a_command_and_reports_its_exit),
         cmocka_unit_test(test_local_runs_python3),
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
+        cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
         cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
         cmocka_unit_test(test_local_cpu_memory_pids_limits_reach_the_cgroups),
         cmocka_unit_test(test_local_stateful_python_keeps_variables),
