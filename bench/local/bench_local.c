@@ -1,17 +1,25 @@
 /* bench_local.c - the local provider against bubblewrap, medians, one run:
- *   cold      create -> first exec of /bin/true -> destroy (with the default profile's
- *             memory/pids limits when root), vs `bwrap --unshare-all ... /bin/true`
- *   warm      exec of /bin/true in an existing sandbox (target <= 1 ms)
+ *   cli       `sbx run -- /bin/true` (the CLI on its built-in default profile) against
+ *             `bwrap --unshare-all --die-with-parent --new-session ... /bin/true`, run in pairs:
+ *             wall and CPU time (the CPU of every process each one waited for: the sandbox's
+ *             agent is reaped by the CLI, so its CPU counts), targets 1.0x and 2x bwrap
+ *   version   `sbx version` (target <= 1.5 ms), beside a spawn of /bin/true and the number of
+ *             shared libraries the dynamic loader maps for it
+ *   cold      create -> first exec of /bin/true -> destroy in process (with the default
+ *             profile's memory/pids limits when root), vs bwrap (target <= 0.8x)
+ *   warm      exec of /bin/true in an existing sandbox (target <= 0.5 ms)
  *   idle RSS  resident memory of each sandbox's agent (PID 1) with N sandboxes alive at once
  *             (target <= 1 MiB each with 500 alive); RSS counts the static binary's shared
  *             text in full, so it is the pessimistic figure (PSS is printed beside it)
- * Usage: bench_local [COLD_RUNS] [WARM_RUNS] [IDLE_SANDBOXES]
+ * Usage: bench_local [COLD_RUNS] [WARM_RUNS] [IDLE_SANDBOXES] [CLI_PAIRS]
  * Timing belongs here, never in pass/fail tests.
  */
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,26 +90,119 @@ static void destroy(sbx_sandbox *sb)
         die("destroy", &err);
 }
 
-static int64_t bwrap_once(void)
+static char *bwrap_argv[] = {"bwrap",         "--unshare-all", "--die-with-parent",
+                             "--new-session", "--ro-bind",     "/usr",
+                             "/usr",          "--symlink",     "usr/bin",
+                             "/bin",          "--symlink",     "usr/lib",
+                             "/lib",          "--symlink",     "usr/lib64",
+                             "/lib64",        "--symlink",     "usr/sbin",
+                             "/sbin",         "--proc",        "/proc",
+                             "--dev",         "/dev",          "--tmpfs",
+                             "/tmp",          "/bin/true",     NULL};
+
+/* Runs argv to its end with stdout/stderr on /dev/null; fills wall and CPU (user + system of
+ * the process and of everything it waited for) in microseconds. False when it failed. */
+static bool timed_run(char **argv, char **envp, int64_t *wall_us, int64_t *cpu_us)
 {
-    char *argv[] = {"bwrap",         "--unshare-all", "--die-with-parent",
-                    "--new-session", "--ro-bind",     "/usr",
-                    "/usr",          "--symlink",     "usr/bin",
-                    "/bin",          "--symlink",     "usr/lib",
-                    "/lib",          "--symlink",     "usr/lib64",
-                    "/lib64",        "--symlink",     "usr/sbin",
-                    "/sbin",         "--proc",        "/proc",
-                    "--dev",         "/dev",          "--tmpfs",
-                    "/tmp",          "/bin/true",     NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     int64_t t0 = sbx_monotonic_us();
     pid_t pid;
-    if (posix_spawnp(&pid, "bwrap", NULL, NULL, argv, environ) != 0)
-        return -1;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return false;
     int st;
-    waitpid(pid, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) != pid)
+        return false;
+    *wall_us = sbx_monotonic_us() - t0;
+    *cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+              ru.ru_stime.tv_usec;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static int64_t bwrap_once(void)
+{
+    int64_t wall, cpu;
+    return timed_run(bwrap_argv, environ, &wall, &cpu) ? wall : -1;
+}
+
+/* Shared objects the dynamic loader maps for a program (what ldd counts). */
+static int shared_libraries(const char *path)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "LD_TRACE_LOADED_OBJECTS=1 '%s' 2>/dev/null", path);
+    FILE *f = popen(cmd, "r");
+    if (!f)
         return -1;
-    return sbx_monotonic_us() - t0;
+    int n = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, "=>") != NULL || strstr(line, "ld-linux") != NULL;
+    pclose(f);
+    return n;
+}
+
+/* The CLI, pairwise against bwrap, then `sbx version`. */
+static void bench_cli(size_t pairs)
+{
+    const char *cli = getenv("SBX_CLI") ? getenv("SBX_CLI") : SBX_CLI_BUILD_PATH;
+    if (access(cli, X_OK) != 0) {
+        printf("  %-58s %10s     (no sbx binary at %s; set SBX_CLI)\n", "cli: sbx run -- /bin/true",
+               "n/a", cli);
+        return;
+    }
+    /* the built-in default: no $SBX_CONFIG of the caller's may change what is measured */
+    char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    char *run_argv[] = {(char *)cli, "run", "--", "/bin/true", NULL};
+    char *version_argv[] = {(char *)cli, "version", NULL};
+    char *true_argv[] = {"/bin/true", NULL};
+    int64_t *sw = calloc(pairs, sizeof *sw), *sc = calloc(pairs, sizeof *sc);
+    int64_t *bw = calloc(pairs, sizeof *bw), *bc = calloc(pairs, sizeof *bc);
+    size_t n = 0;
+    for (size_t i = 0; i < pairs; i++) {
+        if (!timed_run(run_argv, envp, &sw[n], &sc[n])) {
+            printf("  %-58s %10s     (`%s run -- /bin/true` failed: run it by hand)\n",
+                   "cli: sbx run -- /bin/true", "n/a", cli);
+            break;
+        }
+        if (!timed_run(bwrap_argv, environ, &bw[n], &bc[n]))
+            break;
+        n++;
+    }
+    if (n) {
+        double swm = median_ms(sw, n), scm = median_ms(sc, n);
+        double bwm = median_ms(bw, n), bcm = median_ms(bc, n);
+        printf("  %-58s %10.3f ms  (n=%zu pairs; CPU %.3f ms)\n", "cli: sbx run -- /bin/true", swm,
+               n, scm);
+        printf("  %-58s %10.3f ms  (CPU %.3f ms)\n", "peer: bwrap --unshare-all ... /bin/true", bwm,
+               bcm);
+        printf("  %-58s %10.2f x   (target <= 1.0)\n", "cli/bwrap wall", swm / bwm);
+        printf("  %-58s %10.2f x   (target <= 2.0)\n", "cli/bwrap CPU", bcm > 0 ? scm / bcm : 0);
+    }
+    size_t vn = pairs * 2;
+    int64_t *vw = calloc(vn, sizeof *vw), *tw = calloc(vn, sizeof *tw), cpu;
+    size_t vok = 0;
+    for (size_t i = 0; i < vn; i++) {
+        if (!timed_run(version_argv, envp, &vw[vok], &cpu) ||
+            !timed_run(true_argv, envp, &tw[vok], &cpu))
+            break;
+        vok++;
+    }
+    if (vok)
+        printf("  %-58s %10.3f ms  (n=%zu; spawn of /bin/true %.3f ms; %d shared libraries; "
+               "target <= 1.5 ms)\n",
+               "cli: sbx version", median_ms(vw, vok), vok, median_ms(tw, vok),
+               shared_libraries(cli));
+    free(sw);
+    free(sc);
+    free(bw);
+    free(bc);
+    free(vw);
+    free(tw);
 }
 
 /* VmRSS and Pss (kB) of a sandbox's agent, read through its meta file. */
@@ -135,7 +236,8 @@ int main(int argc, char **argv)
 {
     size_t cold_n = argc > 1 ? (size_t)atol(argv[1]) : 30;
     size_t warm_n = argc > 2 ? (size_t)atol(argv[2]) : 500;
-    size_t idle_n = argc > 3 ? (size_t)atol(argv[3]) : 500;
+    size_t idle_n = argc > 3 ? (size_t)atol(argv[3]) : 1000;
+    size_t cli_n = argc > 4 ? (size_t)atol(argv[4]) : 40;
     ops = sbx_provider_lookup("local");
     char rt[] = "/tmp/sbxb-XXXXXX";
     if (!ops || !mkdtemp(rt))
@@ -154,6 +256,7 @@ int main(int argc, char **argv)
     }
     printf("local provider (%s, %s)\n", geteuid() == 0 ? "root" : "rootless",
            geteuid() == 0 ? "memory_mb=512 pids=256 via cgroups" : "no cgroups");
+    bench_cli(cli_n);
 
     int64_t *sbx_us = calloc(cold_n, sizeof *sbx_us), *bw_us = calloc(cold_n, sizeof *bw_us);
     int64_t *c_us = calloc(cold_n, sizeof *c_us), *x_us = calloc(cold_n, sizeof *x_us),
@@ -180,7 +283,7 @@ int main(int argc, char **argv)
            median_ms(x_us, cold_n), median_ms(d_us, cold_n));
     if (bw_ok) {
         double bw = median_ms(bw_us, bw_ok);
-        printf("  %-58s %10.3f ms  (n=%zu)  sbx/bwrap = %.2f (target <= 1.5)\n",
+        printf("  %-58s %10.3f ms  (n=%zu)  sbx/bwrap = %.2f (target <= 0.8)\n",
                "peer: bwrap --unshare-all ... /bin/true", bw, bw_ok, cold / bw);
     } else {
         printf("  %-58s %10s     (bwrap missing or failing: scripts/install-deps.sh)\n",
@@ -195,7 +298,7 @@ int main(int argc, char **argv)
         run_true(sb);
         warm_us[i] = sbx_monotonic_us() - t0;
     }
-    printf("  %-58s %10.3f ms  (n=%zu, target <= 1 ms)\n", "warm: exec /bin/true in a session",
+    printf("  %-58s %10.3f ms  (n=%zu, target <= 0.5 ms)\n", "warm: exec /bin/true in a session",
            median_ms(warm_us, warm_n), warm_n);
     destroy(sb);
 
