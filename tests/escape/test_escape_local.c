@@ -320,16 +320,35 @@ static void pids_cgroup_of(sbx_sandbox *sb, char *out, size_t cap, long *agent_p
     fclose(f);
 }
 
-/* Tasks in a cgroup and the cgroups below it, but `except`. */
-static int count_tasks(const char *dir, long except, int depth)
+/* Real uid of a process, or -1. */
+static long uid_of(long pid)
+{
+    char path[64], line[256];
+    long uid = -1;
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %ld", &uid) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return uid;
+}
+
+/* Tasks in a cgroup and the cgroups below it that are programs': not the agent nor anything
+ * else running as the agent's uid (the spare it forks ahead for the next command). */
+static int count_tasks(const char *dir, long agent, int depth)
 {
     char path[1024], line[64];
     int n = 0;
+    long agent_uid = uid_of(agent);
     snprintf(path, sizeof path, "%s/cgroup.procs", dir);
     FILE *f = fopen(path, "r");
     if (f) {
-        while (fgets(line, sizeof line, f))
-            n += strtol(line, NULL, 10) != except;
+        while (fgets(line, sizeof line, f)) {
+            long pid = strtol(line, NULL, 10);
+            n += pid != agent && uid_of(pid) != agent_uid;
+        }
         fclose(f);
     }
     DIR *d = depth < 3 ? opendir(dir) : NULL;
@@ -337,7 +356,7 @@ static int count_tasks(const char *dir, long except, int depth)
     while (d && (e = readdir(d)) != NULL)
         if (e->d_type == DT_DIR && e->d_name[0] != '.') {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            n += count_tasks(path, except, depth + 1);
+            n += count_tasks(path, agent, depth + 1);
         }
     if (d)
         closedir(d);
