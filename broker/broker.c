@@ -53,6 +53,30 @@ sbx_status sbx_broker_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     return b->vt->submit(b, req, wait_ms, hooks, out);
 }
 
+sbx_status sbx_broker_submit_async(sbx_broker *b, const sbx_request *req,
+                                   const sbx_broker_async *cb)
+{
+    if (cb == NULL || cb->on_done == NULL)
+        return SBX_E_INVALID_ARGUMENT; /* nobody to hand a completion to */
+    if (b == NULL || req == NULL) {
+        sbx_completion *c =
+            sbx_completion_fail(req != NULL ? req->task_id : "", SBX_E_INVALID_ARGUMENT,
+                                "sbx_broker_submit_async: no broker or no request");
+        if (c != NULL)
+            cb->on_done(cb->arg, SBX_E_INVALID_ARGUMENT, c);
+        return SBX_E_INVALID_ARGUMENT;
+    }
+    return b->vt->submit_async(b, req, cb);
+}
+
+sbx_status sbx_broker_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err)
+{
+    *out = NULL;
+    if (b == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_broker_describe: no broker");
+    return b->vt->describe(b, out, err);
+}
+
 sbx_status sbx_broker_result(sbx_broker *b, const char *subject, const char *task_id,
                              int64_t wait_ms, sbx_completion **out)
 {

@@ -53,11 +53,30 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     }
     *out = sbx_completion_copy(c);
     pthread_mutex_lock(&e->store.mu);
-    bt_complete(&e->store, t, c);
+    bt_waiter *fire = bt_complete(&e->store, t, c); /* none: joiners here block */
     pthread_mutex_unlock(&e->store.mu);
+    bt_fire(fire);
     if (*out == NULL)
         *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
     return SBX_OK;
+}
+
+/* No thread to run it on: runs inline, like submit, then calls back. */
+static sbx_status emb_submit_async(sbx_broker *b, const sbx_request *req,
+                                   const sbx_broker_async *cb)
+{
+    sbx_engine_hooks hooks = {
+        .on_output = cb->on_output, .on_output_arg = cb->arg, .cancel = cb->cancel};
+    sbx_completion *c = NULL;
+    sbx_status st = emb_submit(b, req, SBX_WAIT_FOREVER, &hooks, &c);
+    cb->on_done(cb->arg, st, c);
+    return st;
+}
+
+static sbx_status emb_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err)
+{
+    embedded *e = sbx_broker_impl(b);
+    return sbx_engine_describe(e->engine, out, err);
 }
 
 static sbx_status emb_result(sbx_broker *b, const char *subject, const char *task_id,
@@ -98,6 +117,8 @@ static void emb_destroy(sbx_broker *b)
 static const sbx_broker_vtable embedded_vtable = {
     .flavor = "embedded",
     .submit = emb_submit,
+    .submit_async = emb_submit_async,
+    .describe = emb_describe,
     .result = emb_result,
     .discard = emb_discard,
     .close = emb_close,

@@ -36,6 +36,9 @@
 /* Transfer-level safety net over the gRPC deadline: the worker answers DEADLINE_EXCEEDED
  * itself; this only catches a worker that stopped answering altogether. */
 #define REMOTE_DEADLINE_GRACE_MS 5000
+/* Time a Describe call may take once connected: it opens the worker's providers to report
+ * their capabilities, which can mean a round trip to a cloud API. */
+#define REMOTE_DESCRIBE_TIMEOUT_MS 30000
 /* Length-prefixed-message header (gRPC over HTTP/2). */
 #define GRPC_PREFIX 5
 
@@ -55,6 +58,7 @@ struct rtask {
     bool stream; /* ExecuteStream (hooks with on_output) */
     sbx_engine_hooks hooks;
     bool hooks_valid;    /* false once submit() returned: never call them again */
+    bt_waiter *waiters;  /* submit_async callers to call back with a copy of the completion */
     int64_t deadline_ms; /* absolute unix ms; 0 = none */
     char *node;          /* x-sbx-node routing header value, or NULL */
     sbx_request *req;    /* a copy, for the recorder */
@@ -105,6 +109,10 @@ static void task_free(rtask *t)
 {
     if (!t)
         return;
+    for (bt_waiter *w = t->waiters, *next; w; w = next) {
+        next = w->next;
+        free(w);
+    }
     free(t->task_id);
     free(t->subject);
     free(t->body);
@@ -372,6 +380,27 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
 
 /* ---- transfers (transfer thread) --------------------------------------------------------- */
 
+/* The options every transfer to the worker shares: protocols, TLS verification, client
+ * certificate. */
+static void set_transport(remote_broker *r, CURL *e)
+{
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "sbx-remote-broker/" SBX_VERSION);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, r->tls ? "https" : "http");
+    if (r->tls) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+        curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+        if (r->ca_file)
+            curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
+        if (r->cert_file)
+            curl_easy_setopt(e, CURLOPT_SSLCERT, r->cert_file);
+        if (r->key_file)
+            curl_easy_setopt(e, CURLOPT_SSLKEY, r->key_file);
+    }
+}
+
 static bool task_start(remote_broker *r, rtask *t)
 {
     t->resp_len = 0;
@@ -426,7 +455,6 @@ static bool task_start(remote_broker *r, rtask *t)
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)t->body_len);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "sbx-remote-broker/" SBX_VERSION);
     long version = (long)CURL_HTTP_VERSION_2TLS;
     if (!r->tls && r->h2c == H2C_READY) {
         version = (long)CURL_HTTP_VERSION_2_0;
@@ -437,8 +465,6 @@ static bool task_start(remote_broker *r, rtask *t)
     }
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait to multiplex, never a 2nd connection */
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, total_timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
@@ -448,25 +474,19 @@ static bool task_start(remote_broker *r, rtask *t)
     curl_easy_setopt(e, CURLOPT_XFERINFODATA, t);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, r->tls ? "https" : "http");
-    if (r->tls) {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-        curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-        if (r->ca_file)
-            curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
-        if (r->cert_file)
-            curl_easy_setopt(e, CURLOPT_SSLCERT, r->cert_file);
-        if (r->key_file)
-            curl_easy_setopt(e, CURLOPT_SSLKEY, r->key_file);
-    }
+    set_transport(r, e);
     t->attempts++;
     return curl_multi_add_handle(r->multi, e) == CURLM_OK;
 }
 
-/* Marks t done with c (lock held). */
-static void task_done(remote_broker *r, rtask *t, sbx_completion *c)
+/* Marks t done with c (lock held). Returns its asynchronous waiters, each with a copy of c, for
+ * bt_fire once the lock is released. */
+static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
 {
+    bt_waiter *fire = t->waiters;
+    t->waiters = NULL;
+    for (bt_waiter *w = fire; w; w = w->next)
+        w->c = c ? sbx_completion_copy(c) : NULL;
     t->completion = c;
     if (c && t->req)
         sbx_broker_record(r->self, t->req, c, t->started_at_ms, sbx_now_ms());
@@ -497,6 +517,7 @@ static void task_done(remote_broker *r, rtask *t, sbx_completion *c)
         task_free(o);
     }
     pthread_cond_broadcast(&r->cond);
+    return fire;
 }
 
 static void *transfer_main(void *arg)
@@ -536,10 +557,12 @@ static void *transfer_main(void *arg)
             }
             if (!task_start(r, t)) {
                 pthread_mutex_lock(&r->lock);
-                task_done(r, t,
-                          sbx_completion_fail(t->task_id, SBX_E_BROKER,
-                                              "remote broker: cannot start a transfer"));
+                bt_waiter *fire =
+                    task_done(r, t,
+                              sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                                  "remote broker: cannot start a transfer"));
                 pthread_mutex_unlock(&r->lock);
+                bt_fire(fire);
             }
             t = n;
         }
@@ -551,10 +574,12 @@ static void *transfer_main(void *arg)
                 *pp = t->queue_next;
                 if (!task_start(r, t)) {
                     pthread_mutex_lock(&r->lock);
-                    task_done(r, t,
-                              sbx_completion_fail(t->task_id, SBX_E_BROKER,
-                                                  "remote broker: cannot restart"));
+                    bt_waiter *fire =
+                        task_done(r, t,
+                                  sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                                      "remote broker: cannot restart"));
                     pthread_mutex_unlock(&r->lock);
+                    bt_fire(fire);
                 }
                 continue;
             }
@@ -611,8 +636,9 @@ static void *transfer_main(void *arg)
             curl_easy_cleanup(t->easy);
             t->easy = NULL;
             pthread_mutex_lock(&r->lock);
-            task_done(r, t, c);
+            bt_waiter *fire = task_done(r, t, c);
             pthread_mutex_unlock(&r->lock);
+            bt_fire(fire);
         }
         if (held && r->h2c != H2C_PROBING)
             continue; /* start them now */
@@ -676,27 +702,29 @@ static void wait_done(remote_broker *r, rtask *t, int64_t wait_ms)
     }
 }
 
-static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
-                                const sbx_engine_hooks *hooks, sbx_completion **out)
+/* A new task for req (not yet queued), or NULL with *out (and *st) the immediate answer. */
+static rtask *task_new(remote_broker *r, const sbx_request *req, const sbx_engine_hooks *hooks,
+                       sbx_completion **out, sbx_status *st)
 {
-    remote_broker *r = sbx_broker_impl(b);
-    *out = NULL;
     const char *task_id = req->task_id ? req->task_id : "";
+    *st = SBX_OK;
     if (task_id[0] == '\0') {
+        *st = SBX_E_INVALID_ARGUMENT;
         *out = sbx_completion_fail(task_id, SBX_E_INVALID_ARGUMENT,
                                    "remote broker: the request has no task_id (use "
                                    "sbx_request_new, which assigns one)");
-        return SBX_E_INVALID_ARGUMENT;
+        return NULL;
     }
     if (req->deadline_ms > 0 && req->deadline_ms <= sbx_now_ms()) {
         *out = sbx_completion_fail(task_id, SBX_E_TIMEOUT,
                                    "remote broker: the request's deadline had already passed");
-        return SBX_OK;
+        return NULL;
     }
     rtask *t = calloc(1, sizeof *t);
     if (!t) {
+        *st = SBX_E_INTERNAL;
         *out = sbx_completion_fail(task_id, SBX_E_INTERNAL, "remote broker: out of memory");
-        return SBX_E_INTERNAL;
+        return NULL;
     }
     t->r = r;
     t->task_id = strdup(task_id);
@@ -705,8 +733,9 @@ static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t w
     t->body = malloc(GRPC_PREFIX + n + 1);
     if (!t->task_id || !t->subject || !t->body || !sbx_request_digest(req, t->digest)) {
         task_free(t);
+        *st = SBX_E_INTERNAL;
         *out = sbx_completion_fail(task_id, SBX_E_INTERNAL, "remote broker: out of memory");
-        return SBX_E_INTERNAL;
+        return NULL;
     }
     t->body[0] = 0;
     t->body[1] = (uint8_t)(n >> 24);
@@ -726,41 +755,170 @@ static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t w
     t->grpc_status = -1;
     t->started_at_ms = sbx_now_ms();
     t->req = sbx_request_copy(req);
+    return t;
+}
 
-    pthread_mutex_lock(&r->lock);
+/* Queues t, or finds the task it duplicates (lock held). Returns t or the task to join; NULL
+ * with *out the answer (closed, conflict) and t freed. */
+static rtask *task_queue(remote_broker *r, rtask *t, sbx_completion **out, sbx_status *st)
+{
     if (r->stopping) {
-        pthread_mutex_unlock(&r->lock);
+        *st = SBX_E_BROKER;
+        *out = sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: closed");
         task_free(t);
-        *out = sbx_completion_fail(task_id, SBX_E_BROKER, "remote broker: closed");
-        return SBX_E_BROKER;
+        return NULL;
     }
-    rtask *dup = find_task(r, t->subject, task_id);
+    rtask *dup = find_task(r, t->subject, t->task_id);
     if (dup && !dup->discarded && memcmp(dup->digest, t->digest, sizeof(t->digest)) != 0) {
         /* The same key with another request: refused, never joined (broker/tasks.h). */
-        pthread_mutex_unlock(&r->lock);
-        *out = bt_conflict(t->subject, task_id);
+        *out = bt_conflict(t->subject, t->task_id);
         task_free(t);
-        return SBX_OK;
+        return NULL;
     }
     if (dup && !dup->discarded) {
         /* Same task_id again on this client: join it rather than send it twice. */
         task_free(t);
-        t = dup;
-    } else {
-        t->next = r->tasks;
-        r->tasks = t;
-        t->queue_next = r->incoming;
-        r->incoming = t;
-        curl_multi_wakeup(r->multi);
+        return dup;
     }
-    wait_done(r, t, wait_ms);
-    if (t->done) {
-        *out = t == dup ? sbx_completion_copy(t->completion) : collect(r, t);
-    } else {
-        t->hooks_valid = false; /* the caller's hooks die with this call */
+    t->next = r->tasks;
+    r->tasks = t;
+    t->queue_next = r->incoming;
+    r->incoming = t;
+    curl_multi_wakeup(r->multi);
+    return t;
+}
+
+static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
+                                const sbx_engine_hooks *hooks, sbx_completion **out)
+{
+    remote_broker *r = sbx_broker_impl(b);
+    *out = NULL;
+    sbx_status st;
+    rtask *nt = task_new(r, req, hooks, out, &st);
+    if (!nt)
+        return st;
+    pthread_mutex_lock(&r->lock);
+    rtask *t = task_queue(r, nt, out, &st);
+    if (t) {
+        wait_done(r, t, wait_ms);
+        if (t->done)
+            *out = t != nt ? sbx_completion_copy(t->completion) : collect(r, t);
+        else if (t == nt)
+            t->hooks_valid = false; /* the caller's hooks die with this call */
     }
     pthread_mutex_unlock(&r->lock);
-    return SBX_OK;
+    return st;
+}
+
+/* The transfer thread calls back (bt_fire) when the response has arrived; the task stays in
+ * the table, done, for a retry of the same task_id (bounded like result()'s completions). */
+static sbx_status remote_submit_async(sbx_broker *b, const sbx_request *req,
+                                      const sbx_broker_async *cb)
+{
+    remote_broker *r = sbx_broker_impl(b);
+    sbx_engine_hooks hooks = {
+        .on_output = cb->on_output, .on_output_arg = cb->arg, .cancel = cb->cancel};
+    sbx_completion *answer = NULL;
+    sbx_status st;
+    bt_waiter *w = calloc(1, sizeof *w);
+    rtask *nt = w ? task_new(r, req, &hooks, &answer, &st) : NULL;
+    if (!w) {
+        st = SBX_E_INTERNAL;
+        answer = sbx_completion_fail(req->task_id ? req->task_id : "", st,
+                                     "remote broker: out of memory");
+    }
+    if (nt) {
+        w->on_done = cb->on_done;
+        w->arg = cb->arg;
+        pthread_mutex_lock(&r->lock);
+        rtask *t = task_queue(r, nt, &answer, &st);
+        if (t && t->done) {
+            answer = sbx_completion_copy(t->completion);
+            if (!answer)
+                answer = sbx_completion_fail(req->task_id, SBX_E_INTERNAL,
+                                             "remote broker: out of memory");
+        } else if (t) {
+            w->next = t->waiters;
+            t->waiters = w;
+            w = NULL;
+        }
+        pthread_mutex_unlock(&r->lock);
+        if (!w)
+            return SBX_OK;
+    }
+    free(w);
+    cb->on_done(cb->arg, st, answer);
+    return st;
+}
+
+/* Describe: one unary call on its own short transfer (rare: a client asks once), answered
+ * within the connect timeout plus REMOTE_DESCRIBE_TIMEOUT_MS. */
+static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err)
+{
+    remote_broker *r = sbx_broker_impl(b);
+    *out = NULL;
+    static const uint8_t empty_request[GRPC_PREFIX] = {0, 0, 0, 0, 0};
+    rtask *t = calloc(1, sizeof *t);
+    CURL *e = curl_easy_init();
+    char url[1024];
+    snprintf(url, sizeof url, "%s/sbx.v1.Execution/Describe", r->url_base);
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "content-type: application/grpc");
+    h = curl_slist_append(h, "te: trailers");
+    h = curl_slist_append(h, "expect:");
+    h = curl_slist_append(h, "accept:");
+    if (r->auth_header)
+        h = curl_slist_append(h, r->auth_header);
+    if (!t || !e || !h) {
+        free(t);
+        if (e)
+            curl_easy_cleanup(e);
+        curl_slist_free_all(h);
+        return sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
+    }
+    t->r = r;
+    t->grpc_status = -1;
+    t->headers = h;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, empty_request);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sizeof empty_request);
+    /* Its own connection, so prior knowledge is safe on h2c (see h2c in remote_broker). */
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                     r->tls ? (long)CURL_HTTP_VERSION_2TLS
+                            : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->connect_timeout_ms + REMOTE_DESCRIBE_TIMEOUT_MS);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    set_transport(r, e);
+    CURLcode cc = curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    sbx_status st = SBX_OK;
+    if (t->oversize)
+        st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                           "remote broker: the worker's Describe answer is larger than %zu bytes",
+                           r->max_message);
+    else if (cc != CURLE_OK && t->grpc_status < 0)
+        st = sbx_error_set(err, SBX_E_BROKER,
+                           "remote broker: worker %s: %s (is sbx-worker running and reachable?)",
+                           r->url_base, curl_easy_strerror(cc));
+    else if (t->grpc_status != 0)
+        st =
+            sbx_error_set(err, t->grpc_status < 0 ? SBX_E_BROKER : status_from_grpc(t->grpc_status),
+                          "remote broker: worker %s: Describe: gRPC status %d: %s", r->url_base,
+                          t->grpc_status, t->grpc_message ? t->grpc_message : "");
+    else if (t->resp_len < GRPC_PREFIX || t->resp[0] != 0 ||
+             frame_len(t->resp) != t->resp_len - GRPC_PREFIX ||
+             !(*out = sbx__v1__describe_response__unpack(NULL, t->resp_len - GRPC_PREFIX,
+                                                         t->resp + GRPC_PREFIX)))
+        st = sbx_error_set(err, SBX_E_BROKER,
+                           "remote broker: worker %s sent a malformed DescribeResponse",
+                           r->url_base);
+    task_free(t);
+    return st;
 }
 
 static sbx_status remote_result(sbx_broker *b, const char *subject, const char *task_id,
@@ -851,6 +1009,8 @@ static void remote_destroy(sbx_broker *b)
 static const sbx_broker_vtable remote_vtable = {
     .flavor = "remote",
     .submit = remote_submit,
+    .submit_async = remote_submit_async,
+    .describe = remote_describe,
     .result = remote_result,
     .discard = remote_discard,
     .close = remote_close,

@@ -35,6 +35,10 @@ void bt_store_init(bt_store *s, size_t lru_max)
 
 static void task_free(bt_task *t)
 {
+    for (bt_waiter *w = t->waiters, *next; w != NULL; w = next) {
+        next = w->next;
+        free(w);
+    }
     pthread_cond_destroy(&t->done);
     sbx_request_free(t->req_owned);
     sbx_completion_free(t->completion);
@@ -122,8 +126,44 @@ static void drop(bt_store *s, bt_task *t)
         task_free(t);
 }
 
-void bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
+bool bt_add_waiter(bt_task *t, sbx_broker_done_fn on_done, void *arg)
 {
+    bt_waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return false;
+    w->on_done = on_done;
+    w->arg = arg;
+    w->next = t->waiters;
+    t->waiters = w;
+    return true;
+}
+
+void bt_fire(bt_waiter *list)
+{
+    while (list != NULL) {
+        bt_waiter *next = list->next;
+        sbx_completion *c = list->c;
+        if (c == NULL)
+            c = sbx_completion_fail("", SBX_E_INTERNAL, "out of memory copying a completion");
+        list->on_done(list->arg, SBX_OK, c);
+        free(list);
+        list = next;
+    }
+}
+
+void bt_release(bt_task *t)
+{
+    t->refs--;
+    if (t->refs == 0 && !t->in_table)
+        task_free(t);
+}
+
+bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
+{
+    bt_waiter *fire = t->waiters;
+    t->waiters = NULL;
+    for (bt_waiter *w = fire; w != NULL; w = w->next)
+        w->c = c != NULL ? sbx_completion_copy(c) : NULL;
     t->completion = c;
     __atomic_store_n(&t->state, BT_DONE, __ATOMIC_RELEASE);
     t->hooks = NULL;
@@ -132,7 +172,7 @@ void bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
     pthread_cond_broadcast(&t->done);
     if (t->discarded) {
         drop(s, t);
-        return;
+        return fire;
     }
     t->lru_prev = s->lru_tail;
     t->lru_next = NULL;
@@ -144,6 +184,7 @@ void bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
     s->n_done++;
     while (s->n_done > s->lru_max)
         drop(s, s->lru_head);
+    return fire;
 }
 
 void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out)

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sbx/broker.h"
 #include "sbx/contract.h"
 #include "sbx/engine.h"
 
@@ -37,6 +38,15 @@
 
 typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
 
+/* An asynchronous submitter (sbx_broker_submit_async) waiting for a task: called back once
+ * with its own copy of the completion. */
+typedef struct bt_waiter {
+    struct bt_waiter *next;
+    sbx_broker_done_fn on_done;
+    void *arg;
+    sbx_completion *c; /* filled by bt_complete, handed over by bt_fire */
+} bt_waiter;
+
 typedef struct bt_task {
     struct bt_task *hnext;               /* hash chain */
     struct bt_task *lru_prev, *lru_next; /* done tasks, oldest first */
@@ -51,6 +61,9 @@ typedef struct bt_task {
     const sbx_request *req;        /* the request to run (req_owned or the caller's) */
     sbx_request *req_owned;        /* our copy when the caller may stop waiting */
     const sbx_engine_hooks *hooks; /* the submitter's; valid until the completion (broker.h) */
+    sbx_engine_hooks own_hooks;    /* an asynchronous submitter's, by value (hooks points here) */
+    bt_waiter *waiters;            /* asynchronous submitters to call back on completion */
+    bool owner_runs;               /* thread broker: its blocking submitter runs it when granted */
     int64_t started_at_ms;
     sbx_completion *completion;             /* BT_DONE */
     uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* of the request that created the entry */
@@ -82,8 +95,15 @@ bool bt_same_request(const bt_task *t, const uint8_t digest[SBX_REQUEST_DIGEST_L
 /* The refusal for a task_id that subject reused with a different request (caller frees). */
 sbx_completion *bt_conflict(const char *subject, const char *task_id);
 /* Publishes c (ownership taken): BT_DONE, wakes waiters, enters the LRU (evicting the oldest)
- * or is freed when discarded. */
-void bt_complete(bt_store *s, bt_task *t, sbx_completion *c);
+ * or is freed when discarded. Returns the task's asynchronous waiters, each holding its copy
+ * of c: the caller hands them over with bt_fire once it has released s->mu. */
+bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c);
+/* Adds an asynchronous waiter to a task that is not done; false on ENOMEM. */
+bool bt_add_waiter(bt_task *t, sbx_broker_done_fn on_done, void *arg);
+/* Calls back every waiter of the list (never with s->mu held) and frees the list. */
+void bt_fire(bt_waiter *list);
+/* Drops a reference taken with t->refs++; frees t when it was the last and t left the table. */
+void bt_release(bt_task *t);
 /* Waits up to wait_ms (SBX_WAIT_FOREVER: no limit) for t; *out = a copy of its completion, or
  * NULL when still pending. Releases and re-takes s->mu while sleeping. */
 void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out);

@@ -1,6 +1,13 @@
-/* thread.c - the thread broker (DESIGN §6): N executor threads and a bounded queue in the
- * caller's process. submit() waits up to wait_ms and otherwise leaves the task pending for
- * result(); a full queue is RESOURCE_EXHAUSTED, never an unbounded pile-up; close() drains.
+/* thread.c - the thread broker (DESIGN §6): N executor slots and a bounded queue in the
+ * caller's process. submit_async() queues a task and an executor thread runs it and calls back
+ * (the worker's path); submit() is the same queue and slots, waiting up to wait_ms and
+ * otherwise leaving the task pending for result(). A full queue is RESOURCE_EXHAUSTED, never an
+ * unbounded pile-up; close() drains.
+ *
+ * A submit() that waits forever runs its own task on its own thread once the task is granted a
+ * slot (at once when one is free): the thread that wants the answer does the work, so a
+ * blocking call costs at most one wake-up instead of two (caller -> executor -> caller), while
+ * at most N requests still run at once and at most queue_depth wait.
  *
  * One session's requests run one at a time and in order: a request whose session is busy waits
  * in that session's backlog instead of occupying an executor (which would block on the engine's
@@ -37,15 +44,17 @@ typedef struct bt_session {
 } bt_session;
 
 typedef struct thread_broker {
-    sbx_broker *self;    /* wrapper, for recording */
-    sbx_engine *engine;  /* borrowed */
-    bt_store store;      /* its mu guards every field below */
-    pthread_cond_t work; /* ready queue non-empty, or closing */
-    pthread_cond_t idle; /* queued + running reached zero */
-    bt_task *ready_head, *ready_tail;
+    sbx_broker *self;                 /* wrapper, for recording */
+    sbx_engine *engine;               /* borrowed */
+    bt_store store;                   /* its mu guards every field below */
+    pthread_cond_t work;              /* executor queue non-empty, or closing */
+    pthread_cond_t idle;              /* queued + running reached zero */
+    bt_task *ready_head, *ready_tail; /* may run, waiting for a slot */
+    bt_task *exec_head, *exec_tail;   /* granted a slot, waiting for an executor thread */
     bt_session *sessions[SESSION_BUCKETS];
-    int queued; /* accepted, not yet running (ready + backlogs) */
-    int running;
+    int queued;  /* accepted, not yet granted a slot (ready + backlogs) */
+    int running; /* granted a slot: running on an executor or on its blocking submitter */
+    int slots;   /* the configured threads: at most this many requests run at once */
     int queue_depth;
     bool closing;
     pthread_t *threads;
@@ -95,10 +104,36 @@ static void ready_push(thread_broker *tb, bt_task *t)
     else
         tb->ready_head = t;
     tb->ready_tail = t;
-    pthread_cond_signal(&tb->work);
 }
 
-/* Queues t: straight to the ready queue, or behind its session's running task. */
+/* Grants free slots to ready tasks, oldest first. A task whose blocking submitter waits for it
+ * is run by that submitter: one wake-up, of the thread that wants the answer anyway (none when
+ * a slot is free at submit). Any other task goes to an executor thread. */
+static void dispatch(thread_broker *tb)
+{
+    while (tb->running < tb->slots && tb->ready_head != NULL) {
+        bt_task *t = tb->ready_head;
+        tb->ready_head = t->qnext;
+        if (tb->ready_head == NULL)
+            tb->ready_tail = NULL;
+        t->qnext = NULL;
+        tb->queued--;
+        tb->running++;
+        __atomic_store_n(&t->state, BT_RUNNING, __ATOMIC_RELEASE);
+        if (t->owner_runs) {
+            pthread_cond_broadcast(&t->done);
+            continue;
+        }
+        if (tb->exec_tail != NULL)
+            tb->exec_tail->qnext = t;
+        else
+            tb->exec_head = t;
+        tb->exec_tail = t;
+        pthread_cond_signal(&tb->work);
+    }
+}
+
+/* Queues t: to the ready queue, or behind its session's running task; then grants slots. */
 static void enqueue(thread_broker *tb, bt_task *t)
 {
     tb->queued++;
@@ -115,9 +150,11 @@ static void enqueue(thread_broker *tb, bt_task *t)
     if (s != NULL)
         s->busy = true;
     ready_push(tb, t);
+    dispatch(tb);
 }
 
-/* The session's running task finished: start its next one, or forget the idle session. */
+/* The session's running task finished: its next one becomes ready, or the idle session is
+ * forgotten. */
 static void session_done(thread_broker *tb, bt_session *s)
 {
     if (s == NULL)
@@ -133,47 +170,120 @@ static void session_done(thread_broker *tb, bt_session *s)
     session_release(tb, s);
 }
 
+/* Runs a granted task (an executor's or its owner's) and publishes its completion; called and
+ * returns with store.mu held (released while the engine runs and while waiters are called
+ * back). t may be freed on return unless the caller holds a reference. */
+static void run_task(thread_broker *tb, bt_task *t)
+{
+    t->refs++; /* keep t alive while unlocked */
+    const sbx_request *req = t->req;
+    const sbx_engine_hooks *hooks = t->hooks;
+    pthread_mutex_unlock(&tb->store.mu);
+
+    sbx_completion *c;
+    if (hooks != NULL && hooks->cancel != NULL && *hooks->cancel)
+        c = sbx_completion_fail(t->id, SBX_E_TIMEOUT,
+                                "cancelled before it ran (the caller went away)");
+    else
+        c = sbx_engine_process(tb->engine, req, hooks);
+    if (c == NULL)
+        c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
+    sbx_broker_record(tb->self, req, c, t->started_at_ms, sbx_now_ms());
+
+    pthread_mutex_lock(&tb->store.mu);
+    bt_session *s = t->session;
+    t->session = NULL;
+    bt_waiter *fire = bt_complete(&tb->store, t, c);
+    bt_release(t); /* may free t (discarded, no waiter) */
+    session_done(tb, s);
+    tb->running--;
+    dispatch(tb);
+    if (tb->queued == 0 && tb->running == 0)
+        pthread_cond_broadcast(&tb->idle);
+    if (tb->closing && tb->queued == 0)
+        pthread_cond_broadcast(&tb->work);
+    if (fire != NULL) {
+        pthread_mutex_unlock(&tb->store.mu);
+        bt_fire(fire);
+        pthread_mutex_lock(&tb->store.mu);
+    }
+}
+
 static void *executor(void *arg)
 {
     thread_broker *tb = arg;
     pthread_mutex_lock(&tb->store.mu);
     for (;;) {
-        while (tb->ready_head == NULL && !(tb->closing && tb->queued == 0))
+        while (tb->exec_head == NULL && !(tb->closing && tb->queued == 0))
             pthread_cond_wait(&tb->work, &tb->store.mu);
-        bt_task *t = tb->ready_head;
+        bt_task *t = tb->exec_head;
         if (t == NULL)
             break; /* closing and drained */
-        tb->ready_head = t->qnext;
-        if (tb->ready_head == NULL)
-            tb->ready_tail = NULL;
+        tb->exec_head = t->qnext;
+        if (tb->exec_head == NULL)
+            tb->exec_tail = NULL;
         t->qnext = NULL;
-        __atomic_store_n(&t->state, BT_RUNNING, __ATOMIC_RELEASE);
-        tb->queued--;
-        tb->running++;
-        t->refs++; /* keep t alive while unlocked */
-        const sbx_request *req = t->req;
-        const sbx_engine_hooks *hooks = t->hooks;
-        pthread_mutex_unlock(&tb->store.mu);
-
-        sbx_completion *c = sbx_engine_process(tb->engine, req, hooks);
-        if (c == NULL)
-            c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
-        sbx_broker_record(tb->self, req, c, t->started_at_ms, sbx_now_ms());
-
-        pthread_mutex_lock(&tb->store.mu);
-        t->refs--;
-        bt_session *s = t->session;
-        t->session = NULL;
-        bt_complete(&tb->store, t, c); /* may free t (discarded, no waiter) */
-        session_done(tb, s);
-        tb->running--;
-        if (tb->queued == 0 && tb->running == 0)
-            pthread_cond_broadcast(&tb->idle);
-        if (tb->closing && tb->queued == 0)
-            pthread_cond_broadcast(&tb->work);
+        run_task(tb, t);
     }
     pthread_mutex_unlock(&tb->store.mu);
     return NULL;
+}
+
+typedef enum tb_accepted { TB_NEW, TB_JOIN, TB_ANSWERED } tb_accepted;
+
+/* The front both submit forms share (store.mu held): the existing task of req's key to join,
+ * or a new task (not yet queued; copy: it owns a copy of req), or an immediate answer in
+ * *answer with its status in *st (a conflict, a closed broker, a full queue, no memory). */
+static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const char *subject,
+                             const uint8_t digest[SBX_REQUEST_DIGEST_LEN], bool copy, bt_task **tp,
+                             sbx_completion **answer, sbx_status *st)
+{
+    const char *id = req->task_id;
+    *st = SBX_OK;
+    bt_task *t = bt_find(&tb->store, subject, id);
+    if (t != NULL && !t->discarded) {
+        if (!bt_same_request(t, digest)) {
+            *answer = bt_conflict(subject, id);
+            return TB_ANSWERED;
+        }
+        *tp = t; /* dedup: join, never run twice */
+        return TB_JOIN;
+    }
+    if (tb->closing) {
+        *st = SBX_E_BROKER;
+        *answer = sbx_completion_fail(id, *st, "the thread broker is closed; open a new one");
+        return TB_ANSWERED;
+    }
+    if (tb->queued >= tb->queue_depth) {
+        *st = SBX_E_RESOURCE_EXHAUSTED;
+        *answer = sbx_completion_fail(id, *st,
+                                      "the thread broker's queue is full (%d requests waiting); "
+                                      "retry later or raise broker.queue_depth",
+                                      tb->queue_depth);
+        return TB_ANSWERED;
+    }
+    sbx_request *owned = copy ? sbx_request_copy(req) : NULL;
+    const char *sid = req->session != NULL ? req->session->session_id : NULL;
+    bt_session *s = sid != NULL && sid[0] != '\0' ? session_get(tb, sid) : NULL;
+    /* A discarded entry with this id may still be running: the new entry is inserted at the
+     * head of the bucket chain and shadows it; the old one finishes unseen. */
+    bt_task *nt = (copy && owned == NULL) || (sid != NULL && sid[0] != '\0' && s == NULL)
+                      ? NULL
+                      : bt_insert(&tb->store, subject, id, digest);
+    if (nt == NULL) {
+        if (s != NULL && !s->busy && s->backlog_head == NULL)
+            session_release(tb, s);
+        sbx_request_free(owned);
+        *st = SBX_E_RESOURCE_EXHAUSTED;
+        *answer = sbx_completion_fail(id, *st, "out of memory queueing a request");
+        return TB_ANSWERED;
+    }
+    nt->req_owned = owned;
+    nt->req = copy ? owned : req;
+    nt->session = s;
+    nt->started_at_ms = sbx_now_ms();
+    *tp = nt;
+    return TB_NEW;
 }
 
 static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
@@ -193,61 +303,98 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
             sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED, "out of memory queueing a request");
         return SBX_E_RESOURCE_EXHAUSTED;
     }
+    /* A caller that waits forever keeps req alive until the completion: borrow it, and run it
+     * on this thread once granted a slot. Otherwise the request must outlive the caller's
+     * wait: copy it, and an executor runs it. */
+    bool forever = wait_ms == SBX_WAIT_FOREVER;
+    bt_task *t = NULL;
+    sbx_status st;
     pthread_mutex_lock(&tb->store.mu);
-    bt_task *t = bt_find(&tb->store, subject, id);
-    if (t != NULL && !t->discarded) {
-        if (!bt_same_request(t, digest)) {
-            pthread_mutex_unlock(&tb->store.mu);
-            *out = bt_conflict(subject, id);
-            return SBX_OK;
+    switch (tb_accept(tb, req, subject, digest, !forever, &t, out, &st)) {
+    case TB_ANSWERED: break;
+    case TB_JOIN: bt_wait(&tb->store, t, wait_ms, out); break;
+    case TB_NEW:
+        t->hooks = hooks; /* broker.h: the caller keeps them valid until the completion */
+        if (!forever) {
+            enqueue(tb, t);
+            bt_wait(&tb->store, t, wait_ms, out);
+            break;
         }
-        bt_wait(&tb->store, t, wait_ms, out); /* dedup: join, never run twice */
-        pthread_mutex_unlock(&tb->store.mu);
+        t->owner_runs = true;
+        t->refs++; /* ours until we copied the completion */
+        enqueue(tb, t);
+        while (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == BT_QUEUED)
+            pthread_cond_wait(&t->done, &tb->store.mu);
+        run_task(tb, t);
+        *out = sbx_completion_copy(t->completion);
+        bt_release(t);
+        if (*out == NULL)
+            *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
+        break;
+    }
+    pthread_mutex_unlock(&tb->store.mu);
+    return st;
+}
+
+static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const sbx_broker_async *cb)
+{
+    thread_broker *tb = sbx_broker_impl(b);
+    const char *id = req->task_id != NULL ? req->task_id : "";
+    if (id[0] == '\0') {
+        /* The engine refuses it without touching anything (no provider call): answer now. */
+        cb->on_done(cb->arg, SBX_OK, sbx_engine_process(tb->engine, req, NULL));
         return SBX_OK;
     }
-    if (tb->closing) {
-        pthread_mutex_unlock(&tb->store.mu);
-        *out = sbx_completion_fail(id, SBX_E_BROKER, "the thread broker is closed; open a new one");
-        return SBX_E_BROKER;
-    }
-    if (tb->queued >= tb->queue_depth) {
-        int depth = tb->queue_depth;
-        pthread_mutex_unlock(&tb->store.mu);
-        *out = sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED,
-                                   "the thread broker's queue is full (%d requests waiting); "
-                                   "retry later or raise broker.queue_depth",
-                                   depth);
+    const char *subject = sbx_request_subject(req);
+    uint8_t digest[SBX_REQUEST_DIGEST_LEN];
+    bt_waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL || !sbx_request_digest(req, digest)) {
+        free(w);
+        cb->on_done(
+            cb->arg, SBX_E_RESOURCE_EXHAUSTED,
+            sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED, "out of memory queueing a request"));
         return SBX_E_RESOURCE_EXHAUSTED;
     }
-    /* A caller that waits forever keeps req alive until the completion: borrow it. Otherwise
-     * the request must outlive the caller's wait: copy it. */
-    bool borrow = wait_ms == SBX_WAIT_FOREVER;
-    sbx_request *copy = borrow ? NULL : sbx_request_copy(req);
-    const char *sid = req->session != NULL ? req->session->session_id : NULL;
-    bt_session *s = sid != NULL && sid[0] != '\0' ? session_get(tb, sid) : NULL;
-    /* A discarded entry with this id may still be running: the new entry is inserted at the
-     * head of the bucket chain and shadows it; the old one finishes unseen. */
-    bt_task *nt = (!borrow && copy == NULL) || (sid != NULL && sid[0] != '\0' && s == NULL)
-                      ? NULL
-                      : bt_insert(&tb->store, subject, id, digest);
-    if (nt == NULL) {
-        if (s != NULL && !s->busy && s->backlog_head == NULL)
-            session_release(tb, s);
-        pthread_mutex_unlock(&tb->store.mu);
-        sbx_request_free(copy);
-        *out =
-            sbx_completion_fail(id, SBX_E_RESOURCE_EXHAUSTED, "out of memory queueing a request");
-        return SBX_E_RESOURCE_EXHAUSTED;
+    w->on_done = cb->on_done;
+    w->arg = cb->arg;
+    bt_task *t = NULL;
+    sbx_completion *answer = NULL;
+    sbx_status st;
+    pthread_mutex_lock(&tb->store.mu);
+    tb_accepted how = tb_accept(tb, req, subject, digest, false, &t, &answer, &st);
+    if (how == TB_JOIN && t->state == BT_DONE) {
+        answer = sbx_completion_copy(t->completion);
+        if (answer == NULL) {
+            st = SBX_E_RESOURCE_EXHAUSTED;
+            answer = sbx_completion_fail(id, st, "out of memory copying a completion");
+        }
+        how = TB_ANSWERED;
     }
-    nt->req_owned = copy;
-    nt->req = borrow ? req : copy;
-    nt->hooks = hooks; /* broker.h: the caller keeps them valid until the completion */
-    nt->session = s;
-    nt->started_at_ms = sbx_now_ms();
-    enqueue(tb, nt);
-    bt_wait(&tb->store, nt, wait_ms, out);
+    if (how != TB_ANSWERED) {
+        w->next = t->waiters;
+        t->waiters = w;
+        w = NULL;
+    }
+    if (how == TB_NEW) {
+        /* req is borrowed until on_done (broker.h), so the task points at it. */
+        t->own_hooks.on_output = cb->on_output;
+        t->own_hooks.on_output_arg = cb->arg;
+        t->own_hooks.cancel = cb->cancel;
+        t->hooks = &t->own_hooks;
+        enqueue(tb, t);
+    }
     pthread_mutex_unlock(&tb->store.mu);
-    return SBX_OK;
+    if (how == TB_ANSWERED) {
+        free(w);
+        cb->on_done(cb->arg, st, answer);
+    }
+    return st;
+}
+
+static sbx_status tb_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err)
+{
+    thread_broker *tb = sbx_broker_impl(b);
+    return sbx_engine_describe(tb->engine, out, err);
 }
 
 static sbx_status tb_result(sbx_broker *b, const char *subject, const char *task_id,
@@ -302,6 +449,8 @@ static void tb_destroy(sbx_broker *b)
 static const sbx_broker_vtable thread_vtable = {
     .flavor = "thread",
     .submit = tb_submit,
+    .submit_async = tb_submit_async,
+    .describe = tb_describe,
     .result = tb_result,
     .discard = tb_discard,
     .close = tb_close,
@@ -331,6 +480,7 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     }
     tb->engine = engine;
     tb->queue_depth = depth;
+    tb->slots = threads;
     bt_store_init(&tb->store, (size_t)lru);
     pthread_cond_init(&tb->work, NULL);
     pthread_cond_init(&tb->idle, NULL);

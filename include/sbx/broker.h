@@ -2,10 +2,14 @@
  * and remote (gRPC client of sbx-worker). The same request gives the same completion through
  * any of them.
  *
- * submit() returns a completion when it is ready within wait_ms, or leaves the task pending
- * (*out == NULL) so the caller collects it later with result(). In-process brokers keep a
- * bounded LRU of recent completions for result(). close() is idempotent and drains in-flight
- * work; free() releases the broker (closing it first if needed).
+ * submit_async() queues a request and returns at once; its output chunks and its completion
+ * reach callbacks (libuv's uv__work_submit / uv__work_done model: the thread broker runs it on
+ * an executor and calls back from there, the remote broker from its transfer thread). submit()
+ * is the blocking form on the same path: it returns a completion when it is ready within
+ * wait_ms, or leaves the task pending (*out == NULL) so the caller collects it later with
+ * result(). In-process brokers keep a bounded LRU of recent completions for result(). close()
+ * is idempotent and drains in-flight work; free() releases the broker (closing it first if
+ * needed).
  */
 #ifndef SBX_BROKER_H
 #define SBX_BROKER_H
@@ -56,6 +60,35 @@ const char *sbx_broker_flavor(const sbx_broker *b);
  * completion is produced (so pass NULL when wait_ms may elapse). */
 sbx_status sbx_broker_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
                              const sbx_engine_hooks *hooks, sbx_completion **out);
+/* What submit_async calls back. on_done is called exactly once per submit_async, with
+ * ownership of c (NULL only when out of memory): on an executor thread (thread), the transfer
+ * thread (remote), the caller's own thread (embedded, which runs the request inline), or -- for an
+ * answer known at once (a stored completion of the same task, a refused or conflicting request) --
+ * inside submit_async before it returns. on_output (may be NULL) gets the task's output chunks on
+ * the thread running it, and cancel (may be NULL) abandons it when set non-zero. arg is passed to
+ * both callbacks. Everything pointed to must stay valid until on_done has been called. */
+typedef void (*sbx_broker_done_fn)(void *arg, sbx_status st, sbx_completion *c);
+typedef struct sbx_broker_async {
+    sbx_output_fn on_output;
+    const volatile int *cancel;
+    sbx_broker_done_fn on_done;
+    void *arg;
+} sbx_broker_async;
+
+/* Queues req (borrowed until on_done) and returns without waiting. Dedup and conflicts are as
+ * for sbx_broker_submit (a retry joins the running task and gets a copy of its completion; a
+ * joiner's on_output sees nothing). Returns SBX_OK when the request was accepted, or the
+ * refusal (queue full: SBX_E_RESOURCE_EXHAUSTED; closed: SBX_E_BROKER), whose FAILED
+ * completion on_done has then already received. Never blocks on the request itself, except
+ * on the embedded broker, which has no thread to run it on. */
+sbx_status sbx_broker_submit_async(sbx_broker *b, const sbx_request *req,
+                                   const sbx_broker_async *cb);
+
+/* The profiles and capabilities of whatever runs this broker's requests: the
+ * engine for embedded and thread, the worker's Describe RPC for remote. Blocking (a provider
+ * may open to report its capabilities). Free *out with sbx_message_free. */
+sbx_status sbx_broker_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err);
+
 /* Collects a task's completion, waiting up to wait_ms. A task is named by the subject of its
  * request's principal ("" for none; sbx_request_subject) and its task_id: another principal's
  * task with the same id is another task. *out NULL: still pending. An unknown (or discarded,
@@ -81,6 +114,8 @@ typedef struct sbx_broker_vtable {
     const char *flavor;
     sbx_status (*submit)(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
                          const sbx_engine_hooks *hooks, sbx_completion **out);
+    sbx_status (*submit_async)(sbx_broker *b, const sbx_request *req, const sbx_broker_async *cb);
+    sbx_status (*describe)(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err);
     sbx_status (*result)(sbx_broker *b, const char *subject, const char *task_id, int64_t wait_ms,
                          sbx_completion **out);
     void (*discard)(sbx_broker *b, const char *subject, const char *task_id);

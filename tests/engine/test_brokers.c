@@ -595,6 +595,241 @@ static void test_brokers_cancel_hook_abandons_execution(void **state)
     sbx_broker_free(b);
 }
 
+/* ---- asynchronous submit and describe ---------------------------------------------------- */
+
+/* What on_done callbacks received, for a test to wait on. */
+typedef struct dones {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    sbx_status st[8];
+    sbx_completion *c[8];
+    chunks out;
+} dones;
+
+static void dones_init(dones *d)
+{
+    memset(d, 0, sizeof(*d));
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+}
+
+static void dones_free(dones *d)
+{
+    for (int i = 0; i < d->n; i++)
+        sbx_completion_free(d->c[i]);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+}
+
+static void on_done(void *arg, sbx_status st, sbx_completion *c)
+{
+    dones *d = arg;
+    pthread_mutex_lock(&d->mu);
+    assert_true(d->n < 8);
+    d->st[d->n] = st;
+    d->c[d->n++] = c;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void on_chunk(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                     uint64_t offset)
+{
+    dones *d = arg;
+    collect(&d->out, stream, data, len, offset);
+}
+
+static void wait_dones(dones *d, int n)
+{
+    pthread_mutex_lock(&d->mu);
+    while (d->n < n)
+        pthread_cond_wait(&d->cv, &d->mu);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int dones_count(dones *d)
+{
+    pthread_mutex_lock(&d->mu);
+    int n = d->n;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+static void test_brokers_thread_async_streams_output_and_calls_back(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 4, 4);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_output = on_chunk, .on_done = on_done, .arg = &d};
+    sbx_request *r = fx_shell("default", "echo one; echo two");
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK);
+    wait_dones(&d, 1);
+    assert_int_equal(d.st[0], SBX_OK);
+    assert_int_equal(d.c[0]->status, OK_STATUS);
+    assert_string_equal(fx_stdout(d.c[0]), "one\ntwo\n");
+    assert_string_equal(d.out.text, "one\ntwo\n");
+    /* The task is kept like any other: result() finds it. */
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r), r->task_id, 0, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "one\ntwo\n");
+    sbx_completion_free(c);
+    dones_free(&d);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_thread_async_retry_joins_and_done_task_answers_at_once(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_done = on_done, .arg = &d};
+    sbx_request *r = fx_shell("default", "echo once");
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK);
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK); /* joins the running task */
+    wait_ops(f, base + 1);
+    assert_int_equal(dones_count(&d), 0);
+    sbx_fake_set_gate(f, false);
+    wait_dones(&d, 2);
+    /* Done: the stored completion is the answer, given before submit_async returns. */
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK);
+    assert_int_equal(dones_count(&d), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(d.st[i], SBX_OK);
+        assert_string_equal(fx_stdout(d.c[i]), "once\n");
+    }
+    assert_int_equal(sbx_fake_ops(f), base + 1);
+    /* The same task_id with another request: refused at once, never joined. */
+    sbx_request *other = fx_shell("default", "echo other");
+    sbx_set_string(&other->task_id, r->task_id);
+    assert_int_equal(sbx_broker_submit_async(b, other, &cb), SBX_OK);
+    assert_int_equal(dones_count(&d), 4);
+    assert_int_equal(d.c[3]->error_code, SBX_E_INVALID_ARGUMENT);
+    dones_free(&d);
+    sbx_request_free(other);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_thread_async_full_queue_and_cancelled_task(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 1, 1, 8);
+    sbx_fake_set_gate(f, true);
+    dones d;
+    dones_init(&d);
+    volatile int cancel = 0;
+    sbx_broker_async cb = {.on_done = on_done, .arg = &d};
+    sbx_broker_async cancellable = {.cancel = &cancel, .on_done = on_done, .arg = &d};
+    sbx_request *r[3];
+    for (int i = 0; i < 3; i++)
+        r[i] = fx_shell("default", "echo q");
+    assert_int_equal(sbx_broker_submit_async(b, r[0], &cb), SBX_OK);
+    wait_ops(f, base + 1); /* the only slot holds r[0] at the gate */
+    assert_int_equal(sbx_broker_submit_async(b, r[1], &cancellable), SBX_OK); /* queued */
+    assert_int_equal(sbx_broker_submit_async(b, r[2], &cb), SBX_E_RESOURCE_EXHAUSTED);
+    assert_int_equal(dones_count(&d), 1); /* the refusal was called back already */
+    assert_int_equal(d.st[0], SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(d.c[0]->error, "queue_depth"));
+    cancel = 1; /* the caller of r[1] goes away while it waits: it never runs */
+    sbx_fake_set_gate(f, false);
+    wait_dones(&d, 3);
+    assert_int_equal(sbx_fake_ops(f), base + 1);
+    int cancelled = d.c[1]->error != NULL && strstr(d.c[1]->error, "cancelled") ? 1 : 2;
+    assert_non_null(strstr(d.c[cancelled]->error, "cancelled before it ran"));
+    assert_string_equal(fx_stdout(d.c[3 - cancelled]), "q\n");
+    dones_free(&d);
+    for (int i = 0; i < 3; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_embedded_async_calls_back_before_returning(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_embedded(t->e, &b, NULL), SBX_OK);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_output = on_chunk, .on_done = on_done, .arg = &d};
+    sbx_request *r = fx_shell("default", "echo inline");
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK);
+    assert_int_equal(dones_count(&d), 1);
+    assert_string_equal(fx_stdout(d.c[0]), "inline\n");
+    assert_string_equal(d.out.text, "inline\n");
+    dones_free(&d);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+typedef struct blocker {
+    sbx_broker *b;
+    sbx_request *r;
+    sbx_completion *c;
+} blocker;
+
+static void *block_on_own_request(void *arg)
+{
+    blocker *bl = arg;
+    sbx_broker_submit(bl->b, bl->r, SBX_WAIT_FOREVER, NULL, &bl->c);
+    return NULL;
+}
+
+/* Blocking callers run their own requests on their own threads, yet never more at once than
+ * the broker's threads. */
+static void test_brokers_thread_blocking_callers_stay_within_the_slots(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    enum { N = 8 };
+    blocker bl[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        bl[i] = (blocker){b, fx_shell("default", "echo mine"), NULL}; /* own sessions */
+        pthread_create(&th[i], NULL, block_on_own_request, &bl[i]);
+    }
+    wait_ops(f, base + 2); /* both slots are taken at the gate */
+    sbx_fake_set_gate(f, false);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_non_null(bl[i].c);
+        assert_string_equal(fx_stdout(bl[i].c), "mine\n");
+        assert_string_equal(bl[i].c->task_id, bl[i].r->task_id);
+        sbx_completion_free(bl[i].c);
+        sbx_request_free(bl[i].r);
+    }
+    assert_int_equal(sbx_fake_ops(f), base + N);
+    assert_true(sbx_fake_max_parallel(f) <= 2);
+    sbx_broker_free(b);
+}
+
+static void test_brokers_describe_lists_the_engine_profiles(void **state)
+{
+    env *t = *state;
+    for (int flavor = 0; flavor < 2; flavor++) {
+        sbx_broker *b = open_flavor(t, flavor == 0 ? "embedded" : "thread");
+        Sbx__V1__DescribeResponse *d = NULL;
+        assert_int_equal(sbx_broker_describe(b, &d, NULL), SBX_OK);
+        assert_int_equal(d->n_profiles, 2);
+        assert_string_equal(d->profiles[0]->name, "default");
+        assert_string_equal(d->profiles[1]->name, "other");
+        assert_string_equal(d->profiles[0]->provider, "fake");
+        sbx_message_free(&d->base);
+        sbx_broker_free(b);
+    }
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -618,6 +853,12 @@ int main(void)
         T(test_brokers_thread_records_frames_that_replay_identically),
         T(test_brokers_hooks_stream_output_chunks),
         T(test_brokers_cancel_hook_abandons_execution),
+        T(test_brokers_thread_async_streams_output_and_calls_back),
+        T(test_brokers_thread_async_retry_joins_and_done_task_answers_at_once),
+        T(test_brokers_thread_async_full_queue_and_cancelled_task),
+        T(test_brokers_embedded_async_calls_back_before_returning),
+        T(test_brokers_thread_blocking_callers_stay_within_the_slots),
+        T(test_brokers_describe_lists_the_engine_profiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
