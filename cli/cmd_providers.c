@@ -43,15 +43,9 @@ int cmd_providers(int argc, char **argv)
     int rc = cli_plane_open(&p, false);
     if (rc != 0)
         return rc;
-    if (p.engine == NULL) {
-        fprintf(stderr, "sbx providers: the remote broker's Describe is not available from "
-                        "this command yet; run it on the worker's host\n");
-        cli_plane_close(&p);
-        return CLI_EXIT_FAILED;
-    }
     Sbx__V1__DescribeResponse *d = NULL;
     sbx_error err;
-    if (sbx_engine_describe(p.engine, &d, &err) != SBX_OK) {
+    if (sbx_broker_describe(p.broker, &d, &err) != SBX_OK) {
         rc = cli_report_error("providers", &err);
         cli_plane_close(&p);
         return rc;

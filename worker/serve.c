@@ -41,7 +41,7 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     if (cfg->broker.flavor && strcmp(cfg->broker.flavor, "remote") == 0) {
         sbx_error_set(&err, SBX_E_CONFIG,
                       "%s: broker.flavor is 'remote', but a worker runs executions itself: use "
-                      "'thread' (or 'embedded') for the worker's configuration",
+                      "'thread' for the worker's configuration",
                       cfg->path ? cfg->path : "configuration");
         goto out;
     }

@@ -4,10 +4,12 @@
  * Execute, ExecuteStream, Describe and Health/Check, enforces grpc-timeout deadlines, the
  * message size limit, caller authentication and the principals each caller may assert.
  *
- * Executions never run here: they are queued to a bounded pool of executor threads that call
- * the broker (the thread broker in production, so its task_id dedup applies) and post their
- * output and completions back through a locked list plus an eventfd wakeup. This thread must
- * never block: no provider calls, no engine calls, no blocking I/O.
+ * Executions never run here: they are posted straight to the thread broker's asynchronous
+ * submit (its bounded queue and executors run them, and its task_id dedup applies), whose
+ * callbacks post output and completions back through a locked list plus an eventfd wakeup, as
+ * libuv's threadpool does (uv__work_submit / uv__work_done). Describe, rare and possibly slow
+ * (providers open to report capabilities), runs on a short-lived thread of its own. This
+ * thread must never block: no provider calls, no engine calls, no blocking I/O.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -64,12 +67,11 @@
 #define WORKER_OUTPUT_COALESCE (256 << 10)
 /* First buffer of an output run: most programs print lines; it doubles as a run grows. */
 #define WORKER_OUTPUT_FIRST_CAP 256
-/* Waiting executor threads per thread-broker thread (see sbx_worker_new). */
-#define WORKER_WAITERS_PER_THREAD 4
-/* Most executor threads; each waiter costs only a small stack (WORKER_EXECUTOR_STACK). */
-#define WORKER_MAX_EXECUTORS 1024
-/* Executor stack: providers run on these threads with an embedded broker, so generous. */
-#define WORKER_EXECUTOR_STACK (1 << 20)
+/* Describe calls answered at once, each on its own thread: a client asks once per connection,
+ * so a handful is plenty, and the bound stops a Describe flood from spawning threads. */
+#define WORKER_MAX_DESCRIBES 8
+/* Stack of a Describe thread: it opens providers (libcurl, OpenSSL), so generous. */
+#define WORKER_DESCRIBE_STACK (1 << 20)
 /* Bytes read and dropped from a refused (non-HTTP/2) connection before it is closed anyway. */
 #define WORKER_LINGER_MAX (64 << 10)
 /* epoll events handled per wakeup. */
@@ -91,9 +93,10 @@ enum rpc_method {
 typedef struct conn conn;
 typedef struct call call;
 
-/* One RPC = one HTTP/2 stream. Owned by the loop thread; an executor thread holds a reference
- * while the call's job runs and only reads `req`, `hooks` and `cancel` (written before the job
- * is queued, except `cancel`, which the loop sets to abandon the execution). */
+/* One RPC = one HTTP/2 stream. Owned by the loop thread; the broker holds a reference while
+ * the call's job runs (until its completion is posted back) and only reads `req` and `cancel`
+ * (written before the job is submitted, except `cancel`, which the loop sets to abandon the
+ * execution). */
 struct call {
     atomic_int refs; /* the stream's + the job's */
     sbx_worker *w;
@@ -117,9 +120,7 @@ struct call {
     char *grpc_message;
     /* the job */
     sbx_request *req;
-    sbx_engine_hooks hooks;
     volatile int cancel;
-    call *job_next;
     struct posted *open_output; /* output still accepting appends (guarded by w->lock) */
 };
 
@@ -179,14 +180,10 @@ struct sbx_worker {
     int64_t drain_deadline_us;
     size_t calls_with_deadline;
 
-    /* executor pool: job queue (loop -> executors) and posted list (executors -> loop) */
+    /* jobs: submitted by the loop, their callbacks post back here (lock guards the list) */
+    size_t jobs_in_flight;    /* submitted, final not yet drained (loop thread only) */
+    size_t describes_running; /* of them, Describe threads (loop thread only) */
     pthread_mutex_t lock;
-    pthread_cond_t job_cond;
-    call *job_head, *job_tail;
-    size_t jobs_queued, jobs_running, job_limit;
-    bool pool_stop;
-    pthread_t *threads;
-    size_t n_threads;
     posted *posted_head, *posted_tail;
     bool wake_pending;
 };
@@ -387,11 +384,10 @@ static void call_reply(call *c, const ProtobufCMessage *m)
     call_resume(c);
 }
 
-/* ---- executor pool --------------------------------------------------------------------- */
+/* ---- jobs: the broker's callbacks (any thread) -> the loop ----------------------------- */
 
 static void post(sbx_worker *w, posted *p)
 {
-    bool wake = false;
     pthread_mutex_lock(&w->lock);
     if (w->posted_tail)
         w->posted_tail->next = p;
@@ -400,14 +396,13 @@ static void post(sbx_worker *w, posted *p)
     w->posted_tail = p;
     if (!w->wake_pending) {
         w->wake_pending = true;
-        wake = true;
-    }
-    pthread_mutex_unlock(&w->lock);
-    if (wake) {
+        /* Under the lock: once the loop took this post, the poster touches nothing of w (the
+         * loop may free w right after the last final). */
         uint64_t one = 1;
         ssize_t r = write(w->wake_fd, &one, sizeof one);
         (void)r; /* an eventfd write only fails when the counter would overflow */
     }
+    pthread_mutex_unlock(&w->lock);
 }
 
 static void post_final(sbx_worker *w, call *c, uint8_t *bytes, size_t len, int status,
@@ -499,26 +494,12 @@ static bool frame_output(posted *p)
     return true;
 }
 
-static void run_job(sbx_worker *w, call *c)
+/* The broker's completion callback (an executor thread, or the loop itself for an answer the
+ * broker knew at once): frames the completion here, off the loop, and posts it. */
+static void on_job_done(void *arg, sbx_status st, sbx_completion *comp)
 {
-    if (c->method == RPC_DESCRIBE) {
-        Sbx__V1__DescribeResponse *d = NULL;
-        sbx_error err = {0};
-        sbx_status st = w->engine ? sbx_engine_describe(w->engine, &d, &err)
-                                  : sbx_error_set(&err, SBX_E_INTERNAL, "no engine");
-        if (st != SBX_OK) {
-            post_final(w, c, NULL, 0, grpc_code_for_status(st), err.message);
-            return;
-        }
-        size_t len;
-        uint8_t *bytes = grpc_frame_message(&d->base, &len);
-        sbx_message_free(&d->base);
-        post_final(w, c, bytes, len, bytes ? GRPC_OK : GRPC_INTERNAL,
-                   bytes ? NULL : "worker: out of memory");
-        return;
-    }
-    sbx_completion *comp = NULL;
-    sbx_status st = sbx_broker_submit(w->broker, c->req, SBX_WAIT_FOREVER, &c->hooks, &comp);
+    call *c = arg;
+    sbx_worker *w = c->w;
     if (st != SBX_OK || !comp) {
         /* The broker refused the task (queue full, closed): a transport-level answer. */
         int code = st == SBX_E_RESOURCE_EXHAUSTED ? GRPC_RESOURCE_EXHAUSTED
@@ -544,56 +525,65 @@ static void run_job(sbx_worker *w, call *c)
                bytes ? NULL : "worker: out of memory");
 }
 
-static void *executor_main(void *arg)
+/* A Describe thread: asks the broker (which may open providers) and posts the answer. */
+static void *describe_main(void *arg)
 {
-    sbx_worker *w = arg;
-    pthread_mutex_lock(&w->lock);
-    for (;;) {
-        while (!w->job_head && !w->pool_stop)
-            pthread_cond_wait(&w->job_cond, &w->lock);
-        if (!w->job_head)
-            break;
-        call *c = w->job_head;
-        w->job_head = c->job_next;
-        if (!w->job_head)
-            w->job_tail = NULL;
-        w->jobs_queued--;
-        w->jobs_running++;
-        pthread_mutex_unlock(&w->lock);
-        if (c->cancel)
-            post_final(w, c, NULL, 0, GRPC_CANCELLED, "cancelled before it ran");
-        else
-            run_job(w, c);
-        pthread_mutex_lock(&w->lock);
-        w->jobs_running--;
+    call *c = arg;
+    sbx_worker *w = c->w;
+    Sbx__V1__DescribeResponse *d = NULL;
+    sbx_error err = {0};
+    sbx_status st = sbx_broker_describe(w->broker, &d, &err);
+    if (st != SBX_OK) {
+        post_final(w, c, NULL, 0, grpc_code_for_status(st), err.message);
+        return NULL;
     }
-    pthread_mutex_unlock(&w->lock);
+    size_t len;
+    uint8_t *bytes = grpc_frame_message(&d->base, &len);
+    sbx_message_free(&d->base);
+    post_final(w, c, bytes, len, bytes ? GRPC_OK : GRPC_INTERNAL,
+               bytes ? NULL : "worker: out of memory");
     return NULL;
 }
 
-/* Queues the call's job; false when the queue is full. */
-static bool enqueue_job(sbx_worker *w, call *c)
+/* Starts the call's job (loop thread): the job holds a reference until its final is drained. */
+static void start_job(sbx_worker *w, call *c)
 {
-    pthread_mutex_lock(&w->lock);
-    if (w->jobs_queued >= w->job_limit) {
-        pthread_mutex_unlock(&w->lock);
-        return false;
-    }
     atomic_fetch_add(&c->refs, 1);
     c->job_running = true;
-    c->job_next = NULL;
-    if (w->job_tail)
-        w->job_tail->job_next = c;
-    else
-        w->job_head = c;
-    w->job_tail = c;
-    w->jobs_queued++;
-    pthread_cond_signal(&w->job_cond);
-    pthread_mutex_unlock(&w->lock);
-    return true;
+    w->jobs_in_flight++;
+    if (c->method == RPC_DESCRIBE) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, WORKER_DESCRIBE_STACK);
+        pthread_t th;
+        bool started = w->describes_running < WORKER_MAX_DESCRIBES &&
+                       pthread_create(&th, &attr, describe_main, c) == 0;
+        pthread_attr_destroy(&attr);
+        if (started) {
+            w->describes_running++;
+            return;
+        }
+        c->job_running = false;
+        w->jobs_in_flight--;
+        call_unref(c);
+        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                    "the worker is answering %d Describe calls already; retry later",
+                    WORKER_MAX_DESCRIBES);
+        return;
+    }
+    sbx_broker_async cb = {
+        .on_output = c->method == RPC_EXECUTE_STREAM ? on_output : NULL,
+        .cancel = &c->cancel,
+        .on_done = on_job_done,
+        .arg = c,
+    };
+    /* A refusal (queue full, closed) has reached on_job_done already: it is posted like any
+     * completion. */
+    (void)sbx_broker_submit_async(w->broker, c->req, &cb);
 }
 
-/* Loop thread: applies everything the executors posted. */
+/* Loop thread: applies everything the jobs posted. */
 static void drain_posted(sbx_worker *w)
 {
     uint64_t v;
@@ -630,6 +620,9 @@ static void drain_posted(sbx_worker *w)
         }
         if (p->final) {
             c->job_running = false;
+            w->jobs_in_flight--;
+            if (c->method == RPC_DESCRIBE)
+                w->describes_running--;
             call_unref(c);
         }
         free(p->bytes);
@@ -744,17 +737,10 @@ static void call_dispatch(call *c)
                         caller->config->name ? caller->config->name : "?", subject);
             return;
         }
-        c->hooks.on_output = c->method == RPC_EXECUTE_STREAM ? on_output : NULL;
-        c->hooks.on_output_arg = c;
-        c->hooks.cancel = &c->cancel;
-    }
-    if (!enqueue_job(w, c)) {
-        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
-                    "the worker's queue is full (%zu calls waiting); retry later", w->job_limit);
-        return;
     }
     if (c->method == RPC_EXECUTE_STREAM)
         call_start_response(c); /* headers now: the client sees the stream open */
+    start_job(w, c);
 }
 
 /* ---- nghttp2 callbacks ----------------------------------------------------------------- */
@@ -1382,10 +1368,7 @@ static void start_drain(sbx_worker *w)
 
 static bool jobs_idle(sbx_worker *w)
 {
-    pthread_mutex_lock(&w->lock);
-    bool idle = w->jobs_queued == 0 && w->jobs_running == 0 && !w->posted_head;
-    pthread_mutex_unlock(&w->lock);
-    return idle;
+    return w->jobs_in_flight == 0; /* every final, posted last, has been drained */
 }
 
 /* ---- listener and lifecycle -------------------------------------------------------------- */
@@ -1488,19 +1471,8 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     w->broker = broker;
     w->listen_fd = w->epoll_fd = w->wake_fd = -1;
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->job_cond, NULL);
     const sbx_worker_config *wc = &cfg->worker;
     w->max_message = wc->max_message_bytes > 0 ? (size_t)wc->max_message_bytes : (16u << 20);
-    size_t broker_threads = cfg->broker.threads > 0 ? (size_t)cfg->broker.threads : 16;
-    bool inline_broker = strcmp(sbx_broker_flavor(broker), "embedded") == 0;
-    /* An embedded broker runs the engine on our executor threads: as many as configured. The
-     * thread broker runs it on its own threads and ours only wait; a request parked behind its
-     * session's lock holds one of ours but none of the broker's, so we keep more waiters than
-     * the broker has threads, or one busy session could starve every other caller. */
-    w->n_threads = inline_broker ? broker_threads : broker_threads * WORKER_WAITERS_PER_THREAD;
-    if (w->n_threads > WORKER_MAX_EXECUTORS)
-        w->n_threads = WORKER_MAX_EXECUTORS;
-    w->job_limit = cfg->broker.queue_depth > 0 ? (size_t)cfg->broker.queue_depth : 1024;
 
     sbx_status st = worker_auth_init(&w->auth, wc, err);
     if (st != SBX_OK)
@@ -1524,6 +1496,15 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
                            "authenticate: configure worker.auth.callers (a token_env or a "
                            "cert_subject with worker.tls.client_ca_file)",
                            wc->listen);
+        goto fail;
+    }
+    if (strcmp(sbx_broker_flavor(broker), "thread") != 0) {
+        /* The loop hands executions to the broker and must never block: an embedded broker
+         * would run them on the loop thread, a remote one would forward them again. */
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "the worker runs executions on a thread broker, not '%s': set "
+                           "broker.flavor to 'thread' in the worker's configuration",
+                           sbx_broker_flavor(broker));
         goto fail;
     }
     if (want_tls) {
@@ -1581,20 +1562,7 @@ static void free_dead(sbx_worker *w)
 
 sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
 {
-    w->threads = calloc(w->n_threads, sizeof *w->threads);
-    if (!w->threads)
-        return sbx_error_set(err, SBX_E_INTERNAL, "worker: out of memory");
-    size_t started = 0;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, WORKER_EXECUTOR_STACK);
-    for (; started < w->n_threads; started++)
-        if (pthread_create(&w->threads[started], &attr, executor_main, w) != 0)
-            break;
-    pthread_attr_destroy(&attr);
     sbx_status st = SBX_OK;
-    if (started == 0)
-        st = sbx_error_set(err, SBX_E_INTERNAL, "worker: cannot start executor threads");
 
     struct epoll_event events[WORKER_EPOLL_EVENTS];
     while (st == SBX_OK) {
@@ -1641,19 +1609,18 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
         }
         free_dead(w);
     }
-    /* Stop the pool: queued jobs of closed calls are cancelled, running ones finish. */
-    pthread_mutex_lock(&w->lock);
-    w->pool_stop = true;
-    pthread_cond_broadcast(&w->job_cond);
-    pthread_mutex_unlock(&w->lock);
-    for (size_t i = 0; i < started; i++)
-        pthread_join(w->threads[i], NULL);
-    free(w->threads);
-    w->threads = NULL;
-    drain_posted(w); /* release the jobs' references */
+    /* Closing the connections cancels every job still in the broker (queued ones complete at
+     * once as cancelled, running ones through the engine's cancel); wait for their finals, which
+     * hold references to the calls. */
     while (w->conns)
         conn_close(w->conns);
     free_dead(w);
+    while (w->jobs_in_flight > 0) {
+        struct pollfd pfd = {.fd = w->wake_fd, .events = POLLIN};
+        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+            break;
+        drain_posted(w);
+    }
     return st;
 }
 
@@ -1674,6 +1641,5 @@ void sbx_worker_free(sbx_worker *w)
         SSL_CTX_free(w->tls);
     worker_auth_free(&w->auth);
     pthread_mutex_destroy(&w->lock);
-    pthread_cond_destroy(&w->job_cond);
     free(w);
 }

@@ -27,8 +27,9 @@ typedef struct sbx_worker sbx_worker;
 /* Binds the listener of cfg->worker (port 0 = an ephemeral port, see sbx_worker_port), loads
  * the TLS material and the callers' tokens, and checks the security rules: a non-loopback
  * listener without TLS or without callers is SBX_E_CONFIG naming the fix.
- * cfg, engine and broker are borrowed and must outlive the worker; broker runs the executions
- * (its submit() is called from the worker's executor threads), engine answers Describe. */
+ * cfg, engine and broker are borrowed and must outlive the worker; broker, a thread broker
+ * (anything else is SBX_E_CONFIG), runs the executions through its asynchronous submit and
+ * answers Describe. engine may be NULL (it is kept for the embedders that pass it). */
 sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker *broker,
                           sbx_worker **out, sbx_error *err);
 

@@ -3,6 +3,7 @@
  * and raw sockets. One behaviour per test. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -348,6 +349,87 @@ static void test_worker_thousand_concurrent_streams_on_one_connection(void **sta
     fixture_stop(&f);
 }
 
+/* Describe goes through the broker interface: the remote broker calls the worker's Describe. */
+static void test_remote_describe_lists_the_worker_profiles(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    Sbx__V1__DescribeResponse *d = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_broker_describe(b, &d, &err), SBX_OK);
+    assert_non_null(d);
+    assert_true(d->n_profiles >= 1);
+    bool found = false;
+    for (size_t i = 0; i < d->n_profiles; i++)
+        if (strcmp(d->profiles[i]->name, "fake") == 0 &&
+            strcmp(d->profiles[i]->provider, "fake") == 0)
+            found = d->profiles[i]->capabilities != NULL;
+    assert_true(found);
+    sbx_message_free(&d->base);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+typedef struct async_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n;
+    sbx_completion *c[4];
+    collected out;
+} async_done;
+
+static void remote_on_done(void *arg, sbx_status st, sbx_completion *c)
+{
+    async_done *d = arg;
+    assert_int_equal(st, SBX_OK);
+    pthread_mutex_lock(&d->mu);
+    d->c[d->n++] = c;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void remote_on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                             uint64_t offset)
+{
+    async_done *d = arg;
+    collect_output(&d->out, stream, data, len, offset);
+}
+
+/* The remote broker's asynchronous submit: the transfer thread streams output and calls back;
+ * a second submit of the same task while it runs joins it. */
+static void test_remote_async_submit_streams_and_calls_back(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    async_done d = {.n = 0};
+    pthread_mutex_init(&d.mu, NULL);
+    pthread_cond_init(&d.cv, NULL);
+    sbx_request *req = fixture_command("yes 1000", NULL);
+    sbx_broker_async cb = {.on_output = remote_on_output, .on_done = remote_on_done, .arg = &d};
+    assert_int_equal(sbx_broker_submit_async(b, req, &cb), SBX_OK);
+    sbx_broker_async join = {.on_done = remote_on_done, .arg = &d};
+    assert_int_equal(sbx_broker_submit_async(b, req, &join), SBX_OK);
+    pthread_mutex_lock(&d.mu);
+    while (d.n < 2)
+        pthread_cond_wait(&d.cv, &d.mu);
+    pthread_mutex_unlock(&d.mu);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(d.c[i]->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+        assert_int_equal(d.c[i]->result->stdout.len, 2000);
+        sbx_completion_free(d.c[i]);
+    }
+    assert_int_equal(d.out.bytes, 2000);
+    pthread_mutex_destroy(&d.mu);
+    pthread_cond_destroy(&d.cv);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
 static void test_worker_non_loopback_without_tls_refuses_to_start(void **state)
 {
     (void)state;
@@ -371,6 +453,38 @@ static void test_worker_non_loopback_without_tls_refuses_to_start(void **state)
     assert_int_equal(sbx_worker_new(cfg, engine, broker, &w, &err), SBX_E_CONFIG);
     assert_null(w);
     assert_non_null(strstr(err.message, "requires TLS"));
+    sbx_broker_free(broker);
+    sbx_engine_free(engine);
+    sbx_config_free(cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The loop must never block: a broker that would run executions on it is refused. */
+static void test_worker_refuses_a_broker_that_is_not_the_thread_broker(void **state)
+{
+    (void)state;
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    char dir[] = "/tmp/sbx-worker-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "sandbox:\n  default_profile: fake\n  secret_file: %s/secret\n"
+             "  profiles:\n    fake: { type: fake }\n",
+             dir);
+    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "t.yaml", &cfg, &err), SBX_OK);
+    free(cfg->worker.listen);
+    cfg->worker.listen = strdup("127.0.0.1:0");
+    sbx_engine *engine = NULL;
+    sbx_broker *broker = NULL;
+    sbx_worker *w = NULL;
+    assert_int_equal(sbx_engine_new(cfg, &engine, &err), SBX_OK);
+    assert_int_equal(sbx_broker_open_embedded(engine, &broker, &err), SBX_OK);
+    assert_int_equal(sbx_worker_new(cfg, engine, broker, &w, &err), SBX_E_CONFIG);
+    assert_null(w);
+    assert_non_null(strstr(err.message, "broker.flavor to 'thread'"));
     sbx_broker_free(broker);
     sbx_engine_free(engine);
     sbx_config_free(cfg);
@@ -433,6 +547,9 @@ int main(void)
         cmocka_unit_test(test_worker_thousand_concurrent_streams_on_one_connection),
         cmocka_unit_test(test_worker_silent_connection_is_dropped_after_the_handshake_deadline),
         cmocka_unit_test(test_worker_non_loopback_without_tls_refuses_to_start),
+        cmocka_unit_test(test_remote_describe_lists_the_worker_profiles),
+        cmocka_unit_test(test_remote_async_submit_streams_and_calls_back),
+        cmocka_unit_test(test_worker_refuses_a_broker_that_is_not_the_thread_broker),
         cmocka_unit_test(test_remote_unreachable_worker_is_a_broker_failure),
         cmocka_unit_test(test_remote_plaintext_to_a_non_loopback_host_is_refused),
     };
