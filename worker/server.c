@@ -65,6 +65,10 @@
 /* Most output bytes coalesced into one ExecuteEvent while the loop is busy: big enough to
  * amortise framing, small enough to keep streaming interactive and memory bounded per call. */
 #define WORKER_OUTPUT_COALESCE (256 << 10)
+/* While output flows, the loop collects it at least this often instead of being woken per
+ * chunk: coalesces a line-by-line printer into a few messages per millisecond and adds at most
+ * this much to an interactive stream's latency. */
+#define WORKER_OUTPUT_POLL_MS 1
 /* First buffer of an output run: most programs print lines; it doubles as a run grows. */
 #define WORKER_OUTPUT_FIRST_CAP 256
 /* Describe calls answered at once, each on its own thread: a client asks once per connection,
@@ -186,6 +190,7 @@ struct sbx_worker {
     pthread_mutex_t lock;
     posted *posted_head, *posted_tail;
     bool wake_pending;
+    bool output_polling; /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway */
 };
 
 /* The HTTP/2 client connection preface (RFC 9113 §3.4). */
@@ -394,7 +399,9 @@ static void post(sbx_worker *w, posted *p)
     else
         w->posted_head = p;
     w->posted_tail = p;
-    if (!w->wake_pending) {
+    /* Output while the loop polls for it needs no wake-up: a program printing line by line
+     * would otherwise cost a write, a wake-up and a loop turn per line. */
+    if (!w->wake_pending && !(p->is_output && w->output_polling)) {
         w->wake_pending = true;
         /* Under the lock: once the loop took this post, the poster touches nothing of w (the
          * loop may free w right after the last final). */
@@ -593,9 +600,16 @@ static void drain_posted(sbx_worker *w)
     posted *p = w->posted_head;
     w->posted_head = w->posted_tail = NULL;
     w->wake_pending = false;
+    bool output = false;
     for (posted *q = p; q; q = q->next)
-        if (q->is_output && q->c->open_output == q)
-            q->c->open_output = NULL; /* taken: later chunks start a new run */
+        if (q->is_output) {
+            output = true;
+            if (q->c->open_output == q)
+                q->c->open_output = NULL; /* taken: later chunks start a new run */
+        }
+    /* Output is flowing: poll for more instead of being woken per chunk; a turn that finds
+     * none ends the polling (the next chunk wakes the loop again). */
+    w->output_polling = output;
     pthread_mutex_unlock(&w->lock);
     while (p) {
         posted *next = p->next;
@@ -1584,7 +1598,14 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
                 break;
             }
         }
+        pthread_mutex_lock(&w->lock);
+        bool polling = w->output_polling;
+        pthread_mutex_unlock(&w->lock);
+        if (polling && (timeout < 0 || timeout > WORKER_OUTPUT_POLL_MS))
+            timeout = WORKER_OUTPUT_POLL_MS;
         int n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
+        if (n == 0 && polling)
+            drain_posted(w);
         if (n < 0 && errno != EINTR) {
             st = sbx_error_set(err, SBX_E_INTERNAL, "worker: epoll_wait: %s", strerror(errno));
             break;
