@@ -14,6 +14,8 @@ packages=(
   libcmocka-dev libmicrohttpd-dev python3 python3-protobuf python3-grpcio python3-grpc-tools
   # tests: real peers and parts
   docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
+  # bench/worker: the gRPC C++ peer and load generator (grpc++.pc requires protobuf.pc)
+  libprotobuf-dev
   iproute2 procps openssl uidmap
   # tests: sbx-agent under memcheck (tests/local/test_local_agent_valgrind.c)
   valgrind

@@ -1,48 +1,36 @@
 #!/usr/bin/python3
-"""bench_worker.py - no-op Execute over h2c loopback: sbx-worker (embedded broker behind it)
-against a C++ gRPC server answering the same no-op, both driven by h2load with the same framed
-request (content-type application/grpc, te: trailers). Two shapes each: serial (1 connection,
-1 stream) and loaded (4 connections x 16 streams). Prints medians (from h2load's per-request
-log) and throughput side by side.
+"""bench_worker.py - no-op Execute over h2c loopback: sbx-worker (thread broker, fake provider,
+`true`) against a gRPC C++ callback server answering a no-op (grpc_peer.cc), both driven in the
+same run by the same load generator, a gRPC C++ client (grpc_load.cc) that sends a UNIQUE
+task_id per call, so sbx's dedup store never answers for the provider.
 
-Note: h2load replays one body, so every request carries the same task_id; after the first, the
-worker answers from the broker's dedup store. The row measures transport + worker + broker
-(decode, auth, dedup, completion encode), not a provider.
+Rows per server: serial (1 connection, 1 call in flight) mean and p99; throughput with 8 calls
+in flight (8 connections, one each) and with 64 (8 connections, 8 each); and, labelled as such,
+the dedup path (serial, one task_id replayed: after the first call sbx answers from its store;
+the peer does the same no-op either way). Each shape runs ROUNDS times, servers alternating, and
+the median round is reported, so a noisy neighbour hits both servers alike.
 """
 import argparse
+import json
 import os
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 
-SERIAL_N = 20000
-LOADED_N = 100000
-WARMUP_N = 2000
+ROUNDS = 3
+SERIAL_CALLS = 5000
+LOADED_CALLS = 30000
+WARMUP_CALLS = 1000
 
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(num, payload):
-    return varint((num << 3) | 2) + varint(len(payload)) + payload
-
-
-def request_body():
-    run_command = field(1, b"true")                      # RunCommand.argv = ["true"]
-    req = (field(1, b"00000000-0000-4000-8000-000000000001")  # task_id
-           + field(2, b"fake")                              # profile
-           + field(11, run_command))                        # run_command
-    return b"\x00" + len(req).to_bytes(4, "big") + req
+# (label, connections, in flight, calls, same id)
+SHAPES = [
+    ("serial", 1, 1, SERIAL_CALLS, False),
+    ("8 concurrent", 8, 8, LOADED_CALLS, False),
+    ("64 concurrent", 8, 64, LOADED_CALLS, False),
+    ("dedup path (one id)", 1, 1, SERIAL_CALLS, True),
+]
 
 
 def start(argv, pattern):
@@ -55,78 +43,97 @@ def start(argv, pattern):
     return p, int(m.group(1))
 
 
-def h2load(h2load_bin, port, body, n, c, m, tmp):
-    log = os.path.join(tmp, "h2load-%d-%d-%d.log" % (port, c, m))
-    out = subprocess.run(
-        [h2load_bin, "-n", str(n), "-c", str(c), "-m", str(m), "-d", body,
-         "-H", "content-type: application/grpc", "-H", "te: trailers",
-         "--log-file", log, "http://127.0.0.1:%d/sbx.v1.Execution/Execute" % port],
-        capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"finished in .*?, ([\d.]+) req/s", out).group(1))
-    ok = int(re.search(r"(\d+) succeeded", out).group(1))
-    lat = []
-    with open(log) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3:
-                lat.append(int(parts[2]))
-    os.unlink(log)
-    return {"rps": rps, "ok": ok, "n": n, "median_us": statistics.median(lat) if lat else 0,
-            "p99_us": sorted(lat)[int(len(lat) * 0.99)] if lat else 0}
+def cpu_ns(pid):
+    """CPU time the process has used so far, all threads, in ns (schedstat: ns precision)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError):
+            pass  # a thread that just exited
+    return total
+
+
+def load(load_bin, pid, port, connections, in_flight, calls, same_id):
+    argv = [load_bin, "--target", "127.0.0.1:%d" % port, "--calls", str(calls),
+            "--concurrency", str(in_flight), "--connections", str(connections),
+            "--threads", "1" if in_flight == 1 else "2", "--warmup", str(WARMUP_CALLS)]
+    if same_id:
+        argv.append("--same-id")
+    before = cpu_ns(pid)
+    out = subprocess.run(argv, capture_output=True, text=True)
+    used = cpu_ns(pid) - before
+    if out.returncode != 0:
+        raise RuntimeError("grpc_load failed: %s" % out.stderr.strip())
+    r = json.loads(out.stdout)
+    # The server's CPU per call, warmup included (it ran in the same window): on a host shared
+    # with other work the wall-clock columns measure the neighbours too, this one does not.
+    r["cpu_us"] = used / 1000.0 / (calls + WARMUP_CALLS)
+    return r
+
+
+def median_round(results, key):
+    """The round whose `key` is the median (so one row's numbers come from one run)."""
+    ordered = sorted(results, key=lambda r: r[key])
+    return ordered[len(ordered) // 2]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", required=True)
     ap.add_argument("--peer", required=True)
-    ap.add_argument("--h2load", default="h2load")
+    ap.add_argument("--load", required=True)
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="sbx-bench-worker-")
-    body = os.path.join(tmp, "request.bin")
-    with open(body, "wb") as f:
-        f.write(request_body())
-    cfgs = {}
-    for flavor in ("embedded", "thread"):
-        cfgs[flavor] = os.path.join(tmp, "worker-%s.yaml" % flavor)
-        with open(cfgs[flavor], "w") as f:
-            f.write("sandbox:\n  default_profile: fake\n  secret_file: %s/secret\n"
-                    "  runtime_dir: %s/run\n"
-                    "  broker: { flavor: %s, threads: 2 }\n"
-                    "  worker: { listen: '127.0.0.1:0' }\n"
-                    "  profiles:\n    fake: { type: fake, scope: per_call }\n"
-                    % (tmp, tmp, flavor))
+    cfg = "%s/worker.yaml" % tmp
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  default_profile: fake\n  secret_file: %s/secret\n"
+                "  runtime_dir: %s/run\n"
+                "  broker: { flavor: thread, threads: 2 }\n"
+                "  worker: { listen: '127.0.0.1:0' }\n"
+                "  profiles:\n    fake: { type: fake, scope: per_call }\n" % (tmp, tmp))
     procs = []
     try:
-        worker, wport = start([args.worker, "--config", cfgs["embedded"]],
-                              r"listening on port (\d+)")
+        worker, wport = start([args.worker, "--config", cfg], r"listening on port (\d+)")
         procs.append(worker)
-        tworker, tport = start([args.worker, "--config", cfgs["thread"]],
-                               r"listening on port (\d+)")
-        procs.append(tworker)
         peer, pport = start([args.peer, "127.0.0.1:0"], r"listening on port (\d+)")
         procs.append(peer)
-        rows = []
-        for name, port in (("sbx-worker (embedded broker)", wport),
-                           ("gRPC C++ 1.51 (callback)", pport),
-                           ("sbx-worker (thread broker)", tport)):
-            h2load(args.h2load, port, body, WARMUP_N, 1, 1, tmp)
-            serial = h2load(args.h2load, port, body, SERIAL_N, 1, 1, tmp)
-            loaded = h2load(args.h2load, port, body, LOADED_N, 4, 16, tmp)
-            rows.append((name, serial, loaded))
-        print("\nworker: no-op Execute over h2c loopback, h2load (same framed request)")
-        print("%-30s %14s %12s %12s | %14s %12s %12s" % (
-            "server", "serial median", "serial p99", "serial rps",
-            "loaded median", "loaded p99", "loaded rps"))
-        for name, s, l in rows:
-            print("%-30s %11.0f us %9.0f us %12.0f | %11.0f us %9.0f us %12.0f%s" % (
-                name, s["median_us"], s["p99_us"], s["rps"], l["median_us"], l["p99_us"],
-                l["rps"], "" if s["ok"] == s["n"] and l["ok"] == l["n"] else "  (FAILURES)"))
-        (_, ws, wl), (_, ps, pl) = rows[0], rows[1]
-        print("targets compare the embedded-broker row with the peer; the thread-broker row (the\n"
-              "production default) adds one hand-off to the broker's own threads")
-        print("serial median ratio sbx/peer: %.2f (target <= 1.0 and <= 100 us)" %
-              (ws["median_us"] / ps["median_us"]))
-        print("loaded throughput ratio sbx/peer: %.2f (target >= 1.2)" % (wl["rps"] / pl["rps"]))
+        servers = (("sbx-worker (thread broker)", worker.pid, wport),
+                   ("gRPC C++ 1.51 (callback)", peer.pid, pport))
+        rows = {}
+        for label, conns, in_flight, calls, same_id in SHAPES:
+            runs = {name: [] for name, _, _ in servers}
+            for _ in range(args.rounds):
+                for name, pid, port in servers:
+                    runs[name].append(
+                        load(args.load, pid, port, conns, in_flight, calls, same_id))
+            key = "mean_us" if in_flight == 1 else "rps"
+            rows[label] = {name: median_round(r, key) for name, r in runs.items()}
+        sbx, peer_name = servers[0][0], servers[1][0]
+        print("\nworker: no-op Execute over h2c loopback; gRPC C++ client, a unique task_id per "
+              "call (median of %d rounds)" % args.rounds)
+        print("%-22s %-28s %10s %10s %12s %14s" % (
+            "shape", "server", "mean us", "p99 us", "calls/s", "server CPU us"))
+        for label, _, _, _, _ in SHAPES:
+            for name, _, _ in servers:
+                r = rows[label][name]
+                print("%-22s %-28s %10.1f %10.1f %12.0f %14.1f%s" % (
+                    label, name, r["mean_us"], r["p99_us"], r["rps"], r["cpu_us"],
+                    "  (FAILURES)" if r["failures"] else ""))
+        print("(server CPU us = the server process's CPU time per call; calls/s a server could "
+              "sustain on 2 cores = 2e6 / it)")
+        s, p = rows["serial"][sbx], rows["serial"][peer_name]
+        print("serial mean sbx/peer: %.2f (target <= 1.0)" % (s["mean_us"] / p["mean_us"]))
+        s, p = rows["8 concurrent"][sbx], rows["8 concurrent"][peer_name]
+        print("8-concurrent throughput sbx/peer: %.2f (target >= 1.0, goal 1.5)" %
+              (s["rps"] / p["rps"]))
+        print("8-concurrent server CPU per call sbx/peer: %.2f" % (s["cpu_us"] / p["cpu_us"]))
+        s, p = rows["64 concurrent"][sbx], rows["64 concurrent"][peer_name]
+        print("64-concurrent throughput sbx/peer: %.2f; server CPU per call sbx/peer: %.2f" %
+              (s["rps"] / p["rps"], s["cpu_us"] / p["cpu_us"]))
+        print("(the dedup rows replay one task_id: sbx answers from its store after the first)")
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
