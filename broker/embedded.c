@@ -53,9 +53,11 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     }
     *out = sbx_completion_copy(c);
     pthread_mutex_lock(&e->store.mu);
-    bt_waiter *fire = bt_complete(&e->store, t, c); /* none: joiners here block */
+    bt_task *dead = NULL;
+    bt_waiter *fire = bt_complete(&e->store, t, c, NULL, &dead); /* none: joiners here block */
     pthread_mutex_unlock(&e->store.mu);
     bt_fire(fire);
+    bt_free_dead(dead);
     if (*out == NULL)
         *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
     return SBX_OK;

@@ -117,13 +117,29 @@ static void unlink_lru(bt_store *s, bt_task *t)
     s->n_done--;
 }
 
-/* Removes t from everything; frees it unless a waiter still holds it (the last one frees). */
-static void drop(bt_store *s, bt_task *t)
+/* Removes t from everything; frees it unless a waiter still holds it (the last one frees).
+ * With dead, an unreferenced t is put there for the caller to free once it released s->mu. */
+static void drop(bt_store *s, bt_task *t, bt_task **dead)
 {
     unlink_table(s, t);
     unlink_lru(s, t);
-    if (t->refs == 0)
+    if (t->refs != 0)
+        return;
+    if (dead == NULL) {
         task_free(t);
+        return;
+    }
+    t->hnext = *dead;
+    *dead = t;
+}
+
+void bt_free_dead(bt_task *dead)
+{
+    while (dead != NULL) {
+        bt_task *next = dead->hnext;
+        task_free(dead);
+        dead = next;
+    }
 }
 
 bool bt_add_waiter(bt_task *t, sbx_broker_done_fn on_done, void *arg)
@@ -158,12 +174,19 @@ void bt_release(bt_task *t)
         task_free(t);
 }
 
-bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
+bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
+                       bt_task **dead)
 {
     bt_waiter *fire = t->waiters;
     t->waiters = NULL;
-    for (bt_waiter *w = fire; w != NULL; w = w->next)
+    for (bt_waiter *w = fire; w != NULL; w = w->next) {
+        if (spare != NULL && *spare != NULL) { /* copied before the lock was taken */
+            w->c = *spare;
+            *spare = NULL;
+            continue;
+        }
         w->c = c != NULL ? sbx_completion_copy(c) : NULL;
+    }
     t->completion = c;
     __atomic_store_n(&t->state, BT_DONE, __ATOMIC_RELEASE);
     t->hooks = NULL;
@@ -171,7 +194,7 @@ bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
     t->req = t->req_owned;
     pthread_cond_broadcast(&t->done);
     if (t->discarded) {
-        drop(s, t);
+        drop(s, t, dead);
         return fire;
     }
     t->lru_prev = s->lru_tail;
@@ -183,7 +206,7 @@ bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c)
     s->lru_tail = t;
     s->n_done++;
     while (s->n_done > s->lru_max)
-        drop(s, s->lru_head);
+        drop(s, s->lru_head, dead);
     return fire;
 }
 
@@ -252,7 +275,7 @@ void bt_discard(bt_store *s, const char *subject, const char *task_id)
     if (t == NULL)
         return;
     if (t->state == BT_DONE)
-        drop(s, t);
+        drop(s, t, NULL);
     else
         t->discarded = true;
 }

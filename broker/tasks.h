@@ -64,6 +64,7 @@ typedef struct bt_task {
     sbx_engine_hooks own_hooks;    /* an asynchronous submitter's, by value (hooks points here) */
     bt_waiter *waiters;            /* asynchronous submitters to call back on completion */
     bool owner_runs;               /* thread broker: its blocking submitter runs it when granted */
+    bool async_owner;              /* created by submit_async: its creator waits in waiters */
     int64_t started_at_ms;
     sbx_completion *completion;             /* BT_DONE */
     uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* of the request that created the entry */
@@ -96,8 +97,14 @@ bool bt_same_request(const bt_task *t, const uint8_t digest[SBX_REQUEST_DIGEST_L
 sbx_completion *bt_conflict(const char *subject, const char *task_id);
 /* Publishes c (ownership taken): BT_DONE, wakes waiters, enters the LRU (evicting the oldest)
  * or is freed when discarded. Returns the task's asynchronous waiters, each holding its copy
- * of c: the caller hands them over with bt_fire once it has released s->mu. */
-bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c);
+ * of c: the caller hands them over with bt_fire once it has released s->mu. spare (may be
+ * NULL) is a copy of c made before the lock was taken: the first waiter gets it (*spare is then
+ * NULL), so the common single waiter costs no copy under the lock. Tasks this frees are put on
+ * *dead (may be NULL: freed at once) for bt_free_dead after the lock is released. */
+bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
+                       bt_task **dead);
+/* Frees the tasks bt_complete put on a dead list (without s->mu). */
+void bt_free_dead(bt_task *dead);
 /* Adds an asynchronous waiter to a task that is not done; false on ENOMEM. */
 bool bt_add_waiter(bt_task *t, sbx_broker_done_fn on_done, void *arg);
 /* Calls back every waiter of the list (never with s->mu held) and frees the list. */

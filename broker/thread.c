@@ -172,8 +172,9 @@ static void session_done(thread_broker *tb, bt_session *s)
 
 /* Runs a granted task (an executor's or its owner's) and publishes its completion; called and
  * returns with store.mu held (released while the engine runs and while waiters are called
- * back). t may be freed on return unless the caller holds a reference. */
-static void run_task(thread_broker *tb, bt_task *t)
+ * back). t may be freed on return unless the caller holds a reference. Returns a copy of the
+ * completion made outside the lock for the task's owner, or NULL (then the owner copies). */
+static sbx_completion *run_task(thread_broker *tb, bt_task *t)
 {
     t->refs++; /* keep t alive while unlocked */
     const sbx_request *req = t->req;
@@ -189,11 +190,15 @@ static void run_task(thread_broker *tb, bt_task *t)
     if (c == NULL)
         c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
     sbx_broker_record(tb->self, req, c, t->started_at_ms, sbx_now_ms());
+    /* Whoever is known to want the completion (the blocking owner, the asynchronous creator)
+     * gets a copy made here, not under the lock every submitter contends for. */
+    sbx_completion *spare = t->owner_runs || t->async_owner ? sbx_completion_copy(c) : NULL;
 
     pthread_mutex_lock(&tb->store.mu);
     bt_session *s = t->session;
     t->session = NULL;
-    bt_waiter *fire = bt_complete(&tb->store, t, c);
+    bt_task *dead = NULL;
+    bt_waiter *fire = bt_complete(&tb->store, t, c, &spare, &dead);
     bt_release(t); /* may free t (discarded, no waiter) */
     session_done(tb, s);
     tb->running--;
@@ -202,11 +207,13 @@ static void run_task(thread_broker *tb, bt_task *t)
         pthread_cond_broadcast(&tb->idle);
     if (tb->closing && tb->queued == 0)
         pthread_cond_broadcast(&tb->work);
-    if (fire != NULL) {
+    if (fire != NULL || dead != NULL) {
         pthread_mutex_unlock(&tb->store.mu);
         bt_fire(fire);
+        bt_free_dead(dead);
         pthread_mutex_lock(&tb->store.mu);
     }
+    return spare;
 }
 
 static void *executor(void *arg)
@@ -223,7 +230,12 @@ static void *executor(void *arg)
         if (tb->exec_head == NULL)
             tb->exec_tail = NULL;
         t->qnext = NULL;
-        run_task(tb, t);
+        sbx_completion *spare = run_task(tb, t);
+        if (spare != NULL) { /* an asynchronous creator's copy, unused: it was discarded */
+            pthread_mutex_unlock(&tb->store.mu);
+            sbx_completion_free(spare);
+            pthread_mutex_lock(&tb->store.mu);
+        }
     }
     pthread_mutex_unlock(&tb->store.mu);
     return NULL;
@@ -325,8 +337,9 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
         enqueue(tb, t);
         while (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == BT_QUEUED)
             pthread_cond_wait(&t->done, &tb->store.mu);
-        run_task(tb, t);
-        *out = sbx_completion_copy(t->completion);
+        *out = run_task(tb, t);
+        if (*out == NULL)
+            *out = sbx_completion_copy(t->completion);
         bt_release(t);
         if (*out == NULL)
             *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
@@ -381,6 +394,7 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
         t->own_hooks.on_output_arg = cb->arg;
         t->own_hooks.cancel = cb->cancel;
         t->hooks = &t->own_hooks;
+        t->async_owner = true;
         enqueue(tb, t);
     }
     pthread_mutex_unlock(&tb->store.mu);
