@@ -26,8 +26,14 @@
  * request with more is a bug, and these bound the decode tables). */
 #define AGENT_MAX_ARGV 1024
 #define AGENT_MAX_ENV 256
-/* Host connections at once: a worker, a reattaching worker and a CLI with room to spare. */
-#define AGENT_MAX_CLIENTS 8
+/* Host connections served at once: every process of a host that uses one session holds one
+ * (a worker, CLIs run in parallel, reattaching clients). A connection beyond these is never
+ * closed: it waits in the listen backlog until a slot frees (closing it would read as a dead
+ * sandbox to the host). 64 slots cost 64 static client records (about 70 KiB). */
+#define AGENT_MAX_CLIENTS 64
+/* Connections the kernel queues for us while every slot is taken (listen(2) backlog; the kernel
+ * caps it at net.core.somaxconn). A host client waits there under its own deadline. */
+#define AGENT_LISTEN_BACKLOG 1024
 /* Commands tracked (running + finished, kept for reattach). The oldest finished command's
  * slot is reused first. */
 #define AGENT_MAX_COMMANDS 16

@@ -45,6 +45,7 @@
 /* sbx.v1.ErrorCode values carried in AgentError.code. */
 enum {
     EC_TIMEOUT = 4,
+    EC_PROVISION = 5,
     EC_GONE = 6,
     EC_PERMISSION_DENIED = 9,
     EC_INVALID_ARGUMENT = 10,
@@ -85,6 +86,7 @@ typedef struct command {
     int64_t start_us, deadline_ms; /* deadline 0 = none */
     uint64_t finished_seq;         /* order of completion, for slot reuse */
     sbx_v1_AgentExit exit;         /* kept for reattach after the end */
+    bool by_shutdown;              /* ended by the sandbox's own shutdown, not by itself */
     journal j[2];
 } command;
 
@@ -614,12 +616,24 @@ static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_m
     c->j[0].total = c->j[1].total = 0;
     memset(&c->exit, 0, offsetof(sbx_v1_AgentExit, value) + 1);
     c->exit.kernel_restarted = false;
+    c->by_shutdown = false;
 }
 
 static void send_exit(command *c)
 {
     if (c->client < 0)
         return;
+    if (c->by_shutdown) {
+        /* Not the program's answer: the machinery stopped it (container stop, daemon restart,
+         * host shutdown). Reported as an error so the host never reads it as a result. */
+        send_error(c->client, c->req_id, EC_PROVISION,
+                   "the sandbox was shut down from outside (PID 1 got a termination signal: "
+                   "container stop, daemon restart or host shutdown) while the program ran; it "
+                   "ended with %s %d",
+                   c->exit.signal ? "signal" : "exit status",
+                   c->exit.signal ? (int)c->exit.signal : (int)c->exit.exit_code);
+        return;
+    }
     event_begin(c->req_id, sbx_v1_AgentEvent_exit_tag);
     /* the exit record is small but for its value string: copy just what is used */
     memcpy(&ev.body.exit, &c->exit, offsetof(sbx_v1_AgentExit, value));
@@ -670,6 +684,7 @@ static void finish(command *c, int exit_code_override, bool have_override, const
     x->stderr_bytes = c->j[1].total;
     if (value)
         snprintf(x->value, sizeof x->value, "%s", value);
+    c->by_shutdown = shutdown_at_ms != 0 && x->outcome != sbx_v1_AgentOutcome_AGENT_OUTCOME_OK;
     c->running = false;
     c->finished_seq = ++finished_counter;
     last_activity_ms = now_ms();
@@ -1731,6 +1746,14 @@ static void drop_client(int ci)
     last_activity_ms = now_ms();
 }
 
+static int free_client_slot(void)
+{
+    for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
+        if (clients[i].fd < 0)
+            return i;
+    return -1;
+}
+
 static void accept_client(void)
 {
     int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -1746,13 +1769,8 @@ static void accept_client(void)
         close(fd);
         return;
     }
-    int ci = -1;
-    for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
-        if (clients[i].fd < 0) {
-            ci = i;
-            break;
-        }
-    if (ci < 0) {
+    int ci = free_client_slot();
+    if (ci < 0) { /* cannot happen: the listener is polled only while a slot is free */
         close(fd);
         return;
     }
@@ -1910,7 +1928,7 @@ static int listen_on(const char *path)
     mode_t old = umask(0077);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc < 0 || listen(fd, AGENT_MAX_CLIENTS) < 0) {
+    if (rc < 0 || listen(fd, AGENT_LISTEN_BACKLOG) < 0) {
         int e = errno;
         close(fd);
         return -e;
@@ -2003,8 +2021,12 @@ int agent_serve(const agent_config *config)
     enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1 };
     for (;;) {
         int n = 0;
-        pfd[n] = (struct pollfd){listen_fd, POLLIN, 0};
-        kind[n++] = K_LISTEN;
+        /* With every client slot taken the listener is not polled: new connections wait in
+         * the backlog (queued, never refused) until a client leaves. */
+        if (free_client_slot() >= 0) {
+            pfd[n] = (struct pollfd){listen_fd, POLLIN, 0};
+            kind[n++] = K_LISTEN;
+        }
         pfd[n] = (struct pollfd){sig_fd, POLLIN, 0};
         kind[n++] = K_SIG;
         int clients_open = 0;

@@ -75,6 +75,20 @@ struct sbx_engine {
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
+/* The deadline of the acquire step running on this thread (sbx_provider_deadline_ms). */
+static _Thread_local int64_t acquire_deadline;
+
+int64_t sbx_provider_deadline_ms(void)
+{
+    return acquire_deadline;
+}
+
+int64_t sbx_provider_step_deadline(int64_t step_ms)
+{
+    int64_t d = sbx_monotonic_ms() + step_ms;
+    return acquire_deadline > 0 && acquire_deadline < d ? acquire_deadline : d;
+}
+
 static bool str_set(const char *s)
 {
     return s != NULL && s[0] != '\0';
@@ -183,6 +197,7 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
         s->ctx.attach_to = p->attach_to;
         s->ctx.node = cfg->node;
         s->ctx.runtime_dir = cfg->runtime_dir;
+        s->ctx.scope = p->scope;
     }
     sbx_status st = sbx_binding_key_load(cfg->secret_file, &e->key, err);
     if (st != SBX_OK) {
@@ -711,7 +726,9 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
                            "verify); use a handle this principal created",
                            h->session_id, subject_of(r));
     } else {
+        acquire_deadline = deadline;
         st = acquire(r, &sb, &recreated);
+        acquire_deadline = 0;
     }
     if (st != SBX_OK) {
         unlock_session(r->e, lock);
@@ -745,9 +762,29 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         .policy = r->policy,
     };
     sbx_result *res = r->c->result;
-    st = execute(r, sb, &o, res);
+    if (deadline > 0 && sbx_monotonic_ms() >= deadline)
+        /* Reaching or creating the sandbox took the whole deadline: a timeout, never a
+         * result (the program did not run, so it has no exit status). */
+        st = sbx_error_set(&r->err, SBX_E_TIMEOUT,
+                           "the deadline passed while the sandbox was reached or created; the "
+                           "program never started");
+    else
+        st = execute(r, sb, &o, res);
     if (s->ops->sandbox_close != NULL)
         s->ops->sandbox_close(sb);
+    /* per_call: the sandbox is destroyed here, in all cases, whichever broker carried the
+     * request (a raw gRPC caller leaves nothing behind either). */
+    if (s->profile->scope == SBX_SCOPE_PER_CALL && managed(s) && s->ops->destroy != NULL) {
+        sbx_error derr;
+        sbx_error_clear(&derr);
+        if (s->ops->destroy(s->state, h->sandbox_id, &derr) == SBX_OK) {
+            sbx_set_string(&h->sandbox_id, NULL);
+            h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED;
+        } else {
+            sbx_completion_add_notice(r->c, "per_call sandbox %s could not be destroyed: %s",
+                                      h->sandbox_id, derr.message);
+        }
+    }
     unlock_session(r->e, lock);
 
     /* Step 8: output limit, stamp, sign. A provider's own advisory (result.provider_data
@@ -761,8 +798,8 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     limit_stream(&res->stderr, &res->stderr_truncated, limit, "stderr", r->c);
     finish_handle(r);
     if (st != SBX_OK) {
-        if (st == SBX_E_TIMEOUT && res->outcome == SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED)
-            res->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
+        /* The outcome stays as the provider set it: TIMED_OUT only for a program that ran
+         * into its deadline. A program that never started has none (and no exit status). */
         if (!r->err.message[0])
             sbx_error_set(&r->err, st, "provider '%s' failed %s", s->ops->name,
                           sbx_request_op_name(r->req));
@@ -847,6 +884,25 @@ static void completion_text(sbx_completion *c)
         }
 }
 
+/* The deadline of opening a provider: the request's, or the tighter of the profile's and the
+ * request's timeout_ms (the effective policy is not merged yet). 0 = none. */
+static int64_t open_deadline(const profile_slot *s, const sbx_request *req)
+{
+    int64_t now = sbx_monotonic_ms(), d = 0;
+    uint64_t t = s->profile->policy != NULL ? s->profile->policy->timeout_ms : 0;
+    if (req->policy != NULL && req->policy->timeout_ms > 0 &&
+        (t == 0 || req->policy->timeout_ms < t))
+        t = req->policy->timeout_ms;
+    if (t > 0)
+        d = now + (int64_t)t;
+    if (req->deadline_ms > 0) {
+        int64_t rd = now + (req->deadline_ms - sbx_now_ms());
+        if (d == 0 || rd < d)
+            d = rd;
+    }
+    return d;
+}
+
 sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
                                    const sbx_engine_hooks *hooks)
 {
@@ -887,9 +943,12 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
         goto done;
     }
 
-    /* 4. Fail-closed checks, before any provider call (opening reads capabilities only). */
-    if (slot_open(r.slot, &r.err) != SBX_OK ||
-        check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
+    /* 4. Fail-closed checks, before any provider call (opening reads capabilities only). The
+     * first open of a provider may reach its daemon: the request's deadline bounds it too. */
+    acquire_deadline = open_deadline(r.slot, req);
+    sbx_status open_st = slot_open(r.slot, &r.err);
+    acquire_deadline = 0;
+    if (open_st != SBX_OK || check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
         out = fail(req, &r.err, req->session);
         goto done;
     }
@@ -947,6 +1006,40 @@ done:
     sbx_message_free((ProtobufCMessage *)r.handle);
     sbx_message_free((ProtobufCMessage *)r.policy);
     return out;
+}
+
+/* ---- sweep -------------------------------------------------------------------------------- */
+
+sbx_status sbx_engine_sweep(sbx_engine *e, sbx_strlist *removed, sbx_error *err)
+{
+    sbx_status first = SBX_OK;
+    for (size_t i = 0; e != NULL && i < e->n_slots; i++) {
+        profile_slot *s = &e->slots[i];
+        if (!managed(s) || s->ops->sweep == NULL)
+            continue;
+        sbx_error open_err;
+        if (slot_open(s, &open_err) != SBX_OK)
+            continue; /* no daemon, no sandboxes of it to reach either */
+        sbx_strlist ids = {0};
+        sbx_error serr;
+        sbx_error_clear(&serr);
+        sbx_status st = s->ops->sweep(s->state, &ids, &serr);
+        for (size_t k = 0; k < ids.n; k++) {
+            char line[REQ_PROFILE_MAX + REQ_SANDBOX_ID_MAX + 8];
+            snprintf(line, sizeof(line), "%s: %s", s->profile->name, ids.items[k]);
+            if (!sbx_strlist_add(removed, line) && st == SBX_OK)
+                st = sbx_error_set(&serr, SBX_E_INTERNAL, "out of memory listing a sweep");
+        }
+        sbx_strlist_clear(&ids);
+        if (st != SBX_OK && first == SBX_OK) {
+            first = st;
+            if (err != NULL) {
+                *err = serr;
+                sbx_error_prefix(err, "sweeping profile '%s': ", s->profile->name);
+            }
+        }
+    }
+    return first;
 }
 
 /* ---- Describe ----------------------------------------------------------------------------- */

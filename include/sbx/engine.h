@@ -45,6 +45,12 @@ sbx_completion *sbx_engine_process(sbx_engine *engine, const sbx_request *req,
  * sbx_message_free. */
 sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **out, sbx_error *err);
 
+/* Sweeps every managed profile whose provider can (ops->sweep): removes per_call sandboxes
+ * whose owner process is gone and dead sandboxes, appending "profile: sandbox_id" of each to
+ * *removed (the caller reports and clears it). A profile whose provider cannot open is
+ * skipped; the first sweep error is returned after the others ran. Workers call it at start. */
+sbx_status sbx_engine_sweep(sbx_engine *engine, sbx_strlist *removed, sbx_error *err);
+
 /* Session lock objects currently held or waited for (they are freed when unused); for tests
  * and metrics. */
 size_t sbx_engine_session_locks(sbx_engine *engine);

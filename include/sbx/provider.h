@@ -34,6 +34,8 @@ typedef struct sbx_provider_ctx {
     const char *attach_to;       /* attached: the external sandbox id; else NULL */
     const char *node;            /* this host's node name */
     const char *runtime_dir;     /* per-host state dir (/run/sbx or $XDG_RUNTIME_DIR/sbx) */
+    sbx_scope scope;             /* the profile's session scope: per_call sandboxes are marked
+                                    so a sweep can remove them once their owner is gone */
 } sbx_provider_ctx;
 
 /* A live handle to one sandbox. Providers embed it as the FIRST member of their own struct. */
@@ -126,7 +128,22 @@ typedef struct sbx_provider_ops {
                              sbx_result *result, sbx_error *err);
     /* Releases the handle, never the sandbox. sb may be NULL. */
     void (*sandbox_close)(sbx_sandbox *sb);
+
+    /* Removes what nobody can reach again: sandboxes of this node that this provider made for
+     * a per_call session whose owner process is gone (killed mid-call), and dead ones. Appends
+     * each removed sandbox id to *removed. Live and per_session/per_runtime sandboxes stay
+     * (a restarted worker finds them again by their handles). NULL: nothing to sweep. */
+    sbx_status (*sweep)(void *state, sbx_strlist *removed, sbx_error *err);
 } sbx_provider_ops;
+
+/* Deadlines of create and attach. The engine runs a request on one thread; while it acquires
+ * a sandbox (create, attach) this is the request's monotonic deadline (sbx_monotonic_ms), 0
+ * when it has none. A provider bounds every step of reaching or creating a sandbox (boot,
+ * connect, ping, daemon calls) by it, so a caller's deadline holds even against a stopped
+ * agent or a hung daemon. */
+int64_t sbx_provider_deadline_ms(void);
+/* now + step_ms, or the deadline above when it comes sooner: the bound of one step. */
+int64_t sbx_provider_step_deadline(int64_t step_ms);
 
 /* The provider with this name (built-in first, then registered); NULL when unknown. */
 const sbx_provider_ops *sbx_provider_lookup(const char *name);

@@ -5,6 +5,7 @@
 #include "providers/common/agent_client.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -155,7 +156,9 @@ sbx_status sbx_agent_connect(const char *path, int64_t deadline, sbx_agent_conn 
     memcpy(sa.sun_path, path, strlen(path) + 1);
     if (deadline == 0)
         deadline = sbx_monotonic_ms() + 5000;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: a unix connect to a full backlog would otherwise block past the deadline
+     * (a busy or stopped agent); EAGAIN is retried until the deadline instead. */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "socket: %s", strerror(errno));
     for (;;) {
@@ -170,13 +173,21 @@ sbx_status sbx_agent_connect(const char *path, int64_t deadline, sbx_agent_conn 
             continue;
         }
         close(fd);
+        /* No listener is not proof that the sandbox is gone (the caller decides that from the
+         * sandbox's own processes): the code says only what was seen. */
         if (e == ENOENT || e == ECONNREFUSED || e == ENOTDIR)
-            return sbx_error_set(err, SBX_E_GONE,
-                                 "no agent listens on %s (%s): the sandbox is gone", path,
-                                 strerror(e));
+            return sbx_error_set(err, SBX_E_GONE, "no agent listens on %s (%s)", path, strerror(e));
+        if (e == EAGAIN)
+            return sbx_error_set(err, SBX_E_TIMEOUT,
+                                 "the agent at %s did not accept the connection in time (busy "
+                                 "or stopped)",
+                                 path);
         return sbx_error_set(err, SBX_E_PROVISION, "cannot connect to the agent at %s: %s", path,
                              strerror(e));
     }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     sbx_agent_conn *c = calloc(1, sizeof *c);
     uint8_t *rx = malloc(SBX_AGENT_MAX_FRAME);
     if (!c || !rx) {

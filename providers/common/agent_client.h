@@ -59,7 +59,10 @@ typedef struct sbx_agent_identity {
 sbx_status sbx_agent_binary_path(char *out, size_t cap, sbx_error *err);
 
 /* Connects to the agent socket at path, waiting until deadline_mono_ms (0 = 5 s) for it to
- * accept. A missing socket or refused connection is SBX_E_GONE. Free with sbx_agent_close. */
+ * accept. A missing socket or refused connection is SBX_E_GONE, which says only that nothing
+ * listens: the caller proves the sandbox gone from its processes before it says so. A full
+ * backlog until the deadline (a busy or stopped agent) is SBX_E_TIMEOUT. Free with
+ * sbx_agent_close. */
 sbx_status sbx_agent_connect(const char *path, int64_t deadline_mono_ms, sbx_agent_conn **out,
                              sbx_error *err);
 void sbx_agent_close(sbx_agent_conn *c);

@@ -42,6 +42,10 @@
 #define LABEL_OWNER "sbx.owner"
 #define LABEL_NODE "sbx.node"
 #define LABEL_STATE "sbx.state_dir"
+/* per_call containers carry these two so a sweep can tell an orphan (its owner process, "<pid>
+ * <start time>" on this node, is gone) from a container still in use. */
+#define LABEL_SCOPE "sbx.scope"
+#define LABEL_OWNER_PROCESS "sbx.owner_process"
 /* tmpfs size when the policy sets no disk_mb: enough for a scratch workspace, bounded so a
  * program cannot fill the host's memory through it. */
 #define DOCKER_DEFAULT_TMPFS_MB 256
@@ -140,6 +144,37 @@ static bool ref_ok(const char *ref)
     return true;
 }
 
+/* Start time of a host process (/proc/<pid>/stat field 22), 0 when there is none. */
+static unsigned long long process_start(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *t = strrchr(buf, ')');
+    if (t == NULL)
+        return 0;
+    /* after the comm: field 3 is the state, 22 the start time */
+    int field = 2;
+    char state = '?';
+    for (t++; *t != '\0' && field < 22;) {
+        while (*t == ' ')
+            t++;
+        field++;
+        if (field == 3)
+            state = *t;
+        if (field == 22)
+            return state == 'Z' || state == 'X' ? 0 : strtoull(t, NULL, 10);
+        while (*t != '\0' && *t != ' ')
+            t++;
+    }
+    return 0;
+}
+
 static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
 {
     docker_provider *p = calloc(1, sizeof(*p));
@@ -210,6 +245,9 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
                              "managed docker sandboxes need a runtime dir for the agent sockets "
                              "(sandbox.runtime_dir)");
     }
+    p->per_call = ctx->scope == SBX_SCOPE_PER_CALL;
+    unsigned long long start = process_start((long)getpid());
+    snprintf(p->owner, sizeof(p->owner), "%ld %llu", (long)getpid(), start);
     /* The daemon is contacted here once, so a wrong socket is reported when the profile opens;
      * every later call connects anew (a restarted daemon is simply reached again). */
     const char *socket_path = sbx_options_get(o, "socket");
@@ -364,11 +402,12 @@ static sbx_status inspect(docker_provider *p, const char *ref, container_info *c
     return SBX_OK;
 }
 
-bool docker_container_running(docker_provider *p, const char *id)
+bool docker_container_gone(docker_provider *p, const char *id)
 {
     container_info ci;
     sbx_error ignored;
-    return inspect(p, id, &ci, &ignored) == SBX_OK && ci.running;
+    sbx_status st = inspect(p, id, &ci, &ignored);
+    return st == SBX_E_GONE || (st == SBX_OK && !ci.running);
 }
 
 /* ---- sandboxes --------------------------------------------------------------------------------
@@ -620,6 +659,10 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         json_string(principal != NULL && principal->subject ? principal->subject : ""));
     json_object_set_new(labels, LABEL_NODE, json_string(p->node));
     json_object_set_new(labels, LABEL_STATE, json_string(state_dir));
+    if (p->per_call) {
+        json_object_set_new(labels, LABEL_SCOPE, json_string("per_call"));
+        json_object_set_new(labels, LABEL_OWNER_PROCESS, json_string(p->owner));
+    }
     json_object_set_new(body, "Labels", labels);
     json_object_set_new(body, "HostConfig", host_config(p, policy, state_dir));
     if (json_object_size(body) == 0) {
@@ -765,6 +808,78 @@ static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error 
     st = remove_container(p, ci.id, err);
     if (st == SBX_OK)
         remove_state_dir(p, ci.state_dir);
+    return st;
+}
+
+/* ---- sweep ----------------------------------------------------------------------------------- */
+
+/* True while the process named by an sbx.owner_process label ("<pid> <start>") runs. */
+static bool owner_alive(const char *owner)
+{
+    char *end;
+    long pid = strtol(owner, &end, 10);
+    unsigned long long start = strtoull(end, NULL, 10);
+    if (pid <= 0 || start == 0)
+        return true; /* unknown: never presumed dead */
+    return process_start(pid) == start;
+}
+
+/* GET /containers/json?all=1 with label filters (API v1.41 ContainerList): this node's managed
+ * containers of this profile. A stopped one is dead (its agent and programs are gone); a
+ * per_call one whose owner process is gone is reachable by nobody. Both are removed. */
+static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err)
+{
+    docker_provider *p = state;
+    if (!p->managed)
+        return SBX_OK;
+    char node_f[300], profile_f[300];
+    snprintf(node_f, sizeof(node_f), "%s=%.250s", LABEL_NODE, p->node);
+    snprintf(profile_f, sizeof(profile_f), "%s=%.250s", LABEL_PROFILE, p->profile);
+    json_t *filter = json_pack("{s:[s,s,s]}", "label", LABEL_MANAGED "=1", node_f, profile_f);
+    char *text = filter != NULL ? json_dumps(filter, JSON_COMPACT) : NULL;
+    json_decref(filter);
+    char *esc = text != NULL ? docker_url_escape(text) : NULL;
+    free(text);
+    if (esc == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    char *path = NULL;
+    if (asprintf(&path, "/containers/json?all=1&filters=%s", esc) < 0)
+        path = NULL;
+    free(esc);
+    if (path == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    json_t *list = NULL;
+    long status = 0;
+    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &list, err);
+    free(path);
+    if (st == SBX_OK && (status != 200 || !json_is_array(list)))
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "Docker daemon answered the container list with HTTP %ld", status);
+    size_t i;
+    json_t *c;
+    json_array_foreach(st == SBX_OK ? list : NULL, i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "Id"));
+        const char *cstate = json_string_value(json_object_get(c, "State"));
+        json_t *labels = json_object_get(c, "Labels");
+        const char *scope = json_string_value(json_object_get(labels, LABEL_SCOPE));
+        const char *owner = json_string_value(json_object_get(labels, LABEL_OWNER_PROCESS));
+        const char *sd = json_string_value(json_object_get(labels, LABEL_STATE));
+        if (id == NULL || !ref_ok(id) || cstate == NULL)
+            continue;
+        bool dead = strcmp(cstate, "running") != 0 && strcmp(cstate, "created") != 0 &&
+                    strcmp(cstate, "restarting") != 0 && strcmp(cstate, "paused") != 0;
+        bool orphan =
+            scope != NULL && strcmp(scope, "per_call") == 0 && owner != NULL && !owner_alive(owner);
+        if (!dead && !orphan)
+            continue;
+        sbx_error ignored;
+        if (remove_container(p, id, &ignored) != SBX_OK)
+            continue;
+        remove_state_dir(p, sd);
+        sbx_strlist_add(removed, id);
+    }
+    json_decref(list);
     return st;
 }
 
@@ -928,4 +1043,5 @@ const sbx_provider_ops sbx_provider_docker = {
     .read_file = docker_read_file,
     .list_files = docker_list_files,
     .sandbox_close = docker_sandbox_close,
+    .sweep = docker_sweep,
 };

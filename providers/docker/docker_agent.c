@@ -40,7 +40,7 @@ sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
     snprintf(path, sizeof(path), "%s/agent.sock", sb->state_dir);
     sbx_agent_conn *c = NULL;
     int64_t deadline =
-        sbx_monotonic_ms() + (fresh ? DOCKER_AGENT_START_MS : DOCKER_AGENT_RECONNECT_MS);
+        sbx_provider_step_deadline(fresh ? DOCKER_AGENT_START_MS : DOCKER_AGENT_RECONNECT_MS);
     sbx_status st;
     /* A just-started container may not have created its socket yet: retry until the deadline
      * (the client answers at once when the socket file does not exist). */
@@ -62,11 +62,23 @@ sbx_status docker_agent_connect(docker_sandbox *sb, bool fresh, sbx_error *err)
                 err->code = SBX_E_PROVISION;
             return SBX_E_PROVISION;
         }
+        /* Gone only with proof (the container stopped or was removed). A running container
+         * whose agent refuses, is busy or stopped is unavailable: never recreated beside it. */
+        if (docker_container_gone(sb->p, sb->base.id)) {
+            sbx_error_prefix(err, "container %.12s stopped: ", sb->base.id);
+            if (err != NULL)
+                err->code = SBX_E_GONE;
+            return SBX_E_GONE;
+        }
+        int64_t req = sbx_provider_deadline_ms();
+        sbx_status code = req > 0 && sbx_monotonic_ms() >= req ? SBX_E_TIMEOUT : SBX_E_PROVISION;
         sbx_error_prefix(err,
-                         "container %.12s is running but its agent is unreachable: ", sb->base.id);
+                         "container %.12s is running but its agent is unavailable (busy or "
+                         "stopped; not recreated): ",
+                         sb->base.id);
         if (err != NULL)
-            err->code = SBX_E_GONE;
-        return SBX_E_GONE;
+            err->code = code;
+        return code;
     }
     sb->agent = c;
     return SBX_OK;
@@ -151,7 +163,7 @@ static sbx_status after_op(docker_sandbox *sb, long long oom_before, sbx_status 
         result->outcome = SBX__V1__OUTCOME__OUTCOME_OOM;
     if (st == SBX_E_PROVISION || st == SBX_E_GONE || st == SBX_E_INTERNAL) {
         docker_agent_close(sb);
-        if (!docker_container_running(sb->p, sb->base.id))
+        if (docker_container_gone(sb->p, sb->base.id))
             return sbx_error_set(err, SBX_E_GONE,
                                  "container %.12s stopped or was removed during the operation",
                                  sb->base.id);

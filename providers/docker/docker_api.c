@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "sbx/contract.h"
+#include "sbx/provider.h" /* sbx_provider_deadline_ms: the caller's deadline bounds each call */
 
 /* Largest error body read from the hijacked connection when the daemon refuses to start an
  * exec (a JSON {"message": ...} of a few hundred bytes). */
@@ -139,9 +141,19 @@ static CURL *api_easy(const docker_api *api, const char *method, const char *pat
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
-                     timeout_ms > 0 ? timeout_ms : DOCKER_REQUEST_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)DOCKER_CONNECT_TIMEOUT_MS);
+    /* While the engine reaches or creates a sandbox, its request's deadline bounds each call
+     * too (a hung daemon must not hold a caller past it). */
+    long total = timeout_ms > 0 ? timeout_ms : DOCKER_REQUEST_TIMEOUT_MS;
+    long conn = DOCKER_CONNECT_TIMEOUT_MS;
+    int64_t until = sbx_provider_deadline_ms();
+    if (until > 0) {
+        int64_t left = until - sbx_monotonic_ms();
+        long bound = left < 1 ? 1 : left > LONG_MAX ? LONG_MAX : (long)left;
+        total = bound < total ? bound : total;
+        conn = bound < conn ? bound : conn;
+    }
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, conn);
     /* Only http over the socket: a redirect or another scheme from a hostile daemon is ignored. */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500

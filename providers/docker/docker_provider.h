@@ -43,6 +43,8 @@ typedef struct docker_provider {
     char *exec_user;   /* attached: exec as this user (NULL: the container's) */
     int64_t tmpfs_mb;  /* size of the workdir and /tmp tmpfs of managed containers */
     bool languages[3]; /* run_code languages offered, indexed by docker_lang */
+    bool per_call;     /* the profile's sandboxes live for one call: labelled for the sweep */
+    char owner[48];    /* "<pid> <start time>" of this process, the sbx.owner_process label */
 } docker_provider;
 
 /* run_code languages the docker provider knows (docker.languages picks the offered ones). */
@@ -86,8 +88,9 @@ sbx_status docker_archive_read(docker_sandbox *sb, const Sbx__V1__ReadFile *op, 
 sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op, sbx_result *result,
                                sbx_error *err);
 
-/* True when the container exists and runs (GET /containers/{id}/json). */
-bool docker_container_running(docker_provider *p, const char *id);
+/* True only with proof that the container is gone: the daemon answered that it does not exist
+ * or is not running. An unreachable or slow daemon proves nothing (false). */
+bool docker_container_gone(docker_provider *p, const char *id);
 
 /* An absolute path inside the container: `path` as is when absolute, else under the workdir.
  * malloc'd; NULL on ENOMEM. */

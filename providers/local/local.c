@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -130,6 +131,11 @@ typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
 /* How long destroy waits for a killed sandbox's PID 1 (and with it the namespace) to go. */
 #define LOCAL_DESTROY_WAIT_MS 10000
 
+/* Longest a sandbox may take to boot, and its agent to accept and answer a ping, when the
+ * request's deadline (sbx_provider_step_deadline) allows that much: a loaded 2-core host. */
+#define LOCAL_BOOT_MS 60000
+#define LOCAL_AGENT_MS 10000
+
 /* Longest runtime directory: the agent socket path under it must fit sun_path (108 bytes). */
 #define LOCAL_MAX_RUNTIME_DIR 72
 /* Where the host's uid slots are registered (one directory per uid_base). */
@@ -152,6 +158,11 @@ typedef struct local_provider {
     cg_mode cg;
     char cg_why[512];                      /* why cgroups are unavailable (for messages) */
     char cg_base[3][LOCAL_MAX_CGROUP_DIR]; /* v1: memory, pids, cpu parents; v2: [0] only */
+    bool per_call;  /* the profile's sandboxes live for one call (ctx->scope) */
+    long owner_pid; /* this process: the owner recorded in each meta */
+    unsigned long long owner_start;
+    pthread_mutex_t swept_mu;
+    sbx_strlist swept; /* removed by the sweep at open, reported by the next local_sweep */
 } local_provider;
 
 typedef struct local_sandbox {
@@ -268,7 +279,8 @@ static void detect_cgroups(local_provider *lp)
 static bool valid_id(const char *id);
 static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err);
 
-static void sweep_stale(local_provider *lp);
+static void sweep_stale(local_provider *lp, sbx_strlist *removed);
+static unsigned long long proc_start_time(long pid, char *state_out);
 
 static sbx_status make_dir(const char *path, mode_t mode, sbx_error *err)
 {
@@ -358,7 +370,11 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
         return st;
     }
     detect_cgroups(lp);
-    sweep_stale(lp);
+    lp->per_call = ctx && ctx->scope == SBX_SCOPE_PER_CALL;
+    lp->owner_pid = (long)getpid();
+    lp->owner_start = proc_start_time(lp->owner_pid, NULL);
+    pthread_mutex_init(&lp->swept_mu, NULL);
+    sweep_stale(lp, &lp->swept);
     /* Sandboxes destroyed by this process are reaped by it instead of lingering as zombies of
      * an init that may not reap (PID 1 of a container); boot processes hand their child to
      * the nearest subreaper. We only ever wait for pids we created. */
@@ -373,7 +389,24 @@ static void local_close(void *state)
     if (!lp)
         return;
     sbx_strlist_clear(&lp->binds);
+    sbx_strlist_clear(&lp->swept);
+    pthread_mutex_destroy(&lp->swept_mu);
     free(lp);
+}
+
+static sbx_status local_sweep(void *state, sbx_strlist *removed, sbx_error *err)
+{
+    local_provider *lp = state;
+    pthread_mutex_lock(&lp->swept_mu);
+    for (size_t i = 0; i < lp->swept.n; i++)
+        if (!sbx_strlist_add(removed, lp->swept.items[i])) {
+            pthread_mutex_unlock(&lp->swept_mu);
+            return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+        }
+    sbx_strlist_clear(&lp->swept);
+    pthread_mutex_unlock(&lp->swept_mu);
+    sweep_stale(lp, removed);
+    return SBX_OK;
 }
 
 static void local_capabilities(void *state, sbx_capabilities *caps)
@@ -449,7 +482,10 @@ static void new_id(char out[19])
 
 typedef struct meta {
     long pid;
-    unsigned long long start;              /* /proc/<pid>/stat field 22 */
+    unsigned long long start; /* /proc/<pid>/stat field 22 */
+    long owner_pid;           /* the process that created it (0 = unknown) */
+    unsigned long long owner_start;
+    bool per_call;                         /* made for a per_call session */
     char cg[3][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
     int n_cg;
     long uid_slot; /* -1: none (rootless) */
@@ -499,6 +535,12 @@ static bool meta_read(const char *state_dir, meta *m)
             m->start = strtoull(line + 6, NULL, 10);
         else if (strncmp(line, "uid_slot ", 9) == 0)
             m->uid_slot = strtol(line + 9, NULL, 10);
+        else if (strncmp(line, "owner ", 6) == 0) {
+            char *end;
+            m->owner_pid = strtol(line + 6, &end, 10);
+            m->owner_start = strtoull(end, NULL, 10);
+        } else if (strcmp(line, "scope per_call") == 0)
+            m->per_call = true;
         else if (strncmp(line, "cgroup /sys/fs/cgroup/", 22) == 0 && m->n_cg < 3 &&
                  !strstr(line, "/../"))
             snprintf(m->cg[m->n_cg++], sizeof m->cg[0], "%s", line + 7);
@@ -586,9 +628,21 @@ static uid_t uid_of_slot(const local_provider *lp, long slot)
     return (uid_t)(lp->uid_base + slot * LOCAL_IDS_PER_SANDBOX);
 }
 
+/* True while the process that created the sandbox runs (same pid, same start time). */
+static bool owner_alive(const meta *m)
+{
+    if (m->owner_pid <= 0)
+        return true; /* unknown owner: never presumed dead */
+    char state = '?';
+    unsigned long long start = proc_start_time(m->owner_pid, &state);
+    return start != 0 && start == m->owner_start && state != 'Z' && state != 'X';
+}
+
 /* Sandboxes whose agent ended on its own (idle TTL, OOM of PID 1, host reboot) leave their
- * state dir and cgroups behind; each provider open removes those. Live ones are untouched. */
-static void sweep_stale(local_provider *lp)
+ * state dir and cgroups behind, and a per_call sandbox whose owner was killed mid-call is
+ * reachable by nobody: each provider open and each local_sweep remove those (ids appended to
+ * removed when non-NULL). Live sandboxes of live owners and every per_session one stay. */
+static void sweep_stale(local_provider *lp, sbx_strlist *removed)
 {
     DIR *d = opendir(lp->runtime_dir);
     if (!d)
@@ -601,11 +655,15 @@ static void sweep_stale(local_provider *lp)
         state_paths(lp, de->d_name, dir, sizeof dir);
         meta m;
         struct stat st;
-        /* a sandbox being created has no meta yet: leave young dirs alone */
-        if (stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
+        bool have = meta_read(dir, &m);
+        /* a sandbox being created has no meta yet: leave young dirs without one alone */
+        if (!have && stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
             continue;
-        if (!meta_read(dir, &m) || !meta_alive(&m))
+        if (!have || !meta_alive(&m) || (m.per_call && !owner_alive(&m))) {
             local_destroy(lp, de->d_name, NULL);
+            if (removed)
+                sbx_strlist_add(removed, de->d_name);
+        }
     }
     closedir(d);
     if (lp->rootless)
@@ -829,7 +887,7 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
     char obuf[256] = "", ebuf[1200] = "";
     size_t olen = 0, elen = 0;
     struct pollfd pf[2] = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}};
-    int64_t deadline = sbx_monotonic_ms() + 60000;
+    int64_t deadline = sbx_provider_step_deadline(LOCAL_BOOT_MS);
     while ((pf[0].fd >= 0 || pf[1].fd >= 0) && sbx_monotonic_ms() < deadline) {
         if (poll(pf, 2, 1000) < 0 && errno != EINTR)
             break;
@@ -854,6 +912,13 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
         if (pf[i].fd >= 0)
             close(pf[i].fd);
     int wst = 0;
+    if (waitpid(boot, &wst, WNOHANG) == 0 && sbx_monotonic_ms() >= deadline) {
+        kill(boot, SIGKILL); /* the deadline passed mid-boot: its cgroups go with the create */
+        waitpid(boot, &wst, 0);
+        return sbx_error_set(err, sbx_provider_deadline_ms() > 0 ? SBX_E_TIMEOUT : SBX_E_PROVISION,
+                             "the sandbox did not boot before the deadline"),
+               -1;
+    }
     waitpid(boot, &wst, 0);
     char *nl = strchr(ebuf, '\n');
     if (nl)
@@ -1020,7 +1085,9 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         }
     }
     /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
-    tl += (size_t)snprintf(text + tl, sizeof text - tl, "pid %ld\nstart %llu\n", m.pid, m.start);
+    tl += (size_t)snprintf(text + tl, sizeof text - tl, "pid %ld\nstart %llu\nowner %ld %llu\n%s",
+                           m.pid, m.start, lp->owner_pid, lp->owner_start,
+                           lp->per_call ? "scope per_call\n" : "");
     if (m.uid_slot >= 0)
         tl += (size_t)snprintf(text + tl, sizeof text - tl, "uid_slot %ld\n", m.uid_slot);
     for (int i = 0; i < m.n_cg; i++)
@@ -1036,7 +1103,8 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s: %s", tmp_path, strerror(errno));
     }
     if (st == SBX_OK)
-        st = sbx_agent_connect(sb->socket_path, sbx_monotonic_ms() + 10000, &sb->conn, err);
+        st = sbx_agent_connect(sb->socket_path, sbx_provider_step_deadline(LOCAL_AGENT_MS),
+                               &sb->conn, err);
     if (st == SBX_OK && lp->cg != CG_NONE) {
         if (lp->cg == CG_V1)
             snprintf(sb->oom_file, sizeof sb->oom_file, "%s/memory.oom_control", m.cg[0]);
@@ -1082,6 +1150,8 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
     meta m;
     if (!meta_read(sb->state_dir, &m) || !meta_alive(&m)) {
         sandbox_free(sb);
+        /* proved dead: what it left (state dir, cgroups) goes now, not at the next sweep */
+        local_destroy(lp, sandbox_id, NULL);
         return sbx_error_set(err, SBX_E_GONE, "local sandbox %s no longer exists", sandbox_id);
     }
     if (m.n_cg) {
@@ -1089,15 +1159,27 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
         snprintf(sb->oom_file, sizeof sb->oom_file, "%s/%s", m.cg[0],
                  v1 ? "memory.oom_control" : "memory.events");
     }
-    st = sbx_agent_connect(sb->socket_path, sbx_monotonic_ms() + 10000, &sb->conn, err);
+    int64_t deadline = sbx_provider_step_deadline(LOCAL_AGENT_MS);
+    st = sbx_agent_connect(sb->socket_path, deadline, &sb->conn, err);
     if (st == SBX_OK)
-        st = sbx_agent_ping(sb->conn, sbx_monotonic_ms() + 10000, NULL, err);
+        st = sbx_agent_ping(sb->conn, deadline, NULL, err);
     if (st != SBX_OK) {
+        /* Gone only with proof: its PID 1 no longer exists. A live sandbox whose agent refuses,
+         * is busy or stopped is unavailable (the engine must not recreate it beside itself). */
+        bool alive = meta_read(sb->state_dir, &m) && meta_alive(&m);
         sandbox_free(sb);
-        return st == SBX_E_GONE
-                   ? st
-                   : sbx_error_set(err, SBX_E_GONE, "local sandbox %s does not answer: %s",
-                                   sandbox_id, err ? err->message : "");
+        if (!alive) {
+            local_destroy(lp, sandbox_id, NULL);
+            return sbx_error_set(err, SBX_E_GONE, "local sandbox %s ended", sandbox_id);
+        }
+        char why[256];
+        snprintf(why, sizeof why, "%.200s", err ? err->message : "");
+        int64_t req = sbx_provider_deadline_ms();
+        bool late = req > 0 && sbx_monotonic_ms() >= req;
+        return sbx_error_set(err, late ? SBX_E_TIMEOUT : SBX_E_PROVISION,
+                             "local sandbox %s is unavailable: its PID 1 (%ld) lives but the "
+                             "agent did not answer%s (%s); it was not recreated",
+                             sandbox_id, m.pid, late ? " before the deadline" : "", why);
     }
     *out = &sb->base;
     return SBX_OK;
@@ -1179,7 +1261,8 @@ static sbx_status ensure_conn(local_sandbox *sb, sbx_error *err)
         /* a connection that failed (timeout mid-frame, agent restart) is replaced */
         return SBX_OK;
     }
-    return sbx_agent_connect(sb->socket_path, sbx_monotonic_ms() + 10000, &sb->conn, err);
+    return sbx_agent_connect(sb->socket_path, sbx_provider_step_deadline(LOCAL_AGENT_MS), &sb->conn,
+                             err);
 }
 
 static sbx_status local_run_command(sbx_sandbox *s, const Sbx__V1__RunCommand *op,
@@ -1288,6 +1371,7 @@ const sbx_provider_ops sbx_provider_local = {
     .read_file = local_read_file,
     .list_files = local_list_files,
     .sandbox_close = local_sandbox_close,
+    .sweep = local_sweep,
 };
 
 const char *sbx_local_state_dir(const sbx_sandbox *s)

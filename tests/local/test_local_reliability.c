@@ -1,0 +1,466 @@
+/* test_local_reliability.c - through the engine on the local provider: a live sandbox is never
+ * declared gone (many clients of one session at once, a stopped agent), per_call sandboxes
+ * leave nothing behind, a kill -9 of the owner mid-exec is swept, and completions tell the
+ * truth (a program that never started is a timeout; a sandbox shut down under a program is a
+ * machinery failure, not the program's signal).
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine/fixture.h"
+#include "sbx/engine.h"
+#include "sbx/provider.h"
+
+/* Clients of one session at once: twice the agent's old table of 8, the case that lost
+ * appended lines. */
+#define LR_CLIENTS 16
+/* Lines each client appends. */
+#define LR_LINES 5
+/* Raw per_call executes that must leave nothing. */
+#define LR_PER_CALL 100
+/* Generous per-request limit (8 helpers share 2 cores; ASan slows the host side). */
+#define LR_TIMEOUT_MS 120000
+
+typedef struct lr {
+    sbx_config *cfg;
+    sbx_engine *e;
+} lr;
+
+static int setup(void **state)
+{
+    lr *f = calloc(1, sizeof(*f));
+    f->cfg = fx_config_new();
+    sbx_profile_config *p = fx_add_profile(f->cfg, "l", "local");
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->policy->timeout_ms = LR_TIMEOUT_MS;
+    p = fx_add_profile(f->cfg, "once", "local");
+    p->scope = SBX_SCOPE_PER_CALL;
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->policy->timeout_ms = LR_TIMEOUT_MS;
+    f->e = fx_engine(f->cfg);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    lr *f = *state;
+    sbx_engine_free(f->e);
+    fx_config_free(f->cfg);
+    free(f);
+    return 0;
+}
+
+/* Sandbox state dirs (l-...) under the runtime dir. */
+static int sandboxes(const lr *f)
+{
+    DIR *d = opendir(fx_tmpdir(f->cfg));
+    if (d == NULL)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        n += strncmp(de->d_name, "l-", 2) == 0;
+    closedir(d);
+    return n;
+}
+
+/* The first sandbox id under the runtime dir; false when there is none. */
+static bool sandbox_id_of(const lr *f, char *out, size_t cap)
+{
+    DIR *d = opendir(fx_tmpdir(f->cfg));
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, "l-", 2) == 0) {
+            snprintf(out, cap, "%.40s", de->d_name);
+            found = true;
+        }
+    closedir(d);
+    return found;
+}
+
+/* The host pid of a sandbox's PID 1 from its meta file; 0 while it has none. */
+static long meta_pid(const lr *f, const char *sandbox_id)
+{
+    char path[512], buf[256];
+    snprintf(path, sizeof(path), "%s/%s/meta", fx_tmpdir(f->cfg), sandbox_id);
+    FILE *m = fopen(path, "r");
+    if (m == NULL)
+        return 0;
+    long pid = 0;
+    while (fgets(buf, sizeof(buf), m) != NULL)
+        if (strncmp(buf, "pid ", 4) == 0)
+            pid = strtol(buf + 4, NULL, 10);
+    fclose(m);
+    return pid;
+}
+
+static long agent_pid(const lr *f, const char *sandbox_id)
+{
+    long pid = meta_pid(f, sandbox_id);
+    assert_true(pid > 1);
+    return pid;
+}
+
+static sbx_completion *run_in(sbx_engine *e, const char *profile, const sbx_session_handle *h,
+                              const char *line)
+{
+    sbx_request *r = fx_shell(profile, line);
+    if (h != NULL)
+        fx_session(r, h);
+    sbx_completion *c = sbx_engine_process(e, r, NULL);
+    sbx_request_free(r);
+    assert_non_null(c);
+    return c;
+}
+
+static bool succeeded(const sbx_completion *c)
+{
+    return c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED &&
+           c->result != NULL && c->result->exit_code == 0;
+}
+
+static sbx_session_handle *new_session(lr *f)
+{
+    sbx_completion *c = run_in(f->e, "l", NULL, "true");
+    if (!succeeded(c))
+        fail_msg("create: %s", c->error);
+    sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    return h;
+}
+
+static void destroy(lr *f, const sbx_session_handle *h)
+{
+    sbx_request *d = fx_destroy(h);
+    sbx_completion *c = sbx_engine_process(f->e, d, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(d);
+}
+
+/* ---- gone means gone ----------------------------------------------------------------------- */
+
+typedef struct client_arg {
+    lr *f;
+    const sbx_session_handle *h;
+    int index;
+    int ok;          /* completions that succeeded on the same sandbox */
+    char error[512]; /* the first failure */
+} client_arg;
+
+/* One client process's worth: its own engine (as a separate CLI would have), one connection per
+ * call, each call holding it a while so all clients overlap at the agent. */
+static void *client_main(void *p)
+{
+    client_arg *a = p;
+    sbx_engine *e = fx_engine(a->f->cfg);
+    for (int i = 0; i < LR_LINES; i++) {
+        char line[128];
+        snprintf(line, sizeof(line), "echo c%d-%d >> /workspace/log; sleep 0.2", a->index, i);
+        sbx_completion *c = run_in(e, "l", a->h, line);
+        if (succeeded(c) && strcmp(c->session->sandbox_id, a->h->sandbox_id) == 0 &&
+            c->notice[0] == '\0')
+            a->ok++;
+        else if (a->error[0] == '\0')
+            snprintf(a->error, sizeof(a->error), "client %d: %s %s / %s", a->index,
+                     sbx_status_name((sbx_status)c->error_code), c->error, c->notice);
+        sbx_completion_free(c);
+    }
+    sbx_engine_free(e);
+    return NULL;
+}
+
+static void test_sixteen_clients_of_one_session_all_append_and_nothing_is_recreated(void **state)
+{
+    lr *f = *state;
+    sbx_session_handle *h = new_session(f);
+    pthread_t t[LR_CLIENTS];
+    client_arg args[LR_CLIENTS];
+    for (int i = 0; i < LR_CLIENTS; i++) {
+        args[i] = (client_arg){.f = f, .h = h, .index = i};
+        assert_int_equal(pthread_create(&t[i], NULL, client_main, &args[i]), 0);
+    }
+    int ok = 0;
+    for (int i = 0; i < LR_CLIENTS; i++) {
+        pthread_join(t[i], NULL);
+        ok += args[i].ok;
+        if (args[i].error[0] != '\0')
+            print_message("%s\n", args[i].error);
+    }
+    assert_int_equal(ok, LR_CLIENTS * LR_LINES);
+    sbx_completion *c = run_in(f->e, "l", h, "wc -l < /workspace/log");
+    assert_true(succeeded(c));
+    char want[16];
+    snprintf(want, sizeof(want), "%d\n", LR_CLIENTS * LR_LINES);
+    assert_string_equal(fx_stdout(c), want);
+    assert_string_equal(c->session->sandbox_id, h->sandbox_id);
+    sbx_completion_free(c);
+    assert_int_equal(sandboxes(f), 1); /* no second sandbox beside the first */
+    destroy(f, h);
+    assert_int_equal(sandboxes(f), 0);
+    sbx_message_free(&h->base);
+}
+
+static void test_stopped_agent_is_a_timeout_and_nothing_is_recreated(void **state)
+{
+    lr *f = *state;
+    sbx_session_handle *h = new_session(f);
+    long pid = agent_pid(f, h->sandbox_id);
+    assert_int_equal(kill((pid_t)pid, SIGSTOP), 0);
+
+    sbx_request *r = fx_shell("l", "echo hi");
+    fx_session(r, h);
+    r->policy = sbx_policy_new();
+    r->policy->timeout_ms = 3000;
+    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_TIMEOUT);
+    assert_null(strstr(c->notice, "recreated"));
+    assert_int_equal(sandboxes(f), 1); /* the stopped sandbox alone: no replacement, no orphan */
+    sbx_completion_free(c);
+
+    /* Resumed, the same sandbox serves again. */
+    assert_int_equal(kill((pid_t)pid, SIGCONT), 0);
+    c = run_in(f->e, "l", h, "echo back");
+    if (!succeeded(c))
+        fail_msg("after SIGCONT: %s", c->error);
+    assert_string_equal(fx_stdout(c), "back\n");
+    assert_string_equal(c->session->sandbox_id, h->sandbox_id);
+    sbx_completion_free(c);
+    destroy(f, h);
+    assert_int_equal(sandboxes(f), 0);
+    sbx_message_free(&h->base);
+}
+
+static void test_dead_sandbox_is_gone_and_recreated_with_a_notice(void **state)
+{
+    lr *f = *state;
+    sbx_session_handle *h = new_session(f);
+    long pid = agent_pid(f, h->sandbox_id);
+    assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
+    for (int i = 0; i < 2000 && kill((pid_t)pid, 0) == 0; i++)
+        usleep(5000);
+    sbx_completion *c = run_in(f->e, "l", h, "echo fresh");
+    if (!succeeded(c))
+        fail_msg("after the kill: %s", c->error);
+    assert_non_null(strstr(c->notice, "recreated"));
+    assert_string_not_equal(c->session->sandbox_id, h->sandbox_id);
+    sbx_session_handle *h2 = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    destroy(f, h2);
+    assert_int_equal(sandboxes(f), 0);
+    sbx_message_free(&h2->base);
+    sbx_message_free(&h->base);
+}
+
+/* ---- nothing orphaned ---------------------------------------------------------------------- */
+
+static void test_raw_per_call_executes_leave_no_sandbox(void **state)
+{
+    lr *f = *state;
+    for (int i = 0; i < LR_PER_CALL; i++) {
+        sbx_completion *c = run_in(f->e, "once", NULL, "echo once");
+        if (!succeeded(c))
+            fail_msg("per_call %d: %s", i, c->error);
+        assert_string_equal(fx_stdout(c), "once\n");
+        assert_string_equal(c->session->sandbox_id, "");
+        assert_int_equal(c->session->status, SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED);
+        sbx_completion_free(c);
+        assert_int_equal(sandboxes(f), 0);
+    }
+    /* A failing or timed-out program is destroyed too. */
+    sbx_completion *c = run_in(f->e, "once", NULL, "exit 3");
+    assert_int_equal(c->result->exit_code, 3);
+    sbx_completion_free(c);
+    sbx_request *r = fx_shell("once", "sleep 30");
+    r->policy = sbx_policy_new();
+    r->policy->timeout_ms = 1500;
+    c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    sbx_completion_free(c);
+    assert_int_equal(sandboxes(f), 0);
+}
+
+static void test_owner_killed_mid_exec_is_swept(void **state)
+{
+    lr *f = *state;
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sbx_engine *e = fx_engine(f->cfg);
+        sbx_request *r = fx_shell("once", "sleep 60");
+        sbx_completion *c = sbx_engine_process(e, r, NULL);
+        (void)c;
+        _exit(0);
+    }
+    /* killed mid-exec: once the sandbox booted (its meta names PID 1) and that has a child */
+    bool running = false;
+    for (int i = 0; i < 12000 && !running; i++) {
+        usleep(10000);
+        char id[64];
+        if (!sandbox_id_of(f, id, sizeof(id)))
+            continue;
+        long pid = meta_pid(f, id);
+        char path[128], buf[64];
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
+        FILE *ch = pid > 1 ? fopen(path, "r") : NULL;
+        running = ch != NULL && fread(buf, 1, sizeof(buf), ch) > 0;
+        if (ch != NULL)
+            fclose(ch);
+    }
+    assert_true(running);
+    kill(child, SIGKILL);
+    int ws;
+    waitpid(child, &ws, 0);
+    assert_int_equal(sandboxes(f), 1); /* orphaned: its owner died before the destroy */
+
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 1);
+    assert_non_null(strstr(removed.items[0], "l-"));
+    sbx_strlist_clear(&removed);
+    assert_int_equal(sandboxes(f), 0);
+}
+
+static void test_sweep_keeps_live_and_per_session_sandboxes(void **state)
+{
+    lr *f = *state;
+    sbx_session_handle *h = new_session(f);
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 0);
+    assert_int_equal(sandboxes(f), 1);
+    destroy(f, h);
+    sbx_message_free(&h->base);
+}
+
+/* ---- true answers -------------------------------------------------------------------------- */
+
+static void test_deadline_before_the_program_started_is_a_timeout_not_exit_0(void **state)
+{
+    lr *f = *state;
+    sbx_request *r = fx_shell("once", "/bin/false");
+    r->policy = sbx_policy_new();
+    r->policy->timeout_ms = 1;
+    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_TIMEOUT);
+    /* no program outcome: the program never ran */
+    assert_true(c->result == NULL || c->result->outcome == SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED);
+    sbx_completion_free(c);
+    assert_int_equal(sandboxes(f), 0);
+}
+
+/* `sbx run` exit codes: the program's own status, or README's deadline code 5 when the
+ * deadline passed before the program started (never 0). */
+static int cli_rc(const lr *f, const char *args)
+{
+    const char *sbx = getenv("SBX_CLI");
+    assert_non_null(sbx);
+    char cfg[600], cmd[2048];
+    snprintf(cfg, sizeof(cfg), "%s/cli.yaml", fx_tmpdir(f->cfg));
+    FILE *y = fopen(cfg, "w");
+    assert_non_null(y);
+    fprintf(y,
+            "sandbox:\n  runtime_dir: %s\n  secret_file: %s/cli-secret\n  profiles:\n"
+            "    default:\n      type: local\n      scope: per_call\n"
+            "      policy: { network_egress: deny }\n",
+            fx_tmpdir(f->cfg), fx_tmpdir(f->cfg));
+    fclose(y);
+    snprintf(cmd, sizeof(cmd), "SBX_CONFIG='%s' '%s' run %s >/dev/null 2>&1", cfg, sbx, args);
+    int ws = system(cmd);
+    assert_true(WIFEXITED(ws));
+    return WEXITSTATUS(ws);
+}
+
+static void test_cli_run_exit_codes_tell_the_truth(void **state)
+{
+    lr *f = *state;
+    assert_int_equal(cli_rc(f, "--timeout-ms 1 -- /bin/false"), 5);
+    assert_int_equal(cli_rc(f, "-- /bin/false"), 1);
+    assert_int_equal(cli_rc(f, "-- /bin/true"), 0);
+    assert_int_equal(sandboxes(f), 0);
+}
+
+static void test_sandbox_shut_down_under_a_program_is_a_failure_not_signal_15(void **state)
+{
+    lr *f = *state;
+    sbx_session_handle *h = new_session(f);
+    long pid = agent_pid(f, h->sandbox_id);
+    pid_t killer = fork();
+    assert_true(killer >= 0);
+    if (killer == 0) {
+        /* once the program runs (PID 1 has a child), stop the sandbox from outside, as a
+         * daemon restart or `docker stop` does */
+        char path[128], buf[256];
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
+        for (int i = 0; i < 12000; i++) {
+            FILE *ch = fopen(path, "r");
+            size_t n = ch != NULL ? fread(buf, 1, sizeof(buf) - 1, ch) : 0;
+            if (ch != NULL)
+                fclose(ch);
+            if (n > 0)
+                break;
+            usleep(5000);
+        }
+        usleep(200 * 1000); /* past the exec of the program */
+        kill((pid_t)pid, SIGTERM);
+        _exit(0);
+    }
+    sbx_completion *c = run_in(f->e, "l", h, "sleep 30");
+    int ws;
+    waitpid(killer, &ws, 0);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_true(c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_PROVISION ||
+                c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_GONE);
+    assert_true(c->result == NULL || c->result->signal == 0);
+    sbx_completion_free(c);
+    destroy(f, h);
+    sbx_message_free(&h->base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_sixteen_clients_of_one_session_all_append_and_nothing_is_recreated, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_agent_is_a_timeout_and_nothing_is_recreated,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_sandbox_is_gone_and_recreated_with_a_notice,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_per_call_executes_leave_no_sandbox, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_owner_killed_mid_exec_is_swept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_keeps_live_and_per_session_sandboxes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_deadline_before_the_program_started_is_a_timeout_not_exit_0, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_sandbox_shut_down_under_a_program_is_a_failure_not_signal_15, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_exit_codes_tell_the_truth, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
