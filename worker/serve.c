@@ -26,6 +26,7 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     sbx_engine *engine = NULL;
     sbx_broker *broker = NULL;
     sbx_worker *w = NULL;
+    sbx_strlist swept = {0};
     int rc = 1;
     if (sbx_config_load(config_path, &cfg, &err) != SBX_OK)
         goto out;
@@ -47,6 +48,10 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     }
     if (sbx_engine_new(cfg, &engine, &err) != SBX_OK)
         goto out;
+    /* A restarted worker: its node's per_session sandboxes are found again by their handles;
+     * what nobody can reach (per_call sandboxes of a killed worker or CLI, dead ones) goes. */
+    sbx_error sweep_err = {0};
+    sbx_status sweep_st = sbx_engine_sweep(engine, &swept, &sweep_err);
     if (sbx_broker_open(cfg, engine, &broker, &err) != SBX_OK)
         goto out;
     if (sbx_worker_new(cfg, engine, broker, &w, &err) != SBX_OK)
@@ -64,6 +69,10 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     /* One machine-readable line: tests and supervisors learn the (possibly ephemeral) port. */
     fprintf(log, "sbx-worker listening on port %d (broker %s)\n", sbx_worker_port(w),
             sbx_broker_flavor(broker));
+    for (size_t i = 0; i < swept.n; i++)
+        fprintf(log, "sbx-worker: swept %s (its owner is gone or it was dead)\n", swept.items[i]);
+    if (sweep_st != SBX_OK)
+        fprintf(log, "sbx-worker: sweep: %s\n", sweep_err.message);
     fflush(log);
     if (sbx_worker_run(w, &err) == SBX_OK) {
         rc = 0;
@@ -79,5 +88,6 @@ out:
     sbx_broker_free(broker);
     sbx_engine_free(engine);
     sbx_config_free(cfg);
+    sbx_strlist_clear(&swept);
     return rc;
 }

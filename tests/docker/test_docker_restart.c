@@ -4,6 +4,7 @@
  *
  * This test runs its own private daemon (scripts/dockerd-test.sh with a state file of its own),
  * so restarting it cannot disturb the docker tests that share the fixture's daemon. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -154,12 +156,90 @@ static void test_docker_restart_attached_session_is_gone_not_recreated(void **st
     free(id);
 }
 
+typedef struct exec_arg {
+    sbx_engine *e;
+    sbx_request *r;
+    sbx_completion *c;
+} exec_arg;
+
+static void *exec_main(void *p)
+{
+    exec_arg *a = p;
+    a->c = sbx_engine_process(a->e, a->r, NULL);
+    return NULL;
+}
+
+/* True once the container's PID 1 (the agent) has a child: the program runs. */
+static bool program_runs(fixture *f, const char *id)
+{
+    json_t *j = dt_container_inspect(&f->env, id);
+    if (j == NULL)
+        return false;
+    long pid = (long)json_integer_value(json_object_get(json_object_get(j, "State"), "Pid"));
+    json_decref(j);
+    char path[128], buf[64];
+    snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
+    FILE *ch = pid > 1 ? fopen(path, "r") : NULL;
+    bool runs = ch != NULL && fread(buf, 1, sizeof(buf), ch) > 0;
+    if (ch != NULL)
+        fclose(ch);
+    return runs;
+}
+
+static void test_docker_restart_mid_exec_is_a_failure_not_signal_15(void **state)
+{
+    fixture *f = *state;
+    if (dt_agent_path() == NULL)
+        skip();
+    sbx_config *cfg = docker_config(f, SBX_ENV_MANAGED, NULL);
+    sbx_engine *e = fx_engine(cfg);
+    sbx_request *r = fx_shell("d", "true");
+    sbx_completion *c = sbx_engine_process(e, r, NULL);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("first run: %s", c->error);
+    sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+
+    exec_arg a = {.e = e, .r = fx_shell("d", "sleep 60")};
+    fx_session(a.r, h);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, exec_main, &a), 0);
+    bool runs = false;
+    for (int i = 0; i < 3000 && !runs; i++) {
+        usleep(20000);
+        runs = program_runs(f, h->sandbox_id);
+    }
+    assert_true(runs);
+    script(f, "restart"); /* the daemon stops the container (SIGTERM to its PID 1) */
+    pthread_join(t, NULL);
+    c = a.c;
+    assert_non_null(c);
+    /* the machinery's failure, not the program's answer */
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_true(c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_PROVISION ||
+                c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_GONE);
+    assert_true(c->result == NULL || c->result->signal == 0);
+    sbx_completion_free(c);
+    sbx_request_free(a.r);
+
+    sbx_request *d = fx_destroy(h);
+    sbx_completion *dc = sbx_engine_process(e, d, NULL);
+    assert_int_equal(dc->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(dc);
+    sbx_request_free(d);
+    sbx_message_free(&h->base);
+    sbx_engine_free(e);
+    fx_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_docker_restart_managed_session_self_heals_into_a_new_container),
         cmocka_unit_test(test_docker_restart_attached_session_is_gone_not_recreated),
+        cmocka_unit_test(test_docker_restart_mid_exec_is_a_failure_not_signal_15),
     };
-    /* One private daemon for both (each test restarts it once). */
+    /* One private daemon for all (each test restarts it once). */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,232 @@
+/* test_docker_reliability.c - managed docker sandboxes through the engine: per_call containers
+ * are removed by the engine whichever broker carried the call, a container whose owner was
+ * killed mid-exec is removed by the sweep (and reported), and a stopped agent in a running
+ * container is a timeout, never a reason to create a second container.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "docker_test.h"
+#include "engine/fixture.h"
+#include "sbx/engine.h"
+
+/* per_call executes that must leave no container (containers are slow to make: fewer than the
+ * local provider's 100). */
+#define DR_PER_CALL 10
+#define DR_TIMEOUT_MS 120000
+
+typedef struct fixture {
+    dt_env env;
+    sbx_config *cfg;
+    sbx_engine *e;
+    char profile[64]; /* unique per test process, so counting never sees other tests' boxes */
+} fixture;
+
+static int setup(void **state)
+{
+    *state = NULL;
+    if (dt_agent_path() == NULL)
+        return 0; /* tests skip */
+    fixture *f = calloc(1, sizeof(*f));
+    dt_env_load(&f->env);
+    f->cfg = fx_config_new();
+    snprintf(f->profile, sizeof(f->profile), "reliab%ld", (long)getpid());
+    for (int i = 0; i < 2; i++) {
+        char name[80];
+        snprintf(name, sizeof(name), "%s%s", f->profile, i == 0 ? "" : "once");
+        sbx_profile_config *p = fx_add_profile(f->cfg, name, "docker");
+        p->scope = i == 0 ? SBX_SCOPE_PER_SESSION : SBX_SCOPE_PER_CALL;
+        p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+        p->policy->timeout_ms = DR_TIMEOUT_MS;
+        fx_opt(p, "socket", f->env.socket);
+        fx_opt(p, "image", f->env.image_busybox);
+        fx_opt(p, "agent", dt_agent_path());
+    }
+    f->e = fx_engine(f->cfg);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f == NULL)
+        return 0;
+    sbx_engine_free(f->e);
+    fx_config_free(f->cfg);
+    dt_env_free(&f->env);
+    free(f);
+    return 0;
+}
+
+/* Containers (any state) of profile name. */
+static size_t containers(fixture *f, const char *name)
+{
+    char path[512];
+    /* {"label":["sbx.profile=NAME"]}, URL-encoded */
+    snprintf(path, sizeof(path),
+             "/containers/json?all=1&filters=%%7B%%22label%%22%%3A%%5B%%22sbx.profile%%3D%s%%22%%"
+             "5D%%7D",
+             name);
+    json_t *list = NULL;
+    long status = 0;
+    sbx_error err;
+    assert_int_equal(docker_api_json(&f->env.api, "GET", path, NULL, &status, &list, &err), SBX_OK);
+    assert_int_equal(status, 200);
+    size_t n = json_array_size(list);
+    json_decref(list);
+    return n;
+}
+
+static char *once(const fixture *f)
+{
+    static char name[80];
+    snprintf(name, sizeof(name), "%sonce", f->profile);
+    return name;
+}
+
+static sbx_completion *run_in(fixture *f, const char *profile, const sbx_session_handle *h,
+                              const char *line)
+{
+    sbx_request *r = fx_shell(profile, line);
+    if (h != NULL)
+        fx_session(r, h);
+    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    assert_non_null(c);
+    return c;
+}
+
+static void test_docker_per_call_executes_leave_no_container(void **state)
+{
+    fixture *f = *state;
+    if (f == NULL)
+        skip();
+    for (int i = 0; i < DR_PER_CALL; i++) {
+        sbx_completion *c = run_in(f, once(f), NULL, "echo once");
+        if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+            fail_msg("per_call %d: %s", i, c->error);
+        assert_string_equal(fx_stdout(c), "once\n");
+        assert_string_equal(c->session->sandbox_id, "");
+        sbx_completion_free(c);
+        assert_int_equal(containers(f, once(f)), 0);
+    }
+}
+
+static void test_docker_owner_killed_mid_exec_is_swept(void **state)
+{
+    fixture *f = *state;
+    if (f == NULL)
+        skip();
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(ready[0]);
+        sbx_engine *e = fx_engine(f->cfg);
+        sbx_request *r = fx_shell(once(f), "sleep 120");
+        if (write(ready[1], "x", 1) != 1)
+            _exit(1);
+        sbx_completion *c = sbx_engine_process(e, r, NULL);
+        (void)c;
+        _exit(0);
+    }
+    close(ready[1]);
+    char x;
+    assert_int_equal(read(ready[0], &x, 1), 1);
+    close(ready[0]);
+    /* wait until its container is up (created and started by the child) */
+    for (int i = 0; i < 6000 && containers(f, once(f)) == 0; i++)
+        usleep(20000);
+    assert_int_equal(containers(f, once(f)), 1);
+    usleep(500 * 1000);
+    kill(child, SIGKILL);
+    int ws;
+    waitpid(child, &ws, 0);
+    assert_int_equal(containers(f, once(f)), 1); /* orphaned: nobody destroyed it */
+
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 1);
+    assert_non_null(strstr(removed.items[0], once(f)));
+    sbx_strlist_clear(&removed);
+    assert_int_equal(containers(f, once(f)), 0);
+}
+
+static void test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated(void **state)
+{
+    fixture *f = *state;
+    if (f == NULL)
+        skip();
+    sbx_completion *c = run_in(f, f->profile, NULL, "true");
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("create: %s", c->error);
+    sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    json_t *j = dt_container_inspect(&f->env, h->sandbox_id);
+    assert_non_null(j);
+    long pid = (long)json_integer_value(json_object_get(json_object_get(j, "State"), "Pid"));
+    json_decref(j);
+    assert_true(pid > 1);
+    assert_int_equal(kill((pid_t)pid, SIGSTOP), 0);
+
+    sbx_request *r = fx_shell(f->profile, "echo hi");
+    fx_session(r, h);
+    r->policy = sbx_policy_new();
+    r->policy->timeout_ms = 3000;
+    c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_TIMEOUT);
+    assert_null(strstr(c->notice, "recreated"));
+    sbx_completion_free(c);
+    assert_int_equal(containers(f, f->profile), 1);
+
+    assert_int_equal(kill((pid_t)pid, SIGCONT), 0);
+    c = run_in(f, f->profile, h, "echo back");
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("after SIGCONT: %s", c->error);
+    assert_string_equal(fx_stdout(c), "back\n");
+    assert_string_equal(c->session->sandbox_id, h->sandbox_id);
+    sbx_completion_free(c);
+
+    /* a live per_session container survives a sweep */
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 0);
+    sbx_strlist_clear(&removed);
+
+    sbx_request *d = fx_destroy(h);
+    c = sbx_engine_process(f->e, d, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(d);
+    assert_int_equal(containers(f, f->profile), 0);
+    sbx_message_free(&h->base);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_docker_per_call_executes_leave_no_container, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_docker_owner_killed_mid_exec_is_swept, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
