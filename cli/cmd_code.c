@@ -90,7 +90,7 @@ int cmd_code(int argc, char **argv)
         return rc;
     }
     cli_plane p;
-    if ((rc = cli_plane_open(&p, session != NULL)) != 0) {
+    if ((rc = session != NULL ? cli_plane_open(&p, true) : cli_plane_open_one_shot(&p)) != 0) {
         free(from_stdin);
         free(in.data);
         return cli_program_exit_code(rc);

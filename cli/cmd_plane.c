@@ -13,13 +13,27 @@
 #include "cli/cli.h"
 #include "cli/pbjson.h"
 
+static int plane_open(cli_plane *p, bool with_sessions, bool one_shot);
+
 int cli_plane_open(cli_plane *p, bool with_sessions)
+{
+    return plane_open(p, with_sessions, false);
+}
+
+int cli_plane_open_one_shot(cli_plane *p)
+{
+    return plane_open(p, false, true);
+}
+
+static int plane_open(cli_plane *p, bool with_sessions, bool one_shot)
 {
     memset(p, 0, sizeof(*p));
     sbx_error err;
     sbx_status st = cli_load_config(NULL, &p->cfg, &err);
     if (st != SBX_OK)
         return cli_report_error("config", &err);
+    for (size_t i = 0; one_shot && i < p->cfg->n_profiles; i++)
+        p->cfg->profiles[i].scope = SBX_SCOPE_PER_CALL;
     const char *flavor = p->cfg->broker.flavor != NULL ? p->cfg->broker.flavor : "embedded";
     Sbx__V1__PrincipalMode mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_UNSPECIFIED;
     const char *m = cli_global.principal_mode;

@@ -24,6 +24,10 @@ typedef struct cli_plane {
  * The broker follows the config's flavor (--broker, SBX_BROKER); the principal is --subject
  * (default user:$LOGNAME) with --principal-mode. */
 int cli_plane_open(cli_plane *p, bool with_sessions);
+/* For one-shot commands (run, code without a session): as cli_plane_open, and every profile
+ * of the embedded engine becomes per_call, so the engine destroys the sandbox whatever happens
+ * and, should this process be killed, the next sweep removes it (its owner is gone). */
+int cli_plane_open_one_shot(cli_plane *p);
 void cli_plane_close(cli_plane *p);
 
 /* A request for profile (NULL: default) as the CLI's principal. */

@@ -52,7 +52,7 @@ int cmd_run(int argc, char **argv)
     if (rc != 0)
         return rc;
     cli_plane p;
-    if ((rc = cli_plane_open(&p, false)) != 0) {
+    if ((rc = cli_plane_open_one_shot(&p)) != 0) {
         free(in.data);
         return cli_program_exit_code(rc);
     }

@@ -762,7 +762,10 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         .policy = r->policy,
     };
     sbx_result *res = r->c->result;
-    if (deadline > 0 && sbx_monotonic_ms() >= deadline)
+    if (o.cancel != NULL && *o.cancel)
+        st = sbx_error_set(&r->err, SBX_E_TIMEOUT,
+                           "cancelled before the program started; nothing was executed");
+    else if (deadline > 0 && sbx_monotonic_ms() >= deadline)
         /* Reaching or creating the sandbox took the whole deadline: a timeout, never a
          * result (the program did not run, so it has no exit status). */
         st = sbx_error_set(&r->err, SBX_E_TIMEOUT,

@@ -457,9 +457,14 @@ static sbx_status remove_container(docker_provider *p, const char *ref, sbx_erro
     char path[512];
     snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", esc ? esc : "");
     free(esc);
-    json_t *j = NULL;
-    long status = 0;
-    sbx_status st = docker_api_json(&p->api, "DELETE", path, NULL, &status, &j, err);
+    /* an explicit timeout: removal runs to its end even when the request's deadline passed
+     * (a create that timed out must not leave its container behind) */
+    docker_response r = {0};
+    sbx_status st = docker_api_call(&p->api, "DELETE", path, NULL, NULL, 0, 0,
+                                    DOCKER_REQUEST_TIMEOUT_MS, &r, err);
+    long status = r.status;
+    json_t *j = r.body != NULL ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+    docker_response_clear(&r);
     if (st == SBX_OK && status != 204 && status != 404 && status != 409 && status != 200) {
         const char *m = json_string_value(json_object_get(j, "message"));
         st = sbx_error_set(err, SBX_E_PROVISION,

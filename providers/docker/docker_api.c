@@ -142,10 +142,11 @@ static CURL *api_easy(const docker_api *api, const char *method, const char *pat
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     /* While the engine reaches or creates a sandbox, its request's deadline bounds each call
-     * too (a hung daemon must not hold a caller past it). */
+     * too (a hung daemon must not hold a caller past it). A caller's explicit timeout_ms is
+     * kept as is: cleanup (removing what a failed create made) must finish past it. */
     long total = timeout_ms > 0 ? timeout_ms : DOCKER_REQUEST_TIMEOUT_MS;
     long conn = DOCKER_CONNECT_TIMEOUT_MS;
-    int64_t until = sbx_provider_deadline_ms();
+    int64_t until = timeout_ms > 0 ? 0 : sbx_provider_deadline_ms();
     if (until > 0) {
         int64_t left = until - sbx_monotonic_ms();
         long bound = left < 1 ? 1 : left > LONG_MAX ? LONG_MAX : (long)left;

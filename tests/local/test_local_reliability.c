@@ -5,6 +5,7 @@
  * machinery failure, not the program's signal).
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -373,6 +374,21 @@ static void test_deadline_before_the_program_started_is_a_timeout_not_exit_0(voi
     assert_int_equal(sandboxes(f), 0);
 }
 
+/* A CLI configuration on the fixture's runtime dir; the default profile is per_session (the
+ * built-in default): `sbx run` must still leave nothing. */
+static void cli_config(const lr *f, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/cli.yaml", fx_tmpdir(f->cfg));
+    FILE *y = fopen(path, "w");
+    assert_non_null(y);
+    fprintf(y,
+            "sandbox:\n  runtime_dir: %s\n  secret_file: %s/cli-secret\n  profiles:\n"
+            "    default:\n      type: local\n      scope: per_session\n"
+            "      policy: { network_egress: deny }\n",
+            fx_tmpdir(f->cfg), fx_tmpdir(f->cfg));
+    fclose(y);
+}
+
 /* `sbx run` exit codes: the program's own status, or README's deadline code 5 when the
  * deadline passed before the program started (never 0). */
 static int cli_rc(const lr *f, const char *args)
@@ -380,15 +396,7 @@ static int cli_rc(const lr *f, const char *args)
     const char *sbx = getenv("SBX_CLI");
     assert_non_null(sbx);
     char cfg[600], cmd[2048];
-    snprintf(cfg, sizeof(cfg), "%s/cli.yaml", fx_tmpdir(f->cfg));
-    FILE *y = fopen(cfg, "w");
-    assert_non_null(y);
-    fprintf(y,
-            "sandbox:\n  runtime_dir: %s\n  secret_file: %s/cli-secret\n  profiles:\n"
-            "    default:\n      type: local\n      scope: per_call\n"
-            "      policy: { network_egress: deny }\n",
-            fx_tmpdir(f->cfg), fx_tmpdir(f->cfg));
-    fclose(y);
+    cli_config(f, cfg, sizeof(cfg));
     snprintf(cmd, sizeof(cmd), "SBX_CONFIG='%s' '%s' run %s >/dev/null 2>&1", cfg, sbx, args);
     int ws = system(cmd);
     assert_true(WIFEXITED(ws));
@@ -401,6 +409,73 @@ static void test_cli_run_exit_codes_tell_the_truth(void **state)
     assert_int_equal(cli_rc(f, "--timeout-ms 1 -- /bin/false"), 5);
     assert_int_equal(cli_rc(f, "-- /bin/false"), 1);
     assert_int_equal(cli_rc(f, "-- /bin/true"), 0);
+    assert_int_equal(sandboxes(f), 0);
+}
+
+/* Starts `sbx run -- sleep 60` and returns its pid once the program runs in its sandbox. */
+static pid_t cli_sleeping(lr *f)
+{
+    const char *sbx = getenv("SBX_CLI");
+    assert_non_null(sbx);
+    char cfg[600];
+    cli_config(f, cfg, sizeof(cfg));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("SBX_CONFIG", cfg, 1);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(sbx, "sbx", "run", "--", "sleep", "60", (char *)NULL);
+        _exit(127);
+    }
+    bool running = false;
+    for (int i = 0; i < 12000 && !running; i++) {
+        usleep(10000);
+        char id[64];
+        if (!sandbox_id_of(f, id, sizeof(id)))
+            continue;
+        long agent = meta_pid(f, id);
+        char path[128], buf[64];
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", agent, agent);
+        FILE *ch = agent > 1 ? fopen(path, "r") : NULL;
+        running = ch != NULL && fread(buf, 1, sizeof(buf), ch) > 0;
+        if (ch != NULL)
+            fclose(ch);
+    }
+    assert_true(running);
+    usleep(200 * 1000); /* past the exec of sleep */
+    return pid;
+}
+
+static void test_cli_run_interrupted_cleans_up_and_exits_128_plus_n(void **state)
+{
+    lr *f = *state;
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        pid_t pid = cli_sleeping(f);
+        assert_int_equal(kill(pid, sigs[i]), 0);
+        int ws;
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        assert_true(WIFEXITED(ws));
+        assert_int_equal(WEXITSTATUS(ws), 128 + sigs[i]);
+        assert_int_equal(sandboxes(f), 0);
+    }
+}
+
+static void test_cli_run_killed_is_swept(void **state)
+{
+    lr *f = *state;
+    pid_t pid = cli_sleeping(f);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int ws;
+    waitpid(pid, &ws, 0);
+    assert_int_equal(sandboxes(f), 1);
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 1);
+    sbx_strlist_clear(&removed);
     assert_int_equal(sandboxes(f), 0);
 }
 
@@ -461,6 +536,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_sandbox_shut_down_under_a_program_is_a_failure_not_signal_15, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_exit_codes_tell_the_truth, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_interrupted_cleans_up_and_exits_128_plus_n,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_killed_is_swept, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
