@@ -75,20 +75,6 @@ struct sbx_engine {
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-/* The deadline of the acquire step running on this thread (sbx_provider_deadline_ms). */
-static _Thread_local int64_t acquire_deadline;
-
-int64_t sbx_provider_deadline_ms(void)
-{
-    return acquire_deadline;
-}
-
-int64_t sbx_provider_step_deadline(int64_t step_ms)
-{
-    int64_t d = sbx_monotonic_ms() + step_ms;
-    return acquire_deadline > 0 && acquire_deadline < d ? acquire_deadline : d;
-}
-
 static bool str_set(const char *s)
 {
     return s != NULL && s[0] != '\0';
@@ -726,9 +712,9 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
                            "verify); use a handle this principal created",
                            h->session_id, subject_of(r));
     } else {
-        acquire_deadline = deadline;
+        sbx_provider_set_deadline_ms(deadline);
         st = acquire(r, &sb, &recreated);
-        acquire_deadline = 0;
+        sbx_provider_set_deadline_ms(0);
     }
     if (st != SBX_OK) {
         unlock_session(r->e, lock);
@@ -948,9 +934,9 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
 
     /* 4. Fail-closed checks, before any provider call (opening reads capabilities only). The
      * first open of a provider may reach its daemon: the request's deadline bounds it too. */
-    acquire_deadline = open_deadline(r.slot, req);
+    sbx_provider_set_deadline_ms(open_deadline(r.slot, req));
     sbx_status open_st = slot_open(r.slot, &r.err);
-    acquire_deadline = 0;
+    sbx_provider_set_deadline_ms(0);
     if (open_st != SBX_OK || check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
         out = fail(req, &r.err, req->session);
         goto done;

@@ -142,6 +142,8 @@ typedef struct sbx_provider_ops {
  * connect, ping, daemon calls) by it, so a caller's deadline holds even against a stopped
  * agent or a hung daemon. */
 int64_t sbx_provider_deadline_ms(void);
+/* Set by the engine around opening a provider and acquiring a sandbox (0 clears it). */
+void sbx_provider_set_deadline_ms(int64_t deadline_mono_ms);
 /* now + step_ms, or the deadline above when it comes sooner: the bound of one step. */
 int64_t sbx_provider_step_deadline(int64_t step_ms);
 
