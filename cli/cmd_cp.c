@@ -27,7 +27,8 @@ const char cmd_cp_help[] =
     "ranges), so every message stays under the transport's limit. The size is checked at the\n"
     "end: a short or changed transfer is an error (exit 1), never a silent truncation. A\n"
     "download goes to a temporary file renamed into place when complete. Progress is shown\n"
-    "on a terminal for big files.\n";
+    "on a terminal for big files. A destination that is a directory (on the host, an existing\n"
+    "one; in the sandbox, a path ending in '/') receives the file under its own name.\n";
 
 /* Splits "SESSION:/path" (the session part has no '/'); false for a host path. */
 static bool split_remote(const char *arg, char *session, size_t size, const char **path)
@@ -278,11 +279,27 @@ int cmd_cp(int argc, char **argv)
     bool r_dst = split_remote(argv[2], s_dst, sizeof(s_dst), &p_dst);
     if (r_src == r_dst)
         return cli_usage_error("cp", "exactly one of SRC and DST must be SESSION:PATH");
+    /* like cp(1): a destination that is a directory (host: an existing one; sandbox: a path
+     * ending in '/') receives the source's base name */
+    char dst[4096];
+    const char *src = r_src ? p_src : argv[1];
+    const char *base = strrchr(src, '/') != NULL ? strrchr(src, '/') + 1 : src;
+    const char *to = r_dst ? p_dst : argv[2];
+    struct stat st;
+    bool into_dir = r_dst ? to[strlen(to) - 1] == '/' : stat(to, &st) == 0 && S_ISDIR(st.st_mode);
+    if (into_dir) {
+        if (base[0] == '\0')
+            return cli_usage_error("cp", "'%s' names no file", src);
+        if ((size_t)snprintf(dst, sizeof(dst), "%s%s%s", to, to[strlen(to) - 1] == '/' ? "" : "/",
+                             base) >= sizeof(dst))
+            return cli_usage_error("cp", "destination path too long");
+        to = dst;
+    }
     cli_plane p;
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return rc;
-    rc = r_dst ? upload(&p, argv[1], s_dst, p_dst) : download(&p, s_src, p_src, argv[2]);
+    rc = r_dst ? upload(&p, argv[1], s_dst, to) : download(&p, s_src, p_src, to);
     cli_plane_close(&p);
     return rc;
 }

@@ -72,6 +72,17 @@ class Copy(unittest.TestCase):
                 os.unlink(src)
                 os.unlink(dst)
 
+    def test_into_a_directory(self):
+        sid = self.session()
+        src = self.host_file("named.bin", 1000)
+        r = self.e.run("cp", src, "%s:/workspace/" % sid)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = os.path.join(self.e.tmp, "outdir")
+        os.mkdir(out)
+        r = self.e.run("cp", "%s:/workspace/named.bin" % sid, out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.digest(os.path.join(out, "named.bin")), self.digest(src))
+
     def test_a_file_changing_during_the_copy_is_an_error(self):
         sid = self.session()
         r = self.e.run("exec", "-s", sid, "--", "sh", "-c",
