@@ -314,7 +314,8 @@ class CliRemote(unittest.TestCase):
         env = dict(os.environ, XDG_STATE_HOME=self.tmp, XDG_CONFIG_HOME=self.tmp)
         return subprocess.run([ARGS.sbx, "--config", self.config, "--broker", "remote",
                                "--endpoint", self.endpoint] + list(args),
-                              capture_output=True, text=True, env=env, timeout=120)
+                              capture_output=True, text=True, env=env, timeout=120,
+                              stdin=subprocess.DEVNULL)  # sbx forwards a non-terminal stdin
 
     def test_sbx_run_through_the_remote_broker(self):
         r = self.sbx("run", "--", "echo", "remote", "hello")
