@@ -1,5 +1,6 @@
 /* cmd_cp.c - `sbx cp SRC DST`: copies one file between the host and a session
  * (SESSION:/path on one side). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,16 +20,25 @@
 /* Progress is shown on a terminal for files at least this big (smaller ones are instant). */
 #define CP_PROGRESS_MIN (64u * 1024u * 1024u)
 
+/* Deepest directory tree copied with -r: bounds the recursion (and its stack) whatever a
+ * sandbox's tree looks like; real trees are far shallower. */
+#define CP_DEPTH_MAX 64
+
+/* Longest path built while walking a tree. */
+#define CP_PATH_MAX 4096
+
 const char cmd_cp_help[] =
-    "Usage: sbx cp HOST_PATH SESSION:PATH\n"
-    "       sbx cp SESSION:PATH HOST_PATH\n\n"
+    "Usage: sbx cp [-r] HOST_PATH SESSION:PATH\n"
+    "       sbx cp [-r] SESSION:PATH HOST_PATH\n\n"
     "Copies one file of any size into or out of a session's sandbox (SESSION is an id or a\n"
     "name from `sbx session ls`), in chunks of 4 MiB (WriteFile with an offset, ReadFile by\n"
     "ranges), so every message stays under the transport's limit. The size is checked at the\n"
     "end: a short or changed transfer is an error (exit 1), never a silent truncation. A\n"
     "download goes to a temporary file renamed into place when complete. Progress is shown\n"
     "on a terminal for big files. A destination that is a directory (on the host, an existing\n"
-    "one; in the sandbox, a path ending in '/') receives the file under its own name.\n";
+    "one; in the sandbox, a path ending in '/') receives the file under its own name.\n"
+    "-r, --recursive copies a directory: every regular file under it, file by file (symlinks\n"
+    "and special files are skipped with a notice).\n";
 
 /* Splits "SESSION:/path" (the session part has no '/'); false for a host path. */
 static bool split_remote(const char *arg, char *session, size_t size, const char **path)
@@ -264,11 +274,112 @@ static int download(cli_plane *p, const char *session, const char *path, const c
     return rc;
 }
 
+/* child = dir + "/" + name; false (after a message) when too long. */
+static bool join(char *out, const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+    bool slash = n > 0 && dir[n - 1] == '/';
+    if ((size_t)snprintf(out, CP_PATH_MAX, "%s%s%s", dir, slash ? "" : "/", name) < CP_PATH_MAX)
+        return true;
+    fprintf(stderr, "sbx cp: path longer than %d bytes under '%s'\n", CP_PATH_MAX, dir);
+    return false;
+}
+
+/* -r into the sandbox: every regular file under host (directories are created by the files'
+ * mkdirs; symlinks and special files are skipped with a notice). */
+static int upload_tree(cli_plane *p, const char *host, const char *session, const char *path,
+                       int depth)
+{
+    if (depth > CP_DEPTH_MAX) {
+        fprintf(stderr, "sbx cp: '%s' is more than %d directories deep\n", host, CP_DEPTH_MAX);
+        return CLI_EXIT_FAILED;
+    }
+    DIR *d = opendir(host);
+    if (d == NULL) {
+        fprintf(stderr, "sbx cp: cannot open '%s': %s\n", host, strerror(errno));
+        return CLI_EXIT_FAILED;
+    }
+    int rc = CLI_EXIT_OK;
+    struct dirent *e;
+    char h[CP_PATH_MAX], r[CP_PATH_MAX];
+    while (rc == CLI_EXIT_OK && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (!join(h, host, e->d_name) || !join(r, path, e->d_name))
+            rc = CLI_EXIT_FAILED;
+        else if (lstat(h, &st) != 0)
+            fprintf(stderr, "sbx cp: notice: skipping '%s': %s\n", h, strerror(errno));
+        else if (S_ISDIR(st.st_mode))
+            rc = upload_tree(p, h, session, r, depth + 1);
+        else if (S_ISREG(st.st_mode))
+            rc = upload(p, h, session, r);
+        else
+            fprintf(stderr, "sbx cp: notice: skipping '%s' (not a file or directory)\n", h);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* -r out of the sandbox: path is listed (ListFiles); false in *is_dir when it cannot be
+ * (then it is copied as one file). */
+static int download_tree(cli_plane *p, const char *session, const char *path, const char *host,
+                         int depth, bool *is_dir)
+{
+    if (depth > CP_DEPTH_MAX) {
+        fprintf(stderr, "sbx cp: %s:%s is more than %d directories deep\n", session, path,
+                CP_DEPTH_MAX);
+        return CLI_EXIT_FAILED;
+    }
+    sbx_request *req = cli_plane_request(p, NULL);
+    req->list_files = malloc(sizeof(*req->list_files));
+    sbx__v1__list_files__init(req->list_files);
+    sbx_set_string(&req->list_files->path, path);
+    req->op_case = SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES;
+    sbx_completion *c = NULL;
+    sbx_sessions_execute(p->sessions, req, session, SBX_WAIT_FOREVER, &c, NULL);
+    sbx_request_free(req);
+    if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED ||
+        c->result == NULL) {
+        sbx_completion_free(c);
+        *is_dir = false;
+        return CLI_EXIT_OK;
+    }
+    *is_dir = true;
+    int rc = CLI_EXIT_OK;
+    if (mkdir(host, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "sbx cp: cannot create '%s': %s\n", host, strerror(errno));
+        rc = CLI_EXIT_FAILED;
+    }
+    char h[CP_PATH_MAX], r[CP_PATH_MAX];
+    for (size_t i = 0; rc == CLI_EXIT_OK && i < c->result->n_files; i++) {
+        const sbx_file *f = c->result->files[i];
+        if (!join(h, host, f->path) || !join(r, path, f->path)) {
+            rc = CLI_EXIT_FAILED;
+        } else if (f->kind == SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY) {
+            bool sub = false;
+            rc = download_tree(p, session, r, h, depth + 1, &sub);
+        } else if (f->kind == SBX__V1__FILE_KIND__FILE_KIND_REGULAR) {
+            rc = download(p, session, r, h);
+        } else {
+            fprintf(stderr, "sbx cp: notice: skipping %s:%s (not a file or directory)\n", session,
+                    r);
+        }
+    }
+    sbx_completion_free(c);
+    return rc;
+}
+
 int cmd_cp(int argc, char **argv)
 {
-    cli_parser a = {.cmd = "cp", .help = cmd_cp_help};
+    static const cli_option options[] = {{"recursive", 'r', false}, {NULL, 0, 0}};
+    cli_parser a = {.cmd = "cp", .help = cmd_cp_help, .options = options};
+    bool recursive = false;
+    int opt;
     cli_opt_init(&a, argc, argv);
-    if (cli_opt_next(&a) == CLI_OPT_EXIT)
+    while ((opt = cli_opt_next(&a)) >= 0)
+        recursive = true;
+    if (opt == CLI_OPT_EXIT)
         return a.exit_code;
     if (a.n_operands != 2)
         return cli_usage_error("cp", "need SRC and DST");
@@ -281,9 +392,12 @@ int cmd_cp(int argc, char **argv)
         return cli_usage_error("cp", "exactly one of SRC and DST must be SESSION:PATH");
     /* like cp(1): a destination that is a directory (host: an existing one; sandbox: a path
      * ending in '/') receives the source's base name */
-    char dst[4096];
+    char dst[4096], trimmed[CP_PATH_MAX];
     const char *src = r_src ? p_src : argv[1];
-    const char *base = strrchr(src, '/') != NULL ? strrchr(src, '/') + 1 : src;
+    snprintf(trimmed, sizeof(trimmed), "%s", src);
+    for (size_t n = strlen(trimmed); n > 1 && trimmed[n - 1] == '/'; n--)
+        trimmed[n - 1] = '\0'; /* "dir/" names "dir" */
+    const char *base = strrchr(trimmed, '/') != NULL ? strrchr(trimmed, '/') + 1 : trimmed;
     const char *to = r_dst ? p_dst : argv[2];
     struct stat st;
     bool into_dir = r_dst ? to[strlen(to) - 1] == '/' : stat(to, &st) == 0 && S_ISDIR(st.st_mode);
@@ -295,11 +409,23 @@ int cmd_cp(int argc, char **argv)
             return cli_usage_error("cp", "destination path too long");
         to = dst;
     }
+    struct stat hs;
+    bool host_dir = !r_src && stat(argv[1], &hs) == 0 && S_ISDIR(hs.st_mode);
+    if (host_dir && !recursive)
+        return cli_usage_error("cp", "'%s' is a directory (copy it with -r)", argv[1]);
     cli_plane p;
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return rc;
-    rc = r_dst ? upload(&p, argv[1], s_dst, to) : download(&p, s_src, p_src, to);
+    bool is_dir = false;
+    if (host_dir)
+        rc = upload_tree(&p, argv[1], s_dst, to, 0);
+    else if (r_dst)
+        rc = upload(&p, argv[1], s_dst, to);
+    else if (recursive && (rc = download_tree(&p, s_src, p_src, to, 0, &is_dir)) == 0 && !is_dir)
+        rc = download(&p, s_src, p_src, to);
+    else if (!recursive)
+        rc = download(&p, s_src, p_src, to);
     cli_plane_close(&p);
     return rc;
 }

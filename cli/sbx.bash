@@ -13,6 +13,7 @@ _sbx_command_options() {
     exec) echo "--session --timeout-ms -i --stdin" ;;
     code) echo "--language --profile --session -i --stdin" ;;
     session) echo "--profile --name" ;;
+    cp) echo "-r --recursive" ;;
     worker) echo "--listen" ;;
     *) echo "" ;;
   esac

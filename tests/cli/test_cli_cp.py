@@ -83,6 +83,27 @@ class Copy(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.digest(os.path.join(out, "named.bin")), self.digest(src))
 
+    def test_directories(self):
+        for env in (None, self.remote):
+            sid = self.session(env)
+            src = os.path.join(self.e.tmp, "tree")
+            os.makedirs(os.path.join(src, "sub", "deeper"), exist_ok=True)
+            files = {"a": 10, "sub/big": CHUNK + 3, "sub/deeper/c": 0}
+            for rel, size in files.items():
+                self.host_file(os.path.join("tree", rel), size)
+            r = self.e.run("cp", src, "%s:/workspace/" % sid, env=env)
+            self.assertEqual(r.returncode, 2)  # a directory needs -r
+            self.assertIn(b"-r", r.stderr)
+            r = self.e.run("cp", "-r", src, "%s:/workspace/" % sid, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = os.path.join(self.e.tmp, "tree-out")
+            os.makedirs(out, exist_ok=True)
+            r = self.e.run("cp", "--recursive", "%s:/workspace/tree" % sid, out, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for rel in files:
+                self.assertEqual(self.digest(os.path.join(out, "tree", rel)),
+                                 self.digest(os.path.join(src, rel)), rel)
+
     def test_a_file_changing_during_the_copy_is_an_error(self):
         sid = self.session()
         r = self.e.run("exec", "-s", sid, "--", "sh", "-c",
@@ -100,8 +121,8 @@ class Copy(unittest.TestCase):
         sid = self.session()
         r = self.e.run("cp", "%s:/workspace/missing" % sid, os.path.join(self.e.tmp, "m"))
         self.assertNotEqual(r.returncode, 0)
-        r = self.e.run("cp", self.e.tmp, "%s:/workspace/d" % sid)  # a directory
-        self.assertEqual(r.returncode, 1)
+        r = self.e.run("cp", self.e.tmp, "%s:/workspace/d" % sid)  # a directory without -r
+        self.assertEqual(r.returncode, 2)
         self.assertEqual(self.e.run("cp", "a", "b").returncode, 2)
 
     def test_a_provider_that_cannot_append_refuses(self):
