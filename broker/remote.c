@@ -288,6 +288,7 @@ static sbx_status status_from_grpc(int code)
     case 4: return SBX_E_TIMEOUT;
     case 7: return SBX_E_PERMISSION_DENIED;
     case 8: return SBX_E_RESOURCE_EXHAUSTED;
+    case 9: return SBX_E_WRONG_NODE; /* the worker maps only WRONG_NODE to FAILED_PRECONDITION */
     case 13: return SBX_E_INTERNAL;
     case 16: return SBX_E_UNAUTHENTICATED;
     default: return SBX_E_BROKER; /* UNAVAILABLE, UNIMPLEMENTED, UNKNOWN, ...: the transport */

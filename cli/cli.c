@@ -263,6 +263,7 @@ int cli_exit_code(sbx_status st)
     case SBX_E_TIMEOUT: return CLI_EXIT_TIMEOUT;
     case SBX_E_SESSION_NOT_FOUND:
     case SBX_E_GONE: return CLI_EXIT_NOT_FOUND;
+    case SBX_E_WRONG_NODE: return CLI_EXIT_WRONG_NODE;
     default: return CLI_EXIT_FAILED;
     }
 }

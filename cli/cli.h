@@ -22,14 +22,15 @@
  * sbx itself could not run it; every other command uses the table. Keep CLI_EXIT_CODES_HELP in
  * step with the enum: `sbx --help` prints it. */
 enum cli_exit {
-    CLI_EXIT_OK = 0,        /* success */
-    CLI_EXIT_FAILED = 1,    /* the operation failed (provider, broker, transport, internal) */
-    CLI_EXIT_USAGE = 2,     /* bad command line */
-    CLI_EXIT_CONFIG = 3,    /* configuration error (file, profile, unknown provider) */
-    CLI_EXIT_REFUSED = 4,   /* refused: policy, capability, permission, authentication */
-    CLI_EXIT_TIMEOUT = 5,   /* a deadline passed */
-    CLI_EXIT_NOT_FOUND = 6, /* no such session, or its sandbox is gone */
-    CLI_EXIT_NOT_RUN = 125, /* run/exec/code: sbx could not run the program (details on stderr) */
+    CLI_EXIT_OK = 0,         /* success */
+    CLI_EXIT_FAILED = 1,     /* the operation failed (provider, broker, transport, internal) */
+    CLI_EXIT_USAGE = 2,      /* bad command line */
+    CLI_EXIT_CONFIG = 3,     /* configuration error (file, profile, unknown provider) */
+    CLI_EXIT_REFUSED = 4,    /* refused: policy, capability, permission, authentication */
+    CLI_EXIT_TIMEOUT = 5,    /* a deadline passed */
+    CLI_EXIT_NOT_FOUND = 6,  /* no such session, or its sandbox is gone */
+    CLI_EXIT_WRONG_NODE = 7, /* the session lives on another node (the message names it) */
+    CLI_EXIT_NOT_RUN = 125,  /* run/exec/code: sbx could not run the program (details on stderr) */
 };
 
 #define CLI_EXIT_CODES_HELP                                                                        \
@@ -41,6 +42,8 @@ enum cli_exit {
     "  4    refused by policy, capability, permission or authentication\n"                         \
     "  5    a deadline passed\n"                                                                   \
     "  6    no such session, or its sandbox is gone\n"                                             \
+    "  7    the session lives on another node; the message names it (send it there, or pass\n"     \
+    "       --recreate-elsewhere to start it over here, empty)\n"                                  \
     "  125  run/exec/code: sbx could not run the program (otherwise they exit with the\n"          \
     "       program's own status, 128+N when it was killed by signal N)\n"
 

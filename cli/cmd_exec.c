@@ -7,7 +7,8 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_exec_help[] =
-    "Usage: sbx exec --session S [--timeout-ms N] [-i] [--] COMMAND [ARGS...]\n\n"
+    "Usage: sbx exec --session S [--timeout-ms N] [-i] [--recreate-elsewhere] [--] COMMAND "
+    "[ARGS...]\n\n"
     "Runs COMMAND in session S (an id or a name from `sbx session ls`). The session keeps its\n"
     "sandbox between commands; an unknown session is an error, never a fresh sandbox.\n"
     "Options end at the first word of COMMAND. Output is printed as it is produced; stdin is\n"
@@ -17,20 +18,25 @@ const char cmd_exec_help[] =
     "  -s, --session S  the session (required)\n"
     "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
     "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
+    "  --recreate-elsewhere\n"
+    "                   when the session's sandbox lives on another node (host-local providers:\n"
+    "                   local, docker), start it over on the node that takes the request, with\n"
+    "                   an empty sandbox; without it such a request fails naming the node\n"
     "  --json           print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 int cmd_exec(int argc, char **argv)
 {
-    enum { OPT_SESSION, OPT_TIMEOUT, OPT_STDIN };
+    enum { OPT_SESSION, OPT_TIMEOUT, OPT_STDIN, OPT_RECREATE };
     static const cli_option options[] = {[OPT_SESSION] = {"session", 's', true},
                                          [OPT_TIMEOUT] = {"timeout-ms", 0, true},
                                          [OPT_STDIN] = {"stdin", 'i', false},
+                                         [OPT_RECREATE] = {"recreate-elsewhere", 0, false},
                                          {NULL, 0, 0}};
     cli_parser a = {
         .cmd = "exec", .help = cmd_exec_help, .options = options, .stop_at_operand = true};
     const char *session = NULL;
     long long timeout_ms = 0;
-    bool force_stdin = false;
+    bool force_stdin = false, recreate_elsewhere = false;
     int opt;
     cli_errors_as_completions();
     cli_opt_init(&a, argc, argv);
@@ -39,6 +45,8 @@ int cmd_exec(int argc, char **argv)
             session = a.value;
         else if (opt == OPT_STDIN)
             force_stdin = true;
+        else if (opt == OPT_RECREATE)
+            recreate_elsewhere = true;
         else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
             return a.exit_code;
     }
@@ -64,6 +72,7 @@ int cmd_exec(int argc, char **argv)
     for (int j = 0; j < a.n_operands; j++)
         sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
+    r->recreate_elsewhere = recreate_elsewhere;
     if (timeout_ms > 0) {
         r->policy = sbx_policy_new();
         r->policy->timeout_ms = (uint64_t)timeout_ms;

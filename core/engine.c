@@ -564,6 +564,37 @@ static bool managed(const profile_slot *s)
     return s->profile->environment == SBX_ENV_MANAGED;
 }
 
+static bool host_local(const profile_slot *s)
+{
+    return (s->ops->traits & SBX_PROVIDER_HOST_LOCAL) != 0;
+}
+
+/* Whether the handle names a sandbox of a host-local provider held by another node. Only the
+ * owning node may declare such a sandbox gone: anywhere else it would look gone and be
+ * recreated empty while the original lives on, orphaned. A handle without a node (made before
+ * nodes were stamped) counts as this node's. */
+static bool elsewhere(const run *r)
+{
+    const sbx_session_handle *h = r->req->session;
+    return h != NULL && host_local(r->slot) && str_set(h->sandbox_id) && str_set(h->node) &&
+           strcmp(h->node, r->e->cfg->node) != 0;
+}
+
+/* The WRONG_NODE completion: names the owning node (completion.node) so a router can act. */
+static sbx_completion *wrong_node(run *r)
+{
+    const sbx_session_handle *h = r->req->session;
+    sbx_error_set(&r->err, SBX_E_WRONG_NODE,
+                  "session '%s' (provider %s) lives on node '%s', not on this node '%s'; send the "
+                  "request to node '%s' (the x-sbx-node header, or the queue broker, routes it "
+                  "there), or set recreate_elsewhere to start the session over here, empty",
+                  h->session_id, r->slot->ops->name, h->node, r->e->cfg->node, h->node);
+    sbx_completion *c = fail(r->req, &r->err, h);
+    if (c != NULL)
+        sbx_set_string(&c->node, h->node);
+    return c;
+}
+
 /* Acquires the session's sandbox: attach (self-heal on GONE for managed), or create. */
 static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
 {
@@ -684,8 +715,36 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         sbx_uuid_v4(id);
         sbx_set_string(&h->session_id, id);
     }
+    /* A host-local sandbox held by another node: verify the binding (a forged handle learns
+     * nothing), then refuse, or start over here when the caller asked for exactly that. */
+    bool moved = elsewhere(r);
+    if (moved && !sbx_binding_verify(r->e->key, h, subject_of(r))) {
+        sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
+                      "session '%s' is not bound to principal '%s' (binding does not verify); use "
+                      "a handle this principal created",
+                      h->session_id, subject_of(r));
+        sbx_message_free((ProtobufCMessage *)h);
+        r->handle = NULL;
+        return fail(r->req, &r->err, r->req->session);
+    }
+    if (moved && !r->req->recreate_elsewhere) {
+        sbx_message_free((ProtobufCMessage *)h);
+        r->handle = NULL;
+        return wrong_node(r);
+    }
+    if (moved) {
+        sbx_completion_add_notice(r->c,
+                                  "session %s lived on node '%s'; started over here on node '%s' "
+                                  "with an empty sandbox (recreate_elsewhere); the old sandbox "
+                                  "is left to its node",
+                                  h->session_id, h->node, r->e->cfg->node);
+        sbx_set_string(&h->sandbox_id, NULL);
+        sbx_set_bytes(&h->binding, NULL, 0);
+    }
+    /* Node-free providers (cloud APIs) leave node empty: any worker may reach the sandbox. */
     if (!sbx_set_string(&h->profile, s->profile->name) ||
-        !sbx_set_string(&h->provider, s->ops->name) || !sbx_set_string(&h->node, r->e->cfg->node))
+        !sbx_set_string(&h->provider, s->ops->name) ||
+        !sbx_set_string(&h->node, host_local(s) ? r->e->cfg->node : NULL))
         return fail_owned(r->req, &r->err, h, NULL);
     h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
 
@@ -815,6 +874,10 @@ static sbx_completion *do_destroy(run *r)
             return fail(r->req, &r->err, r->req->session);
         }
     }
+    /* Destroying here what lives elsewhere would be an idempotent no-op that reports CLOSED
+     * while the sandbox runs on: only its node may destroy it. */
+    if (elsewhere(r))
+        return wrong_node(r);
     session_lock *lock = lock_session(r->e, h->session_id);
     if (lock == NULL) {
         sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");

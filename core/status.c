@@ -20,6 +20,7 @@ static const char *const status_names[] = {
     [SBX_E_RESOURCE_EXHAUSTED] = "RESOURCE_EXHAUSTED",
     [SBX_E_INTERNAL] = "INTERNAL",
     [SBX_E_UNAUTHENTICATED] = "UNAUTHENTICATED",
+    [SBX_E_WRONG_NODE] = "WRONG_NODE",
 };
 
 #define N_STATUS (sizeof(status_names) / sizeof(status_names[0]))

@@ -66,6 +66,8 @@ int grpc_code_for_status(sbx_status s)
     case SBX_E_UNAUTHENTICATED: return GRPC_UNAUTHENTICATED;
     case SBX_E_RESOURCE_EXHAUSTED: return GRPC_RESOURCE_EXHAUSTED;
     case SBX_E_BROKER: return GRPC_UNAVAILABLE;
+    /* The request is fine but must be sent to the node the completion names. */
+    case SBX_E_WRONG_NODE: return GRPC_FAILED_PRECONDITION;
     default: return GRPC_INTERNAL;
     }
 }

@@ -79,6 +79,10 @@ enum {
     /* write_file honours WriteFile.offset (appends a chunk to a file of that size); without it
      * the engine refuses an offset (CAPABILITY) rather than let a provider truncate */
     SBX_PROVIDER_WRITE_OFFSET = 1u << 2,
+    /* Its sandboxes live on one host (a process tree, a container, the fake's memory): a handle
+     * names that node and only that node's worker may use it. Without this trait the provider's
+     * sandboxes are reachable from any worker (a cloud API) and its handles are node-free. */
+    SBX_PROVIDER_HOST_LOCAL = 1u << 3,
 };
 
 typedef struct sbx_provider_ops {

@@ -30,6 +30,7 @@ typedef enum sbx_status {
     SBX_E_RESOURCE_EXHAUSTED = 11, /* queue, quota or size limit full */
     SBX_E_INTERNAL = 12,           /* a bug in sbx */
     SBX_E_UNAUTHENTICATED = 13,    /* caller could not be authenticated */
+    SBX_E_WRONG_NODE = 14,         /* the session lives on another node (completion.node) */
 } sbx_status;
 
 /* Longest error message kept; longer messages are cut with "...". 2 KiB fits a list of

@@ -1032,7 +1032,8 @@ const sbx_provider_ops sbx_provider_docker = {
     .name = "docker",
     .summary = "containers of a Docker Engine over its unix socket (managed via sbx-agent, or "
                "attached with the exec API)",
-    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES | SBX_PROVIDER_WRITE_OFFSET,
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES | SBX_PROVIDER_WRITE_OFFSET |
+              SBX_PROVIDER_HOST_LOCAL,
     .options = docker_options,
     .open = docker_open,
     .close = docker_close,

@@ -647,7 +647,8 @@ out:
 const sbx_provider_ops sbx_provider_fake = {
     .name = "fake",
     .summary = "in-memory deterministic sandboxes for tests (no isolation, runs nothing)",
-    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES,
+    /* In-memory sandboxes live in one worker process: host-local, like local and docker. */
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES | SBX_PROVIDER_HOST_LOCAL,
     .options = fake_option_specs,
     .open = fake_open,
     .close = fake_close,

@@ -1355,7 +1355,7 @@ static void local_sandbox_close(sbx_sandbox *s)
 const sbx_provider_ops sbx_provider_local = {
     .name = "local",
     .summary = "Linux namespaces + seccomp + cgroups on this host, run by sbx-agent (OS_POLICY)",
-    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_WRITE_OFFSET,
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_WRITE_OFFSET | SBX_PROVIDER_HOST_LOCAL,
     .options = local_options,
     .open = local_open,
     .close = local_close,

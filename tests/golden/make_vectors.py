@@ -264,6 +264,14 @@ def build(ex, ag):
     r.destroy.SetInParent()  # an empty message still selects the oneof member
     v.add("req_destroy", r, expects=[(".", "case", "op=destroy")])
 
+    r = E.ExecutionRequest()
+    r.task_id = "99999999-9999-4999-8999-99999999999a"
+    session(r.session)
+    r.recreate_elsewhere = True
+    r.run_command.shell = "ls /workspace"
+    v.add("req_recreate_elsewhere", r, expects=[
+        ("recreate_elsewhere", "bool", "1"), (".", "case", "op=run_command")])
+
     v.add("req_empty", E.ExecutionRequest(), expects=[
         (".", "case", "op=-"), ("task_id", "str", "-")])
 
@@ -346,6 +354,18 @@ def build(ex, ag):
     c.error = "session '" + CJK + "' belongs to another principal; use your own session"
     v.add("completion_failed", c, expects=[
         ("status", "i64", "2"), ("error_code", "i64", "9"), ("error", "str", hexs(c.error))])
+
+    c = E.ExecutionCompletion()
+    c.task_id = "22222222-2222-4222-8222-222222222223"
+    c.status = E.COMPLETION_STATUS_FAILED
+    c.error_code = E.ERROR_CODE_WRONG_NODE
+    c.error = "session 'x' (provider local) lives on node 'host-a', not on this node 'host-b'"
+    c.node = "host-a"
+    c.deliveries = 2**32 - 1
+    session(c.session)
+    v.add("completion_wrong_node", c, expects=[
+        ("error_code", "i64", "14"), ("node", "str", hexs("host-a")),
+        ("deliveries", "u64", str(2**32 - 1))])
 
     c = E.ExecutionCompletion()
     c.task_id = "33333333-3333-4333-8333-333333333333"
