@@ -160,6 +160,8 @@ sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker
     const char *flavor = cfg != NULL && cfg->broker.flavor != NULL ? cfg->broker.flavor : "thread";
     if (strcmp(flavor, "remote") == 0)
         return sbx_broker_open_remote(&cfg->broker.remote, out, err);
+    if (strcmp(flavor, "queue") == 0)
+        return sbx_broker_open_queue(&cfg->broker.queue, out, err);
     if (engine == NULL)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "broker flavor '%s' runs the engine in this process: pass an engine",
@@ -175,5 +177,6 @@ sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker
         return sbx_broker_open_thread(engine, &o, out, err);
     }
     return sbx_error_set(err, SBX_E_CONFIG,
-                         "unknown broker flavor '%s'; use embedded, thread or remote", flavor);
+                         "unknown broker flavor '%s'; use embedded, thread, remote or queue",
+                         flavor);
 }

@@ -51,6 +51,8 @@ static int plane_open(cli_plane *p, bool with_sessions, bool one_shot)
         /* nothing to open */
     } else if (strcmp(flavor, "remote") == 0) {
         st = sbx_broker_open_remote(&p->cfg->broker.remote, &p->broker, &err);
+    } else if (strcmp(flavor, "queue") == 0) {
+        st = sbx_broker_open_queue(&p->cfg->broker.queue, &p->broker, &err);
     } else {
         st = sbx_engine_new(p->cfg, &p->engine, &err);
         if (st == SBX_OK && strcmp(flavor, "thread") == 0)

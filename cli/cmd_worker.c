@@ -16,6 +16,9 @@ const char cmd_worker_help[] =
     "\"sbx-worker listening on port N\" on stderr once ready. SIGTERM/SIGINT drain: GOAWAY,\n"
     "in-flight executions finish (up to drain_timeout_ms), new calls are refused, exit 0.\n"
     "--listen HOST:PORT replaces worker.listen (port 0: an ephemeral port).\n"
+    "sandbox.worker.serve picks what is served: grpc (the default), queue (pulls requests from\n"
+    "the NATS JetStream queue of sandbox.broker.queue and prints \"sbx-worker consuming queue\n"
+    "...\" once ready), or both.\n"
     "\n" CLI_EXIT_CODES_HELP;
 
 int cmd_worker(int argc, char **argv)

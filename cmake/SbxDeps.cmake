@@ -6,6 +6,8 @@ pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
 pkg_check_modules(OPENSSL REQUIRED IMPORTED_TARGET openssl)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
+# The queue transport: the official NATS C client (nats.c, Debian's libnats-dev).
+pkg_check_modules(NATS REQUIRED IMPORTED_TARGET libnats)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)

@@ -66,6 +66,19 @@
 #define MAX_BROKER_LRU (1 << 20)
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define MAX_CONNECT_TIMEOUT_MS 600000
+/* The queue (NATS JetStream). A name is a subject token and part of stream/bucket names: short
+ * and plain. Replicas: JetStream's own limit. The waits: seconds to a day (a worker's longest
+ * pause worth waiting for). TTL: up to a month, like the longest idle session. */
+#define DEFAULT_QUEUE_NAME "sbx"
+#define QUEUE_NAME_MAX 32
+#define MAX_QUEUE_REPLICAS 5
+#define DEFAULT_QUEUE_ACK_WAIT_MS 30000
+#define MIN_QUEUE_ACK_WAIT_MS 100
+#define DEFAULT_QUEUE_NODE_WAIT_MS 30000
+#define MAX_QUEUE_WAIT_MS (24LL * 3600 * 1000)
+#define DEFAULT_QUEUE_TTL_S 86400
+#define MAX_QUEUE_TTL_S (30LL * 24 * 3600)
+#define DEFAULT_QUEUE_DEDUP_S 600
 
 #define DEFAULT_WORKER_LISTEN "127.0.0.1:7443"
 #define DEFAULT_WORKER_MAX_MESSAGE (16LL * 1024 * 1024) /* 16 MiB: DESIGN §10 */
@@ -84,11 +97,29 @@ static const char *const root_keys[] = {"sandbox", NULL};
 static const char *const sandbox_keys[] = {
     "default_profile", "secret_file", "node", "runtime_dir", "broker", "worker", "profiles", NULL};
 static const char *const broker_keys[] = {"flavor",   "threads", "queue_depth", "wait_timeout_ms",
-                                          "lru_size", "remote",  NULL};
+                                          "lru_size", "remote",  "queue",       NULL};
+static const char *const queue_keys[] = {"url",
+                                         "ca_file",
+                                         "cert_file",
+                                         "key_file",
+                                         "user",
+                                         "password_env",
+                                         "nkey",
+                                         "nkey_seed_env",
+                                         "token_env",
+                                         "name",
+                                         "replicas",
+                                         "ack_wait_ms",
+                                         "node_wait_ms",
+                                         "completion_ttl_s",
+                                         "dedup_window_s",
+                                         "connect_timeout_ms",
+                                         NULL};
 static const char *const remote_keys[] = {
     "endpoint", "ca_file", "cert_file", "key_file", "token_env", "connect_timeout_ms", NULL};
-static const char *const worker_keys[] = {"listen",           "tls",    "auth", "max_message_bytes",
-                                          "drain_timeout_ms", "record", NULL};
+static const char *const worker_keys[] = {
+    "listen", "tls", "auth", "max_message_bytes", "drain_timeout_ms", "record", "serve", NULL};
+static const char *const serve_choices[] = {"grpc", "queue", "both", NULL};
 static const char *const tls_keys[] = {"cert_file", "key_file", "client_ca_file", NULL};
 static const char *const auth_keys[] = {"callers", NULL};
 static const char *const caller_keys[] = {"name", "token_env", "cert_subject", "subjects", NULL};
@@ -97,7 +128,7 @@ static const char *const policy_keys[] = {
     "network_egress", "network_allow", "fs_read",    "fs_write",           "cpu",     "memory_mb",
     "pids",           "disk_mb",       "timeout_ms", "output_limit_bytes", "lenient", NULL};
 
-static const char *const flavor_choices[] = {"embedded", "thread", "remote", NULL};
+static const char *const flavor_choices[] = {"embedded", "thread", "remote", "queue", NULL};
 static const char *const scope_choices[] = {"per_call", "per_session", "per_runtime", NULL};
 static const char *const environment_choices[] = {"managed", "attached", NULL};
 static const char *const identity_choices[] = {"agent", "user", NULL};
@@ -542,6 +573,140 @@ static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_con
     return st;
 }
 
+/* One NATS URL of a comma separated list: nats:// only to loopback (requests carry bearer
+ * tokens), tls:// anywhere; no credentials inside it. */
+static bool queue_url_ok(loader *L, const config_node *v, const char *url, size_t len,
+                         bool tls_configured, sbx_status *st)
+{
+    char one[512];
+    if (len >= sizeof one) {
+        *st = fail(L, v, "sandbox.broker.queue.url",
+                   "a URL of %zu bytes; no server URL is that long", len);
+        return false;
+    }
+    memcpy(one, url, len);
+    one[len] = '\0';
+    bool tls = strncmp(one, "tls://", 6) == 0;
+    const char *hp = tls ? one + 6 : strncmp(one, "nats://", 7) == 0 ? one + 7 : NULL;
+    size_t host_len = 0;
+    int64_t port = 0;
+    if (hp != NULL && strchr(hp, '@') != NULL) {
+        *st = fail(L, v, "sandbox.broker.queue.url",
+                   "'%s' carries credentials; name them with user + password_env or nkey + "
+                   "nkey_seed_env instead",
+                   one);
+        return false;
+    }
+    if (hp == NULL || !split_host_port(hp, &host_len, &port) || port == 0) {
+        *st = fail(L, v, "sandbox.broker.queue.url",
+                   "'%s' is not a NATS server URL; accepted: tls://HOST:PORT, or "
+                   "nats://127.0.0.1:PORT (plain only to loopback), comma separated",
+                   one);
+        return false;
+    }
+    if (!tls && !tls_configured && !host_is_loopback(hp, host_len)) {
+        *st = fail(L, v, "sandbox.broker.queue.url",
+                   "'%s' would carry requests and tokens unencrypted off this host; use "
+                   "tls:// (plain nats:// is accepted only for 127.0.0.1, ::1 or localhost)",
+                   one);
+        return false;
+    }
+    return true;
+}
+
+static sbx_status parse_queue(loader *L, const config_node *map, sbx_queue_config *q)
+{
+    const char *path = "sandbox.broker.queue";
+    const config_node *url_node = NULL, *name_node = NULL;
+    size_t pairs = 0;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        if (strcmp(k->text, "url") == 0) {
+            st = get_string(L, v, p, &q->url);
+            url_node = v;
+        } else if (strcmp(k->text, "ca_file") == 0) {
+            st = get_path(L, v, p, &q->ca_file);
+        } else if (strcmp(k->text, "cert_file") == 0) {
+            st = get_path(L, v, p, &q->cert_file);
+        } else if (strcmp(k->text, "key_file") == 0) {
+            st = get_path(L, v, p, &q->key_file);
+        } else if (strcmp(k->text, "user") == 0) {
+            st = get_string(L, v, p, &q->user);
+        } else if (strcmp(k->text, "password_env") == 0) {
+            st = get_env_name(L, v, p, &q->password_env);
+        } else if (strcmp(k->text, "nkey") == 0) {
+            st = get_string(L, v, p, &q->nkey);
+            if (st == SBX_OK && (v->text[0] != 'U' || v->len != 56))
+                st = fail(L, v, p,
+                          "'%.8s...' is not an nkey user public key (56 characters starting with "
+                          "U); the seed (S...) goes in the variable named by nkey_seed_env",
+                          v->text);
+        } else if (strcmp(k->text, "nkey_seed_env") == 0) {
+            st = get_env_name(L, v, p, &q->nkey_seed_env);
+        } else if (strcmp(k->text, "token_env") == 0) {
+            st = get_env_name(L, v, p, &q->token_env);
+        } else if (strcmp(k->text, "name") == 0) {
+            st = get_string(L, v, p, &q->name);
+            name_node = v;
+        } else if (strcmp(k->text, "replicas") == 0) {
+            st = get_int(L, v, p, 1, MAX_QUEUE_REPLICAS, &q->replicas);
+        } else if (strcmp(k->text, "ack_wait_ms") == 0) {
+            st = get_int(L, v, p, MIN_QUEUE_ACK_WAIT_MS, MAX_QUEUE_WAIT_MS, &q->ack_wait_ms);
+        } else if (strcmp(k->text, "node_wait_ms") == 0) {
+            st = get_int(L, v, p, 0, MAX_QUEUE_WAIT_MS, &q->node_wait_ms);
+        } else if (strcmp(k->text, "completion_ttl_s") == 0) {
+            st = get_int(L, v, p, 1, MAX_QUEUE_TTL_S, &q->completion_ttl_s);
+        } else if (strcmp(k->text, "dedup_window_s") == 0) {
+            st = get_int(L, v, p, 1, MAX_QUEUE_TTL_S, &q->dedup_window_s);
+        } else if (strcmp(k->text, "connect_timeout_ms") == 0) {
+            st = get_int(L, v, p, 1, MAX_CONNECT_TIMEOUT_MS, &q->connect_timeout_ms);
+        } else {
+            st = unknown_key(L, k, path, queue_keys);
+        }
+    }
+    if (st != SBX_OK)
+        return st;
+    if (name_node != NULL) {
+        bool ok = q->name[0] != '\0' && strlen(q->name) <= QUEUE_NAME_MAX;
+        for (const char *c = q->name; ok && *c; c++)
+            ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-';
+        if (!ok)
+            return fail(L, name_node, "sandbox.broker.queue.name",
+                        "'%s' is not a queue name; use lowercase letters, digits and '-', at most "
+                        "%d (it prefixes subjects, the stream and the bucket)",
+                        q->name, QUEUE_NAME_MAX);
+    }
+    if (url_node != NULL) {
+        bool tls_configured = q->ca_file != NULL || q->cert_file != NULL;
+        for (const char *s = q->url;;) {
+            const char *comma = strchr(s, ',');
+            size_t len = comma != NULL ? (size_t)(comma - s) : strlen(s);
+            if (!queue_url_ok(L, url_node, s, len, tls_configured, &st))
+                return st;
+            if (comma == NULL)
+                break;
+            s = comma + 1;
+        }
+    }
+    if ((q->cert_file == NULL) != (q->key_file == NULL))
+        return fail(L, map, path,
+                    "cert_file and key_file go together (client certificate); set both or "
+                    "neither");
+    if (q->password_env != NULL && q->user == NULL)
+        return fail(L, map, path, "password_env needs user (the NATS user it belongs to)");
+    if ((q->nkey == NULL) != (q->nkey_seed_env == NULL))
+        return fail(L, map, path,
+                    "nkey and nkey_seed_env go together (the public key here, the seed in the "
+                    "environment); set both or neither");
+    if (q->nkey != NULL && q->user != NULL)
+        return fail(L, map, path,
+                    "use either user + password_env or nkey + nkey_seed_env, not both");
+    return SBX_OK;
+}
+
 static sbx_status parse_broker(loader *L, const config_node *map)
 {
     const char *path = "sandbox.broker";
@@ -569,6 +734,8 @@ static sbx_status parse_broker(loader *L, const config_node *map)
             st = get_int(L, v, p, 0, MAX_BROKER_LRU, &b->lru_size);
         } else if (strcmp(k->text, "remote") == 0) {
             st = parse_remote(L, v, &b->remote);
+        } else if (strcmp(k->text, "queue") == 0) {
+            st = parse_queue(L, v, &b->queue);
         } else {
             st = unknown_key(L, k, path, broker_keys);
         }
@@ -578,6 +745,11 @@ static sbx_status parse_broker(loader *L, const config_node *map)
         st = fail(L, flavor_node, "sandbox.broker.flavor",
                   "flavor remote needs sandbox.broker.remote.endpoint (https://HOST:PORT of a "
                   "worker or its load balancer)");
+    if (st == SBX_OK && flavor_node != NULL && strcmp(b->flavor, "queue") == 0 &&
+        b->queue.url == NULL)
+        st = fail(L, flavor_node, "sandbox.broker.flavor",
+                  "flavor queue needs sandbox.broker.queue.url (tls://HOST:PORT of the NATS "
+                  "servers, or nats://127.0.0.1:PORT)");
     return st;
 }
 
@@ -719,6 +891,11 @@ static sbx_status parse_worker(loader *L, const config_node *map)
             st = get_int(L, v, p, 0, MAX_WORKER_DRAIN_MS, &w->drain_timeout_ms);
         } else if (strcmp(k->text, "record") == 0) {
             st = get_path(L, v, p, &w->record);
+        } else if (strcmp(k->text, "serve") == 0) {
+            int idx = 0;
+            st = get_enum(L, v, p, serve_choices, &idx);
+            if (st == SBX_OK)
+                st = get_string(L, v, p, &w->serve);
         } else {
             st = unknown_key(L, k, path, worker_keys);
         }
@@ -1128,11 +1305,19 @@ static bool host_defaults(sbx_config *cfg)
     cfg->broker.wait_timeout_ms = DEFAULT_BROKER_WAIT_MS;
     cfg->broker.lru_size = DEFAULT_BROKER_LRU;
     cfg->broker.remote.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+    cfg->broker.queue.name = strdup(DEFAULT_QUEUE_NAME);
+    cfg->broker.queue.replicas = 1;
+    cfg->broker.queue.ack_wait_ms = DEFAULT_QUEUE_ACK_WAIT_MS;
+    cfg->broker.queue.node_wait_ms = DEFAULT_QUEUE_NODE_WAIT_MS;
+    cfg->broker.queue.completion_ttl_s = DEFAULT_QUEUE_TTL_S;
+    cfg->broker.queue.dedup_window_s = DEFAULT_QUEUE_DEDUP_S;
+    cfg->broker.queue.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+    cfg->worker.serve = strdup("grpc");
     cfg->worker.listen = strdup(DEFAULT_WORKER_LISTEN);
     cfg->worker.max_message_bytes = DEFAULT_WORKER_MAX_MESSAGE;
     cfg->worker.drain_timeout_ms = DEFAULT_WORKER_DRAIN_MS;
     return cfg->secret_file && cfg->runtime_dir && cfg->node && cfg->default_profile &&
-           cfg->broker.flavor && cfg->worker.listen;
+           cfg->broker.flavor && cfg->worker.listen && cfg->broker.queue.name && cfg->worker.serve;
 }
 
 /* Adds the built-in `local` profile named "default" (ops may be NULL: no registry needed). */
@@ -1172,6 +1357,18 @@ void sbx_config_free(sbx_config *cfg)
     free(cfg->broker.remote.cert_file);
     free(cfg->broker.remote.key_file);
     free(cfg->broker.remote.token_env);
+    sbx_queue_config *q = &cfg->broker.queue;
+    free(q->url);
+    free(q->ca_file);
+    free(q->cert_file);
+    free(q->key_file);
+    free(q->user);
+    free(q->password_env);
+    free(q->nkey);
+    free(q->nkey_seed_env);
+    free(q->token_env);
+    free(q->name);
+    free(cfg->worker.serve);
     free(cfg->worker.listen);
     free(cfg->worker.tls_cert_file);
     free(cfg->worker.tls_key_file);

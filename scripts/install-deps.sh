@@ -10,13 +10,14 @@ packages=(
   protobuf-compiler protobuf-c-compiler libprotobuf-c-dev nanopb libnanopb-dev
   # libraries
   libcurl4-openssl-dev libnghttp2-dev libssl-dev libyaml-dev libjansson-dev libseccomp-dev
+  libnats-dev
   # tests: unit framework, fake cloud servers, independent encoder and gRPC client
   libcmocka-dev libmicrohttpd-dev python3 python3-protobuf python3-grpcio python3-grpc-tools
   # tests: real peers and parts
   docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
   # bench/worker: the gRPC C++ peer and load generator (grpc++.pc requires protobuf.pc)
   libprotobuf-dev
-  iproute2 procps openssl uidmap
+  iproute2 procps openssl uidmap nats-server
   # tests: sbx-agent under memcheck (tests/local/test_local_agent_valgrind.c)
   valgrind
 )

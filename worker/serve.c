@@ -1,20 +1,33 @@
 /* serve.c - the whole life of a worker process, shared by `sbx-worker` and `sbx worker serve`:
- * load the configuration, open the engine and the broker that runs executions, bind, announce
- * the port, serve until SIGTERM/SIGINT, drain, exit 0. The only file of worker/ that installs
- * signal handlers (it runs in a program's main thread, never in a library caller's). */
+ * load the configuration, open the engine and the broker that runs executions, bind and/or
+ * start consuming the queue (worker.serve: grpc, queue or both), announce, serve until
+ * SIGTERM/SIGINT, drain, exit 0. The only file of worker/ that installs signal handlers (it runs
+ * in a program's main thread, never in a library caller's). */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sbx/worker.h"
+#include "worker/worker_queue.h"
 
 static sbx_worker *volatile signal_target;
+/* Written by the handler: wakes a queue-only worker's main thread (write is async-signal-safe). */
+static volatile int signal_pipe = -1;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    sbx_worker_shutdown(signal_target);
+    int saved = errno;
+    if (signal_target != NULL)
+        sbx_worker_shutdown(signal_target);
+    if (signal_pipe >= 0 && write(signal_pipe, "x", 1) < 0) {
+        /* nothing to do: the pipe is only a wake-up */
+    }
+    errno = saved;
 }
 
 /* Returns the process exit status: 0 after a clean drain, 2 for a configuration error, 1 for
@@ -27,6 +40,8 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     sbx_broker *broker = NULL;
     sbx_worker *w = NULL;
     sbx_strlist swept = {0};
+    worker_queue *wq = NULL;
+    int pipe_fds[2] = {-1, -1};
     int rc = 1;
     if (sbx_config_load(config_path, &cfg, &err) != SBX_OK)
         goto out;
@@ -54,11 +69,22 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     sbx_status sweep_st = sbx_engine_sweep(engine, &swept, &sweep_err);
     if (sbx_broker_open(cfg, engine, &broker, &err) != SBX_OK)
         goto out;
-    if (sbx_worker_new(cfg, engine, broker, &w, &err) != SBX_OK)
+    bool grpc = cfg->worker.serve == NULL || strcmp(cfg->worker.serve, "queue") != 0;
+    bool queue = cfg->worker.serve != NULL && strcmp(cfg->worker.serve, "grpc") != 0;
+    if (grpc && sbx_worker_new(cfg, engine, broker, &w, &err) != SBX_OK)
         goto out;
+    /* sbx_worker_new turns recording on for gRPC; a queue-only worker records the same way. */
+    if (!grpc && cfg->worker.record != NULL &&
+        sbx_broker_record_to(broker, cfg->worker.record, &err) != SBX_OK)
+        goto out;
+    if (!grpc && pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        sbx_error_set(&err, SBX_E_INTERNAL, "cannot create a pipe: %s", strerror(errno));
+        goto out;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     signal_target = w;
+    signal_pipe = pipe_fds[1];
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -66,15 +92,36 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
-    /* One machine-readable line: tests and supervisors learn the (possibly ephemeral) port. */
-    fprintf(log, "sbx-worker listening on port %d (broker %s)\n", sbx_worker_port(w),
-            sbx_broker_flavor(broker));
+    /* One machine-readable line each: tests and supervisors learn the (possibly ephemeral)
+     * port, and that the queue is being consumed. */
+    if (grpc) {
+        fprintf(log, "sbx-worker listening on port %d (broker %s)\n", sbx_worker_port(w),
+                sbx_broker_flavor(broker));
+    }
     for (size_t i = 0; i < swept.n; i++)
         fprintf(log, "sbx-worker: swept %s (its owner is gone or it was dead)\n", swept.items[i]);
     if (sweep_st != SBX_OK)
         fprintf(log, "sbx-worker: sweep: %s\n", sweep_err.message);
     fflush(log);
-    if (sbx_worker_run(w, &err) == SBX_OK) {
+    if (queue) {
+        if (worker_queue_start(cfg, broker, 0, log, &wq, &err) != SBX_OK)
+            goto out;
+        fprintf(log, "sbx-worker consuming queue '%s' at %s as node %s\n", cfg->broker.queue.name,
+                cfg->broker.queue.url, cfg->node);
+        fflush(log);
+    }
+    sbx_status served = SBX_OK;
+    if (grpc) {
+        served = sbx_worker_run(w, &err);
+    } else {
+        char c;
+        while (read(pipe_fds[0], &c, 1) < 0 && errno == EINTR) {
+        }
+    }
+    /* Drain: the queue's in-flight requests finish and their completions are stored. */
+    worker_queue_stop(wq);
+    wq = NULL;
+    if (served == SBX_OK) {
         rc = 0;
         fprintf(log, "sbx-worker drained, exiting\n");
     }
@@ -84,6 +131,11 @@ out:
     if (rc != 0 && err.code == SBX_E_CONFIG)
         rc = 2;
     signal_target = NULL;
+    signal_pipe = -1;
+    worker_queue_stop(wq);
+    for (int i = 0; i < 2; i++)
+        if (pipe_fds[i] >= 0)
+            close(pipe_fds[i]);
     sbx_worker_free(w);
     sbx_broker_free(broker);
     sbx_engine_free(engine);

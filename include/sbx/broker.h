@@ -43,11 +43,15 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
 /* A gRPC client of sbx-worker (broker/remote.c). */
 sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **out,
                                   sbx_error *err);
-/* By cfg->broker.flavor; engine may be NULL for `remote`. */
+/* The caller's side of the NATS JetStream queue (broker/queue.c): requests go to the fleet's
+ * work queue or to their session's node, completions come back through the fleet's bucket, so
+ * idempotency and result() hold across processes. cfg is copied. */
+sbx_status sbx_broker_open_queue(const sbx_queue_config *cfg, sbx_broker **out, sbx_error *err);
+/* By cfg->broker.flavor; engine may be NULL for `remote` and `queue`. */
 sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker **out,
                            sbx_error *err);
 
-/* "embedded", "thread" or "remote". */
+/* "embedded", "thread", "remote" or "queue". */
 const char *sbx_broker_flavor(const sbx_broker *b);
 
 /* Submits req (borrowed). Returns SBX_OK and either *out = the completion (caller frees) or

@@ -106,13 +106,35 @@ typedef struct sbx_remote_config {
     int64_t connect_timeout_ms; /* default 5000 */
 } sbx_remote_config;
 
+/* The NATS JetStream queue (broker/queue.c on the caller's side, worker/queue.c in sbx-worker):
+ * the same block on both sides. Secrets are named by environment variable, never written here. */
+typedef struct sbx_queue_config {
+    char *url;            /* nats://HOST:PORT (loopback only) or tls://HOST:PORT, comma separated */
+    char *ca_file;        /* CA that signs the NATS servers' certificates; NULL = system store */
+    char *cert_file;      /* client certificate for servers that verify clients; NULL = none */
+    char *key_file;       /* its key */
+    char *user;           /* NATS user (password in password_env); NULL = none */
+    char *password_env;   /* name of the env var holding the NATS password */
+    char *nkey;           /* NATS nkey public key (U...), seed in nkey_seed_env; NULL = none */
+    char *nkey_seed_env;  /* name of the env var holding the nkey seed (SU...) */
+    char *token_env;      /* name of the env var holding the bearer token the workers check */
+    char *name;           /* stream, bucket and subject prefix; default "sbx" */
+    int64_t replicas;     /* JetStream replicas of the stream and bucket; default 1 */
+    int64_t ack_wait_ms;  /* redelivery after a worker stops acknowledging; default 30000 */
+    int64_t node_wait_ms; /* how long a node-bound request waits for its node; 30000 */
+    int64_t completion_ttl_s;   /* how long completions are kept; default 86400 */
+    int64_t dedup_window_s;     /* JetStream duplicate window (Nats-Msg-Id); default 600 */
+    int64_t connect_timeout_ms; /* default 5000 */
+} sbx_queue_config;
+
 typedef struct sbx_broker_config {
-    char *flavor;            /* embedded | thread | remote; default thread */
+    char *flavor;            /* embedded | thread | remote | queue; default thread */
     int64_t threads;         /* default 16 */
     int64_t queue_depth;     /* default 1024 */
     int64_t wait_timeout_ms; /* default 60000 */
     int64_t lru_size;        /* completions kept for result(); default 1024 */
     sbx_remote_config remote;
+    sbx_queue_config queue;
 } sbx_broker_config;
 
 /* A caller the worker accepts, and the principal subjects it may assert ("*" = any). */
@@ -134,6 +156,7 @@ typedef struct sbx_worker_config {
     int64_t max_message_bytes; /* default 16 MiB */
     int64_t drain_timeout_ms;  /* SIGTERM: how long in-flight work may finish; default 30000 */
     char *record;              /* append Recording frames to this file; NULL = off */
+    char *serve;               /* grpc | queue | both; default grpc */
 } sbx_worker_config;
 
 /* ---- the whole file ------------------------------------------------------------------- */

@@ -1,0 +1,313 @@
+/* fleet.c - see fleet.h. */
+#include "queue/fleet.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbx/recorder.h"
+
+/* How long a process may take to come up on a loaded machine. */
+#define FLEET_START_WAIT_MS 60000
+
+static void die(const char *what)
+{
+    fprintf(stderr, "fleet: %s\n", what);
+    abort();
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* A free loopback port (bound then released: another process may take it in between, which
+ * the callers' start-up waits turn into a clear failure). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        die("no free port");
+    int port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, fp) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(fp);
+    return found;
+}
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+void fleet_init(fleet *f, const char *worker_bin)
+{
+    memset(f, 0, sizeof(*f));
+    snprintf(f->dir, sizeof f->dir, "/tmp/sbx-queue-XXXXXX");
+    if (mkdtemp(f->dir) == NULL)
+        die("mkdtemp");
+    f->worker_bin = worker_bin;
+    f->ack_wait_ms = 2000;
+    f->node_wait_ms = 3000;
+    f->replicas = 1;
+    f->threads = 4;
+    setenv(FLEET_TOKEN_ENV, "fleet-test-token-0123456789", 1);
+}
+
+static const char *nats_server(void)
+{
+    static const char *const candidates[] = {"/usr/bin/nats-server", "/usr/sbin/nats-server",
+                                             "/usr/local/bin/nats-server", NULL};
+    for (int i = 0; candidates[i] != NULL; i++)
+        if (access(candidates[i], X_OK) == 0)
+            return candidates[i];
+    die("nats-server is not installed (scripts/install-deps.sh installs it)");
+    return NULL;
+}
+
+static void start_server(fleet *f, int i)
+{
+    char conf[512], store[512], log[512];
+    snprintf(conf, sizeof conf, "%s/nats-%d.conf", f->dir, i);
+    snprintf(store, sizeof store, "%s/js-%d", f->dir, i);
+    snprintf(log, sizeof log, "%s/nats-%d.log", f->dir, i);
+    FILE *fp = fopen(conf, "w");
+    if (fp == NULL)
+        die("nats config");
+    fprintf(fp,
+            "server_name: s%d\nhost: 127.0.0.1\nport: %d\n"
+            "jetstream { store_dir: \"%s\" }\n",
+            i, f->nats_port[i], store);
+    if (f->n_servers > 1) {
+        fprintf(fp, "cluster { name: sbxtest\n  host: 127.0.0.1\n  port: %d\n  routes: [",
+                f->cluster_port[i]);
+        for (int j = 0; j < f->n_servers; j++)
+            if (j != i)
+                fprintf(fp, " \"nats-route://127.0.0.1:%d\",", f->cluster_port[j]);
+        fprintf(fp, " ]\n}\n");
+    }
+    fclose(fp);
+    char *argv[] = {(char *)nats_server(), "-c", conf, NULL};
+    f->nats_pid[i] = spawn(argv, log);
+}
+
+void fleet_start_nats(fleet *f, int n)
+{
+    f->n_servers = n;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        f->nats_port[i] = free_port();
+        f->cluster_port[i] = free_port();
+        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%snats://127.0.0.1:%d",
+                                i ? "," : "", f->nats_port[i]);
+    }
+    for (int i = 0; i < n; i++)
+        start_server(f, i);
+    for (int i = 0; i < n; i++) {
+        char log[512];
+        snprintf(log, sizeof log, "%s/nats-%d.log", f->dir, i);
+        int waited = 0;
+        while (!file_has(log, "Server is ready")) {
+            if (waited > FLEET_START_WAIT_MS)
+                die("nats-server did not become ready (see its log in the temp dir)");
+            sleep_ms(50);
+            waited += 50;
+        }
+    }
+    if (n > 1) { /* the cluster elects a JetStream meta leader after the routes connect */
+        int waited = 0;
+        bool leader = false;
+        while (!leader && waited < FLEET_START_WAIT_MS) {
+            for (int i = 0; i < n && !leader; i++) {
+                char log[512];
+                snprintf(log, sizeof log, "%s/nats-%d.log", f->dir, i);
+                leader = file_has(log, "JetStream cluster new metadata leader") ||
+                         file_has(log, "Self is new JetStream cluster metadata leader");
+            }
+            sleep_ms(100);
+            waited += 100;
+        }
+    }
+}
+
+void fleet_kill_nats(fleet *f, int i)
+{
+    if (f->nats_pid[i] > 0) {
+        kill(f->nats_pid[i], SIGKILL);
+        waitpid(f->nats_pid[i], NULL, 0);
+        f->nats_pid[i] = 0;
+    }
+}
+
+static void write_config(fleet *f, const char *path, const char *node, bool worker)
+{
+    FILE *fp = fopen(path, "w");
+    if (fp == NULL)
+        die("config");
+    fprintf(fp,
+            "sandbox:\n"
+            "  node: %s\n"
+            "  secret_file: %s/secret\n"
+            "  runtime_dir: %s/run-%s\n"
+            "  default_profile: fake\n"
+            "  broker:\n"
+            "    flavor: %s\n"
+            "    threads: %d\n"
+            "    queue:\n"
+            "      url: \"%s\"\n"
+            "      ack_wait_ms: %d\n"
+            "      node_wait_ms: %d\n"
+            "      replicas: %d\n"
+            "      token_env: %s\n",
+            node, f->dir, f->dir, node, worker ? "thread" : "queue", f->threads, f->url,
+            f->ack_wait_ms, f->node_wait_ms, f->replicas, FLEET_TOKEN_ENV);
+    if (worker)
+        fprintf(fp,
+                "  worker:\n"
+                "    serve: queue\n"
+                "    record: %s/rec-%s\n"
+                "    auth:\n"
+                "      callers:\n"
+                "        - { name: agent, token_env: %s, subjects: [tenant-a, tenant-b, alice] }\n",
+                f->dir, node, FLEET_TOKEN_ENV);
+    fprintf(fp, "  profiles:\n"
+                "    fake: { type: fake }\n"
+                "    oneshot: { type: fake, scope: per_call }\n"
+                "    slow: { type: fake, scope: per_call, fake: { slow_ms: 20 } }\n"
+                "    sleepy: { type: fake, scope: per_call, fake: { slow_ms: 3000 } }\n");
+    fclose(fp);
+}
+
+void fleet_start_worker(fleet *f, int i)
+{
+    snprintf(f->node[i], sizeof f->node[i], "node-%d", i);
+    char cfg[512], log[512];
+    snprintf(cfg, sizeof cfg, "%s/worker-%d.yaml", f->dir, i);
+    snprintf(log, sizeof log, "%s/worker-%d.log", f->dir, i);
+    write_config(f, cfg, f->node[i], true);
+    unlink(log);
+    char *argv[] = {(char *)f->worker_bin, "--config", cfg, NULL};
+    f->worker_pid[i] = spawn(argv, log);
+    if (i >= f->n_workers)
+        f->n_workers = i + 1;
+    int waited = 0;
+    while (!file_has(log, "consuming queue")) {
+        int status;
+        if (waitpid(f->worker_pid[i], &status, WNOHANG) == f->worker_pid[i]) {
+            char cmd[600];
+            snprintf(cmd, sizeof cmd, "cat %s >&2", log);
+            if (system(cmd) != 0)
+                fprintf(stderr, "(no log)\n");
+            die("the worker exited during start-up (its log is above)");
+        }
+        if (waited > FLEET_START_WAIT_MS)
+            die("the worker did not start consuming");
+        sleep_ms(50);
+        waited += 50;
+    }
+}
+
+void fleet_kill_worker(fleet *f, int i, int sig)
+{
+    if (f->worker_pid[i] > 0) {
+        kill(f->worker_pid[i], sig);
+        waitpid(f->worker_pid[i], NULL, 0);
+        f->worker_pid[i] = 0;
+    }
+}
+
+sbx_broker *fleet_broker(fleet *f, const char *token_env)
+{
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s/client.yaml", f->dir);
+    write_config(f, cfg, "client", false);
+    sbx_config *c = NULL;
+    sbx_error err;
+    if (sbx_config_load(cfg, &c, &err) != SBX_OK) {
+        fprintf(stderr, "fleet: %s\n", err.message);
+        abort();
+    }
+    if (token_env != NULL) {
+        free(c->broker.queue.token_env);
+        c->broker.queue.token_env = token_env[0] ? strdup(token_env) : NULL;
+    }
+    sbx_broker *b = NULL;
+    if (sbx_broker_open_queue(&c->broker.queue, &b, &err) != SBX_OK) {
+        fprintf(stderr, "fleet: queue broker: %s\n", err.message);
+        abort();
+    }
+    sbx_config_free(c); /* the broker copies its block */
+    return b;
+}
+
+void fleet_recorded(fleet *f, int i, void (*fn)(void *arg, const char *task_id), void *arg)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/rec-%s", f->dir, f->node[i]);
+    sbx_recording_reader *r = NULL;
+    sbx_error err;
+    if (sbx_recording_reader_open(path, &r, &err) != SBX_OK)
+        return; /* nothing recorded */
+    for (;;) {
+        sbx_recording *rec = NULL;
+        /* A worker killed with SIGKILL may leave a short last frame: stop there. */
+        if (sbx_recording_reader_next(r, &rec, &err) != SBX_OK || rec == NULL)
+            break;
+        if (rec->request != NULL && rec->request->task_id != NULL)
+            fn(arg, rec->request->task_id);
+        sbx_message_free(&rec->base);
+    }
+    sbx_recording_reader_close(r);
+}
+
+void fleet_stop(fleet *f)
+{
+    for (int i = 0; i < f->n_workers; i++)
+        fleet_kill_worker(f, i, SIGTERM);
+    for (int i = 0; i < f->n_servers; i++)
+        if (f->nats_pid[i] > 0) {
+            kill(f->nats_pid[i], SIGTERM);
+            waitpid(f->nats_pid[i], NULL, 0);
+            f->nats_pid[i] = 0;
+        }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "fleet: could not remove %s\n", f->dir);
+}
