@@ -27,6 +27,8 @@
 #define REMOTE_MAX_MESSAGE (16u << 20)
 /* Attempts per request (1 + retries) for failures that dedup makes safe to retry. */
 #define REMOTE_MAX_ATTEMPTS 3
+/* Bytes kept of an answer that is not gRPC (a balancer's HTML error page), for the message. */
+#define REMOTE_NON_GRPC_SNIPPET 160
 /* First retry backoff; doubles each attempt. */
 #define REMOTE_RETRY_BACKOFF_MS 50
 /* Completions kept for result() after submit() stopped waiting (like the in-process LRU). */
@@ -68,7 +70,11 @@ struct rtask {
     uint8_t *resp;
     size_t resp_len, resp_cap;
     bool oversize, bad_frame;
-    int grpc_status; /* -1: not seen */
+    long head_status;     /* :status of the response being received (0: none yet) */
+    bool grpc_type;       /* its content-type is application/grpc */
+    bool non_grpc;        /* its body is not gRPC (kept as a snippet, never decoded) */
+    long balancer_status; /* an earlier attempt's non-gRPC status (kept across retries) */
+    int grpc_status;      /* -1: not seen */
     char *grpc_message;
     long http_status;
     int attempts;
@@ -174,6 +180,25 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
     rtask *t = arg;
     size_t n = size * nmemb;
+    /* A balancer with no worker answers with its own page (HAProxy: HTML 503): never read it as
+     * gRPC frames (its first bytes would make a huge "message length"); keep a snippet. */
+    if (t->non_grpc || (t->head_status != 0 && (t->head_status != 200 || !t->grpc_type))) {
+        t->non_grpc = true;
+        size_t keep =
+            t->resp_len < REMOTE_NON_GRPC_SNIPPET ? REMOTE_NON_GRPC_SNIPPET - t->resp_len : 0;
+        if (keep > n)
+            keep = n;
+        if (keep > 0 && t->resp_len + keep > t->resp_cap) {
+            uint8_t *p = realloc(t->resp, REMOTE_NON_GRPC_SNIPPET);
+            if (p == NULL)
+                return 0;
+            t->resp = p;
+            t->resp_cap = REMOTE_NON_GRPC_SNIPPET;
+        }
+        memcpy(t->resp + t->resp_len, data, keep);
+        t->resp_len += keep;
+        return n;
+    }
     size_t limit = GRPC_PREFIX + t->r->max_message;
     if (t->stream) /* stream: undecoded bytes never exceed one message (plus the next prefix) */
         limit = 2 * GRPC_PREFIX + t->r->max_message;
@@ -225,7 +250,20 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
         len--;
     static const char st[] = "grpc-status:";
     static const char msg[] = "grpc-message:";
-    if (len > sizeof st - 1 && strncasecmp(data, st, sizeof st - 1) == 0) {
+    static const char ctype[] = "content-type:";
+    if (len > 5 && strncmp(data, "HTTP/", 5) == 0) { /* a (new) response's status line */
+        const char *sp = memchr(data, ' ', len);
+        t->head_status = 0;
+        for (const char *c = sp != NULL ? sp + 1 : data + len;
+             c < data + len && *c >= '0' && *c <= '9' && t->head_status < 1000; c++)
+            t->head_status = t->head_status * 10 + (*c - '0');
+        t->grpc_type = false;
+    } else if (len > sizeof ctype - 1 && strncasecmp(data, ctype, sizeof ctype - 1) == 0) {
+        size_t i = sizeof ctype - 1;
+        while (i < len && data[i] == ' ')
+            i++;
+        t->grpc_type = len - i >= 16 && strncasecmp(data + i, "application/grpc", 16) == 0;
+    } else if (len > sizeof st - 1 && strncasecmp(data, st, sizeof st - 1) == 0) {
         int v = 0;
         bool ok = false;
         for (size_t i = sizeof st - 1; i < len; i++) {
@@ -295,11 +333,29 @@ static sbx_status status_from_grpc(int code)
     }
 }
 
-/* Whether the failure is one where resending the same task_id is safe and may help. */
-static bool retryable(CURLcode cc, int grpc_status)
+/* Whether the answer was not gRPC: a status other than 200 (a balancer's 503 page), or a 200
+ * that is not application/grpc and carries no grpc-status. The balancer may reset the stream
+ * right after its page (the request body was not read), so this is decided from the headers,
+ * with or without a body. 505 is the h2c upgrade's own retry, not an answer. */
+static bool answered_non_grpc(const rtask *t)
+{
+    if (t->non_grpc)
+        return true;
+    if (t->head_status == 0 || t->head_status == 101 || t->head_status == 505)
+        return false;
+    return t->head_status != 200 || (!t->grpc_type && t->grpc_status < 0);
+}
+
+/* Whether the failure is one where resending the same task_id is safe and may help: the
+ * worker or a balancer says "unavailable", or the connection failed. Idempotency (the task_id)
+ * makes a resend join the first attempt if it did reach a worker. */
+static bool retryable(CURLcode cc, int grpc_status, const rtask *t)
 {
     if (grpc_status == 14) /* UNAVAILABLE: draining worker, refused stream */
         return true;
+    if (answered_non_grpc(t) &&
+        (t->head_status == 502 || t->head_status == 503 || t->head_status == 504))
+        return true; /* a balancer with no worker up for it right now */
     switch (cc) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_SEND_ERROR:
@@ -337,6 +393,31 @@ static sbx_completion *worker_completion(remote_broker *r, rtask *t, sbx_complet
  * response fields). */
 static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
 {
+    if (answered_non_grpc(t)) {
+        /* Printable ASCII of the first line(s), for a person: "<html><body><h1>503 Service
+         * Unavailable</h1>..." */
+        char snippet[REMOTE_NON_GRPC_SNIPPET + 1];
+        size_t o = 0;
+        for (size_t i = 0; i < t->resp_len && o < REMOTE_NON_GRPC_SNIPPET; i++) {
+            uint8_t ch = t->resp[i];
+            snippet[o++] = ch >= 0x20 && ch < 0x7f ? (char)ch : ' ';
+        }
+        snippet[o] = '\0';
+        sbx_completion *c = sbx_completion_fail(
+            t->task_id, SBX_E_BROKER,
+            "remote broker: %s answered HTTP %ld with a response that is not gRPC (\"%s\"): "
+            "UNAVAILABLE from a load balancer with no worker up for this request, or an "
+            "endpoint that is not sbx-worker",
+            r->url_base, t->head_status, snippet);
+        return c;
+    }
+    if (t->balancer_status != 0 && (cc != CURLE_OK || t->grpc_status < 0))
+        return sbx_completion_fail(t->task_id, SBX_E_BROKER,
+                                   "remote broker: %s answered HTTP %ld with a response that is "
+                                   "not gRPC (UNAVAILABLE from a load balancer with no worker up "
+                                   "for this request); retrying failed too: %s",
+                                   r->url_base, t->balancer_status,
+                                   cc != CURLE_OK ? curl_easy_strerror(cc) : "no gRPC status");
     if (t->oversize)
         return sbx_completion_fail(t->task_id, SBX_E_RESOURCE_EXHAUSTED,
                                    "remote broker: the worker's response is larger than the "
@@ -402,10 +483,24 @@ static void set_transport(remote_broker *r, CURL *e)
     }
 }
 
+/* Whether value may go into a header line as it is: a task id or node name is whatever the
+ * caller or a handle says, and CR/LF in it would forge headers. */
+static bool header_safe(const char *value)
+{
+    size_t n = 0;
+    for (const char *c = value; *c; c++, n++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == '.' || *c == ':'))
+            return false;
+    return n > 0 && n <= 100;
+}
+
 static bool task_start(remote_broker *r, rtask *t)
 {
     t->resp_len = 0;
     t->oversize = t->bad_frame = false;
+    t->head_status = 0;
+    t->grpc_type = t->non_grpc = false;
     t->grpc_status = -1;
     t->http_status = 0;
     free(t->grpc_message);
@@ -432,9 +527,16 @@ static bool task_start(remote_broker *r, rtask *t)
     h = curl_slist_append(h, "accept:");
     if (r->auth_header)
         h = curl_slist_append(h, r->auth_header);
-    if (t->node) {
+    if (t->node && header_safe(t->node)) {
         char line[300];
         snprintf(line, sizeof line, "x-sbx-node: %s", t->node);
+        h = curl_slist_append(h, line);
+    }
+    /* A balancer hashes one-shot requests on it, so a retry reaches the worker that has the
+     * first attempt (deploy/haproxy.cfg). */
+    if (t->task_id && header_safe(t->task_id)) {
+        char line[128];
+        snprintf(line, sizeof line, "x-sbx-task-id: %s", t->task_id);
         h = curl_slist_append(h, line);
     }
     long total_timeout_ms = 0;
@@ -620,9 +722,11 @@ static void *transfer_main(void *arg)
             pthread_mutex_unlock(&r->lock);
             bool deadline_left =
                 t->deadline_ms == 0 || t->deadline_ms - sbx_now_ms() > REMOTE_RETRY_BACKOFF_MS;
+            if (answered_non_grpc(t))
+                t->balancer_status = t->head_status;
             if (!discarded && !cancelled && !t->oversize && t->attempts < REMOTE_MAX_ATTEMPTS &&
                 deadline_left &&
-                (retryable(cc, t->grpc_status) || (!r->tls && t->http_status == 505)) &&
+                (retryable(cc, t->grpc_status, t) || (!r->tls && t->http_status == 505)) &&
                 !(t->stream && t->resp_len)) {
                 t->retry_at_ms =
                     sbx_monotonic_ms() + ((int64_t)REMOTE_RETRY_BACKOFF_MS << (t->attempts - 1));

@@ -34,7 +34,8 @@ def load_stubs():
 class Worker:
     """An sbx-worker subprocess on an ephemeral loopback port."""
 
-    def __init__(self, tmp, extra_worker_yaml="", env=None, node="interop-node"):
+    def __init__(self, tmp, extra_worker_yaml="", env=None, node="interop-node",
+                 extra_profiles_yaml=""):
         self.tmp = tmp
         cfg = os.path.join(tmp, "worker-%d.yaml" % id(self))
         with open(cfg, "w") as f:
@@ -50,7 +51,8 @@ class Worker:
                 "    drain_timeout_ms: 20000\n"
                 "%s"
                 "  profiles:\n"
-                "    fake: { type: fake, scope: per_call }\n" % (tmp, tmp, node, extra_worker_yaml))
+                "    fake: { type: fake, scope: per_call }\n"
+                "%s" % (tmp, tmp, node, extra_worker_yaml, extra_profiles_yaml))
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
                                      env=dict(os.environ, **(env or {})), text=True)
         line = self.proc.stderr.readline()
