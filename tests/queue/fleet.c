@@ -87,6 +87,7 @@ void fleet_init(fleet *f, const char *worker_bin)
     f->node_wait_ms = 3000;
     f->replicas = 1;
     f->threads = 4;
+    f->serve = "queue";
     setenv(FLEET_TOKEN_ENV, "fleet-test-token-0123456789", 1);
 }
 
@@ -200,12 +201,13 @@ static void write_config(fleet *f, const char *path, const char *node, bool work
     if (worker)
         fprintf(fp,
                 "  worker:\n"
-                "    serve: queue\n"
-                "    record: %s/rec-%s\n"
+                "    serve: %s\n"
+                "    listen: 127.0.0.1:0\n"
+                "    %s: %s/rec-%s\n"
                 "    auth:\n"
                 "      callers:\n"
                 "        - { name: agent, token_env: %s, subjects: [tenant-a, tenant-b, alice] }\n",
-                f->dir, node, FLEET_TOKEN_ENV);
+                f->serve, f->no_record ? "# record" : "record", f->dir, node, FLEET_TOKEN_ENV);
     fprintf(fp, "  profiles:\n"
                 "    fake: { type: fake }\n"
                 "    oneshot: { type: fake, scope: per_call }\n"
@@ -241,6 +243,14 @@ void fleet_start_worker(fleet *f, int i)
         sleep_ms(50);
         waited += 50;
     }
+    f->grpc_port[i] = 0;
+    FILE *fp = fopen(log, "r");
+    char line[512];
+    while (fp != NULL && fgets(line, sizeof line, fp) != NULL)
+        if (sscanf(line, "sbx-worker listening on port %d", &f->grpc_port[i]) == 1)
+            break;
+    if (fp != NULL)
+        fclose(fp);
 }
 
 void fleet_kill_worker(fleet *f, int i, int sig)

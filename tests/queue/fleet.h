@@ -28,12 +28,15 @@ typedef struct fleet {
     int n_workers;
     pid_t worker_pid[FLEET_MAX_WORKERS];
     char node[FLEET_MAX_WORKERS][32];
-    char url[512];          /* nats://127.0.0.1:P1,nats://127.0.0.1:P2,... */
-    int ack_wait_ms;        /* queue.ack_wait_ms of workers and brokers */
-    int node_wait_ms;       /* queue.node_wait_ms */
-    int replicas;           /* queue.replicas */
-    int threads;            /* workers' broker.threads (their capacity) */
-    sbx_config *client_cfg; /* the brokers' configuration (kept for its queue block) */
+    char url[512];                    /* nats://127.0.0.1:P1,nats://127.0.0.1:P2,... */
+    int ack_wait_ms;                  /* queue.ack_wait_ms of workers and brokers */
+    int node_wait_ms;                 /* queue.node_wait_ms */
+    int replicas;                     /* queue.replicas */
+    int threads;                      /* workers' broker.threads (their capacity) */
+    const char *serve;                /* workers' worker.serve: "queue" (default) or "both" */
+    int grpc_port[FLEET_MAX_WORKERS]; /* serve "both": each worker's gRPC port */
+    bool no_record;                   /* workers do not record executions (benchmarks) */
+    sbx_config *client_cfg;           /* the brokers' configuration (kept for its queue block) */
 } fleet;
 
 /* Sets defaults and makes the temp dir; worker_bin is the sbx-worker executable. */
@@ -43,7 +46,8 @@ void fleet_init(fleet *f, const char *worker_bin);
 void fleet_start_nats(fleet *f, int n);
 /* Kills NATS server i with SIGKILL. */
 void fleet_kill_nats(fleet *f, int i);
-/* Starts worker i as node "node-<i>" and waits for its "consuming" line. */
+/* Starts worker i as node "node-<i>" and waits for its "consuming" line (and, serving both,
+ * learns its gRPC port). */
 void fleet_start_worker(fleet *f, int i);
 /* Sends sig to worker i and waits for it. */
 void fleet_kill_worker(fleet *f, int i, int sig);
