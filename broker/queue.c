@@ -34,9 +34,9 @@
  * tried: a cluster that lost the stream's leader elects another within seconds, and sending
  * the same Nats-Msg-Id again is safe (JetStream drops the copy). */
 #define QUEUE_PUBLISH_WAIT_MS 5000
-#define QUEUE_PUBLISH_ATTEMPTS 6
-/* Attempts at creating the task's record while the bucket's server does not answer. */
-#define QUEUE_CREATE_ATTEMPTS 20
+/* How long a publish or the task record's creation is retried while the servers do not answer
+ * (a loaded cluster electing a new leader takes seconds, sometimes tens of them). */
+#define QUEUE_RETRY_FOR_MS 45000
 /* Pause between attempts of either. */
 #define QUEUE_RETRY_MS 250
 /* A waiter whose every look at the bucket failed for this long gives up (all servers gone). */
@@ -394,7 +394,8 @@ static sbx_status publish(queue_broker *b, const sbx_request *req, const char *k
     po.MaxWait = QUEUE_PUBLISH_WAIT_MS;
     jsPubAck *pa = NULL;
     jsErrCode jerr = 0;
-    for (int attempt = 0; s == NATS_OK || (transient(s) && attempt < QUEUE_PUBLISH_ATTEMPTS);
+    int64_t first = now_ms();
+    for (int attempt = 0; s == NATS_OK || (transient(s) && now_ms() - first < QUEUE_RETRY_FOR_MS);
          attempt++) {
         if (attempt > 0)
             pause_ms(QUEUE_RETRY_MS);
@@ -481,7 +482,7 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
     if (st == SBX_OK) {
         uint64_t rev = 0;
         s = kvStore_Create(&rev, b->q->kv, key, rec, (int)rlen);
-        for (int attempt = 1; transient(s) && attempt < QUEUE_CREATE_ATTEMPTS; attempt++) {
+        for (int64_t first = now_ms(); transient(s) && now_ms() - first < QUEUE_RETRY_FOR_MS;) {
             pause_ms(QUEUE_RETRY_MS);
             s = kvStore_Create(&rev, b->q->kv, key, rec, (int)rlen);
         }

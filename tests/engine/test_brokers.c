@@ -504,7 +504,7 @@ static void test_brokers_open_by_flavor(void **state)
     t->cfg->broker.flavor = strdup("carrier-pigeon");
     sbx_error err;
     assert_int_equal(sbx_broker_open(t->cfg, t->e, &b, &err), SBX_E_CONFIG);
-    assert_non_null(strstr(err.message, "embedded, thread or remote"));
+    assert_non_null(strstr(err.message, "embedded, thread, remote or queue"));
 }
 
 static void test_brokers_thread_records_frames_that_replay_identically(void **state)
