@@ -604,7 +604,7 @@ static bool queue_url_ok(loader *L, const config_node *v, const char *url, size_
                    one);
         return false;
     }
-    if (!tls && !tls_configured && !host_is_loopback(hp, host_len)) {
+    if (!tls && !tls_configured && !sbx_net_host_is_loopback(hp, host_len)) {
         *st = fail(L, v, "sandbox.broker.queue.url",
                    "'%s' would carry requests and tokens unencrypted off this host; use "
                    "tls:// (plain nats:// is accepted only for 127.0.0.1, ::1 or localhost)",

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cli_wrong_node.sh SBX - a session kept by the CLI on node A, used from node B: exit 7 naming
-# node A for a non-program command (cp), 125 for exec, and exec --recreate-elsewhere starts it
+# node A (cp and exec), and exec --recreate-elsewhere starts it
 # over on B. Two configs share one secret, as two workers of a fleet do.
 set -u
 sbx=$1
@@ -21,7 +21,7 @@ rc=$?
 grep -q "lives on node 'node-a'" "$tmp/err" || fail "message does not name node-a: $(cat "$tmp/err")"
 "$sbx" --config "$tmp/b.yaml" exec --session s1 -- true 2>"$tmp/err"
 rc=$?
-[ "$rc" -eq 125 ] || fail "exec from node-b exited $rc, want 125"
+[ "$rc" -eq 7 ] || fail "exec from node-b exited $rc, want 7"
 "$sbx" --config "$tmp/b.yaml" exec --recreate-elsewhere --session s1 -- true 2>"$tmp/err" ||
     fail "exec --recreate-elsewhere: $(cat "$tmp/err")"
 grep -q "started over here on node 'node-b'" "$tmp/err" || fail "no notice: $(cat "$tmp/err")"
