@@ -41,6 +41,10 @@
 #define QUEUE_RETRY_MS 250
 /* A waiter whose every look at the bucket failed for this long gives up (all servers gone). */
 #define QUEUE_GIVE_UP_MS 60000
+/* Asynchronous submits waiting at once: each holds a thread (QUEUE_ASYNC_STACK of stack) that
+ * waits on the bucket like a blocking caller; past this a submit is RESOURCE_EXHAUSTED. */
+#define QUEUE_ASYNC_MAX 1024
+#define QUEUE_ASYNC_STACK (256 * 1024)
 
 /* Failures worth another attempt: the server did not answer, or the connection is being
  * re-established to another server of the cluster. */
@@ -64,6 +68,7 @@ typedef struct queue_broker {
     pthread_mutex_t mu;
     pthread_cond_t idle;
     int active; /* submit/result calls in progress; guarded by mu */
+    int async;  /* asynchronous submits in progress (each also counted in active); mu */
     bool closing;
 } queue_broker;
 
@@ -563,6 +568,98 @@ static sbx_status queue_result(sbx_broker *base, const char *subject, const char
     return st;
 }
 
+/* One asynchronous submit: a thread that waits as a blocking caller would and hands the
+ * completion to on_done. The queue's waits are on the bucket, so a thread per waiting call
+ * is the simple shape; QUEUE_ASYNC_MAX bounds them. */
+typedef struct async_call {
+    queue_broker *b;
+    const sbx_request *req; /* borrowed until on_done (sbx_broker_submit_async) */
+    sbx_broker_async cb;
+    sbx_engine_hooks hooks;
+} async_call;
+
+static void *async_main(void *arg)
+{
+    async_call *a = arg;
+    sbx_completion *c = NULL;
+    sbx_status st =
+        queue_submit(a->b->self, a->req, SBX_WAIT_FOREVER,
+                     a->cb.on_output != NULL || a->cb.cancel != NULL ? &a->hooks : NULL, &c);
+    queue_broker *b = a->b;
+    a->cb.on_done(a->cb.arg, st, c);
+    free(a);
+    pthread_mutex_lock(&b->mu);
+    b->async--;
+    pthread_mutex_unlock(&b->mu);
+    leave(b);
+    return NULL;
+}
+
+static sbx_status queue_submit_async(sbx_broker *base, const sbx_request *req,
+                                     const sbx_broker_async *cb)
+{
+    queue_broker *b = sbx_broker_impl(base);
+    const char *task_id = req->task_id != NULL ? req->task_id : "";
+    sbx_status st = SBX_OK;
+    const char *why = NULL;
+    pthread_mutex_lock(&b->mu);
+    if (b->closing) {
+        st = SBX_E_BROKER;
+        why = "queue broker is closed";
+    } else if (b->async >= QUEUE_ASYNC_MAX) {
+        st = SBX_E_RESOURCE_EXHAUSTED;
+        why = "queue broker: too many asynchronous submits waiting (QUEUE_ASYNC_MAX); retry "
+              "later";
+    } else {
+        b->active++;
+        b->async++;
+    }
+    pthread_mutex_unlock(&b->mu);
+    async_call *a = st == SBX_OK ? calloc(1, sizeof(*a)) : NULL;
+    if (st == SBX_OK && a != NULL) {
+        a->b = b;
+        a->req = req;
+        a->cb = *cb;
+        a->hooks.on_output = cb->on_output;
+        a->hooks.on_output_arg = cb->arg;
+        a->hooks.cancel = cb->cancel;
+        pthread_attr_t attr;
+        pthread_t tid;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, QUEUE_ASYNC_STACK);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&tid, &attr, async_main, a);
+        pthread_attr_destroy(&attr);
+        if (rc == 0)
+            return SBX_OK;
+        free(a);
+        a = NULL;
+    }
+    if (st == SBX_OK) { /* no memory or no thread: undo the counts */
+        st = SBX_E_RESOURCE_EXHAUSTED;
+        why = "queue broker: cannot start a thread for an asynchronous submit";
+        pthread_mutex_lock(&b->mu);
+        b->async--;
+        pthread_mutex_unlock(&b->mu);
+        leave(b);
+    }
+    sbx_completion *c = sbx_completion_fail(task_id, st, "%s", why);
+    if (c != NULL)
+        cb->on_done(cb->arg, st, c);
+    return st;
+}
+
+/* The queue reaches no worker in particular, so it has none to ask. */
+static sbx_status queue_describe(sbx_broker *base, Sbx__V1__DescribeResponse **out, sbx_error *err)
+{
+    (void)base;
+    *out = NULL;
+    return sbx_error_set(err, SBX_E_CAPABILITY,
+                         "the queue broker reaches no worker in particular, so it cannot "
+                         "describe one: ask a worker over gRPC (broker flavor remote, "
+                         "endpoint URL) for its profiles and capabilities");
+}
+
 /* The bucket's TTL forgets every task; nothing is held here per task. */
 static void queue_discard(sbx_broker *base, const char *subject, const char *task_id)
 {
@@ -612,6 +709,8 @@ static void queue_destroy(sbx_broker *base)
 static const sbx_broker_vtable queue_vtable = {
     .flavor = "queue",
     .submit = queue_submit,
+    .submit_async = queue_submit_async,
+    .describe = queue_describe,
     .result = queue_result,
     .discard = queue_discard,
     .close = queue_close,

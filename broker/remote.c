@@ -380,7 +380,7 @@ static sbx_completion *worker_completion(remote_broker *r, rtask *t, sbx_complet
         bad = "a completion status outside the contract";
     else if (c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED &&
              ((int)c->error_code < (int)SBX_E_CONFIG ||
-              (int)c->error_code > (int)SBX_E_UNAUTHENTICATED || !c->error || !c->error[0]))
+              (int)c->error_code > (int)SBX_E_WRONG_NODE || !c->error || !c->error[0]))
         bad = "a FAILED completion without an error code and text";
     if (!bad)
         return c;

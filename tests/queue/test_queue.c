@@ -326,6 +326,67 @@ static void test_queue_streams_output_chunks_then_the_completion(void **state)
     sbx_request_free(r);
 }
 
+/* ---- asynchronous submit: the completion and output reach the callbacks ----------------- */
+
+typedef struct async_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int calls;
+    sbx_status st;
+    sbx_completion *c;
+    size_t bytes;
+} async_done;
+
+static void async_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                         uint64_t offset)
+{
+    (void)stream;
+    (void)data;
+    (void)offset;
+    async_done *d = arg;
+    pthread_mutex_lock(&d->mu);
+    d->bytes += len;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void async_on_done(void *arg, sbx_status st, sbx_completion *c)
+{
+    async_done *d = arg;
+    pthread_mutex_lock(&d->mu);
+    d->calls++;
+    d->st = st;
+    d->c = c;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void test_queue_async_submit_hands_output_and_completion_to_callbacks(void **state)
+{
+    (void)state;
+    async_done d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    sbx_broker_async cb = {.on_output = async_output, .on_done = async_on_done, .arg = &d};
+    sbx_request *r = shell("oneshot", "alice", "yes 500");
+    assert_int_equal(sbx_broker_submit_async(B, r, &cb), SBX_OK);
+    pthread_mutex_lock(&d.mu);
+    while (d.calls == 0)
+        pthread_cond_wait(&d.cv, &d.mu);
+    pthread_mutex_unlock(&d.mu);
+    assert_int_equal(d.calls, 1);
+    assert_non_null(d.c);
+    assert_int_equal(d.c->status, OK_STATUS);
+    assert_int_equal(d.c->result->stdout.len, 1000);
+    assert_int_equal(d.bytes, 1000);
+    sbx_completion_free(d.c);
+    sbx_request_free(r);
+
+    /* The queue reaches no worker in particular: describe says so instead of guessing. */
+    Sbx__V1__DescribeResponse *desc = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_broker_describe(B, &desc, &err), SBX_E_CAPABILITY);
+    assert_null(desc);
+    assert_non_null(strstr(err.message, "ask a worker"));
+}
+
 static void test_queue_pending_task_is_collected_later_with_result(void **state)
 {
     (void)state;
@@ -420,6 +481,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_message_without_a_valid_token_is_unauthenticated),
         cmocka_unit_test(test_queue_caller_may_not_assert_an_unlisted_principal),
         cmocka_unit_test(test_queue_streams_output_chunks_then_the_completion),
+        cmocka_unit_test(test_queue_async_submit_hands_output_and_completion_to_callbacks),
         cmocka_unit_test(test_queue_pending_task_is_collected_later_with_result),
         cmocka_unit_test(test_queue_cancellation_ends_the_call),
         cmocka_unit_test(test_queue_session_of_a_stopped_node_ends_unavailable_naming_it),
