@@ -92,6 +92,12 @@ void sbx_broker_discard(sbx_broker *b, const char *subject, const char *task_id)
         b->vt->discard(b, subject != NULL ? subject : "", task_id);
 }
 
+bool sbx_broker_get_load(sbx_broker *b, sbx_broker_load *out)
+{
+    memset(out, 0, sizeof(*out));
+    return b != NULL && b->vt->load != NULL && b->vt->load(b, out);
+}
+
 void sbx_broker_close(sbx_broker *b)
 {
     if (b == NULL)
@@ -118,9 +124,15 @@ void sbx_broker_free(sbx_broker *b)
 
 sbx_status sbx_broker_record_to(sbx_broker *b, const char *path, sbx_error *err)
 {
+    return sbx_broker_record_rotating(b, path, 0, 0, err);
+}
+
+sbx_status sbx_broker_record_rotating(sbx_broker *b, const char *path, uint64_t max_bytes,
+                                      unsigned keep, sbx_error *err)
+{
     sbx_recorder *r = NULL;
     if (path != NULL) {
-        sbx_status st = sbx_recorder_open(path, &r, err);
+        sbx_status st = sbx_recorder_open_rotating(path, max_bytes, keep, &r, err);
         if (st != SBX_OK)
             return st;
     }

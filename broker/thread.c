@@ -460,6 +460,17 @@ static void tb_destroy(sbx_broker *b)
     free(tb);
 }
 
+static bool tb_load(sbx_broker *b, sbx_broker_load *out)
+{
+    thread_broker *tb = sbx_broker_impl(b);
+    pthread_mutex_lock(&tb->store.mu);
+    out->running = (uint64_t)tb->running;
+    out->queued = (uint64_t)tb->queued;
+    out->queue_limit = (uint64_t)tb->queue_depth;
+    pthread_mutex_unlock(&tb->store.mu);
+    return true;
+}
+
 static const sbx_broker_vtable thread_vtable = {
     .flavor = "thread",
     .submit = tb_submit,
@@ -467,6 +478,7 @@ static const sbx_broker_vtable thread_vtable = {
     .describe = tb_describe,
     .result = tb_result,
     .discard = tb_discard,
+    .load = tb_load,
     .close = tb_close,
     .destroy = tb_destroy,
 };

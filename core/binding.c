@@ -90,9 +90,30 @@ static sbx_status make_parent_dirs(const char *path, sbx_error *err)
     return SBX_OK;
 }
 
-static sbx_status create_secret(const char *path, sbx_error *err)
+/* The secret's directory exists (a configured secret_file is never given new directories). */
+static sbx_status require_parent_dir(const char *path, sbx_error *err)
 {
-    sbx_status st = make_parent_dirs(path, err);
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return sbx_error_set(err, SBX_E_CONFIG, "secret_file path '%.200s...' is too long", path);
+    char *dir = dirname(buf);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "sandbox.secret_file '%s': its directory '%s' does not exist (%s); "
+                             "create it (mode 0700) or fix the path: a secret is never created "
+                             "in a directory that is not there, so a typo cannot give this "
+                             "worker a secret of its own",
+                             path, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return sbx_error_set(err, SBX_E_CONFIG, "sandbox.secret_file '%s': '%s' is not a directory",
+                             path, dir);
+    return SBX_OK;
+}
+
+static sbx_status create_secret(const char *path, bool make_dirs, sbx_error *err)
+{
+    sbx_status st = make_dirs ? make_parent_dirs(path, err) : require_parent_dir(path, err);
     if (st != SBX_OK)
         return st;
     uint8_t key[SBX_SECRET_NEW_LEN];
@@ -124,7 +145,19 @@ static sbx_status create_secret(const char *path, sbx_error *err)
     return SBX_OK;
 }
 
+static sbx_status key_load(const char *path, bool make_dirs, sbx_binding_key **out, sbx_error *err);
+
 sbx_status sbx_binding_key_load(const char *path, sbx_binding_key **out, sbx_error *err)
+{
+    return key_load(path, true, out, err);
+}
+
+sbx_status sbx_binding_key_load_configured(const char *path, sbx_binding_key **out, sbx_error *err)
+{
+    return key_load(path, false, out, err);
+}
+
+static sbx_status key_load(const char *path, bool make_dirs, sbx_binding_key **out, sbx_error *err)
 {
     *out = NULL;
     if (path == NULL || path[0] == '\0')
@@ -133,7 +166,7 @@ sbx_status sbx_binding_key_load(const char *path, sbx_binding_key **out, sbx_err
                              "(created 0600 when absent)");
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
-        sbx_status st = create_secret(path, err);
+        sbx_status st = create_secret(path, make_dirs, err);
         if (st != SBX_OK)
             return st;
         fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

@@ -35,6 +35,10 @@ typedef struct sbx_binding_key sbx_binding_key;
  * absent. Refuses a file that is not a regular file, not owned by the effective user, or
  * readable/writable by group or others (PERMISSION_DENIED, naming the fix). */
 sbx_status sbx_binding_key_load(const char *path, sbx_binding_key **out, sbx_error *err);
+/* The same for a secret_file the configuration names: its directory must exist (a typo in the
+ * path must not quietly give this one worker of a fleet a secret of its own), so a missing
+ * directory is SBX_E_CONFIG naming sandbox.secret_file; only the file itself is created. */
+sbx_status sbx_binding_key_load_configured(const char *path, sbx_binding_key **out, sbx_error *err);
 /* A key from bytes (tests, embedding). */
 sbx_status sbx_binding_key_from_bytes(const uint8_t *key, size_t len, sbx_binding_key **out,
                                       sbx_error *err);

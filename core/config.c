@@ -86,6 +86,14 @@
 #define MAX_WORKER_MAX_MESSAGE (1024LL * 1024 * 1024)   /* 1 GiB: gRPC's own practical ceiling */
 #define DEFAULT_WORKER_DRAIN_MS 30000
 #define MAX_WORKER_DRAIN_MS 3600000
+/* A recording holds whole requests and completions (up to 32 MiB a frame), so a busy worker
+ * writes hundreds of MB in minutes: 256 MiB per file times 4 kept files bounds the disk at
+ * about 1.25 GiB while keeping the last few hours of a moderate load. */
+#define DEFAULT_WORKER_RECORD_MAX (256LL * 1024 * 1024)
+#define MAX_WORKER_RECORD_MAX (1LL << 40)
+#define DEFAULT_WORKER_RECORD_KEEP 4
+#define MAX_WORKER_RECORD_KEEP 100 /* more is an archive, which is logrotate's job */
+#define DEFAULT_WORKER_LOG_LEVEL "info"
 
 /* Provider type names that are part of sbx even when this build lacks one: a block named after
  * one of them inside a profile of another type is a misplaced block, not an unknown key. */
@@ -117,8 +125,20 @@ static const char *const queue_keys[] = {"url",
                                          NULL};
 static const char *const remote_keys[] = {
     "endpoint", "ca_file", "cert_file", "key_file", "token_env", "connect_timeout_ms", NULL};
-static const char *const worker_keys[] = {
-    "listen", "tls", "auth", "max_message_bytes", "drain_timeout_ms", "record", "serve", NULL};
+static const char *const worker_keys[] = {"listen",
+                                          "tls",
+                                          "auth",
+                                          "max_message_bytes",
+                                          "drain_timeout_ms",
+                                          "record",
+                                          "record_max_bytes",
+                                          "record_keep",
+                                          "log_level",
+                                          "log_file",
+                                          "metrics_listen",
+                                          "serve",
+                                          NULL};
+static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const serve_choices[] = {"grpc", "queue", "both", NULL};
 static const char *const tls_keys[] = {"cert_file", "key_file", "client_ca_file", NULL};
 static const char *const auth_keys[] = {"callers", NULL};
@@ -164,6 +184,7 @@ typedef struct loader {
     const char *dir;  /* directory relative paths resolve against; NULL: keep as given */
     sbx_error *err;
     sbx_config *cfg;
+    const sbx_config_overrides *ov; /* command-line values that replace the file's; NULL: none */
 } loader;
 
 static sbx_status fail(loader *L, const config_node *at, const char *path, const char *fmt, ...)
@@ -896,6 +917,26 @@ static sbx_status parse_worker(loader *L, const config_node *map)
             st = get_enum(L, v, p, serve_choices, &idx);
             if (st == SBX_OK)
                 st = get_string(L, v, p, &w->serve);
+        } else if (strcmp(k->text, "record_max_bytes") == 0) {
+            st = get_int(L, v, p, 0, MAX_WORKER_RECORD_MAX, &w->record_max_bytes);
+        } else if (strcmp(k->text, "record_keep") == 0) {
+            st = get_int(L, v, p, 1, MAX_WORKER_RECORD_KEEP, &w->record_keep);
+        } else if (strcmp(k->text, "log_level") == 0) {
+            int idx = 0;
+            st = get_enum(L, v, p, log_level_choices, &idx);
+            if (st == SBX_OK)
+                st = get_string(L, v, p, &w->log_level);
+        } else if (strcmp(k->text, "log_file") == 0) {
+            st = get_path(L, v, p, &w->log_file);
+        } else if (strcmp(k->text, "metrics_listen") == 0) {
+            st = get_string(L, v, p, &w->metrics_listen);
+            size_t host_len = 0;
+            int64_t port = 0;
+            if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
+                st = fail(L, v, p,
+                          "'%s' is not HOST:PORT; accepted e.g. 127.0.0.1:9464, 0.0.0.0:9464 "
+                          "(port 0 = any free port)",
+                          v->text);
         } else {
             st = unknown_key(L, k, path, worker_keys);
         }
@@ -906,8 +947,9 @@ static sbx_status parse_worker(loader *L, const config_node *map)
         return fail(L, first_cert_caller, "sandbox.worker.auth.callers",
                     "a cert_subject caller needs sandbox.worker.tls.client_ca_file (the CA that "
                     "signs client certificates)");
-    /* DESIGN §7: every non-loopback listener requires TLS and an authenticated caller. */
-    if (listen_node != NULL && !listen_is_loopback(w->listen)) {
+    /* DESIGN §7: every non-loopback listener requires TLS and an authenticated caller. A
+     * --listen override is checked after the whole file (apply_overrides), not here. */
+    if (listen_node != NULL && !(L->ov && L->ov->worker_listen) && !listen_is_loopback(w->listen)) {
         if (w->tls_cert_file == NULL)
             return fail(L, listen_node, "sandbox.worker.listen",
                         "listening on '%s' (not loopback) requires TLS: set "
@@ -1316,8 +1358,12 @@ static bool host_defaults(sbx_config *cfg)
     cfg->worker.listen = strdup(DEFAULT_WORKER_LISTEN);
     cfg->worker.max_message_bytes = DEFAULT_WORKER_MAX_MESSAGE;
     cfg->worker.drain_timeout_ms = DEFAULT_WORKER_DRAIN_MS;
+    cfg->worker.record_max_bytes = DEFAULT_WORKER_RECORD_MAX;
+    cfg->worker.record_keep = DEFAULT_WORKER_RECORD_KEEP;
+    cfg->worker.log_level = strdup(DEFAULT_WORKER_LOG_LEVEL);
     return cfg->secret_file && cfg->runtime_dir && cfg->node && cfg->default_profile &&
-           cfg->broker.flavor && cfg->worker.listen && cfg->broker.queue.name && cfg->worker.serve;
+           cfg->broker.flavor && cfg->worker.listen && cfg->broker.queue.name &&
+           cfg->worker.serve && cfg->worker.log_level;
 }
 
 /* Adds the built-in `local` profile named "default" (ops may be NULL: no registry needed). */
@@ -1384,6 +1430,9 @@ void sbx_config_free(sbx_config *cfg)
     }
     free(cfg->worker.callers);
     free(cfg->worker.record);
+    free(cfg->worker.log_level);
+    free(cfg->worker.log_file);
+    free(cfg->worker.metrics_listen);
     for (size_t i = 0; i < cfg->n_profiles; i++)
         profile_free(&cfg->profiles[i]);
     free(cfg->profiles);
@@ -1431,6 +1480,7 @@ static sbx_status parse_sandbox(loader *L, const config_node *map)
             default_node = v;
         } else if (strcmp(k->text, "secret_file") == 0) {
             st = get_path(L, v, p, &L->cfg->secret_file);
+            L->cfg->secret_file_configured = true;
         } else if (strcmp(k->text, "runtime_dir") == 0) {
             st = get_path(L, v, p, &L->cfg->runtime_dir);
         } else if (strcmp(k->text, "node") == 0) {
@@ -1504,8 +1554,68 @@ static sbx_status load_tree(loader *L, const config_node *root)
     return parse_sandbox(L, sandbox);
 }
 
+/* Command-line values replace the file's before anything is checked against them, and are
+ * then checked as the file's would be, with errors naming the flag. */
+static sbx_status apply_overrides(loader *L)
+{
+    const sbx_config_overrides *ov = L->ov;
+    sbx_worker_config *w = &L->cfg->worker;
+    if (ov == NULL)
+        return SBX_OK;
+    struct {
+        const char *value;
+        char **field;
+    } strings[] = {{ov->worker_listen, &w->listen},
+                   {ov->worker_log_level, &w->log_level},
+                   {ov->worker_metrics_listen, &w->metrics_listen}};
+    for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++) {
+        if (strings[i].value == NULL)
+            continue;
+        char *copy = strdup(strings[i].value);
+        if (copy == NULL)
+            return oom(L);
+        free(*strings[i].field);
+        *strings[i].field = copy;
+    }
+    size_t host_len = 0;
+    int64_t port = 0;
+    if (ov->worker_listen != NULL) {
+        if (!split_host_port(w->listen, &host_len, &port))
+            return sbx_error_set(L->err, SBX_E_CONFIG,
+                                 "--listen '%s' is not HOST:PORT; accepted e.g. 127.0.0.1:7443, "
+                                 "0.0.0.0:7443, [::]:7443 (port 0 = any free port)",
+                                 w->listen);
+        if (!listen_is_loopback(w->listen) && w->tls_cert_file == NULL)
+            return sbx_error_set(L->err, SBX_E_CONFIG,
+                                 "--listen '%s' is not loopback, so it requires TLS: set "
+                                 "sandbox.worker.tls.cert_file and key_file in %s",
+                                 w->listen, L->name);
+        if (!listen_is_loopback(w->listen) && w->n_callers == 0)
+            return sbx_error_set(L->err, SBX_E_CONFIG,
+                                 "--listen '%s' is not loopback, so it requires authenticated "
+                                 "callers: set sandbox.worker.auth.callers in %s",
+                                 w->listen, L->name);
+    }
+    if (ov->worker_log_level != NULL) {
+        bool known = false;
+        for (size_t i = 0; log_level_choices[i] != NULL; i++)
+            known = known || strcmp(log_level_choices[i], w->log_level) == 0;
+        if (!known)
+            return sbx_error_set(L->err, SBX_E_CONFIG,
+                                 "--log-level '%s' is not accepted; accepted: error, warn, info, "
+                                 "debug",
+                                 w->log_level);
+    }
+    if (ov->worker_metrics_listen != NULL && !split_host_port(w->metrics_listen, &host_len, &port))
+        return sbx_error_set(L->err, SBX_E_CONFIG,
+                             "--metrics-listen '%s' is not HOST:PORT; accepted e.g. "
+                             "127.0.0.1:9464 (port 0 = any free port)",
+                             w->metrics_listen);
+    return SBX_OK;
+}
+
 static sbx_status load_buffer(const char *yaml, size_t len, const char *name, const char *dir,
-                              sbx_config **out, sbx_error *err)
+                              const sbx_config_overrides *ov, sbx_config **out, sbx_error *err)
 {
     config_node *root = NULL;
     sbx_status st = config_yaml_parse(yaml, len, name, &root, err);
@@ -1517,10 +1627,12 @@ static sbx_status load_buffer(const char *yaml, size_t len, const char *name, co
         config_node_free(root);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", name);
     }
-    loader L = {.name = name, .dir = dir, .err = err, .cfg = cfg};
+    loader L = {.name = name, .dir = dir, .err = err, .cfg = cfg, .ov = ov};
     /* Parse "null" sandbox (an empty document) through the same path as a real one. */
     st = load_tree(&L, root);
     config_node_free(root);
+    if (st == SBX_OK)
+        st = apply_overrides(&L);
     if (st != SBX_OK) {
         sbx_config_free(cfg);
         return st;
@@ -1535,7 +1647,7 @@ sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name
     if (out == NULL || (yaml == NULL && len > 0))
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_config_load_string: NULL argument");
     *out = NULL;
-    return load_buffer(yaml ? yaml : "", len, name ? name : "(string)", NULL, out, err);
+    return load_buffer(yaml ? yaml : "", len, name ? name : "(string)", NULL, NULL, out, err);
 }
 
 /* Reads at most CONFIG_MAX_BYTES + 1 bytes, so an endless or huge file is refused, not read. */
@@ -1594,6 +1706,12 @@ static sbx_status read_bounded(const char *path, const char *source, char **buf,
 
 sbx_status sbx_config_load(const char *path, sbx_config **out, sbx_error *err)
 {
+    return sbx_config_load_with(path, NULL, out, err);
+}
+
+sbx_status sbx_config_load_with(const char *path, const sbx_config_overrides *ov, sbx_config **out,
+                                sbx_error *err)
+{
     if (out == NULL)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_config_load: out is NULL");
     *out = NULL;
@@ -1617,7 +1735,13 @@ sbx_status sbx_config_load(const char *path, sbx_config **out, sbx_error *err)
                 sbx_options_free((*out)->profiles[0].options);
                 (*out)->profiles[0].options = o;
             }
-            return SBX_OK;
+            loader L = {.name = "the built-in default", .err = err, .cfg = *out, .ov = ov};
+            st = apply_overrides(&L);
+            if (st != SBX_OK) {
+                sbx_config_free(*out);
+                *out = NULL;
+            }
+            return st;
         }
         path = env;
         source = "$SBX_CONFIG";
@@ -1644,7 +1768,7 @@ sbx_status sbx_config_load(const char *path, sbx_config **out, sbx_error *err)
         dir[1] = '\0';
     else
         *slash = '\0';
-    st = load_buffer(buf, len, path, dir, out, err);
+    st = load_buffer(buf, len, path, dir, ov, out, err);
     free(buf);
     free(dir);
     if (st != SBX_OK) {

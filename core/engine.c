@@ -185,7 +185,10 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
         s->ctx.runtime_dir = cfg->runtime_dir;
         s->ctx.scope = p->scope;
     }
-    sbx_status st = sbx_binding_key_load(cfg->secret_file, &e->key, err);
+    /* A secret_file the file names gets no new directories; the default one may. */
+    sbx_status st = cfg->secret_file_configured
+                        ? sbx_binding_key_load_configured(cfg->secret_file, &e->key, err)
+                        : sbx_binding_key_load(cfg->secret_file, &e->key, err);
     if (st != SBX_OK) {
         sbx_engine_free(e);
         return st;

@@ -23,24 +23,73 @@
 struct sbx_recorder {
     int fd;
     pthread_mutex_t mu; /* one frame per write(); the lock keeps our own threads' order */
+    /* rotation (guarded by mu) */
+    char *path;
+    uint64_t size, max_bytes;
+    unsigned keep;
 };
 
-sbx_status sbx_recorder_open(const char *path, sbx_recorder **out, sbx_error *err)
+static int open_recording(const char *path)
+{
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+sbx_status sbx_recorder_open_rotating(const char *path, uint64_t max_bytes, unsigned keep,
+                                      sbx_recorder **out, sbx_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = open_recording(path);
     if (fd < 0)
         return sbx_error_set(err, SBX_E_CONFIG, "cannot open recording file '%s': %s", path,
                              strerror(errno));
     sbx_recorder *r = calloc(1, sizeof(*r));
-    if (r == NULL) {
+    if (r == NULL || (r->path = strdup(path)) == NULL) {
+        free(r);
         close(fd);
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening a recorder");
     }
+    struct stat sb;
+    r->size = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     r->fd = fd;
+    r->max_bytes = max_bytes;
+    r->keep = keep ? keep : 1;
     pthread_mutex_init(&r->mu, NULL);
     *out = r;
     return SBX_OK;
+}
+
+sbx_status sbx_recorder_open(const char *path, sbx_recorder **out, sbx_error *err)
+{
+    return sbx_recorder_open_rotating(path, 0, 0, out, err);
+}
+
+/* Under r->mu: path.(keep-1) -> path.keep, ..., path -> path.1, then a new, empty path. When a
+ * rename or the new file fails, frames keep going to the current file: a recording loses
+ * nothing to a rotation problem (the size bound is then exceeded until one succeeds). */
+static void rotate(sbx_recorder *r)
+{
+    size_t n = strlen(r->path) + 16;
+    char *from = malloc(n), *to = malloc(n);
+    if (from == NULL || to == NULL)
+        goto out;
+    for (unsigned i = r->keep; i > 1; i--) {
+        snprintf(from, n, "%s.%u", r->path, i - 1);
+        snprintf(to, n, "%s.%u", r->path, i);
+        if (rename(from, to) != 0 && errno != ENOENT)
+            goto out;
+    }
+    snprintf(to, n, "%s.1", r->path);
+    if (rename(r->path, to) != 0)
+        goto out;
+    int fd = open_recording(r->path);
+    if (fd < 0)
+        goto out;
+    close(r->fd);
+    r->fd = fd;
+    r->size = 0;
+out:
+    free(from);
+    free(to);
 }
 
 sbx_status sbx_recorder_append(sbx_recorder *r, const sbx_recording *rec, sbx_error *err)
@@ -59,6 +108,8 @@ sbx_status sbx_recorder_append(sbx_recorder *r, const sbx_recording *rec, sbx_er
     buf[3] = (uint8_t)len;
     protobuf_c_message_pack(&rec->base, buf + 4);
     pthread_mutex_lock(&r->mu);
+    if (r->max_bytes > 0 && r->size > 0 && r->size + len + 4 > r->max_bytes)
+        rotate(r);
     size_t off = 0;
     sbx_status st = SBX_OK;
     while (off < len + 4) {
@@ -72,6 +123,7 @@ sbx_status sbx_recorder_append(sbx_recorder *r, const sbx_recording *rec, sbx_er
         }
         off += (size_t)n;
     }
+    r->size += off;
     pthread_mutex_unlock(&r->mu);
     free(buf);
     return st;
@@ -83,6 +135,7 @@ void sbx_recorder_close(sbx_recorder *r)
         return;
     close(r->fd);
     pthread_mutex_destroy(&r->mu);
+    free(r->path);
     free(r);
 }
 

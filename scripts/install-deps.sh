@@ -13,6 +13,7 @@ packages=(
   libnats-dev
   # tests: unit framework, fake cloud servers, independent encoder and gRPC client
   libcmocka-dev libmicrohttpd-dev python3 python3-protobuf python3-grpcio python3-grpc-tools
+  python3-prometheus-client
   # tests: real peers and parts
   docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
   # bench/worker: the gRPC C++ peer and load generator (grpc++.pc requires protobuf.pc)

@@ -1,5 +1,5 @@
-/* main.c - the `sbx-worker` executable: `sbx-worker [--config FILE]`. Everything else is in
- * serve.c, shared with `sbx worker serve`. */
+/* main.c - the `sbx-worker` executable: `sbx-worker [OPTIONS]`. Everything else is in serve.c,
+ * shared with `sbx worker serve` (the same options, signals and exit statuses). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,26 +7,26 @@
 
 int main(int argc, char **argv)
 {
-    const char *config = NULL, *listen_addr = NULL;
+    sbx_worker_serve_opts opts = {0};
     for (int i = 1; i < argc; i++) {
-        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc) {
-            config = argv[++i];
-        } else if (strncmp(argv[i], "--config=", 9) == 0) {
-            config = argv[i] + 9;
-        } else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc) {
-            listen_addr = argv[++i];
+        int r = sbx_worker_serve_parse_arg(&opts, argc, argv, &i);
+        if (r == 1)
+            continue;
+        if (r < 0) {
+            fprintf(stderr, "sbx-worker: %s needs a value (try --help)\n", argv[i]);
+            return SBX_WORKER_EXIT_USAGE;
+        }
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+            opts.config_path = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf(
-                "usage: sbx-worker [--config FILE] [--listen HOST:PORT]\n"
-                "Serves sbx.v1.Execution and grpc.health.v1.Health over HTTP/2 (h2c on "
-                "loopback, h2 over TLS elsewhere).\nFILE defaults to $SBX_CONFIG, else the "
-                "built-in default. --listen overrides worker.listen (port 0: ephemeral). SIGTERM\n"
-                "drains and exits 0.\n");
-            return 0;
+            printf("usage: sbx-worker [OPTIONS]\n"
+                   "Serves sbx.v1.Execution and grpc.health.v1.Health over HTTP/2 (h2c on "
+                   "loopback, h2 over TLS elsewhere).\n" SBX_WORKER_SERVE_OPTIONS_HELP);
+            return SBX_WORKER_EXIT_OK;
         } else {
             fprintf(stderr, "sbx-worker: unknown argument '%s' (try --help)\n", argv[i]);
-            return 2;
+            return SBX_WORKER_EXIT_USAGE;
         }
     }
-    return sbx_worker_serve_main(config, listen_addr, stderr);
+    return sbx_worker_serve(&opts, stderr);
 }

@@ -1,11 +1,15 @@
 /* serve.c - the whole life of a worker process, shared by `sbx-worker` and `sbx worker serve`:
- * load the configuration, open the engine and the broker that runs executions, bind and/or
- * start consuming the queue (worker.serve: grpc, queue or both), announce, serve until
- * SIGTERM/SIGINT, drain, exit 0. The only file of worker/ that installs signal handlers (it runs
- * in a program's main thread, never in a library caller's). */
+ * parse the shared options, load the configuration with them applied, open the engine and the
+ * broker that runs executions, sweep, bind and/or start consuming the queue (worker.serve:
+ * grpc, queue or both), announce, serve until SIGTERM/SIGINT (SIGHUP reopens the log and record
+ * files), drain, exit with a status of the one table in worker.h.
+ * The only file of worker/ that installs signal handlers (it runs in a program's main thread,
+ * never in a library caller's).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,20 +24,52 @@ static volatile int signal_pipe = -1;
 
 static void on_signal(int sig)
 {
-    (void)sig;
     int saved = errno;
-    if (signal_target != NULL)
+    if (sig == SIGHUP) {
+        sbx_worker_reopen(signal_target);
+    } else {
         sbx_worker_shutdown(signal_target);
-    if (signal_pipe >= 0 && write(signal_pipe, "x", 1) < 0) {
-        /* nothing to do: the pipe is only a wake-up */
+        if (signal_pipe >= 0 && write(signal_pipe, "x", 1) < 0) {
+            /* nothing to do: the pipe is only a wake-up */
+        }
     }
     errno = saved;
 }
 
-/* Returns the process exit status: 0 after a clean drain, 2 for a configuration error, 1 for
- * anything else. Errors go to log (stderr), one line each, naming the fix. */
-int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE *log)
+int sbx_worker_serve_parse_arg(sbx_worker_serve_opts *opts, int argc, char **argv, int *i)
 {
+    static const struct {
+        const char *flag;
+        size_t offset;
+    } table[] = {
+        {"--config", offsetof(sbx_worker_serve_opts, config_path)},
+        {"--listen", offsetof(sbx_worker_serve_opts, listen)},
+        {"--log-level", offsetof(sbx_worker_serve_opts, log_level)},
+        {"--metrics-listen", offsetof(sbx_worker_serve_opts, metrics_listen)},
+    };
+    const char *arg = argv[*i];
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++) {
+        size_t n = strlen(table[k].flag);
+        if (strncmp(arg, table[k].flag, n) != 0 || (arg[n] != '\0' && arg[n] != '='))
+            continue;
+        const char **field = (const char **)(void *)((char *)opts + table[k].offset);
+        if (arg[n] == '=') {
+            *field = arg + n + 1;
+            return 1;
+        }
+        if (*i + 1 >= argc)
+            return -1;
+        *field = argv[++*i];
+        return 1;
+    }
+    return 0;
+}
+
+int sbx_worker_serve(const sbx_worker_serve_opts *opts, FILE *log)
+{
+    sbx_worker_serve_opts none = {0};
+    if (!opts)
+        opts = &none;
     sbx_error err = {0};
     sbx_config *cfg = NULL;
     sbx_engine *engine = NULL;
@@ -42,18 +78,12 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     sbx_strlist swept = {0};
     worker_queue *wq = NULL;
     int pipe_fds[2] = {-1, -1};
-    int rc = 1;
-    if (sbx_config_load(config_path, &cfg, &err) != SBX_OK)
+    int rc = SBX_WORKER_EXIT_FAILED;
+    sbx_config_overrides ov = {.worker_listen = opts->listen,
+                               .worker_log_level = opts->log_level,
+                               .worker_metrics_listen = opts->metrics_listen};
+    if (sbx_config_load_with(opts->config_path, &ov, &cfg, &err) != SBX_OK)
         goto out;
-    if (listen_addr) {
-        char *copy = strdup(listen_addr);
-        if (!copy) {
-            sbx_error_set(&err, SBX_E_INTERNAL, "out of memory");
-            goto out;
-        }
-        free(cfg->worker.listen);
-        cfg->worker.listen = copy;
-    }
     if (cfg->broker.flavor && strcmp(cfg->broker.flavor, "remote") == 0) {
         sbx_error_set(&err, SBX_E_CONFIG,
                       "%s: broker.flavor is 'remote', but a worker runs executions itself: use "
@@ -73,6 +103,8 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     bool queue = cfg->worker.serve != NULL && strcmp(cfg->worker.serve, "grpc") != 0;
     if (grpc && sbx_worker_new(cfg, engine, broker, &w, &err) != SBX_OK)
         goto out;
+    if (grpc && sbx_worker_log_to(w, cfg->worker.log_file, cfg->worker.log_level, &err) != SBX_OK)
+        goto out;
     /* sbx_worker_new turns recording on for gRPC; a queue-only worker records the same way. */
     if (!grpc && cfg->worker.record != NULL &&
         sbx_broker_record_to(broker, cfg->worker.record, &err) != SBX_OK)
@@ -91,13 +123,16 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     /* One machine-readable line each: tests and supervisors learn the (possibly ephemeral)
-     * port, and that the queue is being consumed. */
-    if (grpc) {
+     * ports, and that the queue is being consumed. */
+    if (grpc && sbx_worker_metrics_port(w) > 0)
+        fprintf(log, "sbx-worker listening on port %d (broker %s, metrics on port %d)\n",
+                sbx_worker_port(w), sbx_broker_flavor(broker), sbx_worker_metrics_port(w));
+    else if (grpc)
         fprintf(log, "sbx-worker listening on port %d (broker %s)\n", sbx_worker_port(w),
                 sbx_broker_flavor(broker));
-    }
     for (size_t i = 0; i < swept.n; i++)
         fprintf(log, "sbx-worker: swept %s (its owner is gone or it was dead)\n", swept.items[i]);
     if (sweep_st != SBX_OK)
@@ -122,14 +157,14 @@ int sbx_worker_serve_main(const char *config_path, const char *listen_addr, FILE
     worker_queue_stop(wq);
     wq = NULL;
     if (served == SBX_OK) {
-        rc = 0;
+        rc = SBX_WORKER_EXIT_OK;
         fprintf(log, "sbx-worker drained, exiting\n");
     }
 out:
-    if (rc != 0 && err.message[0])
+    if (rc != SBX_WORKER_EXIT_OK && err.message[0])
         fprintf(log, "sbx-worker: %s\n", err.message);
-    if (rc != 0 && err.code == SBX_E_CONFIG)
-        rc = 2;
+    if (rc != SBX_WORKER_EXIT_OK && err.code == SBX_E_CONFIG)
+        rc = SBX_WORKER_EXIT_CONFIG;
     signal_target = NULL;
     signal_pipe = -1;
     worker_queue_stop(wq);

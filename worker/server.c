@@ -33,6 +33,7 @@
 #include "grpc/health/v1/health.pb-c.h"
 #include "core/net.h"
 #include "sbx/worker.h"
+#include "worker/observe.h"
 #include "worker/worker_internal.h"
 
 /* ---- limits (each with why) ---------------------------------------------------------------- */
@@ -126,6 +127,7 @@ struct call {
     sbx_request *req;
     volatile int cancel;
     struct posted *open_output; /* output still accepting appends (guarded by w->lock) */
+    worker_call_obs obs;        /* for the log line and metrics (observe.h) */
 };
 
 struct conn {
@@ -191,6 +193,9 @@ struct sbx_worker {
     posted *posted_head, *posted_tail;
     bool wake_pending;
     bool output_polling; /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway */
+
+    worker_obs *obs;             /* log lines and metrics (observe.c) */
+    atomic_int reopen_requested; /* sbx_worker_reopen (a signal handler) -> the loop */
 };
 
 /* The HTTP/2 client connection preface (RFC 9113 §3.4). */
@@ -207,10 +212,25 @@ static void call_decide(call *c, int status, const char *fmt, ...)
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
+static worker_rpc rpc_of(enum rpc_method m)
+{
+    return m == RPC_EXECUTE          ? WORKER_RPC_EXECUTE
+           : m == RPC_EXECUTE_STREAM ? WORKER_RPC_EXECUTE_STREAM
+           : m == RPC_DESCRIBE       ? WORKER_RPC_DESCRIBE
+           : m == RPC_HEALTH_CHECK   ? WORKER_RPC_HEALTH_CHECK
+                                     : WORKER_RPC_OTHER;
+}
+
 static void call_unref(call *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
+    /* Both the stream and the job are done (the loop thread drops the last reference): the
+     * status the client got is the decided one, else the final one, else it went away. */
+    int final_status = c->obs.status_set ? c->obs.grpc_status
+                       : c->final        ? c->grpc_status
+                                         : GRPC_CANCELLED;
+    worker_call_obs_end(c->w->obs, &c->obs, rpc_of(c->method), c->req, final_status, c->w->cfg);
     free(c->authorization);
     free(c->in);
     free(c->out);
@@ -262,6 +282,7 @@ static bool out_append(call *c, const uint8_t *data, size_t len)
     }
     memcpy(c->out + c->out_len, data, len);
     c->out_len += len;
+    c->obs.bytes_out += len;
     return true;
 }
 
@@ -340,6 +361,7 @@ static void call_decide(call *c, int status, const char *fmt, ...)
         vsnprintf(text, sizeof text, fmt, ap);
         va_end(ap);
     }
+    worker_call_obs_decided(&c->obs, status, text);
     char encoded[3 * sizeof text];
     grpc_percent_encode(text, encoded, sizeof encoded);
     if (!c->conn)
@@ -365,6 +387,7 @@ static void call_decide(call *c, int status, const char *fmt, ...)
 static void call_http_error(call *c, const char *status)
 {
     c->decided = true;
+    worker_call_obs_decided(&c->obs, GRPC_UNIMPLEMENTED, "not a gRPC request");
     nghttp2_nv hdrs[1] = {NV(":status", status)};
     nghttp2_submit_response(c->conn->h2, c->stream_id, hdrs, 1, NULL);
     c->response_started = true;
@@ -507,6 +530,7 @@ static void on_job_done(void *arg, sbx_status st, sbx_completion *comp)
 {
     call *c = arg;
     sbx_worker *w = c->w;
+    worker_call_obs_completion(&c->obs, comp); /* before post_final: its lock publishes it */
     if (st != SBX_OK || !comp) {
         /* The broker refused the task (queue full, closed): a transport-level answer. */
         int code = st == SBX_E_RESOURCE_EXHAUSTED ? GRPC_RESOURCE_EXHAUSTED
@@ -732,7 +756,11 @@ static void call_dispatch(call *c)
         return;
     }
     bool ok;
+    _Static_assert(sizeof c->obs.cert_cn == sizeof c->conn->cert_cn, "the CN is copied whole");
+    memcpy(c->obs.cert_cn, c->conn->cert_cn, sizeof c->obs.cert_cn);
     const worker_caller *caller = authenticate(c, &ok);
+    if (caller)
+        c->obs.caller = caller->config->name;
     if (!ok)
         return;
 
@@ -768,6 +796,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     if (!c)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     atomic_init(&c->refs, 1);
+    worker_call_obs_begin(&c->obs);
     c->w = cn->w;
     c->conn = cn;
     c->stream_id = frame->hd.stream_id;
@@ -1380,6 +1409,33 @@ static void start_drain(sbx_worker *w)
     }
 }
 
+/* SIGHUP (loop thread): the log file and the record file are opened anew, so logrotate (or
+ * an operator) can move them away. A record file that cannot be reopened keeps the old one. */
+static void reopen_files(sbx_worker *w)
+{
+    worker_obs_reopen(w->obs);
+    if (w->cfg->worker.record) {
+        sbx_error err = {0};
+        const sbx_worker_config *wc = &w->cfg->worker;
+        if (sbx_broker_record_rotating(w->broker, wc->record, (uint64_t)wc->record_max_bytes,
+                                       (unsigned)wc->record_keep, &err) != SBX_OK)
+            worker_obs_event(w->obs, WORKER_LOG_ERROR, "record_reopen_failed", NULL, 0);
+    }
+    worker_obs_event(w->obs, WORKER_LOG_INFO, "reopened", NULL, 0);
+}
+
+/* The metrics thread's view of the broker that runs the executions (any thread). */
+static void sample_gauges(void *arg, worker_gauges *g)
+{
+    sbx_worker *w = arg;
+    sbx_broker_load load;
+    sbx_broker_get_load(w->broker, &load);
+    g->executions_running = load.running;
+    g->executions_queued = load.queued;
+    g->queue_limit = load.queue_limit;
+    g->draining = atomic_load(&w->shutdown_requested) != 0;
+}
+
 static bool jobs_idle(sbx_worker *w)
 {
     return w->jobs_in_flight == 0; /* every final, posted last, has been drained */
@@ -1491,6 +1547,9 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     sbx_status st = worker_auth_init(&w->auth, wc, err);
     if (st != SBX_OK)
         goto fail;
+    st = worker_obs_new(cfg, sample_gauges, w, &w->obs, err);
+    if (st != SBX_OK)
+        goto fail;
     bool loopback = false;
     st = open_listener(w, wc->listen ? wc->listen : "127.0.0.1:7443", &loopback, err);
     if (st != SBX_OK)
@@ -1539,7 +1598,8 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     ev.data.ptr = &w->wakeup_kind;
     epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &ev);
     if (wc->record) {
-        st = sbx_broker_record_to(broker, wc->record, err);
+        st = sbx_broker_record_rotating(broker, wc->record, (uint64_t)wc->record_max_bytes,
+                                        (unsigned)wc->record_keep, err);
         if (st != SBX_OK)
             goto fail;
     }
@@ -1553,6 +1613,26 @@ fail:
 int sbx_worker_port(const sbx_worker *w)
 {
     return w ? w->port : 0;
+}
+
+int sbx_worker_metrics_port(const sbx_worker *w)
+{
+    return w ? worker_obs_metrics_port(w->obs) : 0;
+}
+
+sbx_status sbx_worker_log_to(sbx_worker *w, const char *path, const char *level, sbx_error *err)
+{
+    return worker_obs_log_to(w->obs, path, level, err);
+}
+
+void sbx_worker_reopen(sbx_worker *w)
+{
+    if (!w)
+        return;
+    atomic_store(&w->reopen_requested, 1);
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof one);
+    (void)r;
 }
 
 void sbx_worker_shutdown(sbx_worker *w)
@@ -1616,6 +1696,8 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
                 accept_all(w);
             } else if (*kind == EV_WAKEUP) {
                 drain_posted(w);
+                if (atomic_exchange(&w->reopen_requested, 0))
+                    reopen_files(w);
                 if (atomic_load(&w->shutdown_requested) && !w->draining)
                     start_drain(w);
             } else if (*kind == EV_CONN) {
@@ -1660,6 +1742,7 @@ void sbx_worker_free(sbx_worker *w)
         close(w->wake_fd);
     if (w->tls)
         SSL_CTX_free(w->tls);
+    worker_obs_free(w->obs); /* after the calls: closing them wrote their lines */
     worker_auth_free(&w->auth);
     pthread_mutex_destroy(&w->lock);
     free(w);

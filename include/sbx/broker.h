@@ -93,6 +93,17 @@ sbx_status sbx_broker_submit_async(sbx_broker *b, const sbx_request *req,
  * may open to report its capabilities). Free *out with sbx_message_free. */
 sbx_status sbx_broker_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out, sbx_error *err);
 
+/* What a broker that runs requests itself holds right now (the thread broker; metrics). */
+typedef struct sbx_broker_load {
+    uint64_t running;     /* requests holding an execution slot */
+    uint64_t queued;      /* accepted, waiting for a slot (ready queue and session backlogs) */
+    uint64_t queue_limit; /* the most that may wait (broker.queue_depth) */
+} sbx_broker_load;
+
+/* Fills *out and returns true for a broker that keeps its own queue (thread); false (and *out
+ * zeroed) for the others, whose queue is elsewhere. Thread-safe, never blocks on a request. */
+bool sbx_broker_get_load(sbx_broker *b, sbx_broker_load *out);
+
 /* Collects a task's completion, waiting up to wait_ms. A task is named by the subject of its
  * request's principal ("" for none; sbx_request_subject) and its task_id: another principal's
  * task with the same id is another task. *out NULL: still pending. An unknown (or discarded,
@@ -110,6 +121,10 @@ void sbx_broker_free(sbx_broker *b);
 /* Appends one Recording frame per completed request to path (created 0600 if absent).
  * NULL path stops recording. */
 sbx_status sbx_broker_record_to(sbx_broker *b, const char *path, sbx_error *err);
+/* The same with the file rotated by size (sbx_recorder_open_rotating). Calling it again with
+ * the same path reopens the file (SIGHUP after logrotate moved it). */
+sbx_status sbx_broker_record_rotating(sbx_broker *b, const char *path, uint64_t max_bytes,
+                                      unsigned keep, sbx_error *err);
 
 /* ---- the broker implementation interface (the files of broker/)
  * ---------------------------------- */
@@ -123,6 +138,7 @@ typedef struct sbx_broker_vtable {
     sbx_status (*result)(sbx_broker *b, const char *subject, const char *task_id, int64_t wait_ms,
                          sbx_completion **out);
     void (*discard)(sbx_broker *b, const char *subject, const char *task_id);
+    bool (*load)(sbx_broker *b, sbx_broker_load *out); /* optional */
     void (*close)(sbx_broker *b);
     void (*destroy)(sbx_broker *b);
 } sbx_broker_vtable;

@@ -157,17 +157,26 @@ typedef struct sbx_worker_config {
     int64_t drain_timeout_ms;  /* SIGTERM: how long in-flight work may finish; default 30000 */
     char *record;              /* append Recording frames to this file; NULL = off */
     char *serve;               /* grpc | queue | both; default grpc */
+    int64_t record_max_bytes;  /* rotate `record` once it would pass this size (record.1 ..
+                                  record.N); default 256 MiB, 0 = never rotate */
+    int64_t record_keep;       /* rotated record files kept; default 4 */
+    char *log_level;           /* JSON log lines at this level and above: error | warn | info |
+                                  debug; default info */
+    char *log_file;            /* JSON log lines appended here (reopened on SIGHUP); NULL =
+                                  stderr */
+    char *metrics_listen;      /* host:port of the Prometheus /metrics listener; NULL = off */
 } sbx_worker_config;
 
 /* ---- the whole file ------------------------------------------------------------------- */
 
 typedef struct sbx_config {
-    char *path;            /* the file loaded; NULL for the built-in default */
-    char *default_profile; /* default "default" */
-    char *secret_file;     /* binding key file; default /etc/sbx/secret (root) or
-                              $XDG_CONFIG_HOME/sbx/secret */
-    char *node;            /* default: hostname */
-    char *runtime_dir;     /* default /run/sbx (root) or $XDG_RUNTIME_DIR/sbx */
+    char *path;                  /* the file loaded; NULL for the built-in default */
+    char *default_profile;       /* default "default" */
+    char *secret_file;           /* binding key file; default /etc/sbx/secret (root) or
+                                    $XDG_CONFIG_HOME/sbx/secret */
+    bool secret_file_configured; /* the file named it: its directory must exist (never made) */
+    char *node;                  /* default: hostname */
+    char *runtime_dir;           /* default /run/sbx (root) or $XDG_RUNTIME_DIR/sbx */
     sbx_broker_config broker;
     sbx_worker_config worker;
     sbx_profile_config *profiles;
@@ -178,6 +187,17 @@ typedef struct sbx_config {
  * A path that does not exist is an error (a typo must not silently mean "defaults").
  * On error *out is NULL, err names file:line:column, the key and what is accepted. */
 sbx_status sbx_config_load(const char *path, sbx_config **out, sbx_error *err);
+/* Command-line values that replace the file's (NULL: keep the file's). They are applied before
+ * the file's values are checked against each other (a non-loopback --listen still needs the
+ * file's TLS and callers), and errors name the flag. */
+typedef struct sbx_config_overrides {
+    const char *worker_listen;         /* --listen HOST:PORT */
+    const char *worker_log_level;      /* --log-level error|warn|info|debug */
+    const char *worker_metrics_listen; /* --metrics-listen HOST:PORT */
+} sbx_config_overrides;
+/* sbx_config_load with overrides (ov may be NULL). */
+sbx_status sbx_config_load_with(const char *path, const sbx_config_overrides *ov, sbx_config **out,
+                                sbx_error *err);
 /* Loads from a string (tests, embedding); `name` is used in messages as the file name. */
 sbx_status sbx_config_load_string(const char *yaml, size_t len, const char *name, sbx_config **out,
                                   sbx_error *err);

@@ -29,6 +29,12 @@ typedef struct sbx_recorder sbx_recorder;
 
 /* Opens path for appending (created 0600 when absent). */
 sbx_status sbx_recorder_open(const char *path, sbx_recorder **out, sbx_error *err);
+/* The same, rotating by size: when a frame would take the file past max_bytes, path becomes
+ * path.1 (path.1 becomes path.2, ..., the file beyond keep is replaced) and a new path is
+ * started, so at most keep + 1 files of about max_bytes exist. Frames never span files. A
+ * rotation assumes this recorder is the file's only writer. max_bytes 0: never rotate. */
+sbx_status sbx_recorder_open_rotating(const char *path, uint64_t max_bytes, unsigned keep,
+                                      sbx_recorder **out, sbx_error *err);
 /* Appends one frame. Thread-safe. */
 sbx_status sbx_recorder_append(sbx_recorder *r, const sbx_recording *rec, sbx_error *err);
 void sbx_recorder_close(sbx_recorder *r);

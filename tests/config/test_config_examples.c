@@ -104,6 +104,9 @@ static void test_config_example_reference_states_the_defaults(void **state)
     assert_string_equal(ref->worker.listen, def->worker.listen);
     assert_int_equal(ref->worker.max_message_bytes, def->worker.max_message_bytes);
     assert_int_equal(ref->worker.drain_timeout_ms, def->worker.drain_timeout_ms);
+    assert_int_equal(ref->worker.record_max_bytes, def->worker.record_max_bytes);
+    assert_int_equal(ref->worker.record_keep, def->worker.record_keep);
+    assert_string_equal(ref->worker.log_level, def->worker.log_level);
     sbx_config_free(ref);
     sbx_config_free(def);
 }
