@@ -1,0 +1,322 @@
+#!/usr/bin/python3
+"""python_sdk.py - the Python client (sdk/python) installed the way its README says, offline, and
+used against a real sbx-worker: run, code, streaming, files, sessions reconnected from their
+handle by another client, typed errors for every contract error code, TLS with a token and with
+a client certificate, and a 10 MiB completion (which gRPC's default 4 MiB limit refuses).
+
+The package is copied out of the source tree (so the test leaves no build/ in it), installed with
+`pip install --no-index` into a venv that sees Debian's grpcio and protobuf, and this script then
+runs its tests again under that venv's python.
+
+usage: python_sdk.py --worker PATH/sbx-worker --sdk SRC/sdk/python --proto SRC/proto
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+ARGS = None
+TOKEN = "sdk-token-0123456789abcdef"
+BIG = 10 * 1024 * 1024 + 4096  # a little over 10 MiB of output
+
+
+def install(tmp):
+    """The README's install, offline: a venv on Debian's packages, then pip."""
+    src = os.path.join(tmp, "sdk-python")
+    shutil.copytree(ARGS.sdk, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    venv = os.path.join(tmp, "venv")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], check=True)
+    env = dict(os.environ, SBX_PROTO_DIR=os.path.abspath(ARGS.proto), PIP_NO_INDEX="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_CACHE_DIR="1")
+    subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-index", "-q", src],
+                   check=True, env=env)
+    return os.path.join(venv, "bin", "python")
+
+
+def make_pki(d):
+    sh = """set -e; cd '%s'; exec >/dev/null 2>&1
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=sdk-ca
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=localhost
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext
+    openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=sdk-client
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2
+    """ % d
+    subprocess.run(["sh", "-c", sh], check=True)
+
+
+class Worker:
+    """An sbx-worker subprocess on an ephemeral loopback port with the fake provider."""
+
+    def __init__(self, tmp, worker_yaml="", env=None):
+        cfg = os.path.join(tmp, "worker-%d.yaml" % id(self))
+        with open(cfg, "w") as f:
+            f.write(
+                "sandbox:\n"
+                "  default_profile: fake\n"
+                "  secret_file: %s/secret\n"
+                "  runtime_dir: %s/run\n"
+                "  broker: { flavor: thread, threads: 4 }\n"
+                "  worker:\n"
+                "    listen: 127.0.0.1:0\n"
+                "    log_level: warn\n"
+                "%s"
+                "  profiles:\n"
+                "    fake:\n"
+                "      type: fake\n"
+                "      scope: per_session\n"
+                "      policy: { output_limit_bytes: 12582912 }\n"
+                "    oneshot: { type: fake, scope: per_call }\n"
+                "    nofiles: { type: fake, scope: per_call, fake: { files: false } }\n"
+                % (tmp, tmp, worker_yaml))
+        self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
+                                     text=True, env=dict(os.environ, **(env or {})))
+        first = self.proc.stderr.readline()
+        m = re.search(r"listening on port (\d+)", first)
+        if not m:
+            rest = self.proc.stderr.read() if self.proc.poll() is not None else ""
+            raise RuntimeError("worker did not start: %r %r" % (first, rest))
+        self.port = int(m.group(1))
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+
+class Plain(unittest.TestCase):
+    """h2c on loopback, no authentication."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-sdk-")
+        cls.worker = Worker(cls.tmp)
+        cls.target = "127.0.0.1:%d" % cls.worker.port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def client(self, **kw):
+        return sbx.Client(self.target, timeout=60, **kw)
+
+    def test_readme_lines_run_code_in_a_sandbox(self):
+        with sbx.Client(self.target) as client, client.sandbox() as box:
+            box.files.write("/workspace/data.txt", "6 7\n")
+            self.assertEqual(box.run("cat /workspace/data.txt").text, "6 7\n")
+            self.assertEqual(box.code("print(6 * 7)", language="python").text, "42\n")
+
+    def test_run_returns_a_result_and_a_failing_program_is_not_an_exception(self):
+        with self.client() as c, c.sandbox("oneshot") as box:
+            r = box.run(["echo", "a b"])
+            self.assertEqual(r.stdout, b"a b\n")
+            self.assertTrue(r.ok)
+            self.assertEqual(r.outcome, "OK")
+            r = box.run("warn oops; exit 3")
+            self.assertEqual(r.exit_code, 3)
+            self.assertEqual(r.outcome, "NONZERO")
+            self.assertEqual(r.stderr, b"oops\n")
+            self.assertFalse(r.ok)
+
+    def test_code_keeps_state_and_returns_the_last_value(self):
+        with self.client() as c, c.sandbox() as box:
+            box.code("x = 20")
+            r = box.code("x + 22")
+            self.assertEqual(r.value, "42")
+
+    def test_stream_yields_output_then_the_result(self):
+        with self.client() as c, c.sandbox() as box:
+            ex = box.stream("echo one; warn two; echo three")
+            chunks = list(ex)
+            out = b"".join(o.data for o in chunks if o.stream == "stdout")
+            err = b"".join(o.data for o in chunks if o.stream == "stderr")
+            self.assertEqual(out, b"one\nthree\n")
+            self.assertEqual(err, b"two\n")
+            self.assertTrue(all(isinstance(o.offset, int) for o in chunks))
+            self.assertEqual(ex.result.stdout, b"one\nthree\n")
+            self.assertEqual(ex.result.exit_code, 0)
+
+    def test_files_write_read_list(self):
+        with self.client() as c, c.sandbox() as box:
+            box.files.write("/workspace/d/a.bin", b"\x00\x01binary", mode=0o600)
+            box.files.write("/workspace/d/b.txt", "text")
+            self.assertEqual(box.files.read("/workspace/d/a.bin"), b"\x00\x01binary")
+            self.assertEqual(box.files.read("/workspace/d/a.bin", offset=2, max_bytes=3), b"bin")
+            names = sorted(os.path.basename(f.path) for f in box.files.list("/workspace/d"))
+            self.assertEqual(names, ["a.bin", "b.txt"])
+
+    def test_session_reconnects_from_its_handle_in_another_client(self):
+        with self.client() as c1:
+            box = c1.sandbox()
+            box.files.write("/workspace/kept.txt", "still here")
+            saved = box.handle_bytes()
+            sid = box.session_id
+            box.detach()
+        with self.client() as c2:
+            again = c2.attach(saved)
+            self.assertEqual(again.session_id, sid)
+            self.assertEqual(again.files.read("/workspace/kept.txt"), b"still here")
+            again.close()
+            # destroyed: the handle of a closed session no longer reaches a sandbox
+            self.assertEqual(again.handle.sandbox_id, "")
+
+    def test_another_principal_cannot_use_the_handle(self):
+        with self.client(subject="alice") as alice, self.client(subject="mallory") as mallory:
+            box = alice.sandbox()
+            box.run("true")
+            stolen = mallory.attach(box.handle_bytes())
+            with self.assertRaises(sbx.PermissionDeniedError) as cm:
+                stolen.run("echo hi")
+            self.assertEqual(cm.exception.code, "PERMISSION_DENIED")
+            self.assertIsNotNone(cm.exception.completion)
+            self.assertIsInstance(cm.exception, PermissionError)
+            box.close()
+
+    def test_typed_errors_for_machinery_failures(self):
+        with self.client() as c:
+            with self.assertRaises(sbx.ConfigError) as cm:
+                c.sandbox("no-such-profile").run("true")
+            self.assertIn("no-such-profile", cm.exception.message)
+            with self.assertRaises(sbx.CapabilityError):
+                c.sandbox("nofiles").files.read("/workspace/x")
+            with self.assertRaises(sbx.InvalidArgumentError):
+                c.sandbox("oneshot").files.read("")
+            self.assertTrue(issubclass(sbx.TimeoutError, TimeoutError))
+
+    def test_every_contract_error_code_has_its_error_class(self):
+        for v in sbx.pb.ErrorCode.DESCRIPTOR.values:
+            name = v.name[len("ERROR_CODE_"):]
+            if name == "NONE":
+                continue
+            cls = sbx.errors.BY_CODE.get(name)
+            self.assertIsNotNone(cls, name)
+            self.assertTrue(issubclass(cls, sbx.SbxError))
+            self.assertEqual(cls.code, name)
+
+    def test_a_10_mib_completion_arrives(self):
+        data = os.urandom(BIG)
+        with self.client() as c, c.sandbox() as box:
+            box.files.write("/workspace/big.bin", data)  # a 10 MiB request
+            self.assertEqual(box.files.read("/workspace/big.bin"), data)  # a 10 MiB completion
+            r = box.run("cat /workspace/big.bin")
+            self.assertEqual(len(r.stdout), BIG)
+            self.assertFalse(r.stdout_truncated)
+
+    def test_grpc_default_message_limit_cannot_receive_it(self):
+        # the reason max_message_bytes exists: a client with gRPC's 4 MiB default fails here
+        with self.client() as c:
+            box = c.sandbox()
+            box.files.write("/workspace/big.bin", os.urandom(BIG))
+            with self.client(max_message_bytes=4 * 1024 * 1024) as small:
+                with self.assertRaises(sbx.ResourceExhaustedError):
+                    small.attach(box.handle_bytes()).files.read("/workspace/big.bin")
+            box.close()
+
+    def test_describe_lists_the_profiles(self):
+        with self.client() as c:
+            d = c.describe()
+            self.assertEqual(sorted(p.name for p in d.profiles), ["fake", "nofiles", "oneshot"])
+            self.assertEqual(d.default_profile, "fake")
+
+    def test_policy_timeout_is_a_timeout_error_with_the_completion(self):
+        with self.client() as c, c.sandbox("oneshot", policy={"timeout_ms": 200}) as box:
+            with self.assertRaises(sbx.TimeoutError) as cm:
+                box.run("echo started; sleep 60000")
+            self.assertEqual(cm.exception.code, "TIMEOUT")
+            self.assertEqual(cm.exception.completion.result.stdout, b"started\n")
+
+    def test_unreachable_worker_is_a_broker_error(self):
+        with sbx.Client("127.0.0.1:1", timeout=5) as c:
+            with self.assertRaises(sbx.BrokerError):
+                c.sandbox().run("true")
+
+
+class Secure(unittest.TestCase):
+    """h2 over TLS: a token caller and a client-certificate caller."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-sdk-tls-")
+        make_pki(cls.tmp)
+        cls.worker = Worker(
+            cls.tmp,
+            "    tls: { cert_file: %s/server.pem, key_file: %s/server.key,"
+            " client_ca_file: %s/ca.pem }\n"
+            "    auth:\n"
+            "      callers:\n"
+            "        - { name: cert, cert_subject: sdk-client, subjects: ['*'] }\n"
+            "        - { name: tok, token_env: SDK_TOKEN, subjects: [bob] }\n"
+            % (cls.tmp, cls.tmp, cls.tmp), env={"SDK_TOKEN": TOKEN})
+        cls.target = "localhost:%d" % cls.worker.port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.worker.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def test_token_over_tls(self):
+        os.environ["SDK_TEST_TOKEN"] = TOKEN
+        with sbx.Client(self.target, ca_file=self.path("ca.pem"), token_env="SDK_TEST_TOKEN",
+                        subject="bob", timeout=60) as c, c.sandbox("oneshot") as box:
+            self.assertEqual(box.run("echo tls").text, "tls\n")
+
+    def test_client_certificate(self):
+        with sbx.Client(self.target, ca_file=self.path("ca.pem"),
+                        cert_file=self.path("client.pem"), key_file=self.path("client.key"),
+                        subject="anyone", timeout=60) as c, c.sandbox("oneshot") as box:
+            self.assertEqual(box.run("echo mtls").text, "mtls\n")
+
+    def test_wrong_token_is_unauthenticated(self):
+        with sbx.Client(self.target, ca_file=self.path("ca.pem"), token="wrong",
+                        subject="bob", timeout=60) as c:
+            with self.assertRaises(sbx.UnauthenticatedError):
+                c.sandbox("oneshot").run("true")
+
+    def test_token_caller_may_not_assert_another_subject(self):
+        with sbx.Client(self.target, ca_file=self.path("ca.pem"), token=TOKEN,
+                        subject="alice", timeout=60) as c:
+            with self.assertRaises(sbx.PermissionDeniedError):
+                c.sandbox("oneshot").run("true")
+
+
+def main():
+    global ARGS, sbx
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", required=True)
+    ap.add_argument("--sdk", required=True)
+    ap.add_argument("--proto", required=True)
+    ap.add_argument("--installed", action="store_true", help=argparse.SUPPRESS)
+    ARGS, rest = ap.parse_known_args()
+    if not ARGS.installed:
+        tmp = tempfile.mkdtemp(prefix="sbx-sdk-venv-")
+        try:
+            python = install(tmp)
+            r = subprocess.run([python, os.path.abspath(__file__), "--installed"] + sys.argv[1:])
+            return r.returncode
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    import sbx as sbx_module  # the installed package, not a source tree
+    sbx = sbx_module
+    assert "site-packages" in sbx.__file__, sbx.__file__
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
