@@ -14,6 +14,8 @@ packages=(
   # tests: unit framework, fake cloud servers, independent encoder and gRPC client
   libcmocka-dev libmicrohttpd-dev python3 python3-protobuf python3-grpcio python3-grpc-tools
   python3-prometheus-client
+  # tests: the Python client installed from sdk/python with pip into a venv
+  python3-venv python3-pip python3-setuptools python3-wheel
   # tests: real peers and parts
   docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
   # bench/worker: the gRPC C++ peer and load generator (grpc++.pc requires protobuf.pc)
