@@ -1,8 +1,9 @@
 /* replay_main.c - a main() for libFuzzer harnesses without libFuzzer: runs
  * LLVMFuzzerTestOneInput() once on every file named on the command line, or in the directories
- * named there (sorted, not recursive). ctest runs every harness this way over its committed
- * seed corpus, so the normal (and the ASan) suite exercises each harness and its oracles.
- * Exits non-zero when no input was found: a missing corpus must not pass silently. */
+ * named there (sorted, not recursive: their subdirectories are skipped, e.g. examples/embed). ctest
+ * runs every harness this way over its committed seed corpus, so the normal (and the ASan) suite
+ * exercises each harness and its oracles. Exits non-zero when no input was found: a missing corpus
+ * must not pass silently. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
@@ -75,6 +76,11 @@ int main(int argc, char **argv)
         for (int j = 0; j < n; j++) {
             char path[4096];
             snprintf(path, sizeof(path), "%s/%s", argv[i], names[j]->d_name);
+            struct stat est;
+            if (stat(path, &est) == 0 && S_ISDIR(est.st_mode)) { /* not recursive: skip */
+                free(names[j]);
+                continue;
+            }
             if (!failed) {
                 if (replay_file(path) < 0)
                     failed = 1;
