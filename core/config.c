@@ -137,6 +137,7 @@ static const char *const worker_keys[] = {"listen",
                                           "log_file",
                                           "metrics_listen",
                                           "serve",
+                                          "drain_notice_ms",
                                           NULL};
 static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const serve_choices[] = {"grpc", "queue", "both", NULL};
@@ -910,6 +911,8 @@ static sbx_status parse_worker(loader *L, const config_node *map)
                          &w->max_message_bytes);
         } else if (strcmp(k->text, "drain_timeout_ms") == 0) {
             st = get_int(L, v, p, 0, MAX_WORKER_DRAIN_MS, &w->drain_timeout_ms);
+        } else if (strcmp(k->text, "drain_notice_ms") == 0) {
+            st = get_int(L, v, p, 0, MAX_WORKER_DRAIN_MS, &w->drain_notice_ms);
         } else if (strcmp(k->text, "record") == 0) {
             st = get_path(L, v, p, &w->record);
         } else if (strcmp(k->text, "serve") == 0) {

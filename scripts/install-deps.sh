@@ -32,17 +32,41 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
-fi
-
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
   sudo=(sudo)
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+need_root() {
+  [ ${#sudo[@]} -eq 0 ] || command -v sudo >/dev/null ||
+    { echo "install-deps: need root or sudo to install: $*" >&2; exit 1; }
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  need_root "${missing[@]}"
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# tests: generic gRPC clients from npm (server reflection and Health/Watch are proven with
+# clients nobody here wrote), installed outside the source tree so nothing is vendored and the
+# tests download nothing. tests/worker finds them in $SBX_NODE_DIR (default /opt/sbx-test-node).
+node_dir=${SBX_NODE_DIR:-/opt/sbx-test-node}
+npm_packages=(@grpc/grpc-js@1.14.7 @grpc/proto-loader@0.8.1 grpc-js-reflection-client@1.4.2)
+if [ ! -f "$node_dir/node_modules/grpc-js-reflection-client/package.json" ] ||
+   [ ! -f "$node_dir/node_modules/@grpc/grpc-js/package.json" ] ||
+   [ ! -f "$node_dir/node_modules/@grpc/proto-loader/package.json" ]; then
+  need_root "${npm_packages[@]}"
+  if ! command -v npm >/dev/null; then
+    echo "install-deps: installing nodejs npm"
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  echo "install-deps: npm packages ${npm_packages[*]} into $node_dir"
+  "${sudo[@]}" mkdir -p "$node_dir"
+  "${sudo[@]}" npm install --prefix "$node_dir" --no-audit --no-fund --no-save "${npm_packages[@]}" >/dev/null
+fi
+

@@ -130,8 +130,10 @@ static worker_op op_of(worker_rpc rpc, const sbx_request *req)
 {
     if (rpc == WORKER_RPC_DESCRIBE)
         return WORKER_OP_DESCRIBE;
-    if (rpc == WORKER_RPC_HEALTH_CHECK)
+    if (rpc == WORKER_RPC_HEALTH_CHECK || rpc == WORKER_RPC_HEALTH_WATCH)
         return WORKER_OP_HEALTH;
+    if (rpc == WORKER_RPC_REFLECTION)
+        return WORKER_OP_REFLECTION;
     if (!req)
         return WORKER_OP_NONE;
     switch (req->op_case) {
@@ -207,7 +209,7 @@ void worker_call_obs_end(worker_obs *obs, const worker_call_obs *o, worker_rpc r
     worker_metrics_call(obs->metrics, &s);
 
     worker_log_level level = WORKER_LOG_INFO;
-    if (rpc == WORKER_RPC_HEALTH_CHECK && final_status == 0)
+    if ((rpc == WORKER_RPC_HEALTH_CHECK && final_status == 0) || rpc == WORKER_RPC_HEALTH_WATCH)
         level = WORKER_LOG_DEBUG; /* probes every few seconds would drown the calls */
     if (s.auth_failure)
         level = WORKER_LOG_WARN;

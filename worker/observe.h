@@ -76,6 +76,7 @@ typedef enum worker_op {
     WORKER_OP_DESTROY,
     WORKER_OP_DESCRIBE,
     WORKER_OP_HEALTH,
+    WORKER_OP_REFLECTION,
     WORKER_OP_NONE, /* refused before a request was decoded (auth, size, unknown method) */
     WORKER_OP_COUNT
 } worker_op;
@@ -87,6 +88,8 @@ typedef enum worker_rpc {
     WORKER_RPC_EXECUTE_STREAM,
     WORKER_RPC_DESCRIBE,
     WORKER_RPC_HEALTH_CHECK,
+    WORKER_RPC_HEALTH_WATCH,
+    WORKER_RPC_REFLECTION,
     WORKER_RPC_OTHER,
     WORKER_RPC_COUNT
 } worker_rpc;

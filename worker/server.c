@@ -34,6 +34,7 @@
 #include "core/net.h"
 #include "sbx/worker.h"
 #include "worker/observe.h"
+#include "worker/reflect.h"
 #include "worker/worker_internal.h"
 
 /* ---- limits (each with why) ---------------------------------------------------------------- */
@@ -92,6 +93,8 @@ enum rpc_method {
     RPC_EXECUTE_STREAM,
     RPC_DESCRIBE,
     RPC_HEALTH_CHECK,
+    RPC_HEALTH_WATCH,
+    RPC_REFLECTION, /* grpc.reflection.v1 or v1alpha ServerReflectionInfo (bidi) */
     RPC_UNKNOWN,
 };
 
@@ -128,6 +131,7 @@ struct call {
     volatile int cancel;
     struct posted *open_output; /* output still accepting appends (guarded by w->lock) */
     worker_call_obs obs;        /* for the log line and metrics (observe.h) */
+    bool watch_known;           /* Health/Watch of a service we serve (loop thread) */
 };
 
 struct conn {
@@ -195,6 +199,8 @@ struct sbx_worker {
     bool output_polling; /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway */
 
     worker_obs *obs;             /* log lines and metrics (observe.c) */
+    bool not_serving;            /* shutdown requested: health says NOT_SERVING (loop thread) */
+    int64_t notice_deadline_us;  /* end of the drain notice (worker.drain_notice_ms) */
     atomic_int reopen_requested; /* sbx_worker_reopen (a signal handler) -> the loop */
 };
 
@@ -205,6 +211,11 @@ static const char PATH_EXECUTE[] = "/sbx.v1.Execution/Execute";
 static const char PATH_EXECUTE_STREAM[] = "/sbx.v1.Execution/ExecuteStream";
 static const char PATH_DESCRIBE[] = "/sbx.v1.Execution/Describe";
 static const char PATH_HEALTH_CHECK[] = "/grpc.health.v1.Health/Check";
+static const char PATH_HEALTH_WATCH[] = "/grpc.health.v1.Health/Watch";
+static const char PATH_REFLECTION_V1[] =
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
+static const char PATH_REFLECTION_V1ALPHA[] =
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
 
 static void conn_close(conn *cn);
 static void call_decide(call *c, int status, const char *fmt, ...)
@@ -218,6 +229,8 @@ static worker_rpc rpc_of(enum rpc_method m)
            : m == RPC_EXECUTE_STREAM ? WORKER_RPC_EXECUTE_STREAM
            : m == RPC_DESCRIBE       ? WORKER_RPC_DESCRIBE
            : m == RPC_HEALTH_CHECK   ? WORKER_RPC_HEALTH_CHECK
+           : m == RPC_HEALTH_WATCH   ? WORKER_RPC_HEALTH_WATCH
+           : m == RPC_REFLECTION     ? WORKER_RPC_REFLECTION
                                      : WORKER_RPC_OTHER;
 }
 
@@ -707,12 +720,118 @@ static const worker_caller *authenticate(call *c, bool *ok)
     return NULL;
 }
 
+/* ---- health watch and reflection (streams that outlive one message) ---------------------------
+ */
+
+static bool health_service_known(const char *service)
+{
+    return service[0] == '\0' || strcmp(service, "sbx.v1.Execution") == 0 ||
+           strcmp(service, "grpc.health.v1.Health") == 0;
+}
+
+/* Sends one HealthCheckResponse on a Watch stream (which stays open). */
+static void watch_send(call *c, Grpc__Health__V1__HealthCheckResponse__ServingStatus status)
+{
+    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    resp.status = status;
+    size_t len;
+    uint8_t *framed = grpc_frame_message(&resp.base, &len);
+    if (!framed || !out_append(c, framed, len)) {
+        free(framed);
+        call_decide(c, GRPC_INTERNAL, "worker: out of memory answering Health/Watch");
+        return;
+    }
+    free(framed);
+    call_start_response(c);
+    call_resume(c);
+}
+
+static Grpc__Health__V1__HealthCheckResponse__ServingStatus serving_status(const sbx_worker *w)
+{
+    return w->not_serving ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                          : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+}
+
+/* Health/Watch: the current status now, then every change (health_changed) until the drain
+ * ends the stream. An unknown service is SERVICE_UNKNOWN on the stream, as the protocol says
+ * (Check answers NOT_FOUND instead). */
+static void watch_start(call *c, const uint8_t *msg, size_t mlen)
+{
+    Grpc__Health__V1__HealthCheckRequest *hr =
+        grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
+    if (!hr) {
+        call_decide(c, GRPC_INTERNAL, "malformed HealthCheckRequest");
+        return;
+    }
+    c->watch_known = health_service_known(hr->service);
+    grpc__health__v1__health_check_request__free_unpacked(hr, NULL);
+    watch_send(c, c->watch_known
+                      ? serving_status(c->w)
+                      : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN);
+}
+
+/* Every open Watch of a served service learns the new status (loop thread). */
+static void health_changed(sbx_worker *w)
+{
+    for (conn *cn = w->conns; cn; cn = cn->next)
+        for (call *c = cn->calls; c; c = c->next)
+            if (c->method == RPC_HEALTH_WATCH && c->watch_known && c->response_started &&
+                !c->decided)
+                watch_send(c, serving_status(w));
+}
+
+/* ServerReflectionInfo is a bidirectional stream: each complete request message is answered at
+ * once, before the client half-closes (grpcurl and others wait for each answer). */
+static void reflection_feed(call *c)
+{
+    while (!c->decided && c->in_len >= GRPC_PREFIX_LEN) {
+        size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
+                      ((size_t)c->in[3] << 8) | c->in[4];
+        if (c->in[0] != 0) {
+            call_decide(c, GRPC_INTERNAL, "compressed or flagged reflection message");
+            return;
+        }
+        if (mlen > c->w->max_message) {
+            call_decide(c, GRPC_RESOURCE_EXHAUSTED, "reflection request larger than %zu bytes",
+                        c->w->max_message);
+            return;
+        }
+        if (c->in_len - GRPC_PREFIX_LEN < mlen)
+            return; /* the rest of this message is still on its way */
+        size_t len = 0;
+        uint8_t *answer = worker_reflection_answer(c->in + GRPC_PREFIX_LEN, mlen, &len);
+        if (!answer || !out_append(c, answer, len)) {
+            free(answer);
+            call_decide(c, GRPC_INTERNAL, "worker: out of memory answering reflection");
+            return;
+        }
+        free(answer);
+        size_t used = GRPC_PREFIX_LEN + mlen;
+        memmove(c->in, c->in + used, c->in_len - used);
+        c->in_len -= used;
+        call_start_response(c);
+        call_resume(c);
+    }
+}
+
 /* The whole request arrived (END_STREAM): check it and answer or queue its job. */
 static void call_dispatch(call *c)
 {
     sbx_worker *w = c->conn->w;
     if (c->decided)
         return;
+    if (c->method == RPC_REFLECTION) { /* every message was answered as it arrived */
+        if (c->in_len > 0) {
+            call_decide(c, GRPC_INTERNAL, "the stream ended inside a reflection request");
+            return;
+        }
+        c->decided = true;
+        c->final = true;
+        c->grpc_status = GRPC_OK;
+        call_start_response(c);
+        call_resume(c);
+        return;
+    }
     if (c->in_len < GRPC_PREFIX_LEN) {
         call_decide(c, GRPC_INTERNAL, "expected exactly one request message, got none");
         return;
@@ -728,6 +847,10 @@ static void call_dispatch(call *c)
     }
     const uint8_t *msg = c->in + GRPC_PREFIX_LEN;
 
+    if (c->method == RPC_HEALTH_WATCH) {
+        watch_start(c, msg, mlen);
+        return;
+    }
     if (c->method == RPC_HEALTH_CHECK) {
         Grpc__Health__V1__HealthCheckRequest *hr =
             grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
@@ -735,14 +858,12 @@ static void call_dispatch(call *c)
             call_decide(c, GRPC_INTERNAL, "malformed HealthCheckRequest");
             return;
         }
-        bool known = hr->service[0] == '\0' || strcmp(hr->service, "sbx.v1.Execution") == 0 ||
-                     strcmp(hr->service, "grpc.health.v1.Health") == 0;
-        if (!known) {
+        if (!health_service_known(hr->service)) {
             call_decide(c, GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
         } else {
             Grpc__Health__V1__HealthCheckResponse resp =
                 GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-            resp.status = w->draining
+            resp.status = w->not_serving
                               ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
                               : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
             call_reply(c, &resp.base);
@@ -832,7 +953,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
                     : PATH_IS(PATH_EXECUTE_STREAM) ? RPC_EXECUTE_STREAM
                     : PATH_IS(PATH_DESCRIBE)       ? RPC_DESCRIBE
                     : PATH_IS(PATH_HEALTH_CHECK)   ? RPC_HEALTH_CHECK
-                                                   : RPC_UNKNOWN;
+                    : PATH_IS(PATH_HEALTH_WATCH)   ? RPC_HEALTH_WATCH
+                    : PATH_IS(PATH_REFLECTION_V1) || PATH_IS(PATH_REFLECTION_V1ALPHA)
+                        ? RPC_REFLECTION
+                        : RPC_UNKNOWN;
 #undef PATH_IS
     } else if (hdr_is(name, namelen, "content-type")) {
         static const char ct[] = "application/grpc";
@@ -920,6 +1044,10 @@ static void call_body(call *c, const uint8_t *data, size_t len)
     bool had_prefix = c->in_len >= GRPC_PREFIX_LEN;
     memcpy(c->in + c->in_len, data, len);
     c->in_len += len;
+    if (c->method == RPC_REFLECTION) {
+        reflection_feed(c);
+        return;
+    }
     if (!had_prefix && c->in_len >= GRPC_PREFIX_LEN) {
         size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
                       ((size_t)c->in[3] << 8) | c->in[4];
@@ -1375,8 +1503,8 @@ static int expire_deadlines(sbx_worker *w)
             }
         }
     }
-    if (w->draining) {
-        int64_t left = w->drain_deadline_us - now;
+    if (w->draining || w->not_serving) {
+        int64_t left = (w->draining ? w->drain_deadline_us : w->notice_deadline_us) - now;
         if (left < 0)
             left = 0;
         if (next < 0 || left < next)
@@ -1390,6 +1518,11 @@ static int expire_deadlines(sbx_worker *w)
 static void start_drain(sbx_worker *w)
 {
     w->draining = true;
+    /* Health watchers saw NOT_SERVING during the notice; their streams end now. */
+    for (conn *cn = w->conns; cn; cn = cn->next)
+        for (call *c = cn->calls; c; c = c->next)
+            if (c->method == RPC_HEALTH_WATCH && !c->decided)
+                call_decide(c, GRPC_UNAVAILABLE, "the worker is draining");
     int64_t timeout_ms = w->cfg->worker.drain_timeout_ms > 0 ? w->cfg->worker.drain_timeout_ms : 0;
     w->drain_deadline_us = sbx_monotonic_us() + timeout_ms * 1000;
     /* New connections are refused from now on: the listener goes away. */
@@ -1434,6 +1567,21 @@ static void sample_gauges(void *arg, worker_gauges *g)
     g->executions_queued = load.queued;
     g->queue_limit = load.queue_limit;
     g->draining = atomic_load(&w->shutdown_requested) != 0;
+}
+
+/* SIGTERM/SIGINT (loop thread): health turns NOT_SERVING at once (Check and every Watch), the
+ * worker keeps listening and serving for worker.drain_notice_ms so balancers and probes see it
+ * and move traffic away, then the drain proper starts (GOAWAY, listener closed). */
+static void begin_shutdown(sbx_worker *w)
+{
+    if (w->not_serving)
+        return;
+    w->not_serving = true;
+    health_changed(w);
+    int64_t notice_ms = w->cfg->worker.drain_notice_ms > 0 ? w->cfg->worker.drain_notice_ms : 0;
+    w->notice_deadline_us = sbx_monotonic_us() + notice_ms * 1000;
+    if (notice_ms == 0)
+        start_drain(w);
 }
 
 static bool jobs_idle(sbx_worker *w)
@@ -1667,6 +1815,8 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
                 conn_flush(cn);
             cn = next;
         }
+        if (w->not_serving && !w->draining && sbx_monotonic_us() >= w->notice_deadline_us)
+            start_drain(w);
         if (w->draining) {
             if (!w->conns && jobs_idle(w))
                 break;
@@ -1698,8 +1848,8 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
                 drain_posted(w);
                 if (atomic_exchange(&w->reopen_requested, 0))
                     reopen_files(w);
-                if (atomic_load(&w->shutdown_requested) && !w->draining)
-                    start_drain(w);
+                if (atomic_load(&w->shutdown_requested) && !w->not_serving)
+                    begin_shutdown(w);
             } else if (*kind == EV_CONN) {
                 conn_event((conn *)(void *)kind, events[i].events);
             }

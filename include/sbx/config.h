@@ -155,6 +155,9 @@ typedef struct sbx_worker_config {
     size_t n_callers;
     int64_t max_message_bytes; /* default 16 MiB */
     int64_t drain_timeout_ms;  /* SIGTERM: how long in-flight work may finish; default 30000 */
+    int64_t drain_notice_ms;   /* SIGTERM: health says NOT_SERVING and the worker keeps serving
+                                  this long before the drain starts (probes and balancers see it);
+                                  default 0 */
     char *record;              /* append Recording frames to this file; NULL = off */
     char *serve;               /* grpc | queue | both; default grpc */
     int64_t record_max_bytes;  /* rotate `record` once it would pass this size (record.1 ..

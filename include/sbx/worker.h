@@ -1,5 +1,6 @@
 /* worker.h - sbx-worker as a library (DESIGN §7): a gRPC server over HTTP/2 (nghttp2) that
- * serves sbx.v1.Execution and grpc.health.v1.Health, h2c on loopback and h2 over TLS with
+ * serves sbx.v1.Execution, grpc.health.v1.Health (Check and Watch) and server reflection
+ * (grpc.reflection.v1 and v1alpha), h2c on loopback and h2 over TLS with
  * ALPN `h2`, and hands every execution to a broker (the thread broker's pool in production).
  *
  * One event-loop thread (the one calling sbx_worker_run) owns every socket and never blocks;
