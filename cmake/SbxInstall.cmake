@@ -10,7 +10,7 @@
 include(GNUInstallDirs)
 
 # pkg-config modules the library's public interface and its archive need (SbxDeps.cmake).
-set(SBX_PC_REQUIRES "libprotobuf-c yaml-0.1 openssl libcurl libnghttp2 jansson libseccomp")
+set(SBX_PC_REQUIRES "libprotobuf-c yaml-0.1 openssl libcurl libnghttp2 jansson libseccomp libnats")
 
 # Every STATIC_LIBRARY target reachable from `target` through its link libraries, in link order
 # (a library before the libraries it uses).

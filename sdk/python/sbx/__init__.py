@@ -13,12 +13,12 @@ from .client import (DEFAULT_MAX_MESSAGE_BYTES, Client, Execution, Files, Output
 from .errors import (BrokerError, CapabilityError, ConfigError, GoneError, InternalError,
                      InvalidArgumentError, PermissionDeniedError, PolicyError, ProvisionError,
                      ResourceExhaustedError, SbxError, SessionNotFoundError, TimeoutError,
-                     UnauthenticatedError)
+                     UnauthenticatedError, WrongNodeError)
 
 __all__ = [
     "Client", "Sandbox", "Result", "Output", "Execution", "Files", "DEFAULT_MAX_MESSAGE_BYTES",
     "pb", "errors", "SbxError", "ConfigError", "CapabilityError", "PolicyError", "TimeoutError",
     "ProvisionError", "GoneError", "SessionNotFoundError", "BrokerError",
     "PermissionDeniedError", "InvalidArgumentError", "ResourceExhaustedError", "InternalError",
-    "UnauthenticatedError",
+    "UnauthenticatedError", "WrongNodeError",
 ]

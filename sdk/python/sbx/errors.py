@@ -87,10 +87,20 @@ class UnauthenticatedError(SbxError):
     code = "UNAUTHENTICATED"
 
 
+class WrongNodeError(SbxError):
+    """The session's sandbox lives on another node (completion.node names it): send the call
+    where that node's worker takes it, or ask for the sandbox to be recreated elsewhere."""
+    code = "WRONG_NODE"
+
+    @property
+    def node(self):
+        return self.completion.node if self.completion is not None else ""
+
+
 BY_CODE = {cls.code: cls for cls in (
     ConfigError, CapabilityError, PolicyError, TimeoutError, ProvisionError, GoneError,
     SessionNotFoundError, BrokerError, PermissionDeniedError, InvalidArgumentError,
-    ResourceExhaustedError, InternalError, UnauthenticatedError)}
+    ResourceExhaustedError, InternalError, UnauthenticatedError, WrongNodeError)}
 
 
 def from_completion(completion, error_code_name):
