@@ -10,12 +10,17 @@
 #   - tests/layers (ctest test_layers) reads every archive with nm and names each symbol a
 #     layer takes from a layer that is not below it.
 # Other folders add their sources to a layer with target_sources(<layer> PRIVATE ...).
+# Layers are compiled with -fvisibility=hidden: a symbol is exported only when include/sbx/
+# declares it. sbx_dist_library() then makes libsbx.a for embedding programs, where every
+# other symbol is local, so an embedder can neither call nor collide with libsbx's internals.
 function(sbx_layer)
   cmake_parse_arguments(L "" "NAME" "SOURCES;BELOW;LIBS" ${ARGN})
   add_library(${L_NAME} STATIC ${L_SOURCES})
   target_include_directories(${L_NAME} PUBLIC ${CMAKE_SOURCE_DIR}/include ${SBX_GEN_DIR}
                              PRIVATE ${CMAKE_SOURCE_DIR})
   target_link_libraries(${L_NAME} PUBLIC ${L_BELOW} ${L_LIBS})
+  # Only what include/sbx/ declares is exported (its headers push default visibility).
+  set_target_properties(${L_NAME} PROPERTIES C_VISIBILITY_PRESET hidden)
   set_property(GLOBAL APPEND PROPERTY SBX_LAYERS ${L_NAME})
   set_property(GLOBAL PROPERTY SBX_LAYER_BELOW_${L_NAME} "${L_BELOW}")
 endfunction()
@@ -39,4 +44,35 @@ function(sbx_layer_checks)
     add_executable(sbx_layer_check_${l} ${CMAKE_SOURCE_DIR}/cmake/layer_check_main.c)
     target_link_libraries(sbx_layer_check_${l} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${l}>")
   endforeach()
+endfunction()
+
+# libsbx.a, the library for programs outside this tree: every layer and the generated contract
+# linked into one relocatable object (ld -r) whose hidden symbols are then made local (objcopy
+# --localize-hidden). Within the tree, targets link the layers (or `sbx`, all of them); this
+# archive is what tests/layers checks for exported symbols and what its embedder test links.
+function(sbx_dist_library)
+  get_property(layers GLOBAL PROPERTY SBX_LAYERS)
+  set(out ${CMAKE_BINARY_DIR}/libsbx.a)
+  set(obj ${CMAKE_BINARY_DIR}/CMakeFiles/libsbx.o)
+  set(archives)
+  foreach(l ${layers} sbx_proto sbx_proto_health)
+    list(APPEND archives $<TARGET_FILE:${l}>)
+  endforeach()
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_LINKER} -r -o ${obj} --whole-archive ${archives} --no-whole-archive
+    COMMAND ${CMAKE_OBJCOPY} --localize-hidden ${obj}
+    COMMAND ${CMAKE_COMMAND} -E rm -f ${out}
+    COMMAND ${CMAKE_AR} qc ${out} ${obj}
+    COMMAND ${CMAKE_RANLIB} ${out}
+    DEPENDS ${layers} sbx_proto sbx_proto_health
+    COMMENT "libsbx.a: the layers in one object, only the public API global")
+  add_custom_target(sbx_dist_archive ALL DEPENDS ${out})
+  add_library(sbx_dist STATIC IMPORTED GLOBAL)
+  set_target_properties(sbx_dist PROPERTIES
+    IMPORTED_LOCATION ${out}
+    INTERFACE_INCLUDE_DIRECTORIES "${CMAKE_SOURCE_DIR}/include;${SBX_GEN_DIR}"
+    INTERFACE_COMPILE_DEFINITIONS SBX_VERSION="${PROJECT_VERSION}"
+    INTERFACE_LINK_LIBRARIES "PkgConfig::PROTOBUF_C;PkgConfig::YAML;PkgConfig::OPENSSL;PkgConfig::CURL;PkgConfig::JANSSON;PkgConfig::NGHTTP2;Threads::Threads;m")
+  add_dependencies(sbx_dist sbx_dist_archive)
 endfunction()

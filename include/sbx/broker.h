@@ -24,6 +24,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 typedef struct sbx_broker sbx_broker;
 
@@ -154,6 +156,8 @@ void *sbx_broker_impl(const sbx_broker *b);
  * call it once per completed request, before handing the completion out. */
 void sbx_broker_record(sbx_broker *b, const sbx_request *req, const sbx_completion *c,
                        int64_t started_at_ms, int64_t finished_at_ms);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 /* ---- provider option blocks ------------------------------------------------------------ */
 
@@ -210,6 +212,8 @@ void sbx_config_free(sbx_config *cfg);
 
 /* The profile by name (NULL name or "" = the default profile); NULL when absent. */
 const sbx_profile_config *sbx_config_profile(const sbx_config *cfg, const char *name);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

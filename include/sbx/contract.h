@@ -20,6 +20,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 typedef Sbx__V1__ExecutionRequest sbx_request;
 typedef Sbx__V1__ExecutionCompletion sbx_completion;
@@ -122,6 +124,8 @@ sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint
                               size_t len, size_t max_len, ProtobufCMessage **out, sbx_error *err);
 /* Packs into a new malloc'd buffer; *out_len gets its length. NULL on allocation failure. */
 uint8_t *sbx_message_pack(const ProtobufCMessage *m, size_t *out_len);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 typedef struct sbx_engine sbx_engine;
 
@@ -57,6 +59,8 @@ size_t sbx_engine_session_locks(sbx_engine *engine);
 
 /* The configuration the engine runs on. */
 const sbx_config *sbx_engine_config(const sbx_engine *engine);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 /* What the factory hands a provider when a profile opens it. All borrowed; valid until close. */
 typedef struct sbx_provider_ctx {
@@ -172,6 +174,8 @@ const char *sbx_provider_names(void);
  * SBX_E_RESOURCE_EXHAUSTED: SBX_MAX_PROVIDERS reached. There is no unregister: config and
  * engine keep pointers to ops. */
 sbx_status sbx_provider_register(const sbx_provider_ops *ops, sbx_error *err);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

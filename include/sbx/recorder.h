@@ -20,6 +20,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 /* Largest frame accepted: twice the worker's default max message (16 MiB), since a recording
  * holds a request and its completion. Anything bigger is corruption, not data. */
@@ -54,6 +56,8 @@ void sbx_recordings_free(sbx_recording **recs, size_t n);
 /* Writes recordings to path (replacing it atomically). */
 sbx_status sbx_recordings_save(const char *path, sbx_recording *const *recs, size_t n,
                                sbx_error *err);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

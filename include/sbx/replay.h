@@ -14,6 +14,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 /* The outcome of a replay: how many records ran, how many differed, and a readable report
  * (one block per differing record: "field: recorded X, replayed Y" lines). */
@@ -31,6 +33,8 @@ typedef struct sbx_replay_report {
 sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *report,
                            sbx_error *err);
 void sbx_replay_report_clear(sbx_replay_report *r);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 /* Largest stored handle file read back: a handle is well under 2 KiB (ids, names, node, 32-byte
  * binding); 64 KiB bounds a corrupted or hostile file. */
@@ -87,6 +89,8 @@ void sbx_sessions_list_free(sbx_session_handle **list, size_t n);
 sbx_session_handle *sbx_sessions_get(sbx_sessions *s, const char *session_id);
 /* Replaces the stored handle of h->session_id (tests, migrations). */
 sbx_status sbx_sessions_put(sbx_sessions *s, const sbx_session_handle *h, sbx_error *err);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

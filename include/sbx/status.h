@@ -14,6 +14,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 typedef enum sbx_status {
     SBX_OK = 0,                    /* no error */
@@ -61,6 +63,8 @@ const char *sbx_status_name(sbx_status code);
 
 /* Parses a name from sbx_status_name back; returns -1 when unknown. */
 int sbx_status_from_name(const char *name);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

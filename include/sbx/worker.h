@@ -22,6 +22,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* Public API: exported although libsbx is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 typedef struct sbx_worker sbx_worker;
 
@@ -104,6 +106,8 @@ int sbx_worker_serve(const sbx_worker_serve_opts *opts, FILE *log);
  * Returns 1 when it was one, 0 when it is not an option of this table, -1 when its value is
  * missing (the caller reports a usage error). */
 int sbx_worker_serve_parse_arg(sbx_worker_serve_opts *opts, int argc, char **argv, int *i);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
