@@ -14,14 +14,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/limits.h"
+
 #define AGENT_VERSION "sbx-agent/1"
 
-/* Largest frame either side sends (4-byte little-endian length prefix excluded). Bulk data
- * moves in 32 KiB chunks; the rest of the headroom is for argv/env/shell of one exec, whose
- * sum this bounds. Must equal SBX_AGENT_MAX_FRAME in providers/common/agent_client.h. */
-#define AGENT_MAX_FRAME (160u * 1024u)
-/* Chunk of output or file data per event: one agent.options max_size. */
-#define AGENT_CHUNK 32768u
+/* The protocol's limits are shared with the host client: core/limits.h. */
+#define AGENT_MAX_FRAME SBX_AGENT_MAX_FRAME
+#define AGENT_CHUNK SBX_AGENT_CHUNK
 /* argv items and env entries of one exec (the kernel allows far more, but a model-written
  * request with more is a bug, and these bound the decode tables). */
 #define AGENT_MAX_ARGV 1024
@@ -40,8 +39,7 @@
 /* Output journal kept per stream per command for reattach: the last 64 KiB. A client that
  * reattaches later than that gets the newest 64 KiB and sees the gap in the offsets. */
 #define AGENT_JOURNAL_BYTES (64u * 1024u)
-/* Output limit per stream when the request asks for none: 64 MiB, then the command is killed. */
-#define AGENT_DEFAULT_OUTPUT_LIMIT (64ull * 1024u * 1024u)
+#define AGENT_DEFAULT_OUTPUT_LIMIT SBX_AGENT_DEFAULT_OUTPUT_LIMIT
 /* Code of one run_code call, accumulated over AgentCode chunks. */
 #define AGENT_MAX_CODE (1024u * 1024u)
 /* A host that starts a frame must finish it within this time, and must read what the agent

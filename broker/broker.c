@@ -170,8 +170,11 @@ sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker
 {
     *out = NULL;
     const char *flavor = cfg != NULL && cfg->broker.flavor != NULL ? cfg->broker.flavor : "thread";
-    if (strcmp(flavor, "remote") == 0)
-        return sbx_broker_open_remote(&cfg->broker.remote, out, err);
+    if (strcmp(flavor, "remote") == 0) {
+        sbx_remote_config remote = cfg->broker.remote;
+        remote.lru_size = cfg->broker.lru_size; /* one lru_size for every flavor */
+        return sbx_broker_open_remote(&remote, out, err);
+    }
     if (strcmp(flavor, "queue") == 0)
         return sbx_broker_open_queue(&cfg->broker.queue, out, err);
     if (engine == NULL)

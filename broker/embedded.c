@@ -136,7 +136,10 @@ sbx_status sbx_broker_open_embedded(sbx_engine *engine, sbx_broker **out, sbx_er
     if (e == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening the embedded broker");
     e->engine = engine;
-    bt_store_init(&e->store, BT_DEFAULT_LRU);
+    /* broker.lru_size of the engine's configuration, as the other brokers honour it */
+    const sbx_config *cfg = sbx_engine_config(engine);
+    int64_t lru = cfg != NULL ? cfg->broker.lru_size : 0;
+    bt_store_init(&e->store, lru > 0 ? (size_t)lru : SBX_BROKER_DEFAULT_LRU_SIZE);
     *out = sbx_broker_wrap(&embedded_vtable, e);
     if (*out == NULL) {
         bt_store_destroy(&e->store);

@@ -18,21 +18,19 @@
 
 #include "broker/remote_wire.h"
 #include "broker/tasks.h"
+#include "core/limits.h"
 #include "core/net.h"
 #include "sbx/broker.h"
 
-/* Largest response message accepted: the worker's default max_message_bytes (16 MiB), so a
- * completion the worker may send is always readable, and a hostile peer cannot make us buffer
- * more. */
-#define REMOTE_MAX_MESSAGE (16u << 20)
+/* Largest response message accepted: the worker's default max_message_bytes, so a completion
+ * the worker may send is always readable, and a hostile peer cannot make us buffer more. */
+#define REMOTE_MAX_MESSAGE SBX_WORKER_DEFAULT_MAX_MESSAGE
 /* Attempts per request (1 + retries) for failures that dedup makes safe to retry. */
 #define REMOTE_MAX_ATTEMPTS 3
 /* Bytes kept of an answer that is not gRPC (a balancer's HTML error page), for the message. */
 #define REMOTE_NON_GRPC_SNIPPET 160
 /* First retry backoff; doubles each attempt. */
 #define REMOTE_RETRY_BACKOFF_MS 50
-/* Completions kept for result() after submit() stopped waiting (like the in-process LRU). */
-#define REMOTE_LRU_SIZE 1024
 /* Streams curl may open on the one connection; the worker advertises 1,024. */
 #define REMOTE_MAX_STREAMS 1000
 /* Transfer-level safety net over the gRPC deadline: the worker answers DEADLINE_EXCEEDED
@@ -100,6 +98,7 @@ typedef struct remote_broker {
     rtask *tasks;
     rtask *incoming;
     size_t n_done;
+    size_t lru_size; /* completions kept for result() after submit() stopped waiting */
     int64_t seq;
     bool stopping;
     bool closed;
@@ -607,7 +606,7 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
         task_free(t);
     }
     /* Bounded memory: forget the oldest collected-or-not completions beyond the LRU size. */
-    while (r->n_done > REMOTE_LRU_SIZE) {
+    while (r->n_done > r->lru_size) {
         rtask **oldest = NULL;
         for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
             if ((*pp)->done && (!oldest || (*pp)->done_seq < (*oldest)->done_seq))
@@ -1171,6 +1170,9 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
         r = calloc(1, sizeof *r);
         if (!r)
             st = sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
+        else
+            r->lru_size =
+                remote->lru_size > 0 ? (size_t)remote->lru_size : SBX_BROKER_DEFAULT_LRU_SIZE;
     }
     if (st == SBX_OK) {
         size_t need = strlen(scheme) + strlen(host) + 16 + 8;

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/limits.h"
 #include "sbx/broker.h"
 #include "sbx/contract.h"
 #include "sbx/engine.h"
@@ -26,8 +27,8 @@
  * default queue (1024), so chains stay short. */
 #define BT_BUCKETS 4096
 
-/* Default completions kept for result() (DESIGN §6). */
-#define BT_DEFAULT_LRU 1024
+_Static_assert(BT_BUCKETS >= SBX_BROKER_DEFAULT_LRU_SIZE + SBX_BROKER_DEFAULT_QUEUE_DEPTH,
+               "BT_BUCKETS must stay above the default LRU plus a full default queue");
 
 /* How long a waiter spins before it sleeps: longer than a fast operation's whole round trip
  * through an executor, short enough that a slow one wastes no noticeable CPU. */

@@ -489,9 +489,10 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     *out = NULL;
     if (engine == NULL)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "thread broker needs an engine");
-    int threads = opts != NULL && opts->threads > 0 ? opts->threads : 16;
-    int depth = opts != NULL && opts->queue_depth > 0 ? opts->queue_depth : 1024;
-    int lru = opts != NULL && opts->lru_size > 0 ? opts->lru_size : BT_DEFAULT_LRU;
+    int threads = opts != NULL && opts->threads > 0 ? opts->threads : SBX_BROKER_DEFAULT_THREADS;
+    int depth =
+        opts != NULL && opts->queue_depth > 0 ? opts->queue_depth : SBX_BROKER_DEFAULT_QUEUE_DEPTH;
+    int lru = opts != NULL && opts->lru_size > 0 ? opts->lru_size : SBX_BROKER_DEFAULT_LRU_SIZE;
     if (threads > THREAD_BROKER_MAX_THREADS || depth > THREAD_BROKER_MAX_QUEUE ||
         lru > THREAD_BROKER_MAX_LRU)
         return sbx_error_set(err, SBX_E_CONFIG,

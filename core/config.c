@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/config_internal.h"
+#include "core/limits.h"
 #include "core/net.h"
 #include "sbx/config.h"
 #include "sbx/provider.h"
@@ -56,13 +57,13 @@
 #define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
 
 #define DEFAULT_BROKER_FLAVOR "thread"
-#define DEFAULT_BROKER_THREADS 16
-#define MAX_BROKER_THREADS 1024 /* executor threads; more only thrash */
-#define DEFAULT_BROKER_QUEUE_DEPTH 1024
+#define DEFAULT_BROKER_THREADS SBX_BROKER_DEFAULT_THREADS /* core/limits.h */
+#define MAX_BROKER_THREADS 1024                           /* executor threads; more only thrash */
+#define DEFAULT_BROKER_QUEUE_DEPTH SBX_BROKER_DEFAULT_QUEUE_DEPTH
 #define MAX_BROKER_QUEUE_DEPTH (1 << 20)
 #define DEFAULT_BROKER_WAIT_MS 60000
 #define MAX_BROKER_WAIT_MS (24LL * 3600 * 1000)
-#define DEFAULT_BROKER_LRU 1024 /* DESIGN §6 */
+#define DEFAULT_BROKER_LRU SBX_BROKER_DEFAULT_LRU_SIZE
 #define MAX_BROKER_LRU (1 << 20)
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define MAX_CONNECT_TIMEOUT_MS 600000
@@ -81,9 +82,9 @@
 #define DEFAULT_QUEUE_DEDUP_S 600
 
 #define DEFAULT_WORKER_LISTEN "127.0.0.1:7443"
-#define DEFAULT_WORKER_MAX_MESSAGE (16LL * 1024 * 1024) /* 16 MiB: DESIGN §10 */
-#define MIN_WORKER_MAX_MESSAGE 1024                     /* below this no request fits */
-#define MAX_WORKER_MAX_MESSAGE (1024LL * 1024 * 1024)   /* 1 GiB: gRPC's own practical ceiling */
+#define DEFAULT_WORKER_MAX_MESSAGE ((long long)SBX_WORKER_DEFAULT_MAX_MESSAGE)
+#define MIN_WORKER_MAX_MESSAGE 1024                   /* below this no request fits */
+#define MAX_WORKER_MAX_MESSAGE (1024LL * 1024 * 1024) /* 1 GiB: gRPC's own practical ceiling */
 #define DEFAULT_WORKER_DRAIN_MS 30000
 #define MAX_WORKER_DRAIN_MS 3600000
 /* A recording holds whole requests and completions (up to 32 MiB a frame), so a busy worker

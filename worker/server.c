@@ -31,6 +31,7 @@
 #include <openssl/err.h>
 
 #include "grpc/health/v1/health.pb-c.h"
+#include "core/limits.h"
 #include "core/net.h"
 #include "sbx/worker.h"
 #include "worker/observe.h"
@@ -1028,7 +1029,7 @@ static void call_body(call *c, const uint8_t *data, size_t len)
         return;
     }
     if (c->in_len + len > c->in_cap) {
-        size_t cap = c->in_cap ? c->in_cap : 1024;
+        size_t cap = c->in_cap ? c->in_cap : SBX_BROKER_DEFAULT_QUEUE_DEPTH;
         while (cap < c->in_len + len)
             cap *= 2;
         if (cap > limit)
@@ -1690,7 +1691,8 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     w->listen_fd = w->epoll_fd = w->wake_fd = -1;
     pthread_mutex_init(&w->lock, NULL);
     const sbx_worker_config *wc = &cfg->worker;
-    w->max_message = wc->max_message_bytes > 0 ? (size_t)wc->max_message_bytes : (16u << 20);
+    w->max_message =
+        wc->max_message_bytes > 0 ? (size_t)wc->max_message_bytes : SBX_WORKER_DEFAULT_MAX_MESSAGE;
 
     sbx_status st = worker_auth_init(&w->auth, wc, err);
     if (st != SBX_OK)

@@ -106,6 +106,8 @@ typedef struct sbx_remote_config {
     char *key_file;  /* its key */
     char *token_env; /* name of the env var holding a bearer token; NULL = none */
     int64_t connect_timeout_ms; /* default 5000 */
+    int64_t lru_size; /* completions kept for result(): not a key of its own, sbx_broker_open
+                         passes broker.lru_size; 0 = its default (1024) */
 } sbx_remote_config;
 
 /* The NATS JetStream queue (broker/queue.c on the caller's side, worker/queue.c in sbx-worker):

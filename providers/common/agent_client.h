@@ -16,17 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/limits.h"
 #include "sbx/contract.h"
 #include "sbx/provider.h"
 #include "sbx/status.h"
 #include "sbx/v1/agent.pb-c.h"
 
-/* Largest frame either side sends; must equal AGENT_MAX_FRAME in agent/agent.h. */
-#define SBX_AGENT_MAX_FRAME (160u * 1024u)
-/* Bytes of file content per AgentFileWrite frame (agent.options max_size). */
-#define SBX_AGENT_CHUNK 32768u
-/* Output kept per stream when the caller sets no limit: the agent's own default (64 MiB). */
-#define SBX_AGENT_MAX_OUTPUT (64ull * 1024u * 1024u)
+/* Frame size, chunk size and the default output limit are the agent's too: core/limits.h. */
+#define SBX_AGENT_MAX_OUTPUT SBX_AGENT_DEFAULT_OUTPUT_LIMIT
 /* Largest file read into one result: results travel in one message (16 MiB worker default,
  * with room for a bigger configured limit), so refuse more instead of exhausting memory. */
 #define SBX_AGENT_MAX_READ (256ull * 1024u * 1024u)

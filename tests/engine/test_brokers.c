@@ -486,6 +486,32 @@ static void test_brokers_discarded_task_result_is_unknown(void **state)
     sbx_broker_free(b);
 }
 
+/* The embedded broker keeps broker.lru_size completions (of the engine's configuration), like
+ * the thread broker; it used a fixed 1024. */
+static void test_brokers_embedded_lru_is_broker_lru_size(void **state)
+{
+    env *t = *state;
+    t->cfg->broker.lru_size = 2;
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_embedded(t->e, &b, NULL), SBX_OK);
+    sbx_request *r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = fx_shell("default", "echo x");
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, r[i], SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+    }
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[0]), r[0]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[2]), r[2]->task_id, 0, &c), SBX_OK);
+    assert_non_null(c);
+    sbx_completion_free(c);
+    for (int i = 0; i < 3; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_open_by_flavor(void **state)
 {
     env *t = *state;
@@ -846,6 +872,7 @@ int main(void)
         T(test_brokers_thread_same_principal_other_request_is_refused),
         T(test_brokers_thread_reused_id_refused_while_first_is_pending),
         T(test_brokers_thread_lru_evicts_oldest_completion),
+        T(test_brokers_embedded_lru_is_broker_lru_size),
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),
         T(test_brokers_discarded_task_result_is_unknown),

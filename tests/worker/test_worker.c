@@ -532,6 +532,48 @@ static void test_remote_plaintext_to_a_non_loopback_host_is_refused(void **state
     assert_non_null(strstr(err.message, "https://"));
 }
 
+/* broker.lru_size bounds the remote broker's completions kept for result() as it bounds the
+ * in-process brokers' (it was a fixed 1024). A task joined by a second submit stays kept, so
+ * three of them done with lru_size 2 evict the oldest. */
+static void test_remote_keeps_broker_lru_size_completions(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "sandbox:\n"
+             "  broker: { flavor: remote, lru_size: 2, remote: { endpoint: '%s' } }\n"
+             "  profiles:\n"
+             "    fake: { type: fake, scope: per_call }\n",
+             f.endpoint);
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "lru.yaml", &cfg, &err), SBX_OK);
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open(cfg, NULL, &b, &err), SBX_OK);
+    sbx_request *r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = fixture_command("echo kept", NULL);
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, r[i], 0, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+        c = run(b, r[i], NULL); /* joins the task: a copy, the task stays kept */
+        sbx_completion_free(c);
+    }
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[0]), r[0]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[2]), r[2]->task_id, 0, &c), SBX_OK);
+    assert_non_null(c);
+    sbx_completion_free(c);
+    for (int i = 0; i < 3; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+    sbx_config_free(cfg);
+    fixture_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_worker_refuses_a_broker_that_is_not_the_thread_broker),
         cmocka_unit_test(test_remote_unreachable_worker_is_a_broker_failure),
         cmocka_unit_test(test_remote_plaintext_to_a_non_loopback_host_is_refused),
+        cmocka_unit_test(test_remote_keeps_broker_lru_size_completions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,39 @@
+/* limits.h - the limits and defaults that more than one part of sbx must agree on, each a named
+ * constant with its reason (sqlite's sqliteLimit.h is the model). A limit that only one file
+ * uses stays beside its use; one that two places need lives here, so there is one copy of it,
+ * and where two limits must keep a relation a _Static_assert says so.
+ *
+ * Included by libsbx and by sbx-agent (a static program built apart), so this file holds
+ * macros only and includes nothing. Internal: not part of include/sbx/.
+ */
+#ifndef SBX_CORE_LIMITS_H
+#define SBX_CORE_LIMITS_H
+
+/* ---- the agent protocol (host <-> sbx-agent, proto/sbx/v1/agent.proto) -------------------- */
+
+/* Largest frame either side sends (4-byte little-endian length prefix excluded). Bulk data
+ * moves in SBX_AGENT_CHUNK pieces; the rest of the headroom is for argv/env/shell of one exec,
+ * whose sum this bounds. The agent (agent/agent.h) and the host client
+ * (providers/common/agent_client.h) both use this one value. */
+#define SBX_AGENT_MAX_FRAME (160u * 1024u)
+/* Output or file data per frame: agent.options' max_size of the chunk fields. */
+#define SBX_AGENT_CHUNK 32768u
+/* Output kept per stream when a request sets no limit: 64 MiB, then the command is killed. */
+#define SBX_AGENT_DEFAULT_OUTPUT_LIMIT (64ull * 1024u * 1024u)
+
+_Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
+               "an agent frame must hold a data chunk with room for its envelope");
+
+/* ---- configuration defaults (DESIGN §10) that code outside core/config.c falls back on ------ */
+
+/* broker.threads: executor threads of the thread broker. */
+#define SBX_BROKER_DEFAULT_THREADS 16
+/* broker.queue_depth: requests queued, not yet running; beyond it RESOURCE_EXHAUSTED. */
+#define SBX_BROKER_DEFAULT_QUEUE_DEPTH 1024
+/* broker.lru_size: completions every broker keeps for result() (DESIGN §6). */
+#define SBX_BROKER_DEFAULT_LRU_SIZE 1024
+/* worker.max_message_bytes: largest gRPC message the worker accepts; also the largest
+ * response the remote broker reads, so any completion a default worker sends is readable. */
+#define SBX_WORKER_DEFAULT_MAX_MESSAGE (16u * 1024u * 1024u)
+
+#endif
