@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds (warnings are errors), runs the whole
-# ctest suite, then the same suite under ASan+UBSan. Services the tests need (a private
-# dockerd, workers) are started and stopped by the tests' own fixtures.
-# Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan, a few seconds
-# each from the committed seeds; tests/fuzz/README.md has the long run).
+# Runs every test: installs what is missing, builds (warnings are errors), lints the library
+# sources (clang-tidy), runs the whole ctest suite, then the same suite under ASan+UBSan.
+# Services the tests need (a private dockerd, workers) are started and stopped by the tests'
+# own fixtures. Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan,
+# a few seconds each from the committed seeds; tests/fuzz/README.md has the long run).
 #   SBX_SKIP_ASAN=1 skips the sanitizer pass (for quick local runs).
 #   SBX_SKIP_FUZZ=1 skips the fuzz run; SBX_FUZZ_SECONDS sets its seconds per target (5).
 set -euo pipefail
@@ -20,6 +20,8 @@ scripts/check-format.sh || status=1
 
 echo "== build (warnings are errors)"
 scripts/build.sh "$root/build"
+echo "== lint (clang-tidy on the library sources, .clang-tidy)"
+scripts/tidy.sh "$root/build" || status=1
 echo "== tests"
 (cd build && ctest --output-on-failure -j "$jobs") || status=1
 

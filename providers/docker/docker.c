@@ -636,6 +636,7 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     json_array_append_new(entry, json_string(DOCKER_AGENT_MOUNT));
     /* sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] (agent/main.c): programs
      * run as nobody, a uid distinct from the agent's root, so they cannot ptrace or signal it. */
+    /* NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one path, concatenated on purpose */
     static const char *const agent_args[] = {"--socket", DOCKER_STATE_MOUNT "/agent.sock",
                                              "--uid",    DOCKER_PROGRAM_ID,
                                              "--gid",    DOCKER_PROGRAM_ID,

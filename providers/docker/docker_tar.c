@@ -285,7 +285,7 @@ static bool handle_header(docker_tar_reader *r)
         size_t limit = type == 'x' ? DOCKER_TAR_MAX_PAX : DOCKER_TAR_MAX_NAME + 1;
         if (size > limit)
             return fail(r, "tar extended header too large");
-        r->special = type;
+        r->special = type; /* NOLINT(bugprone-signed-char-misuse,cert-str34-c): 'x' 'L' 'K' */
         r->special_len = 0;
         if (r->special_cap < size + 1) {
             char *grown = realloc(r->special_buf, size + 1);
