@@ -73,6 +73,6 @@ function(sbx_dist_library)
     IMPORTED_LOCATION ${out}
     INTERFACE_INCLUDE_DIRECTORIES "${CMAKE_SOURCE_DIR}/include;${SBX_GEN_DIR}"
     INTERFACE_COMPILE_DEFINITIONS SBX_VERSION="${PROJECT_VERSION}"
-    INTERFACE_LINK_LIBRARIES "PkgConfig::PROTOBUF_C;PkgConfig::YAML;PkgConfig::OPENSSL;PkgConfig::CURL;PkgConfig::JANSSON;PkgConfig::NGHTTP2;Threads::Threads;m")
+    INTERFACE_LINK_LIBRARIES "PkgConfig::PROTOBUF_C;PkgConfig::YAML;PkgConfig::OPENSSL;PkgConfig::CURL;PkgConfig::JANSSON;PkgConfig::NGHTTP2;PkgConfig::NATS;Threads::Threads;m")
   add_dependencies(sbx_dist sbx_dist_archive)
 endfunction()
