@@ -83,6 +83,11 @@ int confine_seccomp_prepare(void);
 
 /* files.c: in-root path resolution. Every call runs with the caller's fsuid already set. */
 int files_init(const char *workdir);
+/* The same with another root (tests and the fuzz harness run on the host, in a temp root);
+ * may be called again, replacing the root. */
+int files_init_root(const char *root, const char *workdir);
+/* Tests: true makes files_open use the component walk even where openat2 exists. */
+void files_force_walk(bool walk);
 /* Opens path (absolute = from the sandbox root, relative = from workdir) with openat2
  * RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS, else a component walk that refuses symlinks.
  * Returns an fd or -errno. Refuses /proc, /sys and the agent's own directory. */

@@ -40,7 +40,15 @@ static const char *last_error = "";
 
 int files_init(const char *workdir)
 {
-    root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    return files_init_root("/", workdir);
+}
+
+int files_init_root(const char *root, const char *workdir)
+{
+    if (root_fd >= 0)
+        close(root_fd);
+    have_agent_dir = false;
+    root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root_fd < 0)
         return -errno;
     snprintf(workdir_buf, sizeof workdir_buf, "%s", workdir ? workdir : "/");
@@ -53,6 +61,11 @@ int files_init(const char *workdir)
                          rstx.stx_mnt_id != agent_mnt_id;
     }
     return 0;
+}
+
+void files_force_walk(bool walk)
+{
+    no_openat2 = walk;
 }
 
 const char *files_last_error(void)
@@ -123,8 +136,10 @@ static int open_walk(const char *path, int flags, mode_t mode)
         }
         memcpy(comp, p, len);
         comp[len] = '\0';
-        if (len == 0) { /* path was "/" */
-            result = openat(stack[depth], ".", flags | O_CLOEXEC | O_NOCTTY);
+        if (len == 0) { /* path was "/": the root itself, never created (O_CREAT without a
+                           mode is also an invalid openat call that _FORTIFY_SOURCE aborts) */
+            result = openat(stack[depth], ".",
+                            (flags & ~(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC | O_NOCTTY);
             result = result < 0 ? -errno : result;
             break;
         }
