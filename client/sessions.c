@@ -110,7 +110,12 @@ static sbx_session_handle *store_read(int dirfd, const char *name)
     if (sbx_message_decode(&sbx__v1__session_handle__descriptor, buf, len, sizeof(buf),
                            (ProtobufCMessage **)&h, NULL) != SBX_OK)
         return NULL;
-    if (!id_ok(h->session_id)) {
+    /* The file is <session_id>.session, as store_save names it: a handle under another name
+     * (a copy, a rename) would be a second claim on its id, and which one a lookup finds would
+     * then depend on the directory's order. */
+    size_t id_len = strlen(h->session_id);
+    if (!id_ok(h->session_id) || strlen(name) != id_len + 8 ||
+        strncmp(name, h->session_id, id_len) != 0) {
         sbx_message_free(&h->base);
         return NULL;
     }
