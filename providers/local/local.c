@@ -34,6 +34,7 @@
 
 #include "providers/common/agent_client.h"
 #include "providers/local/local.h"
+#include "providers/local/local_meta.h"
 #include "sbx/provider.h"
 
 extern char **environ;
@@ -144,8 +145,7 @@ typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
 #define LOCAL_IDS_PER_SANDBOX 65536LL
 /* Levels of cgroups below a sandbox's own that destroy removes (the agent makes one). */
 #define LOCAL_CGROUP_MAX_DEPTH 2
-/* Longest cgroup directory we create (a v1 hierarchy path plus our own nesting). */
-#define LOCAL_MAX_CGROUP_DIR 1024
+/* LOCAL_MAX_CGROUP_DIR (the longest cgroup directory we create) is in local_meta.h. */
 
 typedef struct local_provider {
     char runtime_dir[LOCAL_MAX_RUNTIME_DIR + 1];
@@ -480,17 +480,6 @@ static void new_id(char out[19])
              b[6], b[7]);
 }
 
-typedef struct meta {
-    long pid;
-    unsigned long long start; /* /proc/<pid>/stat field 22 */
-    long owner_pid;           /* the process that created it (0 = unknown) */
-    unsigned long long owner_start;
-    bool per_call;                         /* made for a per_call session */
-    char cg[3][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
-    int n_cg;
-    long uid_slot; /* -1: none (rootless) */
-} meta;
-
 static unsigned long long proc_start_time(long pid, char *state_out)
 {
     char path[64], buf[1024];
@@ -528,24 +517,9 @@ static bool meta_read(const char *state_dir, meta *m)
     snprintf(path, sizeof path, "%s/meta", state_dir);
     if (!read_small(path, buf, sizeof buf))
         return false;
-    for (char *save, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (strncmp(line, "pid ", 4) == 0)
-            m->pid = strtol(line + 4, NULL, 10);
-        else if (strncmp(line, "start ", 6) == 0)
-            m->start = strtoull(line + 6, NULL, 10);
-        else if (strncmp(line, "uid_slot ", 9) == 0)
-            m->uid_slot = strtol(line + 9, NULL, 10);
-        else if (strncmp(line, "owner ", 6) == 0) {
-            char *end;
-            m->owner_pid = strtol(line + 6, &end, 10);
-            m->owner_start = strtoull(end, NULL, 10);
-        } else if (strcmp(line, "scope per_call") == 0)
-            m->per_call = true;
-        else if (strncmp(line, "cgroup /sys/fs/cgroup/", 22) == 0 && m->n_cg < 3 &&
-                 !strstr(line, "/../"))
-            snprintf(m->cg[m->n_cg++], sizeof m->cg[0], "%s", line + 7);
-    }
-    return m->pid > 1;
+    /* the state dir is <runtime_dir>/<sandbox id> (state_paths) */
+    const char *slash = strrchr(state_dir, '/');
+    return local_meta_parse(buf, slash ? slash + 1 : state_dir, m);
 }
 
 /* True while the sandbox's PID 1 is the process we started (not a reused pid, not a zombie). */

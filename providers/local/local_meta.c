@@ -1,0 +1,77 @@
+/* local_meta.c - the strict reader of the local provider's meta file (see local_meta.h). Pure
+ * parsing: no file system access, no signals. */
+#include "providers/local/local_meta.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A decimal number filling the rest of the line (no sign, no junk after it). */
+static bool whole_number(const char *s, unsigned long long *out)
+{
+    if (*s < '0' || *s > '9')
+        return false;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* A cgroup directory the provider could have created for sandbox_id: under /sys/fs/cgroup/,
+ * no empty, "." or ".." component, and the last component is the sandbox id. */
+static bool cgroup_ok(const char *path, const char *sandbox_id)
+{
+    static const char root[] = "/sys/fs/cgroup/";
+    size_t n = strlen(path);
+    if (strncmp(path, root, sizeof root - 1) != 0 || n >= LOCAL_MAX_CGROUP_DIR + 32)
+        return false;
+    for (const char *c = path + sizeof root - 2; *c;) { /* at a '/' */
+        const char *e = strchr(c + 1, '/');
+        size_t len = e ? (size_t)(e - c - 1) : strlen(c + 1);
+        if (len == 0 || (len == 1 && c[1] == '.') || (len == 2 && c[1] == '.' && c[2] == '.'))
+            return false;
+        if (!e)
+            return len == strlen(sandbox_id) && memcmp(c + 1, sandbox_id, len) == 0;
+        c = e;
+    }
+    return false;
+}
+
+bool local_meta_parse(char *text, const char *sandbox_id, meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->uid_slot = -1;
+    for (char *save, *line = strtok_r(text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        unsigned long long v;
+        if (strncmp(line, "pid ", 4) == 0) {
+            m->pid = whole_number(line + 4, &v) && v <= (1u << 22) ? (long)v : 0;
+        } else if (strncmp(line, "start ", 6) == 0) {
+            m->start = whole_number(line + 6, &v) ? v : 0;
+        } else if (strncmp(line, "uid_slot ", 9) == 0) {
+            m->uid_slot = whole_number(line + 9, &v) && v <= 65535 ? (long)v : -1;
+        } else if (strncmp(line, "owner ", 6) == 0) {
+            /* "owner PID START": both whole numbers, or no owner at all */
+            char *sp = strchr(line + 6, ' ');
+            unsigned long long start = 0;
+            if (sp != NULL) {
+                *sp = '\0';
+                if (whole_number(line + 6, &v) && v > 1 && v <= (1u << 22) &&
+                    whole_number(sp + 1, &start)) {
+                    m->owner_pid = (long)v;
+                    m->owner_start = start;
+                }
+            }
+        } else if (strcmp(line, "scope per_call") == 0) {
+            m->per_call = true;
+        } else if (strncmp(line, "cgroup ", 7) == 0 && m->n_cg < LOCAL_META_MAX_CGROUPS &&
+                   cgroup_ok(line + 7, sandbox_id)) {
+            snprintf(m->cg[m->n_cg++], sizeof m->cg[0], "%s", line + 7);
+        }
+    }
+    return m->pid > 1;
+}

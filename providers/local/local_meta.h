@@ -1,0 +1,38 @@
+/* local_meta.h - the local provider's meta file (state_dir/meta): what it records about a
+ * sandbox so a later process can find and remove it (the PID 1 it started, that process's
+ * start time, the cgroup directories it created), and the strict reader of that file. Private
+ * to providers/local/ and its tests and fuzz harness (never installed).
+ *
+ * The file is written by the provider, but it lives in a directory other processes of the
+ * user can reach, and what it names gets SIGKILLed and removed: the reader accepts only what
+ * the provider itself writes, never a cgroup outside /sys/fs/cgroup, a ".." or "." component,
+ * or a directory not named after the sandbox. */
+#ifndef SBX_PROVIDERS_LOCAL_META_H
+#define SBX_PROVIDERS_LOCAL_META_H
+
+#include <stdbool.h>
+
+/* Longest cgroup directory the provider uses (its own cgroup's path plus room). */
+#define LOCAL_MAX_CGROUP_DIR 1024
+/* Cgroup directories per sandbox: v1 memory, pids, cpu; v2 one. */
+#define LOCAL_META_MAX_CGROUPS 3
+
+typedef struct meta {
+    long pid;
+    unsigned long long start; /* /proc/<pid>/stat field 22 */
+    long owner_pid;           /* the process that created it (0 = unknown) */
+    unsigned long long owner_start;
+    bool per_call;                                              /* made for a per_call session */
+    char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
+    int n_cg;
+    long uid_slot; /* -1: none (rootless) */
+} meta;
+
+/* Parses the meta text of sandbox sandbox_id (NUL-terminated; modified). Lines: "pid N",
+ * "start N", "uid_slot N", "owner PID START", "scope per_call",
+ * "cgroup /sys/fs/cgroup/.../<sandbox_id>"; unknown lines are
+ * ignored, a cgroup line that is not exactly that shape is dropped (a uid_slot that is not a
+ * whole number is -1, none). True when it names a usable PID 1 (pid > 1). */
+bool local_meta_parse(char *text, const char *sandbox_id, meta *m);
+
+#endif
