@@ -133,6 +133,7 @@ static void fake_request_free(fake_request *r)
         free(r->headers[i].name), free(r->headers[i].value);
     free(r->headers);
     free(r->body);
+    free(r->response);
     for (size_t i = 0; i < r->n_params; i++)
         free(r->params[i]);
     free(r);
@@ -522,6 +523,17 @@ static enum MHD_Result fake_answer(void *cls, struct MHD_Connection *conn, const
         fake_response_body(&resp, junk, strlen(junk));
     }
     r->status = resp.status;
+    size_t answered = resp.body_len;
+    for (size_t i = 0; i < resp.n_chunks; i++)
+        answered += resp.chunks[i].len;
+    r->response = xcalloc(answered + 1, 1);
+    if (resp.body_len)
+        memcpy(r->response, resp.body, resp.body_len);
+    r->response_len = resp.body_len;
+    for (size_t i = 0; i < resp.n_chunks; i++) {
+        memcpy(r->response + r->response_len, resp.chunks[i].data, resp.chunks[i].len);
+        r->response_len += resp.chunks[i].len;
+    }
 
     struct MHD_Response *mr;
     bool truncate = faulted && fault.truncate;

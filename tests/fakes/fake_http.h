@@ -44,7 +44,9 @@ typedef struct fake_request {
     size_t body_len;
     char *params[FAKE_HTTP_MAX_PARAMS]; /* values of the route's '*' segments, in order */
     size_t n_params;
-    int status; /* the status that was answered (after faults) */
+    int status;        /* the status that was answered (after faults) */
+    uint8_t *response; /* the body that was answered (chunks joined; NUL-terminated) */
+    size_t response_len;
 } fake_request;
 
 /* Case-insensitive header lookup; NULL when absent. */
