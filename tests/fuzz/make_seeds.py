@@ -127,6 +127,10 @@ def main():
     write_agent_client_seeds()
     write_http_json_seeds()
     write_remote_response_seeds()
+    write_session_store_seeds()
+    write_local_meta_seeds()
+    write_agent_files_seeds()
+    write_docker_api_seeds()
 
 
 def write_dir(target, seeds, ext=".bin"):
@@ -288,6 +292,130 @@ def write_remote_response_seeds():
         "empty": b"",
     }
     write_dir("fuzz_remote_response", seeds)
+
+
+def write_session_store_seeds():
+    """fuzz_session_store: records [name length (bit 7: no ".session" suffix)][name]
+    [2-byte length][content]; contents are packed SessionHandles as the CLI writes them."""
+    def handle(sid, name=b"", sandbox=b"l-0123456789abcdef"):
+        return (field(1, 2, sid) + (field(2, 2, name) if name else b"") + field(3, 2, b"local")
+                + field(4, 2, b"local") + field(5, 2, sandbox) + field(6, 2, b"node-1")
+                + field(7, 2, bytes(range(32))) + field(8, 0, varint(1700000000000))
+                + field(9, 0, varint(1700000001000)) + field(10, 0, b"\x01"))
+
+    def f(name, content, suffix=True):
+        return bytes([len(name) | (0 if suffix else 0x80)]) + name + len(content).to_bytes(2, "big") + content
+
+    h = handle(b"s-1", b"work")
+    seeds = {
+        "one": f(b"s-1", h),
+        "two": f(b"s-1", h) + f(b"s-2", handle(b"s-2")),
+        # a file whose name is not its handle's id, and a second claim on that id
+        "name_mismatch": f(b"other", h),
+        "duplicate_id": f(b"s-1", h) + f(b"copy", h),
+        "name_equals_other_id": f(b"s-1", handle(b"s-1", b"s-2")) + f(b"s-2", handle(b"s-2")),
+        "bad_id_chars": f(b"bad", handle(b"../etc")),
+        "dot_id": f(b".hidden", handle(b".hidden")),
+        "empty_file": f(b"s-3", b""),
+        "truncated": f(b"s-1", h[: len(h) // 2]),
+        "not_a_session_suffix": f(b"s-1", h, suffix=False),
+        "garbage": f(b"s-4", b"\xff" * 40),
+        "unknown_fields": f(b"s-5", handle(b"s-5") + field(99, 2, b"future")),
+    }
+    write_dir("fuzz_session_store", seeds)
+
+
+def write_local_meta_seeds():
+    """fuzz_local_meta: the text of a meta file of sandbox l-0123456789abcdef."""
+    ok = b"pid 4242\nstart 123456789\ncgroup /sys/fs/cgroup/user.slice/sbx/l-0123456789abcdef\n"
+    v1 = (b"pid 4242\nstart 1\n" + b"".join(b"cgroup /sys/fs/cgroup/%s/sbx/l-0123456789abcdef\n" % c
+                                      for c in (b"memory", b"pids", b"cpu")))
+    seeds = {
+        "v2": ok,
+        "v1_three": v1,
+        # found while writing fuzz_local_meta: "/.." at the end, "/./" and other names were
+        # accepted, and destroy kills every pid listed in the named cgroup
+        "trailing_dotdot": b"pid 4242\nstart 1\ncgroup /sys/fs/cgroup/user.slice/..\n",
+        "dot_component": b"pid 4242\nstart 1\ncgroup /sys/fs/cgroup/./l-0123456789abcdef\n",
+        "dotdot_component": b"pid 4242\nstart 1\ncgroup /sys/fs/cgroup/a/../l-0123456789abcdef\n",
+        "other_sandbox": b"pid 4242\nstart 1\ncgroup /sys/fs/cgroup/sbx/l-ffffffffffffffff\n",
+        "double_slash": b"pid 4242\nstart 1\ncgroup /sys/fs/cgroup//l-0123456789abcdef\n",
+        "root_itself": b"pid 4242\nstart 1\ncgroup /sys/fs/cgroup/\n",
+        "four_cgroups": v1 + b"cgroup /sys/fs/cgroup/x/l-0123456789abcdef\n",
+        "pid_junk": b"pid 12abc\nstart 5\n",
+        "pid_one": b"pid 1\nstart 5\n",
+        "pid_negative": b"pid -5\n",
+        "pid_huge": b"pid 99999999999999999999\n",
+        "long_line": b"cgroup /sys/fs/cgroup/" + b"a/" * 600 + b"l-0123456789abcdef\n",
+        "no_newline": b"pid 77",
+        "empty": b"",
+    }
+    write_dir("fuzz_local_meta", seeds, ext=".meta")
+
+
+def write_agent_files_seeds():
+    """fuzz_agent_files: byte 0 = flags index (bits 0-2), mkdirs (bit 3), walk (bit 4), then
+    the path, as a model would send it in a file operation."""
+    paths = [b"file.txt", b"/workspace/file.txt", b"sub/deeper", b"../../etc/passwd",
+             b"/etc/passwd", b"to_root/etc", b"to_etc/passwd", b"up_up/x", b"sub/up3/created",
+             b"proc_root/etc/hostname", b"loop_a", b"to_outside/created", b"/proc/self/environ",
+             b"/sys/kernel", b"./././file.txt", b"//workspace//file.txt", b"/", b"..",
+             b"new/dir/a.txt", b"to_file", b"to_outside", b"/.sbx/agent.sock", b"a" * 300,
+             b"x/" * 200 + b"y"]
+    seeds = {}
+    for i, p in enumerate(paths):
+        for sel in (0, 1 | 8, 0x10, 0x11 | 8, 3):
+            seeds["p%02d_sel%02x" % (i, sel)] = bytes([sel]) + p
+    # found by fuzz_agent_files: the component walk opened "/" with O_CREAT and no mode (an
+    # invalid openat call, which _FORTIFY_SOURCE turns into an abort of the agent, PID 1)
+    seeds["found_walk_create_root"] = bytes([0x11]) + b"/"
+    write_dir("fuzz_agent_files", seeds)
+
+
+def write_docker_api_seeds():
+    """fuzz_docker_api: answers [kind][2-byte length][bytes] (kind bit 0: raw bytes, else JSON
+    with status index kind >> 1: 0 200, 1 201, 2 204, 3 404, 4 409, 5 500, 6 400, 7 101), in
+    the order the client asks: GET /version, GET /containers/x/json, DELETE, then exec create,
+    the hijacked start, exec inspect. Bodies in the Engine API v1.41's shapes."""
+    def js(status_index, body):
+        return bytes([status_index << 1]) + len(body).to_bytes(2, "big") + body
+
+    def raw(data):
+        return b"\x01" + len(data).to_bytes(2, "big") + data
+
+    version = js(0, b'{"Version":"20.10.24","ApiVersion":"1.41","MinAPIVersion":"1.12","Os":"linux"}')
+    inspect = js(0, b'{"Id":"' + b"a" * 64 + b'","State":{"Status":"running","Running":true,'
+                 b'"Pid":4242},"Config":{"WorkingDir":"/workspace","Labels":{"sbx.managed":"1"}}}')
+    delete = js(2, b"")
+    create = js(1, b'{"Id":"' + b"e" * 64 + b'","Warnings":[]}')
+    frames = (b"\x01\x00\x00\x00\x00\x00\x00\x06hello\n"
+              + b"\x02\x00\x00\x00\x00\x00\x00\x04err\n")
+    start = raw(b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.multiplexed-stream"
+                b"\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n" + frames)
+    exec_inspect = js(0, b'{"ID":"' + b"e" * 64 + b'","Running":false,"ExitCode":3,"Pid":4243}')
+    seeds = {
+        "exec_ok": version + inspect + delete + create + start + exec_inspect,
+        "old_daemon": js(0, b'{"ApiVersion":"1.12"}'),
+        "not_docker": js(3, b"404 page not found"),
+        "gone_container": version + js(3, b'{"message":"No such container: sbx-fuzz"}') + js(3,
+            b'{"message":"No such container: sbx-fuzz"}') + js(4, b'{"message":"is not running"}'),
+        "start_200_not_101": version + inspect + delete + create
+        + raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello") + exec_inspect,
+        "start_bad_frame": version + inspect + delete + create
+        + raw(b"HTTP/1.1 101 UPGRADED\r\n\r\n\x07\x00\x00\x00\xff\xff\xff\xffjunk") + exec_inspect,
+        "start_no_head_end": version + inspect + delete + create + raw(b"HTTP/1.1 101 UPGRADED\r\n"),
+        "start_error_json": version + inspect + delete + create
+        + raw(b"HTTP/1.1 409 Conflict\r\nContent-Type: application/json\r\nContent-Length: 38"
+              b"\r\n\r\n{\"message\":\"container is not running\"}"),
+        "inspect_exitcode_huge": version + inspect + delete + create + start
+        + js(0, b'{"Running":false,"ExitCode":99999999999,"Pid":1}'),
+        "inspect_still_running": version + inspect + delete + create + start
+        + js(0, b'{"Running":true,"ExitCode":0,"Pid":0}'),
+        "version_not_json": js(0, b"<html>"),
+        "error_body_long": version + inspect + js(5, b'{"message":"' + b"m" * 2000 + b'"}'),
+        "empty": b"",
+    }
+    write_dir("fuzz_docker_api", seeds)
 
 
 def frame(data):

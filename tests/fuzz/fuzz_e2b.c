@@ -1,0 +1,90 @@
+/* fuzz_e2b.c - libFuzzer harness for everything the E2B provider reads from E2B
+ * (providers/e2b/: the REST control plane's JSON, envd's Connect-RPC envelope streams of
+ * process.Process/Start and their JSON events, ListDir, file downloads, the code
+ * interpreter's NDJSON lines, error bodies), through a scripted server (fuzz_cloud.h) that
+ * answers the provider's calls in order with the input's responses. The provider is opened
+ * once, with the code interpreter on, so run_code goes through Jupyter's /execute.
+ *
+ * Properties (fuzz_cloud.h): no crash, leak or hang; failures carry a text that never shows
+ * the API key; output within the limit; a sandbox only with an id. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fakes/fake_e2b.h"
+#include "fuzz/fuzz_cloud.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+extern const sbx_provider_ops sbx_provider_e2b;
+
+#define FUZZ_KEY_ENV "SBX_FUZZ_E2B_KEY"
+#define FUZZ_KEY "e2b_fuzz_key_1c9e4b7d2a"
+
+static fuzz_cloud server;
+static sbx_options *opts;
+static void *state;
+
+static void at_exit(void)
+{
+    sbx_provider_e2b.close(state);
+    sbx_options_free(opts);
+    fuzz_cloud_stop(&server);
+}
+
+static void open_provider(const char *url);
+
+/* SBX_FUZZ_RECORD=FILE: drive the project's fake instead, write its answers as a seed. */
+static void record(const char *path)
+{
+    setenv(FUZZ_KEY_ENV, FUZZ_KEY, 1);
+    fake_e2b *rf = fake_e2b_start(FUZZ_KEY);
+    if (!rf)
+        abort();
+    open_provider(fake_e2b_url(rf));
+    fuzz_cloud_drive(&sbx_provider_e2b, state, FUZZ_KEY, "fuzz-sandbox-1");
+    fuzz_cloud_record(fake_e2b_http(rf), path);
+    sbx_provider_e2b.close(state);
+    sbx_options_free(opts);
+    fake_e2b_stop(rf);
+    exit(0);
+}
+
+static void setup(void)
+{
+    const char *rec = getenv("SBX_FUZZ_RECORD");
+    if (rec)
+        record(rec);
+    fuzz_cloud_start(&server);
+    setenv(FUZZ_KEY_ENV, FUZZ_KEY, 1);
+    open_provider(fake_http_url(server.http));
+    atexit(at_exit);
+}
+
+static void open_provider(const char *url)
+{
+    const char *kv[] = {"api_key_env", FUZZ_KEY_ENV,       "api_url", url, "sandbox_url",
+                        url,           "code_interpreter", "true",    NULL};
+    opts = sbx_options_new(sbx_provider_e2b.options);
+    sbx_error err = {0};
+    for (size_t i = 0; kv[i]; i += 2)
+        if (sbx_options_set(opts, kv[i], kv[i + 1], &err) != SBX_OK) {
+            fprintf(stderr, "fuzz_e2b: option %s: %s\n", kv[i], err.message);
+            abort();
+        }
+    sbx_provider_ctx ctx = {
+        .profile = "fuzz", .options = opts, .environment = SBX_ENV_MANAGED, .node = "n1"};
+    if (sbx_provider_e2b.open(&ctx, &state, &err) != SBX_OK) {
+        fprintf(stderr, "fuzz_e2b: open: %s\n", err.message);
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!state)
+        setup();
+    fuzz_cloud_script(&server, data, size);
+    fuzz_cloud_drive(&sbx_provider_e2b, state, FUZZ_KEY, "ifuzz0sandbox1");
+    return 0;
+}
