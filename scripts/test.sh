@@ -5,7 +5,7 @@
 # own fixtures. Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan,
 # a few seconds each from the committed seeds; tests/fuzz/README.md has the long run).
 #   SBX_SKIP_ASAN=1 skips the sanitizer pass (for quick local runs).
-#   SBX_SKIP_FUZZ=1 skips the fuzz run; SBX_FUZZ_SECONDS sets its seconds per target (5).
+#   SBX_SKIP_FUZZ=1 skips the fuzz run; SBX_FUZZ_SECONDS sets its seconds per target (4).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -35,6 +35,6 @@ fi
 
 if [ "${SBX_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzz: a short run of every libFuzzer target"
-  scripts/fuzz.sh "${SBX_FUZZ_SECONDS:-5}" || status=1
+  scripts/fuzz.sh "${SBX_FUZZ_SECONDS:-4}" || status=1
 fi
 exit $status
