@@ -131,6 +131,41 @@ def main():
     write_local_meta_seeds()
     write_agent_files_seeds()
     write_docker_api_seeds()
+    for t in ("fuzz_e2b", "fuzz_daytona", "fuzz_ssm"):
+        write_cloud_variants(t)
+
+
+def write_cloud_variants(target):
+    """Variants of a cloud harness's recorded seed (recorded_fake.bin, written by the harness
+    itself with SBX_FUZZ_RECORD from the project's fake): for each answer in turn, the same
+    traffic with that answer turned into a 404 (index 9), cut in half, or emptied."""
+    d = os.path.join(HERE, "corpus", target)
+    rec = os.path.join(d, "recorded_fake.bin")
+    if not os.path.exists(rec):
+        return
+    for name in os.listdir(d):
+        if name.startswith("variant_"):
+            os.remove(os.path.join(d, name))
+    with open(rec, "rb") as fh:
+        data = fh.read()
+    answers = []
+    off = 0
+    while off + 4 <= len(data):
+        n = data[off + 2] << 8 | data[off + 3]
+        answers.append((data[off:off + 2], data[off + 4:off + 4 + n]))
+        off += 4 + n
+
+    def script(items):
+        return b"".join(h + len(b).to_bytes(2, "big") + b for h, b in items)
+
+    for i in range(len(answers)):
+        head, body = answers[i]
+        for kind, new in (("404", (bytes([9, head[1]]), b'{"message":"not found"}')),
+                          ("half", (head, body[: len(body) // 2])),
+                          ("empty", (head, b""))):
+            items = answers[:i] + [new] + answers[i + 1:]
+            with open(os.path.join(d, "variant_%02d_%s.bin" % (i, kind)), "wb") as fh:
+                fh.write(script(items))
 
 
 def write_dir(target, seeds, ext=".bin"):
