@@ -4,7 +4,7 @@
  *
  * Properties: no crash; at most LOCAL_META_MAX_CGROUPS cgroups; every accepted cgroup is a
  * directory under /sys/fs/cgroup/ without an empty, "." or ".." component whose last component
- * is the sandbox id; an accepted pid is a real one (2 .. 2^22). */
+ * is the sandbox id; an accepted pid or owner pid is a real one (2 .. 2^22). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_REQUIRE(m.n_cg >= 0 && m.n_cg <= LOCAL_META_MAX_CGROUPS, "%d cgroups", m.n_cg);
     if (ok)
         FUZZ_REQUIRE(m.pid > 1 && m.pid <= (1L << 22), "pid %ld accepted", m.pid);
+    FUZZ_REQUIRE(m.owner_pid == 0 || (m.owner_pid > 1 && m.owner_pid <= (1L << 22)),
+                 "owner pid %ld accepted", m.owner_pid);
     for (int i = 0; i < m.n_cg; i++) {
         const char *p = m.cg[i];
         size_t n = strlen(p);
