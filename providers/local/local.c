@@ -630,8 +630,10 @@ static void sweep_stale(local_provider *lp, sbx_strlist *removed)
         meta m;
         struct stat st;
         bool have = meta_read(dir, &m);
-        /* a sandbox being created has no meta yet: leave young dirs without one alone */
-        if (!have && stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
+        /* a sandbox being created has no PID 1 in its meta yet: leave young ones alone, unless
+         * the owner that was creating it (per_call) is gone */
+        bool creator_gone = m.per_call && m.owner_pid > 0 && !owner_alive(&m);
+        if (!have && !creator_gone && stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
             continue;
         if (!have || !meta_alive(&m) || (m.per_call && !owner_alive(&m))) {
             local_destroy(lp, de->d_name, NULL);
@@ -929,7 +931,33 @@ static void sandbox_free(local_sandbox *sb)
     free(sb);
 }
 
-static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err);
+/* Writes <state_dir>/meta atomically: PID 1 (0 before the boot), its start time, the owner
+ * process, the scope and the cgroups to remove. */
+static sbx_status write_meta(const local_provider *lp, const char *state_dir, const meta *m,
+                             sbx_error *err)
+{
+    char meta_path[PATH_MAX + 16], tmp_path[PATH_MAX + 16];
+    snprintf(meta_path, sizeof meta_path, "%s/meta", state_dir);
+    snprintf(tmp_path, sizeof tmp_path, "%s/meta.tmp", state_dir);
+    char text[4 * PATH_MAX + 128];
+    size_t tl = 0;
+    tl += (size_t)snprintf(text + tl, sizeof text - tl, "pid %ld\nstart %llu\nowner %ld %llu\n%s",
+                           m->pid, m->start, lp->owner_pid, lp->owner_start,
+                           lp->per_call ? "scope per_call\n" : "");
+    if (m->uid_slot >= 0)
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "uid_slot %ld\n", m->uid_slot);
+    for (int i = 0; i < m->n_cg; i++)
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "cgroup %s\n", m->cg[i]);
+    int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot write %s: %s", tmp_path,
+                             strerror(errno));
+    bool ok = write(fd, text, tl) == (ssize_t)tl;
+    close(fd);
+    if (!ok || rename(tmp_path, meta_path) < 0)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot write %s", meta_path);
+    return SBX_OK;
+}
 
 static sbx_status local_create(void *state, const sbx_session_handle *session,
                                const sbx_principal *principal, const sbx_policy *policy,
@@ -970,6 +998,8 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
     meta m;
     memset(&m, 0, sizeof m);
     m.uid_slot = -1;
+    if (st == SBX_OK) /* the owner first, so a sweep can tell whose half-made sandbox this is */
+        st = write_meta(lp, sb->state_dir, &m, err);
     /* the slot after the state dir: a sweep frees a slot whose sandbox has no dir */
     if (st == SBX_OK && !lp->rootless)
         st = uid_slot_claim(lp, sb->state_dir, &m.uid_slot, err);
@@ -981,13 +1011,11 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
                            sb->state_dir, (unsigned)host_uid, strerror(errno));
     if (st == SBX_OK)
         st = setup_cgroups(lp, id, policy, host_uid, m.cg, &m.n_cg, err);
-    /* the meta file names the cgroups before anything runs in them, so a failed create is
-     * still cleaned up by destroy */
-    char meta_path[PATH_MAX + 16], tmp_path[PATH_MAX + 16];
-    snprintf(meta_path, sizeof meta_path, "%s/meta", sb->state_dir);
-    snprintf(tmp_path, sizeof tmp_path, "%s/meta.tmp", sb->state_dir);
-    char text[4 * PATH_MAX + 128];
-    size_t tl = 0;
+    /* the meta file names the uid slot and the cgroups before anything runs in them, so a
+     * failed create is still cleaned up by destroy, and an owner killed while the sandbox
+     * boots leaves a meta the sweep can act on (its cgroups hold whatever the boot started) */
+    if (st == SBX_OK)
+        st = write_meta(lp, sb->state_dir, &m, err);
     if (st == SBX_OK) {
         char *argv[64 + 2 * 64];
         int ac = 0;
@@ -1059,23 +1087,9 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         }
     }
     /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
-    tl += (size_t)snprintf(text + tl, sizeof text - tl, "pid %ld\nstart %llu\nowner %ld %llu\n%s",
-                           m.pid, m.start, lp->owner_pid, lp->owner_start,
-                           lp->per_call ? "scope per_call\n" : "");
-    if (m.uid_slot >= 0)
-        tl += (size_t)snprintf(text + tl, sizeof text - tl, "uid_slot %ld\n", m.uid_slot);
-    for (int i = 0; i < m.n_cg; i++)
-        tl += (size_t)snprintf(text + tl, sizeof text - tl, "cgroup %s\n", m.cg[i]);
-    int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        if (write(fd, text, tl) != (ssize_t)tl && st == SBX_OK)
-            st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s", tmp_path);
-        close(fd);
-        if (rename(tmp_path, meta_path) < 0 && st == SBX_OK)
-            st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s", meta_path);
-    } else if (st == SBX_OK) {
-        st = sbx_error_set(err, SBX_E_PROVISION, "cannot write %s: %s", tmp_path, strerror(errno));
-    }
+    sbx_status wst = write_meta(lp, sb->state_dir, &m, err);
+    if (st == SBX_OK)
+        st = wst;
     if (st == SBX_OK)
         st = sbx_agent_connect(sb->socket_path, sbx_provider_step_deadline(LOCAL_AGENT_MS),
                                &sb->conn, err);
@@ -1189,14 +1203,15 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
         if (pidfd >= 0)
             close(pidfd);
     }
-    if (have)
-        for (int i = 0; i < m.n_cg; i++)
-            remove_cgroup(m.cg[i]);
+    /* cgroups also when PID 1 never got into the meta (an owner killed during the boot):
+     * removing them kills what the boot started in them */
+    for (int i = 0; i < m.n_cg; i++)
+        remove_cgroup(m.cg[i]);
     if (access(dir, F_OK) == 0)
         remove_state_dir(dir);
-    /* last: the slot's ids are free for another sandbox only once nothing of this one runs */
-    if (have)
-        uid_slot_release(lp, m.uid_slot, dir);
+    /* last: the slot's ids are free for another sandbox only once nothing of this one runs
+     * (read from the meta even when it names no PID 1: an owner killed during the boot) */
+    uid_slot_release(lp, m.uid_slot, dir);
     return SBX_OK;
 }
 

@@ -343,6 +343,66 @@ static void test_owner_killed_mid_exec_is_swept(void **state)
     assert_int_equal(sandboxes(f), 0);
 }
 
+/* Processes on the host in a cgroup of this sandbox (its agent and programs). */
+static int processes_of(const char *sandbox_id)
+{
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%s/cgroup", de->d_name);
+        FILE *c = fopen(path, "r");
+        size_t len = c != NULL ? fread(buf, 1, sizeof(buf) - 1, c) : 0;
+        if (c != NULL)
+            fclose(c);
+        buf[len] = '\0';
+        n += strstr(buf, sandbox_id) != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_owner_killed_while_the_sandbox_boots_is_swept(void **state)
+{
+    lr *f = *state;
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sbx_engine *e = fx_engine(f->cfg);
+        sbx_request *r = fx_shell("once", "sleep 60");
+        sbx_completion *c = sbx_engine_process(e, r, NULL);
+        (void)c;
+        _exit(0);
+    }
+    char id[64];
+    bool seen = false;
+    for (int i = 0; i < 60000 && !seen; i++) {
+        char meta[600];
+        if (sandbox_id_of(f, id, sizeof(id))) {
+            snprintf(meta, sizeof(meta), "%s/%s/meta", fx_tmpdir(f->cfg), id);
+            seen = access(meta, F_OK) == 0;
+        }
+        if (!seen)
+            usleep(1000);
+    }
+    assert_true(seen);
+    kill(child, SIGKILL); /* as early as its meta names the owner: mid-create */
+    int ws;
+    waitpid(child, &ws, 0);
+    usleep(1500 * 1000); /* let a boot already under way finish or fail */
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    sbx_strlist_clear(&removed);
+    assert_int_equal(sandboxes(f), 0);
+    if (getuid() == 0) /* as root the sandbox has cgroups: nothing may live in them */
+        assert_int_equal(processes_of(id), 0);
+}
+
 static void test_sweep_keeps_live_and_per_session_sandboxes(void **state)
 {
     lr *f = *state;
@@ -529,6 +589,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_raw_per_call_executes_leave_no_sandbox, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_owner_killed_mid_exec_is_swept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owner_killed_while_the_sandbox_boots_is_swept, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_sweep_keeps_live_and_per_session_sandboxes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
