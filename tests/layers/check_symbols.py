@@ -43,7 +43,9 @@ def main(argv):
         return 2
     archive, include_dir = argv
     public = public_names(include_dir)
-    syms = exported(archive)
+    # ASan's one-definition-rule indicators (__odr_asan.<global>) shadow instrumented globals:
+    # they are the sanitizer's, not ours, and stand or fall with the global they name.
+    syms = {s: t for s, t in exported(archive).items() if not s.startswith("__odr_asan.")}
     unprefixed = sorted(s for s in syms if not s.startswith("sbx_"))
     internal = sorted(s for s in syms
                       if s.startswith("sbx_") and not s.startswith(GENERATED) and s not in public)
