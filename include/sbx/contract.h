@@ -50,6 +50,27 @@ void sbx_request_free(sbx_request *req);
 /* Deep copy, lossless (unknown fields included). NULL on allocation failure. */
 sbx_request *sbx_request_copy(const sbx_request *req);
 
+/* Builders of the common requests, so no caller allocates protobuf-c submessages by hand.
+ * Each is a new request (fresh task_id) for profile (NULL or "": the default profile); free it
+ * with sbx_request_free. NULL when memory ran out. Nothing is validated here (the engine does
+ * that when the request runs). */
+sbx_request *sbx_request_shell(const char *profile, const char *line);
+sbx_request *sbx_request_argv(const char *profile, const char *const *argv, size_t argc);
+sbx_request *sbx_request_code(const char *profile, const char *language, const char *code);
+/* mode 0 means 0644. */
+sbx_request *sbx_request_write_file(const char *profile, const char *path, const void *data,
+                                    size_t len, uint32_t mode);
+sbx_request *sbx_request_read_file(const char *profile, const char *path);
+sbx_request *sbx_request_list_files(const char *profile, const char *path);
+/* Destroys session's sandbox (its profile is the request's). */
+sbx_request *sbx_request_destroy(const sbx_session_handle *session);
+/* Who asks (a principal is created when the request has none). False on ENOMEM. */
+bool sbx_request_set_principal(sbx_request *req, Sbx__V1__PrincipalMode mode, const char *subject);
+/* The session to run in: a deep copy of session (NULL: none, a fresh sandbox). */
+bool sbx_request_set_session(sbx_request *req, const sbx_session_handle *session);
+/* Bytes fed to the program's standard input (run_command and run_code only; false otherwise). */
+bool sbx_request_set_stdin(sbx_request *req, const void *data, size_t len);
+
 /* A SUCCEEDED completion for task_id with an empty result. Free with sbx_completion_free. */
 sbx_completion *sbx_completion_new(const char *task_id);
 /* A completion for a machinery failure: status FAILED (TIMED_OUT for SBX_E_TIMEOUT),

@@ -687,6 +687,87 @@ static void test_append_bytes_grows_geometrically(void **state)
     free(field.data);
 }
 
+/* ---- request builders (core/request.c) ------------------------------------------------- */
+
+/* A built request survives the wire: encode, decode, and compare what the builder set. */
+static sbx_request *round_trip(const sbx_request *req)
+{
+    size_t n = 0;
+    uint8_t *buf = sbx_message_pack(&req->base, &n);
+    assert_non_null(buf);
+    sbx_request *back = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_request_decode(buf, n, 1u << 20, &back, &err), SBX_OK);
+    free(buf);
+    return back;
+}
+
+static void test_request_builders_set_the_op_and_its_fields(void **state)
+{
+    (void)state;
+    sbx_request *r = sbx_request_shell("prof", "echo hi");
+    assert_non_null(r);
+    assert_true(
+        sbx_request_set_principal(r, SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT, "tenant-a"));
+    assert_true(sbx_request_set_stdin(r, "in", 2));
+    sbx_request *b = round_trip(r);
+    assert_int_equal(b->op_case, SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND);
+    assert_string_equal(b->profile, "prof");
+    assert_string_equal(b->run_command->shell, "echo hi");
+    assert_string_equal(b->principal->subject, "tenant-a");
+    assert_int_equal(b->run_command->stdin.len, 2);
+    assert_int_equal(strlen(b->task_id), SBX_UUID_LEN - 1);
+    sbx_request_free(b);
+    sbx_request_free(r);
+
+    const char *argv[] = {"printf", "%s", "x y"};
+    r = sbx_request_argv(NULL, argv, 3);
+    b = round_trip(r);
+    assert_string_equal(b->profile, "");
+    assert_int_equal(b->run_command->n_argv, 3);
+    assert_string_equal(b->run_command->argv[2], "x y");
+    sbx_request_free(b);
+    sbx_request_free(r);
+
+    r = sbx_request_code("", "python", "print(1)");
+    assert_true(sbx_request_set_stdin(r, "z", 1));
+    b = round_trip(r);
+    assert_int_equal(b->op_case, SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE);
+    assert_string_equal(b->run_code->language, "python");
+    assert_string_equal(b->run_code->code, "print(1)");
+    sbx_request_free(b);
+    sbx_request_free(r);
+
+    r = sbx_request_write_file(NULL, "/workspace/a", "\0\1\2", 3, 0600);
+    assert_false(sbx_request_set_stdin(r, "x", 1)); /* no stdin for a file write */
+    b = round_trip(r);
+    assert_int_equal(b->write_file->content.len, 3);
+    assert_int_equal(b->write_file->mode, 0600);
+    sbx_request_free(b);
+    sbx_request_free(r);
+
+    r = sbx_request_read_file(NULL, "/workspace/a");
+    assert_string_equal(r->read_file->path, "/workspace/a");
+    sbx_request_free(r);
+    r = sbx_request_list_files(NULL, "/workspace");
+    assert_int_equal(r->op_case, SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES);
+    sbx_request_free(r);
+
+    sbx_session_handle *h = sbx_session_handle_new();
+    assert_true(sbx_set_string(&h->profile, "p2"));
+    assert_true(sbx_set_string(&h->sandbox_id, "sb-1"));
+    r = sbx_request_destroy(h);
+    sbx_message_free(&h->base); /* the request holds its own copy */
+    b = round_trip(r);
+    assert_int_equal(b->op_case, SBX__V1__EXECUTION_REQUEST__OP_DESTROY);
+    assert_string_equal(b->profile, "p2");
+    assert_string_equal(b->session->sandbox_id, "sb-1");
+    assert_true(sbx_request_set_session(b, NULL));
+    assert_null(b->session);
+    sbx_request_free(b);
+    sbx_request_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -724,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_strlist_adds_finds_joins_and_clears),
         cmocka_unit_test(test_clocks_are_plausible_and_monotonic),
         cmocka_unit_test(test_append_bytes_grows_geometrically),
+        cmocka_unit_test(test_request_builders_set_the_op_and_its_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
