@@ -32,18 +32,11 @@ int main(int argc, char **argv)
         sbx_broker_open_embedded(engine, &broker, &err) != SBX_OK)
         goto out;
 
-    sbx_request *req = sbx_request_new(); /* a fresh task_id, no operation yet */
-    Sbx__V1__RunCommand *cmd = req ? calloc(1, sizeof *cmd) : NULL;
-    if (!cmd) {
-        sbx_request_free(req);
+    sbx_request *req = sbx_request_shell(NULL, line); /* the default profile, a fresh task_id */
+    if (!req) {
         sbx_error_set(&err, SBX_E_INTERNAL, "out of memory");
         goto out;
     }
-    sbx__v1__run_command__init(cmd);
-    sbx_set_string(&cmd->shell, line);
-    req->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
-    req->run_command = cmd; /* owned by req from here on */
-
     sbx_broker_submit(broker, req, SBX_WAIT_FOREVER, NULL, &done);
     sbx_request_free(req);
     if (!done) {
@@ -55,8 +48,10 @@ int main(int argc, char **argv)
         goto out;
     }
     const sbx_result *r = done->result;
-    fwrite(r->stdout.data, 1, r->stdout.len, stdout);
-    fwrite(r->stderr.data, 1, r->stderr.len, stderr);
+    if (r->stdout.len)
+        fwrite(r->stdout.data, 1, r->stdout.len, stdout);
+    if (r->stderr.len)
+        fwrite(r->stderr.data, 1, r->stderr.len, stderr);
     rc = r->exit_code;
 out:
     if (err.message[0])
