@@ -52,13 +52,19 @@ else
 fi
 
 # tests: generic gRPC clients from npm (server reflection and Health/Watch are proven with
-# clients nobody here wrote), installed outside the source tree so nothing is vendored and the
-# tests download nothing. tests/worker finds them in $SBX_NODE_DIR (default /opt/sbx-test-node).
+# clients nobody here wrote), and the Kubernetes schema models and a YAML parser that
+# tests/deploy validates deploy/kubernetes with, installed outside the source tree so nothing is
+# vendored and the tests download nothing. The tests find them in $SBX_NODE_DIR (default
+# /opt/sbx-test-node). One npm install of the whole list: npm prunes what its list omits.
+# (kubernetes-models 4.x: 5.x needs node 22, Debian 12 has 18.)
 node_dir=${SBX_NODE_DIR:-/opt/sbx-test-node}
-npm_packages=(@grpc/grpc-js@1.14.7 @grpc/proto-loader@0.8.1 grpc-js-reflection-client@1.4.2)
-if [ ! -f "$node_dir/node_modules/grpc-js-reflection-client/package.json" ] ||
-   [ ! -f "$node_dir/node_modules/@grpc/grpc-js/package.json" ] ||
-   [ ! -f "$node_dir/node_modules/@grpc/proto-loader/package.json" ]; then
+npm_packages=(@grpc/grpc-js@1.14.7 @grpc/proto-loader@0.8.1 grpc-js-reflection-client@1.4.2
+              kubernetes-models@4.5.1 yaml@2.9.1)
+npm_missing=0
+for p in "${npm_packages[@]}"; do
+  [ -f "$node_dir/node_modules/${p%@*}/package.json" ] || npm_missing=1
+done
+if [ $npm_missing -eq 1 ]; then
   need_root "${npm_packages[@]}"
   if ! command -v npm >/dev/null; then
     echo "install-deps: installing nodejs npm"
@@ -69,4 +75,3 @@ if [ ! -f "$node_dir/node_modules/grpc-js-reflection-client/package.json" ] ||
   "${sudo[@]}" mkdir -p "$node_dir"
   "${sudo[@]}" npm install --prefix "$node_dir" --no-audit --no-fund --no-save "${npm_packages[@]}" >/dev/null
 fi
-
