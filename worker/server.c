@@ -40,10 +40,26 @@
 
 /* ---- limits (each with why) ---------------------------------------------------------------- */
 
-/* Open connections; one more is accepted and closed at once. A fleet sits behind a load
- * balancer holding a few long-lived connections, so thousands is generous; the bound stops a
- * connection flood from exhausting file descriptors. */
+/* Open connections. A fleet sits behind a load balancer holding a few long-lived connections,
+ * so thousands is generous; the bound stops a connection flood from exhausting file
+ * descriptors. At the cap a new connection sheds the oldest one that has not yet proven itself
+ * (no authenticated request), else the longest idle one, else it is closed at once: callers
+ * that authenticated stay servable whatever unauthenticated peers do. */
 #define WORKER_MAX_CONNECTIONS 4096
+/* Connections one peer address may hold before they proved themselves (sent a complete,
+ * authenticated request): a client opens a handful at once, a balancer proves each connection
+ * with its first request; one address cannot fill the connection cap with silent ones. */
+#define WORKER_MAX_UNPROVEN_PER_PEER 64
+/* Time from accept to the first complete, authenticated request on a connection (any complete
+ * request when the worker requires no authentication; a verified client certificate of a
+ * configured caller proves the connection at the handshake). It covers the TLS handshake and
+ * the preface, and is not extended by PINGs, SETTINGS, trickled bytes or streams that never
+ * end, so a connection that says nothing useful cannot hold a slot for longer. */
+#define WORKER_FIRST_REQUEST_US (10 * 1000000LL)
+/* A proven connection with no stream open for this long gets GOAWAY and closes: gRPC clients
+ * and libcurl reconnect on demand, and idle connections do not pile up to the cap. Minutes, so
+ * a pooled client between calls rarely meets it. */
+#define WORKER_IDLE_US (300 * 1000000LL)
 /* SETTINGS_MAX_CONCURRENT_STREAMS per connection: a multiplexing client (the remote broker)
  * may keep 1,000 calls in flight on one connection; the executor queue bounds real work. */
 #define WORKER_MAX_STREAMS 1024
@@ -62,9 +78,8 @@
 /* Bytes gathered from nghttp2 before writing: a few TLS records, so a large output is sent in
  * big writes while one connection cannot starve the loop. */
 #define WORKER_WRITE_BATCH (64 << 10)
-/* Time a new connection gets to finish its TLS handshake and send the HTTP/2 preface (and a
- * refused one to go away): generous for a loaded client, short for a slowloris. */
-#define WORKER_HANDSHAKE_US (10 * 1000000LL)
+/* Time a refused (non-HTTP/2) connection gets to read its answer and go away. */
+#define WORKER_LINGER_US (10 * 1000000LL)
 /* Most output bytes coalesced into one ExecuteEvent while the loop is busy: big enough to
  * amortise framing, small enough to keep streaming interactive and memory bounded per call. */
 #define WORKER_OUTPUT_COALESCE (256 << 10)
@@ -143,7 +158,13 @@ struct conn {
     bool handshaking, closing, dirty, http1_refused;
     size_t preface_seen; /* h2c: bytes of the client connection preface checked so far */
     bool lingering;      /* refused: answer written, discarding input until the peer closes */
-    int64_t accepted_us; /* sbx_monotonic_us() at accept, for the handshake deadline */
+    int64_t accepted_us; /* sbx_monotonic_us() at accept, for the first-request deadline */
+    /* Proven: a complete, authenticated request arrived (or a caller's certificate verified).
+     * Until then the connection is on WORKER_FIRST_REQUEST_US and is shed first at the cap. */
+    bool proven;
+    int64_t idle_since_us; /* proven and no stream open since then (for WORKER_IDLE_US) */
+    bool goaway_sent;      /* idle: GOAWAY submitted, closing once written */
+    uint8_t peer[16];      /* the peer's address (IPv4 as v4-mapped IPv6), for the per-peer cap */
     size_t discarded;
     nghttp2_session *h2;
     uint8_t *wbuf;
@@ -186,6 +207,7 @@ struct sbx_worker {
     conn *conns;
     conn *dead; /* closed during this epoll batch, freed after it */
     size_t n_conns;
+    worker_limits limits; /* read by the loop thread only */
     atomic_int shutdown_requested;
     bool draining;
     int64_t drain_deadline_us;
@@ -267,6 +289,8 @@ static void call_detach(call *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     c->conn = NULL;
+    if (!cn->calls)
+        cn->idle_since_us = sbx_monotonic_us();
     if (c->deadline_us)
         cn->w->calls_with_deadline--;
     c->cancel = 1;
@@ -815,12 +839,24 @@ static void reflection_feed(call *c)
     }
 }
 
+/* The connection sent a complete, authenticated request: it leaves the first-request deadline
+ * and is no longer shed before the connections of other callers. */
+static void conn_prove(conn *cn)
+{
+    if (cn->proven)
+        return;
+    cn->proven = true;
+    cn->idle_since_us = sbx_monotonic_us();
+}
+
 /* The whole request arrived (END_STREAM): check it and answer or queue its job. */
 static void call_dispatch(call *c)
 {
     sbx_worker *w = c->conn->w;
     if (c->decided)
         return;
+    if (!w->auth.required)
+        conn_prove(c->conn);           /* every complete request is as authenticated as it gets */
     if (c->method == RPC_REFLECTION) { /* every message was answered as it arrived */
         if (c->in_len > 0) {
             call_decide(c, GRPC_INTERNAL, "the stream ended inside a reflection request");
@@ -885,6 +921,7 @@ static void call_dispatch(call *c)
         c->obs.caller = caller->config->name;
     if (!ok)
         return;
+    conn_prove(c->conn);
 
     if (c->method == RPC_EXECUTE || c->method == RPC_EXECUTE_STREAM) {
         sbx_error err = {0};
@@ -1310,6 +1347,8 @@ static void conn_handshake(conn *cn)
     cn->handshaking = false;
     if (worker_tls_peer_cn(cn->ssl, cn->cert_cn, sizeof cn->cert_cn))
         cn->cert_caller = worker_auth_by_cert(&cn->w->auth, cn->cert_cn);
+    if (cn->cert_caller)
+        conn_prove(cn); /* a configured caller's verified certificate */
     if (!conn_start_h2(cn)) {
         conn_close(cn);
         return;
@@ -1415,13 +1454,83 @@ static void conn_close(conn *cn)
     w->dead = cn;
 }
 
+/* Sheds cn: a GOAWAY that says why (when HTTP/2 is up), written if the socket takes it at
+ * once, then the connection closes and its calls are cancelled. */
+static void conn_shed(conn *cn, const char *why)
+{
+    bool h2_up = cn->h2 && !cn->handshaking && !cn->http1_refused && !cn->lingering &&
+                 (cn->ssl || cn->preface_seen == sizeof H2_PREFACE - 1);
+    if (h2_up && nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
+                                       nghttp2_session_get_last_proc_stream_id(cn->h2),
+                                       NGHTTP2_NO_ERROR, (const uint8_t *)why, strlen(why)) == 0) {
+        const uint8_t *data;
+        ssize_t n;
+        while (cn->wlen < WORKER_WRITE_BATCH && (n = nghttp2_session_mem_send(cn->h2, &data)) > 0)
+            if (!wbuf_append(cn, data, (size_t)n))
+                break;
+        if (cn->woff < cn->wlen)
+            (void)conn_write(cn, cn->wbuf + cn->woff, cn->wlen - cn->woff);
+    }
+    conn_close(cn);
+}
+
+/* The peer address as 16 bytes (IPv4 v4-mapped), so one comparison serves both families. */
+static void peer_key(const struct sockaddr_storage *ss, uint8_t out[16])
+{
+    memset(out, 0, 16);
+    if (ss->ss_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    } else if (ss->ss_family == AF_INET) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    }
+}
+
+/* Makes room for a connection from peer (loop thread): a peer at its cap of unproven
+ * connections loses its oldest one; a worker at its connection cap sheds the oldest unproven
+ * connection of anyone, else the longest idle one. False: nothing can give way (every
+ * connection proved itself and has calls open), so the new one is refused. */
+static bool make_room(sbx_worker *w, const uint8_t peer[16])
+{
+    size_t same_peer = 0;
+    conn *oldest_same = NULL, *oldest_unproven = NULL, *longest_idle = NULL;
+    for (conn *cn = w->conns; cn; cn = cn->next) { /* newest first */
+        if (!cn->proven) {
+            oldest_unproven = cn;
+            if (memcmp(cn->peer, peer, 16) == 0) {
+                same_peer++;
+                oldest_same = cn;
+            }
+        } else if (!cn->calls &&
+                   (!longest_idle || cn->idle_since_us <= longest_idle->idle_since_us)) {
+            longest_idle = cn;
+        }
+    }
+    if (oldest_same && same_peer >= w->limits.max_unproven_per_peer) {
+        if (oldest_unproven == oldest_same)
+            oldest_unproven = NULL;
+        conn_shed(oldest_same, "too many connections from this address without a request");
+    }
+    if (w->n_conns < w->limits.max_connections)
+        return true;
+    if (oldest_unproven)
+        conn_shed(oldest_unproven, "the worker is at its connection limit");
+    else if (longest_idle)
+        conn_shed(longest_idle, "the worker is at its connection limit; reconnect when needed");
+    return w->n_conns < w->limits.max_connections;
+}
+
 static void accept_all(sbx_worker *w)
 {
     for (;;) {
-        int fd = accept4(w->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(w->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        if (w->n_conns >= WORKER_MAX_CONNECTIONS || w->draining) {
+        uint8_t peer[16];
+        peer_key(&ss, peer);
+        if (w->draining || !make_room(w, peer)) {
             close(fd);
             continue;
         }
@@ -1436,6 +1545,7 @@ static void accept_all(sbx_worker *w)
         cn->w = w;
         cn->fd = fd;
         cn->accepted_us = sbx_monotonic_us();
+        memcpy(cn->peer, peer, sizeof cn->peer);
         cn->events = EPOLLIN;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cn};
         if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -1473,17 +1583,36 @@ static int expire_deadlines(sbx_worker *w)
 {
     int64_t next = -1;
     int64_t now = sbx_monotonic_us();
-    /* A connection that has not finished its TLS handshake or HTTP/2 preface in time is
-     * dropped: silent connections must not pin descriptors until the connection limit. */
+    /* A connection that sent no complete, authenticated request in time is shed (whatever
+     * else it sent: a preface, PINGs, a stream that never ends); a refused one that will not go
+     * away is closed; a proven one idle too long gets GOAWAY. */
     for (conn *cn = w->conns, *cnext; cn; cn = cnext) {
         cnext = cn->next;
-        bool greeting = cn->handshaking || (!cn->ssl && cn->preface_seen < sizeof H2_PREFACE - 1) ||
-                        cn->lingering;
-        if (!greeting)
-            continue;
-        int64_t left = cn->accepted_us + WORKER_HANDSHAKE_US - now;
-        if (left <= 0) {
-            conn_close(cn);
+        int64_t left;
+        if (cn->lingering) {
+            left = cn->accepted_us + WORKER_LINGER_US - now;
+            if (left <= 0) {
+                conn_close(cn);
+                continue;
+            }
+        } else if (!cn->proven) {
+            left = cn->accepted_us + w->limits.first_request_us - now;
+            if (left <= 0) {
+                conn_shed(cn, "no complete, authenticated request in time");
+                continue;
+            }
+        } else if (!cn->calls && !cn->goaway_sent) {
+            left = cn->idle_since_us + w->limits.idle_us - now;
+            if (left <= 0) {
+                /* Graceful: conn_flush closes it once the GOAWAY is written. */
+                cn->goaway_sent = true;
+                nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
+                                      nghttp2_session_get_last_proc_stream_id(cn->h2),
+                                      NGHTTP2_NO_ERROR, (const uint8_t *)"idle", 4);
+                cn->dirty = true;
+                continue;
+            }
+        } else {
             continue;
         }
         if (next < 0 || left < next)
@@ -1690,6 +1819,12 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     w->broker = broker;
     w->listen_fd = w->epoll_fd = w->wake_fd = -1;
     pthread_mutex_init(&w->lock, NULL);
+    w->limits = (worker_limits){
+        .max_connections = WORKER_MAX_CONNECTIONS,
+        .max_unproven_per_peer = WORKER_MAX_UNPROVEN_PER_PEER,
+        .first_request_us = WORKER_FIRST_REQUEST_US,
+        .idle_us = WORKER_IDLE_US,
+    };
     const sbx_worker_config *wc = &cfg->worker;
     w->max_message =
         wc->max_message_bytes > 0 ? (size_t)wc->max_message_bytes : SBX_WORKER_DEFAULT_MAX_MESSAGE;
@@ -1758,6 +1893,16 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
 fail:
     sbx_worker_free(w);
     return st;
+}
+
+void worker_get_limits(const sbx_worker *w, worker_limits *out)
+{
+    *out = w->limits;
+}
+
+void worker_set_limits(sbx_worker *w, const worker_limits *limits)
+{
+    w->limits = *limits;
 }
 
 int sbx_worker_port(const sbx_worker *w)

@@ -14,6 +14,7 @@
 
 #include "sbx/config.h"
 #include "sbx/status.h"
+#include "sbx/worker.h"
 
 /* ---- gRPC wire (grpc.c) ------------------------------------------------------------------ */
 
@@ -51,6 +52,23 @@ int grpc_code_for_status(sbx_status s);
 
 /* Packs m behind the 5-byte prefix into a new malloc'd buffer (*len set); NULL on OOM. */
 uint8_t *grpc_frame_message(const ProtobufCMessage *m, size_t *len);
+
+/* ---- the event loop's limits against hostile peers (server.c) ------------------------------ */
+
+/* The limits server.c enforces on connections (their defaults and reasons are the WORKER_*
+ * constants there). A worker starts with the defaults; tests shrink them to reach the limits
+ * with a few hundred connections instead of thousands. */
+typedef struct worker_limits {
+    size_t max_connections;       /* WORKER_MAX_CONNECTIONS */
+    size_t max_unproven_per_peer; /* WORKER_MAX_UNPROVEN_PER_PEER */
+    int64_t first_request_us;     /* WORKER_FIRST_REQUEST_US */
+    int64_t idle_us;              /* WORKER_IDLE_US */
+} worker_limits;
+
+/* The limits w enforces now (*out). */
+void worker_get_limits(const sbx_worker *w, worker_limits *out);
+/* Replaces them; call before sbx_worker_run (the loop thread reads them without a lock). */
+void worker_set_limits(sbx_worker *w, const worker_limits *limits);
 
 /* ---- callers and TLS (auth.c) ------------------------------------------------------------ */
 

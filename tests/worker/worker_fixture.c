@@ -152,6 +152,8 @@ void fixture_start(worker_fixture *f, const worker_fixture_opts *opts)
     if (st != SBX_OK)
         fprintf(stderr, "worker: %s\n", err.message);
     assert_int_equal(st, SBX_OK);
+    if (opts->before_run)
+        opts->before_run(f->worker);
     f->port = sbx_worker_port(f->worker);
     snprintf(f->endpoint, sizeof f->endpoint, "%s://%s:%d", opts->tls ? "https" : "http",
              opts->tls ? "localhost" : "127.0.0.1", f->port);

@@ -33,6 +33,7 @@ typedef struct worker_fixture_opts {
     int threads;              /* executor threads (0: 4) */
     const char *config_path;  /* load this file instead of the built-in fake config (its
                                  secret_file is redirected into the temp dir) */
+    void (*before_run)(sbx_worker *w); /* called after sbx_worker_new, before the loop starts */
 } worker_fixture_opts;
 
 /* Creates the temp dir, config (fake profile "fake"), engine, thread broker and worker, and

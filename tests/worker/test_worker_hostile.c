@@ -1,0 +1,467 @@
+/* test_worker_hostile.c - sbx-worker under hostile clients, in-process (the fixture's worker on
+ * the fake provider): floods of silent connections, connections that trickle bytes or hold
+ * streams open, idle connections. Each test attacks, then asserts that a legitimate caller is
+ * served during the attack and that the process's resident memory grew by less than a named
+ * bound. The attackers are nghttp2 client sessions or raw sockets bound to other loopback
+ * addresses (127.0.0.2 ...), so the per-address limits see them as other peers. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <nghttp2/nghttp2.h>
+
+#include "worker/worker_fixture.h"
+#include "worker/worker_internal.h"
+
+/* Growth of this process's resident memory an attack may cause (the worker runs in-process;
+ * the attackers' own sockets and sessions are small). Generous for ASan's shadow and
+ * quarantine, far below what an unbounded attack pins (hundreds of MiB). */
+#define HOSTILE_RSS_GROWTH_MAX_KB (96L * 1024)
+/* Longest a test waits for the worker to close a connection it must close. */
+#define HOSTILE_WAIT_MS 30000
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    assert_true(kb > 0);
+    return kb;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A TCP connection to the worker from the loopback address src. */
+static int connect_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in from = {.sin_family = AF_INET};
+    assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof from), 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof to), 0);
+    return fd;
+}
+
+static const char PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/* An empty SETTINGS frame: length 0, type 4, flags 0, stream 0. */
+static const uint8_t EMPTY_SETTINGS[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
+
+/* A connection that sends the preface and an empty SETTINGS, then nothing. */
+static int silent_connection(const char *src, int port)
+{
+    int fd = connect_from(src, port);
+    uint8_t hello[sizeof PREFACE - 1 + sizeof EMPTY_SETTINGS];
+    memcpy(hello, PREFACE, sizeof PREFACE - 1);
+    memcpy(hello + sizeof PREFACE - 1, EMPTY_SETTINGS, sizeof EMPTY_SETTINGS);
+    assert_int_equal(send(fd, hello, sizeof hello, MSG_NOSIGNAL), (ssize_t)sizeof hello);
+    return fd;
+}
+
+/* True when the worker closed fd (EOF or reset), after reading what it sent. */
+static bool closed_by_worker(int fd)
+{
+    uint8_t buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0)
+            continue;
+        if (n == 0)
+            return true;
+        return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    }
+}
+
+static size_t count_open(const int *fds, size_t n)
+{
+    size_t open = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!closed_by_worker(fds[i]))
+            open++;
+    return open;
+}
+
+static void close_all(int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+/* ---- an HTTP/2 client session over a blocking socket (nghttp2) -------------------------- */
+
+typedef struct h2peer {
+    int fd;
+    nghttp2_session *s;
+    bool goaway, eof;
+    int responses;   /* streams the worker ended */
+    int grpc_status; /* of the last one, -1 none */
+    /* request body: the 5-byte gRPC prefix then `body_left` filler bytes; `endless` never ends */
+    uint8_t prefix[5];
+    size_t prefix_off;
+    size_t body_left;
+    bool endless;
+    bool hold; /* after the body, keep the stream open (never END_STREAM) */
+} h2peer;
+
+static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
+{
+    (void)s;
+    (void)flags;
+    h2peer *p = arg;
+    ssize_t n = send(p->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK ? NGHTTP2_ERR_WOULDBLOCK
+                                                       : NGHTTP2_ERR_CALLBACK_FAILURE;
+    return n;
+}
+
+static int peer_frame(nghttp2_session *s, const nghttp2_frame *frame, void *arg)
+{
+    (void)s;
+    h2peer *p = arg;
+    if (frame->hd.type == NGHTTP2_GOAWAY)
+        p->goaway = true;
+    return 0;
+}
+
+static int peer_header(nghttp2_session *s, const nghttp2_frame *frame, const uint8_t *name,
+                       size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                       void *arg)
+{
+    (void)s;
+    (void)frame;
+    (void)flags;
+    h2peer *p = arg;
+    if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0 && valuelen < 8) {
+        char v[8];
+        memcpy(v, value, valuelen);
+        v[valuelen] = '\0';
+        p->grpc_status = atoi(v);
+    }
+    return 0;
+}
+
+static int peer_close(nghttp2_session *s, int32_t stream_id, uint32_t code, void *arg)
+{
+    (void)s;
+    (void)stream_id;
+    (void)code;
+    h2peer *p = arg;
+    p->responses++;
+    return 0;
+}
+
+static ssize_t peer_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *arg)
+{
+    (void)s;
+    (void)stream_id;
+    (void)src;
+    h2peer *p = arg;
+    if (p->hold && p->prefix_off == sizeof p->prefix && p->body_left == 0)
+        return NGHTTP2_ERR_DEFERRED;
+    size_t n = 0;
+    while (p->prefix_off < sizeof p->prefix && n < length)
+        buf[n++] = p->prefix[p->prefix_off++];
+    size_t fill = length - n;
+    if (!p->endless && fill > p->body_left)
+        fill = p->body_left;
+    memset(buf + n, 'x', fill);
+    n += fill;
+    if (!p->endless) {
+        p->body_left -= fill;
+        if (p->body_left == 0 && !p->hold)
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+    }
+    return (ssize_t)n;
+}
+
+static void peer_open(h2peer *p, const char *src, int port)
+{
+    memset(p, 0, sizeof *p);
+    p->grpc_status = -1;
+    p->fd = connect_from(src, port);
+    nghttp2_session_callbacks *cb;
+    assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
+    nghttp2_session_callbacks_set_send_callback(cb, peer_send);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, peer_frame);
+    nghttp2_session_callbacks_set_on_header_callback(cb, peer_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, peer_close);
+    assert_int_equal(nghttp2_session_client_new(&p->s, cb, p), 0);
+    nghttp2_session_callbacks_del(cb);
+    assert_int_equal(nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, NULL, 0), 0);
+}
+
+/* Sends what the session has, reads what arrives within wait_ms; false once the worker closed
+ * the connection. */
+static bool peer_pump(h2peer *p, int wait_ms)
+{
+    if (p->eof)
+        return false;
+    if (nghttp2_session_send(p->s) != 0) {
+        p->eof = true;
+        return false;
+    }
+    struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+    if (poll(&pfd, 1, wait_ms) <= 0)
+        return true;
+    uint8_t buf[16384];
+    ssize_t n = recv(p->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
+    if (n <= 0 || nghttp2_session_mem_recv(p->s, buf, (size_t)n) < 0) {
+        p->eof = true;
+        return false;
+    }
+    return nghttp2_session_send(p->s) == 0 || (p->eof = true, false);
+}
+
+static void peer_free(h2peer *p)
+{
+    nghttp2_session_del(p->s);
+    close(p->fd);
+}
+
+#define HNV(n, v)                                                                                  \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, NGHTTP2_NV_FLAG_NONE         \
+    }
+
+enum body_end { BODY_ENDS, BODY_HELD, BODY_ENDLESS };
+
+/* Starts a gRPC call to path whose message announces `announced` bytes and carries `body`
+ * filler bytes, then ends the stream (BODY_ENDS), keeps it open (BODY_HELD), or sends filler
+ * for ever (BODY_ENDLESS). */
+static int32_t peer_call(h2peer *p, const char *path, uint32_t announced, size_t body,
+                         enum body_end end)
+{
+    nghttp2_nv hdrs[] = {
+        HNV(":method", "POST"),
+        HNV(":scheme", "http"),
+        HNV(":authority", "127.0.0.1"),
+        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), NGHTTP2_NV_FLAG_NONE},
+        HNV("content-type", "application/grpc"),
+        HNV("te", "trailers")};
+    p->prefix[0] = 0;
+    p->prefix[1] = (uint8_t)(announced >> 24);
+    p->prefix[2] = (uint8_t)(announced >> 16);
+    p->prefix[3] = (uint8_t)(announced >> 8);
+    p->prefix[4] = (uint8_t)announced;
+    p->prefix_off = 0;
+    p->body_left = body;
+    p->endless = end == BODY_ENDLESS;
+    p->hold = end == BODY_HELD;
+    nghttp2_data_provider prd = {.read_callback = peer_body};
+    int32_t id = nghttp2_submit_request(p->s, NULL, hdrs, sizeof hdrs / sizeof hdrs[0], &prd, p);
+    assert_true(id > 0);
+    return id;
+}
+
+/* One Health/Check on p, answered: true when it got grpc-status 0. */
+static bool peer_health_check(h2peer *p)
+{
+    int before = p->responses;
+    peer_call(p, "/grpc.health.v1.Health/Check", 0, 0, BODY_ENDS);
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (p->responses == before && now_ms() < until)
+        if (!peer_pump(p, 100))
+            return false;
+    return p->responses > before && p->grpc_status == 0;
+}
+
+/* ---- the legitimate caller ------------------------------------------------------------- */
+
+static void assert_served(sbx_broker *b)
+{
+    sbx_request *req = fixture_command("echo served", NULL);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, req, 60000, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fprintf(stderr, "legitimate call: %s: %s\n", sbx_status_name((sbx_status)c->error_code),
+                c->error);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(req);
+}
+
+static void assert_new_caller_served(worker_fixture *f)
+{
+    sbx_broker *b = fixture_client(f, NULL, NULL, NULL);
+    assert_served(b);
+    sbx_broker_free(b);
+}
+
+/* ---- limits the tests shrink -------------------------------------------------------------- */
+
+#define TEST_MAX_CONNECTIONS 64
+#define TEST_UNPROVEN_PER_PEER 16
+
+static void small_caps(sbx_worker *w)
+{
+    worker_limits l;
+    worker_get_limits(w, &l);
+    l.max_connections = TEST_MAX_CONNECTIONS;
+    l.max_unproven_per_peer = TEST_UNPROVEN_PER_PEER;
+    l.first_request_us = 120 * 1000000LL; /* the deadline must not be what saves the caller */
+    worker_set_limits(w, &l);
+}
+
+static void short_deadlines(sbx_worker *w)
+{
+    worker_limits l;
+    worker_get_limits(w, &l);
+    l.first_request_us = 1000000; /* 1 s */
+    l.idle_us = 1000000;
+    worker_set_limits(w, &l);
+}
+
+/* ---- connection floods ----------------------------------------------------------------- */
+
+#define FLOOD_ONE_PEER 200
+
+/* One address opens many silent connections: it keeps at most its per-peer share, the rest are
+ * shed, and another caller connects and is served. */
+static void test_worker_silent_connections_of_one_address_keep_only_their_share(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.before_run = small_caps};
+    fixture_start(&f, &o);
+    long rss0 = rss_kb();
+    int fds[FLOOD_ONE_PEER];
+    for (size_t i = 0; i < FLOOD_ONE_PEER; i++)
+        fds[i] = silent_connection("127.0.0.2", f.port);
+    assert_new_caller_served(&f);
+    size_t open = count_open(fds, FLOOD_ONE_PEER);
+    fprintf(stderr, "silent flood from one address: %zu of %d still open (limit %d)\n", open,
+            FLOOD_ONE_PEER, TEST_UNPROVEN_PER_PEER);
+    assert_true(open <= TEST_UNPROVEN_PER_PEER);
+    long grown = rss_kb() - rss0;
+    fprintf(stderr, "RSS grew by %ld kB under the flood\n", grown);
+    assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB);
+    close_all(fds, FLOOD_ONE_PEER);
+    fixture_stop(&f);
+}
+
+#define FLOOD_PEERS 8
+#define FLOOD_PER_PEER 16
+
+/* Many addresses fill the connection cap with silent connections: the caller whose connection
+ * proved itself keeps it, and a new caller is admitted (a silent one is shed for it). */
+static void test_worker_at_the_connection_cap_silent_connections_are_shed_first(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.before_run = small_caps};
+    fixture_start(&f, &o);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    assert_served(b);
+    h2peer proven;
+    peer_open(&proven, "127.0.0.1", f.port);
+    assert_true(peer_health_check(&proven));
+    long rss0 = rss_kb();
+
+    int fds[FLOOD_PEERS * FLOOD_PER_PEER];
+    size_t n = 0;
+    for (int p = 0; p < FLOOD_PEERS; p++) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.0.%d", 10 + p);
+        for (int i = 0; i < FLOOD_PER_PEER; i++)
+            fds[n++] = silent_connection(src, f.port);
+    }
+    assert_true(peer_health_check(&proven)); /* the same connection: it was not shed */
+    assert_served(b);
+    assert_new_caller_served(&f);
+    size_t open = count_open(fds, n);
+    fprintf(stderr, "silent flood from %d addresses: %zu of %zu still open (cap %d)\n", FLOOD_PEERS,
+            open, n, TEST_MAX_CONNECTIONS);
+    assert_true(open < TEST_MAX_CONNECTIONS);
+    long grown = rss_kb() - rss0;
+    fprintf(stderr, "RSS grew by %ld kB under the flood\n", grown);
+    assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB);
+    close_all(fds, n);
+    peer_free(&proven);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+/* A connection that keeps sending (PINGs, a request stream that never ends) but never a
+ * complete request is closed at the first-request deadline, with a GOAWAY. */
+static void test_worker_trickling_connection_is_shed_at_the_first_request_deadline(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.before_run = short_deadlines};
+    fixture_start(&f, &o);
+    h2peer p;
+    peer_open(&p, "127.0.0.3", f.port);
+    peer_call(&p, "/sbx.v1.Execution/Execute", 1000, 10, BODY_HELD);
+    assert_true(peer_pump(&p, 0));
+    assert_new_caller_served(&f);
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    uint8_t ping[8] = {0};
+    while (now_ms() < until) {
+        nghttp2_submit_ping(p.s, NGHTTP2_FLAG_NONE, ping);
+        if (!peer_pump(&p, 100))
+            break;
+    }
+    assert_true(p.eof);
+    assert_true(p.goaway);
+    peer_free(&p);
+    assert_new_caller_served(&f);
+    fixture_stop(&f);
+}
+
+/* A proven connection with nothing open is sent GOAWAY after the idle timeout and closed. */
+static void test_worker_idle_connection_gets_goaway_and_is_closed(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.before_run = short_deadlines};
+    fixture_start(&f, &o);
+    h2peer p;
+    peer_open(&p, "127.0.0.4", f.port);
+    assert_true(peer_health_check(&p));
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (now_ms() < until && peer_pump(&p, 100)) {
+    }
+    assert_true(p.goaway);
+    assert_true(p.eof);
+    peer_free(&p);
+    fixture_stop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worker_silent_connections_of_one_address_keep_only_their_share),
+        cmocka_unit_test(test_worker_at_the_connection_cap_silent_connections_are_shed_first),
+        cmocka_unit_test(test_worker_trickling_connection_is_shed_at_the_first_request_deadline),
+        cmocka_unit_test(test_worker_idle_connection_gets_goaway_and_is_closed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
