@@ -36,9 +36,11 @@
 /* Commands tracked (running + finished, kept for reattach). The oldest finished command's
  * slot is reused first. */
 #define AGENT_MAX_COMMANDS 16
-/* Output journal kept per stream per command for reattach: the last 64 KiB. A client that
- * reattaches later than that gets the newest 64 KiB and sees the gap in the offsets. */
-#define AGENT_JOURNAL_BYTES (64u * 1024u)
+/* Output journal kept per stream per command for reattach (AttachCommand): the last 256 KiB,
+ * enough for the whole output of most commands an agent detaches (builds, servers, tests print
+ * less), while 16 commands x 2 streams stay at 8 MiB at worst inside the sandbox's memory. An
+ * attach from an offset older than what is kept is refused, naming the range still kept. */
+#define AGENT_JOURNAL_BYTES (256u * 1024u)
 #define AGENT_DEFAULT_OUTPUT_LIMIT SBX_AGENT_DEFAULT_OUTPUT_LIMIT
 /* Code of one run_code call, accumulated over AgentCode chunks. */
 #define AGENT_MAX_CODE (1024u * 1024u)

@@ -71,10 +71,14 @@ typedef struct command {
     bool running;   /* not yet finished */
     bool is_kernel; /* a call into the python kernel (pid/fds belong to the kernel) */
     uint64_t id;
-    uint64_t req_id; /* request id to echo on events */
-    int client;      /* subscriber index, or -1 */
-    pid_t pid;       /* also the process group and session id */
-    int cg_fd;       /* directory fd of the command's own cgroup, or -1 (none delegated) */
+    /* The clients following it: bit ci set means client ci gets its output and exit, echoing
+     * sub_req[ci] (the request that started or attached it). Several clients may follow one
+     * command (two attached terminals, a cancel waiting for the end); one that goes away only
+     * leaves the set, the command runs on. */
+    uint64_t subs;
+    uint64_t sub_req[AGENT_MAX_CLIENTS];
+    pid_t pid; /* also the process group and session id */
+    int cg_fd; /* directory fd of the command's own cgroup, or -1 (none delegated) */
     char cg_name[32];
     int out_fd[2];  /* read ends of stdout, stderr (-1 when closed) */
     int in_fd;      /* write end of stdin, or -1 */
@@ -281,18 +285,49 @@ static void journal_append(journal *j, const uint8_t *p, size_t n)
     }
 }
 
-static void send_output(command *c, int stream, uint64_t offset, const uint8_t *p, size_t n)
+_Static_assert(AGENT_MAX_CLIENTS <= 64, "command.subs is a 64-bit set of client indexes");
+
+static void sub_add(command *c, int ci, uint64_t req_id)
 {
-    if (c->client < 0)
-        return;
-    event_begin(c->req_id, sbx_v1_AgentEvent_output_tag);
+    c->subs |= 1ull << ci;
+    c->sub_req[ci] = req_id;
+}
+
+static void sub_del(command *c, int ci)
+{
+    c->subs &= ~(1ull << ci);
+}
+
+/* Sends ev to every client following c, each with its own request id. A client whose write
+ * fails is dropped (and so leaves the set) on the way. */
+static void send_to_subs(command *c)
+{
+    uint64_t set = c->subs;
+    while (set) {
+        int ci = __builtin_ctzll(set);
+        set &= set - 1;
+        ev.id = c->sub_req[ci];
+        send_event(ci);
+    }
+}
+
+static void output_event(command *c, int stream, uint64_t offset, const uint8_t *p, size_t n)
+{
+    event_begin(0, sbx_v1_AgentEvent_output_tag);
     ev.body.output.command_id = c->id;
     ev.body.output.stream = stream == 0 ? sbx_v1_AgentStream_AGENT_STREAM_STDOUT
                                         : sbx_v1_AgentStream_AGENT_STREAM_STDERR;
     ev.body.output.offset = offset;
     ev.body.output.data.size = (pb_size_t)n;
     memcpy(ev.body.output.data.bytes, p, n);
-    send_event(c->client);
+}
+
+static void send_output(command *c, int stream, uint64_t offset, const uint8_t *p, size_t n)
+{
+    if (!c->subs)
+        return;
+    output_event(c, stream, offset, p, n);
+    send_to_subs(c);
 }
 
 static void kill_tree(command *c);
@@ -601,8 +636,8 @@ static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_m
     c->running = true;
     c->is_kernel = false;
     c->id = next_command_id++;
-    c->req_id = req_id;
-    c->client = ci;
+    c->subs = 0;
+    sub_add(c, ci, req_id);
     c->pid = 0;
     c->out_fd[0] = c->out_fd[1] = -1;
     c->in_fd = -1;
@@ -619,14 +654,13 @@ static void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_m
     c->by_shutdown = false;
 }
 
-static void send_exit(command *c)
+/* The end of c, to client ci under request id. */
+static void send_exit_to(command *c, int ci, uint64_t id)
 {
-    if (c->client < 0)
-        return;
     if (c->by_shutdown) {
         /* Not the program's answer: the machinery stopped it (container stop, daemon restart,
          * host shutdown). Reported as an error so the host never reads it as a result. */
-        send_error(c->client, c->req_id, EC_PROVISION,
+        send_error(ci, id, EC_PROVISION,
                    "the sandbox was shut down from outside (PID 1 got a termination signal: "
                    "container stop, daemon restart or host shutdown) while the program ran; it "
                    "ended with %s %d",
@@ -634,12 +668,25 @@ static void send_exit(command *c)
                    c->exit.signal ? (int)c->exit.signal : (int)c->exit.exit_code);
         return;
     }
-    event_begin(c->req_id, sbx_v1_AgentEvent_exit_tag);
+    event_begin(id, sbx_v1_AgentEvent_exit_tag);
     /* the exit record is small but for its value string: copy just what is used */
     memcpy(&ev.body.exit, &c->exit, offsetof(sbx_v1_AgentExit, value));
     memcpy(ev.body.exit.value, c->exit.value, strnlen(c->exit.value, sizeof c->exit.value - 1) + 1);
     ev.body.exit.kernel_restarted = c->exit.kernel_restarted;
-    send_event(c->client);
+    send_event(ci);
+}
+
+/* The end of c, to every client following it; then nobody follows it any more (a later
+ * attach gets the end at once). */
+static void send_exit(command *c)
+{
+    uint64_t set = c->subs;
+    c->subs = 0;
+    while (set) {
+        int ci = __builtin_ctzll(set);
+        set &= set - 1;
+        send_exit_to(c, ci, c->sub_req[ci]);
+    }
 }
 
 /* Ends c: fills its AgentExit from the wait status and flags, and reports it. */
@@ -1084,16 +1131,21 @@ static bool spare_take(command *c, char **argv, char **env, size_t env_count, co
     return true;
 }
 
-static void send_started(command *c)
+/* Tells the starting client ci the command's id; a detached start stops following it there
+ * (AgentAttach follows it later, from any connection). */
+static void send_started(command *c, int ci, uint64_t req_id, bool detach)
 {
-    event_begin(c->req_id, sbx_v1_AgentEvent_started_tag);
+    event_begin(req_id, sbx_v1_AgentEvent_started_tag);
     ev.body.started.command_id = c->id;
     ev.body.started.pid = c->pid;
-    send_event(c->client);
+    send_event(ci);
+    if (detach)
+        sub_del(c, ci);
 }
 
 static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd, uint32_t uid,
-                          uint32_t gid, uint64_t timeout_ms, uint64_t limit, bool with_stdin)
+                          uint32_t gid, uint64_t timeout_ms, uint64_t limit, bool with_stdin,
+                          bool detach)
 {
     uid_t u;
     gid_t g;
@@ -1120,7 +1172,7 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
     build_env(env_tab, &env_n);
     const char *dir = cwd && *cwd ? cwd : cfg.workdir;
     if (spare_take(c, argv, env_tab, env_n, dir, u, g, keep, with_stdin)) {
-        send_started(c);
+        send_started(c, ci, req_id, detach);
         spare_make(); /* the next one joins its cgroup while this command runs */
         return;
     }
@@ -1137,7 +1189,7 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
         return;
     }
     c->pid = pid;
-    send_started(c);
+    send_started(c, ci, req_id, detach);
     spare_make();
 }
 
@@ -1162,7 +1214,7 @@ static void handle_exec(int ci, uint64_t id, sbx_v1_AgentExec *x)
     }
     argv_tab[argv_n] = NULL;
     start_program(ci, id, argv_tab, x->cwd, x->uid, x->gid, x->timeout_ms, x->output_limit_bytes,
-                  x->stdin_follows);
+                  x->stdin_follows, x->detach);
 }
 
 /* ---- the python kernel --------------------------------------------------------------- */
@@ -1326,7 +1378,7 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
         argv_tab[3] = NULL;
         argv_n = 3;
         start_program(ci, id, argv_tab, x->cwd, x->uid, x->gid, x->timeout_ms,
-                      x->output_limit_bytes, x->stdin_follows);
+                      x->output_limit_bytes, x->stdin_follows, x->detach);
         return;
     }
     /* Stateful python: one call at a time into the persistent kernel. */
@@ -1369,7 +1421,7 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
     c->out_fd[1] = py.out_fd[1];
     c->exit.kernel_restarted = restarted;
     py.busy = (int)(c - commands);
-    send_started(c);
+    send_started(c, ci, id, x->detach);
     /* request: code, cwd, env pairs (the env entries sit in env_tab as NAME=VALUE) */
     static uint8_t hdr[4 + AGENT_MAX_PATH + 4];
     size_t hl = 0;
@@ -1493,12 +1545,16 @@ static void handle_signal(int ci, uint64_t id, sbx_v1_AgentSignal *x)
     }
 }
 
-static void replay(command *c, int stream, uint64_t from)
+/* The first byte of a stream its journal still holds. */
+static uint64_t journal_first(const journal *j)
+{
+    return j->total > AGENT_JOURNAL_BYTES ? j->total - AGENT_JOURNAL_BYTES : 0;
+}
+
+/* Sends client ci (request id) what the journal holds of one stream from `from` on. */
+static void replay(command *c, int stream, uint64_t from, int ci, uint64_t id)
 {
     journal *j = &c->j[stream];
-    uint64_t first = j->total > AGENT_JOURNAL_BYTES ? j->total - AGENT_JOURNAL_BYTES : 0;
-    if (from < first)
-        from = first;
     while (from < j->total) {
         size_t pos = (size_t)(from % AGENT_JOURNAL_BYTES);
         size_t n = (size_t)(j->total - from);
@@ -1506,7 +1562,11 @@ static void replay(command *c, int stream, uint64_t from)
             n = AGENT_JOURNAL_BYTES - pos;
         if (n > AGENT_CHUNK)
             n = AGENT_CHUNK;
-        send_output(c, stream, from, j->buf + pos, n);
+        output_event(c, stream, from, j->buf + pos, n);
+        ev.id = id;
+        send_event(ci);
+        if (clients[ci].fd < 0)
+            return; /* the write failed and dropped the client */
         from += n;
     }
 }
@@ -1520,16 +1580,35 @@ static void handle_attach(int ci, uint64_t id, sbx_v1_AgentAttach *x)
                    (unsigned long long)x->command_id);
         return;
     }
-    c->client = ci;
-    c->req_id = id;
+    /* What fell out of the journal is gone: say which range is still kept rather than hand
+     * back output with a hole the caller did not ask for. */
+    uint64_t want[2] = {x->stdout_offset, x->stderr_offset};
+    for (int s = 0; s < 2; s++) {
+        const journal *j = &c->j[s];
+        if (want[s] < journal_first(j)) {
+            const char *name = s == 0 ? "stdout" : "stderr";
+            send_error(ci, id, EC_INVALID_ARGUMENT,
+                       "%s offset %llu of command %llu is no longer kept: the journal keeps the "
+                       "last %u bytes of each stream and now holds %s bytes %llu to %llu; attach "
+                       "from offset %llu or later",
+                       name, (unsigned long long)want[s], (unsigned long long)c->id,
+                       (unsigned)AGENT_JOURNAL_BYTES, name, (unsigned long long)journal_first(j),
+                       (unsigned long long)j->total, (unsigned long long)journal_first(j));
+            return;
+        }
+    }
     event_begin(id, sbx_v1_AgentEvent_started_tag);
     ev.body.started.command_id = c->id;
     ev.body.started.pid = c->pid;
     send_event(ci);
-    replay(c, 0, x->stdout_offset);
-    replay(c, 1, x->stderr_offset);
-    if (!c->running)
-        send_exit(c);
+    for (int s = 0; s < 2 && clients[ci].fd >= 0; s++)
+        replay(c, s, want[s], ci, id);
+    if (clients[ci].fd < 0)
+        return;
+    if (c->running)
+        sub_add(c, ci, id); /* live output and the exit from here on */
+    else
+        send_exit_to(c, ci, id);
 }
 
 /* ---- files ---------------------------------------------------------------------------- */
@@ -1741,8 +1820,8 @@ static void drop_client(int ci)
         close(cl->wfd);
     cl->wfd = -1;
     for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
-        if (commands[i].used && commands[i].client == ci)
-            commands[i].client = -1; /* keeps running; reattach by id */
+        if (commands[i].used)
+            sub_del(&commands[i], ci); /* keeps running; reattach by id */
     last_activity_ms = now_ms();
 }
 
