@@ -384,6 +384,8 @@ const char *sbx_request_op_name(const sbx_request *req)
     case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE: return "read_file";
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES: return "list_files";
     case SBX__V1__EXECUTION_REQUEST__OP_DESTROY: return "destroy";
+    case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND: return "attach_command";
+    case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: return "cancel_command";
     default: return "none";
     }
 }

@@ -207,6 +207,38 @@ def build(ex, ag):
     ])
 
     r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-333333333334"
+    session(r.session)
+    r.run_command.argv.extend(["make", "test"])
+    r.run_command.detach = True
+    v.add("req_run_command_detach", r, expects=[
+        (".", "case", "op=run_command"),
+        ("run_command.detach", "bool", "1"),
+    ])
+
+    r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-333333333335"
+    session(r.session)
+    r.attach_command.command_id = 2**64 - 1
+    r.attach_command.stdout_offset = 2**40 + 3
+    r.attach_command.stderr_offset = 7
+    v.add("req_attach_command", r, expects=[
+        (".", "case", "op=attach_command"),
+        ("attach_command.command_id", "u64", str(2**64 - 1)),
+        ("attach_command.stdout_offset", "u64", str(2**40 + 3)),
+    ])
+
+    r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-333333333336"
+    session(r.session)
+    r.cancel_command.command_id = 42
+    r.cancel_command.signal = 15
+    v.add("req_cancel_command", r, expects=[
+        (".", "case", "op=cancel_command"),
+        ("cancel_command.signal", "i64", "15"),
+    ])
+
+    r = E.ExecutionRequest()
     r.task_id = "44444444-4444-4444-8444-444444444444"
     r.install_packages.manager = "pip"
     r.install_packages.packages.extend(["numpy==1.26.4", "requests>=2", "pandas[excel]"])
@@ -330,6 +362,19 @@ def build(ex, ag):
     res.provider_data["image"] = "debian:12"
     session(c.session)
     c.notice = "the sandbox behind session X no longer existed and was recreated empty"
+    c2 = E.ExecutionCompletion()
+    c2.task_id = "33333333-3333-4333-8333-333333333335"
+    c2.status = E.COMPLETION_STATUS_SUCCEEDED
+    c2.result.outcome = E.OUTCOME_OK
+    c2.result.stdout = b"tail of the output\n"
+    c2.result.command_id = 17
+    c2.result.stdout_offset = 300000
+    c2.result.stderr_offset = 2**33
+    v.add("completion_attached", c2, expects=[
+        ("result.command_id", "u64", "17"),
+        ("result.stdout_offset", "u64", "300000"),
+        ("result.stderr_offset", "u64", str(2**33)),
+    ])
     v.add("completion_succeeded", c, expects=[
         ("status", "i64", "1"),
         ("result.exit_code", "i64", "-1"),
@@ -417,8 +462,9 @@ def build(ex, ag):
         for fld in ("shell", "files", "package_install", "stateful", "attach", "provisions",
                     "attaches_external", "principal_user", "policy_network",
                     "policy_network_domains", "policy_filesystem", "policy_resources",
-                    "streaming"):
+                    "streaming", "detach"):
             setattr(caps, fld, True)
+        p.idle_timeout_s = 1800
     d.default_profile = "default"
     d.node = "host-a"
     d.version = "0.1.0"
@@ -492,6 +538,19 @@ def build(ex, ag):
     q.code.stdin_follows = True
     v.add("agent_req_code", q, expects=[(".", "case", "body=code"),
                                         ("code.stateful", "bool", "1")])
+
+    q = A.AgentRequest(id=13)
+    q.exec.argv.extend(["sleep", "600"])
+    q.exec.detach = True
+    v.add("agent_req_exec_detach", q, expects=[(".", "case", "body=exec"),
+                                               ("exec.detach", "bool", "1")])
+
+    q = A.AgentRequest(id=14)
+    q.code.language = "sh"
+    q.code.code = b"make test"
+    q.code.detach = True
+    v.add("agent_req_code_detach", q, expects=[(".", "case", "body=code"),
+                                               ("code.detach", "bool", "1")])
 
     q = A.AgentRequest(id=5)
     q.stdin.command_id = 42
