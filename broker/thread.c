@@ -275,7 +275,11 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
         return TB_ANSWERED;
     }
     sbx_request *owned = copy ? sbx_request_copy(req) : NULL;
-    const char *sid = req->session != NULL ? req->session->session_id : NULL;
+    /* Attach and cancel follow a command that runs while the session serves other requests
+     * (a cancel must reach a command an attach follows): never queued behind the session. */
+    bool follows = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
+                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+    const char *sid = req->session != NULL && !follows ? req->session->session_id : NULL;
     bt_session *s = sid != NULL && sid[0] != '\0' ? session_get(tb, sid) : NULL;
     /* A discarded entry with this id may still be running: the new entry is inserted at the
      * head of the bucket chain and shadows it; the old one finishes unseen. */

@@ -423,6 +423,28 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
             return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                                  "destroy needs the session handle to destroy");
         return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND:
+    case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: {
+        bool attach = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND;
+        uint64_t id = attach ? req->attach_command->command_id : req->cancel_command->command_id;
+        const char *op = sbx_request_op_name(req);
+        if (id == 0)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "%s.command_id is 0; pass the result.command_id of the detached "
+                                 "run_command",
+                                 op);
+        if (s == NULL || !str_set(s->sandbox_id))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "%s needs the session handle whose sandbox runs the command (the "
+                                 "session returned with the detached run_command)",
+                                 op);
+        if (!attach && (req->cancel_command->signal < 0 || req->cancel_command->signal > 64))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "cancel_command.signal %d is not a signal number (1-64, or 0 "
+                                 "for SIGKILL)",
+                                 req->cancel_command->signal);
+        return SBX_OK;
+    }
     default:
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "request has no operation; set one of run_code, run_command, "
@@ -485,6 +507,37 @@ static sbx_status check_identity(const profile_slot *slot, const sbx_principal *
     return SBX_OK;
 }
 
+/* Detach, attach and cancel: declared by the provider, and in a sandbox that outlives the
+ * request (a per_call sandbox is destroyed with the request, and its commands with it). */
+static sbx_status check_detach(const profile_slot *slot, const sbx_request *req, sbx_error *err)
+{
+    const char *what = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND
+                           ? "run_command.detach"
+                           : sbx_request_op_name(req);
+    if (!slot->caps->detach || slot->ops->attach_command == NULL ||
+        slot->ops->cancel_command == NULL)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "profile '%s': provider '%s' does not offer detached commands (%s); "
+                             "run the command attached",
+                             slot->profile->name, slot->ops->name, what);
+    if (slot->profile->scope == SBX_SCOPE_PER_CALL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "profile '%s' is per_call: its sandbox is destroyed after each "
+                             "request, with every command in it, so %s has nothing to follow; "
+                             "use a session (per_session or per_runtime)",
+                             slot->profile->name, what);
+    return SBX_OK;
+}
+
+/* Attach and cancel only follow what runs: no session lock (an attach may follow a command for
+ * hours while the session runs other requests, and a cancel must reach it meanwhile), never a
+ * new sandbox, and no policy time limit of their own (the command has its own). */
+static bool follows_command(const sbx_request *req)
+{
+    return req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
+           req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+}
+
 static sbx_status check_capability(const profile_slot *slot, const sbx_request *req, sbx_error *err)
 {
     const sbx_capabilities *c = slot->caps;
@@ -513,7 +566,9 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
             return sbx_error_set(err, SBX_E_CAPABILITY,
                                  "profile '%s': provider '%s' does not offer run_command (shell)",
                                  p, prov);
-        return SBX_OK;
+        return req->run_command->detach ? check_detach(slot, req, err) : SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND:
+    case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: return check_detach(slot, req, err);
     case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
         if (!c->package_install || ops->install_packages == NULL)
             return sbx_error_set(err, SBX_E_CAPABILITY,
@@ -618,6 +673,11 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
         sbx_status st = ops->attach(s->state, target, &r->principal, r->policy, sb, &r->err);
         if (st != SBX_E_GONE)
             return st;
+        if (follows_command(r->req))
+            return sbx_error_set(&r->err, SBX_E_GONE,
+                                 "the sandbox behind session %s no longer exists, and every "
+                                 "command in it ended with it (%s)",
+                                 h->session_id, r->err.message);
         if (!managed(s))
             return sbx_error_set(&r->err, SBX_E_GONE,
                                  "attached environment '%s' (profile '%s') is unreachable; not "
@@ -677,6 +737,10 @@ static sbx_status execute(run *r, sbx_sandbox *sb, const sbx_exec_opts *o, sbx_r
         return ops->read_file(sb, req->read_file, o, res, &r->err);
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES:
         return ops->list_files(sb, req->list_files, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND:
+        return ops->attach_command(sb, req->attach_command, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND:
+        return ops->cancel_command(sb, req->cancel_command, o, res, &r->err);
     default: return sbx_error_set(&r->err, SBX_E_INTERNAL, "no operation to execute");
     }
 }
@@ -696,7 +760,7 @@ static void finish_handle(run *r)
 static int64_t deadline_mono(const run *r, int64_t now_mono)
 {
     int64_t d = 0;
-    if (r->policy->timeout_ms > 0)
+    if (r->policy->timeout_ms > 0 && !follows_command(r->req))
         d = now_mono + (int64_t)r->policy->timeout_ms;
     if (r->req->deadline_ms > 0) {
         int64_t rd = now_mono + (r->req->deadline_ms - sbx_now_ms());
@@ -753,7 +817,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
 
     /* Step 5: the session lock (a freshly minted id is known to nobody else). */
     session_lock *lock = NULL;
-    if (!fresh && (lock = lock_session(r->e, h->session_id)) == NULL) {
+    if (!fresh && !follows_command(r->req) && (lock = lock_session(r->e, h->session_id)) == NULL) {
         sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
         return fail_owned(r->req, &r->err, h, NULL);
     }

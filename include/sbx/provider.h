@@ -135,6 +135,18 @@ typedef struct sbx_provider_ops {
     /* Releases the handle, never the sandbox. sb may be NULL. */
     void (*sandbox_close)(sbx_sandbox *sb);
 
+    /* Detached commands (declared by Capabilities.detach): run_command with op->detach returns
+     * once the command started, result->command_id set. attach_command follows one (output from
+     * the offsets on, result->stdout_offset/stderr_offset saying where it starts, then its end);
+     * the deadline or o->cancel stops following (SBX_E_TIMEOUT), never the command. An offset
+     * older than what is kept is SBX_E_INVALID_ARGUMENT naming the range kept; an unknown
+     * command id is SBX_E_GONE. cancel_command signals it and reports its end. NULL: never
+     * declared. */
+    sbx_status (*attach_command)(sbx_sandbox *sb, const Sbx__V1__AttachCommand *op,
+                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+    sbx_status (*cancel_command)(sbx_sandbox *sb, const Sbx__V1__CancelCommand *op,
+                                 const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+
     /* Removes what nobody can reach again: sandboxes of this node that this provider made for
      * a per_call session whose owner process is gone (killed mid-call), and dead ones. Appends
      * each removed sandbox id to *removed. Live and per_session/per_runtime sandboxes stay

@@ -397,8 +397,11 @@ sbx_status sbx_agent_ping(sbx_agent_conn *c, int64_t deadline, sbx_agent_pong *o
 
 typedef struct run_state {
     out_buf out[2];
+    uint64_t want[2]; /* next stream offset the output hook gets (never a byte twice) */
     uint64_t command_id;
     bool exited;
+    bool follower; /* attached to a command it did not start: a deadline or a cancel stops
+                      following, never the command */
 } run_state;
 
 static void fill_exit(sbx_result *r, const Sbx__V1__AgentExit *x, run_state *rs)
@@ -450,11 +453,17 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
                 st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory for output");
                 break;
             }
-            if (o && o->on_output && out->data.len)
+            /* the hook sees each byte once, from the offset asked for on */
+            uint64_t end = out->offset + out->data.len;
+            if (o && o->on_output && end > rs->want[s]) {
+                size_t skip = out->offset < rs->want[s] ? (size_t)(rs->want[s] - out->offset) : 0;
                 o->on_output(o->on_output_arg,
                              s == 0 ? SBX__V1__STREAM__STREAM_STDOUT
                                     : SBX__V1__STREAM__STREAM_STDERR,
-                             out->data.data, out->data.len, out->offset);
+                             out->data.data + skip, out->data.len - skip, out->offset + skip);
+            }
+            if (end > rs->want[s])
+                rs->want[s] = end;
             break;
         }
         case SBX__V1__AGENT_EVENT__BODY_EXIT:
@@ -468,7 +477,16 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
         if (st != SBX_OK || rs->exited)
             break;
     }
-    if (st == SBX_E_TIMEOUT && rs->command_id) {
+    if (st == SBX_E_TIMEOUT && rs->follower) {
+        /* stopped following; the command runs on and can be attached to again */
+        st = sbx_error_set(err, SBX_E_TIMEOUT,
+                           "stopped following command %llu (%s); it runs on: attach again "
+                           "from stdout offset %llu, stderr offset %llu",
+                           (unsigned long long)rs->command_id,
+                           o && o->cancel && *o->cancel ? "cancelled" : "the deadline passed",
+                           (unsigned long long)rs->out[0].base + rs->out[0].len,
+                           (unsigned long long)rs->out[1].base + rs->out[1].len);
+    } else if (st == SBX_E_TIMEOUT && rs->command_id) {
         /* the agent did not report in time (or the caller cancelled): kill the tree */
         sbx_error ignored;
         if (!c->broken)
@@ -476,6 +494,8 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
         result->outcome = SBX__V1__OUTCOME__OUTCOME_TIMED_OUT;
     }
     /* what was printed so far goes into the result in every case */
+    result->stdout_offset = rs->out[0].base;
+    result->stderr_offset = rs->out[1].base;
     for (int s = 0; s < 2; s++) {
         ProtobufCBinaryData *f = s == 0 ? &result->stdout : &result->stderr;
         if (rs->out[s].len) {
@@ -486,6 +506,7 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
         }
         free(rs->out[s].data);
     }
+    result->command_id = rs->command_id;
     if (rs->command_id) {
         char idbuf[32];
         snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)rs->command_id);
@@ -593,6 +614,28 @@ static sbx_status await_started(sbx_agent_conn *c, uint64_t id, int64_t deadline
     }
     sbx__v1__agent_event__free_unpacked(e, NULL);
     return st;
+}
+
+/* A detached start: the command id once the agent reports the start, stdin sent whole. */
+static sbx_status start_detached(sbx_agent_conn *c, Sbx__V1__AgentRequest *r,
+                                 const ProtobufCBinaryData *stdin_data, sbx_result *result,
+                                 uint64_t *command_id, run_state *rs, sbx_error *err)
+{
+    int64_t io_deadline = sbx_monotonic_ms() + SBX_AGENT_DEFAULT_OP_MS;
+    sbx_status st = send_request(c, r, io_deadline, err);
+    if (st == SBX_OK)
+        st = await_started(c, r->id, io_deadline, rs, command_id, err);
+    if (st == SBX_OK && stdin_data && stdin_data->len)
+        st = send_stdin(c, r->id, rs->command_id, stdin_data, io_deadline, err);
+    for (int s = 0; s < 2; s++)
+        free(rs->out[s].data);
+    if (st != SBX_OK)
+        return st;
+    result->command_id = rs->command_id;
+    char idbuf[32];
+    snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)rs->command_id);
+    sbx_result_set_data(result, "command_id", idbuf);
+    return SBX_OK;
 }
 
 static sbx_status run_request(sbx_agent_conn *c, Sbx__V1__AgentRequest *r,
@@ -728,6 +771,10 @@ static char *command_as_script(const Sbx__V1__RunCommand *op, char **keys, char 
     return buf;
 }
 
+static sbx_status run_code_as(sbx_agent_conn *c, const Sbx__V1__RunCode *op, bool stateful,
+                              bool detach, const sbx_agent_identity *who, const sbx_exec_opts *o,
+                              sbx_result *result, uint64_t *command_id, sbx_error *err);
+
 sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *op,
                                  const sbx_agent_identity *who, const sbx_exec_opts *o,
                                  sbx_result *result, uint64_t *command_id, sbx_error *err)
@@ -756,7 +803,7 @@ sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *o
         code.code = script;
         code.cwd = op->cwd;
         code.stdin = op->stdin;
-        st = sbx_agent_run_code(c, &code, false, who, o, result, command_id, err);
+        st = run_code_as(c, &code, false, op->detach, who, o, result, command_id, err);
         free(script);
         return st;
     }
@@ -784,9 +831,11 @@ sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *o
     x.timeout_ms = timeout;
     x.output_limit_bytes = o ? o->output_limit_bytes : 0;
     x.stdin_follows = op->stdin.len > 0;
+    x.detach = op->detach;
     run_state rs;
     run_state_init(&rs, o);
-    st = run_request(c, &r, &op->stdin, o, result, command_id, &rs, err);
+    st = op->detach ? start_detached(c, &r, &op->stdin, result, command_id, &rs, err)
+                    : run_request(c, &r, &op->stdin, o, result, command_id, &rs, err);
     free(env);
     free(env_storage);
     return st;
@@ -794,6 +843,13 @@ sbx_status sbx_agent_run_command(sbx_agent_conn *c, const Sbx__V1__RunCommand *o
 
 sbx_status sbx_agent_run_code(sbx_agent_conn *c, const Sbx__V1__RunCode *op, bool stateful,
                               const sbx_agent_identity *who, const sbx_exec_opts *o,
+                              sbx_result *result, uint64_t *command_id, sbx_error *err)
+{
+    return run_code_as(c, op, stateful, false, who, o, result, command_id, err);
+}
+
+static sbx_status run_code_as(sbx_agent_conn *c, const Sbx__V1__RunCode *op, bool stateful,
+                              bool detach, const sbx_agent_identity *who, const sbx_exec_opts *o,
                               sbx_result *result, uint64_t *command_id, sbx_error *err)
 {
     sbx_status st;
@@ -844,6 +900,7 @@ sbx_status sbx_agent_run_code(sbx_agent_conn *c, const Sbx__V1__RunCode *op, boo
         x.timeout_ms = timeout;
         x.output_limit_bytes = o ? o->output_limit_bytes : 0;
         x.stdin_follows = use_stdin;
+        x.detach = detach;
         if (x.more) {
             st = send_request(c, &r, sbx_monotonic_ms() + SBX_AGENT_DEFAULT_OP_MS, err);
             if (st != SBX_OK)
@@ -852,7 +909,9 @@ sbx_status sbx_agent_run_code(sbx_agent_conn *c, const Sbx__V1__RunCode *op, boo
         }
         run_state rs;
         run_state_init(&rs, o);
-        st = run_request(c, &r, use_stdin ? &op->stdin : NULL, o, result, command_id, &rs, err);
+        const ProtobufCBinaryData *in = use_stdin ? &op->stdin : NULL;
+        st = detach ? start_detached(c, &r, in, result, command_id, &rs, err)
+                    : run_request(c, &r, in, o, result, command_id, &rs, err);
     } while (off < len);
     free(env);
     free(env_storage);
@@ -873,9 +932,56 @@ sbx_status sbx_agent_reattach(sbx_agent_conn *c, uint64_t command_id, uint64_t s
     a.stderr_offset = stderr_offset;
     run_state rs;
     run_state_init(&rs, o);
-    rs.out[0].base = stdout_offset;
-    rs.out[1].base = stderr_offset;
+    rs.out[0].base = rs.want[0] = stdout_offset;
+    rs.out[1].base = rs.want[1] = stderr_offset;
+    rs.follower = true;
     return run_request(c, &r, NULL, o, result, NULL, &rs, err);
+}
+
+sbx_status sbx_agent_cancel(sbx_agent_conn *c, uint64_t command_id, int signo,
+                            int64_t deadline_mono_ms, sbx_result *result, sbx_error *err)
+{
+    if (signo <= 0)
+        signo = SIGKILL;
+    /* Follow it (without its output) to learn it exists and, after the signal, how it ends. */
+    Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
+    Sbx__V1__AgentAttach a = SBX__V1__AGENT_ATTACH__INIT;
+    r.id = c->next_id++;
+    r.body_case = SBX__V1__AGENT_REQUEST__BODY_ATTACH;
+    r.attach = &a;
+    a.command_id = command_id;
+    a.stdout_offset = a.stderr_offset = UINT64_MAX;
+    int64_t io_deadline = sbx_monotonic_ms() + SBX_AGENT_DEFAULT_OP_MS;
+    run_state rs;
+    run_state_init(&rs, NULL);
+    rs.follower = true;
+    rs.out[0].base = rs.out[1].base = rs.want[0] = rs.want[1] = UINT64_MAX;
+    sbx_status st = send_request(c, &r, io_deadline, err);
+    if (st == SBX_OK)
+        st = await_started(c, r.id, io_deadline, &rs, NULL, err);
+    if (st == SBX_OK)
+        st = sbx_agent_signal(c, command_id, signo, err);
+    if (st != SBX_OK)
+        return st;
+    int64_t wait = sbx_monotonic_ms() + SBX_AGENT_CANCEL_WAIT_MS;
+    if (deadline_mono_ms > 0 && deadline_mono_ms < wait)
+        wait = deadline_mono_ms;
+    sbx_exec_opts o = {.deadline_mono_ms = wait - SBX_AGENT_DEADLINE_GRACE_MS};
+    st = follow(c, r.id, &o, result, NULL, &rs, err);
+    result->stdout_offset = result->stderr_offset = 0;
+    result->command_id = command_id;
+    if (st == SBX_E_TIMEOUT && !rs.exited) {
+        /* a signal it may handle (SIGTERM, SIGINT): it was delivered, the command still runs */
+        sbx_error_clear(err);
+        char note[160];
+        snprintf(note, sizeof note,
+                 "signal %d was sent to command %llu, which still runs; attach to follow it or "
+                 "cancel it without a signal number (SIGKILL) to stop it",
+                 signo, (unsigned long long)command_id);
+        sbx_result_set_data(result, "notice", note);
+        return SBX_OK;
+    }
+    return st;
 }
 
 sbx_status sbx_agent_signal(sbx_agent_conn *c, uint64_t command_id, int signo, sbx_error *err)

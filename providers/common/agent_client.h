@@ -82,11 +82,26 @@ sbx_status sbx_agent_run_code(sbx_agent_conn *c, const Sbx__V1__RunCode *op, boo
                               const sbx_agent_identity *who, const sbx_exec_opts *o,
                               sbx_result *result, uint64_t *command_id, sbx_error *err);
 
-/* Follows a command started earlier (maybe by another process), replaying its journal from
- * the given offsets; fills result like run_command (output from those offsets on). */
+/* Follows a command started earlier (maybe by another process, or detached: RunCommand.detach
+ * makes run_command return once the agent reports the start, with result->command_id set),
+ * replaying its journal from the given offsets; fills result like run_command (output from those
+ * offsets on, result->stdout_offset/stderr_offset saying where it starts). An offset older than
+ * the journal keeps is INVALID_ARGUMENT naming the range kept; an unknown id is GONE. A deadline
+ * or a cancel stops following (SBX_E_TIMEOUT), never the command. */
 sbx_status sbx_agent_reattach(sbx_agent_conn *c, uint64_t command_id, uint64_t stdout_offset,
                               uint64_t stderr_offset, const sbx_exec_opts *o, sbx_result *result,
                               sbx_error *err);
+
+/* How long a cancel waits for the command to end after the signal: the agent empties a
+ * command's cgroup within AGENT_CGROUP_KILL_MS (5 s); the rest covers a loaded machine. */
+#define SBX_AGENT_CANCEL_WAIT_MS 15000
+
+/* Stops a command started earlier: signo (0: SIGKILL, the whole tree) to it, then waits (until
+ * deadline_mono_ms, at most SBX_AGENT_CANCEL_WAIT_MS) for its end, filled into result. A command
+ * that ended already answers with its end; one that outlives a catchable signal is SBX_OK with
+ * outcome UNSPECIFIED and a provider_data notice. Unknown id: GONE. */
+sbx_status sbx_agent_cancel(sbx_agent_conn *c, uint64_t command_id, int signo,
+                            int64_t deadline_mono_ms, sbx_result *result, sbx_error *err);
 
 /* Sends a signal to a command's process group (SIGKILL kills the whole tree). */
 sbx_status sbx_agent_signal(sbx_agent_conn *c, uint64_t command_id, int signo, sbx_error *err);

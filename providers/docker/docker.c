@@ -287,6 +287,7 @@ static void docker_capabilities(void *state, sbx_capabilities *caps)
     bool managed = p == NULL || p->managed;
     /* Managed containers are made to the policy; an attached one is as its owner made it. */
     caps->stateful = managed; /* the agent's persistent python kernel */
+    caps->detach = managed;   /* the agent's command journals; the exec API keeps none */
     caps->policy_network = managed;
     caps->policy_network_domains = false;
     caps->policy_filesystem = managed;
@@ -931,12 +932,38 @@ static void strv_free(char **v)
     free(v);
 }
 
+static sbx_status docker_attach_command(sbx_sandbox *base, const Sbx__V1__AttachCommand *op,
+                                        const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (!sb->managed)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "attached containers run commands through the exec API, which "
+                             "keeps no journal to attach to");
+    return docker_agent_attach_command(sb, op, o, result, err);
+}
+
+static sbx_status docker_cancel_command(sbx_sandbox *base, const Sbx__V1__CancelCommand *op,
+                                        const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    docker_sandbox *sb = (docker_sandbox *)base;
+    if (!sb->managed)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "attached containers run commands through the exec API, which "
+                             "keeps no command to cancel");
+    return docker_agent_cancel_command(sb, op, o, result, err);
+}
+
 static sbx_status docker_run_command(sbx_sandbox *base, const Sbx__V1__RunCommand *op,
                                      const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
     if (sb->managed)
         return docker_agent_run_command(sb, op, o, result, err);
+    if (op->detach)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "attached containers run commands through the exec API, which "
+                             "cannot detach them");
     if (op->n_argv == 0 && (op->shell == NULL || op->shell[0] == '\0'))
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "run_command: give argv or shell (both are empty)");
@@ -1051,4 +1078,6 @@ const sbx_provider_ops sbx_provider_docker = {
     .list_files = docker_list_files,
     .sandbox_close = docker_sandbox_close,
     .sweep = docker_sweep,
+    .attach_command = docker_attach_command,
+    .cancel_command = docker_cancel_command,
 };

@@ -226,3 +226,29 @@ sbx_status docker_agent_list_files(docker_sandbox *sb, const Sbx__V1__ListFiles 
         st = sbx_agent_list_files(sb->agent, op, o != NULL ? o->deadline_mono_ms : 0, result, err);
     return after_op(sb, -1, st, NULL, err);
 }
+
+sbx_status docker_agent_attach_command(docker_sandbox *sb, const Sbx__V1__AttachCommand *op,
+                                       const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    sbx_status st = ensure_conn(sb, err);
+    if (st != SBX_OK)
+        return st;
+    long long before = oom_kills(sb);
+    st = sbx_agent_reattach(sb->agent, op->command_id, op->stdout_offset, op->stderr_offset, o,
+                            result, err);
+    if (st == SBX_E_TIMEOUT)
+        docker_agent_close(sb); /* still subscribed to the command: a fresh connection next */
+    return after_op(sb, before, st, result, err);
+}
+
+sbx_status docker_agent_cancel_command(docker_sandbox *sb, const Sbx__V1__CancelCommand *op,
+                                       const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    sbx_status st = ensure_conn(sb, err);
+    if (st != SBX_OK)
+        return st;
+    st = sbx_agent_cancel(sb->agent, op->command_id, op->signal,
+                          o != NULL ? o->deadline_mono_ms : 0, result, err);
+    docker_agent_close(sb); /* a command that outlived the signal is still followed here */
+    return after_op(sb, -1, st, result, err);
+}

@@ -33,5 +33,10 @@ sbx_status docker_agent_read_file(docker_sandbox *sb, const Sbx__V1__ReadFile *o
                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
 sbx_status docker_agent_list_files(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
                                    const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+/* Detached commands (managed containers: the agent keeps their journals). */
+sbx_status docker_agent_attach_command(docker_sandbox *sb, const Sbx__V1__AttachCommand *op,
+                                       const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
+sbx_status docker_agent_cancel_command(docker_sandbox *sb, const Sbx__V1__CancelCommand *op,
+                                       const sbx_exec_opts *o, sbx_result *result, sbx_error *err);
 
 #endif

@@ -428,6 +428,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_filesystem = false;
     caps->policy_resources = lp && lp->cg != CG_NONE;
     caps->streaming = true;
+    caps->detach = true; /* the agent keeps each command's journal */
 }
 
 static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strlist *un,
@@ -1296,6 +1297,38 @@ static int64_t op_deadline(const sbx_exec_opts *o)
     return o && o->deadline_mono_ms ? o->deadline_mono_ms : 0;
 }
 
+static sbx_status local_attach_command(sbx_sandbox *s, const Sbx__V1__AttachCommand *op,
+                                       const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    local_sandbox *sb = (local_sandbox *)s;
+    sbx_status st = ensure_conn(sb, err);
+    if (st != SBX_OK)
+        return st;
+    long long before = oom_kills(sb);
+    st = sbx_agent_reattach(sb->conn, op->command_id, op->stdout_offset, op->stderr_offset, o,
+                            result, err);
+    if (st != SBX_OK) {
+        sbx_agent_close(sb->conn);
+        sb->conn = NULL;
+    }
+    return after_run(sb, before, st, result, err);
+}
+
+static sbx_status local_cancel_command(sbx_sandbox *s, const Sbx__V1__CancelCommand *op,
+                                       const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
+{
+    local_sandbox *sb = (local_sandbox *)s;
+    sbx_status st = ensure_conn(sb, err);
+    if (st != SBX_OK)
+        return st;
+    st = sbx_agent_cancel(sb->conn, op->command_id, op->signal, op_deadline(o), result, err);
+    if (st != SBX_OK) {
+        sbx_agent_close(sb->conn);
+        sb->conn = NULL;
+    }
+    return after_run(sb, -1, st, result, err);
+}
+
 static sbx_status file_op_end(local_sandbox *sb, sbx_status st)
 {
     if (st == SBX_E_PROVISION || st == SBX_E_TIMEOUT) {
@@ -1361,6 +1394,8 @@ const sbx_provider_ops sbx_provider_local = {
     .list_files = local_list_files,
     .sandbox_close = local_sandbox_close,
     .sweep = local_sweep,
+    .attach_command = local_attach_command,
+    .cancel_command = local_cancel_command,
 };
 
 const char *sbx_local_state_dir(const sbx_sandbox *s)

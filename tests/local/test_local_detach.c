@@ -1,0 +1,233 @@
+/* test_local_detach.c - detached commands on the local provider, through its ops table and so
+ * through the agent protocol: a detached start answers with the command id at once; several
+ * followers of one command each get its live output and its end (the agent serves every
+ * attached client, none steals another's); an offset older than the journal is refused naming
+ * the range kept; a follower's deadline stops following, never the command; a cancel reports
+ * the end, also of a command that ended already.
+ */
+#include <pthread.h>
+
+#include "local_helpers.h"
+
+/* Output of the journal-overflow test: more than the agent keeps (AGENT_JOURNAL_BYTES). */
+#define JOURNAL_BYTES (256u * 1024u)
+#define OVERFLOW_TOTAL (JOURNAL_BYTES + 40000u)
+
+static sbx_sandbox *reopen(lt_env *e, const char *id)
+{
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    sbx_status st = e->ops->attach(e->state, id, NULL, NULL, &sb, &err);
+    if (st != SBX_OK)
+        fail_msg("attach %s: %s", id, err.message);
+    return sb;
+}
+
+static uint64_t start_detached(lt_env *e, sbx_sandbox *sb, const char *line)
+{
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = (char *)line;
+    op.detach = true;
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    sbx_status st = e->ops->run_command(sb, &op, &o, r, &err);
+    if (st != SBX_OK)
+        fail_msg("detach '%s': %s", line, err.message);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED);
+    uint64_t id = r->command_id;
+    assert_true(id > 0);
+    sbx_message_free(&r->base);
+    return id;
+}
+
+static sbx_status follow(lt_env *e, sbx_sandbox *sb, uint64_t id, uint64_t out_off,
+                         int64_t timeout_ms, sbx_exec_opts *o, sbx_result **out, sbx_error *err)
+{
+    Sbx__V1__AttachCommand op = SBX__V1__ATTACH_COMMAND__INIT;
+    op.command_id = id;
+    op.stdout_offset = out_off;
+    sbx_exec_opts local = lt_opts(timeout_ms, NULL);
+    if (o == NULL)
+        o = &local;
+    *out = sbx_result_new();
+    return e->ops->attach_command(sb, &op, o, *out, err);
+}
+
+static sbx_status cancel(lt_env *e, sbx_sandbox *sb, uint64_t id, sbx_result **out, sbx_error *err)
+{
+    Sbx__V1__CancelCommand op = SBX__V1__CANCEL_COMMAND__INIT;
+    op.command_id = id;
+    *out = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    return e->ops->cancel_command(sb, &op, &o, *out, err);
+}
+
+/* ---- several followers ------------------------------------------------------------------ */
+
+typedef struct follower {
+    lt_env *e;
+    sbx_sandbox *sb;
+    uint64_t id;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    int *seen_first; /* followers that received the first line */
+    bool got_first;
+    sbx_status st;
+    sbx_result *r;
+    sbx_error err;
+} follower;
+
+static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                      uint64_t offset)
+{
+    (void)stream;
+    (void)data;
+    follower *f = arg;
+    if (!f->got_first && offset + len >= 6) { /* "first\n" */
+        f->got_first = true;
+        pthread_mutex_lock(f->mu);
+        (*f->seen_first)++;
+        pthread_cond_broadcast(f->cv);
+        pthread_mutex_unlock(f->mu);
+    }
+}
+
+static void *follow_thread(void *arg)
+{
+    follower *f = arg;
+    sbx_exec_opts o = lt_opts(0, NULL);
+    o.on_output = on_output;
+    o.on_output_arg = f;
+    f->st = follow(f->e, f->sb, f->id, 0, 0, &o, &f->r, &f->err);
+    return NULL;
+}
+
+static void test_detach_every_follower_gets_the_output_and_the_end(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    uint64_t id = start_detached(&e, sb,
+                                 "echo first; while [ ! -e /workspace/go ]; do sleep 0.05; done; "
+                                 "echo second; exit 5");
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    int seen = 0;
+    follower f[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&f[i], 0, sizeof f[i]);
+        f[i] = (follower){&e, reopen(&e, sb->id), id, &mu, &cv, &seen, false, SBX_OK, NULL, {0}};
+        assert_int_equal(pthread_create(&t[i], NULL, follow_thread, &f[i]), 0);
+    }
+    /* both follow it now (each received the first line): let the command go on */
+    pthread_mutex_lock(&mu);
+    while (seen < 2)
+        pthread_cond_wait(&cv, &mu);
+    pthread_mutex_unlock(&mu);
+    sbx_message_free(&lt_run(&e, sb, "touch /workspace/go")->base);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        if (f[i].st != SBX_OK)
+            fail_msg("follower %d: %s: %s", i, sbx_status_name(f[i].st), f[i].err.message);
+        assert_int_equal(f[i].r->exit_code, 5);
+        assert_int_equal(f[i].r->stdout.len, 13);
+        assert_memory_equal(f[i].r->stdout.data, "first\nsecond\n", 13);
+        assert_int_equal(f[i].r->command_id, id);
+        sbx_message_free(&f[i].r->base);
+        e.ops->sandbox_close(f[i].sb);
+    }
+    lt_destroy(&e, sb);
+    lt_close(&e);
+}
+
+/* ---- offsets ---------------------------------------------------------------------------- */
+
+static void test_detach_offset_older_than_the_journal_is_refused(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    char line[128];
+    snprintf(line, sizeof line, "head -c %u /dev/zero | tr '\\0' x", OVERFLOW_TOTAL);
+    uint64_t id = start_detached(&e, sb, line);
+    sbx_result *r;
+    sbx_error err = {0};
+    /* from the last byte on: waits for the end */
+    assert_int_equal(follow(&e, sb, id, OVERFLOW_TOTAL - 1, 0, NULL, &r, &err), SBX_OK);
+    assert_int_equal(r->stdout.len, 1);
+    assert_int_equal(r->stdout_offset, OVERFLOW_TOTAL - 1);
+    sbx_message_free(&r->base);
+    assert_int_equal(follow(&e, sb, id, 0, 0, NULL, &r, &err), SBX_E_INVALID_ARGUMENT);
+    char want[160];
+    snprintf(want, sizeof want, "now holds stdout bytes %u to %u; attach from offset %u",
+             OVERFLOW_TOTAL - JOURNAL_BYTES, OVERFLOW_TOTAL, OVERFLOW_TOTAL - JOURNAL_BYTES);
+    if (strstr(err.message, want) == NULL)
+        fail_msg("message does not name the range kept: %s", err.message);
+    sbx_message_free(&r->base);
+    assert_int_equal(follow(&e, sb, id, OVERFLOW_TOTAL - JOURNAL_BYTES, 0, NULL, &r, &err), SBX_OK);
+    assert_int_equal(r->stdout.len, JOURNAL_BYTES);
+    sbx_message_free(&r->base);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+}
+
+/* ---- deadlines and cancel --------------------------------------------------------------- */
+
+static void test_detach_follower_deadline_never_stops_the_command(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    uint64_t id = start_detached(&e, sb, "sleep 600");
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(follow(&e, sb, id, 0, 200, NULL, &r, &err), SBX_E_TIMEOUT);
+    assert_non_null(strstr(err.message, "it runs on"));
+    sbx_message_free(&r->base);
+    /* it still ran: the cancel is what ends it */
+    sbx_sandbox *other = reopen(&e, sb->id);
+    assert_int_equal(cancel(&e, other, id, &r, &err), SBX_OK);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_SIGNALED);
+    assert_int_equal(r->signal, 9);
+    sbx_message_free(&r->base);
+    e.ops->sandbox_close(other);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+}
+
+static void test_detach_cancel_of_an_ended_command_reports_its_end(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    uint64_t id = start_detached(&e, sb, "exit 4");
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(follow(&e, sb, id, 0, 0, NULL, &r, &err), SBX_OK);
+    sbx_message_free(&r->base);
+    assert_int_equal(cancel(&e, sb, id, &r, &err), SBX_OK);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_NONZERO);
+    assert_int_equal(r->exit_code, 4);
+    sbx_message_free(&r->base);
+    assert_int_equal(cancel(&e, sb, id + 1000, &r, &err), SBX_E_GONE);
+    sbx_message_free(&r->base);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_detach_every_follower_gets_the_output_and_the_end),
+        cmocka_unit_test(test_detach_offset_older_than_the_journal_is_refused),
+        cmocka_unit_test(test_detach_follower_deadline_never_stops_the_command),
+        cmocka_unit_test(test_detach_cancel_of_an_ended_command_reports_its_end),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
