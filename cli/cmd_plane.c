@@ -15,6 +15,70 @@
 
 static int plane_open(cli_plane *p, bool with_sessions, bool one_shot);
 
+/* A remote (or queue) broker serves the worker's profiles, not this host's: the session store's
+ * checks (does the profile exist, its scope, environment, idle timeout) and the default profile
+ * come from the worker's Describe. A broker that cannot describe keeps the local file's. */
+static sbx_status profiles_from_worker(cli_plane *p, sbx_error *err)
+{
+    Sbx__V1__DescribeResponse *d = NULL;
+    sbx_status st = sbx_broker_describe(p->broker, &d, err);
+    if (st == SBX_E_CAPABILITY) {
+        sbx_error_clear(err);
+        return SBX_OK;
+    }
+    if (st != SBX_OK)
+        return st;
+    sbx_profile_config *profiles = calloc(d->n_profiles > 0 ? d->n_profiles : 1, sizeof(*profiles));
+    char *def = strdup(d->default_profile);
+    bool ok = profiles != NULL && def != NULL;
+    size_t n = 0;
+    for (; ok && n < d->n_profiles; n++) {
+        const Sbx__V1__ProfileDescription *pd = d->profiles[n];
+        sbx_profile_config *pc = &profiles[n];
+        pc->name = strdup(pd->name);
+        pc->type = strdup(pd->provider);
+        pc->scope = strcmp(pd->scope, "per_call") == 0      ? SBX_SCOPE_PER_CALL
+                    : strcmp(pd->scope, "per_runtime") == 0 ? SBX_SCOPE_PER_RUNTIME
+                                                            : SBX_SCOPE_PER_SESSION;
+        pc->environment =
+            strcmp(pd->environment, "attached") == 0 ? SBX_ENV_ATTACHED : SBX_ENV_MANAGED;
+        pc->idle_timeout_s = pd->idle_timeout_s;
+        pc->policy = sbx_policy_new();
+        pc->options = sbx_options_new(NULL);
+        ok = pc->name != NULL && pc->type != NULL && pc->policy != NULL && pc->options != NULL;
+    }
+    if (!ok) {
+        for (size_t i = 0; profiles != NULL && i < n; i++) {
+            free(profiles[i].name);
+            free(profiles[i].type);
+            sbx_message_free((ProtobufCMessage *)profiles[i].policy);
+            sbx_options_free(profiles[i].options);
+        }
+        free(profiles);
+        free(def);
+        sbx_message_free(&d->base);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory reading the worker's profiles");
+    }
+    /* the file's own profiles go: they describe this host, not the worker */
+    sbx_config *cfg = p->cfg;
+    sbx_profile_config *old = cfg->profiles;
+    size_t n_old = cfg->n_profiles;
+    cfg->profiles = profiles;
+    cfg->n_profiles = n;
+    free(cfg->default_profile);
+    cfg->default_profile = def;
+    for (size_t i = 0; i < n_old; i++) {
+        free(old[i].name);
+        free(old[i].type);
+        free(old[i].attach_to);
+        sbx_message_free((ProtobufCMessage *)old[i].policy);
+        sbx_options_free(old[i].options);
+    }
+    free(old);
+    sbx_message_free(&d->base);
+    return SBX_OK;
+}
+
 int cli_plane_open(cli_plane *p, bool with_sessions)
 {
     return plane_open(p, with_sessions, false);
@@ -60,6 +124,8 @@ static int plane_open(cli_plane *p, bool with_sessions, bool one_shot)
         else if (st == SBX_OK)
             st = sbx_broker_open_embedded(p->engine, &p->broker, &err);
     }
+    if (st == SBX_OK && with_sessions && p->engine == NULL)
+        st = profiles_from_worker(p, &err);
     if (st == SBX_OK && with_sessions) {
         char dir[4096];
         st = sbx_sessions_default_dir(dir, sizeof(dir))

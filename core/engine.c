@@ -1186,6 +1186,7 @@ sbx_status sbx_engine_describe(sbx_engine *e, Sbx__V1__DescribeResponse **out, s
              sbx_set_string(&pd->provider, s->ops->name) &&
              sbx_set_string(&pd->scope, sbx_scope_name(s->profile->scope)) &&
              sbx_set_string(&pd->environment, sbx_environment_name(s->profile->environment));
+        pd->idle_timeout_s = s->profile->idle_timeout_s;
         sbx_error open_err;
         /* A provider that cannot open here (no dockerd, no API key) is listed without
          * capabilities rather than hiding the profile. */

@@ -66,6 +66,29 @@ class Remote(unittest.TestCase):
         self.assertEqual(self.run_("--subject", "bob", "run", "sh", "-c", "exit 9").returncode, 9)
         self.assertEqual(self.run_("--subject", "bob", "code", "-l", "cobol", "x").returncode, 4)
 
+    def test_sessions_use_the_workers_profiles(self):
+        """The worker has one profile, wlocal (the local default profile is `default`):
+        `session new` takes the worker's default and checks names against the worker's."""
+        r = self.run_("--subject", "bob", "session", "new")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sid = r.stdout.decode().strip()
+        try:
+            r = self.run_("--subject", "bob", "exec", "-s", sid, "--", "echo", "in-session")
+            self.assertEqual((r.returncode, r.stdout), (0, b"in-session\n"), r.stderr)
+            r = self.run_("--subject", "bob", "--json", "session", "ls")
+            self.assertIn(b'"wlocal"', r.stdout)
+        finally:
+            self.run_("--subject", "bob", "session", "rm", sid)
+        r = self.run_("--subject", "bob", "session", "new", "--profile", "wlocal")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.run_("--subject", "bob", "session", "rm", r.stdout.decode().strip())
+        r = self.run_("--subject", "bob", "session", "new", "--profile", "default")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(b"wlocal", r.stderr)  # the worker's profiles are the ones listed
+        r = self.run_("--subject", "bob", "providers")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"\nwlocal ", r.stdout)
+
     def test_thread_broker(self):
         r = self.e.run("--broker", "thread", "providers")
         self.assertEqual(r.returncode, 0, r.stderr)
