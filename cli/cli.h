@@ -41,7 +41,7 @@ enum cli_exit {
     "  3    configuration error (the message names file:line:column)\n"                            \
     "  4    refused by policy, capability, permission or authentication\n"                         \
     "  5    a deadline passed\n"                                                                   \
-    "  6    no such session, or its sandbox is gone\n"                                             \
+    "  6    no such session, or its sandbox is gone (attach/kill: or no such command)\n"           \
     "  7    the session lives on another node; the message names it (send it there, or pass\n"     \
     "       --recreate-elsewhere to start it over here, empty)\n"                                  \
     "  125  run/exec/code: sbx could not run the program (otherwise they exit with the\n"          \
@@ -178,6 +178,10 @@ int cmd_session(int argc, char **argv);
 extern const char cmd_session_help[];
 int cmd_exec(int argc, char **argv);
 extern const char cmd_exec_help[];
+int cmd_attach(int argc, char **argv);
+extern const char cmd_attach_help[];
+int cmd_kill(int argc, char **argv);
+extern const char cmd_kill_help[];
 int cmd_cp(int argc, char **argv);
 extern const char cmd_cp_help[];
 int cmd_worker(int argc, char **argv);

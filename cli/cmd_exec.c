@@ -7,15 +7,19 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_exec_help[] =
-    "Usage: sbx exec --session S [--timeout-ms N] [-i] [--recreate-elsewhere] [--] COMMAND "
+    "Usage: sbx exec --session S [--timeout-ms N] [-i] [-d] [--recreate-elsewhere] [--] COMMAND "
     "[ARGS...]\n\n"
     "Runs COMMAND in session S (an id or a name from `sbx session ls`). The session keeps its\n"
     "sandbox between commands; an unknown session is an error, never a fresh sandbox.\n"
     "Options end at the first word of COMMAND. Output is printed as it is produced; stdin is\n"
     "forwarded when it is not a terminal (or with -i), up to 8 MiB. SIGINT, SIGTERM or SIGHUP\n"
     "stop the program.\n\n"
+    "With --detach the command is started and runs on in the sandbox; sbx prints its command id\n"
+    "and exits 0. `sbx attach S ID` prints its output (kept in a journal of the last 256 KiB of\n"
+    "each stream) and waits for its end; `sbx kill S ID` stops it.\n\n"
     "Options:\n"
     "  -s, --session S  the session (required)\n"
+    "  -d, --detach     start the command, print its id and exit (stdin is sent first)\n"
     "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
     "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
     "  --recreate-elsewhere\n"
@@ -26,17 +30,16 @@ const char cmd_exec_help[] =
 
 int cmd_exec(int argc, char **argv)
 {
-    enum { OPT_SESSION, OPT_TIMEOUT, OPT_STDIN, OPT_RECREATE };
-    static const cli_option options[] = {[OPT_SESSION] = {"session", 's', true},
-                                         [OPT_TIMEOUT] = {"timeout-ms", 0, true},
-                                         [OPT_STDIN] = {"stdin", 'i', false},
-                                         [OPT_RECREATE] = {"recreate-elsewhere", 0, false},
-                                         {NULL, 0, 0}};
+    enum { OPT_SESSION, OPT_TIMEOUT, OPT_STDIN, OPT_RECREATE, OPT_DETACH };
+    static const cli_option options[] = {
+        [OPT_SESSION] = {"session", 's', true}, [OPT_TIMEOUT] = {"timeout-ms", 0, true},
+        [OPT_STDIN] = {"stdin", 'i', false},    [OPT_RECREATE] = {"recreate-elsewhere", 0, false},
+        [OPT_DETACH] = {"detach", 'd', false},  {NULL, 0, 0}};
     cli_parser a = {
         .cmd = "exec", .help = cmd_exec_help, .options = options, .stop_at_operand = true};
     const char *session = NULL;
     long long timeout_ms = 0;
-    bool force_stdin = false, recreate_elsewhere = false;
+    bool force_stdin = false, recreate_elsewhere = false, detach = false;
     int opt;
     cli_errors_as_completions();
     cli_opt_init(&a, argc, argv);
@@ -47,6 +50,8 @@ int cmd_exec(int argc, char **argv)
             force_stdin = true;
         else if (opt == OPT_RECREATE)
             recreate_elsewhere = true;
+        else if (opt == OPT_DETACH)
+            detach = true;
         else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
             return a.exit_code;
     }
@@ -72,12 +77,13 @@ int cmd_exec(int argc, char **argv)
     for (int j = 0; j < a.n_operands; j++)
         sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
+    r->run_command->detach = detach;
     r->recreate_elsewhere = recreate_elsewhere;
     if (timeout_ms > 0) {
         r->policy = sbx_policy_new();
         r->policy->timeout_ms = (uint64_t)timeout_ms;
     }
-    rc = cli_plane_run_program(&p, r, session);
+    rc = detach ? cli_plane_start_detached(&p, r, session) : cli_plane_run_program(&p, r, session);
     sbx_request_free(r);
     cli_plane_close(&p);
     return rc;

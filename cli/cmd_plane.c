@@ -327,6 +327,40 @@ int cli_plane_run_program(cli_plane *p, sbx_request *r, const char *session)
     return rc;
 }
 
+int cli_plane_start_detached(cli_plane *p, sbx_request *r, const char *session)
+{
+    sbx_completion *c = NULL;
+    sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, NULL, &c, NULL);
+    if (c != NULL && c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED &&
+        c->result != NULL && c->result->command_id != 0) {
+        if (cli_global.json)
+            cli_print_json(cli_pb_to_json(&c->base));
+        else
+            printf("%llu\n", (unsigned long long)c->result->command_id);
+        if (!cli_global.json && c->notice[0] != '\0')
+            fprintf(stderr, "sbx: notice: %s\n", c->notice);
+        sbx_completion_free(c);
+        return CLI_EXIT_OK;
+    }
+    int rc = cli_print_completion(c, true, NULL);
+    sbx_completion_free(c);
+    return rc;
+}
+
+bool cli_parse_command_id(const char *cmd, const char *text, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || *end != '\0' || v == 0 || errno != 0 || text[0] == '-') {
+        cli_usage_error(cmd, "'%s' is not a command id (the number `sbx exec --detach` printed)",
+                        text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 int cli_print_completion(const sbx_completion *c, bool program, const cli_stream *streamed)
 {
     if (c == NULL) {
@@ -343,6 +377,11 @@ int cli_print_completion(const sbx_completion *c, bool program, const cli_stream
             /* what the live output did not show already (all of it without streaming) */
             uint64_t out_done = streamed != NULL ? streamed->written[0] : 0;
             uint64_t err_done = streamed != NULL ? streamed->written[1] : 0;
+            /* stream offsets (an attach starts at stdout_offset) to positions in the result */
+            out_done =
+                out_done > c->result->stdout_offset ? out_done - c->result->stdout_offset : 0;
+            err_done =
+                err_done > c->result->stderr_offset ? err_done - c->result->stderr_offset : 0;
             if (c->result->stdout.len > out_done && (streamed == NULL || !streamed->broken[0]))
                 fwrite(c->result->stdout.data + out_done, 1,
                        c->result->stdout.len - (size_t)out_done, stdout);

@@ -59,6 +59,9 @@ sbx_engine_hooks cli_stream_hooks(cli_stream *s);
 int cli_read_stdin(const char *cmd, bool force, ProtobufCBinaryData *out);
 
 /* Prints a completion (program output to stdout/stderr, notices and errors to stderr, or the
+ * whole completion as JSON with --json) and returns the exit code. Output of an attach starts
+ * at result.stdout_offset/stderr_offset: streamed counts in those stream offsets too.
+ * (The rest as before:)
  * whole completion as JSON with --json) and returns the exit code. program=true (run, exec,
  * code): CLI_EXIT_TIMEOUT when the time limit passed, else the program's own status (128+N
  * for signal N) when it ran, else the table's code with CLI_EXIT_FAILED as CLI_EXIT_NOT_RUN.
@@ -69,6 +72,13 @@ int cli_print_completion(const sbx_completion *c, bool program, const cli_stream
  * happened) with live output, stopped by SIGINT/SIGTERM/SIGHUP (exit 128+N after the clean-up),
  * prints the completion and returns the exit code. */
 int cli_plane_run_program(cli_plane *p, sbx_request *r, const char *session);
+
+/* Runs a detached run_command r in session and prints the command id (the completion with
+ * --json); returns the exit code (0 once it started). */
+int cli_plane_start_detached(cli_plane *p, sbx_request *r, const char *session);
+
+/* Parses a command id operand of attach/kill; false after printing a usage error. */
+bool cli_parse_command_id(const char *cmd, const char *text, uint64_t *out);
 
 /* Destroys a one-shot session's sandbox (errors reported as a notice on stderr); true when it
  * was destroyed. */

@@ -10,7 +10,9 @@ _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-fi
 _sbx_command_options() {
   case $1 in
     run) echo "--profile --timeout-ms -i --stdin" ;;
-    exec) echo "--session --timeout-ms -i --stdin" ;;
+    exec) echo "--session --timeout-ms -i --stdin -d --detach --recreate-elsewhere" ;;
+    attach) echo "--offset --stderr-offset" ;;
+    kill) echo "--signal" ;;
     code) echo "--language --profile --session -i --stdin" ;;
     session) echo "--profile --name" ;;
     cp) echo "-r --recursive" ;;
@@ -31,7 +33,7 @@ _sbx() {
   COMPREPLY=()
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="config replay providers run code session exec cp version worker help"
+  local commands="config replay providers run code session exec attach kill cp version worker help"
 
   # the command: the first word that is not an option (or the value of one)
   cmd=""
@@ -39,7 +41,8 @@ _sbx() {
     word=${COMP_WORDS[i]}
     case $word in
       --config | --broker | --endpoint | --ca-file | --cert-file | --key-file | --token-env | \
-        --subject | --principal-mode | --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen)
+        --subject | --principal-mode | --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen | \
+        --offset | --stderr-offset | --signal)
         ((i++)) ;;
       -*) ;;
       *) cmd=$word; break ;;
@@ -58,7 +61,9 @@ _sbx() {
     --session | -s)
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur")
       return 0 ;;
-    --endpoint | --token-env | --subject | --timeout-ms | --name | --listen) return 0 ;;
+    --endpoint | --token-env | --subject | --timeout-ms | --name | --listen | --offset | \
+      --stderr-offset) return 0 ;;
+    --signal) mapfile -t COMPREPLY < <(compgen -W "1 2 9 15" -- "$cur"); return 0 ;;
   esac
 
   if [[ -z $cmd ]]; then
@@ -79,6 +84,8 @@ _sbx() {
     session) ((COMP_CWORD == i + 1)) && mapfile -t COMPREPLY < <(compgen -W "new ls rm" -- "$cur") ||
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     worker) mapfile -t COMPREPLY < <(compgen -W "serve" -- "$cur") ;;
+    attach | kill) ((COMP_CWORD == i + 1)) &&
+      mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     help) mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur") ;;
     cp | replay) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
     run | exec) mapfile -t COMPREPLY < <(compgen -c -- "$cur") ;;

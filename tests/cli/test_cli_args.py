@@ -148,6 +148,14 @@ class Completion(unittest.TestCase):
         self.assertEqual(sorted(self.complete("sbx session ")), ["ls", "new", "rm"])
         self.assertIn("default", self.complete("sbx run --profile "))
 
+    def test_detached_commands(self):
+        self.assertEqual(self.complete("sbx at"), ["attach"])
+        self.assertEqual(self.complete("sbx ki"), ["kill"])
+        self.assertIn("--detach", self.complete("sbx exec --de"))
+        self.assertEqual(sorted(self.complete("sbx attach --")),
+                         sorted(["--offset", "--stderr-offset"] + self.complete("sbx --")))
+        self.assertEqual(self.complete("sbx kill --signal 1"), ["1", "15"])
+
 
 if __name__ == "__main__":
     cli_util.main()
