@@ -888,8 +888,12 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     if (s->ops->sandbox_close != NULL)
         s->ops->sandbox_close(sb);
     /* per_call: the sandbox is destroyed here, in all cases, whichever broker carried the
-     * request (a raw gRPC caller leaves nothing behind either). */
-    if (s->profile->scope == SBX_SCOPE_PER_CALL && managed(s) && s->ops->destroy != NULL) {
+     * request (a raw gRPC caller leaves nothing behind either). So is a sandbox made for a
+     * fresh session whose caller went away (cancelled: a client interrupted or dropped before
+     * the completion): nobody holds its handle, so nobody could ever reach or destroy it. */
+    bool orphaned = fresh && o.cancel != NULL && *o.cancel;
+    if ((s->profile->scope == SBX_SCOPE_PER_CALL || orphaned) && managed(s) &&
+        s->ops->destroy != NULL) {
         sbx_error derr;
         sbx_error_clear(&derr);
         if (s->ops->destroy(s->state, h->sandbox_id, &derr) == SBX_OK) {

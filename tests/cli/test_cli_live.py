@@ -10,6 +10,7 @@ import pty
 import signal
 import subprocess
 import threading
+import time
 import unittest
 
 import cli_util
@@ -106,6 +107,32 @@ class Live(unittest.TestCase):
                     p.wait()
                 p.stdout.close()
                 p.stderr.close()
+
+    def test_interrupted_remote_run_leaves_no_sandbox(self):
+        """SIGINT of a remote `sbx run`: the stream is cancelled before any completion reaches
+        the client, so the worker destroys the fresh session's sandbox itself."""
+        wrun = os.path.join(self.e.tmp, "wrun")
+        p = self.e.popen(*self.remote(), "run", "--", "sh", "-c", "echo started; sleep %d"
+                         % SLEEP_S, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL)
+        try:
+            self.assertEqual(read_line(p.stdout, FIRST_LINE_GUARD_S), b"started\n")
+            self.assertNotEqual(self.leftovers(wrun), ([], []))  # it is there
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(p.wait(cli_util.RUN_TIMEOUT_S), 128 + signal.SIGINT)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+            p.stderr.close()
+        # the worker finishes the cancelled execution after the client left: wait for it
+        # (a hang guard, not a measurement)
+        for _ in range(cli_util.RUN_TIMEOUT_S * 10):
+            if self.leftovers(wrun) == ([], []):
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.leftovers(wrun), ([], []))
 
     def test_streams_stay_apart(self):
         for broker in ([], self.remote()):
