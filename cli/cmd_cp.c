@@ -77,7 +77,9 @@ static sbx_completion *file_op(cli_plane *p, sbx_request *r, const char *session
     if (c != NULL && c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
         return c;
     *rc = cli_print_completion(c, false, NULL);
-    if (*rc == CLI_EXIT_OK)
+    /* The command line was fine: a file the sandbox does not have (or cannot take) is a failed
+     * operation (1), not a usage error (2), whatever code the provider gives it. */
+    if (*rc == CLI_EXIT_OK || *rc == CLI_EXIT_USAGE)
         *rc = CLI_EXIT_FAILED;
     sbx_completion_free(c);
     return NULL;

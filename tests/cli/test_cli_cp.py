@@ -119,8 +119,14 @@ class Copy(unittest.TestCase):
 
     def test_errors(self):
         sid = self.session()
-        r = self.e.run("cp", "%s:/workspace/missing" % sid, os.path.join(self.e.tmp, "m"))
-        self.assertNotEqual(r.returncode, 0)
+        # a missing source is a failed operation (1), never a usage error (2)
+        for flags in ([], ["-r"]):
+            r = self.e.run("cp", *flags, "%s:/workspace/missing" % sid,
+                           os.path.join(self.e.tmp, "m"))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(b"No such file", r.stderr)
+        r = self.e.run("cp", os.path.join(self.e.tmp, "missing"), "%s:/workspace/m" % sid)
+        self.assertEqual(r.returncode, 1, r.stderr)
         r = self.e.run("cp", self.e.tmp, "%s:/workspace/d" % sid)  # a directory without -r
         self.assertEqual(r.returncode, 2)
         self.assertEqual(self.e.run("cp", "a", "b").returncode, 2)
