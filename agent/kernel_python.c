@@ -5,7 +5,12 @@
  *   fd 3 (agent -> kernel): code, cwd (u32 length + bytes each, little endian), then a u32
  *        count of env pairs, each name and value as u32 length + bytes;
  *   fd 4 (kernel -> agent): u32 status (0 ok, 1 exception, 2 SystemExit) and u32 exit code,
- *        then the display of the last expression as u32 length + bytes (at most 4000).
+ *        then the display of the last expression as u32 length + bytes (at most 4000);
+ *   fd 0 (agent -> kernel): each call's stdin as frames (u32 length + bytes), ended by a frame
+ *        of length 0, exactly one end per call (the agent sends it at the host's end of stdin,
+ *        at once for a call without stdin, or when the call ends first). The kernel moves the
+ *        pipe off fd 0 (its programs' children get /dev/null there, as before), gives each call
+ *        a sys.stdin that reads the frames, and skips what a call left unread once it replied.
  * The kernel flushes stdout/stderr before it replies, so the agent has every output byte of
  * the call in its pipes when the reply arrives. Exceptions print their traceback to stderr.
  * Everything the kernel sends is untrusted by the agent (the program shares its process).
@@ -13,10 +18,41 @@
 #include "agent.h"
 
 const char agent_python_kernel[] =
-    "import ast, os, struct, sys, traceback\n"
+    "import ast, io, os, struct, sys, traceback\n"
     "_ctl = os.fdopen(3, 'rb', buffering=0)\n"
     "_rep = os.fdopen(4, 'wb', buffering=0)\n"
     "os.set_inheritable(3, False); os.set_inheritable(4, False)\n"
+    "_inp = os.fdopen(os.dup(0), 'rb', buffering=0)\n"
+    "_nul = os.open('/dev/null', os.O_RDONLY); os.dup2(_nul, 0); os.close(_nul)\n"
+    "def _ird(n):\n"
+    "    b = b''\n"
+    "    while len(b) < n:\n"
+    "        c = _inp.read(n - len(b))\n"
+    "        if not c:\n"
+    "            os._exit(0)\n"
+    "        b += c\n"
+    "    return b\n"
+    "class _Stdin(io.RawIOBase):\n"
+    "    def __init__(self):\n"
+    "        self.buf, self.eof = b'', False\n"
+    "    def readable(self):\n"
+    "        return True\n"
+    "    def _frame(self):\n"
+    "        (n,) = struct.unpack('<I', _ird(4))\n"
+    "        if n == 0:\n"
+    "            self.eof = True\n"
+    "            return b''\n"
+    "        return _ird(n)\n"
+    "    def readinto(self, b):\n"
+    "        while not self.buf and not self.eof:\n"
+    "            self.buf = self._frame()\n"
+    "        k = min(len(b), len(self.buf))\n"
+    "        b[:k] = self.buf[:k]\n"
+    "        self.buf = self.buf[k:]\n"
+    "        return k\n"
+    "    def drain(self):\n"
+    "        while not self.eof:\n"
+    "            self._frame()\n"
     "def _rd(n):\n"
     "    b = b''\n"
     "    while len(b) < n:\n"
@@ -34,6 +70,8 @@ const char agent_python_kernel[] =
     "    for _i in range(_n):\n"
     "        _k = _rs(); os.environ[_k] = _rs()\n"
     "    _status, _exit, _value = 0, 0, ''\n"
+    "    _in = _Stdin()\n"
+    "    sys.stdin = io.TextIOWrapper(io.BufferedReader(_in), encoding='utf-8', errors='replace')\n"
     "    try:\n"
     "        if _cwd:\n"
     "            os.chdir(_cwd)\n"
@@ -62,4 +100,5 @@ const char agent_python_kernel[] =
     "    except BaseException:\n"
     "        pass\n"
     "    _vb = _value.encode('utf-8', 'replace')[:4000]\n"
-    "    _rep.write(struct.pack('<IiI', _status, _exit & 0xff, len(_vb)) + _vb)\n";
+    "    _rep.write(struct.pack('<IiI', _status, _exit & 0xff, len(_vb)) + _vb)\n"
+    "    _in.drain()\n";

@@ -108,13 +108,14 @@ typedef struct kernel {
     int out_fd[2];
     int busy;         /* command index, or -1 */
     bool died_before; /* a previous kernel died: the next call reports a restart */
+    int in_fd;        /* write end of its framed stdin (kernel_python.c), or -1 */
 } kernel;
 
 static agent_config cfg;
 static int listen_fd = -1, sig_fd = -1;
 static client clients[AGENT_MAX_CLIENTS];
 static command commands[AGENT_MAX_COMMANDS];
-static kernel py = {0, -1, -1, {-1, -1}, -1, false};
+static kernel py = {0, -1, -1, {-1, -1}, -1, false, -1};
 static uint64_t next_command_id = 1, finished_counter;
 static int64_t start_ms, last_activity_ms, shutdown_at_ms;
 static uid_t agent_uid;
@@ -689,6 +690,8 @@ static void send_exit(command *c)
     }
 }
 
+static void kernel_stdin_end(command *c);
+
 /* Ends c: fills its AgentExit from the wait status and flags, and reports it. */
 static void finish(command *c, int exit_code_override, bool have_override, const char *value)
 {
@@ -698,7 +701,9 @@ static void finish(command *c, int exit_code_override, bool have_override, const
             close(c->out_fd[s]);
         c->out_fd[s] = -1;
     }
-    if (c->in_fd >= 0)
+    if (c->is_kernel)
+        kernel_stdin_end(c);
+    else if (c->in_fd >= 0)
         close(c->in_fd);
     c->in_fd = -1;
     sbx_v1_AgentExit *x = &c->exit;
@@ -1229,11 +1234,13 @@ static void kernel_reset(void)
         close(py.ctl_fd);
     if (py.rep_fd >= 0)
         close(py.rep_fd);
+    if (py.in_fd >= 0)
+        close(py.in_fd);
     for (int s = 0; s < 2; s++)
         if (py.out_fd[s] >= 0)
             close(py.out_fd[s]);
     py.pid = 0;
-    py.ctl_fd = py.rep_fd = py.out_fd[0] = py.out_fd[1] = -1;
+    py.ctl_fd = py.rep_fd = py.in_fd = py.out_fd[0] = py.out_fd[1] = -1;
     py.busy = -1;
 }
 
@@ -1257,8 +1264,8 @@ static int kernel_start(uid_t u, gid_t g, bool keep)
     static char *kenv[AGENT_MAX_ENV + 8];
     size_t kenv_n = 0;
     build_env(kenv, &kenv_n);
-    pid_t pid = spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, false, py.out_fd, NULL, ctl[0],
-                      rep[1], -1);
+    pid_t pid = spawn(kargv, kenv, kenv_n, cfg.workdir, u, g, keep, true, py.out_fd, &py.in_fd,
+                      ctl[0], rep[1], -1);
     close(ctl[0]);
     close(rep[1]);
     if (pid < 0) {
@@ -1317,6 +1324,23 @@ static bool write_to_program(command *c, int fd, const uint8_t *p, size_t n)
                 pump(c, s);
     }
     return true;
+}
+
+/* One frame of a kernel call's stdin (n == 0: its end). false when the kernel is gone. */
+static bool kernel_stdin(command *c, const uint8_t *p, size_t n)
+{
+    uint8_t l4[4];
+    size_t z = 0;
+    put_u32(l4, 4, &z, (uint32_t)n);
+    return write_to_program(c, c->in_fd, l4, 4) && (n == 0 || write_to_program(c, c->in_fd, p, n));
+}
+
+/* Ends a kernel call's stdin once (the kernel reads exactly one end per call). */
+static void kernel_stdin_end(command *c)
+{
+    if (c->in_fd >= 0)
+        kernel_stdin(c, NULL, 0);
+    c->in_fd = -1; /* the pipe is the kernel's, kept for its next call */
 }
 
 static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x);
@@ -1448,6 +1472,10 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
         ok = ok && write_to_program(c, py.ctl_fd, l4, 4) &&
              write_to_program(c, py.ctl_fd, (uint8_t *)eq + 1, vl);
     }
+    /* its stdin: AgentStdin frames follow, or it has none (the end goes at once) */
+    c->in_fd = py.in_fd;
+    if (ok && !x->stdin_follows)
+        kernel_stdin_end(c);
     if (!ok) {
         /* the kernel died or the deadline passed: its SIGCHLD or the deadline ends the call */
         if (c->deadline_ms && now_ms() >= c->deadline_ms) {
@@ -1511,6 +1539,13 @@ static void handle_stdin(int ci, uint64_t id, sbx_v1_AgentStdin *x)
         /* the command ended (or never read stdin): drop the bytes quietly */
         (void)ci;
         (void)id;
+        return;
+    }
+    if (c->is_kernel) {
+        if (x->data.size && !kernel_stdin(c, x->data.bytes, x->data.size))
+            c->in_fd = -1; /* the kernel is gone; its SIGCHLD ends the call */
+        else if (x->eof)
+            kernel_stdin_end(c);
         return;
     }
     if (x->data.size && !write_to_program(c, c->in_fd, x->data.bytes, x->data.size)) {

@@ -878,7 +878,7 @@ static sbx_status run_code_as(sbx_agent_conn *c, const Sbx__V1__RunCode *op, boo
     uint64_t id = c->next_id++;
     const char *code = op->code ? op->code : "";
     size_t len = strlen(code), off = 0;
-    bool use_stdin = !stateful && op->stdin.len > 0;
+    bool use_stdin = op->stdin.len > 0; /* the stateful kernel reads it as sys.stdin */
     do {
         Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
         Sbx__V1__AgentCode x = SBX__V1__AGENT_CODE__INIT;

@@ -159,6 +159,23 @@ class Live(unittest.TestCase):
             self.assertEqual(r.stdout.split()[0].decode(), hashlib.sha256(data).hexdigest())
         r = self.e.run("code", "-l", "bash", "tr a-z A-Z", stdin=b"shout\n")
         self.assertEqual(r.stdout, b"SHOUT\n", r.stderr)
+        # the stateful python kernel reads it as sys.stdin, each call its own
+        r = self.e.run("code", "-l", "python",
+                       "import sys\n_ = sys.stdout.buffer.write(sys.stdin.buffer.read())",
+                       stdin=data)
+        self.assertEqual((r.returncode, len(r.stdout)), (0, len(data)), r.stderr)
+        self.assertEqual(r.stdout, data)
+        sid = self.e.run("session", "new").stdout.decode().strip()
+        try:
+            r = self.e.run("code", "-s", sid, "-l", "python", "x = 1", stdin=b"unread\n" * 30000)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.e.run("code", "-s", sid, "-l", "python", "print(input().upper(), x)",
+                           stdin=b"mine\n")
+            self.assertEqual((r.returncode, r.stdout), (0, b"MINE 1\n"), r.stderr)
+            r = self.e.run("code", "-s", sid, "-l", "python", "import sys; sys.stdin.read()")
+            self.assertEqual((r.returncode, r.stdout), (0, b"''\n"), r.stderr)
+        finally:
+            self.e.run("session", "rm", sid)
         sid = self.e.run("session", "new").stdout.decode().strip()
         try:
             r = self.e.run("exec", "-s", sid, "--", "wc", "-c", stdin=b"12345")
