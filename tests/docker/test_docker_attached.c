@@ -96,6 +96,32 @@ static void test_docker_attached_command_separates_stdout_stderr_and_exit_code(v
     sbx_message_free((ProtobufCMessage *)r);
 }
 
+/* The exec API keeps no journal: detached commands are not declared, and refused. */
+static void test_docker_attached_refuses_detached_commands(void **state)
+{
+    fixture *f = *state;
+    sbx_capabilities caps = SBX__V1__CAPABILITIES__INIT;
+    ops->capabilities(f->provider, &caps);
+    assert_false(caps.detach);
+    for (size_t i = 0; i < caps.n_languages; i++)
+        free(caps.languages[i]);
+    free(caps.languages);
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = "true";
+    op.detach = true;
+    sbx_exec_opts o = opts_for(f, 30000);
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(ops->run_command(f->sb, &op, &o, r, &err), SBX_E_CAPABILITY);
+    Sbx__V1__AttachCommand at = SBX__V1__ATTACH_COMMAND__INIT;
+    at.command_id = 1;
+    assert_int_equal(ops->attach_command(f->sb, &at, &o, r, &err), SBX_E_CAPABILITY);
+    Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
+    cc.command_id = 1;
+    assert_int_equal(ops->cancel_command(f->sb, &cc, &o, r, &err), SBX_E_CAPABILITY);
+    sbx_message_free((ProtobufCMessage *)r);
+}
+
 static void test_docker_attached_argv_runs_without_a_shell(void **state)
 {
     fixture *f = *state;
@@ -465,6 +491,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_docker_attached_command_separates_stdout_stderr_and_exit_code),
+        cmocka_unit_test(test_docker_attached_refuses_detached_commands),
         cmocka_unit_test(test_docker_attached_argv_runs_without_a_shell),
         cmocka_unit_test(test_docker_attached_stdin_env_and_cwd_reach_the_program),
         cmocka_unit_test(test_docker_attached_large_stdin_and_output_do_not_deadlock),

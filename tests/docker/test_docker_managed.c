@@ -221,6 +221,70 @@ static void test_docker_managed_runs_a_command(void **state)
     destroy(f, sb);
 }
 
+/* Detached commands through the container's agent: started, followed from an offset by a
+ * second handle (another connection, as a later process would), cancelled, and declared. */
+static void test_docker_managed_detached_command_is_followed_and_cancelled(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    sbx_capabilities caps = SBX__V1__CAPABILITIES__INIT;
+    ops->capabilities(f->provider, &caps);
+    assert_true(caps.detach);
+    for (size_t i = 0; i < caps.n_languages; i++)
+        free(caps.languages[i]);
+    free(caps.languages);
+    sbx_sandbox *sb = create(f, NULL);
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = "echo 0123456789; echo err >&2; exec sleep 600";
+    op.detach = true;
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(ops->run_command(sb, &op, &o, r, &err), SBX_OK);
+    uint64_t id = r->command_id;
+    assert_true(id > 0);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED);
+    sbx_message_free((ProtobufCMessage *)r);
+
+    /* follow from offset 4 until a short deadline: the output so far, and it runs on */
+    sbx_sandbox *other = NULL;
+    assert_int_equal(ops->attach(f->provider, sb->id, f->principal, f->policy, &other, &err),
+                     SBX_OK);
+    Sbx__V1__AttachCommand at = SBX__V1__ATTACH_COMMAND__INIT;
+    at.command_id = id;
+    at.stdout_offset = 4;
+    sbx_exec_opts brief = o;
+    brief.deadline_mono_ms = sbx_monotonic_ms() + 1000;
+    r = sbx_result_new();
+    while (r->stdout.len < 7) { /* until the echo ran: each try follows for a second */
+        sbx_message_free((ProtobufCMessage *)r);
+        r = sbx_result_new();
+        brief.deadline_mono_ms = sbx_monotonic_ms() + 1000;
+        assert_int_equal(ops->attach_command(other, &at, &brief, r, &err), SBX_E_TIMEOUT);
+        assert_non_null(strstr(err.message, "it runs on"));
+    }
+    assert_stdout(r, "456789\n");
+    assert_int_equal(r->stdout_offset, 4);
+    sbx_message_free((ProtobufCMessage *)r);
+
+    Sbx__V1__CancelCommand cc = SBX__V1__CANCEL_COMMAND__INIT;
+    cc.command_id = id;
+    r = sbx_result_new();
+    assert_int_equal(ops->cancel_command(sb, &cc, &o, r, &err), SBX_OK);
+    assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_SIGNALED);
+    sbx_message_free((ProtobufCMessage *)r);
+    r = sbx_result_new();
+    assert_int_equal(ops->attach_command(other, &at, &o, r, &err), SBX_OK);
+    assert_int_equal(r->signal, 9);
+    assert_stdout(r, "456789\n");
+    assert_int_equal(r->stderr.len, 4);
+    sbx_message_free((ProtobufCMessage *)r);
+    ops->sandbox_close(other);
+    destroy(f, sb);
+}
+
 static void test_docker_managed_destroy_removes_container_and_state_and_is_idempotent(void **state)
 {
     fixture *f = *state;
@@ -463,6 +527,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_allowlist_is_unenforceable),
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
         cmocka_unit_test(test_docker_managed_runs_a_command),
+        cmocka_unit_test(test_docker_managed_detached_command_is_followed_and_cancelled),
         cmocka_unit_test(test_docker_managed_destroy_removes_container_and_state_and_is_idempotent),
         cmocka_unit_test(test_docker_managed_destroy_refuses_a_container_sbx_did_not_create),
         cmocka_unit_test(test_docker_managed_removed_container_is_gone),
