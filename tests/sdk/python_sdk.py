@@ -74,6 +74,7 @@ class Worker:
                 "      policy: { output_limit_bytes: 12582912 }\n"
                 "    oneshot: { type: fake, scope: per_call }\n"
                 "    nofiles: { type: fake, scope: per_call, fake: { files: false } }\n"
+                "    local: { type: local, scope: per_session }\n"
                 % (tmp, tmp, worker_yaml))
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
                                      text=True, env=dict(os.environ, **(env or {})))
@@ -102,6 +103,7 @@ class Plain(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-sdk-")
+        os.chmod(cls.tmp, 0o755)  # the local provider's sandboxes search their runtime dir in it
         cls.worker = Worker(cls.tmp)
         cls.target = "127.0.0.1:%d" % cls.worker.port
 
@@ -148,6 +150,39 @@ class Plain(unittest.TestCase):
             self.assertTrue(all(isinstance(o.offset, int) for o in chunks))
             self.assertEqual(ex.result.stdout, b"one\nthree\n")
             self.assertEqual(ex.result.exit_code, 0)
+
+    def test_detached_command_start_follow_attach_cancel(self):
+        with self.client() as c, c.sandbox("local") as box:
+            cid = box.start("echo 0123456789; echo err >&2; read line; echo got $line; exit 3",
+                            stdin="go\n")
+            self.assertGreater(cid, 0)
+            r = box.attach(cid)  # waits for the end
+            self.assertEqual((r.exit_code, r.stdout, r.stderr), (3, b"0123456789\ngot go\n",
+                                                                  b"err\n"))
+            self.assertEqual(r.command_id, cid)
+            r = box.attach(cid, stdout_offset=4, stderr_offset=1)
+            self.assertEqual((r.stdout, r.stderr, r.stdout_offset), (b"456789\ngot go\n",
+                                                                     b"rr\n", 4))
+            ex = box.follow(cid, stdout_offset=11)
+            self.assertEqual(b"".join(o.data for o in ex if o.stream == "stdout"), b"got go\n")
+            self.assertEqual(ex.result.exit_code, 3)
+            # a long one: a follower in another thread sees the cancel from this one
+            cid = box.start(["sh", "-c", "echo up; exec sleep 600"])
+            box2 = c.attach(box.handle)
+            done = []
+            t = threading.Thread(target=lambda: done.append(box2.attach(cid)))
+            t.start()
+            with self.assertRaises(sbx.TimeoutError):  # stops following, not the command
+                box.attach(cid, timeout=0.5)
+            r = box.cancel(cid)
+            self.assertEqual((r.outcome, r.signal), ("SIGNALED", 9))
+            t.join(60)
+            self.assertEqual((done[0].outcome, done[0].stdout), ("SIGNALED", b"up\n"))
+            with self.assertRaises(sbx.GoneError):
+                box.cancel(cid + 1000)
+        with self.client() as c, c.sandbox() as box:  # the fake provider keeps no journals
+            with self.assertRaises(sbx.CapabilityError):
+                box.start("true")
 
     def test_files_write_read_list(self):
         with self.client() as c, c.sandbox() as box:
@@ -228,7 +263,8 @@ class Plain(unittest.TestCase):
     def test_describe_lists_the_profiles(self):
         with self.client() as c:
             d = c.describe()
-            self.assertEqual(sorted(p.name for p in d.profiles), ["fake", "nofiles", "oneshot"])
+            self.assertEqual(sorted(p.name for p in d.profiles),
+                             ["fake", "local", "nofiles", "oneshot"])
             self.assertEqual(d.default_profile, "fake")
 
     def test_policy_timeout_is_a_timeout_error_with_the_completion(self):

@@ -50,6 +50,9 @@ class Result:
         self.wall_us = r.wall_us
         self.cpu_us = r.cpu_us
         self.max_rss_kb = r.max_rss_kb
+        self.command_id = r.command_id  # the sandbox's id of the command (start, attach)
+        self.stdout_offset = r.stdout_offset  # stream offset of stdout[0] (attach from one)
+        self.stderr_offset = r.stderr_offset
         self.notice = completion.notice
 
     @property
@@ -84,9 +87,10 @@ class Execution:
     """Iterates over the Output of a streaming operation; once exhausted, `result` holds the
     Result (a machinery failure is raised at the end of the iteration instead)."""
 
-    def __init__(self, sandbox, call):
+    def __init__(self, sandbox, call, locked=True):
         self._sandbox = sandbox
         self._call = call
+        self._locked = locked  # holds the sandbox's lock until the end (not when following)
         self.result = None
 
     def __iter__(self):
@@ -101,7 +105,8 @@ class Execution:
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
         finally:
-            self._sandbox._lock.release()
+            if self._locked:
+                self._sandbox._lock.release()
         if self.result is None:
             raise errors.BrokerError("the stream ended without a completion")
 
@@ -227,6 +232,48 @@ class Sandbox:
             raise
         return Execution(self, call)
 
+    # ---- detached commands ----------------------------------------------------------------
+    # A detached command runs on in the sandbox (providers whose capabilities say `detach`:
+    # local, managed docker); the sandbox keeps the last 256 KiB of each of its streams.
+    # attach/follow/cancel do not wait for the sandbox's other operations (an attach may
+    # follow for hours; a cancel must reach what another thread follows).
+
+    def start(self, command, env=None, cwd=None, stdin=None, timeout=None):
+        """Starts a command detached (stdin, if any, is sent first) and returns its id."""
+        req = self._command(command, env, cwd, stdin)
+        req.run_command.detach = True
+        return self._execute(req, timeout).command_id
+
+    def attach(self, command_id, stdout_offset=0, stderr_offset=0, timeout=None):
+        """Waits for the end of a detached command and returns its Result, with its output from
+        the offsets on (stdout_offset/stderr_offset say where it starts). timeout= stops
+        waiting (TimeoutError), never the command. An offset older than what the sandbox keeps
+        is an InvalidArgumentError naming the range kept; an unknown id is GoneError."""
+        req = self._request()
+        a = req.attach_command
+        a.command_id, a.stdout_offset, a.stderr_offset = command_id, stdout_offset, stderr_offset
+        return self._execute(req, timeout, locked=False)
+
+    def follow(self, command_id, stdout_offset=0, stderr_offset=0, timeout=None):
+        """Like attach(), streaming: iterate over the returned Execution for what the command
+        printed from the offsets on, then its live output; then read its `result`."""
+        req = self._request()
+        a = req.attach_command
+        a.command_id, a.stdout_offset, a.stderr_offset = command_id, stdout_offset, stderr_offset
+        try:
+            call = self._client._stub.ExecuteStream(req, **self._client._call_kwargs(timeout))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+        return Execution(self, call, locked=False)
+
+    def cancel(self, command_id, signal=0, timeout=None):
+        """Stops a detached command (signal 0: SIGKILL to its whole tree) and returns how it
+        ended (a command that ended already keeps its end)."""
+        req = self._request()
+        req.cancel_command.command_id = command_id
+        req.cancel_command.signal = signal
+        return self._execute(req, timeout, locked=False)
+
     def install(self, manager, packages, timeout=None):
         """Installs packages with a package manager ("pip", "npm", "apt", ...)."""
         req = self._request()
@@ -285,14 +332,18 @@ class Sandbox:
         if stdin is not None:
             op.stdin = stdin.encode() if isinstance(stdin, str) else stdin
 
-    def _execute(self, req, timeout=None):
+    def _execute(self, req, timeout=None, locked=True):
+        if not locked:
+            return self._call(req, timeout)
         with self._lock:
-            try:
-                completion = self._client._stub.Execute(req,
-                                                        **self._client._call_kwargs(timeout))
-            except grpc.RpcError as e:
-                raise errors.from_rpc_error(e) from None
-            return self._finish(completion)
+            return self._call(req, timeout)
+
+    def _call(self, req, timeout):
+        try:
+            completion = self._client._stub.Execute(req, **self._client._call_kwargs(timeout))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+        return self._finish(completion)
 
     def _finish(self, completion):
         if completion.HasField("session") and completion.session.session_id:
