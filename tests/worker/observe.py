@@ -153,6 +153,10 @@ class ObservedWorker(unittest.TestCase):
         list(cls.stub.ExecuteStream(command("echo streamed"), metadata=good, timeout=30))
         cls.stub.Execute(command("exit 3"), metadata=good, timeout=30)
         cls.stub.Describe(pb.DescribeRequest(), metadata=good, timeout=30)
+        attach = pb.ExecutionRequest(profile="fake", principal=pb.Principal(subject="agent-1"),
+                                     task_id="observe-attach")
+        attach.attach_command.command_id = 1  # no session: refused, but labelled by its op
+        cls.stub.Execute(attach, metadata=good, timeout=30)
         health_pb2_grpc.HealthStub(cls.channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
         cls.codes = []
         for md, subject in (([("authorization", "Bearer wrong-token")], "agent-1"),
@@ -234,6 +238,8 @@ class ObservedWorker(unittest.TestCase):
                                error_code="NONE"), 3)  # echo, streamed echo, exit 3
         self.assertEqual(value(smp, calls, operation="describe", status="NONE",
                                error_code="NONE"), 1)
+        self.assertEqual(value(smp, calls, operation="attach_command", status="FAILED",
+                               error_code="INVALID_ARGUMENT"), 1)
         grpcs = "sbx_worker_grpc_responses_total"
         self.assertEqual(value(smp, grpcs, method="Execute", grpc_code="UNAUTHENTICATED"), 2)
         self.assertEqual(value(smp, grpcs, method="Execute", grpc_code="PERMISSION_DENIED"), 1)
