@@ -16,8 +16,9 @@
 static int plane_open(cli_plane *p, bool with_sessions, bool one_shot);
 
 /* A remote (or queue) broker serves the worker's profiles, not this host's: the session store's
- * checks (does the profile exist, its scope, environment, idle timeout) and the default profile
- * come from the worker's Describe. A broker that cannot describe keeps the local file's. */
+ * checks (does the profile exist, its scope, environment, idle timeout) come from the worker's
+ * Describe, and so does the default profile unless the client's own default names one of the
+ * worker's profiles. A broker that cannot describe keeps the local file's. */
 static sbx_status profiles_from_worker(cli_plane *p, sbx_error *err)
 {
     Sbx__V1__DescribeResponse *d = NULL;
@@ -29,7 +30,11 @@ static sbx_status profiles_from_worker(cli_plane *p, sbx_error *err)
     if (st != SBX_OK)
         return st;
     sbx_profile_config *profiles = calloc(d->n_profiles > 0 ? d->n_profiles : 1, sizeof(*profiles));
-    char *def = strdup(d->default_profile);
+    const char *want = d->default_profile;
+    for (size_t i = 0; p->cfg->default_profile != NULL && i < d->n_profiles; i++)
+        if (strcmp(d->profiles[i]->name, p->cfg->default_profile) == 0)
+            want = p->cfg->default_profile;
+    char *def = strdup(want);
     bool ok = profiles != NULL && def != NULL;
     size_t n = 0;
     for (; ok && n < d->n_profiles; n++) {
