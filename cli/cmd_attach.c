@@ -1,5 +1,5 @@
-/* cmd_attach.c - `sbx attach SESSION COMMAND_ID [--offset N]`: follows a command started with
- * `sbx exec --detach` (or by a client that went away): prints what it printed from the offsets
+/* cmd_attach.c - `sbx attach SESSION [COMMAND_ID] [--offset N]`: follows a command started with
+ * `sbx exec --detach` (or by an exec that went away): prints what it printed from the offsets
  * on, then its live output, and exits with its status. Stopping sbx stops following only. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +9,9 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_attach_help[] =
-    "Usage: sbx attach [--offset N] [--stderr-offset N] SESSION COMMAND_ID\n\n"
-    "Follows command COMMAND_ID of session SESSION (the id `sbx exec --detach` printed): prints\n"
+    "Usage: sbx attach [--offset N] [--stderr-offset N] SESSION [COMMAND_ID]\n\n"
+    "Follows command COMMAND_ID of session SESSION (the id `sbx exec --detach` printed; without\n"
+    "it, the command `sbx exec` or `sbx exec --detach` started last in SESSION): prints\n"
     "what it wrote to stdout and stderr from the offsets on (default: from the start), then its\n"
     "output as it is produced, and exits with its status once it ends (at once when it ended\n"
     "already). The sandbox keeps the last 256 KiB of each stream; an offset older than that is\n"
@@ -56,11 +57,11 @@ int cmd_attach(int argc, char **argv)
     }
     if (opt == CLI_OPT_EXIT)
         return a.exit_code;
-    if (a.n_operands != 2)
-        return cli_usage_error("attach", "expected SESSION COMMAND_ID, got %d operand%s",
-                               a.n_operands, a.n_operands == 1 ? "" : "s");
-    uint64_t id;
-    if (!cli_parse_command_id("attach", a.operands[1], &id))
+    if (a.n_operands != 1 && a.n_operands != 2)
+        return cli_usage_error("attach", "expected SESSION [COMMAND_ID], got %d operands",
+                               a.n_operands);
+    uint64_t id = 0;
+    if (a.n_operands == 2 && !cli_parse_command_id("attach", a.operands[1], &id))
         return CLI_EXIT_USAGE;
     if (!err_set)
         err_off = out_off;
@@ -68,15 +69,14 @@ int cmd_attach(int argc, char **argv)
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return cli_program_exit_code(rc);
-    sbx_request *r = cli_plane_request(&p, NULL);
-    r->attach_command = malloc(sizeof(*r->attach_command));
-    sbx__v1__attach_command__init(r->attach_command);
-    r->attach_command->command_id = id;
-    r->attach_command->stdout_offset = out_off;
-    r->attach_command->stderr_offset = err_off;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND;
-    rc = cli_plane_run_program(&p, r, a.operands[0]);
-    sbx_request_free(r);
+    if (id == 0 && !cli_last_command(&p, a.operands[0], &id)) {
+        cli_plane_close(&p);
+        return cli_usage_error("attach",
+                               "no command of session '%s' is noted here (none was started by "
+                               "`sbx exec` on this host); pass its COMMAND_ID",
+                               a.operands[0]);
+    }
+    rc = cli_plane_follow(&p, a.operands[0], id, out_off, err_off, false);
     cli_plane_close(&p);
     return rc;
 }

@@ -13,7 +13,9 @@ const char cmd_exec_help[] =
     "sandbox between commands; an unknown session is an error, never a fresh sandbox.\n"
     "Options end at the first word of COMMAND. Output is printed as it is produced; stdin is\n"
     "forwarded when it is not a terminal (or with -i), up to 8 MiB. SIGINT, SIGTERM or SIGHUP\n"
-    "stop the program.\n\n"
+    "stop the program. Where the provider can (DETACH in `sbx providers`), the command runs\n"
+    "detached and exec follows it: should exec itself be killed, `sbx attach S` prints the\n"
+    "whole output and waits for the end.\n\n"
     "With --detach the command is started and runs on in the sandbox; sbx prints its command id\n"
     "and exits 0. `sbx attach S ID` prints its output (kept in a journal of the last 256 KiB of\n"
     "each stream) and waits for its end; `sbx kill S ID` stops it.\n\n"
@@ -83,7 +85,8 @@ int cmd_exec(int argc, char **argv)
         r->policy = sbx_policy_new();
         r->policy->timeout_ms = (uint64_t)timeout_ms;
     }
-    rc = detach ? cli_plane_start_detached(&p, r, session) : cli_plane_run_program(&p, r, session);
+    rc =
+        detach ? cli_plane_start_detached(&p, r, session) : cli_plane_exec_followed(&p, r, session);
     sbx_request_free(r);
     cli_plane_close(&p);
     return rc;

@@ -332,6 +332,150 @@ int cli_plane_run_program(cli_plane *p, sbx_request *r, const char *session)
     return rc;
 }
 
+/* ---- commands followed by id ---------------------------------------------------------- */
+
+/* <sessions dir>/<session_id>.command holds the id of the command `sbx exec` ran last in that
+ * session, so `sbx attach SESSION` finds it after the exec was killed. false for an id that
+ * cannot be a file name. */
+static bool last_command_path(const char *session_id, char *out, size_t cap)
+{
+    char dir[4096];
+    if (session_id == NULL || session_id[0] == '\0' || session_id[0] == '.' ||
+        strlen(session_id) > 200 || !sbx_sessions_default_dir(dir, sizeof(dir)))
+        return false;
+    for (const char *c = session_id; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == ':' || *c == '.'))
+            return false;
+    return (size_t)snprintf(out, cap, "%s/%s.command", dir, session_id) < cap;
+}
+
+static void note_last_command(const char *session_id, uint64_t id)
+{
+    char path[4400], tmp[4500];
+    if (!last_command_path(session_id, path, sizeof(path)))
+        return;
+    snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return; /* best effort: attach with the id still works */
+    bool ok = fprintf(f, "%llu\n", (unsigned long long)id) > 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+bool cli_last_command(cli_plane *p, const char *session, uint64_t *id)
+{
+    sbx_session_handle *h = sbx_sessions_get(p->sessions, session);
+    char path[4400], buf[32] = "";
+    bool ok = h != NULL && last_command_path(h->session_id, path, sizeof(path));
+    sbx_message_free((ProtobufCMessage *)h);
+    FILE *f = ok ? fopen(path, "r") : NULL;
+    ok = f != NULL && fgets(buf, sizeof(buf), f) != NULL;
+    if (f != NULL)
+        fclose(f);
+    char *end = NULL;
+    unsigned long long v = ok ? strtoull(buf, &end, 10) : 0;
+    if (v == 0 || end == NULL || (*end != '\n' && *end != '\0'))
+        return false;
+    *id = v;
+    return true;
+}
+
+/* Stops command id of session (SIGKILL to its tree); errors go to stderr. */
+static void cancel_command(cli_plane *p, const char *session, uint64_t id)
+{
+    sbx_request *r = cli_plane_request(p, NULL);
+    r->cancel_command = malloc(sizeof(*r->cancel_command));
+    sbx__v1__cancel_command__init(r->cancel_command);
+    r->cancel_command->command_id = id;
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+    sbx_completion *c = NULL;
+    sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, NULL, &c, NULL);
+    if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fprintf(stderr, "sbx: command %llu could not be stopped: %s\n", (unsigned long long)id,
+                c != NULL ? c->error : "out of memory");
+    sbx_completion_free(c);
+    sbx_request_free(r);
+}
+
+int cli_plane_follow(cli_plane *p, const char *session, uint64_t id, uint64_t stdout_offset,
+                     uint64_t stderr_offset, bool stop_on_signal)
+{
+    cli_cancel_on_signals();
+    sbx_request *r = cli_plane_request(p, NULL);
+    r->attach_command = malloc(sizeof(*r->attach_command));
+    sbx__v1__attach_command__init(r->attach_command);
+    r->attach_command->command_id = id;
+    r->attach_command->stdout_offset = stdout_offset;
+    r->attach_command->stderr_offset = stderr_offset;
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND;
+    cli_stream s;
+    sbx_engine_hooks h = cli_stream_hooks(&s);
+    sbx_completion *c = NULL;
+    sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, &h, &c, NULL);
+    int sig = cli_cancelled_by();
+    int rc;
+    if (sig != 0 && stop_on_signal) {
+        /* exec: a signal stops the program, as it would a program run attached */
+        cancel_command(p, session, id);
+        if (cli_global.json)
+            cli_print_json(cli_pb_to_json(&c->base));
+        fprintf(stderr, "sbx: stopped by signal %d\n", sig);
+        rc = 128 + sig;
+    } else {
+        rc = cli_print_completion(c, true, &s);
+        if (sig != 0) {
+            fprintf(stderr, "sbx: stopped following command %llu by signal %d; it runs on\n",
+                    (unsigned long long)id, sig);
+            rc = 128 + sig;
+        }
+    }
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    return rc;
+}
+
+int cli_plane_exec_followed(cli_plane *p, sbx_request *r, const char *session)
+{
+    cli_cancel_on_signals();
+    r->run_command->detach = true;
+    sbx_completion *c = NULL;
+    sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, NULL, &c, NULL);
+    bool started = c != NULL &&
+                   c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED &&
+                   c->result != NULL && c->result->command_id != 0;
+    if (!started && c != NULL &&
+        (c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_CAPABILITY ||
+         c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_INVALID_ARGUMENT)) {
+        /* a provider without journals (or a request it refuses anyway): run it attached, the
+         * refusal, if any, reported by that run */
+        sbx_completion_free(c);
+        char task[SBX_UUID_LEN];
+        sbx_uuid_v4(task);
+        sbx_set_string(&r->task_id, task);
+        r->run_command->detach = false;
+        return cli_plane_run_program(p, r, session);
+    }
+    if (!started) {
+        int rc = cli_print_completion(c, true, NULL);
+        sbx_completion_free(c);
+        return rc;
+    }
+    uint64_t id = c->result->command_id;
+    note_last_command(c->session != NULL ? c->session->session_id : NULL, id);
+    if (!cli_global.json && c->notice[0] != '\0')
+        fprintf(stderr, "sbx: notice: %s\n", c->notice);
+    sbx_completion_free(c);
+    if (cli_cancelled_by() != 0) {
+        cancel_command(p, session, id);
+        fprintf(stderr, "sbx: stopped by signal %d\n", cli_cancelled_by());
+        return 128 + cli_cancelled_by();
+    }
+    return cli_plane_follow(p, session, id, 0, 0, true);
+}
+
 int cli_plane_start_detached(cli_plane *p, sbx_request *r, const char *session)
 {
     sbx_completion *c = NULL;
@@ -342,6 +486,8 @@ int cli_plane_start_detached(cli_plane *p, sbx_request *r, const char *session)
             cli_print_json(cli_pb_to_json(&c->base));
         else
             printf("%llu\n", (unsigned long long)c->result->command_id);
+        note_last_command(c->session != NULL ? c->session->session_id : NULL,
+                          c->result->command_id);
         if (!cli_global.json && c->notice[0] != '\0')
             fprintf(stderr, "sbx: notice: %s\n", c->notice);
         sbx_completion_free(c);

@@ -73,6 +73,20 @@ int cli_print_completion(const sbx_completion *c, bool program, const cli_stream
  * prints the completion and returns the exit code. */
 int cli_plane_run_program(cli_plane *p, sbx_request *r, const char *session);
 
+/* exec: starts run_command r detached in session, notes its id as the session's last command
+ * and follows it (cli_plane_follow, a signal stopping it), so a client that is killed loses
+ * nothing: `sbx attach SESSION` prints it all. A provider that cannot detach runs it attached
+ * (cli_plane_run_program). Returns the exit code. */
+int cli_plane_exec_followed(cli_plane *p, sbx_request *r, const char *session);
+
+/* Follows command id of session from the offsets with live output and returns its exit code.
+ * A signal (SIGINT, SIGTERM, SIGHUP) stops following; stop_on_signal also stops the command. */
+int cli_plane_follow(cli_plane *p, const char *session, uint64_t id, uint64_t stdout_offset,
+                     uint64_t stderr_offset, bool stop_on_signal);
+
+/* The command `sbx exec` ran last in session (id or name); false when none is noted. */
+bool cli_last_command(cli_plane *p, const char *session, uint64_t *id);
+
 /* Runs a detached run_command r in session and prints the command id (the completion with
  * --json); returns the exit code (0 once it started). */
 int cli_plane_start_detached(cli_plane *p, sbx_request *r, const char *session);

@@ -116,6 +116,54 @@ class Detach(unittest.TestCase):
             r = self.sbx(broker, "attach", sid, cid)
             self.assertEqual((r.returncode, r.stdout), (7, b"first\nsecond\n"), r.stderr)
 
+    def test_killed_exec_loses_nothing(self):
+        """A plain `sbx exec` runs its command detached and follows it: killed with SIGKILL, it
+        leaves the command running, and `sbx attach S` (no id: the last exec) prints it all."""
+        for broker in self.brokers():
+            sid = self.session(broker)
+            p = self.e.popen(*broker, "exec", "-s", sid, "--", "sh", "-c",
+                             "echo first; while [ ! -e /workspace/go ]; do sleep 0.05; done; "
+                             "echo second; exit 7", stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            try:
+                self.assertEqual(read_line(p.stdout), b"first\n", broker)
+                p.kill()
+                p.wait()
+            finally:
+                p.stdout.close()
+                p.stderr.close()
+            r = self.sbx(broker, "exec", "-d", "-s", sid, "--", "touch", "/workspace/go")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            touch = r.stdout.decode().strip()
+            self.assertEqual(self.sbx(broker, "attach", sid, touch).returncode, 0)
+            r = self.sbx(broker, "attach", sid, str(int(touch) - 1))
+            self.assertEqual((r.returncode, r.stdout), (7, b"first\nsecond\n"), r.stderr)
+            # the plain exec noted its command: attach without an id finds it
+            r = self.sbx(broker, "exec", "-s", sid, "--", "sh", "-c", "echo again; exit 4")
+            self.assertEqual((r.returncode, r.stdout), (4, b"again\n"), r.stderr)
+            r = self.sbx(broker, "attach", sid)
+            self.assertEqual((r.returncode, r.stdout), (4, b"again\n"), r.stderr)
+
+    def test_interrupted_exec_stops_its_command(self):
+        for broker in self.brokers():
+            sid = self.session(broker)
+            p = self.e.popen(*broker, "exec", "-s", sid, "--", "sh", "-c", "echo up; sleep 600",
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+            try:
+                self.assertEqual(read_line(p.stdout), b"up\n")
+                p.send_signal(signal.SIGINT)
+                self.assertEqual(p.wait(cli_util.RUN_TIMEOUT_S), 128 + signal.SIGINT)
+                self.assertIn(b"stopped by signal 2", p.stderr.read())
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+                p.stdout.close()
+                p.stderr.close()
+            r = self.sbx(broker, "attach", sid)  # it was stopped, not left running
+            self.assertEqual((r.returncode, r.stdout), (128 + signal.SIGKILL, b"up\n"), r.stderr)
+
     def test_interrupted_attach_leaves_the_command_running(self):
         for broker in self.brokers():
             sid = self.session(broker)
@@ -188,6 +236,9 @@ class Detach(unittest.TestCase):
         r = self.e.run("--config", self.fake_cfg, "exec", "-d", "-s", sid, "--", "true")
         self.assertEqual(r.returncode, 4, r.stderr)
         self.assertIn(b"does not offer detached commands", r.stderr)
+        # a plain exec there runs attached, as before
+        r = self.e.run("--config", self.fake_cfg, "exec", "-s", sid, "--", "echo", "hi")
+        self.assertEqual((r.returncode, r.stdout), (0, b"hi\n"), r.stderr)
         self.e.run("--config", self.fake_cfg, "session", "rm", sid)
         self.assertEqual(self.e.run("attach", "s").returncode, 2)
         self.assertEqual(self.e.run("attach", "s", "x1").returncode, 2)
