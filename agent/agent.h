@@ -58,6 +58,11 @@
 /* Default idle TTL: without a connection or a running command for this long, the agent (PID 1)
  * exits and its whole sandbox is torn down by the kernel. */
 #define AGENT_DEFAULT_IDLE_TTL_S (24 * 3600)
+/* TCP connections that have not yet sent their credential (SBX_AGENT_AUTH_MAGIC + token). They
+ * hold a client slot only this long (AGENT_IO_TIMEOUT_MS) and only this many at once, so a
+ * peer on the pod network that connects and says nothing cannot take the slots of the host. */
+#define AGENT_MAX_UNAUTH 8
+#define AGENT_AUTH_LEN (SBX_AGENT_AUTH_MAGIC_LEN + SBX_AGENT_TOKEN_LEN)
 
 typedef struct agent_config {
     const char *socket_path; /* default /.sbx/agent.sock */
@@ -70,6 +75,9 @@ typedef struct agent_config {
     uint64_t rlimit_nofile; /* RLIMIT_NOFILE of programs */
     int cgroup_fd; /* -1, or a directory fd of a cgroup delegated to the agent (the sandbox's
                     * pids cgroup on v1, its cgroup on v2): each command gets a child cgroup */
+    const char *tcp_listen; /* NULL, or "IPV4:PORT": also serve TCP clients that authenticate
+                               with `token` (a pod, reached by the host over the pod network) */
+    uint8_t token[SBX_AGENT_TOKEN_LEN]; /* the sandbox's credential (tcp_listen only) */
 } agent_config;
 
 /* serve.c: the PID 1 loop. Returns the process exit status. */

@@ -1,9 +1,11 @@
 /* main.c - sbx-agent's command line.
  *
  *   sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] [--idle-ttl S]
- *             [--shared-uid] [--nofile N]
+ *             [--shared-uid] [--nofile N] [--listen IPV4:PORT --token-env NAME]
  *       serve as PID 1 of a box whose /.sbx is bind-mounted from the host (any provider:
- *       docker runs exactly this as the container's entrypoint);
+ *       docker runs exactly this as the container's entrypoint); with --listen also on TCP
+ *       for clients that open with the credential held (64 hex digits) in env var NAME
+ *       (kubernetes pods, reached over the pod network);
  *   sbx-agent boot --box DIR [...]
  *       the local provider's launcher (boot_local.c): build the namespaces, then serve.
  *
@@ -28,6 +30,35 @@ static long long number(const char *opt, const char *v)
     return n;
 }
 
+/* Reads the credential from env var `name` (64 hex digits) and wipes the value in place, so it
+ * is gone from /proc/1/environ and from every program's environment. */
+static void take_token(const char *name, uint8_t out[SBX_AGENT_TOKEN_LEN])
+{
+    char *v = getenv(name);
+    if (v == NULL || strlen(v) != 2 * SBX_AGENT_TOKEN_LEN) {
+        fprintf(stderr, "sbx-agent: --token-env %s must name a variable holding %u hex digits\n",
+                name, 2 * SBX_AGENT_TOKEN_LEN);
+        exit(2);
+    }
+    for (unsigned i = 0; i < SBX_AGENT_TOKEN_LEN; i++) {
+        unsigned hi, lo;
+        char a = v[2 * i], b = v[2 * i + 1];
+        hi = a >= '0' && a <= '9'   ? (unsigned)(a - '0')
+             : a >= 'a' && a <= 'f' ? (unsigned)(a - 'a' + 10)
+                                    : 16;
+        lo = b >= '0' && b <= '9'   ? (unsigned)(b - '0')
+             : b >= 'a' && b <= 'f' ? (unsigned)(b - 'a' + 10)
+                                    : 16;
+        if (hi > 15 || lo > 15) {
+            fprintf(stderr, "sbx-agent: %s is not lower-case hex\n", name);
+            exit(2);
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    memset(v, 'x', strlen(v));
+    unsetenv(name);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "boot") == 0)
@@ -43,6 +74,7 @@ int main(int argc, char **argv)
         .rlimit_nofile = 1024,
         .cgroup_fd = -1,
     };
+    const char *token_env = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--shared-uid") == 0) {
@@ -52,6 +84,7 @@ int main(int argc, char **argv)
         if (strcmp(a, "--help") == 0) {
             printf("usage: sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] "
                    "[--idle-ttl SECONDS] [--shared-uid] [--nofile N]\n"
+                   "                 [--listen IPV4:PORT --token-env NAME]\n"
                    "       sbx-agent boot --box DIR [options]   (local provider launcher)\n");
             return 0;
         }
@@ -72,10 +105,21 @@ int main(int argc, char **argv)
             cfg.idle_ttl_s = number(a, v);
         else if (strcmp(a, "--nofile") == 0)
             cfg.rlimit_nofile = (uint64_t)number(a, v);
+        else if (strcmp(a, "--listen") == 0)
+            cfg.tcp_listen = v;
+        else if (strcmp(a, "--token-env") == 0)
+            token_env = v;
         else {
             fprintf(stderr, "sbx-agent: unknown option %s (see --help)\n", a);
             return 2;
         }
     }
+    if ((cfg.tcp_listen == NULL) != (token_env == NULL)) {
+        fprintf(stderr, "sbx-agent: --listen and --token-env go together (a TCP listener "
+                        "without a credential would serve anyone on the network)\n");
+        return 2;
+    }
+    if (token_env != NULL)
+        take_token(token_env, cfg.token);
     return agent_serve(&cfg);
 }

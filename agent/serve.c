@@ -33,6 +33,9 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,6 +99,13 @@ typedef struct command {
 
 typedef struct client {
     int fd; /* -1 when free */
+    /* A TCP client is served only once it sent SBX_AGENT_AUTH_MAGIC + the token (authed); until
+     * then its bytes go to auth[] and it is dropped AGENT_IO_TIMEOUT_MS after accept. Unix
+     * clients are authed at accept (the peer check). */
+    bool authed;
+    uint8_t auth[AGENT_AUTH_LEN];
+    uint32_t auth_len;
+    int64_t since_ms;
     /* an in-progress chunked file write */
     int wfd;
     uint64_t wreq, woffset, wfailed_req;
@@ -112,7 +122,7 @@ typedef struct kernel {
 } kernel;
 
 static agent_config cfg;
-static int listen_fd = -1, sig_fd = -1;
+static int listen_fd = -1, sig_fd = -1, tcp_fd = -1;
 static client clients[AGENT_MAX_CLIENTS];
 static command commands[AGENT_MAX_COMMANDS];
 static kernel py = {0, -1, -1, {-1, -1}, -1, false, -1};
@@ -1894,6 +1904,71 @@ static void accept_client(void)
     clients[ci].fd = fd;
     clients[ci].wfd = -1;
     clients[ci].wfailed_req = 0;
+    clients[ci].authed = true;
+    last_activity_ms = now_ms();
+}
+
+static int unauth_count(void)
+{
+    int n = 0;
+    for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
+        n += clients[i].fd >= 0 && !clients[i].authed;
+    return n;
+}
+
+/* A TCP peer may be anyone on the pod network: it gets a slot, but no frame is read from it
+ * until it has sent the credential (read_auth). */
+static void accept_tcp(void)
+{
+    int fd = accept4(tcp_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    int ci = free_client_slot();
+    if (ci < 0 || unauth_count() >= AGENT_MAX_UNAUTH) {
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    clients[ci].fd = fd;
+    clients[ci].wfd = -1;
+    clients[ci].wfailed_req = 0;
+    clients[ci].authed = false;
+    clients[ci].auth_len = 0;
+    clients[ci].since_ms = now_ms();
+}
+
+/* Collects the credential of a TCP client without blocking (the peer is untrusted until then).
+ * A wrong or incomplete one closes the connection. Once it matches, the socket becomes a
+ * blocking one with the I/O timeouts of every client. */
+static void read_auth(int ci)
+{
+    client *cl = &clients[ci];
+    ssize_t r = recv(cl->fd, cl->auth + cl->auth_len, AGENT_AUTH_LEN - cl->auth_len, MSG_DONTWAIT);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (r <= 0) {
+        drop_client(ci);
+        return;
+    }
+    cl->auth_len += (uint32_t)r;
+    if (cl->auth_len < AGENT_AUTH_LEN)
+        return;
+    unsigned diff = (unsigned)memcmp(cl->auth, SBX_AGENT_AUTH_MAGIC, SBX_AGENT_AUTH_MAGIC_LEN);
+    for (unsigned i = 0; i < SBX_AGENT_TOKEN_LEN; i++) /* constant time over the token */
+        diff |= (unsigned)(cl->auth[SBX_AGENT_AUTH_MAGIC_LEN + i] ^ cfg.token[i]);
+    memset(cl->auth, 0, sizeof cl->auth);
+    if (diff != 0) {
+        drop_client(ci);
+        return;
+    }
+    int fl = fcntl(cl->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(cl->fd, F_SETFL, fl & ~O_NONBLOCK);
+    struct timeval tv = {AGENT_IO_TIMEOUT_MS / 1000, 0};
+    setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(cl->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    cl->authed = true;
     last_activity_ms = now_ms();
 }
 
@@ -1914,6 +1989,10 @@ static bool read_full(int fd, uint8_t *p, size_t n)
 static void handle_client(int ci)
 {
     client *cl = &clients[ci];
+    if (!cl->authed) {
+        read_auth(ci);
+        return;
+    }
     uint8_t hdr[4];
     if (!read_full(cl->fd, hdr, 4)) {
         drop_client(ci);
@@ -2050,6 +2129,36 @@ static int listen_on(const char *path)
     return fd;
 }
 
+/* "A.B.C.D:PORT" -> a listening TCP socket (fd), or -errno. */
+static int listen_tcp(const char *spec)
+{
+    char host[64];
+    const char *colon = strrchr(spec, ':');
+    if (colon == NULL || (size_t)(colon - spec) >= sizeof host)
+        return -EINVAL;
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    if (*end != '\0' || port < 1 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return -EINVAL;
+    sa.sin_port = htons((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, AGENT_LISTEN_BACKLOG) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
 /* Once the socket listens, the sandbox's view of its directory becomes read-only: a program
  * that shares our uid (rootless boxes) could otherwise unlink the socket and bind its own in
  * its place -- the host's next connection would then talk to an impostor -- or fill the host
@@ -2125,14 +2234,22 @@ int agent_serve(const agent_config *config)
         return 1;
     }
     seal_socket_dir(cfg.socket_path);
+    if (cfg.tcp_listen != NULL) {
+        tcp_fd = listen_tcp(cfg.tcp_listen);
+        if (tcp_fd < 0) {
+            fprintf(stderr, "sbx-agent: cannot listen on %s: %s\n", cfg.tcp_listen,
+                    strerror(-tcp_fd));
+            return 1;
+        }
+    }
     if (cfg.ready_fd >= 0) {
         ssize_t w = write(cfg.ready_fd, "OK\n", 3);
         (void)w;
         close(cfg.ready_fd);
     }
-    static struct pollfd pfd[2 + AGENT_MAX_CLIENTS + AGENT_MAX_COMMANDS * 2 + 4];
+    static struct pollfd pfd[3 + AGENT_MAX_CLIENTS + AGENT_MAX_COMMANDS * 2 + 4];
     static int kind[sizeof pfd / sizeof pfd[0]], index_of[sizeof pfd / sizeof pfd[0]];
-    enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1 };
+    enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1, K_TCP };
     for (;;) {
         int n = 0;
         /* With every client slot taken the listener is not polled: new connections wait in
@@ -2140,18 +2257,33 @@ int agent_serve(const agent_config *config)
         if (free_client_slot() >= 0) {
             pfd[n] = (struct pollfd){listen_fd, POLLIN, 0};
             kind[n++] = K_LISTEN;
+            if (tcp_fd >= 0) {
+                pfd[n] = (struct pollfd){tcp_fd, POLLIN, 0};
+                kind[n++] = K_TCP;
+            }
         }
         pfd[n] = (struct pollfd){sig_fd, POLLIN, 0};
         kind[n++] = K_SIG;
         int clients_open = 0;
-        for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
+        int64_t now = now_ms(), wake = -1;
+        for (int i = 0; i < AGENT_MAX_CLIENTS; i++) {
+            if (clients[i].fd >= 0 && !clients[i].authed) {
+                /* an unauthenticated TCP peer keeps its slot only so long */
+                int64_t end = clients[i].since_ms + AGENT_IO_TIMEOUT_MS;
+                if (now >= end) {
+                    drop_client(i);
+                    continue;
+                }
+                if (wake < 0 || end < wake)
+                    wake = end;
+            }
             if (clients[i].fd >= 0) {
                 pfd[n] = (struct pollfd){clients[i].fd, POLLIN, 0};
                 kind[n] = K_CLIENT;
                 index_of[n++] = i;
-                clients_open++;
+                clients_open += clients[i].authed;
             }
-        int64_t now = now_ms(), wake = -1;
+        }
         for (int i = 0; i < AGENT_MAX_COMMANDS; i++) {
             command *c = &commands[i];
             if (!c->used || !c->running)
@@ -2207,6 +2339,7 @@ int agent_serve(const agent_config *config)
                 continue;
             switch (kind[i]) {
             case K_LISTEN: accept_client(); break;
+            case K_TCP: accept_tcp(); break;
             case K_SIG: handle_signals(); break;
             case K_CLIENT:
                 if (clients[index_of[i]].fd == pfd[i].fd)

@@ -24,6 +24,14 @@
 _Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
                "an agent frame must hold a data chunk with room for its envelope");
 
+/* An agent that also listens on TCP (a pod, reached over the pod network) takes a client only
+ * after its first bytes are SBX_AGENT_AUTH_MAGIC followed by the sandbox's SBX_AGENT_TOKEN_LEN
+ * byte credential, compared in constant time; anything else is dropped before one frame is
+ * read. 32 bytes = one HMAC-SHA256 output, which is how providers derive the credential. */
+#define SBX_AGENT_AUTH_MAGIC "SBXA"
+#define SBX_AGENT_AUTH_MAGIC_LEN 4u
+#define SBX_AGENT_TOKEN_LEN 32u
+
 /* ---- configuration defaults (DESIGN §10) that code outside core/config.c falls back on ------ */
 
 /* broker.threads: executor threads of the thread broker. */
