@@ -63,6 +63,15 @@ sbx_status sbx_agent_binary_path(char *out, size_t cap, sbx_error *err);
 sbx_status sbx_agent_connect(const char *path, int64_t deadline_mono_ms, sbx_agent_conn **out,
                              sbx_error *err);
 void sbx_agent_close(sbx_agent_conn *c);
+/* Connects to an agent that listens on TCP (`sbx-agent --listen`, a pod reached over the pod
+ * network) at ipv4:port and authenticates with the sandbox's credential (SBX_AGENT_AUTH_MAGIC
+ * + token). Refused or unreachable is SBX_E_GONE in the same sense as above (nothing answered:
+ * the caller proves the sandbox gone from its own API); no connection by the deadline (0 = 5 s)
+ * is SBX_E_TIMEOUT. A wrong credential shows only as the agent closing the connection on the
+ * first request. Free with sbx_agent_close. */
+sbx_status sbx_agent_connect_tcp(const char *ipv4, int port,
+                                 const uint8_t token[SBX_AGENT_TOKEN_LEN], int64_t deadline_mono_ms,
+                                 sbx_agent_conn **out, sbx_error *err);
 
 sbx_status sbx_agent_ping(sbx_agent_conn *c, int64_t deadline_mono_ms, sbx_agent_pong *out,
                           sbx_error *err);
