@@ -51,6 +51,12 @@ bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, con
                       uint8_t out[SBX_BINDING_LEN]);
 /* Constant-time check of h->binding against the expected value for subject. */
 bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject);
+/* A key for one provider type derived from the deployment secret: HMAC over the fixed label
+ * "sbx provider credential key" and the provider name. Every worker of a fleet derives the
+ * same key, from which the provider derives per-sandbox credentials (the kubernetes agent's);
+ * the deployment secret itself never reaches a provider. Thread-safe. */
+bool sbx_binding_derive_provider_key(const sbx_binding_key *k, const char *provider,
+                                     uint8_t out[SBX_BINDING_LEN]);
 /* Signs h in place (h->binding replaced). False on allocation failure. */
 bool sbx_binding_stamp(const sbx_binding_key *k, sbx_session_handle *h, const char *subject);
 

@@ -45,6 +45,7 @@ typedef struct profile_slot {
     const sbx_profile_config *profile;
     const sbx_provider_ops *ops;
     sbx_provider_ctx ctx;
+    uint8_t credential_key[SBX_PROVIDER_KEY_LEN]; /* ctx.credential_key points here */
     pthread_mutex_t mu;
     atomic_int opened;
     void *state;
@@ -192,6 +193,11 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
     if (st != SBX_OK) {
         sbx_engine_free(e);
         return st;
+    }
+    for (size_t i = 0; i < e->n_slots; i++) {
+        profile_slot *s = &e->slots[i];
+        if (sbx_binding_derive_provider_key(e->key, s->ops->name, s->credential_key))
+            s->ctx.credential_key = s->credential_key;
     }
     *out = e;
     return SBX_OK;

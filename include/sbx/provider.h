@@ -38,7 +38,14 @@ typedef struct sbx_provider_ctx {
     const char *runtime_dir;     /* per-host state dir (/run/sbx or $XDG_RUNTIME_DIR/sbx) */
     sbx_scope scope;             /* the profile's session scope: per_call sandboxes are marked
                                     so a sweep can remove them once their owner is gone */
+    /* SBX_PROVIDER_KEY_LEN bytes derived from the deployment secret for this provider type
+     * (the same on every worker sharing the secret), from which a provider derives the
+     * credentials of its sandboxes (the kubernetes agent's); NULL outside an engine. */
+    const uint8_t *credential_key;
 } sbx_provider_ctx;
+
+/* Length of sbx_provider_ctx.credential_key: one HMAC-SHA256 output. */
+#define SBX_PROVIDER_KEY_LEN 32
 
 /* A live handle to one sandbox. Providers embed it as the FIRST member of their own struct. */
 typedef struct sbx_sandbox {

@@ -297,7 +297,7 @@ static void check_lifecycle_ops(suite *s)
     const sbx_provider_ops *ops = sbx_provider_lookup(s->pc->type);
     const sbx_config *cfg = sbx_engine_config(s->e);
     sbx_provider_ctx ctx = {s->pc->name, s->pc->options,   s->pc->environment, s->pc->attach_to,
-                            cfg->node,   cfg->runtime_dir, s->pc->scope};
+                            cfg->node,   cfg->runtime_dir, s->pc->scope,       NULL};
     void *state = NULL;
     sbx_error err;
     if (ops->open != NULL && ops->open(&ctx, &state, &err) != SBX_OK) {
