@@ -1515,7 +1515,9 @@ static sbx_status k8s_sweep(void *state, sbx_strlist *removed, sbx_error *err)
         if (!dead && !orphan)
             continue;
         sbx_error e;
-        if (delete_sandbox(p, p->namespace, name, deadline, &e) == SBX_OK) {
+        /* one already being deleted is not reported again (its Secret and policy still go) */
+        bool deleting = json_object_get(meta, "deletionTimestamp") != NULL;
+        if (delete_sandbox(p, p->namespace, name, deadline, &e) == SBX_OK && !deleting) {
             char id[K8S_MAX_NAME * 2 + 2];
             snprintf(id, sizeof(id), "%s/%s", p->namespace, name);
             sbx_strlist_add(removed, id);
