@@ -869,11 +869,11 @@ static json_t *selector_from(char **kv, size_t n)
 static json_t *network_policy_for(const k8s_provider *p, const char *name, const char *ns,
                                   const sbx_policy *policy, json_t *labels)
 {
-    if (!p->network_policy)
-        return NULL;
     bool allow = policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
-    if (allow && p->n_worker_selector == 0)
+    if (!p->network_policy || (allow && p->n_worker_selector == 0)) {
+        json_decref(labels);
         return NULL;
+    }
     json_t *types = json_array();
     json_t *spec =
         json_pack("{s:{s:{s:s}}}", "podSelector", "matchLabels", "sbx.dev/sandbox-name", name);
