@@ -60,6 +60,9 @@ typedef struct k8s_identity {
     size_t n_groups;
 } k8s_identity;
 
+/* Initialises libcurl once per process (call before the first k8s_call; thread-safe). */
+void k8s_api_init(void);
+
 /* One API call. body (may be NULL) is sent as JSON. On SBX_OK *status is the HTTP status and
  * *out the parsed JSON body (an object, or NULL when the body was empty / not JSON); the caller
  * decides what a status means. Transport failures: SBX_E_PROVISION, or SBX_E_TIMEOUT once the

@@ -7,6 +7,7 @@
  * This file knows the API's transport and error shape, never what a pod is (kubernetes.c).
  * It never prints, and a token or key never reaches a message.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,18 @@
 
 #include "providers/common/http.h"
 #include "providers/kubernetes/k8s.h"
+
+/* curl_global_init is not thread-safe: once, before the first handle of any thread. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_ALL);
+}
+
+void k8s_api_init(void)
+{
+    pthread_once(&curl_once, curl_init_once);
+}
 
 typedef struct body_buf {
     char *data;

@@ -386,6 +386,7 @@ static sbx_status kv_list(const sbx_options *o, const char *key, char ***out, si
 static sbx_status k8s_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
 {
     *state = NULL;
+    k8s_api_init();
     k8s_provider *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "kubernetes: out of memory");

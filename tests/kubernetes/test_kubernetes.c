@@ -336,6 +336,63 @@ static void test_k8s_pending_pod_wait_is_bounded(void **state)
     kt_env_close(&e);
 }
 
+/* The API's documented errors, as Status bodies: each maps to its code, says what the server
+ * said, and leaves nothing behind. */
+static void test_k8s_api_errors_map_and_leave_nothing(void **state)
+{
+    kt_fake *f = *state;
+    struct {
+        const char *fail;
+        sbx_status code;
+        const char *words;
+    } cases[] = {
+        {"{\"method\": \"POST\", \"path\": \"/secrets$\", \"status\": 409, \"reason\": "
+         "\"AlreadyExists\", \"message\": \"secrets \\\"x\\\" already exists\"}",
+         SBX_E_PROVISION, "AlreadyExists"},
+        {"{\"method\": \"POST\", \"path\": \"/networkpolicies$\", \"status\": 401, "
+         "\"reason\": \"Unauthorized\", \"message\": \"Unauthorized\"}",
+         SBX_E_CONFIG, "credentials"},
+        {"{\"method\": \"GET\", \"path\": \"/pods/\", \"status\": 403, \"reason\": "
+         "\"Forbidden\", \"message\": \"pods is forbidden: get\"}",
+         SBX_E_PERMISSION_DENIED, "forbidden: get"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg), "{\"fail\": [%s]}", cases[i].fail);
+        kt_fake_control(f, "config", cfg);
+        char *y = kt_yaml(f, NULL, "network_egress: deny", "network_policy: true");
+        kt_env e;
+        kt_env_open(&e, f, y);
+        free(y);
+        sbx_session_handle *s = NULL;
+        sbx_completion *c = kt_shell(&e, &s, "true");
+        if ((sbx_status)c->error_code != cases[i].code || strstr(c->error, cases[i].words) == NULL)
+            fail_msg("case %zu: got %s: %s", i, sbx_status_name((sbx_status)c->error_code),
+                     c->error);
+        sbx_completion_free(c);
+        assert_nothing_left(f);
+        if (s != NULL)
+            sbx_message_free(&s->base);
+        kt_env_close(&e);
+    }
+    /* 422 from the server's own validation: a label value the profile gave is not one */
+    kt_fake_control(f, "config", "{\"fail\": []}");
+    char *y = kt_yaml(f, NULL, "network_egress: allow", "labels: [\"team=not a label!\"]");
+    kt_env e;
+    kt_env_open(&e, f, y);
+    free(y);
+    sbx_session_handle *s = NULL;
+    sbx_completion *c = kt_shell(&e, &s, "true");
+    assert_int_equal(c->error_code, SBX_E_PROVISION);
+    assert_non_null(strstr(c->error, "422 (Invalid)"));
+    assert_non_null(strstr(c->error, "metadata.labels"));
+    sbx_completion_free(c);
+    assert_nothing_left(f);
+    if (s != NULL)
+        sbx_message_free(&s->base);
+    kt_env_close(&e);
+}
+
 /* ---- the contract suite ---- */
 
 static void test_k8s_contract_managed(void **state)
@@ -358,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_k8s_refused_pod_create_removes_secret_and_policy,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_k8s_pending_pod_wait_is_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_k8s_api_errors_map_and_leave_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_k8s_contract_managed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
