@@ -60,6 +60,26 @@ typedef struct k8s_identity {
     size_t n_groups;
 } k8s_identity;
 
+/* Sets the cluster's TLS material on a curl handle (CA, client certificate and key; peer and
+ * host verification on). */
+void k8s_curl_tls(void *curl_handle, const k8s_cluster *c);
+
+/* Output of one exec, bounded per stream; streamed to the callback as it arrives. */
+typedef struct k8s_exec_io {
+    const uint8_t *stdin_data; /* NULL: no stdin */
+    size_t stdin_len;
+    sbx_result *result;        /* stdout/stderr/exit_code/outcome filled */
+    const sbx_exec_opts *opts; /* deadline, output limit, streaming callback, cancel */
+} k8s_exec_io;
+
+/* Runs argv in pod ns/pod through the exec API (GET .../exec upgraded to a WebSocket,
+ * subprotocol v5.channel.k8s.io, else v4.channel.k8s.io) and fills io->result. The exit code
+ * comes from the channel-3 Status. SBX_E_TIMEOUT on the deadline (the API cannot kill the
+ * process: it may run on), GONE on 404, the Status error of a refused upgrade otherwise.
+ * (k8s_exec.c) */
+sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns, const char *pod,
+                    const char *const *argv, size_t argc, k8s_exec_io *io, sbx_error *err);
+
 /* Initialises libcurl once per process (call before the first k8s_call; thread-safe). */
 void k8s_api_init(void);
 

@@ -81,6 +81,33 @@ static struct curl_slist *add_header(struct curl_slist *l, const char *name, con
     return n != NULL ? n : l;
 }
 
+void k8s_curl_tls(void *handle, const k8s_cluster *c)
+{
+    CURL *h = handle;
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (c->ca_file != NULL)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->ca_pem != NULL) {
+        struct curl_blob b = {c->ca_pem, strlen(c->ca_pem), CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
+    }
+    if (c->cert_file != NULL)
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+    if (c->cert_pem != NULL) {
+        struct curl_blob b = {c->cert_pem, strlen(c->cert_pem), CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (c->key_file != NULL)
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+    if (c->key_pem != NULL) {
+        struct curl_blob b = {c->key_pem, strlen(c->key_pem), CURL_BLOB_COPY};
+        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
+        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+}
+
 sbx_status k8s_call(const k8s_cluster *c, const char *method, const char *path, const json_t *body,
                     const k8s_identity *as, int64_t deadline, long *status, json_t **out,
                     sbx_error *err)
@@ -147,32 +174,11 @@ sbx_status k8s_call(const k8s_cluster *c, const char *method, const char *path, 
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
     if (text != NULL) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
     }
-    if (c->ca_file != NULL)
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-    if (c->ca_pem != NULL) {
-        struct curl_blob b = {c->ca_pem, strlen(c->ca_pem), CURL_BLOB_COPY};
-        curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &b);
-    }
-    if (c->cert_file != NULL)
-        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
-    if (c->cert_pem != NULL) {
-        struct curl_blob b = {c->cert_pem, strlen(c->cert_pem), CURL_BLOB_COPY};
-        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &b);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    }
-    if (c->key_file != NULL)
-        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
-    if (c->key_pem != NULL) {
-        struct curl_blob b = {c->key_pem, strlen(c->key_pem), CURL_BLOB_COPY};
-        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &b);
-        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
+    k8s_curl_tls(h, c);
     CURLcode rc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     curl_easy_cleanup(h);

@@ -11,9 +11,10 @@
  *    from the policy, activeDeadlineSeconds as a hard ceiling. A failed create deletes every
  *    object it made. Labels (app.kubernetes.io/managed-by=sbx, sbx.dev/...) let the sweep find
  *    them.
- *  - attached (`attach_to: namespace/pod`): a pod sbx did not make that runs sbx-agent the same
- *    way, whose credential the operator gives through attach_token_env. The exec API
- *    (v5.channel.k8s.io) for pods without the agent is not offered.
+ *  - attached (`attach_to: namespace/pod`): a pod sbx did not make. With attach_token_env it
+ *    runs sbx-agent the same way and the operator gives its credential; without, commands go
+ *    through the exec API (k8s_exec.c, WebSocket v5.channel.k8s.io) with capabilities declared
+ *    lower (no files, no kernel).
  *
  * The credential of a managed pod is HMAC-SHA256(credential key, "kubernetes agent|ns/pod"):
  * the key comes from the deployment secret (sbx_provider_ctx.credential_key), so every worker of
@@ -177,6 +178,7 @@ typedef struct k8s_provider {
     size_t n_node_selector, n_labels, n_pull_secrets, n_worker_selector;
     int64_t agent_port, run_as_user, create_timeout_s, active_deadline_s;
     bool network_policy, impersonate, per_call;
+    bool exec_api; /* attached without attach_token_env: the exec API, no agent */
     bool languages[K8S_LANG_COUNT];
     uint8_t key[SBX_PROVIDER_KEY_LEN]; /* credential key (the engine's, else random) */
     uint8_t attach_token[SBX_AGENT_TOKEN_LEN];
@@ -452,11 +454,7 @@ static sbx_status k8s_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
         const char *env = o != NULL ? sbx_options_get(o, "attach_token_env") : NULL;
         const char *tok = env != NULL ? getenv(env) : NULL;
         if (env == NULL)
-            st = sbx_error_set(err, SBX_E_CONFIG,
-                               "kubernetes: attached profile '%s' needs attach_token_env (the "
-                               "pod is reached through its sbx-agent; the exec API path for "
-                               "pods without the agent is not offered)",
-                               p->profile);
+            p->exec_api = true; /* no agent in the pod: commands through the exec API */
         else if (!unhex(tok, p->attach_token, sizeof(p->attach_token)))
             st = sbx_error_set(err, SBX_E_CONFIG,
                                "kubernetes: %s must hold the attached agent's credential (%u "
@@ -520,9 +518,11 @@ static void k8s_capabilities(void *state, sbx_capabilities *caps)
     for (int i = 0; i < K8S_LANG_COUNT; i++)
         if (p == NULL || p->languages[i])
             sbx_add_string(&caps->n_languages, &caps->languages, lang_names[i]);
-    caps->files = true;
+    bool agent = p == NULL || !p->exec_api;
+    /* Without the agent (the exec API) there is no kernel and no file API. */
+    caps->files = agent;
     caps->package_install = false; /* read-only root: pip has nowhere to install */
-    caps->stateful = true;         /* the agent's persistent python kernel */
+    caps->stateful = agent;        /* the agent's persistent python kernel */
     caps->attach = true;
     caps->provisions = managed;
     caps->attaches_external = p == NULL || !p->managed;
@@ -1284,7 +1284,7 @@ static sbx_status k8s_attach(void *state, const char *sandbox_id, const sbx_prin
     if (st == SBX_OK) /* Pending: the same bounded wait as a create */
         st = wait_running(p, ns, pod, as, deadline, k->ip, sizeof(k->ip), err);
     who_clear(&who);
-    if (st == SBX_OK) {
+    if (st == SBX_OK && !p->exec_api) {
         int64_t d = step(K8S_AGENT_RECONNECT_MS);
         st = agent_connect(k, d, err);
         if (st != SBX_OK) {
@@ -1374,10 +1374,81 @@ static sbx_status after_op(k8s_sandbox *k, sbx_status st, sbx_error *err)
 
 static const sbx_agent_identity default_identity = {0, 0};
 
+/* Code passed on the command line (python3 -c CODE): Linux caps one argument at
+ * MAX_ARG_STRLEN (128 KiB); stay below with room for the rest. */
+#define K8S_MAX_CODE_ARG (120u * 1024u)
+/* argv items of one exec (the query string carries each). */
+#define K8S_MAX_EXEC_ARGV 1024
+
+/* The exec API path: env and cwd are applied by a wrapper in the pod (`env` and `cd`), since
+ * the API takes only argv. */
+static sbx_status exec_api_run(k8s_sandbox *k, const char *const *argv, size_t argc, size_t n_env,
+                               Sbx__V1__RunCommand__EnvEntry **env, const char *cwd,
+                               const ProtobufCBinaryData *in, const sbx_exec_opts *o,
+                               sbx_result *result, sbx_error *err)
+{
+    const char *full[K8S_MAX_EXEC_ARGV + 8];
+    char *owned[K8S_MAX_EXEC_ARGV];
+    size_t n = 0, n_owned = 0;
+    if (argc + n_env + 8 > K8S_MAX_EXEC_ARGV)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "kubernetes exec: more than %d arguments and variables",
+                             K8S_MAX_EXEC_ARGV);
+    if (cwd != NULL && cwd[0] != '\0') {
+        full[n++] = "/bin/sh";
+        full[n++] = "-c";
+        full[n++] = "cd -- \"$0\" && exec \"$@\"";
+        full[n++] = cwd;
+    }
+    if (n_env > 0) {
+        full[n++] = "env";
+        for (size_t i = 0; i < n_env; i++) {
+            char *kv = NULL;
+            if (asprintf(&kv, "%s=%s", env[i]->key, env[i]->value) < 0)
+                kv = NULL;
+            if (kv == NULL || strchr(env[i]->key, '=') != NULL || env[i]->key[0] == '\0') {
+                free(kv);
+                for (size_t j = 0; j < n_owned; j++)
+                    free(owned[j]);
+                return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                     "kubernetes exec: environment name '%s' is not valid",
+                                     env[i]->key);
+            }
+            owned[n_owned++] = kv;
+            full[n++] = kv;
+        }
+    }
+    for (size_t i = 0; i < argc; i++)
+        full[n++] = argv[i];
+    k8s_who who;
+    sbx_status st = who_for(k->p, o != NULL ? o->principal : NULL, &who, err);
+    if (st == SBX_OK) {
+        k8s_exec_io io = {.stdin_data = in != NULL && in->len > 0 ? in->data : NULL,
+                          .stdin_len = in != NULL ? in->len : 0,
+                          .result = result,
+                          .opts = o};
+        st = k8s_exec(&k->p->cluster, who.id.user != NULL ? &who.id : NULL, k->ns, k->pod, full, n,
+                      &io, err);
+        if (st == SBX_E_GONE || (st == SBX_E_PROVISION && sandbox_gone(k)))
+            st = sbx_error_set(err, SBX_E_GONE, "kubernetes: pod %s/%s is gone", k->ns, k->pod);
+    }
+    who_clear(&who);
+    for (size_t j = 0; j < n_owned; j++)
+        free(owned[j]);
+    return st;
+}
+
 static sbx_status k8s_run_command(sbx_sandbox *sb, const Sbx__V1__RunCommand *op,
                                   const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     k8s_sandbox *k = (k8s_sandbox *)sb;
+    if (k->p->exec_api) {
+        const char *sh[] = {"/bin/sh", "-c", op->shell};
+        bool use_argv = op->n_argv > 0;
+        return exec_api_run(k, use_argv ? (const char *const *)op->argv : sh,
+                            use_argv ? op->n_argv : 3, op->n_env, op->env, op->cwd, &op->stdin, o,
+                            result, err);
+    }
     sbx_status st = ensure_conn(k, err);
     if (st != SBX_OK)
         return st;
@@ -1396,6 +1467,17 @@ static sbx_status k8s_run_code(sbx_sandbox *sb, const Sbx__V1__RunCode *op, cons
     if (i == K8S_LANG_COUNT || !k->p->languages[i])
         return sbx_error_set(err, SBX_E_CAPABILITY,
                              "kubernetes: language '%s' is not in kubernetes.languages", lang);
+    if (k->p->exec_api) {
+        if (op->code == NULL || strlen(op->code) > K8S_MAX_CODE_ARG)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "kubernetes exec: code longer than %u bytes (it travels as one "
+                                 "argument)",
+                                 K8S_MAX_CODE_ARG);
+        const char *interp = i == K8S_LANG_PYTHON ? "python3" : lang_names[i];
+        const char *argv[] = {interp, "-c", op->code};
+        return exec_api_run(k, argv, 3, op->n_env, (Sbx__V1__RunCommand__EnvEntry **)op->env,
+                            op->cwd, &op->stdin, o, result, err);
+    }
     sbx_status st = ensure_conn(k, err);
     if (st != SBX_OK)
         return st;

@@ -17,6 +17,12 @@ environment the pod spec resolves (env valueFrom.secretKeyRef read from the stor
 the provider's agent path is exercised end to end. In-pod paths (--workdir, --socket) map to a
 per-pod temporary directory.
 
+Exec (GET .../pods/NAME/exec?command=...&stdin=..., upgraded to a WebSocket with subprotocol
+v5.channel.k8s.io or v4.channel.k8s.io): the command runs as a local process; each binary
+message is one channel byte (0 stdin, 1 stdout, 2 stderr, 3 the final Status, 255 close a
+channel: v5 only) and its data; the Status is Success or Failure/NonZeroExitCode with the exit
+code in details.causes, as the kubelet reports it.
+
 Test control (not part of the Kubernetes API), under /_fake/:
   GET  /_fake/requests              every API request so far (method, path, user, groups, body)
   POST /_fake/config                {"pod_mode": "run"|"pending"|"fail", "allowed_users": [...],
@@ -33,6 +39,8 @@ Prints "PORT <n>" on stdout once it listens; stops (killing every agent) on SIGT
 import argparse
 import base64
 import copy
+import hashlib
+import struct
 import datetime
 import json
 import os
@@ -411,7 +419,151 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(e.code, status_body(e.code, e.reason, e.message, e.details))
 
     def do_GET(self):
+        if self.path.split("?")[0].endswith("/exec") and \
+                (self.headers.get("Upgrade") or "").lower() == "websocket":
+            return self.exec_ws()
         self.handle_any("GET")
+
+    # ---- exec over a WebSocket (RFC 6455 + the channel protocol) ----
+
+    def ws_send(self, opcode, payload):
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, n)
+        elif n < 65536:
+            head = struct.pack("!BBH", 0x80 | opcode, 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
+        with self.ws_lock:
+            self.wfile.write(head + payload)
+            self.wfile.flush()
+
+    def ws_recv(self):
+        """One frame from the client: (opcode, payload); clients must mask."""
+        b = self.rfile.read(2)
+        if len(b) < 2:
+            return None, None
+        op, ln = b[0] & 0x0F, b[1] & 0x7F
+        if not b[1] & 0x80:
+            raise ApiError(400, "BadRequest", "unmasked client frame")
+        if ln == 126:
+            ln = struct.unpack("!H", self.rfile.read(2))[0]
+        elif ln == 127:
+            ln = struct.unpack("!Q", self.rfile.read(8))[0]
+        mask = self.rfile.read(4)
+        data = bytearray(self.rfile.read(ln))
+        for i in range(len(data)):
+            data[i] ^= mask[i % 4]
+        return op, bytes(data)
+
+    def exec_ws(self):
+        parsed = urllib.parse.urlsplit(self.path)
+        path, query = parsed.path, urllib.parse.parse_qs(parsed.query)
+        entry = {"method": "GET", "path": path, "query": parsed.query, "exec": True}
+        try:
+            user = self.authenticate()
+            entry.update({"auth_user": user, "user": self.headers.get("Impersonate-User")})
+            with self.st.lock:
+                self.st.requests.append(entry)
+            m = re.match(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$", path)
+            if m is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            ns, name = m.groups()
+            self.authorize(entry["user"], "create", "", "pods/exec", ns, name)
+            with self.st.lock:
+                pod = self.st.objects.get(("", "pods", ns, name))
+            if pod is None:
+                raise ApiError(404, "NotFound", 'pods "%s" not found' % name,
+                               {"name": name, "kind": "pods"})
+            if pod["status"].get("phase") != "Running":
+                raise ApiError(400, "BadRequest", "pod %s is not running" % name)
+            cmd = query.get("command") or []
+            if not cmd:
+                raise ApiError(400, "BadRequest", "you must specify at least 1 command")
+            offered = [p.strip() for p in (self.headers.get("Sec-WebSocket-Protocol") or
+                                           "").split(",")]
+            proto = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io") if p in offered),
+                         None)
+            if proto is None:
+                raise ApiError(400, "BadRequest", "no supported subprotocol offered")
+        except ApiError as e:
+            entry["status"] = e.code
+            return self.send_json(e.code, status_body(e.code, e.reason, e.message, e.details))
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", proto)
+        self.end_headers()
+        self.wfile.flush()
+        entry["status"] = 101
+        entry["protocol"] = proto
+        self.close_connection = True
+        self.ws_lock = threading.Lock()
+        want_stdin = (query.get("stdin") or ["false"])[0] == "true"
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if want_stdin else
+                                    subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        except OSError as e:
+            msg = json.dumps({"metadata": {}, "status": "Failure", "message":
+                              "exec: %s" % e, "reason": "InternalError"}).encode()
+            self.ws_send(2, b"\x03" + msg)
+            self.ws_send(8, struct.pack("!H", 1000))
+            return
+
+        def pump(fd, ch):
+            while True:
+                chunk = os.read(fd.fileno(), 32768)
+                if not chunk:
+                    break
+                self.ws_send(2, bytes([ch]) + chunk)
+
+        ts = [threading.Thread(target=pump, args=(proc.stdout, 1)),
+              threading.Thread(target=pump, args=(proc.stderr, 2))]
+        for t in ts:
+            t.start()
+
+        def reader():
+            while True:
+                try:
+                    op, data = self.ws_recv()
+                except Exception:
+                    op = None
+                if op is None or op == 8:
+                    if proc.poll() is None:
+                        proc.kill()  # the client went away
+                    return
+                if op == 2 and data and data[0] == 0 and want_stdin:
+                    try:
+                        proc.stdin.write(data[1:])
+                        proc.stdin.flush()
+                    except BrokenPipeError:
+                        pass
+                elif op == 2 and len(data) == 2 and data[0] == 255 and proto.startswith("v5"):
+                    if data[1] == 0 and want_stdin:
+                        proc.stdin.close()
+                elif op == 9:
+                    self.ws_send(10, data)
+
+        threading.Thread(target=reader, daemon=True).start()
+        code = proc.wait()
+        for t in ts:
+            t.join()
+        if code == 0:
+            st = {"metadata": {}, "status": "Success"}
+        else:
+            st = {"metadata": {}, "status": "Failure",
+                  "message": "command terminated with non-zero exit code: exit status %d" %
+                  (code if code > 0 else 128 - code),
+                  "reason": "NonZeroExitCode",
+                  "details": {"causes": [{"reason": "ExitCode",
+                                          "message": str(code if code > 0 else 128 - code)}]}}
+        self.ws_send(2, b"\x03" + json.dumps(st).encode())
+        self.ws_send(8, struct.pack("!H", 1000))
 
     def do_POST(self):
         self.handle_any("POST")
@@ -537,6 +689,20 @@ class Handler(BaseHTTPRequestHandler):
             return {}
         if path == "/_fake/external":
             ns, name = body["namespace"], body["name"]
+            if body.get("plain"):
+                # a pod without the agent: it only runs (exec reaches it)
+                pod = {"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": ns,
+                                    "labels": {"app": "external"},
+                                    "uid": str(uuid.uuid4()), "resourceVersion": st.next_rv(),
+                                    "creationTimestamp": now_rfc3339()},
+                       "spec": {"containers": [{"name": "main", "image": "external",
+                                                "command": ["sleep", "infinity"]}]},
+                       "status": {"phase": "Pending"}}
+                with st.lock:
+                    st.objects[("", "pods", ns, name)] = pod
+                self.server.kubelet.start(ns, name)
+                return {}
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": name, "namespace": ns, "labels": {"app": "external"},
                                 "uid": str(uuid.uuid4()), "resourceVersion": st.next_rv(),

@@ -197,6 +197,28 @@ static void test_k8s_tls_client_certificates_files_and_data(void **state)
     snprintf(p, sizeof(p), "%s/kubeconfig-token", f.dir);
     write_file(p, kc);
     run_one(&f, p);
+    /* the exec API (WebSocket upgrade) over the same TLS: an attached pod without the agent */
+    kt_fake_control(&f, "external",
+                    "{\"namespace\": \"" KT_NS "\", \"name\": \"plain\", \"plain\": true}");
+    char *ya = NULL;
+    assert_true(asprintf(&ya,
+                         "sandbox:\n  secret_file: %s/secret\n  profiles:\n    k:\n"
+                         "      type: kubernetes\n      environment: attached\n"
+                         "      attach_to: " KT_NS "/plain\n"
+                         "      policy: { network_egress: allow, pids: 0, cpu: 0, memory_mb: 0 }\n"
+                         "      kubernetes: { kubeconfig: \"%s\" }\n",
+                         f.dir, f.kubeconfig) > 0);
+    kt_env ea;
+    kt_env_open(&ea, &f, ya);
+    free(ya);
+    sbx_session_handle *sa = NULL;
+    sbx_completion *ca_ = kt_shell(&ea, &sa, "echo exec over tls");
+    if (ca_->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("%s", ca_->error);
+    assert_string_equal(kt_stdout(ca_), "exec over tls\n");
+    sbx_completion_free(ca_);
+    sbx_message_free(&sa->base);
+    kt_env_close(&ea);
     /* a CA that did not sign the server: refused, nothing reaches the API */
     free(kc);
     assert_true(asprintf(&kc,

@@ -403,21 +403,75 @@ static void test_k8s_attach_to_external_pod(void **state)
     unsetenv("KT_EXT_TOKEN");
 }
 
-static void test_k8s_attached_without_token_env_is_config_error(void **state)
+/* An attached pod without the agent: commands through the exec API (WebSocket, v5), with the
+ * capabilities that path has (no files, no kernel). */
+static void test_k8s_attached_pod_without_agent_through_exec_api(void **state)
 {
     kt_fake *f = *state;
-    char *y = kt_yaml(f, "      environment: attached\n      attach_to: " KT_NS "/team-box\n",
-                      "network_egress: allow", NULL);
+    kt_fake_control(f, "external",
+                    "{\"namespace\": \"" KT_NS "\", \"name\": \"plain\", \"plain\": true}");
+    char *y = kt_yaml(f, "      environment: attached\n      attach_to: " KT_NS "/plain\n",
+                      "network_egress: allow, cpu: 0, memory_mb: 0", NULL);
     kt_env e;
     kt_env_open(&e, f, y);
     free(y);
     sbx_session_handle *s = NULL;
-    sbx_completion *c = kt_shell(&e, &s, "true");
-    assert_int_equal(c->error_code, SBX_E_CONFIG);
-    assert_non_null(strstr(c->error, "attach_token_env"));
+    /* the pod may still be Pending: attach waits for it */
+    sbx_completion *c = kt_shell(&e, &s, "echo out; echo err >&2; exit 3");
+    expect_ok(c);
+    assert_string_equal(kt_stdout(c), "out\n");
+    assert_int_equal(c->result->stderr.len, 4);
+    assert_int_equal(c->result->exit_code, 3);
+    assert_int_equal(c->result->outcome, SBX__V1__OUTCOME__OUTCOME_NONZERO);
     sbx_completion_free(c);
-    if (s != NULL)
-        sbx_message_free(&s->base);
+    json_t *ex = kt_requests_matching(f, "GET", "/pods/plain/exec");
+    assert_int_equal(json_array_size(ex), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ex, 0), "protocol")),
+                        "v5.channel.k8s.io");
+    json_decref(ex);
+    /* argv, env, cwd and stdin (v5 closes stdin) */
+    sbx_request *r = sbx_request_shell("k", "cat; echo \" $SBX_T in $(pwd)\"");
+    r->run_command->stdin.data = (uint8_t *)strdup("piped");
+    r->run_command->stdin.len = 5;
+    r->run_command->cwd = strdup("/tmp");
+    r->run_command->env = calloc(1, sizeof(*r->run_command->env));
+    r->run_command->env[0] = malloc(sizeof(**r->run_command->env));
+    sbx__v1__run_command__env_entry__init(r->run_command->env[0]);
+    r->run_command->env[0]->key = strdup("SBX_T");
+    r->run_command->env[0]->value = strdup("v");
+    r->run_command->n_env = 1;
+    c = kt_submit(&e, r, &s);
+    expect_ok(c);
+    assert_string_equal(kt_stdout(c), "piped v in /tmp\n");
+    sbx_completion_free(c);
+    r = sbx_request_code("k", "python", "print(6 * 7)");
+    c = kt_submit(&e, r, &s);
+    expect_ok(c);
+    assert_string_equal(kt_stdout(c), "42\n");
+    sbx_completion_free(c);
+    /* files are not offered on this path */
+    r = sbx_request_write_file("k", "x.txt", "x", 1, 0);
+    c = kt_submit(&e, r, &s);
+    assert_int_equal(c->error_code, SBX_E_CAPABILITY);
+    sbx_completion_free(c);
+    /* the pod is deleted: GONE, and an attached profile never recreates */
+    sbx_completion_free(kt_shell(&e, &s, "true"));
+    size_t posts = count(f, "POST", "/");
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd),
+             "curl -s -X DELETE -H 'Authorization: Bearer " KT_TOKEN "' "
+             "%s/api/v1/namespaces/" KT_NS "/pods/plain >/dev/null",
+             f->url);
+    assert_int_equal(system(cmd), 0);
+    for (int i = 0;
+         i < 200 && kt_fake_get(f, "/api/v1/namespaces/" KT_NS "/pods/plain", NULL) != 404; i++)
+        usleep(50000);
+    c = kt_shell(&e, &s, "true");
+    assert_int_equal(c->error_code, SBX_E_GONE);
+    sbx_completion_free(c);
+    assert_int_equal(count(f, "POST", "/"), posts);
+    sbx_message_free(&s->base);
+    s = NULL;
     kt_env_close(&e);
 }
 
@@ -616,7 +670,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_k8s_stopped_agent_is_unavailable_not_gone, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_k8s_attach_to_external_pod, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_k8s_attached_without_token_env_is_config_error, setup,
+        cmocka_unit_test_setup_teardown(test_k8s_attached_pod_without_agent_through_exec_api, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_k8s_user_mode_impersonates_the_principal, setup,
                                         teardown),
