@@ -80,6 +80,21 @@ typedef struct k8s_exec_io {
 sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns, const char *pod,
                     const char *const *argv, size_t argc, k8s_exec_io *io, sbx_error *err);
 
+/* One WebSocket frame header (k8s_exec.c; exposed for the fuzz harness). */
+typedef struct k8s_ws_frame {
+    uint8_t opcode;
+    bool fin, masked;
+    uint8_t mask[4];
+    size_t payload_len;
+} k8s_ws_frame;
+/* Decodes the frame header at buf[0..len): its length, 0 when more bytes are needed, -1 for a
+ * frame this client refuses (reserved bits or opcodes, fragmented or long control frames, a
+ * payload above 1 MiB). */
+int k8s_ws_frame_header(const uint8_t *buf, size_t len, k8s_ws_frame *f);
+/* The exit code from the exec's final Status (channel 3): Success -> 0, NonZeroExitCode with an
+ * ExitCode cause -> that code (0..255); anything else is PROVISION with the API's message. */
+sbx_status k8s_exec_exit_status(const uint8_t *text, size_t len, int *code, sbx_error *err);
+
 /* Initialises libcurl once per process (call before the first k8s_call; thread-safe). */
 void k8s_api_init(void);
 

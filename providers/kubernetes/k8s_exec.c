@@ -163,8 +163,43 @@ static sbx_status send_frame(ws *w, uint8_t opcode, const uint8_t *a, size_t ale
     return st;
 }
 
+int k8s_ws_frame_header(const uint8_t *buf, size_t len, k8s_ws_frame *f)
+{
+    if (len < 2)
+        return 0;
+    size_t hl = 2;
+    uint64_t plen = buf[1] & 0x7F;
+    f->masked = (buf[1] & 0x80) != 0;
+    size_t need = 2 + (plen == 126 ? 2 : plen == 127 ? 8 : 0) + (f->masked ? 4 : 0);
+    if (len < need)
+        return 0;
+    if (plen == 126) {
+        plen = (uint64_t)buf[2] << 8 | buf[3];
+        hl = 4;
+    } else if (plen == 127) {
+        plen = 0;
+        for (int i = 0; i < 8; i++)
+            plen = plen << 8 | buf[2 + i];
+        hl = 10;
+    }
+    memset(f->mask, 0, sizeof(f->mask));
+    if (f->masked) {
+        memcpy(f->mask, buf + hl, 4);
+        hl += 4;
+    }
+    f->fin = (buf[0] & 0x80) != 0;
+    f->opcode = buf[0] & 0x0F;
+    /* RSV bits (no extension was negotiated), unknown opcodes, fragmented or oversized control
+     * frames and messages beyond the bound are refused (RFC 6455 5.2, 5.5) */
+    if ((buf[0] & 0x70) != 0 || (f->opcode > 2 && f->opcode < 8) || f->opcode > 10 ||
+        (f->opcode >= 8 && (!f->fin || plen > 125)) || plen > WS_MAX_FRAME)
+        return -1;
+    f->payload_len = (size_t)plen;
+    return (int)hl;
+}
+
 /* Reads one complete message (continuations joined, bounded). *opcode 8 = close. The payload
- * is rbuf-independent (malloc'd, caller frees). */
+ * is malloc'd (caller frees). */
 static sbx_status recv_message(ws *w, uint8_t *opcode, uint8_t **out, size_t *out_len,
                                sbx_error *err)
 {
@@ -174,53 +209,31 @@ static sbx_status recv_message(ws *w, uint8_t *opcode, uint8_t **out, size_t *ou
     size_t mlen = 0;
     uint8_t first = 0;
     for (;;) {
-        while (w->rlen < 2) {
+        k8s_ws_frame fr;
+        int hl;
+        while ((hl = k8s_ws_frame_header(w->rbuf, w->rlen, &fr)) == 0) {
             sbx_status st = fill(w, WS_MAX_FRAME + 14, err);
             if (st != SBX_OK) {
                 free(msg);
                 return st;
             }
         }
-        uint8_t b0 = w->rbuf[0], b1 = w->rbuf[1];
-        size_t hl = 2;
-        uint64_t len = b1 & 0x7F;
-        bool masked = (b1 & 0x80) != 0;
-        size_t need = 2 + (len == 126 ? 2 : len == 127 ? 8 : 0) + (masked ? 4 : 0);
-        while (w->rlen < need) {
-            sbx_status st = fill(w, WS_MAX_FRAME + 14, err);
-            if (st != SBX_OK) {
-                free(msg);
-                return st;
-            }
-        }
-        if (len == 126) {
-            len = (uint64_t)w->rbuf[2] << 8 | w->rbuf[3];
-            hl = 4;
-        } else if (len == 127) {
-            len = 0;
-            for (int i = 0; i < 8; i++)
-                len = len << 8 | w->rbuf[2 + i];
-            hl = 10;
-        }
-        uint8_t mask[4] = {0, 0, 0, 0};
-        if (masked) {
-            memcpy(mask, w->rbuf + hl, 4);
-            hl += 4;
-        }
-        if (len > WS_MAX_FRAME || mlen + len > WS_MAX_FRAME) {
+        if (hl < 0 || mlen + fr.payload_len > WS_MAX_FRAME) {
             free(msg);
             return sbx_error_set(err, SBX_E_PROVISION,
-                                 "kubernetes exec: a message larger than %u bytes", WS_MAX_FRAME);
+                                 "kubernetes exec: an invalid frame, or a message larger than %u "
+                                 "bytes",
+                                 WS_MAX_FRAME);
         }
-        while (w->rlen < hl + len) {
+        size_t len = fr.payload_len;
+        while (w->rlen < (size_t)hl + len) {
             sbx_status st = fill(w, WS_MAX_FRAME + 14, err);
             if (st != SBX_OK) {
                 free(msg);
                 return st;
             }
         }
-        uint8_t op = b0 & 0x0F;
-        bool fin = (b0 & 0x80) != 0;
+        uint8_t op = fr.opcode;
         if (op >= 8) { /* control frames: whole, never fragmented */
             uint8_t *ctl = malloc(len + 1);
             if (ctl == NULL) {
@@ -228,10 +241,10 @@ static sbx_status recv_message(ws *w, uint8_t *opcode, uint8_t **out, size_t *ou
                 return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
             }
             for (size_t i = 0; i < len; i++)
-                ctl[i] = w->rbuf[hl + i] ^ mask[i % 4];
-            consume(w, hl + (size_t)len);
+                ctl[i] = w->rbuf[(size_t)hl + i] ^ fr.mask[i % 4];
+            consume(w, (size_t)hl + len);
             if (op == 9) { /* ping: answer pong, keep reading */
-                sbx_status st = send_frame(w, 10, ctl, (size_t)len, NULL, 0, err);
+                sbx_status st = send_frame(w, 10, ctl, len, NULL, 0, err);
                 free(ctl);
                 if (st != SBX_OK) {
                     free(msg);
@@ -246,22 +259,26 @@ static sbx_status recv_message(ws *w, uint8_t *opcode, uint8_t **out, size_t *ou
             free(msg);
             *opcode = op;
             *out = ctl;
-            *out_len = (size_t)len;
+            *out_len = len;
             return SBX_OK;
         }
-        uint8_t *g = realloc(msg, mlen + (size_t)len + 1);
+        if ((op == 0) != (first != 0)) { /* a continuation needs a start, a start no open one */
+            free(msg);
+            return sbx_error_set(err, SBX_E_PROVISION, "kubernetes exec: a misordered fragment");
+        }
+        uint8_t *g = realloc(msg, mlen + len + 1);
         if (g == NULL) {
             free(msg);
             return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
         }
         msg = g;
         for (size_t i = 0; i < len; i++)
-            msg[mlen + i] = w->rbuf[hl + i] ^ mask[i % 4];
-        mlen += (size_t)len;
-        consume(w, hl + (size_t)len);
+            msg[mlen + i] = w->rbuf[(size_t)hl + i] ^ fr.mask[i % 4];
+        mlen += len;
+        consume(w, (size_t)hl + len);
         if (op != 0)
             first = op;
-        if (fin) {
+        if (fr.fin) {
             *opcode = first;
             *out = msg;
             *out_len = mlen;
@@ -296,9 +313,7 @@ static void add_output(k8s_exec_io *io, int stream, const uint8_t *p, size_t n, 
     *offset += n;
 }
 
-/* The exit status from the channel-3 Status: Success -> 0; Failure/NonZeroExitCode with an
- * ExitCode cause -> that code; anything else is the API's error. */
-static sbx_status exit_from_status(const uint8_t *text, size_t len, int *code, sbx_error *err)
+sbx_status k8s_exec_exit_status(const uint8_t *text, size_t len, int *code, sbx_error *err)
 {
     json_t *j = NULL;
     sbx_error ignored;
@@ -434,9 +449,16 @@ sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns
         free(query);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     }
-    /* host[:port] of the server, for the Host header */
-    const char *hp = strstr(c->server, "://");
-    hp = hp != NULL ? hp + 3 : c->server;
+    /* host[:port] of the server for the Host header, and the path prefix a proxied API server
+     * has (https://proxy/k8s/clusters/x) for the request line */
+    const char *hp0 = strstr(c->server, "://");
+    hp0 = hp0 != NULL ? hp0 + 3 : c->server;
+    const char *prefix = strchr(hp0, '/');
+    char hp[256];
+    snprintf(hp, sizeof(hp), "%.*s", (int)(prefix != NULL ? (size_t)(prefix - hp0) : strlen(hp0)),
+             hp0);
+    if (prefix == NULL)
+        prefix = "";
     w.h = curl_easy_init();
     sbx_status st =
         w.h != NULL ? SBX_OK : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "curl_easy_init");
@@ -467,7 +489,7 @@ sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns
     char *req = NULL;
     if (st == SBX_OK) {
         /* user and group names went through the same check as every call: no line breaks */
-        size_t cap = strlen(path) + strlen(query) + strlen(hp) + 1024 +
+        size_t cap = strlen(prefix) + strlen(path) + strlen(query) + strlen(hp) + 1024 +
                      (c->token != NULL ? strlen(c->token) : 0);
         for (size_t i = 0; as != NULL && as->user != NULL && i < as->n_groups; i++)
             cap += strlen(as->groups[i]) + 32;
@@ -476,13 +498,13 @@ sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns
         req = malloc(cap);
         size_t n = req == NULL ? 0
                                : (size_t)snprintf(req, cap,
-                                                  "GET %s?%s HTTP/1.1\r\nHost: %s\r\n"
+                                                  "GET %s%s?%s HTTP/1.1\r\nHost: %s\r\n"
                                                   "Connection: Upgrade\r\nUpgrade: websocket\r\n"
                                                   "Sec-WebSocket-Version: 13\r\n"
                                                   "Sec-WebSocket-Key: %s\r\n"
                                                   "Sec-WebSocket-Protocol: v5.channel.k8s.io, "
                                                   "v4.channel.k8s.io\r\n",
-                                                  path, query, hp, key);
+                                                  prefix, path, query, hp, key);
         if (req != NULL && c->token != NULL)
             n += (size_t)snprintf(req + n, cap - n, "Authorization: Bearer %s\r\n", c->token);
         if (req != NULL && as != NULL && as->user != NULL) {
@@ -540,7 +562,7 @@ sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns
             if (m[0] == 1 || m[0] == 2)
                 add_output(io, m[0], m + 1, n - 1, &offsets[m[0]]);
             else if (m[0] == 3) {
-                st = exit_from_status(m + 1, n - 1, &code, err);
+                st = k8s_exec_exit_status(m + 1, n - 1, &code, err);
                 have_status = st == SBX_OK;
             }
         }
