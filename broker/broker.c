@@ -2,7 +2,7 @@
  * flavor's vtable, the recorder hookup, and sbx_broker_open by configured flavor.
  * This file must not run requests or know any flavor's internals.
  */
-#include "sbx/broker.h"
+#include "broker/broker_impl.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "broker/tasks.h"
-#include "sbx/broker.h"
+#include "broker/broker_impl.h"
 
 typedef struct embedded {
     sbx_engine *engine; /* borrowed */

@@ -23,7 +23,7 @@
 
 #include "broker/jetstream.h"
 #include "broker/tasks.h"
-#include "sbx/broker.h"
+#include "broker/broker_impl.h"
 
 /* How often a waiter re-reads the bucket: the completion subject is core NATS (at most once),
  * so a notice lost to a reconnect is found by the next poll. */

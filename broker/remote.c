@@ -20,7 +20,7 @@
 #include "broker/tasks.h"
 #include "core/limits.h"
 #include "core/net.h"
-#include "sbx/broker.h"
+#include "broker/broker_impl.h"
 
 /* Largest response message accepted: the worker's default max_message_bytes, so a completion
  * the worker may send is always readable, and a hostile peer cannot make us buffer more. */

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "core/limits.h"
-#include "sbx/broker.h"
+#include "broker/broker_impl.h"
 #include "sbx/contract.h"
 #include "sbx/engine.h"
 

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "broker/tasks.h"
-#include "sbx/broker.h"
+#include "broker/broker_impl.h"
 
 /* Most executor threads: beyond this, threads cost memory and context switches while providers
  * wait on I/O; scale out with more workers instead. */
