@@ -6,19 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/hash.h"
 #include "sbx/broker.h"
-
-/* FNV-1a over subject, a separator no string holds (NUL), then task_id. */
-static uint64_t hash_key(const char *subject, const char *task_id)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (const char *p = subject; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    h = (h ^ 0u) * 1099511628211ull;
-    for (const char *p = task_id; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    return h;
-}
 
 void bt_store_init(bt_store *s, size_t lru_max)
 {
@@ -57,7 +46,7 @@ void bt_store_destroy(bt_store *s)
 
 bt_task *bt_find(bt_store *s, const char *subject, const char *task_id)
 {
-    uint64_t h = hash_key(subject, task_id);
+    uint64_t h = sbx_hash_pair(subject, task_id);
     for (bt_task *t = s->buckets[h & (BT_BUCKETS - 1)]; t != NULL; t = t->hnext)
         if (t->hash == h && strcmp(t->key, subject) == 0 && strcmp(t->id, task_id) == 0)
             return t;
@@ -80,7 +69,7 @@ bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&t->done, &attr);
     pthread_condattr_destroy(&attr);
-    t->hash = hash_key(subject, task_id);
+    t->hash = sbx_hash_pair(subject, task_id);
     __atomic_store_n(&t->state, BT_QUEUED, __ATOMIC_RELEASE);
     t->in_table = true;
     bt_task **bucket = &s->buckets[t->hash & (BT_BUCKETS - 1)];

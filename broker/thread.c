@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "broker/tasks.h"
+#include "core/hash.h"
 #include "broker/broker_impl.h"
 
 /* Most executor threads: beyond this, threads cost memory and context switches while providers
@@ -61,17 +62,9 @@ typedef struct thread_broker {
     int n_threads;
 } thread_broker;
 
-static uint64_t hash_id(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
 static bt_session *session_get(thread_broker *tb, const char *id)
 {
-    uint64_t h = hash_id(id);
+    uint64_t h = sbx_hash_str(id);
     bt_session **bucket = &tb->sessions[h & (SESSION_BUCKETS - 1)];
     for (bt_session *s = *bucket; s != NULL; s = s->next)
         if (s->hash == h && strcmp(s->id, id) == 0)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/binding.h"
+#include "core/hash.h"
 #include "core/policy.h"
 
 /* Output kept per stream when the policy sets no output_limit_bytes: a completion must fit in
@@ -79,14 +80,6 @@ struct sbx_engine {
 static bool str_set(const char *s)
 {
     return s != NULL && s[0] != '\0';
-}
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
 }
 
 static sbx_session_handle *handle_copy(const sbx_session_handle *src)
@@ -283,7 +276,7 @@ static sbx_status slot_open(profile_slot *s, sbx_error *err)
 
 static session_lock *lock_session(sbx_engine *e, const char *id)
 {
-    uint64_t h = hash_str(id);
+    uint64_t h = sbx_hash_str(id);
     size_t b = h & (ENGINE_LOCK_BUCKETS - 1);
     session_lock **bucket = &e->buckets[b];
     pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
