@@ -35,11 +35,11 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <openssl/evp.h>
 
 #include "providers/ec2_ssm/aws.h"
 #include "providers/ec2_ssm/creds.h"
 #include "providers/ec2_ssm/shell.h"
+#include "providers/common/http.h"
 #include "sbx/provider.h"
 
 /* SSM's documented output limits for GetCommandInvocation (API reference,
@@ -1045,34 +1045,6 @@ static sbx_status run_file_script(sbx_sandbox *sbx, const char *what, const char
                          sbx->id, scratch->exit_code, n > 0 ? msg : "no message");
 }
 
-static char *base64_encode(const uint8_t *data, size_t len)
-{
-    size_t out_len = 4 * ((len + 2) / 3);
-    char *out = malloc(out_len + 1);
-    if (out == NULL)
-        return NULL;
-    int n = len > 0 ? EVP_EncodeBlock((unsigned char *)out, data, (int)len) : 0;
-    out[n < 0 ? 0 : n] = '\0';
-    return out;
-}
-
-/* Decodes standard padded base64 text (no whitespace) into buf (at least 3*len/4 bytes);
- * returns the byte count or -1 when malformed. A trailing partial quantum is ignored. */
-static long base64_decode(const char *text, size_t len, uint8_t *buf)
-{
-    len -= len % 4;
-    if (len == 0)
-        return 0;
-    int n = EVP_DecodeBlock(buf, (const unsigned char *)text, (int)len);
-    if (n < 0)
-        return -1;
-    if (text[len - 1] == '=')
-        n--;
-    if (text[len - 2] == '=')
-        n--;
-    return n;
-}
-
 static void put_quoted(ssm_buf *b, const char *s)
 {
     ssm_shell_quote(b, s, strlen(s));
@@ -1124,7 +1096,7 @@ static sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op,
     for (size_t i = 0; i < chunks && s == SBX_OK; i++) {
         size_t off = i * SSM_WRITE_CHUNK_BYTES;
         size_t n = len - off < SSM_WRITE_CHUNK_BYTES ? len - off : SSM_WRITE_CHUNK_BYTES;
-        char *b64 = base64_encode(op->content.data + off, n);
+        char *b64 = sbx_http_base64_encode(op->content.data + off, n);
         ssm_buf script = {0};
         ssm_buf_puts(&script, "set -e\numask 077\n");
         if (i == 0 && op->mkdirs) {
@@ -1238,16 +1210,19 @@ static sbx_status ssm_read_file(sbx_sandbox *sbx, const Sbx__V1__ReadFile *op,
                                       "ec2_ssm: read_file '%.256s': more data than asked for",
                                       op->path);
                 } else {
-                    long dec = base64_decode(b64, bl, buf + got);
-                    if (dec < 0 || (size_t)dec > n)
+                    size_t dec = 0;
+                    uint8_t *bytes = sbx_http_base64_decode(b64, bl, &dec);
+                    if (bytes == NULL || dec > n) {
                         s = sbx_error_set(err, SBX_E_PROVISION,
                                           "ec2_ssm: read_file '%.256s': the instance sent "
                                           "malformed base64",
                                           op->path);
-                    else {
-                        got += (size_t)dec;
-                        eof = (size_t)dec < n;
+                    } else {
+                        memcpy(buf + got, bytes, dec);
+                        got += dec;
+                        eof = dec < n;
                     }
+                    free(bytes);
                 }
             }
         }
@@ -1306,9 +1281,12 @@ static sbx_status ssm_list_files(sbx_sandbox *sbx, const Sbx__V1__ListFiles *op,
         s = run_file_script(sbx, "list_files", op->path, script.p, o, scratch, err);
     ssm_buf_free(&script);
     if (s == SBX_OK && scratch != NULL) {
-        size_t bl = scratch->stdout.len;
-        uint8_t *raw = malloc(bl + 4);
-        long n = raw != NULL ? base64_decode((const char *)scratch->stdout.data, bl, raw) : -1;
+        /* a cut answer ends inside a quantum: decode the whole quanta only */
+        size_t bl = scratch->stdout.len - scratch->stdout.len % 4;
+        size_t dn = 0;
+        uint8_t *raw = bl > 0 ? sbx_http_base64_decode((const char *)scratch->stdout.data, bl, &dn)
+                              : calloc(1, 1);
+        long n = raw != NULL ? (long)dn : -1;
         bool cut = scratch->stdout_truncated;
         if (n < 0) {
             s = sbx_error_set(err, SBX_E_PROVISION,
