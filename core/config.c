@@ -103,48 +103,9 @@ static const char *const known_provider_names[] = {"local",   "docker", "e2b", "
 
 /* Accepted keys, per level (also the list printed when a key is unknown). */
 static const char *const root_keys[] = {"sandbox", NULL};
-static const char *const sandbox_keys[] = {
-    "default_profile", "secret_file", "node", "runtime_dir", "broker", "worker", "profiles", NULL};
-static const char *const broker_keys[] = {"flavor",   "threads", "queue_depth", "wait_timeout_ms",
-                                          "lru_size", "remote",  "queue",       NULL};
-static const char *const queue_keys[] = {"url",
-                                         "ca_file",
-                                         "cert_file",
-                                         "key_file",
-                                         "user",
-                                         "password_env",
-                                         "nkey",
-                                         "nkey_seed_env",
-                                         "token_env",
-                                         "name",
-                                         "replicas",
-                                         "ack_wait_ms",
-                                         "node_wait_ms",
-                                         "completion_ttl_s",
-                                         "dedup_window_s",
-                                         "connect_timeout_ms",
-                                         NULL};
-static const char *const remote_keys[] = {
-    "endpoint", "ca_file", "cert_file", "key_file", "token_env", "connect_timeout_ms", NULL};
-static const char *const worker_keys[] = {"listen",
-                                          "tls",
-                                          "auth",
-                                          "max_message_bytes",
-                                          "drain_timeout_ms",
-                                          "record",
-                                          "record_max_bytes",
-                                          "record_keep",
-                                          "log_level",
-                                          "log_file",
-                                          "metrics_listen",
-                                          "serve",
-                                          "drain_notice_ms",
-                                          NULL};
 static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const serve_choices[] = {"grpc", "queue", "both", NULL};
-static const char *const tls_keys[] = {"cert_file", "key_file", "client_ca_file", NULL};
 static const char *const auth_keys[] = {"callers", NULL};
-static const char *const caller_keys[] = {"name", "token_env", "cert_subject", "subjects", NULL};
 static const char *const identity_keys[] = {"mode", NULL};
 static const char *const policy_keys[] = {
     "network_egress", "network_allow", "fs_read",    "fs_write",           "cpu",     "memory_mb",
@@ -461,6 +422,116 @@ static sbx_status get_string_list(loader *L, const config_node *v, const char *p
     return SBX_OK;
 }
 
+/* ---- table-driven sections ------------------------------------------------------------ */
+
+/* What a key of a section holds. The plain kinds are read by parse_fields itself; F_CUSTOM
+ * keys (a nested block, a value with a rule of its own) by their function. */
+typedef enum field_kind { F_STRING, F_PATH, F_ENV, F_INT, F_ENUM, F_CUSTOM } field_kind;
+
+/* One key of a section: its kind and where its value goes (offset into the section's struct:
+ * char * for strings, paths, env names and enums (kept as the chosen string), int64_t for
+ * integers). The order of a table is the order of the "accepted keys" list in messages. */
+typedef struct field {
+    const char *key;
+    field_kind kind;
+    size_t offset;
+    int64_t min, max;           /* F_INT */
+    const char *const *choices; /* F_ENUM */
+    sbx_status (*custom)(loader *L, const config_node *v, const char *path,
+                         void *section); /* F_CUSTOM */
+} field;
+
+/* Most keys one section has (the accepted-keys list and the node table are this big). */
+#define FIELDS_MAX 24
+
+#define STR(type, member, key)                                                                     \
+    {                                                                                              \
+        key, F_STRING, offsetof(type, member), 0, 0, NULL, NULL                                    \
+    }
+#define PATHF(type, member, key)                                                                   \
+    {                                                                                              \
+        key, F_PATH, offsetof(type, member), 0, 0, NULL, NULL                                      \
+    }
+#define ENVF(type, member, key)                                                                    \
+    {                                                                                              \
+        key, F_ENV, offsetof(type, member), 0, 0, NULL, NULL                                       \
+    }
+#define INTF(type, member, key, lo, hi)                                                            \
+    {                                                                                              \
+        key, F_INT, offsetof(type, member), lo, hi, NULL, NULL                                     \
+    }
+#define ENUMF(type, member, key, choices)                                                          \
+    {                                                                                              \
+        key, F_ENUM, offsetof(type, member), 0, 0, choices, NULL                                   \
+    }
+#define CUSTOM(key, fn)                                                                            \
+    {                                                                                              \
+        key, F_CUSTOM, 0, 0, 0, NULL, fn                                                           \
+    }
+#define FIELDS_END                                                                                 \
+    {                                                                                              \
+        NULL, F_STRING, 0, 0, 0, NULL, NULL                                                        \
+    }
+
+/* Reads map (the section at path) by the table fields into section. at[i] (when at is not
+ * NULL) is the value node of fields[i], NULL when the key is absent, for checks that name
+ * it. Stops at the first error; an unknown key lists the table's keys. */
+static sbx_status parse_fields(loader *L, const config_node *map, const char *path,
+                               const field *fields, void *section, const config_node **at)
+{
+    const char *accepted[FIELDS_MAX + 1];
+    size_t n_fields = 0;
+    for (; fields[n_fields].key != NULL && n_fields < FIELDS_MAX; n_fields++) {
+        accepted[n_fields] = fields[n_fields].key;
+        if (at != NULL)
+            at[n_fields] = NULL;
+    }
+    accepted[n_fields] = NULL;
+    size_t pairs = 0;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        size_t f = 0;
+        while (f < n_fields && strcmp(fields[f].key, k->text) != 0)
+            f++;
+        if (f == n_fields) {
+            st = unknown_key(L, k, path, accepted);
+            break;
+        }
+        const field *fd = &fields[f];
+        char **str = (char **)(void *)((char *)section + fd->offset);
+        int64_t *num = (int64_t *)(void *)((char *)section + fd->offset);
+        int idx = 0;
+        switch (fd->kind) {
+        case F_STRING: st = get_string(L, v, p, str); break;
+        case F_PATH: st = get_path(L, v, p, str); break;
+        case F_ENV: st = get_env_name(L, v, p, str); break;
+        case F_INT: st = get_int(L, v, p, fd->min, fd->max, num); break;
+        case F_ENUM:
+            st = get_enum(L, v, p, fd->choices, &idx);
+            if (st == SBX_OK)
+                st = get_string(L, v, p, str);
+            break;
+        case F_CUSTOM: st = fd->custom(L, v, p, section); break;
+        }
+        if (at != NULL)
+            at[f] = v;
+    }
+    return st;
+}
+
+/* The value node of key in a parse_fields node table (NULL when the file does not set it). */
+static const config_node *field_node(const field *fields, const config_node *const *at,
+                                     const char *key)
+{
+    for (size_t f = 0; fields[f].key != NULL && f < FIELDS_MAX; f++)
+        if (strcmp(fields[f].key, key) == 0)
+            return at[f];
+    return NULL;
+}
+
 static bool absolute_path_ok(const char *s)
 {
     return s[0] == '/';
@@ -521,74 +592,71 @@ static bool listen_is_loopback(const char *listen)
 
 /* ---- sections ------------------------------------------------------------------------- */
 
+/* sandbox.broker.remote.endpoint: https://HOST[:PORT], or http:// to loopback only. */
+static sbx_status get_endpoint(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_remote_config *r = section;
+    sbx_status st = get_string(L, v, p, &r->endpoint);
+    if (st != SBX_OK)
+        return st;
+    const char *hp = NULL;
+    bool tls = strncmp(v->text, "https://", 8) == 0;
+    if (tls)
+        hp = v->text + 8;
+    else if (strncmp(v->text, "http://", 7) == 0)
+        hp = v->text + 7;
+    size_t host_len = 0;
+    int64_t port = 0;
+    char hostport[512];
+    if (hp != NULL && strlen(hp) >= sizeof(hostport))
+        hp = NULL; /* refused below: no real host:port is that long */
+    if (hp != NULL && strchr(hp, '@') != NULL) {
+        st = fail(L, v, p,
+                  "'%s' carries credentials or a user; name them with token_env or "
+                  "cert_file/key_file instead",
+                  v->text);
+        return st;
+    }
+    snprintf(hostport, sizeof(hostport), "%s", hp ? hp : "");
+    char *slash = strchr(hostport, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    /* no port: the scheme's (443 / 80) */
+    bool has_port = strchr(hostport, ':') != NULL && hostport[0] != '[';
+    if (hostport[0] == '[')
+        has_port = strstr(hostport, "]:") != NULL;
+    if (!has_port) {
+        host_len = strlen(hostport);
+        port = tls ? 443 : 80;
+    }
+    if (hp == NULL || hostport[0] == '\0' ||
+        (has_port && (!split_host_port(hostport, &host_len, &port) || port == 0)))
+        st = fail(L, v, p,
+                  "'%s' is not an endpoint; accepted: https://HOST[:PORT], or "
+                  "http://127.0.0.1:PORT (plain h2c only to loopback)",
+                  v->text);
+    else if (!tls && !sbx_net_host_is_loopback(hostport, host_len))
+        st = fail(L, v, p,
+                  "'%s' would send requests unencrypted off this host; use https:// "
+                  "(plain http:// is accepted only for 127.0.0.1, ::1 or localhost)",
+                  v->text);
+    return st;
+}
+
+static const field remote_fields[] = {
+    CUSTOM("endpoint", get_endpoint),
+    PATHF(sbx_remote_config, ca_file, "ca_file"),
+    PATHF(sbx_remote_config, cert_file, "cert_file"),
+    PATHF(sbx_remote_config, key_file, "key_file"),
+    ENVF(sbx_remote_config, token_env, "token_env"),
+    INTF(sbx_remote_config, connect_timeout_ms, "connect_timeout_ms", 1, MAX_CONNECT_TIMEOUT_MS),
+    FIELDS_END,
+};
+
 static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_config *r)
 {
     const char *path = "sandbox.broker.remote";
-    size_t pairs = 0;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        if (strcmp(k->text, "endpoint") == 0) {
-            st = get_string(L, v, p, &r->endpoint);
-            if (st != SBX_OK)
-                break;
-            const char *hp = NULL;
-            bool tls = strncmp(v->text, "https://", 8) == 0;
-            if (tls)
-                hp = v->text + 8;
-            else if (strncmp(v->text, "http://", 7) == 0)
-                hp = v->text + 7;
-            size_t host_len = 0;
-            int64_t port = 0;
-            char hostport[512];
-            if (hp != NULL && strlen(hp) >= sizeof(hostport))
-                hp = NULL; /* refused below: no real host:port is that long */
-            if (hp != NULL && strchr(hp, '@') != NULL) {
-                st = fail(L, v, p,
-                          "'%s' carries credentials or a user; name them with token_env or "
-                          "cert_file/key_file instead",
-                          v->text);
-                break;
-            }
-            snprintf(hostport, sizeof(hostport), "%s", hp ? hp : "");
-            char *slash = strchr(hostport, '/');
-            if (slash != NULL)
-                *slash = '\0';
-            /* no port: the scheme's (443 / 80) */
-            bool has_port = strchr(hostport, ':') != NULL && hostport[0] != '[';
-            if (hostport[0] == '[')
-                has_port = strstr(hostport, "]:") != NULL;
-            if (!has_port) {
-                host_len = strlen(hostport);
-                port = tls ? 443 : 80;
-            }
-            if (hp == NULL || hostport[0] == '\0' ||
-                (has_port && (!split_host_port(hostport, &host_len, &port) || port == 0)))
-                st = fail(L, v, p,
-                          "'%s' is not an endpoint; accepted: https://HOST[:PORT], or "
-                          "http://127.0.0.1:PORT (plain h2c only to loopback)",
-                          v->text);
-            else if (!tls && !sbx_net_host_is_loopback(hostport, host_len))
-                st = fail(L, v, p,
-                          "'%s' would send requests unencrypted off this host; use https:// "
-                          "(plain http:// is accepted only for 127.0.0.1, ::1 or localhost)",
-                          v->text);
-        } else if (strcmp(k->text, "ca_file") == 0) {
-            st = get_path(L, v, p, &r->ca_file);
-        } else if (strcmp(k->text, "cert_file") == 0) {
-            st = get_path(L, v, p, &r->cert_file);
-        } else if (strcmp(k->text, "key_file") == 0) {
-            st = get_path(L, v, p, &r->key_file);
-        } else if (strcmp(k->text, "token_env") == 0) {
-            st = get_env_name(L, v, p, &r->token_env);
-        } else if (strcmp(k->text, "connect_timeout_ms") == 0) {
-            st = get_int(L, v, p, 1, MAX_CONNECT_TIMEOUT_MS, &r->connect_timeout_ms);
-        } else {
-            st = unknown_key(L, k, path, remote_keys);
-        }
-    }
+    sbx_status st = parse_fields(L, map, path, remote_fields, r, NULL);
     if (st == SBX_OK && (r->cert_file == NULL) != (r->key_file == NULL))
         st = fail(L, map, path,
                   "cert_file and key_file go together (client certificate for mTLS); set both "
@@ -637,59 +705,46 @@ static bool queue_url_ok(loader *L, const config_node *v, const char *url, size_
     return true;
 }
 
+/* sandbox.broker.queue.nkey: a NATS user public key (the seed lives in nkey_seed_env). */
+static sbx_status get_nkey(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_queue_config *q = section;
+    sbx_status st = get_string(L, v, p, &q->nkey);
+    if (st == SBX_OK && (v->text[0] != 'U' || v->len != 56))
+        st = fail(L, v, p,
+                  "'%.8s...' is not an nkey user public key (56 characters starting with "
+                  "U); the seed (S...) goes in the variable named by nkey_seed_env",
+                  v->text);
+    return st;
+}
+
+static const field queue_fields[] = {
+    STR(sbx_queue_config, url, "url"),
+    PATHF(sbx_queue_config, ca_file, "ca_file"),
+    PATHF(sbx_queue_config, cert_file, "cert_file"),
+    PATHF(sbx_queue_config, key_file, "key_file"),
+    STR(sbx_queue_config, user, "user"),
+    ENVF(sbx_queue_config, password_env, "password_env"),
+    CUSTOM("nkey", get_nkey),
+    ENVF(sbx_queue_config, nkey_seed_env, "nkey_seed_env"),
+    ENVF(sbx_queue_config, token_env, "token_env"),
+    STR(sbx_queue_config, name, "name"),
+    INTF(sbx_queue_config, replicas, "replicas", 1, MAX_QUEUE_REPLICAS),
+    INTF(sbx_queue_config, ack_wait_ms, "ack_wait_ms", MIN_QUEUE_ACK_WAIT_MS, MAX_QUEUE_WAIT_MS),
+    INTF(sbx_queue_config, node_wait_ms, "node_wait_ms", 0, MAX_QUEUE_WAIT_MS),
+    INTF(sbx_queue_config, completion_ttl_s, "completion_ttl_s", 1, MAX_QUEUE_TTL_S),
+    INTF(sbx_queue_config, dedup_window_s, "dedup_window_s", 1, MAX_QUEUE_TTL_S),
+    INTF(sbx_queue_config, connect_timeout_ms, "connect_timeout_ms", 1, MAX_CONNECT_TIMEOUT_MS),
+    FIELDS_END,
+};
+
 static sbx_status parse_queue(loader *L, const config_node *map, sbx_queue_config *q)
 {
     const char *path = "sandbox.broker.queue";
-    const config_node *url_node = NULL, *name_node = NULL;
-    size_t pairs = 0;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        if (strcmp(k->text, "url") == 0) {
-            st = get_string(L, v, p, &q->url);
-            url_node = v;
-        } else if (strcmp(k->text, "ca_file") == 0) {
-            st = get_path(L, v, p, &q->ca_file);
-        } else if (strcmp(k->text, "cert_file") == 0) {
-            st = get_path(L, v, p, &q->cert_file);
-        } else if (strcmp(k->text, "key_file") == 0) {
-            st = get_path(L, v, p, &q->key_file);
-        } else if (strcmp(k->text, "user") == 0) {
-            st = get_string(L, v, p, &q->user);
-        } else if (strcmp(k->text, "password_env") == 0) {
-            st = get_env_name(L, v, p, &q->password_env);
-        } else if (strcmp(k->text, "nkey") == 0) {
-            st = get_string(L, v, p, &q->nkey);
-            if (st == SBX_OK && (v->text[0] != 'U' || v->len != 56))
-                st = fail(L, v, p,
-                          "'%.8s...' is not an nkey user public key (56 characters starting with "
-                          "U); the seed (S...) goes in the variable named by nkey_seed_env",
-                          v->text);
-        } else if (strcmp(k->text, "nkey_seed_env") == 0) {
-            st = get_env_name(L, v, p, &q->nkey_seed_env);
-        } else if (strcmp(k->text, "token_env") == 0) {
-            st = get_env_name(L, v, p, &q->token_env);
-        } else if (strcmp(k->text, "name") == 0) {
-            st = get_string(L, v, p, &q->name);
-            name_node = v;
-        } else if (strcmp(k->text, "replicas") == 0) {
-            st = get_int(L, v, p, 1, MAX_QUEUE_REPLICAS, &q->replicas);
-        } else if (strcmp(k->text, "ack_wait_ms") == 0) {
-            st = get_int(L, v, p, MIN_QUEUE_ACK_WAIT_MS, MAX_QUEUE_WAIT_MS, &q->ack_wait_ms);
-        } else if (strcmp(k->text, "node_wait_ms") == 0) {
-            st = get_int(L, v, p, 0, MAX_QUEUE_WAIT_MS, &q->node_wait_ms);
-        } else if (strcmp(k->text, "completion_ttl_s") == 0) {
-            st = get_int(L, v, p, 1, MAX_QUEUE_TTL_S, &q->completion_ttl_s);
-        } else if (strcmp(k->text, "dedup_window_s") == 0) {
-            st = get_int(L, v, p, 1, MAX_QUEUE_TTL_S, &q->dedup_window_s);
-        } else if (strcmp(k->text, "connect_timeout_ms") == 0) {
-            st = get_int(L, v, p, 1, MAX_CONNECT_TIMEOUT_MS, &q->connect_timeout_ms);
-        } else {
-            st = unknown_key(L, k, path, queue_keys);
-        }
-    }
+    const config_node *at[FIELDS_MAX];
+    sbx_status st = parse_fields(L, map, path, queue_fields, q, at);
+    const config_node *url_node = field_node(queue_fields, at, "url");
+    const config_node *name_node = field_node(queue_fields, at, "name");
     if (st != SBX_OK)
         return st;
     if (name_node != NULL) {
@@ -730,39 +785,35 @@ static sbx_status parse_queue(loader *L, const config_node *map, sbx_queue_confi
     return SBX_OK;
 }
 
+static sbx_status get_remote(loader *L, const config_node *v, const char *p, void *section)
+{
+    (void)p;
+    return parse_remote(L, v, &((sbx_broker_config *)section)->remote);
+}
+
+static sbx_status get_queue(loader *L, const config_node *v, const char *p, void *section)
+{
+    (void)p;
+    return parse_queue(L, v, &((sbx_broker_config *)section)->queue);
+}
+
+static const field broker_fields[] = {
+    ENUMF(sbx_broker_config, flavor, "flavor", flavor_choices),
+    INTF(sbx_broker_config, threads, "threads", 1, MAX_BROKER_THREADS),
+    INTF(sbx_broker_config, queue_depth, "queue_depth", 1, MAX_BROKER_QUEUE_DEPTH),
+    INTF(sbx_broker_config, wait_timeout_ms, "wait_timeout_ms", 0, MAX_BROKER_WAIT_MS),
+    INTF(sbx_broker_config, lru_size, "lru_size", 0, MAX_BROKER_LRU),
+    CUSTOM("remote", get_remote),
+    CUSTOM("queue", get_queue),
+    FIELDS_END,
+};
+
 static sbx_status parse_broker(loader *L, const config_node *map)
 {
-    const char *path = "sandbox.broker";
     sbx_broker_config *b = &L->cfg->broker;
-    const config_node *flavor_node = NULL;
-    size_t pairs = 0;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        if (strcmp(k->text, "flavor") == 0) {
-            int idx = 0;
-            st = get_enum(L, v, p, flavor_choices, &idx);
-            if (st == SBX_OK)
-                st = get_string(L, v, p, &b->flavor);
-            flavor_node = v;
-        } else if (strcmp(k->text, "threads") == 0) {
-            st = get_int(L, v, p, 1, MAX_BROKER_THREADS, &b->threads);
-        } else if (strcmp(k->text, "queue_depth") == 0) {
-            st = get_int(L, v, p, 1, MAX_BROKER_QUEUE_DEPTH, &b->queue_depth);
-        } else if (strcmp(k->text, "wait_timeout_ms") == 0) {
-            st = get_int(L, v, p, 0, MAX_BROKER_WAIT_MS, &b->wait_timeout_ms);
-        } else if (strcmp(k->text, "lru_size") == 0) {
-            st = get_int(L, v, p, 0, MAX_BROKER_LRU, &b->lru_size);
-        } else if (strcmp(k->text, "remote") == 0) {
-            st = parse_remote(L, v, &b->remote);
-        } else if (strcmp(k->text, "queue") == 0) {
-            st = parse_queue(L, v, &b->queue);
-        } else {
-            st = unknown_key(L, k, path, broker_keys);
-        }
-    }
+    const config_node *at[FIELDS_MAX];
+    sbx_status st = parse_fields(L, map, "sandbox.broker", broker_fields, b, at);
+    const config_node *flavor_node = field_node(broker_fields, at, "flavor");
     if (st == SBX_OK && flavor_node != NULL && strcmp(b->flavor, "remote") == 0 &&
         b->remote.endpoint == NULL)
         st = fail(L, flavor_node, "sandbox.broker.flavor",
@@ -776,31 +827,27 @@ static sbx_status parse_broker(loader *L, const config_node *map)
     return st;
 }
 
+static sbx_status get_subjects(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_worker_caller *c = section;
+    return get_string_list(L, v, p, NULL, "principal subjects (\"*\" = any)", &c->n_subjects,
+                           &c->subjects);
+}
+
+static const field caller_fields[] = {
+    STR(sbx_worker_caller, name, "name"),
+    ENVF(sbx_worker_caller, token_env, "token_env"),
+    STR(sbx_worker_caller, cert_subject, "cert_subject"),
+    CUSTOM("subjects", get_subjects),
+    FIELDS_END,
+};
+
 static sbx_status parse_caller(loader *L, const config_node *map, const char *path,
                                sbx_worker_caller *c)
 {
-    size_t pairs = 0;
-    const config_node *subjects_node = NULL, *cert_node = NULL;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        if (strcmp(k->text, "name") == 0) {
-            st = get_string(L, v, p, &c->name);
-        } else if (strcmp(k->text, "token_env") == 0) {
-            st = get_env_name(L, v, p, &c->token_env);
-        } else if (strcmp(k->text, "cert_subject") == 0) {
-            st = get_string(L, v, p, &c->cert_subject);
-            cert_node = v;
-        } else if (strcmp(k->text, "subjects") == 0) {
-            st = get_string_list(L, v, p, NULL, "principal subjects (\"*\" = any)", &c->n_subjects,
-                                 &c->subjects);
-            subjects_node = v;
-        } else {
-            st = unknown_key(L, k, path, caller_keys);
-        }
-    }
+    const config_node *at[FIELDS_MAX];
+    sbx_status st = parse_fields(L, map, path, caller_fields, c, at);
+    const config_node *subjects_node = field_node(caller_fields, at, "subjects");
     if (st != SBX_OK)
         return st;
     if (c->name == NULL)
@@ -816,135 +863,145 @@ static sbx_status parse_caller(loader *L, const config_node *map, const char *pa
                     "caller '%s' needs `subjects`: the principal subjects it may act for, or "
                     "[\"*\"] for any",
                     c->name);
-    (void)cert_node;
     return SBX_OK;
+}
+
+/* HOST:PORT of a listener (worker.listen, worker.metrics_listen), kept as the string. */
+static sbx_status get_listen(loader *L, const config_node *v, const char *p, char **out,
+                             const char *example)
+{
+    sbx_status st = get_string(L, v, p, out);
+    size_t host_len = 0;
+    int64_t port = 0;
+    if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
+        st = fail(L, v, p, "'%s' is not HOST:PORT; accepted e.g. %s (port 0 = any free port)",
+                  v->text, example);
+    return st;
+}
+
+static sbx_status get_worker_listen(loader *L, const config_node *v, const char *p, void *section)
+{
+    return get_listen(L, v, p, &((sbx_worker_config *)section)->listen,
+                      "127.0.0.1:7443, 0.0.0.0:7443, [::]:7443");
+}
+
+static sbx_status get_metrics_listen(loader *L, const config_node *v, const char *p, void *section)
+{
+    return get_listen(L, v, p, &((sbx_worker_config *)section)->metrics_listen,
+                      "127.0.0.1:9464, 0.0.0.0:9464");
+}
+
+static const field tls_fields[] = {
+    PATHF(sbx_worker_config, tls_cert_file, "cert_file"),
+    PATHF(sbx_worker_config, tls_key_file, "key_file"),
+    PATHF(sbx_worker_config, tls_client_ca_file, "client_ca_file"),
+    FIELDS_END,
+};
+
+static sbx_status get_tls(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_worker_config *w = section;
+    const config_node *at[FIELDS_MAX];
+    (void)p;
+    const char *tpath = "sandbox.worker.tls";
+    sbx_status st = parse_fields(L, v, tpath, tls_fields, w, at);
+    const config_node *client_ca_node = field_node(tls_fields, at, "client_ca_file");
+    if (st == SBX_OK && (w->tls_cert_file == NULL) != (w->tls_key_file == NULL))
+        st = fail(L, v, tpath, "cert_file and key_file go together; set both or neither");
+    if (st == SBX_OK && client_ca_node != NULL && w->tls_cert_file == NULL)
+        st = fail(L, client_ca_node, "sandbox.worker.tls.client_ca_file",
+                  "client certificates (mTLS) need TLS: set cert_file and key_file too");
+    return st;
+}
+
+static sbx_status get_auth(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_worker_config *w = section;
+    size_t n = 0;
+    const char *apath = "sandbox.worker.auth";
+    (void)p;
+    sbx_status st = need_map(L, v, apath, &n);
+    for (size_t j = 0; st == SBX_OK && j < n; j++) {
+        const config_node *ak = v->kids[2 * j], *av = v->kids[2 * j + 1];
+        if (strcmp(ak->text, "callers") != 0) {
+            st = unknown_key(L, ak, apath, auth_keys);
+            break;
+        }
+        if (config_node_is_null(av))
+            continue;
+        if (av->kind != CONFIG_SEQ) {
+            st = fail(L, av, "sandbox.worker.auth.callers",
+                      "expected a list of callers ({name, token_env | cert_subject, "
+                      "subjects}), got %s",
+                      kind_name(av));
+            break;
+        }
+        if (av->n_kids > CONFIG_MAX_CALLERS) {
+            st = fail(L, av, "sandbox.worker.auth.callers", "more than %d callers",
+                      CONFIG_MAX_CALLERS);
+            break;
+        }
+        w->callers = calloc(av->n_kids ? av->n_kids : 1, sizeof(*w->callers));
+        if (w->callers == NULL)
+            return oom(L);
+        for (size_t c = 0; st == SBX_OK && c < av->n_kids; c++) {
+            char cp[128];
+            snprintf(cp, sizeof(cp), "sandbox.worker.auth.callers[%zu]", c);
+            sbx_worker_caller *caller = &w->callers[w->n_callers++];
+            st = parse_caller(L, av->kids[c], cp, caller);
+            for (size_t d = 0; st == SBX_OK && d + 1 < w->n_callers; d++)
+                if (strcmp(w->callers[d].name, caller->name) == 0)
+                    st = fail(L, av->kids[c], cp,
+                              "a second caller named '%s'; caller names are unique", caller->name);
+        }
+    }
+    return st;
+}
+
+static const field worker_fields[] = {
+    CUSTOM("listen", get_worker_listen),
+    CUSTOM("tls", get_tls),
+    CUSTOM("auth", get_auth),
+    INTF(sbx_worker_config, max_message_bytes, "max_message_bytes", MIN_WORKER_MAX_MESSAGE,
+         MAX_WORKER_MAX_MESSAGE),
+    INTF(sbx_worker_config, drain_timeout_ms, "drain_timeout_ms", 0, MAX_WORKER_DRAIN_MS),
+    PATHF(sbx_worker_config, record, "record"),
+    INTF(sbx_worker_config, record_max_bytes, "record_max_bytes", 0, MAX_WORKER_RECORD_MAX),
+    INTF(sbx_worker_config, record_keep, "record_keep", 1, MAX_WORKER_RECORD_KEEP),
+    ENUMF(sbx_worker_config, log_level, "log_level", log_level_choices),
+    PATHF(sbx_worker_config, log_file, "log_file"),
+    CUSTOM("metrics_listen", get_metrics_listen),
+    ENUMF(sbx_worker_config, serve, "serve", serve_choices),
+    INTF(sbx_worker_config, drain_notice_ms, "drain_notice_ms", 0, MAX_WORKER_DRAIN_MS),
+    FIELDS_END,
+};
+
+/* The node of the first certificate caller in sandbox.worker.auth.callers, or NULL. */
+static const config_node *first_cert_caller_node(const sbx_worker_config *w,
+                                                 const config_node *auth)
+{
+    if (auth == NULL || auth->kind != CONFIG_MAP)
+        return NULL;
+    for (size_t j = 0; 2 * j + 1 < auth->n_kids; j++) {
+        const config_node *av = auth->kids[2 * j + 1];
+        if (strcmp(auth->kids[2 * j]->text, "callers") != 0 || av->kind != CONFIG_SEQ)
+            continue;
+        for (size_t c = 0; c < w->n_callers && c < av->n_kids; c++)
+            if (w->callers[c].cert_subject != NULL)
+                return av->kids[c];
+    }
+    return NULL;
 }
 
 static sbx_status parse_worker(loader *L, const config_node *map)
 {
     const char *path = "sandbox.worker";
     sbx_worker_config *w = &L->cfg->worker;
-    const config_node *listen_node = NULL, *tls_node = NULL, *client_ca_node = NULL;
-    const config_node *first_cert_caller = NULL;
-    size_t pairs = 0;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        if (strcmp(k->text, "listen") == 0) {
-            st = get_string(L, v, p, &w->listen);
-            size_t host_len = 0;
-            int64_t port = 0;
-            if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
-                st = fail(L, v, p,
-                          "'%s' is not HOST:PORT; accepted e.g. 127.0.0.1:7443, 0.0.0.0:7443, "
-                          "[::]:7443 (port 0 = any free port)",
-                          v->text);
-            listen_node = v;
-        } else if (strcmp(k->text, "tls") == 0) {
-            size_t n = 0;
-            const char *tpath = "sandbox.worker.tls";
-            tls_node = v;
-            st = need_map(L, v, tpath, &n);
-            for (size_t j = 0; st == SBX_OK && j < n; j++) {
-                const config_node *tk = v->kids[2 * j], *tv = v->kids[2 * j + 1];
-                char tp[256];
-                subpath(tp, sizeof(tp), tpath, tk->text);
-                if (strcmp(tk->text, "cert_file") == 0)
-                    st = get_path(L, tv, tp, &w->tls_cert_file);
-                else if (strcmp(tk->text, "key_file") == 0)
-                    st = get_path(L, tv, tp, &w->tls_key_file);
-                else if (strcmp(tk->text, "client_ca_file") == 0) {
-                    st = get_path(L, tv, tp, &w->tls_client_ca_file);
-                    client_ca_node = tv;
-                } else
-                    st = unknown_key(L, tk, tpath, tls_keys);
-            }
-            if (st == SBX_OK && (w->tls_cert_file == NULL) != (w->tls_key_file == NULL))
-                st = fail(L, v, tpath, "cert_file and key_file go together; set both or neither");
-            if (st == SBX_OK && client_ca_node != NULL && w->tls_cert_file == NULL)
-                st = fail(L, client_ca_node, "sandbox.worker.tls.client_ca_file",
-                          "client certificates (mTLS) need TLS: set cert_file and key_file too");
-        } else if (strcmp(k->text, "auth") == 0) {
-            size_t n = 0;
-            const char *apath = "sandbox.worker.auth";
-            st = need_map(L, v, apath, &n);
-            for (size_t j = 0; st == SBX_OK && j < n; j++) {
-                const config_node *ak = v->kids[2 * j], *av = v->kids[2 * j + 1];
-                if (strcmp(ak->text, "callers") != 0) {
-                    st = unknown_key(L, ak, apath, auth_keys);
-                    break;
-                }
-                if (config_node_is_null(av))
-                    continue;
-                if (av->kind != CONFIG_SEQ) {
-                    st = fail(L, av, "sandbox.worker.auth.callers",
-                              "expected a list of callers ({name, token_env | cert_subject, "
-                              "subjects}), got %s",
-                              kind_name(av));
-                    break;
-                }
-                if (av->n_kids > CONFIG_MAX_CALLERS) {
-                    st = fail(L, av, "sandbox.worker.auth.callers", "more than %d callers",
-                              CONFIG_MAX_CALLERS);
-                    break;
-                }
-                w->callers = calloc(av->n_kids ? av->n_kids : 1, sizeof(*w->callers));
-                if (w->callers == NULL)
-                    return oom(L);
-                for (size_t c = 0; st == SBX_OK && c < av->n_kids; c++) {
-                    char cp[128];
-                    snprintf(cp, sizeof(cp), "sandbox.worker.auth.callers[%zu]", c);
-                    sbx_worker_caller *caller = &w->callers[w->n_callers++];
-                    st = parse_caller(L, av->kids[c], cp, caller);
-                    for (size_t d = 0; st == SBX_OK && d + 1 < w->n_callers; d++)
-                        if (strcmp(w->callers[d].name, caller->name) == 0)
-                            st = fail(L, av->kids[c], cp,
-                                      "a second caller named '%s'; caller names are unique",
-                                      caller->name);
-                    if (st == SBX_OK && caller->cert_subject != NULL && first_cert_caller == NULL)
-                        first_cert_caller = av->kids[c];
-                }
-            }
-        } else if (strcmp(k->text, "max_message_bytes") == 0) {
-            st = get_int(L, v, p, MIN_WORKER_MAX_MESSAGE, MAX_WORKER_MAX_MESSAGE,
-                         &w->max_message_bytes);
-        } else if (strcmp(k->text, "drain_timeout_ms") == 0) {
-            st = get_int(L, v, p, 0, MAX_WORKER_DRAIN_MS, &w->drain_timeout_ms);
-        } else if (strcmp(k->text, "drain_notice_ms") == 0) {
-            st = get_int(L, v, p, 0, MAX_WORKER_DRAIN_MS, &w->drain_notice_ms);
-        } else if (strcmp(k->text, "record") == 0) {
-            st = get_path(L, v, p, &w->record);
-        } else if (strcmp(k->text, "serve") == 0) {
-            int idx = 0;
-            st = get_enum(L, v, p, serve_choices, &idx);
-            if (st == SBX_OK)
-                st = get_string(L, v, p, &w->serve);
-        } else if (strcmp(k->text, "record_max_bytes") == 0) {
-            st = get_int(L, v, p, 0, MAX_WORKER_RECORD_MAX, &w->record_max_bytes);
-        } else if (strcmp(k->text, "record_keep") == 0) {
-            st = get_int(L, v, p, 1, MAX_WORKER_RECORD_KEEP, &w->record_keep);
-        } else if (strcmp(k->text, "log_level") == 0) {
-            int idx = 0;
-            st = get_enum(L, v, p, log_level_choices, &idx);
-            if (st == SBX_OK)
-                st = get_string(L, v, p, &w->log_level);
-        } else if (strcmp(k->text, "log_file") == 0) {
-            st = get_path(L, v, p, &w->log_file);
-        } else if (strcmp(k->text, "metrics_listen") == 0) {
-            st = get_string(L, v, p, &w->metrics_listen);
-            size_t host_len = 0;
-            int64_t port = 0;
-            if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
-                st = fail(L, v, p,
-                          "'%s' is not HOST:PORT; accepted e.g. 127.0.0.1:9464, 0.0.0.0:9464 "
-                          "(port 0 = any free port)",
-                          v->text);
-        } else {
-            st = unknown_key(L, k, path, worker_keys);
-        }
-    }
+    const config_node *at[FIELDS_MAX];
+    sbx_status st = parse_fields(L, map, path, worker_fields, w, at);
+    const config_node *listen_node = field_node(worker_fields, at, "listen");
+    const config_node *first_cert_caller =
+        st == SBX_OK ? first_cert_caller_node(w, field_node(worker_fields, at, "auth")) : NULL;
     if (st != SBX_OK)
         return st;
     if (first_cert_caller != NULL && w->tls_client_ca_file == NULL)
@@ -965,7 +1022,6 @@ static sbx_status parse_worker(loader *L, const config_node *map)
                         "sandbox.worker.auth.callers",
                         w->listen);
     }
-    (void)tls_node;
     return SBX_OK;
 }
 
@@ -1469,41 +1525,61 @@ sbx_status sbx_config_default(sbx_config **out, sbx_error *err)
     return SBX_OK;
 }
 
+static sbx_status get_secret_file(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_config *cfg = section;
+    cfg->secret_file_configured = true;
+    return get_path(L, v, p, &cfg->secret_file);
+}
+
+static sbx_status get_node(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_status st = get_string(L, v, p, &((sbx_config *)section)->node);
+    if (st == SBX_OK && !name_ok(v->text, CONFIG_NODE_NAME_MAX))
+        st = fail(L, v, p,
+                  "'%s' is not a node name; use a host name (letters, digits, '.', '-', "
+                  "'_', at most %d)",
+                  v->text, CONFIG_NODE_NAME_MAX);
+    return st;
+}
+
+static sbx_status get_broker(loader *L, const config_node *v, const char *p, void *section)
+{
+    (void)p;
+    (void)section;
+    return parse_broker(L, v);
+}
+
+static sbx_status get_worker(loader *L, const config_node *v, const char *p, void *section)
+{
+    (void)p;
+    (void)section;
+    return parse_worker(L, v);
+}
+
+static sbx_status get_profiles(loader *L, const config_node *v, const char *p, void *section)
+{
+    (void)p;
+    (void)section;
+    return parse_profiles(L, v);
+}
+
+static const field sandbox_fields[] = {
+    STR(sbx_config, default_profile, "default_profile"),
+    CUSTOM("secret_file", get_secret_file),
+    CUSTOM("node", get_node),
+    PATHF(sbx_config, runtime_dir, "runtime_dir"),
+    CUSTOM("broker", get_broker),
+    CUSTOM("worker", get_worker),
+    CUSTOM("profiles", get_profiles),
+    FIELDS_END,
+};
+
 static sbx_status parse_sandbox(loader *L, const config_node *map)
 {
-    const char *path = "sandbox";
-    size_t pairs = 0;
-    const config_node *default_node = NULL;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        if (strcmp(k->text, "default_profile") == 0) {
-            st = get_string(L, v, p, &L->cfg->default_profile);
-            default_node = v;
-        } else if (strcmp(k->text, "secret_file") == 0) {
-            st = get_path(L, v, p, &L->cfg->secret_file);
-            L->cfg->secret_file_configured = true;
-        } else if (strcmp(k->text, "runtime_dir") == 0) {
-            st = get_path(L, v, p, &L->cfg->runtime_dir);
-        } else if (strcmp(k->text, "node") == 0) {
-            st = get_string(L, v, p, &L->cfg->node);
-            if (st == SBX_OK && !name_ok(v->text, CONFIG_NODE_NAME_MAX))
-                st = fail(L, v, p,
-                          "'%s' is not a node name; use a host name (letters, digits, '.', '-', "
-                          "'_', at most %d)",
-                          v->text, CONFIG_NODE_NAME_MAX);
-        } else if (strcmp(k->text, "broker") == 0) {
-            st = parse_broker(L, v);
-        } else if (strcmp(k->text, "worker") == 0) {
-            st = parse_worker(L, v);
-        } else if (strcmp(k->text, "profiles") == 0) {
-            st = parse_profiles(L, v);
-        } else {
-            st = unknown_key(L, k, path, sandbox_keys);
-        }
-    }
+    const config_node *at[FIELDS_MAX];
+    sbx_status st = parse_fields(L, map, "sandbox", sandbox_fields, L->cfg, at);
+    const config_node *default_node = field_node(sandbox_fields, at, "default_profile");
     if (st != SBX_OK)
         return st;
     sbx_config *cfg = L->cfg;

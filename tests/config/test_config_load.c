@@ -436,6 +436,45 @@ static void test_config_near_misses_get_a_suggestion(void **state)
     load_fails("sandbox:\n  zzz: 1\n", "unknown key 'zzz'; accepted keys here", NULL);
 }
 
+/* Every table-driven section names its whole key table, in order, at the unknown key. */
+static void test_config_each_section_lists_its_keys(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  zzz: 1\n", "test.yaml:2:3: sandbox: unknown key 'zzz'",
+               "accepted keys here: default_profile, secret_file, node, runtime_dir, broker, "
+               "worker, profiles",
+               NULL);
+    load_fails("sandbox:\n  broker: {zzz: 1}\n", "sandbox.broker: unknown key 'zzz'",
+               "accepted keys here: flavor, threads, queue_depth, wait_timeout_ms, lru_size, "
+               "remote, queue",
+               NULL);
+    load_fails("sandbox:\n  broker: {remote: {zzz: 1}}\n",
+               "sandbox.broker.remote: unknown key 'zzz'",
+               "accepted keys here: endpoint, ca_file, cert_file, key_file, token_env, "
+               "connect_timeout_ms",
+               NULL);
+    load_fails("sandbox:\n  broker: {queue: {zzz: 1}}\n", "sandbox.broker.queue: unknown key 'zzz'",
+               "accepted keys here: url, ca_file, cert_file, key_file, user, password_env, nkey, "
+               "nkey_seed_env, token_env, name, replicas, ack_wait_ms, node_wait_ms, "
+               "completion_ttl_s, dedup_window_s, connect_timeout_ms",
+               NULL);
+    load_fails("sandbox:\n  worker: {zzz: 1}\n", "sandbox.worker: unknown key 'zzz'",
+               "accepted keys here: listen, tls, auth, max_message_bytes, drain_timeout_ms, "
+               "record, record_max_bytes, record_keep, log_level, log_file, metrics_listen, "
+               "serve, drain_notice_ms",
+               NULL);
+    load_fails("sandbox:\n  worker: {tls: {zzz: 1}}\n", "sandbox.worker.tls: unknown key 'zzz'",
+               "accepted keys here: cert_file, key_file, client_ca_file", NULL);
+    load_fails("sandbox:\n  worker: {auth: {callers: [{zzz: 1}]}}\n",
+               "sandbox.worker.auth.callers[0]: unknown key 'zzz'",
+               "accepted keys here: name, token_env, cert_subject, subjects", NULL);
+    /* A value read by a section's own rule still names its key. */
+    load_fails("sandbox:\n  worker: {metrics_listen: nowhere}\n",
+               "sandbox.worker.metrics_listen: 'nowhere' is not HOST:PORT", NULL);
+    load_fails("sandbox:\n  broker: {threads: 0}\n", "sandbox.broker.threads: 0 is out of range",
+               NULL);
+}
+
 static void test_config_inline_secret_points_to_env_form(void **state)
 {
     (void)state;
@@ -537,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_config_string_loader_rejects_null_out),
         cmocka_unit_test(test_config_scope_and_environment_names),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
+        cmocka_unit_test(test_config_each_section_lists_its_keys),
         cmocka_unit_test(test_config_near_misses_get_a_suggestion),
         cmocka_unit_test(test_config_inline_secret_points_to_env_form),
         cmocka_unit_test(test_config_remote_endpoint_needs_tls_off_loopback),
