@@ -564,6 +564,10 @@ static bool task_start(remote_broker *r, rtask *t)
         version = (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
         r->h2c = H2C_PROBING;
         r->h2c_probe = t;
+        /* never over a pooled connection (the libcurl bug above): after a cancelled transfer
+         * (an interrupted sbx run/exec/attach) the next request would otherwise fail in the
+         * framing layer on the connection the cancelled one left, every retry too */
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     }
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait to multiplex, never a 2nd connection */
@@ -705,12 +709,7 @@ static void *transfer_main(void *arg)
                 /* h2c: an answer over HTTP/2 means the connection is up for reuse; a failed
                  * connection, or an HTTP/1.1 answer to a new Upgrade-style connection, means the
                  * next transfer must open one again with prior knowledge. */
-                /* A transfer the caller cancelled after the worker answered (an interrupted
-                 * stream) leaves that connection up as well: marking it unknown would send the
-                 * next request with prior knowledge over it (the libcurl bug above). */
-                bool answered =
-                    cc == CURLE_OK || (cc == CURLE_ABORTED_BY_CALLBACK && t->http_status == 200);
-                bool h2_answer = answered && t->http_status != 505;
+                bool h2_answer = cc == CURLE_OK && t->http_status != 505;
                 if (r->h2c_probe == t) {
                     r->h2c = h2_answer ? H2C_READY : H2C_NONE;
                     r->h2c_probe = NULL;
