@@ -18,12 +18,14 @@ static int plane_open(cli_plane *p, bool with_sessions, bool one_shot);
 /* A remote (or queue) broker serves the worker's profiles, not this host's: the session store's
  * checks (does the profile exist, its scope, environment, idle timeout) come from the worker's
  * Describe, and so does the default profile unless the client's own default names one of the
- * worker's profiles. A broker that cannot describe keeps the local file's. */
+ * worker's profiles. A broker that cannot describe, or no worker that answers, keeps the local
+ * file's (the request then says what is wrong with the transport). */
 static sbx_status profiles_from_worker(cli_plane *p, sbx_error *err)
 {
     Sbx__V1__DescribeResponse *d = NULL;
     sbx_status st = sbx_broker_describe(p->broker, &d, err);
-    if (st == SBX_E_CAPABILITY) {
+    if (st == SBX_E_CAPABILITY || st == SBX_E_BROKER || st == SBX_E_TIMEOUT) {
+        /* no answer (a worker down behind a balancer): the request itself reports it */
         sbx_error_clear(err);
         return SBX_OK;
     }
