@@ -367,6 +367,13 @@ static void note_last_command(const char *session_id, uint64_t id)
         unlink(tmp);
 }
 
+void cli_forget_last_command(const char *session_id)
+{
+    char path[4400];
+    if (last_command_path(session_id, path, sizeof(path)))
+        unlink(path);
+}
+
 bool cli_last_command(cli_plane *p, const char *session, uint64_t *id)
 {
     sbx_session_handle *h = sbx_sessions_get(p->sessions, session);

@@ -86,6 +86,8 @@ int cli_plane_follow(cli_plane *p, const char *session, uint64_t id, uint64_t st
 
 /* The command `sbx exec` ran last in session (id or name); false when none is noted. */
 bool cli_last_command(cli_plane *p, const char *session, uint64_t *id);
+/* Drops that note (the session was removed). */
+void cli_forget_last_command(const char *session_id);
 
 /* Runs a detached run_command r in session and prints the command id (the completion with
  * --json); returns the exit code (0 once it started). */

@@ -82,8 +82,12 @@ static int session_rm(cli_plane *p, int argc, char **argv)
     int rc = CLI_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         sbx_error err;
+        sbx_session_handle *h = sbx_sessions_get(p->sessions, argv[i]);
         if (sbx_sessions_destroy(p->sessions, argv[i], p->principal, &err) != SBX_OK)
             rc = cli_report_error(argv[i], &err);
+        else if (h != NULL)
+            cli_forget_last_command(h->session_id);
+        sbx_message_free((ProtobufCMessage *)h);
     }
     return rc;
 }

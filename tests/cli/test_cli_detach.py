@@ -144,6 +144,16 @@ class Detach(unittest.TestCase):
             r = self.sbx(broker, "attach", sid)
             self.assertEqual((r.returncode, r.stdout), (4, b"again\n"), r.stderr)
 
+    def test_the_last_command_note_goes_with_the_session(self):
+        r = self.e.run("session", "new")
+        sid = r.stdout.decode().strip()
+        note = os.path.join(self.e.env["XDG_STATE_HOME"], "sbx", "sessions", sid + ".command")
+        self.assertEqual(self.e.run("exec", "-s", sid, "--", "true").returncode, 0)
+        with open(note) as f:
+            self.assertRegex(f.read(), r"^[0-9]+\n$")
+        self.assertEqual(self.e.run("session", "rm", sid).returncode, 0)
+        self.assertFalse(os.path.exists(note))
+
     def test_interrupted_exec_stops_its_command(self):
         for broker in self.brokers():
             sid = self.session(broker)
