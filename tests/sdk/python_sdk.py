@@ -11,6 +11,8 @@ runs its tests again under that venv's python.
 usage: python_sdk.py --worker PATH/sbx-worker --sdk SRC/sdk/python --proto SRC/proto
 """
 import argparse
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -51,15 +53,54 @@ def make_pki(d):
     subprocess.run(["sh", "-c", sh], check=True)
 
 
-class Worker:
-    """An sbx-worker subprocess on an ephemeral loopback port with the fake provider."""
+README_ADDRESS = '"127.0.0.1:7443"'  # the worker address the README's lines name
 
-    def __init__(self, tmp, worker_yaml="", env=None):
+
+def readme_python_lines(readme):
+    """The Python block of a README's "From Python" part (the whole README.md) or its first one
+    (sdk/python/README.md), as a reader copies it."""
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"(?:### From Python\n.*?)?```python\n(.*?)```", text, re.S)
+    if not m:
+        raise AssertionError("%s has no ```python block" % readme)
+    return m.group(1)
+
+
+def run_readme_lines(test, target):
+    """Runs the README's lines as written, the worker address aside; returns what they print."""
+    readme = os.path.join(os.path.abspath(ARGS.sdk), "..", "..", "README.md")
+    src = readme_python_lines(readme)
+    test.assertEqual(src, readme_python_lines(os.path.join(ARGS.sdk, "README.md")),
+                     "README.md and sdk/python/README.md show different lines")
+    test.assertEqual(len(src.splitlines()), 5, src)
+    test.assertIn(README_ADDRESS, src)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(src.replace(README_ADDRESS, repr(target)), readme, "exec"), {})
+    return out.getvalue()
+
+
+class Worker:
+    """An sbx-worker subprocess on an ephemeral loopback port with the fake provider (or the
+    profiles given)."""
+
+    def __init__(self, tmp, worker_yaml="", env=None, profiles=None):
         cfg = os.path.join(tmp, "worker-%d.yaml" % id(self))
+        default = ""
+        if profiles is None:
+            default = "  default_profile: fake\n"
+            profiles = ("    fake:\n"
+                        "      type: fake\n"
+                        "      scope: per_session\n"
+                        "      policy: { output_limit_bytes: 12582912 }\n"
+                        "    oneshot: { type: fake, scope: per_call }\n"
+                        "    nofiles: { type: fake, scope: per_call, fake: { files: false } }\n"
+                        "    local: { type: local, scope: per_session }\n")
         with open(cfg, "w") as f:
             f.write(
                 "sandbox:\n"
-                "  default_profile: fake\n"
+                "%s"
                 "  secret_file: %s/secret\n"
                 "  runtime_dir: %s/run\n"
                 "  broker: { flavor: thread, threads: 4 }\n"
@@ -68,14 +109,8 @@ class Worker:
                 "    log_level: warn\n"
                 "%s"
                 "  profiles:\n"
-                "    fake:\n"
-                "      type: fake\n"
-                "      scope: per_session\n"
-                "      policy: { output_limit_bytes: 12582912 }\n"
-                "    oneshot: { type: fake, scope: per_call }\n"
-                "    nofiles: { type: fake, scope: per_call, fake: { files: false } }\n"
-                "    local: { type: local, scope: per_session }\n"
-                % (tmp, tmp, worker_yaml))
+                "%s"
+                % (default, tmp, tmp, worker_yaml, profiles))
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
                                      text=True, env=dict(os.environ, **(env or {})))
         first = self.proc.stderr.readline()
@@ -116,10 +151,7 @@ class Plain(unittest.TestCase):
         return sbx.Client(self.target, timeout=60, **kw)
 
     def test_readme_lines_run_code_in_a_sandbox(self):
-        with sbx.Client(self.target) as client, client.sandbox() as box:
-            box.files.write("/workspace/data.txt", "6 7\n")
-            self.assertEqual(box.run("cat /workspace/data.txt").text, "6 7\n")
-            self.assertEqual(box.code("print(6 * 7)", language="python").text, "42\n")
+        self.assertEqual(run_readme_lines(self, self.target), "6 7\n\n42\n\n")
 
     def test_run_returns_a_result_and_a_failing_program_is_not_an_exception(self):
         with self.client() as c, c.sandbox("oneshot") as box:
@@ -278,6 +310,25 @@ class Plain(unittest.TestCase):
         with sbx.Client("127.0.0.1:1", timeout=5) as c:
             with self.assertRaises(sbx.BrokerError):
                 c.sandbox().run("true")
+
+
+class Local(unittest.TestCase):
+    """The README's lines against a worker whose sandboxes are real: the built-in default's
+    profile (local provider, per_session), as the README's `sbx-worker --listen
+    127.0.0.1:7443` serves them, with the secret and runtime dir in a temporary dir."""
+
+    def test_readme_lines_run_code_in_a_local_sandbox(self):
+        tmp = tempfile.mkdtemp(prefix="sbx-sdk-local-")
+        os.chmod(tmp, 0o755)  # the sandbox's unprivileged user reaches its runtime dir through it
+        try:
+            worker = Worker(tmp, profiles="    default: { type: local, scope: per_session }\n")
+            try:
+                out = run_readme_lines(self, "127.0.0.1:%d" % worker.port)
+            finally:
+                self.assertEqual(worker.stop(), 0)
+            self.assertEqual(out, "6 7\n\n42\n\n")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Secure(unittest.TestCase):
