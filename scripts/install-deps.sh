@@ -23,6 +23,8 @@ packages=(
   iproute2 procps openssl uidmap nats-server
   # tests: sbx-agent under memcheck (tests/local/test_local_agent_valgrind.c)
   valgrind
+  # tests: systemd-analyze verify of the installed unit (tests/install/install_embed.sh)
+  systemd
 )
 
 missing=()

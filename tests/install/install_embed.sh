@@ -4,7 +4,8 @@
 # agent where the providers look for it, the headers with the generated contract header, one
 # libsbx.a, sbx.pc; builds examples/embed/embed.c with `pkg-config --cflags --libs sbx` alone
 # and runs it on the fake provider; and verifies the installed systemd unit (systemd-analyze
-# verify, where available), which names the installed sbx-worker.
+# verify, where available), which names the installed sbx-worker and the installed
+# deploy/README.md as its Documentation=.
 set -euo pipefail
 build=$1 src=$2
 shift 2
@@ -49,6 +50,8 @@ set -e
 
 unit=$prefix/lib/systemd/system/sbx-worker.service
 grep -q "^ExecStart=$prefix/bin/sbx-worker " "$unit" || fail "the unit does not start the installed sbx-worker: $(grep ExecStart "$unit")"
+doc=$(sed -n 's|^Documentation=file://||p' "$unit")
+[ -n "$doc" ] && [ -f "$doc" ] || fail "the unit's Documentation= names '$doc', which the install did not put there"
 if command -v systemd-analyze >/dev/null; then
   # verify resolves ExecStart and the unit's directives without a running systemd
   log=$(systemd-analyze verify "$unit" 2>&1) || fail "systemd-analyze verify: $log"
