@@ -13,7 +13,7 @@ packages=(
   libnats-dev
   # tests: unit framework, fake cloud servers, independent encoder and gRPC client
   libcmocka-dev libmicrohttpd-dev python3 python3-protobuf python3-grpcio python3-grpc-tools
-  python3-prometheus-client
+  python3-prometheus-client python3-yaml
   # tests: the Python client installed from sdk/python with pip into a venv
   python3-venv python3-pip python3-setuptools python3-wheel
   # tests: real peers and parts

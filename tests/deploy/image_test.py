@@ -5,12 +5,14 @@ pulled), from a root filesystem made here out of a `cmake --install` of this bui
 
   1. `cmake --install` into a temporary prefix, deploy/image/make-rootfs.sh, `docker build`:
      one layer FROM scratch, user 10001, the probe as HEALTHCHECK.
-  2. The Kubernetes shape: the ConfigMap's worker.yaml (deploy/kubernetes/configmap.yaml) at
-     /etc/sbx/config, TLS and the binding key mounted where deployment.yaml mounts them, a
+  2. The Kubernetes shape, read from deploy/kubernetes: the init container's own command copies
+     the binding key out of a volume laid out as kubelet lays out a Secret (a group-readable
+     symlink into ..data, owned by root); then the worker container's args and env, with the
+     ConfigMap's worker.yaml, TLS and the key mounted where deployment.yaml mounts them, a
      read-only root, every capability dropped, no network but loopback. The worker listens on
-     7443; sbx-health-probe (the Deployment's exec probe) says SERVING over TLS and fails on a
-     wrong port; Docker's HEALTHCHECK turns healthy; on SIGTERM the probe fails (NOT_SERVING
-     during the drain notice) and the worker exits 0.
+     7443; the Deployment's exec probe command says SERVING over TLS and fails on a wrong port;
+     Docker's HEALTHCHECK turns healthy; on SIGTERM the probe fails (NOT_SERVING during the drain
+     notice) and the worker exits 0.
   3. The Secrets as secret.yaml ships them (empty key, empty token) stop the worker with exit 3
      and a message naming what is wrong.
   4. Host network, a fake profile, h2c on an ephemeral loopback port: grpc.health.v1 Check from
@@ -32,6 +34,7 @@ import tempfile
 import time
 
 import grpc
+import yaml
 
 DOCKER = "/usr/bin/docker"  # Debian's docker.io client (never /usr/local/bin/docker)
 WORKER_UID = 10001
@@ -69,26 +72,31 @@ def wait_for(what, fn):
     raise RuntimeError("%s did not happen within %d s" % (what, WAIT_S))
 
 
+def listening_port(name):
+    """The port of the worker's "listening on port N" line; an error once it exited without."""
+    def seen():
+        m = re.search(r"sbx-worker listening on port (\d+)", logs(name))
+        if m:
+            return m.group(1)
+        if docker("inspect", "--format", "{{.State.Running}}", name).stdout.strip() != "true":
+            raise RuntimeError("the worker exited before listening: " + logs(name).strip())
+        return None
+    return wait_for("the worker's listening line", seen)
+
+
 def logs(name):
     p = docker("logs", name, check_rc=False)
     return p.stdout + p.stderr
 
 
-def worker_yaml_of_configmap(path):
-    """The `worker.yaml: |` block of configmap.yaml, unindented."""
-    lines, inside = [], False
-    for line in open(path, encoding="utf-8"):
-        if line.rstrip("\n") == "  worker.yaml: |":
-            inside = True
-            continue
-        if inside:
-            if line.startswith("    ") or line.strip() == "":
-                lines.append(line[4:] if line.startswith("    ") else "\n")
-            else:
-                break
-    if not lines:
-        raise RuntimeError("%s has no 'worker.yaml: |' block" % path)
-    return "".join(lines)
+def manifests(source):
+    """The ConfigMap's worker.yaml and the Deployment's pod spec, from deploy/kubernetes."""
+    kdir = os.path.join(source, "deploy/kubernetes")
+    with open(os.path.join(kdir, "configmap.yaml"), encoding="utf-8") as f:
+        worker_yaml = yaml.safe_load(f)["data"]["worker.yaml"]
+    with open(os.path.join(kdir, "deployment.yaml"), encoding="utf-8") as f:
+        pod = yaml.safe_load(f)["spec"]["template"]["spec"]
+    return worker_yaml, pod
 
 
 def main():
@@ -153,18 +161,22 @@ def build_image(a, tmp, tag):
           ["CMD", "/usr/libexec/sbx/sbx-health-probe"], str(cfg.get("Healthcheck")))
 
 
-def make_tls(d):
-    os.makedirs(d)
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", os.path.join(d, "tls.key"), "-out", os.path.join(d, "tls.crt"),
-                    "-subj", "/CN=sbx-worker",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
-    for f in ("tls.key", "tls.crt"):
-        os.chown(os.path.join(d, f), WORKER_UID, WORKER_UID)
+def make_tls():
+    """A self-signed certificate for 127.0.0.1: {file name: bytes}, as in sbx-worker-tls."""
+    d = tempfile.mkdtemp(prefix="sbx-deploy-tls-")
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", os.path.join(d, "tls.key"), "-out", os.path.join(d, "tls.crt"),
+                        "-subj", "/CN=sbx-worker",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        return {f: open(os.path.join(d, f), "rb").read() for f in ("tls.crt", "tls.key")}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def make_key_dir(d, content):
+    """The binding key as the worker accepts it (for the host-network run)."""
     os.makedirs(d)
     os.chown(d, WORKER_UID, WORKER_UID)
     os.chmod(d, 0o700)
@@ -175,25 +187,95 @@ def make_key_dir(d, content):
     os.chmod(path, 0o600)
 
 
-def k8s_run_args(a, tmp, sub, label, name, sanitizer_env, key, token):
-    """docker run arguments that mirror deploy/kubernetes/deployment.yaml's pod."""
-    base = os.path.join(tmp, sub)
-    config = os.path.join(base, "config")
-    os.makedirs(config)
-    with open(os.path.join(config, "worker.yaml"), "w") as f:
-        f.write(worker_yaml_of_configmap(os.path.join(a.source,
-                                                     "deploy/kubernetes/configmap.yaml")))
-    make_tls(os.path.join(base, "tls"))
-    make_key_dir(os.path.join(base, "key"), key)
-    return ["run", "--name", name, "--label", label, "--network", "none", "--read-only",
-            "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-            "--tmpfs", "/run/sbx:uid=%d,gid=%d,mode=0700" % (WORKER_UID, WORKER_UID),
-            "--tmpfs", "/tmp",
-            "-v", "%s:/etc/sbx/config:ro" % config,
-            "-v", "%s:/etc/sbx/tls:ro" % os.path.join(base, "tls"),
-            "-v", "%s:/var/lib/sbx/secret:ro" % os.path.join(base, "key"),
-            "-e", "SBX_TOKEN_AGENTS=" + token, "-e", "E2B_API_KEY=not-a-real-key",
-            *sanitizer_env]
+def secret_volume(d, files, mode, group):
+    """A directory laid out as kubelet lays out a Secret volume: the files in ..data/, owned by
+    root, group fsGroup, mode defaultMode, and a symlink per file into ..data."""
+    os.makedirs(os.path.join(d, "..data"))
+    for name, content in files.items():
+        real = os.path.join(d, "..data", name)
+        with open(real, "wb") as f:
+            f.write(content)
+        os.chown(real, 0, group)
+        os.chmod(real, mode)
+        os.symlink(os.path.join("..data", name), os.path.join(d, name))
+
+
+class Pod:
+    """deployment.yaml's pod on this Docker engine: its volumes as host directories (ConfigMap
+    and Secret volumes laid out as kubelet does, emptyDirs world-writable and owned by fsGroup),
+    its containers as `docker run` with their args, env, mounts and security context."""
+
+    def __init__(self, a, tmp, sub, label, sanitizer_env, secrets):
+        self.worker_yaml, self.spec = manifests(a.source)
+        self.label, self.sanitizer_env = label, sanitizer_env
+        self.secrets = secrets  # {secret name: {key: bytes}}
+        sc = self.spec["securityContext"]
+        self.fs_group = sc["fsGroup"]
+        self.user = "%d:%d" % (sc["runAsUser"], sc["runAsGroup"])
+        self.dirs = {}
+        for v in self.spec["volumes"]:
+            d = os.path.join(tmp, sub, v["name"])
+            if "configMap" in v:
+                os.makedirs(d)
+                for it in v["configMap"]["items"]:
+                    assert it["key"] == "worker.yaml", it  # the ConfigMap's only key
+                    with open(os.path.join(d, it["path"]), "w", encoding="utf-8") as f:
+                        f.write(self.worker_yaml)
+            elif "secret" in v:
+                data = secrets[v["secret"]["secretName"]]
+                items = v["secret"].get("items")
+                files = ({it["path"]: data[it["key"]] for it in items} if items else data)
+                secret_volume(d, files, v["secret"]["defaultMode"], self.fs_group)
+            elif "emptyDir" in v:
+                os.makedirs(d)
+                os.chown(d, 0, self.fs_group)
+                os.chmod(d, 0o2777)
+            else:
+                raise RuntimeError("volume %s: a kind this test does not lay out" % v["name"])
+            self.dirs[v["name"]] = d
+
+    def run_args(self, c, name):
+        args = ["run", "--name", name, "--label", self.label, "--network", "none",
+                "--user", self.user, "--group-add", str(self.fs_group), *self.sanitizer_env]
+        sc = c["securityContext"]
+        if sc.get("readOnlyRootFilesystem"):
+            args.append("--read-only")
+        for cap in sc["capabilities"]["drop"]:
+            args += ["--cap-drop", cap]
+        if sc.get("allowPrivilegeEscalation") is False:
+            args += ["--security-opt", "no-new-privileges"]
+        for m in c.get("volumeMounts", []):
+            args += ["-v", "%s:%s%s" % (self.dirs[m["name"]], m["mountPath"],
+                                        ":ro" if m.get("readOnly") else "")]
+        for e in c.get("env", []):
+            ref = e["valueFrom"]["secretKeyRef"]
+            args += ["-e", "%s=%s" % (e["name"],
+                                      self.secrets[ref["name"]][ref["key"]].decode())]
+        return args
+
+    def init(self, tag, name):
+        """Runs the init container to its end; returns the docker run result."""
+        c = self.spec["initContainers"][0]
+        return docker(*self.run_args(c, name), "--rm", "--entrypoint", c["command"][0], tag,
+                      *c["command"][1:], check_rc=False, timeout=120)
+
+    def worker(self, tag, name, detach=True):
+        c = self.spec["containers"][0]
+        return docker(*self.run_args(c, name), *(["-d"] if detach else []), tag, *c["args"],
+                      check_rc=detach, timeout=120)
+
+    def probe_command(self):
+        c = self.spec["containers"][0]
+        return c["readinessProbe"]["exec"]["command"]
+
+    def key_file(self):
+        return os.path.join(self.dirs["binding-key"], "binding-key")
+
+
+def secrets_of(key, token):
+    return {"sbx-worker": {"binding-key": key, "token-agents": token.encode(),
+                           "e2b-api-key": b"not-a-real-key"},
+            "sbx-worker-tls": make_tls()}
 
 
 def probe(name, *url):
@@ -201,14 +283,21 @@ def probe(name, *url):
 
 
 def run_kubernetes_shape(a, tmp, tag, label, name, sanitizer_env):
-    args = k8s_run_args(a, tmp, "k8s", label, name, sanitizer_env, os.urandom(32), "t0ken-agents")
-    docker(*args, "-d", tag)
-    line = wait_for("the worker's listening line",
-                    lambda: re.search(r"sbx-worker listening on port (\d+)", logs(name)))
-    check("the ConfigMap's worker listens on 7443 in the image", line.group(1) == "7443",
-          logs(name))
-    p = probe(name)
-    check("sbx-health-probe says SERVING over TLS (the Deployment's probe)", p.returncode == 0,
+    key = os.urandom(32)
+    pod = Pod(a, tmp, "k8s", label, sanitizer_env, secrets_of(key, "t0ken-agents"))
+    p = pod.init(tag, name + "-init")
+    st = os.lstat(pod.key_file()) if os.path.lexists(pod.key_file()) else None
+    check("the init container's command copies the key out of the Secret volume, 0600, uid %d"
+          % WORKER_UID,
+          p.returncode == 0 and st is not None and (st.st_mode & 0o170777) == 0o100600 and
+          st.st_uid == WORKER_UID and open(pod.key_file(), "rb").read() == key,
+          "exit %d %s; %s" % (p.returncode, p.stderr.strip(),
+                              st and (oct(st.st_mode), st.st_uid)))
+    pod.worker(tag, name)
+    port = listening_port(name)
+    check("the ConfigMap's worker listens on 7443 in the image", port == "7443", logs(name))
+    p = docker("exec", name, *pod.probe_command(), check_rc=False)
+    check("the Deployment's exec probe says SERVING over TLS", p.returncode == 0,
           p.stderr.strip())
     p = probe(name, "https://127.0.0.1:1")
     check("sbx-health-probe fails where no worker listens", p.returncode == 1, p.stderr.strip())
@@ -226,7 +315,7 @@ def run_kubernetes_shape(a, tmp, tag, label, name, sanitizer_env):
 
     check("Docker's HEALTHCHECK turns healthy", wait_for("a health verdict", healthy) == "healthy")
     docker("kill", "--signal", "TERM", name)
-    p = probe(name)
+    p = docker("exec", name, *pod.probe_command(), check_rc=False)
     check("after SIGTERM the probe fails (NOT_SERVING, then no worker)", p.returncode != 0,
           p.stdout + p.stderr)
     print("     (the probe saw: %s)" % (p.stderr.strip() or p.stdout.strip()), flush=True)
@@ -239,8 +328,12 @@ def run_empty_secrets(a, tmp, tag, label, nokey, notoken, sanitizer_env):
     for name, sub, key, token, expect in (
             (nokey, "nokey", b"", "t0ken", "secret_file"),
             (notoken, "notoken", os.urandom(32), "", "SBX_TOKEN_AGENTS")):
-        args = k8s_run_args(a, tmp, sub, label, name, sanitizer_env, key, token)
-        p = docker(*args, tag, check_rc=False, timeout=120)
+        pod = Pod(a, tmp, sub, label, sanitizer_env, secrets_of(key, token))
+        p = pod.init(tag, name + "-init")
+        if not check("the init container copies the %s key" % sub, p.returncode == 0,
+                     p.stderr.strip()):
+            continue
+        p = pod.worker(tag, name, detach=False)
         out = p.stdout + p.stderr
         check("secret.yaml's empty %s stops the worker with exit 3 naming it" %
               ("binding key" if sub == "nokey" else "token"),
@@ -265,9 +358,7 @@ def run_host_network(a, tmp, tag, label, name, sanitizer_env):
            "-v", "%s:/var/lib/sbx/secret:ro" % os.path.join(base, "key"),
            *sanitizer_env, tag, "--config", "/etc/sbx/config/worker.yaml",
            "--listen", "127.0.0.1:0")
-    line = wait_for("the worker's listening line",
-                    lambda: re.search(r"sbx-worker listening on port (\d+)", logs(name)))
-    port = int(line.group(1))
+    port = int(listening_port(name))
     with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
         check_call = ch.unary_unary("/grpc.health.v1.Health/Check",
                                     request_serializer=lambda b: b,

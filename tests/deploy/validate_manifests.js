@@ -18,7 +18,7 @@
 //     paths, port and token variables against the Deployment's mounts, ports and env.
 //
 // What it cannot check: admission (Pod Security, quotas), the API server's defaulting and
-// immutable fields, and the provider's real use of the RBAC; the image test (image_test.sh)
+// immutable fields, and the provider's real use of the RBAC; the image test (image_test.py)
 // starts the image with this very configuration and these mounts.
 //
 // usage: node validate_manifests.js --manifests DIR --node-modules DIR --sbx PATH [--self-test]
@@ -433,13 +433,10 @@ function checkWorkerConfig(docs, w, volumes, ports, fail) {
 }
 
 let quiet = false; // the self-test's runs print only their verdict
-function run(dir) {
-  return checkAll(dir);
-}
 
 // ---- main -------------------------------------------------------------------------------------
 
-const errors = run(manifestDir);
+const errors = checkAll(manifestDir);
 for (const e of errors)
   console.log('FAIL ' + e);
 let passed = errors.length === 0 ? 1 : 0;
@@ -459,6 +456,7 @@ if (selfTest) {
     ['deployment.yaml', 'key: token-agents', 'key: token-agent', 'does not define'],
     ['deployment.yaml', 'terminationGracePeriodSeconds: 45', 'terminationGracePeriodSeconds: 30',
      'above the drain'],
+    ['deployment.yaml', 'chmod 0600', 'chmod 0644', 'mode 0600'],
     ['service.yaml', 'targetPort: metrics', 'targetPort: metric', 'no container port'],
     ['rbac.yaml', 'resources: [pods/exec]', 'resources: [pods/exec, secrets]', 'secrets'],
     ['rbac.yaml', 'kind: Role\n', 'kind: ClusterRole\n', 'cluster-wide'],
@@ -483,7 +481,7 @@ if (selfTest) {
         continue;
       }
       fs.writeFileSync(path.join(tmp, file), text.replace(from, to));
-      const errs = run(tmp);
+      const errs = checkAll(tmp);
       const ok = errs.some((e) => e.includes(expect));
       console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}${ok ? '' : ': got ' + JSON.stringify(errs)}`);
       if (ok)
