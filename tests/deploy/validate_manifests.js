@@ -15,7 +15,8 @@
 //     RBAC namespaced and no wider than pods, pods/exec and networkpolicies, probes that are exec
 //     probes of the image's health probe, a grace period above the drain;
 //  4. the worker configuration inside the ConfigMap with the real `sbx config check`, and its
-//     paths, port and token variables against the Deployment's mounts, ports and env.
+//     paths, port and token variables against the Deployment's mounts, ports and env;
+//  5. where a kubectl is installed, `kubectl kustomize` renders every object (offline).
 //
 // What it cannot check: admission (Pod Security, quotas), the API server's defaulting and
 // immutable fields, and the provider's real use of the RBAC; the image test (image_test.py)
@@ -434,9 +435,49 @@ function checkWorkerConfig(docs, w, volumes, ports, fail) {
 
 let quiet = false; // the self-test's runs print only their verdict
 
+// `kubectl kustomize` (offline: it only reads the files) renders what `kubectl apply -k` would
+// apply: every object of the manifests but the Secrets, with the image tag of kustomization.yaml.
+// Where no kubectl is installed (Debian has none), this part is skipped with a message.
+function checkKustomize(dir) {
+  const which = (() => {
+    for (const d of (process.env.PATH || '').split(':'))
+      if (d && fs.existsSync(path.join(d, 'kubectl')))
+        return path.join(d, 'kubectl');
+    return null;
+  })();
+  if (!which) {
+    console.log('skip kubectl kustomize: no kubectl on PATH');
+    return [];
+  }
+  let out;
+  try {
+    out = execFileSync(which, ['kustomize', dir], { encoding: 'utf8', timeout: 60000,
+                                                    stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (e) {
+    return [`kubectl kustomize ${dir} failed: ${(e.stderr || e.message).trim()}`];
+  }
+  const errors = [];
+  const key = (o) => `${o.kind}/${(o.metadata || {}).namespace || ''}/${(o.metadata || {}).name}`;
+  const rendered = YAML.parseAllDocuments(out).map((d) => d.toJS()).filter(Boolean);
+  const got = new Set(rendered.map(key));
+  const k = YAML.parse(fs.readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8'));
+  const tag = (k.images || []).find((i) => i.name === 'sbx-worker');
+  for (const d of loadManifests(dir).docs)
+    if (d.obj.kind !== 'Secret' && !got.has(key(d.obj)))
+      errors.push(`kubectl kustomize does not render ${key(d.obj)}`);
+  for (const o of rendered)
+    if (o.kind === 'Deployment')
+      for (const c of o.spec.template.spec.initContainers.concat(o.spec.template.spec.containers))
+        if (tag && c.image !== `sbx-worker:${tag.newTag}`)
+          errors.push(`kubectl kustomize renders image ${c.image}, not sbx-worker:${tag.newTag}`);
+  if (!errors.length)
+    console.log(`ok   kubectl kustomize renders the ${rendered.length} objects (${which})`);
+  return errors;
+}
+
 // ---- main -------------------------------------------------------------------------------------
 
-const errors = checkAll(manifestDir);
+const errors = checkAll(manifestDir).concat(checkKustomize(manifestDir));
 for (const e of errors)
   console.log('FAIL ' + e);
 let passed = errors.length === 0 ? 1 : 0;
