@@ -12,8 +12,9 @@
 //     ServiceAccount, kustomization.yaml lists every manifest but the Secrets;
 //  3. what sbx promises about them: every container hardened (non-root, no privilege
 //     escalation, capabilities dropped, read-only root), resources requested and limited, the
-//     RBAC namespaced and no wider than pods, pods/exec and networkpolicies, probes that are exec
-//     probes of the image's health probe, a grace period above the drain;
+//     RBAC namespaced and no wider than what the provider calls (pods, pods/exec, secrets,
+//     networkpolicies, each with its verbs), probes that are exec probes of the image's health
+//     probe, a grace period above the drain;
 //  4. the worker configuration inside the ConfigMap with the real `sbx config check`, and its
 //     paths, port and token variables against the Deployment's mounts, ports and env;
 //  5. where a kubectl is installed, `kubectl kustomize` renders every object (offline).
@@ -59,12 +60,14 @@ const { runValidateFunc } = need('@kubernetes-models/validate');
 // The health probe the image installs (deploy/image/make-rootfs.sh) and the user it runs as.
 const PROBE = '/usr/libexec/sbx/sbx-health-probe';
 const WORKER_UID = 10001;
-// What the kubernetes provider may do, and where (issue: sandboxes as pods).
+// What the kubernetes provider does (providers/kubernetes: a Secret, a NetworkPolicy and a pod per
+// sandbox, polled, deleted, and listed by its sweep; pods/exec for attached pods), and where.
 const SANDBOX_NAMESPACE = 'sbx-sandboxes';
 const ALLOWED_RULES = {
-  '/pods': ['create', 'delete', 'get', 'list', 'watch'],
+  '/pods': ['create', 'delete', 'get', 'list'],
   '/pods/exec': ['create', 'get'],
-  'networking.k8s.io/networkpolicies': ['create', 'delete', 'get', 'list', 'watch'],
+  '/secrets': ['create', 'delete', 'list'],
+  'networking.k8s.io/networkpolicies': ['create', 'delete', 'list'],
 };
 const CLUSTER_SCOPED = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding']);
 
@@ -499,7 +502,8 @@ if (selfTest) {
      'above the drain'],
     ['deployment.yaml', 'chmod 0600', 'chmod 0644', 'mode 0600'],
     ['service.yaml', 'targetPort: metrics', 'targetPort: metric', 'no container port'],
-    ['rbac.yaml', 'resources: [pods/exec]', 'resources: [pods/exec, secrets]', 'secrets'],
+    ['rbac.yaml', 'resources: [pods/exec]', 'resources: [pods/exec, configmaps]', 'configmaps'],
+    ['rbac.yaml', 'verbs: [list, create, delete]', 'verbs: [list, create, delete, watch]', 'watch'],
     ['rbac.yaml', 'kind: Role\n', 'kind: ClusterRole\n', 'cluster-wide'],
     ['configmap.yaml', 'drain_timeout_ms: 30000', 'drain_timeout_msx: 30000',
      'sbx config check refuses'],
