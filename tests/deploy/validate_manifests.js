@@ -415,6 +415,25 @@ function checkWorkerConfig(docs, w, volumes, ports, fail) {
   for (const name of wanted)
     if (!env.has(name))
       fail(w, `the config reads $${name}, which the worker container does not set`);
+  // kubernetes profiles: sandboxes where the Role is, the agent from the workers' own image,
+  // and a worker_selector that selects the workers (else the agent port is closed to them).
+  const labels = w.obj.spec.template.metadata.labels || {};
+  for (const p of resolved.profiles.filter((x) => x.provider === 'kubernetes')) {
+    const o = p.options;
+    if (o.namespace !== SANDBOX_NAMESPACE)
+      fail(cm, `profile ${p.name}: namespace ${o.namespace} is not ${SANDBOX_NAMESPACE}, ` +
+               'where rbac.yaml grants the provider its calls');
+    if (o.agent_image !== worker.image)
+      fail(cm, `profile ${p.name}: agent_image ${o.agent_image} is not the workers' image ` +
+               `${worker.image} (which holds ${o.agent_image_path})`);
+    for (const kv of o.worker_selector || []) {
+      const [k, v] = kv.split('=');
+      if (labels[k] !== v)
+        fail(cm, `profile ${p.name}: worker_selector ${kv} does not select the worker pods`);
+    }
+    if (o.kubeconfig)
+      fail(cm, `profile ${p.name}: a kubeconfig; in the cluster the service account is used`);
+  }
   const files = [['worker.tls.cert_file', wc.tls_cert_file, 'secret'],
                  ['worker.tls.key_file', wc.tls_key_file, 'secret'],
                  ['sandbox.secret_file', resolved.secret_file, 'emptyDir']];
@@ -510,6 +529,11 @@ if (selfTest) {
     ['configmap.yaml', 'listen: 0.0.0.0:7443', 'listen: 0.0.0.0:7444', 'worker.listen'],
     ['configmap.yaml', 'token_env: SBX_TOKEN_AGENTS', 'token_env: SBX_TOKEN_OTHER',
      'does not set'],
+    ['configmap.yaml', 'namespace: sbx-sandboxes', 'namespace: default', 'where rbac.yaml'],
+    ['configmap.yaml', 'agent_image: sbx-worker:0.1.0', 'agent_image: busybox:1',
+     'agent_image busybox:1'],
+    ['configmap.yaml', '[app.kubernetes.io/name=sbx-worker]', '[app=sbx-worker]',
+     'does not select'],
     ['secret.yaml', 'token-agents: ""', 'token-agents: "hunter2"', 'holds a value'],
     ['kustomization.yaml', '  - service.yaml\n', '', 'does not list service.yaml'],
   ];
