@@ -63,11 +63,27 @@
 /* SETTINGS_MAX_CONCURRENT_STREAMS per connection: a multiplexing client (the remote broker)
  * may keep 1,000 calls in flight on one connection; the executor queue bounds real work. */
 #define WORKER_MAX_STREAMS 1024
-/* Per-stream receive window: big enough that a 1 MiB request needs no WINDOW_UPDATE round trip,
- * small enough that 1,024 streams cannot pin more memory than the message limit allows. */
+/* Per-stream receive window: big enough that a 1 MiB request needs no WINDOW_UPDATE round trip.
+ * Windows are granted back only for bytes the worker keeps (nghttp2's automatic refill is off):
+ * a refused stream can push at most this much more, which is read and dropped. */
 #define WORKER_STREAM_WINDOW (1 << 20)
 /* Connection receive window: lets several large requests upload concurrently. */
 #define WORKER_CONN_WINDOW (16 << 20)
+/* Request bytes buffered for one connection's unfinished requests (their buffers' capacity):
+ * two requests of the default max_message_bytes. A stream whose next bytes would pass it is
+ * answered RESOURCE_EXHAUSTED, so a connection cannot pin more however many streams it opens
+ * (before, 64 streams that never end held 64 x 16 MiB). */
+#define WORKER_CONN_BUFFER_MAX (32u << 20)
+/* Request bytes the whole worker holds: unfinished requests on every connection plus the wire
+ * size of the decoded requests waiting for or running on an executor. Past it new request bytes
+ * are refused the same way: memory is bounded by this total, not by connections x streams x
+ * message size. */
+#define WORKER_BUFFER_TOTAL_MAX (256u << 20)
+/* Of that total, what the streams that did not authenticate (Health and reflection on a worker
+ * that requires authentication) may buffer together, and the largest message one of them may
+ * send: they need a few bytes, and must not take the room of callers that authenticated. */
+#define WORKER_UNAUTHENTICATED_BUFFER_MAX (4u << 20)
+#define WORKER_UNAUTHENTICATED_MESSAGE_MAX (16u << 10)
 /* SETTINGS_MAX_HEADER_LIST_SIZE: gRPC suggests headers stay under 8 KiB; twice that leaves
  * room for a long bearer token and proxy metadata. */
 #define WORKER_MAX_HEADER_LIST (16 << 10)
@@ -133,9 +149,12 @@ struct call {
     char *authorization;
     size_t authorization_len;
     int64_t deadline_us; /* sbx_monotonic_us() deadline; 0 = none */
-    /* request body */
+    /* request body; in_cap is charged to the connection's and the worker's buffer budgets */
     uint8_t *in;
     size_t in_len, in_cap;
+    bool authenticated;          /* the caller authenticated (or none is required) */
+    const worker_caller *caller; /* who, when it is a configured caller */
+    size_t req_charge;           /* the decoded request's wire size, charged to the total */
     /* response: `decided` = status chosen, later events for this call are dropped */
     bool decided, response_started, final, deferred, job_running;
     uint8_t *out;
@@ -164,6 +183,7 @@ struct conn {
     bool proven;
     int64_t idle_since_us; /* proven and no stream open since then (for WORKER_IDLE_US) */
     bool goaway_sent;      /* idle: GOAWAY submitted, closing once written */
+    size_t buffered;       /* request bytes its calls buffer (in_cap), WORKER_CONN_BUFFER_MAX */
     uint8_t peer[16];      /* the peer's address (IPv4 as v4-mapped IPv6), for the per-peer cap */
     size_t discarded;
     nghttp2_session *h2;
@@ -207,7 +227,9 @@ struct sbx_worker {
     conn *conns;
     conn *dead; /* closed during this epoll batch, freed after it */
     size_t n_conns;
-    worker_limits limits; /* read by the loop thread only */
+    worker_limits limits;   /* read by the loop thread only */
+    size_t buffered;        /* request bytes held, WORKER_BUFFER_TOTAL_MAX (loop thread) */
+    size_t unauth_buffered; /* of them, by unauthenticated streams (loop thread) */
     atomic_int shutdown_requested;
     bool draining;
     int64_t drain_deadline_us;
@@ -267,6 +289,7 @@ static void call_unref(call *c)
                        : c->final        ? c->grpc_status
                                          : GRPC_CANCELLED;
     worker_call_obs_end(c->w->obs, &c->obs, rpc_of(c->method), c->req, final_status, c->w->cfg);
+    c->w->buffered -= c->req_charge; /* the body went at call_detach, before the last unref */
     free(c->authorization);
     free(c->in);
     free(c->out);
@@ -275,12 +298,26 @@ static void call_unref(call *c)
     free(c);
 }
 
+/* Drops the request bytes a call buffers and gives their room back (loop thread). */
+static void call_release_in(call *c)
+{
+    if (c->conn)
+        c->conn->buffered -= c->in_cap;
+    c->w->buffered -= c->in_cap;
+    if (!c->authenticated)
+        c->w->unauth_buffered -= c->in_cap;
+    free(c->in);
+    c->in = NULL;
+    c->in_len = c->in_cap = 0;
+}
+
 /* Detaches a call from its stream/connection (loop thread): a running job is cancelled. */
 static void call_detach(call *c)
 {
     conn *cn = c->conn;
     if (!cn)
         return;
+    call_release_in(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -849,8 +886,17 @@ static void conn_prove(conn *cn)
     cn->idle_since_us = sbx_monotonic_us();
 }
 
-/* The whole request arrived (END_STREAM): check it and answer or queue its job. */
+static void call_dispatch_body(call *c);
+
+/* The whole request arrived (END_STREAM): check it and answer or queue its job; its bytes are
+ * dropped then (a job holds the decoded request). */
 static void call_dispatch(call *c)
+{
+    call_dispatch_body(c);
+    call_release_in(c);
+}
+
+static void call_dispatch_body(call *c)
 {
     sbx_worker *w = c->conn->w;
     if (c->decided)
@@ -913,14 +959,11 @@ static void call_dispatch(call *c)
         call_decide(c, GRPC_UNAVAILABLE, "the worker is draining; retry on another worker");
         return;
     }
-    bool ok;
-    _Static_assert(sizeof c->obs.cert_cn == sizeof c->conn->cert_cn, "the CN is copied whole");
-    memcpy(c->obs.cert_cn, c->conn->cert_cn, sizeof c->obs.cert_cn);
-    const worker_caller *caller = authenticate(c, &ok);
-    if (caller)
-        c->obs.caller = caller->config->name;
-    if (!ok)
+    if (!c->authenticated) { /* checked when the headers arrived */
+        call_decide(c, GRPC_UNAUTHENTICATED, "the call did not authenticate");
         return;
+    }
+    const worker_caller *caller = c->caller;
     conn_prove(c->conn);
 
     if (c->method == RPC_EXECUTE || c->method == RPC_EXECUTE_STREAM) {
@@ -930,6 +973,8 @@ static void call_dispatch(call *c)
             call_decide(c, grpc_code_for_status(st), "%s", err.message);
             return;
         }
+        c->req_charge = mlen; /* held until the call is freed; its body goes now */
+        w->buffered += mlen;
         const char *subject =
             c->req->principal && c->req->principal->subject ? c->req->principal->subject : "";
         if (caller && !worker_caller_may_assert(caller, subject)) {
@@ -1051,19 +1096,70 @@ static void call_headers_done(call *c)
         call_decide(c, GRPC_INTERNAL, "malformed grpc-timeout header");
         return;
     }
+    /* Authenticate now, before any of the body is buffered: a caller without credentials never
+     * gets room for its request. Health and reflection answer anyone (probes, tools), with a
+     * small budget of their own (WORKER_UNAUTHENTICATED_*) when authentication is required. */
+    sbx_worker *w = c->w;
+    if (c->method == RPC_EXECUTE || c->method == RPC_EXECUTE_STREAM || c->method == RPC_DESCRIBE) {
+        _Static_assert(sizeof c->obs.cert_cn == sizeof c->conn->cert_cn, "the CN is copied whole");
+        memcpy(c->obs.cert_cn, c->conn->cert_cn, sizeof c->obs.cert_cn);
+        bool ok;
+        c->caller = authenticate(c, &ok);
+        if (c->caller)
+            c->obs.caller = c->caller->config->name;
+        c->authenticated = ok;
+    } else {
+        c->authenticated = !w->auth.required;
+    }
 }
 
-static void call_body(call *c, const uint8_t *data, size_t len)
+/* Refuses a stream whose next request bytes the budgets have no room for (RESOURCE_EXHAUSTED)
+ * and returns false; true when `grow` more bytes fit. */
+static bool budget_admits(call *c, size_t grow)
+{
+    sbx_worker *w = c->w;
+    conn *cn = c->conn;
+    if (cn->buffered + grow > w->limits.conn_buffer_max) {
+        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                    "this connection's unfinished requests hold %zu bytes and this one needs %zu "
+                    "more (limit %zu per connection): send fewer large requests at once",
+                    cn->buffered, grow, w->limits.conn_buffer_max);
+        return false;
+    }
+    if (w->buffered + grow > w->limits.buffer_total_max) {
+        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                    "the worker holds %zu bytes of requests (limit %zu): retry later or on "
+                    "another worker",
+                    w->buffered, w->limits.buffer_total_max);
+        return false;
+    }
+    if (!c->authenticated && w->unauth_buffered + grow > WORKER_UNAUTHENTICATED_BUFFER_MAX) {
+        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+                    "unauthenticated calls hold %zu bytes of requests (limit %u): retry later",
+                    w->unauth_buffered, WORKER_UNAUTHENTICATED_BUFFER_MAX);
+        return false;
+    }
+    return true;
+}
+
+/* Buffers request bytes of a call (loop thread). True when they were kept, so their
+ * flow-control window may be granted again; false when they were dropped (the call is decided,
+ * refused now, or over a budget). */
+static bool call_body(call *c, const uint8_t *data, size_t len)
 {
     sbx_worker *w = c->conn->w;
-    if (c->decided)
-        return;
-    size_t limit = GRPC_PREFIX_LEN + w->max_message;
+    if (c->decided) {
+        call_release_in(c);
+        return false;
+    }
+    size_t max_message = c->authenticated ? w->max_message : WORKER_UNAUTHENTICATED_MESSAGE_MAX;
+    size_t limit = GRPC_PREFIX_LEN + max_message;
     if (len > limit - c->in_len) {
         call_decide(c, GRPC_RESOURCE_EXHAUSTED,
                     "request message larger than the worker's max_message_bytes (%zu)",
-                    w->max_message);
-        return;
+                    max_message);
+        call_release_in(c);
+        return false;
     }
     if (c->in_len + len > c->in_cap) {
         size_t cap = c->in_cap ? c->in_cap : SBX_BROKER_DEFAULT_QUEUE_DEPTH;
@@ -1071,11 +1167,27 @@ static void call_body(call *c, const uint8_t *data, size_t len)
             cap *= 2;
         if (cap > limit)
             cap = limit;
+        if (c->in_len >= GRPC_PREFIX_LEN) { /* never more than the message announced */
+            size_t whole = GRPC_PREFIX_LEN + (((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
+                                              ((size_t)c->in[3] << 8) | c->in[4]);
+            if (cap > whole && whole >= c->in_len + len && c->method != RPC_REFLECTION)
+                cap = whole;
+        }
+        if (!budget_admits(c, cap - c->in_cap)) {
+            call_release_in(c);
+            return false;
+        }
         uint8_t *p = realloc(c->in, cap);
         if (!p) {
             call_decide(c, GRPC_RESOURCE_EXHAUSTED, "worker: out of memory for the request");
-            return;
+            call_release_in(c);
+            return false;
         }
+        size_t grow = cap - c->in_cap;
+        c->conn->buffered += grow;
+        w->buffered += grow;
+        if (!c->authenticated)
+            w->unauth_buffered += grow;
         c->in = p;
         c->in_cap = cap;
     }
@@ -1084,9 +1196,7 @@ static void call_body(call *c, const uint8_t *data, size_t len)
     c->in_len += len;
     if (c->method == RPC_REFLECTION) {
         reflection_feed(c);
-        return;
-    }
-    if (!had_prefix && c->in_len >= GRPC_PREFIX_LEN) {
+    } else if (!had_prefix && c->in_len >= GRPC_PREFIX_LEN) {
         size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
                       ((size_t)c->in[3] << 8) | c->in[4];
         if (c->in[0] & 1)
@@ -1095,12 +1205,17 @@ static void call_body(call *c, const uint8_t *data, size_t len)
                         "uncompressed messages");
         else if (c->in[0] != 0)
             call_decide(c, GRPC_INTERNAL, "invalid message flags 0x%02x", c->in[0]);
-        else if (mlen > w->max_message)
+        else if (mlen > max_message)
             call_decide(c, GRPC_RESOURCE_EXHAUSTED,
                         "request message of %zu bytes is larger than the worker's "
                         "max_message_bytes (%zu)",
-                        mlen, w->max_message);
+                        mlen, max_message);
     }
+    if (c->decided) {
+        call_release_in(c);
+        return false;
+    }
+    return true;
 }
 
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
@@ -1109,8 +1224,12 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     (void)flags;
     (void)user_data;
     call *c = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (c && c->conn)
-        call_body(c, data, len);
+    /* Windows are granted back only for what is kept: a refused stream stalls once its window
+     * is spent, while the connection's window still moves so other streams go on. */
+    if (c && c->conn && call_body(c, data, len))
+        nghttp2_session_consume(session, stream_id, len);
+    else
+        nghttp2_session_consume_connection(session, len);
     return 0;
 }
 
@@ -1160,9 +1279,15 @@ static nghttp2_session_callbacks *make_callbacks(void)
 static bool conn_start_h2(conn *cn)
 {
     nghttp2_session_callbacks *cb = make_callbacks();
-    if (!cb)
+    nghttp2_option *opt = NULL;
+    if (!cb || nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
         return false;
-    int rv = nghttp2_session_server_new(&cn->h2, cb, cn);
+    }
+    /* Flow control follows what the worker keeps (on_data_chunk), not what arrived. */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    int rv = nghttp2_session_server_new2(&cn->h2, cb, cn, opt);
+    nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     if (rv != 0)
         return false;
@@ -1824,6 +1949,8 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
         .max_unproven_per_peer = WORKER_MAX_UNPROVEN_PER_PEER,
         .first_request_us = WORKER_FIRST_REQUEST_US,
         .idle_us = WORKER_IDLE_US,
+        .conn_buffer_max = WORKER_CONN_BUFFER_MAX,
+        .buffer_total_max = WORKER_BUFFER_TOTAL_MAX,
     };
     const sbx_worker_config *wc = &cfg->worker;
     w->max_message =

@@ -63,6 +63,8 @@ typedef struct worker_limits {
     size_t max_unproven_per_peer; /* WORKER_MAX_UNPROVEN_PER_PEER */
     int64_t first_request_us;     /* WORKER_FIRST_REQUEST_US */
     int64_t idle_us;              /* WORKER_IDLE_US */
+    size_t conn_buffer_max;       /* WORKER_CONN_BUFFER_MAX */
+    size_t buffer_total_max;      /* WORKER_BUFFER_TOTAL_MAX */
 } worker_limits;
 
 /* The limits w enforces now (*out). */

@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,14 @@
 #include "worker/worker_fixture.h"
 #include "worker/worker_internal.h"
 
+/* Under AddressSanitizer freed memory stays resident in its quarantine (256 MiB by default) and
+ * would count as memory the worker holds: a small quarantine keeps RSS a measure of that. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "quarantine_size_mb=8";
+}
+
 /* Growth of this process's resident memory an attack may cause (the worker runs in-process;
  * the attackers' own sockets and sessions are small). Generous for ASan's shadow and
  * quarantine, far below what an unbounded attack pins (hundreds of MiB). */
@@ -31,18 +40,36 @@
 /* Longest a test waits for the worker to close a connection it must close. */
 #define HOSTILE_WAIT_MS 30000
 
-static long rss_kb(void)
+static long status_kb(const char *field)
 {
     FILE *f = fopen("/proc/self/status", "r");
     assert_non_null(f);
     char line[256];
     long kb = -1;
+    size_t n = strlen(field);
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+        if (strncmp(line, field, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%ld", &kb) == 1)
             break;
     fclose(f);
     assert_true(kb > 0);
     return kb;
+}
+
+/* Starts measuring: the peak resident size (VmHWM) is reset to the current one (clear_refs
+ * "5", Linux 4.0), and that is returned. */
+static long rss_start(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    assert_non_null(f);
+    fputs("5", f);
+    fclose(f);
+    return status_kb("VmRSS");
+}
+
+/* How much the peak resident size rose above base since rss_start. */
+static long rss_peak_growth(long base)
+{
+    return status_kb("VmHWM") - base;
 }
 
 static int64_t now_ms(void)
@@ -112,18 +139,25 @@ static void close_all(int *fds, size_t n)
 
 /* ---- an HTTP/2 client session over a blocking socket (nghttp2) -------------------------- */
 
+/* The request body of one stream: the 5-byte gRPC prefix, then `left` filler bytes. */
+typedef struct h2body {
+    struct h2body *next;
+    uint8_t prefix[5];
+    size_t prefix_off;
+    size_t left;
+    bool endless; /* filler for ever */
+    bool hold;    /* after the body, keep the stream open (never END_STREAM) */
+} h2body;
+
 typedef struct h2peer {
     int fd;
     nghttp2_session *s;
     bool goaway, eof;
     int responses;   /* streams the worker ended */
     int grpc_status; /* of the last one, -1 none */
-    /* request body: the 5-byte gRPC prefix then `body_left` filler bytes; `endless` never ends */
-    uint8_t prefix[5];
-    size_t prefix_off;
-    size_t body_left;
-    bool endless;
-    bool hold; /* after the body, keep the stream open (never END_STREAM) */
+    int statuses;    /* grpc-status values received */
+    size_t sent;     /* bytes written to the socket */
+    h2body *bodies;
 } h2peer;
 
 static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
@@ -132,6 +166,8 @@ static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, in
     (void)flags;
     h2peer *p = arg;
     ssize_t n = send(p->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0)
+        p->sent += (size_t)n;
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK ? NGHTTP2_ERR_WOULDBLOCK
                                                        : NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -156,6 +192,7 @@ static int peer_header(nghttp2_session *s, const nghttp2_frame *frame, const uin
     (void)flags;
     h2peer *p = arg;
     if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0 && valuelen < 8) {
+        p->statuses++;
         char v[8];
         memcpy(v, value, valuelen);
         v[valuelen] = '\0';
@@ -179,21 +216,21 @@ static ssize_t peer_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
 {
     (void)s;
     (void)stream_id;
-    (void)src;
-    h2peer *p = arg;
-    if (p->hold && p->prefix_off == sizeof p->prefix && p->body_left == 0)
+    (void)arg;
+    h2body *b = src->ptr;
+    if (b->hold && b->prefix_off == sizeof b->prefix && b->left == 0)
         return NGHTTP2_ERR_DEFERRED;
     size_t n = 0;
-    while (p->prefix_off < sizeof p->prefix && n < length)
-        buf[n++] = p->prefix[p->prefix_off++];
+    while (b->prefix_off < sizeof b->prefix && n < length)
+        buf[n++] = b->prefix[b->prefix_off++];
     size_t fill = length - n;
-    if (!p->endless && fill > p->body_left)
-        fill = p->body_left;
+    if (!b->endless && fill > b->left)
+        fill = b->left;
     memset(buf + n, 'x', fill);
     n += fill;
-    if (!p->endless) {
-        p->body_left -= fill;
-        if (p->body_left == 0 && !p->hold)
+    if (!b->endless) {
+        b->left -= fill;
+        if (b->left == 0 && !b->hold)
             *flags |= NGHTTP2_DATA_FLAG_EOF;
     }
     return (ssize_t)n;
@@ -241,6 +278,11 @@ static bool peer_pump(h2peer *p, int wait_ms)
 
 static void peer_free(h2peer *p)
 {
+    while (p->bodies) {
+        h2body *b = p->bodies;
+        p->bodies = b->next;
+        free(b);
+    }
     nghttp2_session_del(p->s);
     close(p->fd);
 }
@@ -265,16 +307,19 @@ static int32_t peer_call(h2peer *p, const char *path, uint32_t announced, size_t
         {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), NGHTTP2_NV_FLAG_NONE},
         HNV("content-type", "application/grpc"),
         HNV("te", "trailers")};
-    p->prefix[0] = 0;
-    p->prefix[1] = (uint8_t)(announced >> 24);
-    p->prefix[2] = (uint8_t)(announced >> 16);
-    p->prefix[3] = (uint8_t)(announced >> 8);
-    p->prefix[4] = (uint8_t)announced;
-    p->prefix_off = 0;
-    p->body_left = body;
-    p->endless = end == BODY_ENDLESS;
-    p->hold = end == BODY_HELD;
-    nghttp2_data_provider prd = {.read_callback = peer_body};
+    h2body *b = calloc(1, sizeof *b);
+    assert_non_null(b);
+    b->next = p->bodies;
+    p->bodies = b;
+    b->prefix[0] = 0;
+    b->prefix[1] = (uint8_t)(announced >> 24);
+    b->prefix[2] = (uint8_t)(announced >> 16);
+    b->prefix[3] = (uint8_t)(announced >> 8);
+    b->prefix[4] = (uint8_t)announced;
+    b->left = body;
+    b->endless = end == BODY_ENDLESS;
+    b->hold = end == BODY_HELD;
+    nghttp2_data_provider prd = {.source.ptr = b, .read_callback = peer_body};
     int32_t id = nghttp2_submit_request(p->s, NULL, hdrs, sizeof hdrs / sizeof hdrs[0], &prd, p);
     assert_true(id > 0);
     return id;
@@ -351,7 +396,7 @@ static void test_worker_silent_connections_of_one_address_keep_only_their_share(
     worker_fixture f;
     worker_fixture_opts o = {.before_run = small_caps};
     fixture_start(&f, &o);
-    long rss0 = rss_kb();
+    long rss0 = rss_start();
     int fds[FLOOD_ONE_PEER];
     for (size_t i = 0; i < FLOOD_ONE_PEER; i++)
         fds[i] = silent_connection("127.0.0.2", f.port);
@@ -360,8 +405,8 @@ static void test_worker_silent_connections_of_one_address_keep_only_their_share(
     fprintf(stderr, "silent flood from one address: %zu of %d still open (limit %d)\n", open,
             FLOOD_ONE_PEER, TEST_UNPROVEN_PER_PEER);
     assert_true(open <= TEST_UNPROVEN_PER_PEER);
-    long grown = rss_kb() - rss0;
-    fprintf(stderr, "RSS grew by %ld kB under the flood\n", grown);
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr, "RSS peak grew by %ld kB under the flood\n", grown);
     assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB);
     close_all(fds, FLOOD_ONE_PEER);
     fixture_stop(&f);
@@ -383,7 +428,7 @@ static void test_worker_at_the_connection_cap_silent_connections_are_shed_first(
     h2peer proven;
     peer_open(&proven, "127.0.0.1", f.port);
     assert_true(peer_health_check(&proven));
-    long rss0 = rss_kb();
+    long rss0 = rss_start();
 
     int fds[FLOOD_PEERS * FLOOD_PER_PEER];
     size_t n = 0;
@@ -400,8 +445,8 @@ static void test_worker_at_the_connection_cap_silent_connections_are_shed_first(
     fprintf(stderr, "silent flood from %d addresses: %zu of %zu still open (cap %d)\n", FLOOD_PEERS,
             open, n, TEST_MAX_CONNECTIONS);
     assert_true(open < TEST_MAX_CONNECTIONS);
-    long grown = rss_kb() - rss0;
-    fprintf(stderr, "RSS grew by %ld kB under the flood\n", grown);
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr, "RSS peak grew by %ld kB under the flood\n", grown);
     assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB);
     close_all(fds, n);
     peer_free(&proven);
@@ -455,6 +500,138 @@ static void test_worker_idle_connection_gets_goaway_and_is_closed(void **state)
     fixture_stop(&f);
 }
 
+/* ---- memory ---------------------------------------------------------------------------- */
+
+#define ENDLESS_STREAMS 64
+/* What an unbounded worker takes from the attack below: 64 streams x 16 MiB. */
+#define ENDLESS_BYTES_MAX ((size_t)ENDLESS_STREAMS * (16u << 20))
+/* The attacker stops when the worker has taken nothing for this long (its windows are spent). */
+#define ENDLESS_QUIET_MS 1000
+
+/* Pushes p's streams until the worker stops taking bytes, all of them went, or the wait ends. */
+static void push_until_stalled(h2peer *p, size_t max_bytes)
+{
+    size_t last = p->sent;
+    int64_t quiet_since = now_ms(), until = now_ms() + HOSTILE_WAIT_MS;
+    while (now_ms() < until && p->sent < max_bytes && peer_pump(p, 20)) {
+        if (p->sent != last) {
+            last = p->sent;
+            quiet_since = now_ms();
+        } else if (now_ms() - quiet_since > ENDLESS_QUIET_MS) {
+            break;
+        }
+    }
+}
+
+/* One connection opens 64 streams, each announcing a 16 MiB message and sending filler that
+ * never ends: the worker keeps at most its per-connection budget (streams past it are refused
+ * RESOURCE_EXHAUSTED and their windows are not granted again), and serves another caller. */
+static void test_worker_streams_that_never_end_pin_bounded_memory(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    long rss0 = rss_start();
+    h2peer p;
+    peer_open(&p, "127.0.0.5", f.port);
+    for (int i = 0; i < ENDLESS_STREAMS; i++)
+        peer_call(&p, "/sbx.v1.Execution/Execute", 16u << 20, 0, BODY_ENDLESS);
+    push_until_stalled(&p, ENDLESS_BYTES_MAX);
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr, "64 endless streams: %zu bytes sent, %d refused, RSS peak grew by %ld kB\n",
+            p.sent, p.statuses, grown);
+    assert_new_caller_served(&f);
+    assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB);
+    peer_free(&p);
+    fixture_stop(&f);
+}
+
+#define HELD_CONNECTIONS 6
+#define HELD_STREAMS 8
+#define HELD_BYTES (2u << 20)
+#define TEST_CONN_BUFFER (8u << 20)
+#define TEST_BUFFER_TOTAL (24u << 20)
+
+static void small_buffers(sbx_worker *w)
+{
+    worker_limits l;
+    worker_get_limits(w, &l);
+    l.conn_buffer_max = TEST_CONN_BUFFER;
+    l.buffer_total_max = TEST_BUFFER_TOTAL;
+    worker_set_limits(w, &l);
+}
+
+/* Connections from several addresses each hold streams with half-sent 4 MiB messages: what the
+ * worker keeps is bounded by its total, the streams past it are refused RESOURCE_EXHAUSTED. */
+static void test_worker_held_requests_on_many_connections_stay_within_the_total(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.before_run = small_buffers};
+    fixture_start(&f, &o);
+    long rss0 = rss_start();
+    h2peer peers[HELD_CONNECTIONS];
+    int refused = 0;
+    for (int i = 0; i < HELD_CONNECTIONS; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.0.%d", 20 + i);
+        peer_open(&peers[i], src, f.port);
+        for (int k = 0; k < HELD_STREAMS; k++)
+            peer_call(&peers[i], "/sbx.v1.Execution/Execute", 2 * HELD_BYTES, HELD_BYTES,
+                      BODY_HELD);
+        push_until_stalled(&peers[i], SIZE_MAX);
+    }
+    for (int i = 0; i < HELD_CONNECTIONS; i++) {
+        peer_pump(&peers[i], 100); /* the answers to refused streams */
+        refused += peers[i].statuses;
+    }
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr,
+            "%d connections x %d held streams of %u bytes: %d refused, RSS peak grew by %ld kB "
+            "(total budget %u kB)\n",
+            HELD_CONNECTIONS, HELD_STREAMS, HELD_BYTES, refused, grown, TEST_BUFFER_TOTAL >> 10);
+    /* 48 streams x 2 MiB do not fit in 24 MiB: at least half were refused */
+    assert_true(refused >= HELD_CONNECTIONS * HELD_STREAMS / 2);
+    assert_true(grown < (long)(TEST_BUFFER_TOTAL >> 10) + HOSTILE_RSS_GROWTH_MAX_KB / 2);
+    for (int i = 0; i < HELD_CONNECTIONS; i++)
+        peer_free(&peers[i]);
+    assert_new_caller_served(&f);
+    fixture_stop(&f);
+}
+
+#define TOKEN_ENV "SBX_HOSTILE_TEST_TOKEN"
+
+/* On a worker that requires authentication, a caller without credentials gets UNAUTHENTICATED
+ * when its headers arrive and none of its body is kept: 64 streams of 16 MiB pin nothing, and
+ * the caller with a token is served meanwhile. */
+static void test_worker_unauthenticated_streams_buffer_nothing(void **state)
+{
+    (void)state;
+    setenv(TOKEN_ENV, "hostile-test-token", 1);
+    worker_fixture f;
+    worker_fixture_opts o = {.token_env = TOKEN_ENV, .subjects = "*"};
+    fixture_start(&f, &o);
+    long rss0 = rss_start();
+    h2peer p;
+    peer_open(&p, "127.0.0.6", f.port);
+    for (int i = 0; i < ENDLESS_STREAMS; i++)
+        peer_call(&p, "/sbx.v1.Execution/Execute", 16u << 20, 16u << 20, BODY_HELD);
+    push_until_stalled(&p, ENDLESS_BYTES_MAX);
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr,
+            "64 unauthenticated streams: %zu bytes sent, %d answered (status %d), RSS peak grew "
+            "by %ld kB\n",
+            p.sent, p.statuses, p.grpc_status, grown);
+    assert_int_equal(p.statuses, ENDLESS_STREAMS);
+    assert_int_equal(p.grpc_status, 16); /* UNAUTHENTICATED */
+    sbx_broker *b = fixture_client(&f, NULL, NULL, TOKEN_ENV);
+    assert_served(b);
+    sbx_broker_free(b);
+    assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB / 4);
+    peer_free(&p);
+    fixture_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +639,9 @@ int main(void)
         cmocka_unit_test(test_worker_at_the_connection_cap_silent_connections_are_shed_first),
         cmocka_unit_test(test_worker_trickling_connection_is_shed_at_the_first_request_deadline),
         cmocka_unit_test(test_worker_idle_connection_gets_goaway_and_is_closed),
+        cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
+        cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
+        cmocka_unit_test(test_worker_unauthenticated_streams_buffer_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
