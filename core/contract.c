@@ -15,6 +15,7 @@
 
 #include <openssl/evp.h>
 
+#include "core/limits.h"
 #include "sbx/provider.h"
 
 void sbx_uuid_v4(char out[SBX_UUID_LEN])
@@ -492,9 +493,12 @@ bool sbx_set_text(char **field, const void *bytes, size_t len)
  *    whole message, so a task_id or path echoed back would make the completion unreadable), or
  *    that holds a NUL byte (protobuf-c's char * ends there: "a\0b" would be read, and
  *    forwarded, as "a").
+ * With max_list > 0 it also refuses a repeated field or map with more than max_list elements
+ * in one message, so it can run before decoding and keep a list of millions of empty strings
+ * from being allocated.
  * Walks every message-typed field recursively. Returns false with a reason in why. */
 static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
-                        int depth, char *why, size_t why_len)
+                        int depth, size_t max_list, char *why, size_t why_len)
 {
     if (depth > CONTRACT_MAX_DEPTH) {
         snprintf(why, why_len, "nests messages deeper than %d levels", CONTRACT_MAX_DEPTH);
@@ -503,12 +507,19 @@ static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
     const uint8_t *end = p + len;
     uint64_t seen_bits = 0;
     uint8_t *seen_heap = NULL;
+    uint32_t list_stack[CONTRACT_SEEN_BITS];
+    uint32_t *lists = list_stack; /* elements of each repeated field so far (max_list > 0) */
     if (d->n_fields > CONTRACT_SEEN_BITS) {
         seen_heap = calloc(d->n_fields, 1);
-        if (seen_heap == NULL) {
+        lists = max_list > 0 ? calloc(d->n_fields, sizeof *lists) : NULL;
+        if (seen_heap == NULL || (max_list > 0 && lists == NULL)) {
+            free(seen_heap);
+            free(lists);
             snprintf(why, why_len, "could not be checked: out of memory");
             return false;
         }
+    } else if (max_list > 0) {
+        memset(list_stack, 0, sizeof list_stack);
     }
     bool ok = true;
     while (ok && p < end) {
@@ -523,6 +534,19 @@ static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
             snprintf(why, why_len, "has a field numbered %" PRIu64 " (valid: 1 to 2^29-1)", number);
             ok = false;
             break;
+        }
+        if (max_list > 0) {
+            const ProtobufCFieldDescriptor *lf =
+                protobuf_c_message_descriptor_get_field(d, (unsigned)number);
+            if (lf != NULL && lf->label == PROTOBUF_C_LABEL_REPEATED &&
+                ++lists[lf - d->fields] > max_list) {
+                snprintf(why, why_len,
+                         "has more than %zu elements in '%s' of %s (the limit of a list or map "
+                         "in one request): send fewer",
+                         max_list, lf->name, d->name);
+                ok = false;
+                break;
+            }
         }
         switch (key & 7) {
         case 0: ok = wire_varint(&p, end, &value); break;
@@ -564,7 +588,8 @@ static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
                     else
                         seen_bits |= UINT64_C(1) << idx;
                 }
-                ok = wire_strict(f->descriptor, p, (size_t)value, depth + 1, why, why_len);
+                ok =
+                    wire_strict(f->descriptor, p, (size_t)value, depth + 1, max_list, why, why_len);
                 if (!ok)
                     break;
             }
@@ -579,11 +604,43 @@ static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, s
             snprintf(why, why_len, "is truncated inside a field");
     }
     free(seen_heap);
+    if (lists != list_stack)
+        free(lists);
     return ok;
 }
 
-sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *buf,
-                              size_t len, size_t max_len, ProtobufCMessage **out, sbx_error *err)
+/* Bytes malloc adds to each allocation (its header and alignment), counted by the budget. */
+#define CONTRACT_ALLOC_OVERHEAD 16
+
+/* A protobuf-c allocator that fails once the allocations it made pass a budget: what decoding
+ * takes is bounded by a multiple of the input, whatever its shape (unknown fields, lists). */
+typedef struct decode_budget {
+    size_t used, limit;
+    bool exceeded;
+} decode_budget;
+
+static void *budget_alloc(void *data, size_t size)
+{
+    decode_budget *b = data;
+    if (size > b->limit - b->used || CONTRACT_ALLOC_OVERHEAD > b->limit - b->used - size) {
+        b->exceeded = true;
+        return NULL;
+    }
+    b->used += size + CONTRACT_ALLOC_OVERHEAD;
+    return malloc(size);
+}
+
+static void budget_free(void *data, void *ptr)
+{
+    (void)data;
+    free(ptr); /* what it frees came from malloc: sbx_message_free frees it the same way */
+}
+
+/* max_list > 0: lists are checked (and the strictness pass runs) before decoding, and decoding
+ * may allocate at most SBX_REQUEST_DECODE_FACTOR x len + SBX_REQUEST_DECODE_SLACK bytes. */
+static sbx_status message_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *buf,
+                                 size_t len, size_t max_len, size_t max_list,
+                                 ProtobufCMessage **out, sbx_error *err)
 {
     *out = NULL;
     const char *what = desc->short_name;
@@ -592,12 +649,28 @@ sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint
                              "%s of %zu bytes exceeds the limit of %zu bytes; send a smaller "
                              "message or raise max_message_bytes",
                              what, len, max_len);
-    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, len, buf);
+    char why[256] = "";
+    if (max_list > 0 && !wire_strict(desc, buf, len, 0, max_list, why, sizeof(why)))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "%s of %zu bytes %s; it is not a valid sbx.v1 protobuf message", what,
+                             len, why);
+    decode_budget budget = {
+        .limit = len <= (SIZE_MAX - SBX_REQUEST_DECODE_SLACK) / SBX_REQUEST_DECODE_FACTOR
+                     ? len * SBX_REQUEST_DECODE_FACTOR + SBX_REQUEST_DECODE_SLACK
+                     : SIZE_MAX};
+    ProtobufCAllocator counted = {
+        .alloc = budget_alloc, .free = budget_free, .allocator_data = &budget};
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, max_list > 0 ? &counted : NULL, len, buf);
+    if (m == NULL && budget.exceeded)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                             "%s of %zu bytes would take more than %zu bytes once decoded (%dx "
+                             "its size + %u MiB): send fewer, larger fields",
+                             what, len, budget.limit, SBX_REQUEST_DECODE_FACTOR,
+                             SBX_REQUEST_DECODE_SLACK >> 20);
     if (m == NULL)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "%s of %zu bytes is not a valid sbx.v1 protobuf message", what, len);
-    char why[256] = "";
-    if (!wire_strict(desc, buf, len, 0, why, sizeof(why))) {
+    if (max_list == 0 && !wire_strict(desc, buf, len, 0, 0, why, sizeof(why))) {
         protobuf_c_message_free_unpacked(m, NULL);
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "%s of %zu bytes %s; it is not a valid sbx.v1 protobuf message", what,
@@ -607,11 +680,17 @@ sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint
     return SBX_OK;
 }
 
+sbx_status sbx_message_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *buf,
+                              size_t len, size_t max_len, ProtobufCMessage **out, sbx_error *err)
+{
+    return message_decode(desc, buf, len, max_len, 0, out, err);
+}
+
 sbx_status sbx_request_decode(const uint8_t *buf, size_t len, size_t max_len, sbx_request **out,
                               sbx_error *err)
 {
-    return sbx_message_decode(&sbx__v1__execution_request__descriptor, buf, len, max_len,
-                              (ProtobufCMessage **)out, err);
+    return message_decode(&sbx__v1__execution_request__descriptor, buf, len, max_len,
+                          SBX_REQUEST_MAX_LIST, (ProtobufCMessage **)out, err);
 }
 
 sbx_status sbx_completion_decode(const uint8_t *buf, size_t len, size_t max_len,

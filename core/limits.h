@@ -44,4 +44,18 @@ _Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
  * response the remote broker reads, so any completion a default worker sends is readable. */
 #define SBX_WORKER_DEFAULT_MAX_MESSAGE (16u * 1024u * 1024u)
 
+/* ---- decoding an ExecutionRequest (core/contract.c sbx_request_decode) ---------------------- */
+
+/* Elements of one repeated field, or entries of one map, in one message of a request (argv,
+ * env, groups, credentials, packages, network_allow, fs_read, fs_write): far above any real
+ * command line or policy (the agent takes 64 arguments), and counted on the wire before
+ * decoding, so 4 M empty strings (8 MB on the wire, 300 MB decoded) are refused unallocated. */
+#define SBX_REQUEST_MAX_LIST 4096u
+/* What decoding one request may allocate: this many times its wire size plus the slack below
+ * (a decoded string costs a pointer and a malloc chunk beside its bytes; the slack covers a
+ * request with every list at its limit). Past it the request is RESOURCE_EXHAUSTED, so the
+ * memory a request takes is bounded by its size, whatever its shape (e.g. unknown fields). */
+#define SBX_REQUEST_DECODE_FACTOR 4
+#define SBX_REQUEST_DECODE_SLACK (8u * 1024u * 1024u)
+
 #endif

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "core/limits.h"
 #include "sbx/contract.h"
 #include "sbx/provider.h"
 
@@ -522,6 +523,68 @@ static void expect_refused(const uint8_t *bytes, size_t len, const char *reason)
         fail_msg("message \"%s\" does not say \"%s\"", err.message, reason);
 }
 
+/* A RunCommand request with n empty argv strings, packed by hand (*len set; free it). */
+static uint8_t *request_with_empty_args(size_t n, size_t *len)
+{
+    size_t inner = 2 * n;
+    uint8_t *msg = malloc(inner + 16);
+    assert_non_null(msg);
+    uint8_t *w = msg;
+    *w++ = 11 << 3 | 2; /* run_command */
+    for (size_t v = inner; v; v >>= 7)
+        *w++ = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+    if (inner == 0)
+        *w++ = 0;
+    for (size_t i = 0; i < n; i++) {
+        *w++ = 1 << 3 | 2; /* argv: "" */
+        *w++ = 0;
+    }
+    *len = (size_t)(w - msg);
+    return msg;
+}
+
+/* A list longer than SBX_REQUEST_MAX_LIST is refused before it is decoded, naming the field
+ * and the limit; one at the limit decodes. */
+static void test_request_decode_refuses_a_list_over_the_limit_naming_it(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *at = request_with_empty_args(SBX_REQUEST_MAX_LIST, &len);
+    sbx_request *req = NULL;
+    assert_int_equal(sbx_request_decode(at, len, len, &req, NULL), SBX_OK);
+    assert_int_equal(req->run_command->n_argv, SBX_REQUEST_MAX_LIST);
+    sbx_request_free(req);
+    free(at);
+    uint8_t *over = request_with_empty_args(SBX_REQUEST_MAX_LIST + 1, &len);
+    sbx_error err;
+    assert_int_equal(sbx_request_decode(over, len, len, &req, &err), SBX_E_INVALID_ARGUMENT);
+    assert_null(req);
+    assert_non_null(strstr(err.message, "'argv' of sbx.v1.RunCommand"));
+    assert_non_null(strstr(err.message, "4096"));
+    free(over);
+}
+
+/* What decoding allocates is bounded by the input's size: 2 M unknown fields (6 MB on the
+ * wire, a decoded entry and a scan slot each) are RESOURCE_EXHAUSTED, not hundreds of MB. */
+static void test_request_decode_bounds_what_decoding_allocates(void **state)
+{
+    (void)state;
+    size_t n = 2u << 20, len = 3 * n;
+    uint8_t *msg = malloc(len);
+    assert_non_null(msg);
+    for (size_t i = 0; i < n; i++) { /* field 100, varint 0 */
+        msg[3 * i] = 0xa0;
+        msg[3 * i + 1] = 0x06;
+        msg[3 * i + 2] = 0x00;
+    }
+    sbx_request *req = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_request_decode(msg, len, len, &req, &err), SBX_E_RESOURCE_EXHAUSTED);
+    assert_null(req);
+    assert_non_null(strstr(err.message, "once decoded"));
+    free(msg);
+}
+
 /* protobuf-c takes field number 0 written as two bytes (80 00) and then cannot pack it back. */
 static void test_request_decode_refuses_field_number_zero_in_any_form(void **state)
 {
@@ -806,6 +869,8 @@ int main(void)
         cmocka_unit_test(test_clocks_are_plausible_and_monotonic),
         cmocka_unit_test(test_append_bytes_grows_geometrically),
         cmocka_unit_test(test_request_builders_set_the_op_and_its_fields),
+        cmocka_unit_test(test_request_decode_refuses_a_list_over_the_limit_naming_it),
+        cmocka_unit_test(test_request_decode_bounds_what_decoding_allocates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

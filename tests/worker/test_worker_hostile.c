@@ -145,6 +145,8 @@ typedef struct h2body {
     uint8_t prefix[5];
     size_t prefix_off;
     size_t left;
+    const uint8_t *data; /* the message itself (then left counts down its bytes), or NULL: 'x's */
+    size_t off;
     bool endless; /* filler for ever */
     bool hold;    /* after the body, keep the stream open (never END_STREAM) */
 } h2body;
@@ -226,7 +228,11 @@ static ssize_t peer_body(nghttp2_session *s, int32_t stream_id, uint8_t *buf, si
     size_t fill = length - n;
     if (!b->endless && fill > b->left)
         fill = b->left;
-    memset(buf + n, 'x', fill);
+    if (b->data)
+        memcpy(buf + n, b->data + b->off, fill);
+    else
+        memset(buf + n, 'x', fill);
+    b->off += fill;
     n += fill;
     if (!b->endless) {
         b->left -= fill;
@@ -297,8 +303,8 @@ enum body_end { BODY_ENDS, BODY_HELD, BODY_ENDLESS };
 /* Starts a gRPC call to path whose message announces `announced` bytes and carries `body`
  * filler bytes, then ends the stream (BODY_ENDS), keeps it open (BODY_HELD), or sends filler
  * for ever (BODY_ENDLESS). */
-static int32_t peer_call(h2peer *p, const char *path, uint32_t announced, size_t body,
-                         enum body_end end)
+static int32_t peer_call_data(h2peer *p, const char *path, uint32_t announced, size_t body,
+                              enum body_end end, const uint8_t *data)
 {
     nghttp2_nv hdrs[] = {
         HNV(":method", "POST"),
@@ -319,10 +325,17 @@ static int32_t peer_call(h2peer *p, const char *path, uint32_t announced, size_t
     b->left = body;
     b->endless = end == BODY_ENDLESS;
     b->hold = end == BODY_HELD;
+    b->data = data;
     nghttp2_data_provider prd = {.source.ptr = b, .read_callback = peer_body};
     int32_t id = nghttp2_submit_request(p->s, NULL, hdrs, sizeof hdrs / sizeof hdrs[0], &prd, p);
     assert_true(id > 0);
     return id;
+}
+
+static int32_t peer_call(h2peer *p, const char *path, uint32_t announced, size_t body,
+                         enum body_end end)
+{
+    return peer_call_data(p, path, announced, body, end, NULL);
 }
 
 /* One Health/Check on p, answered: true when it got grpc-status 0. */
@@ -632,6 +645,55 @@ static void test_worker_unauthenticated_streams_buffer_nothing(void **state)
     fixture_stop(&f);
 }
 
+/* ---- decoded size ------------------------------------------------------------------------ */
+
+#define EMPTY_ARGS (4u << 20)
+
+/* An Execute whose argv holds 4 M empty strings (8 MiB on the wire) is refused INVALID_ARGUMENT
+ * naming argv before it is decoded (it took 300 MB), and another caller is served. */
+static void test_worker_request_with_millions_of_empty_args_is_refused_undecoded(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    /* ExecutionRequest{profile: "fake" (2), run_command (11): RunCommand{argv (1): "" x 4M}} */
+    size_t inner = 2 * (size_t)EMPTY_ARGS;
+    size_t len = 6 + 1 + 4 + inner;
+    uint8_t *msg = malloc(len);
+    assert_non_null(msg);
+    uint8_t *w = msg;
+    memcpy(w,
+           "\x12\x04"
+           "fake",
+           6);
+    w += 6;
+    *w++ = 11 << 3 | 2;
+    for (size_t v = inner; v; v >>= 7) /* 8 MiB: a 4-byte varint */
+        *w++ = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+    for (size_t i = 0; i < EMPTY_ARGS; i++) {
+        *w++ = 1 << 3 | 2;
+        *w++ = 0;
+    }
+    assert_int_equal((size_t)(w - msg), len);
+    long rss0 = rss_start();
+    h2peer p;
+    peer_open(&p, "127.0.0.7", f.port);
+    peer_call_data(&p, "/sbx.v1.Execution/Execute", (uint32_t)len, len, BODY_ENDS, msg);
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (p.statuses == 0 && now_ms() < until && peer_pump(&p, 50)) {
+    }
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr,
+            "argv of %u empty strings (%zu bytes): grpc-status %d, RSS peak grew by %ld kB\n",
+            EMPTY_ARGS, len, p.grpc_status, grown);
+    assert_int_equal(p.grpc_status, 3); /* INVALID_ARGUMENT */
+    assert_new_caller_served(&f);
+    assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB / 2);
+    peer_free(&p);
+    free(msg);
+    fixture_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
         cmocka_unit_test(test_worker_unauthenticated_streams_buffer_nothing),
+        cmocka_unit_test(test_worker_request_with_millions_of_empty_args_is_refused_undecoded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
