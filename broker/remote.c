@@ -80,6 +80,11 @@ struct rtask {
     sbx_completion *completion;
     bool done, discarded, collected;
     int64_t done_seq;
+    /* Callers blocked in wait_done on it (each holds a pointer across the wait). A task that is
+     * collected, evicted or discarded meanwhile leaves the table at once but stays allocated,
+     * `forgotten`, until the last of them has read it (task_forget, task_settle). */
+    int blocked;
+    bool forgotten;
 };
 
 typedef struct remote_broker {
@@ -128,6 +133,31 @@ static void task_free(rtask *t)
     curl_slist_free_all(t->headers);
     sbx_completion_free(t->completion);
     free(t);
+}
+
+/* Unlinks t from the task table (lock held). It is freed now, or, when callers are still
+ * blocked on it, by the last of them (task_settle): freeing it under them was a use after free
+ * (a joiner woke on a task its submitter had collected or discarded). */
+static void task_forget(remote_broker *r, rtask *t)
+{
+    for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    t->next = NULL;
+    if (t->blocked > 0)
+        t->forgotten = true;
+    else
+        task_free(t);
+}
+
+/* After a caller blocked on t is done with it (lock held): frees a forgotten task once nobody
+ * else is blocked on it. */
+static void task_settle(rtask *t)
+{
+    if (t->forgotten && t->blocked == 0)
+        task_free(t);
 }
 
 /* ---- response decoding (transfer thread) ------------------------------------------------ */
@@ -310,7 +340,9 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
     rtask *t = arg;
     int abort_now = 0;
     pthread_mutex_lock(&t->r->lock);
-    if (t->discarded || (t->hooks_valid && t->hooks.cancel && *t->hooks.cancel))
+    /* Discarded by its submitter: cancelled, unless another caller joined it and waits. */
+    if ((t->discarded && t->blocked == 0 && !t->waiters) ||
+        (t->hooks_valid && t->hooks.cancel && *t->hooks.cancel))
         abort_now = 1;
     pthread_mutex_unlock(&t->r->lock);
     return abort_now; /* non-zero: RST_STREAM, the worker cancels the execution */
@@ -600,14 +632,9 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
     t->done_seq = ++r->seq;
     t->hooks_valid = false;
     r->n_done++;
-    if (t->discarded) { /* nobody wants it: unlink now */
-        for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
-            if (*pp == t) {
-                *pp = t->next;
-                break;
-            }
+    if (t->discarded) { /* its submitter does not want it: unlink now (joiners may) */
         r->n_done--;
-        task_free(t);
+        task_forget(r, t);
     }
     /* Bounded memory: forget the oldest collected-or-not completions beyond the LRU size. */
     while (r->n_done > r->lru_size) {
@@ -618,9 +645,8 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
         if (!oldest)
             break;
         rtask *o = *oldest;
-        *oldest = o->next;
         r->n_done--;
-        task_free(o);
+        task_forget(r, o);
     }
     pthread_cond_broadcast(&r->cond);
     return fire;
@@ -720,7 +746,7 @@ static void *transfer_main(void *arg)
                     wait_ms = 0;
             }
             pthread_mutex_lock(&r->lock);
-            bool discarded = t->discarded;
+            bool discarded = t->discarded && t->blocked == 0 && !t->waiters; /* nobody waits */
             bool cancelled = t->hooks_valid && t->hooks.cancel && *t->hooks.cancel;
             pthread_mutex_unlock(&r->lock);
             bool deadline_left =
@@ -774,18 +800,20 @@ static rtask *find_task(remote_broker *r, const char *subject, const char *task_
     return NULL;
 }
 
-/* Takes t's completion for the caller (lock held); the task is forgotten. */
+/* Takes t's completion for the caller (lock held); the task is forgotten. Callers still blocked
+ * on it get theirs later, so this caller gets a copy while they wait. */
 static sbx_completion *collect(remote_broker *r, rtask *t)
 {
-    sbx_completion *c = t->completion;
-    t->completion = NULL;
-    for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
-        if (*pp == t) {
-            *pp = t->next;
-            break;
-        }
-    r->n_done--;
-    task_free(t);
+    bool others = t->blocked > 0;
+    sbx_completion *c = others ? sbx_completion_copy(t->completion) : t->completion;
+    if (!others)
+        t->completion = NULL;
+    if (!t->forgotten) {
+        r->n_done--;
+        task_forget(r, t);
+    } else {
+        task_settle(t);
+    }
     return c;
 }
 
@@ -802,12 +830,14 @@ static void wait_done(remote_broker *r, rtask *t, int64_t wait_ms)
             until.tv_nsec -= 1000000000;
         }
     }
+    t->blocked++; /* t is not freed while this caller waits on it (task_forget) */
     while (!t->done) {
         if (wait_ms < 0)
             pthread_cond_wait(&r->cond, &r->lock);
         else if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
             break;
     }
+    t->blocked--;
 }
 
 /* A new task for req (not yet queued), or NULL with *out (and *st) the immediate answer. */
@@ -909,10 +939,14 @@ static sbx_status remote_submit(sbx_broker *b, const sbx_request *req, int64_t w
     rtask *t = task_queue(r, nt, out, &st);
     if (t) {
         wait_done(r, t, wait_ms);
-        if (t->done)
-            *out = t != nt ? sbx_completion_copy(t->completion) : collect(r, t);
-        else if (t == nt)
+        if (t->done && t == nt) {
+            *out = collect(r, t);
+        } else if (t->done) { /* joined another caller's task */
+            *out = sbx_completion_copy(t->completion);
+            task_settle(t);
+        } else if (t == nt) {
             t->hooks_valid = false; /* the caller's hooks die with this call */
+        }
     }
     pthread_mutex_unlock(&r->lock);
     return st;

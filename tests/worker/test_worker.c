@@ -574,6 +574,79 @@ static void test_remote_keeps_broker_lru_size_completions(void **state)
     fixture_stop(&f);
 }
 
+/* A blocking submitter of a task another caller already sent (a joiner), on its own thread. */
+typedef struct joiner {
+    sbx_broker *b;
+    const sbx_request *req;
+    sbx_status st;
+    sbx_completion *c;
+} joiner;
+
+static void *joiner_main(void *arg)
+{
+    joiner *j = arg;
+    j->st = sbx_broker_submit(j->b, j->req, 60000, NULL, &j->c);
+    return NULL;
+}
+
+static void assert_joined(joiner *j)
+{
+    assert_int_equal(j->st, SBX_OK);
+    assert_non_null(j->c);
+    assert_int_equal(j->c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_int_equal(j->c->result->stdout.len, strlen("joined\n"));
+    assert_memory_equal(j->c->result->stdout.data, "joined\n", strlen("joined\n"));
+    sbx_completion_free(j->c);
+}
+
+/* Callers blocked on one task each get its completion: the first to wake does not free the task
+ * under the others. */
+static void test_remote_blocking_joiners_all_get_the_completion(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("sleep 800; echo joined", NULL);
+    joiner j[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        j[i] = (joiner){.b = b, .req = req};
+        assert_int_equal(pthread_create(&th[i], NULL, joiner_main, &j[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        assert_joined(&j[i]);
+    }
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
+/* The first submitter stops waiting and discards the task while another caller is blocked on
+ * it: the joiner still gets the completion (the task is not freed under it). */
+static void test_remote_joiner_gets_the_completion_its_submitter_discarded(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *req = fixture_command("sleep 1500; echo joined", NULL);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, req, 0, NULL, &c), SBX_OK);
+    assert_null(c); /* still running */
+    joiner j = {.b = b, .req = req};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, joiner_main, &j), 0);
+    usleep(300 * 1000); /* the joiner blocks on the task meanwhile (no assertion on time) */
+    sbx_broker_discard(b, sbx_request_subject(req), req->task_id);
+    pthread_join(th, NULL);
+    assert_joined(&j);
+    sbx_request_free(req);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -595,6 +668,8 @@ int main(void)
         cmocka_unit_test(test_remote_unreachable_worker_is_a_broker_failure),
         cmocka_unit_test(test_remote_plaintext_to_a_non_loopback_host_is_refused),
         cmocka_unit_test(test_remote_keeps_broker_lru_size_completions),
+        cmocka_unit_test(test_remote_blocking_joiners_all_get_the_completion),
+        cmocka_unit_test(test_remote_joiner_gets_the_completion_its_submitter_discarded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
