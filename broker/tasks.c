@@ -104,6 +104,8 @@ static void unlink_lru(bt_store *s, bt_task *t)
         s->lru_tail = t->lru_prev;
     t->lru_prev = t->lru_next = NULL;
     s->n_done--;
+    s->lru_bytes -= t->lru_bytes;
+    t->lru_bytes = 0;
 }
 
 /* Removes t from everything; frees it unless a waiter still holds it (the last one frees).
@@ -194,7 +196,11 @@ bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completio
         s->lru_head = t;
     s->lru_tail = t;
     s->n_done++;
-    while (s->n_done > s->lru_max)
+    t->lru_bytes =
+        (c != NULL ? protobuf_c_message_get_packed_size(&c->base) : 0) +
+        (t->req_owned != NULL ? protobuf_c_message_get_packed_size(&t->req_owned->base) : 0);
+    s->lru_bytes += t->lru_bytes;
+    while (s->n_done > s->lru_max || s->lru_bytes > BT_LRU_BYTES_MAX)
         drop(s, s->lru_head, dead);
     return fire;
 }

@@ -36,6 +36,10 @@ _Static_assert(BT_BUCKETS >= SBX_BROKER_DEFAULT_LRU_SIZE + SBX_BROKER_DEFAULT_QU
 /* At most one waiter spins at a time: with many concurrent callers on few cores, spinners would
  * steal the CPU the executors need; one spinner keeps the single-caller latency low. */
 #define BT_MAX_SPINNERS 1
+/* Bytes the done entries of the LRU may hold (their completions and request copies, by packed
+ * size): broker.lru_size bounds their number, this their size -- 1,024 done file reads of
+ * 16 MiB would otherwise stay 16 GiB. Past either bound the oldest go first. */
+#define BT_LRU_BYTES_MAX (64u << 20)
 
 typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
 
@@ -68,6 +72,7 @@ typedef struct bt_task {
     bool async_owner;              /* created by submit_async: its creator waits in waiters */
     int64_t started_at_ms;
     sbx_completion *completion;             /* BT_DONE */
+    size_t lru_bytes;                       /* charged to the store while in the LRU */
     uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* of the request that created the entry */
     const char *id;                         /* the task_id (points into key) */
     char key[];                             /* subject NUL task_id NUL */
@@ -78,7 +83,8 @@ typedef struct bt_store {
     bt_task *buckets[BT_BUCKETS];
     bt_task *lru_head, *lru_tail;
     size_t n_done, lru_max;
-    int spinners; /* waiters spinning now (atomic; never more than BT_MAX_SPINNERS) */
+    size_t lru_bytes; /* of the done entries in the LRU, at most BT_LRU_BYTES_MAX */
+    int spinners;     /* waiters spinning now (atomic; never more than BT_MAX_SPINNERS) */
 } bt_store;
 
 void bt_store_init(bt_store *s, size_t lru_max);

@@ -410,6 +410,36 @@ static void test_brokers_thread_lru_evicts_oldest_completion(void **state)
     sbx_broker_free(b);
 }
 
+/* The LRU is bounded by bytes too: completions of 2 MB each (`yes 1000000`) push the oldest
+ * out long before broker.lru_size (1,000) is reached. */
+#define BIG_TASKS 48
+
+static void test_brokers_thread_lru_is_bounded_by_bytes(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 8, 1000);
+    sbx_request *r[BIG_TASKS];
+    for (int i = 0; i < BIG_TASKS; i++) {
+        r[i] = fx_shell("default", "yes 1000000");
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, r[i], SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+        assert_true(c->result->stdout.len >= 1000000);
+        sbx_completion_free(c);
+    }
+    /* 48 x 2 MB do not fit in BT_LRU_BYTES_MAX (64 MiB): the first went, the last is kept */
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[0]), r[0]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(r[BIG_TASKS - 1]),
+                                       r[BIG_TASKS - 1]->task_id, 0, &c),
+                     SBX_OK);
+    assert_non_null(c);
+    sbx_completion_free(c);
+    for (int i = 0; i < BIG_TASKS; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_thread_serializes_one_session(void **state)
 {
     env *t = *state;
@@ -872,6 +902,7 @@ int main(void)
         T(test_brokers_thread_same_principal_other_request_is_refused),
         T(test_brokers_thread_reused_id_refused_while_first_is_pending),
         T(test_brokers_thread_lru_evicts_oldest_completion),
+        T(test_brokers_thread_lru_is_bounded_by_bytes),
         T(test_brokers_embedded_lru_is_broker_lru_size),
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),
