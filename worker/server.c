@@ -60,6 +60,12 @@
  * and libcurl reconnect on demand, and idle connections do not pile up to the cap. Minutes, so
  * a pooled client between calls rarely meets it. */
 #define WORKER_IDLE_US (300 * 1000000LL)
+/* Streams a connection may have open before it proved itself; more are refused
+ * (RST_STREAM REFUSED_STREAM, which clients retry). Each costs a call and nghttp2's stream
+ * state (about a kilobyte), so unproven connections together hold a few tens of MiB at most
+ * instead of 1,024 streams each. A caller with credentials proves its connection with its
+ * first request's headers, before it could open more. */
+#define WORKER_UNPROVEN_STREAMS 16
 /* SETTINGS_MAX_CONCURRENT_STREAMS per connection: a multiplexing client (the remote broker)
  * may keep 1,000 calls in flight on one connection; the executor queue bounds real work. */
 #define WORKER_MAX_STREAMS 1024
@@ -184,6 +190,7 @@ struct conn {
     int64_t idle_since_us; /* proven and no stream open since then (for WORKER_IDLE_US) */
     bool goaway_sent;      /* idle: GOAWAY submitted, closing once written */
     size_t buffered;       /* request bytes its calls buffer (in_cap), WORKER_CONN_BUFFER_MAX */
+    size_t n_calls;        /* streams open (calls), WORKER_UNPROVEN_STREAMS until proven */
     uint8_t peer[16];      /* the peer's address (IPv4 as v4-mapped IPv6), for the per-peer cap */
     size_t discarded;
     nghttp2_session *h2;
@@ -326,6 +333,7 @@ static void call_detach(call *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     c->conn = NULL;
+    cn->n_calls--;
     if (!cn->calls)
         cn->idle_since_us = sbx_monotonic_us();
     if (c->deadline_us)
@@ -996,9 +1004,15 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     conn *cn = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
+    if (!cn->proven && cn->n_calls >= WORKER_UNPROVEN_STREAMS) {
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+        return 0; /* no call: its headers and data are ignored */
+    }
     call *c = calloc(1, sizeof *c);
     if (!c)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    cn->n_calls++;
     atomic_init(&c->refs, 1);
     worker_call_obs_begin(&c->obs);
     c->w = cn->w;
@@ -1108,6 +1122,10 @@ static void call_headers_done(call *c)
         if (c->caller)
             c->obs.caller = c->caller->config->name;
         c->authenticated = ok;
+        if (c->caller)
+            conn_prove(c->conn); /* a configured caller's credentials: servable from now on */
+        free(c->authorization);  /* checked: not kept for the life of the call */
+        c->authorization = NULL;
     } else {
         c->authenticated = !w->auth.required;
     }

@@ -554,7 +554,9 @@ static void test_remote_keeps_broker_lru_size_completions(void **state)
     assert_int_equal(sbx_broker_open(cfg, NULL, &b, &err), SBX_OK);
     sbx_request *r[3];
     for (int i = 0; i < 3; i++) {
-        r[i] = fixture_command("echo kept", NULL);
+        /* slow enough that the submit without waiting never finds it done (it would then be
+         * collected, and the test would keep one task less) */
+        r[i] = fixture_command("sleep 200; echo kept", NULL);
         sbx_completion *c = NULL;
         assert_int_equal(sbx_broker_submit(b, r[i], 0, NULL, &c), SBX_OK);
         sbx_completion_free(c);

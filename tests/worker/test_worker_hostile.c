@@ -494,6 +494,35 @@ static void test_worker_trickling_connection_is_shed_at_the_first_request_deadli
     fixture_stop(&f);
 }
 
+#define UNPROVEN_STREAMS_TRIED 200
+/* WORKER_UNPROVEN_STREAMS (server.c): streams a connection may open before it proved itself. */
+#define UNPROVEN_STREAMS_KEPT 16
+
+/* A connection that never completes a request opens 200 streams that never end: all but a few
+ * are refused (REFUSED_STREAM) at once, so it pins a few calls, not 1,024. */
+static void test_worker_unproven_connection_may_hold_only_a_few_streams(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    long rss0 = rss_start();
+    h2peer p;
+    peer_open(&p, "127.0.0.8", f.port);
+    for (int i = 0; i < UNPROVEN_STREAMS_TRIED; i++)
+        peer_call(&p, "/sbx.v1.Execution/Execute", 100, 10, BODY_HELD);
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (p.responses < UNPROVEN_STREAMS_TRIED - UNPROVEN_STREAMS_KEPT && now_ms() < until &&
+           peer_pump(&p, 50)) {
+    }
+    fprintf(stderr, "%d streams on an unproven connection: %d refused\n", UNPROVEN_STREAMS_TRIED,
+            p.responses);
+    assert_int_equal(p.responses, UNPROVEN_STREAMS_TRIED - UNPROVEN_STREAMS_KEPT);
+    assert_new_caller_served(&f);
+    assert_true(rss_peak_growth(rss0) < HOSTILE_RSS_GROWTH_MAX_KB / 4);
+    peer_free(&p);
+    fixture_stop(&f);
+}
+
 /* A proven connection with nothing open is sent GOAWAY after the idle timeout and closed. */
 static void test_worker_idle_connection_gets_goaway_and_is_closed(void **state)
 {
@@ -551,8 +580,10 @@ static void test_worker_streams_that_never_end_pin_bounded_memory(void **state)
         peer_call(&p, "/sbx.v1.Execution/Execute", 16u << 20, 0, BODY_ENDLESS);
     push_until_stalled(&p, ENDLESS_BYTES_MAX);
     long grown = rss_peak_growth(rss0);
-    fprintf(stderr, "64 endless streams: %zu bytes sent, %d refused, RSS peak grew by %ld kB\n",
-            p.sent, p.statuses, grown);
+    fprintf(stderr,
+            "64 endless streams: %zu bytes sent, %d answered RESOURCE_EXHAUSTED, %d refused, RSS "
+            "peak grew by %ld kB\n",
+            p.sent, p.statuses, p.responses, grown);
     assert_new_caller_served(&f);
     assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB);
     peer_free(&p);
@@ -632,10 +663,11 @@ static void test_worker_unauthenticated_streams_buffer_nothing(void **state)
     push_until_stalled(&p, ENDLESS_BYTES_MAX);
     long grown = rss_peak_growth(rss0);
     fprintf(stderr,
-            "64 unauthenticated streams: %zu bytes sent, %d answered (status %d), RSS peak grew "
-            "by %ld kB\n",
-            p.sent, p.statuses, p.grpc_status, grown);
-    assert_int_equal(p.statuses, ENDLESS_STREAMS);
+            "64 unauthenticated streams: %zu bytes sent, %d answered (status %d), %d refused, "
+            "RSS peak grew by %ld kB\n",
+            p.sent, p.statuses, p.grpc_status, p.responses, grown);
+    /* each answered UNAUTHENTICATED, or refused outright past WORKER_UNPROVEN_STREAMS */
+    assert_int_equal(p.statuses + p.responses, ENDLESS_STREAMS);
     assert_int_equal(p.grpc_status, 16); /* UNAUTHENTICATED */
     sbx_broker *b = fixture_client(&f, NULL, NULL, TOKEN_ENV);
     assert_served(b);
@@ -701,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_worker_at_the_connection_cap_silent_connections_are_shed_first),
         cmocka_unit_test(test_worker_trickling_connection_is_shed_at_the_first_request_deadline),
         cmocka_unit_test(test_worker_idle_connection_gets_goaway_and_is_closed),
+        cmocka_unit_test(test_worker_unproven_connection_may_hold_only_a_few_streams),
         cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
         cmocka_unit_test(test_worker_unauthenticated_streams_buffer_nothing),
