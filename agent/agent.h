@@ -59,8 +59,9 @@
  * exits and its whole sandbox is torn down by the kernel. */
 #define AGENT_DEFAULT_IDLE_TTL_S (24 * 3600)
 /* TCP connections that have not yet sent their credential (SBX_AGENT_AUTH_MAGIC + token). They
- * hold a client slot only this long (AGENT_IO_TIMEOUT_MS) and only this many at once, so a
- * peer on the pod network that connects and says nothing cannot take the slots of the host. */
+ * hold a client slot only this long (AGENT_IO_TIMEOUT_MS) and only this many at once (a new one
+ * evicts the oldest), so a peer on the pod network that connects and says nothing cannot take
+ * the slots of the host. */
 #define AGENT_MAX_UNAUTH 8
 #define AGENT_AUTH_LEN (SBX_AGENT_AUTH_MAGIC_LEN + SBX_AGENT_TOKEN_LEN)
 

@@ -106,6 +106,7 @@ typedef struct client {
     uint8_t auth[AGENT_AUTH_LEN];
     uint32_t auth_len;
     int64_t since_ms;
+    uint64_t accept_seq; /* order of acceptance: the oldest silent peer is evicted first */
     /* an in-progress chunked file write */
     int wfd;
     uint64_t wreq, woffset, wfailed_req;
@@ -1917,14 +1918,25 @@ static int unauth_count(void)
 }
 
 /* A TCP peer may be anyone on the pod network: it gets a slot, but no frame is read from it
- * until it has sent the credential (read_auth). */
+ * until it has sent the credential (read_auth). At most AGENT_MAX_UNAUTH wait at once. */
 static void accept_tcp(void)
 {
     int fd = accept4(tcp_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return;
+    /* At the bound, the oldest silent peer makes room: the host sends its credential at once,
+     * so refusing the newest would lock it out for as long as someone keeps 8 peers open. */
+    if (unauth_count() >= AGENT_MAX_UNAUTH) {
+        int oldest = -1;
+        for (int i = 0; i < AGENT_MAX_CLIENTS; i++)
+            if (clients[i].fd >= 0 && !clients[i].authed &&
+                (oldest < 0 || clients[i].accept_seq < clients[oldest].accept_seq))
+                oldest = i;
+        if (oldest >= 0)
+            drop_client(oldest);
+    }
     int ci = free_client_slot();
-    if (ci < 0 || unauth_count() >= AGENT_MAX_UNAUTH) {
+    if (ci < 0) {
         close(fd);
         return;
     }
@@ -1936,6 +1948,8 @@ static void accept_tcp(void)
     clients[ci].authed = false;
     clients[ci].auth_len = 0;
     clients[ci].since_ms = now_ms();
+    static uint64_t accepted;
+    clients[ci].accept_seq = ++accepted;
 }
 
 /* Collects the credential of a TCP client without blocking (the peer is untrusted until then).
