@@ -1,0 +1,237 @@
+/* test_kubernetes_agent.c - sbx-agent's TCP listener as a pod runs it (`--listen IPV4:PORT
+ * --token-env NAME`), started here as a real process on a loopback address: the right credential
+ * is served, a wrong one and garbage are dropped, at most AGENT_MAX_UNAUTH (8) silent peers hold
+ * a slot (the host's connection evicts the oldest), the token is wiped from the agent's
+ * environment, and --listen without a credential does not start.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cmocka.h>
+
+#include "kubernetes/k8s_fixture.h"
+#include "providers/common/agent_client.h"
+
+#define TOKEN_HEX "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+typedef struct agent_proc {
+    pid_t pid;
+    char dir[64];
+    int port;
+} agent_proc;
+
+/* Agents started (0 once stopped), for the group teardown. */
+static pid_t started[4];
+static size_t n_started;
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    socklen_t len = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void agent_start(agent_proc *a)
+{
+    snprintf(a->dir, sizeof(a->dir), "/tmp/sbx-k8s-agent-XXXXXX");
+    assert_non_null(mkdtemp(a->dir));
+    a->port = free_port();
+    char sock[128], listen[64];
+    snprintf(sock, sizeof(sock), "%s/agent.sock", a->dir);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", a->port);
+    a->pid = fork();
+    assert_true(a->pid >= 0);
+    if (a->pid == 0) {
+        /* not our output pipes: a test that fails before agent_stop must not hold ctest */
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        setenv("SBX_T", TOKEN_HEX, 1);
+        execl(kt_agent(), "sbx-agent", "--socket", sock, "--workdir", a->dir, "--shared-uid",
+              "--listen", listen, "--token-env", "SBX_T", (char *)NULL);
+        _exit(127);
+    }
+    if (n_started < 4)
+        started[n_started++] = a->pid;
+}
+
+/* Group teardown: agents of tests that failed before agent_stop. */
+static int kill_leftovers(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < n_started; i++)
+        if (started[i] > 0 && kill(started[i], SIGKILL) == 0)
+            waitpid(started[i], NULL, 0);
+    return 0;
+}
+
+static void agent_stop(agent_proc *a)
+{
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    for (size_t i = 0; i < n_started; i++)
+        if (started[i] == a->pid)
+            started[i] = 0;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", a->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void token(uint8_t out[SBX_AGENT_TOKEN_LEN])
+{
+    for (unsigned i = 0; i < SBX_AGENT_TOKEN_LEN; i++) {
+        unsigned v;
+        sscanf(TOKEN_HEX + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* Connects with the right credential (retrying while the agent starts) and pings. */
+static sbx_status ping_with(const agent_proc *a, const uint8_t *tok)
+{
+    sbx_status st = SBX_E_GONE;
+    for (int i = 0; i < 200; i++) {
+        sbx_agent_conn *c = NULL;
+        sbx_error err;
+        st = sbx_agent_connect_tcp("127.0.0.1", a->port, tok, 0, &c, &err);
+        if (st == SBX_OK) {
+            sbx_agent_pong pong;
+            st = sbx_agent_ping(c, sbx_monotonic_ms() + 5000, &pong, &err);
+            sbx_agent_close(c);
+            return st;
+        }
+        usleep(20000);
+    }
+    return st;
+}
+
+static int raw_connect(const agent_proc *a)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)a->port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* True when the agent closed fd within 3 s (end of stream, or a reset when our bytes were
+ * left unread). */
+static bool closed_by_agent(int fd)
+{
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char b;
+    ssize_t r = recv(fd, &b, 1, 0);
+    return r == 0 || (r < 0 && errno == ECONNRESET);
+}
+
+static void test_k8s_agent_serves_only_its_credential(void **state)
+{
+    (void)state;
+    agent_proc a;
+    agent_start(&a);
+    uint8_t good[SBX_AGENT_TOKEN_LEN], bad[SBX_AGENT_TOKEN_LEN];
+    token(good);
+    memcpy(bad, good, sizeof(bad));
+    bad[31] ^= 1;
+    assert_int_equal(ping_with(&a, good), SBX_OK);
+    assert_int_not_equal(ping_with(&a, bad), SBX_OK);
+    /* garbage instead of the credential: dropped */
+    int fd = raw_connect(&a);
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\nmore bytes to fill";
+    assert_true(send(fd, junk, sizeof(junk), 0) > 0);
+    assert_true(closed_by_agent(fd));
+    close(fd);
+    /* the token is gone from the agent's environment */
+    char path[64], env[8192];
+    snprintf(path, sizeof(path), "/proc/%ld/environ", (long)a.pid);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) { /* readable as root; either way the value must not be there */
+        size_t n = fread(env, 1, sizeof(env) - 1, f);
+        fclose(f);
+        env[n] = '\0';
+        for (size_t i = 0; i < n; i++)
+            if (env[i] == '\0')
+                env[i] = '\n';
+        assert_null(strstr(env, TOKEN_HEX));
+    }
+    agent_stop(&a);
+}
+
+static void test_k8s_agent_bounds_silent_peers(void **state)
+{
+    (void)state;
+    agent_proc a;
+    agent_start(&a);
+    uint8_t good[SBX_AGENT_TOKEN_LEN];
+    token(good);
+    assert_int_equal(ping_with(&a, good), SBX_OK);
+    int fds[8];
+    for (int i = 0; i < 8; i++)
+        fds[i] = raw_connect(&a);
+    usleep(200000); /* the agent accepts them */
+    /* the host still gets in: its connection evicts the oldest silent peer */
+    assert_int_equal(ping_with(&a, good), SBX_OK);
+    assert_true(closed_by_agent(fds[0]));
+    for (int i = 0; i < 8; i++)
+        close(fds[i]);
+    agent_stop(&a);
+}
+
+static void test_k8s_agent_listen_needs_a_credential(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 2);
+        execl(kt_agent(), "sbx-agent", "--socket", "/tmp/sbx-k8s-never.sock", "--listen",
+              "127.0.0.1:1", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 2);
+        setenv("SBX_T", "short", 1);
+        execl(kt_agent(), "sbx-agent", "--socket", "/tmp/sbx-k8s-never.sock", "--listen",
+              "127.0.0.1:1", "--token-env", "SBX_T", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_k8s_agent_serves_only_its_credential),
+        cmocka_unit_test(test_k8s_agent_bounds_silent_peers),
+        cmocka_unit_test(test_k8s_agent_listen_needs_a_credential),
+    };
+    return cmocka_run_group_tests(tests, NULL, kill_leftovers);
+}
