@@ -244,6 +244,11 @@ long kt_fake_get(const kt_fake *f, const char *path, json_t **body)
     return call(f, "GET", path, NULL, body);
 }
 
+long kt_fake_delete(const kt_fake *f, const char *path)
+{
+    return call(f, "DELETE", path, NULL, NULL);
+}
+
 char *kt_yaml(const kt_fake *f, const char *profile_extra, const char *policy, const char *options)
 {
     char *y = NULL;

@@ -41,6 +41,8 @@ json_t *kt_fake_requests(const kt_fake *f);
 json_t *kt_requests_matching(const kt_fake *f, const char *method, const char *path_part);
 /* HTTP GET of an API path on the fake with the token: the status (404 ...). */
 long kt_fake_get(const kt_fake *f, const char *path, json_t **body);
+/* HTTP DELETE of an API path on the fake (as a cluster user would delete the object). */
+long kt_fake_delete(const kt_fake *f, const char *path);
 
 /* The YAML of a config with one profile "k" of type kubernetes pointed at the fake. policy and
  * options are YAML flow-mapping contents ("network_egress: deny", "create_timeout_s: 5"). */

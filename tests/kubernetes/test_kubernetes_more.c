@@ -457,12 +457,7 @@ static void test_k8s_attached_pod_without_agent_through_exec_api(void **state)
     /* the pod is deleted: GONE, and an attached profile never recreates */
     sbx_completion_free(kt_shell(&e, &s, "true"));
     size_t posts = count(f, "POST", "/");
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd),
-             "curl -s -X DELETE -H 'Authorization: Bearer " KT_TOKEN "' "
-             "%s/api/v1/namespaces/" KT_NS "/pods/plain >/dev/null",
-             f->url);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(kt_fake_delete(f, "/api/v1/namespaces/" KT_NS "/pods/plain"), 200);
     for (int i = 0;
          i < 200 && kt_fake_get(f, "/api/v1/namespaces/" KT_NS "/pods/plain", NULL) != 404; i++)
         usleep(50000);
