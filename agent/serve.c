@@ -607,7 +607,10 @@ static void kill_tree(command *c)
     if (c->cg_fd >= 0 && cgroup_kill(c->cg_fd))
         return; /* the cgroup held every process the command ever started, and is empty */
     each_process(kill_if_in_session, &target);
-    if (!c->is_kernel && running_count() <= 1)
+    /* "Everything but the kernel" is the sandbox only when we are PID 1 of its own pid
+     * namespace. An agent that is not (run by hand, in a pod that shares its pid namespace, in
+     * a test) would SIGKILL every process it may signal on the host or in the pod. */
+    if (!c->is_kernel && running_count() <= 1 && getpid() == 1)
         each_process(kill_unless_kernel, NULL);
 }
 
