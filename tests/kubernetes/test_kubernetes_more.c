@@ -470,6 +470,38 @@ static void test_k8s_attached_pod_without_agent_through_exec_api(void **state)
     kt_env_close(&e);
 }
 
+/* The policy's timeout: the agent kills the whole tree in a managed pod (TIMED_OUT with the
+ * output so far); the exec API cannot kill, and says so. */
+static void test_k8s_timeouts_end_the_call(void **state)
+{
+    kt_fake *f = *state;
+    char *y = kt_yaml(f, NULL, "network_egress: allow, timeout_ms: 1000", NULL);
+    kt_env e;
+    kt_env_open(&e, f, y);
+    free(y);
+    sbx_session_handle *s = NULL;
+    sbx_completion *c = kt_shell(&e, &s, "echo started; sleep 30");
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_non_null(c->result);
+    assert_int_equal(c->result->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
+    assert_string_equal(kt_stdout(c), "started\n");
+    sbx_completion_free(c);
+    done(&e, &s);
+    kt_fake_control(f, "external",
+                    "{\"namespace\": \"" KT_NS "\", \"name\": \"slow\", \"plain\": true}");
+    y = kt_yaml(f, "      environment: attached\n      attach_to: " KT_NS "/slow\n",
+                "network_egress: allow, cpu: 0, memory_mb: 0, timeout_ms: 1000", NULL);
+    kt_env_open(&e, f, y);
+    free(y);
+    c = kt_shell(&e, &s, "echo started; sleep 4");
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_non_null(strstr(c->error, "may still run"));
+    sbx_completion_free(c);
+    if (s != NULL)
+        sbx_message_free(&s->base);
+    kt_env_close(&e);
+}
+
 /* ---- user mode ---- */
 
 static sbx_completion *as_user(kt_env *e, sbx_session_handle **s, const char *subject,
@@ -670,6 +702,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_k8s_user_mode_impersonates_the_principal, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_k8s_user_mode_needs_impersonate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_k8s_timeouts_end_the_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_k8s_sweep_removes_ended_and_orphaned_per_call_pods,
                                         setup, teardown),
     };
