@@ -35,6 +35,8 @@
 #define CONFIG_MAX_CALLERS 256
 /* Longest profile name: it appears in session handles, labels and bindings. */
 #define CONFIG_PROFILE_NAME_MAX 64
+/* Profiles one profile may fall back to: each is a provisioning attempt on the request's path. */
+#define CONFIG_MAX_FALLBACK 8
 /* Longest node name: a DNS name. */
 #define CONFIG_NODE_NAME_MAX 253
 
@@ -1140,6 +1142,9 @@ static void profile_free(sbx_profile_config *p)
     free(p->name);
     free(p->type);
     free(p->attach_to);
+    for (size_t i = 0; i < p->n_fallback; i++)
+        free(p->fallback[i]);
+    free(p->fallback);
     sbx_message_free((ProtobufCMessage *)p->policy);
     sbx_options_free(p->options);
 }
@@ -1289,6 +1294,10 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
             }
         } else if (strcmp(k->text, "policy") == 0) {
             st = parse_policy(L, v, kp, p->policy);
+        } else if (strcmp(k->text, "fallback") == 0) {
+            st = get_string_list(L, v, kp, NULL, "profile names", &p->n_fallback, &p->fallback);
+            if (st == SBX_OK && p->n_fallback > CONFIG_MAX_FALLBACK)
+                st = fail(L, v, kp, "more than %d fallback profiles", CONFIG_MAX_FALLBACK);
         } else if (strcmp(k->text, ops->name) == 0) {
             st = parse_provider_block(L, v, kp, p->options);
         } else if (sbx_provider_lookup(k->text) != NULL || in_list(known_provider_names, k->text)) {
@@ -1297,9 +1306,9 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
                       "of its own provider (`%s:`); move it to a profile with `type: %s`",
                       k->text, ops->name, ops->name, k->text);
         } else {
-            const char *accepted[] = {"type",      "scope",          "environment",
-                                      "attach_to", "idle_timeout_s", "identity",
-                                      "policy",    ops->name,        NULL};
+            const char *accepted[] = {"type",           "scope",    "environment", "attach_to",
+                                      "idle_timeout_s", "identity", "policy",      "fallback",
+                                      ops->name,        NULL};
             st = unknown_key(L, k, path, accepted);
         }
     }
@@ -1336,6 +1345,48 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
     return SBX_OK;
 }
 
+/* Each profile's fallbacks name other managed profiles of the file (a fallback provisions a
+ * new sandbox, which an attached profile never does), and only a managed profile has any. */
+static sbx_status check_fallbacks(loader *L, const config_node *map)
+{
+    sbx_config *cfg = L->cfg;
+    for (size_t i = 0; i < cfg->n_profiles; i++) {
+        const sbx_profile_config *p = &cfg->profiles[i];
+        if (p->n_fallback == 0)
+            continue;
+        const config_node *pm = map->kids[2 * i + 1], *at = map->kids[2 * i];
+        for (size_t j = 0; j + 1 < pm->n_kids; j += 2)
+            if (strcmp(pm->kids[j]->text, "fallback") == 0)
+                at = pm->kids[j + 1];
+        char path[300];
+        snprintf(path, sizeof(path), "sandbox.profiles.%s.fallback", p->name);
+        if (p->environment != SBX_ENV_MANAGED)
+            return fail(L, at, path,
+                        "profile '%s' is attached: it never provisions, so it has nothing to "
+                        "fall back from; remove fallback",
+                        p->name);
+        for (size_t f = 0; f < p->n_fallback; f++) {
+            const sbx_profile_config *q = NULL;
+            for (size_t k = 0; k < cfg->n_profiles; k++)
+                if (strcmp(cfg->profiles[k].name, p->fallback[f]) == 0)
+                    q = &cfg->profiles[k];
+            const config_node *item = at->kind == CONFIG_SEQ && f < at->n_kids ? at->kids[f] : at;
+            if (q == NULL)
+                return fail(L, item, path,
+                            "no profile named '%s'; fallback names profiles of this file",
+                            p->fallback[f]);
+            if (q == p)
+                return fail(L, item, path, "profile '%s' falls back to itself", p->name);
+            if (q->environment != SBX_ENV_MANAGED)
+                return fail(L, item, path,
+                            "fallback '%s' is an attached profile; a fallback must provision "
+                            "sandboxes (environment: managed)",
+                            q->name);
+        }
+    }
+    return SBX_OK;
+}
+
 static sbx_status parse_profiles(loader *L, const config_node *map)
 {
     size_t pairs = 0;
@@ -1355,7 +1406,7 @@ static sbx_status parse_profiles(loader *L, const config_node *map)
         if (st != SBX_OK)
             return st;
     }
-    return SBX_OK;
+    return check_fallbacks(L, map);
 }
 
 /* ---- defaults that depend on the host ------------------------------------------------ */

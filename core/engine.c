@@ -600,8 +600,17 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
 
 /* ---- steps 6-8 ---------------------------------------------------------------------------- */
 
+/* One pass of a request through one profile: sbx_engine_process makes one, then one per
+ * profile of the fallback chain while the provider could not provision. */
+typedef struct attempt {
+    bool strict;           /* in: an unenforceable dimension refuses even a lenient request */
+    bool provision_fault;  /* out: nothing ran; the provider could not open or create */
+    sbx_policy *effective; /* out: the effective policy (the caller frees it), or NULL */
+} attempt;
+
 typedef struct run {
     sbx_engine *e;
+    attempt *a;
     const sbx_request *req;
     profile_slot *slot;
     sbx_principal principal;    /* shallow copy of the request's, mode resolved; never freed */
@@ -652,6 +661,15 @@ static sbx_completion *wrong_node(run *r)
     return c;
 }
 
+/* A provider's own failure to provide a sandbox (unreachable, out of capacity, too slow), as
+ * opposed to a refusal (policy, capability, identity, configuration): only these move a new
+ * session to the profile's next fallback. */
+static bool provider_fault(sbx_status st)
+{
+    return st == SBX_E_PROVISION || st == SBX_E_TIMEOUT || st == SBX_E_RESOURCE_EXHAUSTED ||
+           st == SBX_E_BROKER;
+}
+
 /* Acquires the session's sandbox: attach (self-heal on GONE for managed), or create. */
 static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
 {
@@ -696,6 +714,8 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                              "environment: attached",
                              s->profile->name, ops->name);
     sbx_status st = ops->create(s->state, h, &r->principal, r->policy, sb, &r->err);
+    if (target == NULL && provider_fault(st)) /* a new sandbox, none to lose: may fall back */
+        r->a->provision_fault = true;
     if (st == SBX_OK) {
         h->created_at_ms = sbx_now_ms();
         if (*recreated)
@@ -1025,10 +1045,10 @@ static int64_t open_deadline(const profile_slot *s, const sbx_request *req)
     return d;
 }
 
-sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
-                                   const sbx_engine_hooks *hooks)
+static sbx_completion *process_once(sbx_engine *e, const sbx_request *req,
+                                    const sbx_engine_hooks *hooks, attempt *a)
 {
-    run r = {.e = e, .req = req};
+    run r = {.e = e, .req = req, .a = a};
     sbx_error_clear(&r.err);
 
     /* 1. Shape. */
@@ -1070,6 +1090,8 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
     sbx_provider_set_deadline_ms(open_deadline(r.slot, req));
     sbx_status open_st = slot_open(r.slot, &r.err);
     sbx_provider_set_deadline_ms(0);
+    if (open_st != SBX_OK && provider_fault(open_st))
+        a->provision_fault = true;
     if (open_st != SBX_OK || check_identity(r.slot, &r.principal, &r.err) != SBX_OK) {
         out = fail(req, &r.err, req->session);
         goto done;
@@ -1079,6 +1101,8 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
     sbx_status st = r.policy != NULL ? sbx_policy_merge(r.slot->profile->policy, req->policy,
                                                         r.policy, &widened, &r.err)
                                      : sbx_error_set(&r.err, SBX_E_INTERNAL, "out of memory");
+    if (st == SBX_OK && a->effective == NULL)
+        a->effective = (sbx_policy *)sbx_message_copy(&r.policy->base);
     if (st == SBX_OK && widened.n > 0) {
         char *list = sbx_strlist_join(&widened, "; ");
         st = sbx_error_set(&r.err, SBX_E_POLICY,
@@ -1094,7 +1118,7 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
                  : sbx_policy_unenforceable(r.slot->caps, r.policy, &unenforceable);
         if (st == SBX_OK && unenforceable.n > 0) {
             char *list = sbx_strlist_join(&unenforceable, ", ");
-            if (!r.policy->lenient)
+            if (!r.policy->lenient || a->strict)
                 st = sbx_error_set(&r.err, SBX_E_POLICY,
                                    "provider '%s' (profile '%s') cannot enforce policy dimensions "
                                    "[%s] (strict); relax the policy or set lenient: true",
@@ -1127,6 +1151,80 @@ done:
     sbx_completion_free(r.c);
     sbx_message_free((ProtobufCMessage *)r.handle);
     sbx_message_free((ProtobufCMessage *)r.policy);
+    return out;
+}
+
+/* The request again, for fallback profile name: the same everything, with the first
+ * profile's effective policy as its policy (a fallback may only narrow it, never widen it)
+ * and, for a session without a sandbox yet, the handle moved to that profile. Shallow: only
+ * *alt_handle is a new object (the caller frees it). */
+static void fallback_request(const sbx_request *req, const char *name, sbx_policy *policy,
+                             sbx_request *alt, sbx_session_handle *alt_handle)
+{
+    *alt = *req;
+    alt->profile = (char *)name;
+    alt->policy = policy;
+    if (req->session != NULL) {
+        *alt_handle = *req->session;
+        alt_handle->profile = (char *)name;
+        alt_handle->provider = (char *)protobuf_c_empty_string;
+        alt->session = alt_handle;
+    }
+}
+
+sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
+                                   const sbx_engine_hooks *hooks)
+{
+    attempt first = {0};
+    sbx_completion *out = process_once(e, req, hooks, &first);
+    profile_slot *slot = NULL;
+    sbx_error ignore;
+    bool fresh = req == NULL || req->session == NULL || !str_set(req->session->sandbox_id);
+    if (!first.provision_fault || !fresh || first.effective == NULL ||
+        resolve_profile(e, req, &slot, &ignore) != SBX_OK || slot->profile->n_fallback == 0) {
+        sbx_message_free((ProtobufCMessage *)first.effective);
+        return out;
+    }
+    /* The first profile could not provide a new sandbox: its fallbacks, in order, each held to
+     * the first one's effective policy and to strict enforcement. */
+    first.effective->lenient = false; /* a fallback holds every dimension, or is passed over */
+    char tried[SBX_ERROR_MAX];
+    snprintf(tried, sizeof tried, "profile '%s': %s", slot->profile->name,
+             out != NULL && out->error != NULL ? out->error : "failed");
+    for (size_t i = 0; i < slot->profile->n_fallback; i++) {
+        const char *name = slot->profile->fallback[i];
+        sbx_request alt;
+        sbx_session_handle alt_handle;
+        fallback_request(req, name, first.effective, &alt, &alt_handle);
+        attempt next = {.strict = true};
+        sbx_completion *c = process_once(e, &alt, hooks, &next);
+        sbx_message_free((ProtobufCMessage *)next.effective);
+        /* A fallback that refuses (its provider cannot hold the policy strictly, lacks the
+         * operation, or will not act for this principal) is passed over, never weakened. */
+        bool refused = c != NULL &&
+                       c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED &&
+                       (c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_POLICY ||
+                        c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_CAPABILITY ||
+                        c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_PERMISSION_DENIED ||
+                        c->error_code == SBX__V1__ERROR_CODE__ERROR_CODE_CONFIG);
+        if (c != NULL && !next.provision_fault && !refused) {
+            sbx_completion_add_notice(c, "ran on fallback profile '%s' after: %s", name, tried);
+            completion_text(c);
+            sbx_completion_free(out);
+            sbx_message_free((ProtobufCMessage *)first.effective);
+            return c;
+        }
+        size_t used = strlen(tried);
+        snprintf(tried + used, sizeof tried - used, "; fallback '%s' %s: %s", name,
+                 refused ? "refused" : "failed too",
+                 c != NULL && c->error != NULL ? c->error : "?");
+        sbx_completion_free(c);
+    }
+    if (out != NULL) {
+        sbx_completion_add_notice(out, "no fallback could take the request: %s", tried);
+        completion_text(out);
+    }
+    sbx_message_free((ProtobufCMessage *)first.effective);
     return out;
 }
 

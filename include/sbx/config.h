@@ -94,7 +94,11 @@ typedef struct sbx_profile_config {
     Sbx__V1__PrincipalMode identity_mode; /* default AGENT */
     sbx_policy *policy;                   /* the profile's default policy (never NULL) */
     sbx_options *options; /* the provider block (never NULL; defaults when absent) */
-    int line, column;     /* where the profile starts in the file (0 for built-in) */
+    char **fallback;      /* profiles tried in order when this one's provider cannot provide a
+                             new sandbox (unreachable, out of capacity, too slow); never after a
+                             refusal, never with a wider policy. Empty: none */
+    size_t n_fallback;
+    int line, column; /* where the profile starts in the file (0 for built-in) */
 } sbx_profile_config;
 
 /* ---- broker and worker ---------------------------------------------------------------- */

@@ -419,7 +419,7 @@ static void test_config_unknown_key_lists_the_accepted_keys(void **state)
     load_fails("sandbox:\n  profiles:\n    default:\n      type: test_managed\n      polcy: {}\n",
                "test.yaml:5:7:", "unknown key 'polcy'",
                "accepted keys here: type, scope, environment, attach_to, idle_timeout_s, "
-               "identity, policy, test_managed",
+               "identity, policy, fallback, test_managed",
                NULL);
 }
 
@@ -473,6 +473,27 @@ static void test_config_each_section_lists_its_keys(void **state)
                "sandbox.worker.metrics_listen: 'nowhere' is not HOST:PORT", NULL);
     load_fails("sandbox:\n  broker: {threads: 0}\n", "sandbox.broker.threads: 0 is out of range",
                NULL);
+}
+
+static void test_config_fallback_names_other_managed_profiles(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  profiles:\n    default: {type: test_managed, fallback: [nope]}\n",
+               "sandbox.profiles.default.fallback: no profile named 'nope'", NULL);
+    load_fails("sandbox:\n  profiles:\n    default: {type: test_managed, fallback: [default]}\n",
+               "profile 'default' falls back to itself", NULL);
+    load_fails("sandbox:\n  profiles:\n    default: {type: test_managed, fallback: [ext]}\n"
+               "    ext: {type: test_attach, environment: attached, attach_to: x}\n",
+               "fallback 'ext' is an attached profile", NULL);
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    const char *ok = "sandbox:\n  profiles:\n    default: {type: test_managed, fallback: [b, c]}\n"
+                     "    b: {type: test_managed}\n    c: {type: test_managed}\n";
+    assert_int_equal(sbx_config_load_string(ok, strlen(ok), "test.yaml", &cfg, &err), SBX_OK);
+    const sbx_profile_config *p = sbx_config_profile(cfg, "default");
+    assert_int_equal(p->n_fallback, 2);
+    assert_string_equal(p->fallback[1], "c");
+    sbx_config_free(cfg);
 }
 
 static void test_config_inline_secret_points_to_env_form(void **state)
@@ -577,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_config_scope_and_environment_names),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
         cmocka_unit_test(test_config_each_section_lists_its_keys),
+        cmocka_unit_test(test_config_fallback_names_other_managed_profiles),
         cmocka_unit_test(test_config_near_misses_get_a_suggestion),
         cmocka_unit_test(test_config_inline_secret_points_to_env_form),
         cmocka_unit_test(test_config_remote_endpoint_needs_tls_off_loopback),
