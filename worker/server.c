@@ -923,20 +923,28 @@ static void call_dispatch_body(call *c)
         call_resume(c);
         return;
     }
-    if (c->in_len < GRPC_PREFIX_LEN) {
-        call_decide(c, GRPC_INTERNAL, "expected exactly one request message, got none");
-        return;
+    /* A Health/Check that carries no message at all is read as HealthCheckRequest{} (the
+     * overall health): the one place the worker is lenient, because HAProxy's h2 checks
+     * (deploy/haproxy.cfg) cannot send the five NUL bytes of an empty gRPC message. */
+    static const uint8_t no_message[1] = {0};
+    const uint8_t *msg = no_message;
+    size_t mlen = 0;
+    if (c->in_len > 0 || c->method != RPC_HEALTH_CHECK) {
+        if (c->in_len < GRPC_PREFIX_LEN) {
+            call_decide(c, GRPC_INTERNAL, "expected exactly one request message, got none");
+            return;
+        }
+        mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) | ((size_t)c->in[3] << 8) |
+               c->in[4];
+        if (mlen != c->in_len - GRPC_PREFIX_LEN) {
+            call_decide(c, GRPC_INTERNAL,
+                        "expected exactly one request message: the length prefix says %zu "
+                        "bytes, the stream carried %zu",
+                        mlen, c->in_len - GRPC_PREFIX_LEN);
+            return;
+        }
+        msg = c->in + GRPC_PREFIX_LEN;
     }
-    size_t mlen =
-        ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) | ((size_t)c->in[3] << 8) | c->in[4];
-    if (mlen != c->in_len - GRPC_PREFIX_LEN) {
-        call_decide(c, GRPC_INTERNAL,
-                    "expected exactly one request message: the length prefix says %zu bytes, "
-                    "the stream carried %zu",
-                    mlen, c->in_len - GRPC_PREFIX_LEN);
-        return;
-    }
-    const uint8_t *msg = c->in + GRPC_PREFIX_LEN;
 
     if (c->method == RPC_HEALTH_WATCH) {
         watch_start(c, msg, mlen);

@@ -3,7 +3,8 @@
 loopback, with a node map naming them: calls go through it (Execute, ExecuteStream, Health); a
 request carrying a session's node reaches that node's worker (20 sessions x 20 executions each
 see the file their first one wrote); one-shot requests are spread by task id and a retry reaches
-the same worker; a node that is down is reported by the remote broker (the sbx CLI) as
+the same worker; a node whose worker drains (NOT_SERVING to the gRPC health check while it
+still listens) leaves the pool and is reported by the remote broker (the sbx CLI) as
 UNAVAILABLE with HAProxy's status, not as a gRPC decoding error.
 
 usage: haproxy_fleet.py --worker PATH/sbx-worker --stubs BUILD/gen/python --config deploy/haproxy.cfg
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -49,8 +51,12 @@ class HaproxyFleet(unittest.TestCase):
     @classmethod
     def start(cls):
         sessions = "    sess: { type: fake, scope: per_session }\n"
+        # node-b keeps serving (and listening) for 15 s after SIGTERM, answering Check with
+        # NOT_SERVING: only a gRPC health check takes it out of the pool meanwhile.
+        notice = "    drain_notice_ms: 15000\n"
         cls.workers = [gi.Worker(cls.tmp, node="node-a", extra_profiles_yaml=sessions),
-                       gi.Worker(cls.tmp, node="node-b", extra_profiles_yaml=sessions)]
+                       gi.Worker(cls.tmp, node="node-b", extra_profiles_yaml=sessions,
+                                 extra_worker_yaml=notice)]
         cls.port = free_port()
         node_map = os.path.join(cls.tmp, "nodes.map")
         with open(node_map, "w") as f:
@@ -169,8 +175,8 @@ class HaproxyFleet(unittest.TestCase):
         self.assertEqual(w.error_code, gi.pb.ERROR_CODE_WRONG_NODE)
         self.assertEqual(w.node, c.session.node)
 
-    def test_zz_node_down_is_unavailable_with_the_balancers_status(self):
-        """Runs last: stops node-b's worker."""
+    def test_zz_draining_node_is_unavailable_with_the_balancers_status(self):
+        """Runs last: drains node-b's worker (SIGTERM with a drain notice)."""
         if not ARGS.sbx:
             self.skipTest("--sbx not given")
         state = os.path.join(self.tmp, "cli-state")
@@ -194,8 +200,11 @@ class HaproxyFleet(unittest.TestCase):
             run("session", "rm", name)
         else:
             self.fail("no session landed on node-b")
-        self.workers[1].stop()
-        time.sleep(3)  # two failed health checks
+        self.workers[1].proc.send_signal(signal.SIGTERM)  # draining: NOT_SERVING, still serving
+        time.sleep(3.5)  # two failed health checks
+        # Still listening (the drain notice): TCP checks would keep it in the pool; the gRPC
+        # check has taken it out, so HAProxy answers 503 for its node.
+        socket.create_connection(("127.0.0.1", self.workers[1].port), timeout=5).close()
         p = run("exec", "--session", name, "--", "true")
         self.assertEqual(p.returncode, 125)
         self.assertIn("HTTP 503", p.stderr)
