@@ -101,6 +101,10 @@ static int print_json(const sbx_config *cfg)
             "identity", identity_name(p->identity_mode), "policy", policy_json(p->policy),
             "options", options_json(p->options), "built_in_provider",
             sbx_provider_lookup(p->type) != NULL);
+        json_t *fb = json_array();
+        for (size_t f = 0; f < p->n_fallback; f++)
+            json_array_append_new(fb, json_string(p->fallback[f]));
+        json_object_set_new(jp, "fallback", fb);
         json_array_append_new(profiles, jp);
     }
     json_t *callers = json_array();
@@ -211,6 +215,12 @@ static int print_human(const sbx_config *cfg)
             printf(" (attach_to %s)", p->attach_to);
         printf(", identity %s, idle timeout %" PRId64 " s\n", identity_name(p->identity_mode),
                p->idle_timeout_s);
+        if (p->n_fallback > 0) {
+            printf("    fallback:");
+            for (size_t f = 0; f < p->n_fallback; f++)
+                printf("%s %s", f ? "," : "", p->fallback[f]);
+            printf("\n");
+        }
         printf("    policy: network %s", egress_name(pol->network_egress));
         print_list("network_allow", pol->network_allow, pol->n_network_allow);
         print_list("fs_read", pol->fs_read, pol->n_fs_read);
