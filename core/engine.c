@@ -51,6 +51,9 @@ typedef struct profile_slot {
     atomic_int opened;
     void *state;
     sbx_capabilities *caps;
+    /* sandboxes this engine created and removed (destroyed, or found gone) under the profile:
+     * their difference is what it holds alive (sbx_engine_stats) */
+    atomic_uint_fast64_t made, removed;
 } profile_slot;
 
 /* A session's lock. Lives in the engine's table while refs > 0; the last holder frees it, so
@@ -701,6 +704,7 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                                  "recreating: attached environments are never provisioned by sbx",
                                  target, s->profile->name);
         *recreated = true;
+        atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed); /* it is gone */
         sbx_error_clear(&r->err);
     }
     if (!managed(s))
@@ -717,6 +721,7 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
     if (target == NULL && provider_fault(st)) /* a new sandbox, none to lose: may fall back */
         r->a->provision_fault = true;
     if (st == SBX_OK) {
+        atomic_fetch_add_explicit(&s->made, 1, memory_order_relaxed);
         h->created_at_ms = sbx_now_ms();
         if (*recreated)
             sbx_completion_add_notice(r->c,
@@ -916,6 +921,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         sbx_error derr;
         sbx_error_clear(&derr);
         if (s->ops->destroy(s->state, h->sandbox_id, &derr) == SBX_OK) {
+            atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed);
             sbx_set_string(&h->sandbox_id, NULL);
             h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED;
         } else {
@@ -978,6 +984,8 @@ static sbx_completion *do_destroy(run *r)
         st = slot_open(s, &r->err);
         if (st == SBX_OK && s->ops->destroy != NULL)
             st = s->ops->destroy(s->state, h->sandbox_id, &r->err);
+        if (st == SBX_OK)
+            atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed);
     }
     unlock_session(r->e, lock);
     if (st != SBX_OK)
@@ -1226,6 +1234,22 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
     }
     sbx_message_free((ProtobufCMessage *)first.effective);
     return out;
+}
+
+size_t sbx_engine_stats(sbx_engine *e, sbx_engine_profile_stats *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; e != NULL && i < e->n_slots && n < cap; i++, n++) {
+        const profile_slot *s = &e->slots[i];
+        uint64_t made = atomic_load_explicit(&s->made, memory_order_relaxed);
+        uint64_t removed = atomic_load_explicit(&s->removed, memory_order_relaxed);
+        out[n] = (sbx_engine_profile_stats){.profile = s->profile->name,
+                                            .provider = s->ops->name,
+                                            .sandboxes_created = made,
+                                            .sandboxes_removed = removed,
+                                            .sandboxes_live = made > removed ? made - removed : 0};
+    }
+    return n;
 }
 
 /* ---- sweep -------------------------------------------------------------------------------- */

@@ -243,6 +243,23 @@ char *worker_metrics_render(worker_metrics *m, size_t *len)
     header(&t, "sbx_worker_executions_queue_limit", "gauge",
            "Most executions that may wait (broker.queue_depth); more are RESOURCE_EXHAUSTED.");
     put(&t, "sbx_worker_executions_queue_limit %llu\n", (unsigned long long)g.queue_limit);
+    header(&t, "sbx_sandboxes_live", "gauge",
+           "Sandboxes this worker created and has not removed, per profile (one per live "
+           "session of a per_session profile).");
+    for (size_t i = 0; i < g.n_profiles; i++)
+        put(&t, "sbx_sandboxes_live{profile=\"%s\",provider=\"%s\"} %llu\n", g.profiles[i].profile,
+            g.profiles[i].provider, (unsigned long long)g.profiles[i].sandboxes_live);
+    header(&t, "sbx_sandboxes_created_total", "counter", "Sandboxes created, per profile.");
+    for (size_t i = 0; i < g.n_profiles; i++)
+        put(&t, "sbx_sandboxes_created_total{profile=\"%s\",provider=\"%s\"} %llu\n",
+            g.profiles[i].profile, g.profiles[i].provider,
+            (unsigned long long)g.profiles[i].sandboxes_created);
+    header(&t, "sbx_sandboxes_removed_total", "counter",
+           "Sandboxes destroyed, or found gone on reconnect, per profile.");
+    for (size_t i = 0; i < g.n_profiles; i++)
+        put(&t, "sbx_sandboxes_removed_total{profile=\"%s\",provider=\"%s\"} %llu\n",
+            g.profiles[i].profile, g.profiles[i].provider,
+            (unsigned long long)g.profiles[i].sandboxes_removed);
     header(&t, "sbx_worker_draining", "gauge", "1 while the worker drains (SIGTERM).");
     put(&t, "sbx_worker_draining %d\n", g.draining ? 1 : 0);
     header(&t, "sbx_worker_log_lines_dropped_total", "counter",

@@ -14,6 +14,7 @@
 
 #include "sbx/config.h"
 #include "sbx/contract.h"
+#include "sbx/engine.h"
 #include "sbx/status.h"
 
 /* ---- the JSON log (log.c) -------------------------------------------------------------------- */
@@ -107,6 +108,9 @@ const char *worker_rpc_name(worker_rpc rpc);
  * 120 s policy timeout, roughly x2.5 apart so quantiles stay within a bucket's factor. */
 #define WORKER_LATENCY_BUCKETS 16
 
+/* Profiles whose sandboxes are reported (the configuration's own limit on profiles). */
+#define WORKER_METRICS_PROFILES_MAX 256
+
 /* Values the metrics thread samples at scrape time (filled by server.c's sampler). */
 typedef struct worker_gauges {
     uint64_t executions_running; /* the broker's requests holding an execution slot */
@@ -114,6 +118,10 @@ typedef struct worker_gauges {
     uint64_t queue_limit;        /* the broker's queue_depth */
     bool draining;
     uint64_t log_lines_dropped;
+    /* the engine's sandboxes per profile (sbx_engine_stats); profile names come from the
+     * configuration (at most its profile limit), so the series are bounded */
+    sbx_engine_profile_stats profiles[WORKER_METRICS_PROFILES_MAX];
+    size_t n_profiles;
 } worker_gauges;
 typedef void (*worker_gauge_fn)(void *arg, worker_gauges *out);
 

@@ -1847,6 +1847,7 @@ static void sample_gauges(void *arg, worker_gauges *g)
     g->executions_running = load.running;
     g->executions_queued = load.queued;
     g->queue_limit = load.queue_limit;
+    g->n_profiles = sbx_engine_stats(w->engine, g->profiles, WORKER_METRICS_PROFILES_MAX);
     g->draining = atomic_load(&w->shutdown_requested) != 0;
 }
 

@@ -35,6 +35,20 @@ typedef struct sbx_engine_hooks {
 /* Creates an engine over cfg (borrowed: must outlive the engine). Reads or creates the binding
  * secret (cfg->secret_file, 0600). Providers are opened lazily, once per profile. */
 sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *err);
+/* What an engine has done with one profile's sandboxes since it started (metrics). */
+typedef struct sbx_engine_profile_stats {
+    const char *profile;        /* the profile's name (valid while the engine lives) */
+    const char *provider;       /* its provider */
+    uint64_t sandboxes_created; /* made by create (new sessions, one-shots, recreations) */
+    uint64_t sandboxes_removed; /* destroyed by the engine, or found gone on reconnect */
+    uint64_t sandboxes_live;    /* created - removed: held alive (a provider's own idle expiry is
+                                   seen when the session next reconnects) */
+} sbx_engine_profile_stats;
+
+/* Fills out[0..cap) with one entry per configured profile, in configuration order; returns the
+ * count. Thread-safe, no provider call. */
+size_t sbx_engine_stats(sbx_engine *e, sbx_engine_profile_stats *out, size_t cap);
+
 /* Closes every opened provider. NULL is fine. */
 void sbx_engine_free(sbx_engine *engine);
 

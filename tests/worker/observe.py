@@ -259,6 +259,11 @@ class ObservedWorker(unittest.TestCase):
         self.assertGreaterEqual(value(smp, hist + "_sum", operation="run_command"), 0)
         self.assertGreater(value(smp, "sbx_worker_response_bytes_total",
                                  operation="run_command"), 0)
+        # per_call: each of the three runs made its sandbox and removed it again
+        sb = dict(profile="fake", provider="fake")
+        self.assertEqual(value(smp, "sbx_sandboxes_created_total", **sb), 3)
+        self.assertEqual(value(smp, "sbx_sandboxes_removed_total", **sb), 3)
+        self.assertEqual(value(smp, "sbx_sandboxes_live", **sb), 0)
         self.assertEqual(value(smp, "sbx_worker_executions_queue_limit"), 1024)
         self.assertEqual(value(smp, "sbx_worker_draining"), 0)
         info = [v for (name, _), v in smp.items() if name == "sbx_worker_info"]
@@ -271,7 +276,8 @@ class ObservedWorker(unittest.TestCase):
             deadline = time.monotonic() + 30
             while True:
                 smp = samples(scrape(self.w.metrics_port)[1])
-                if value(smp, "sbx_worker_executions_in_flight") >= 1:
+                if value(smp, "sbx_worker_executions_in_flight") >= 1 and \
+                        value(smp, "sbx_sandboxes_live", profile="fake", provider="fake") >= 1:
                     break
                 self.assertLess(time.monotonic(), deadline, "the execution never showed")
                 time.sleep(0.05)
