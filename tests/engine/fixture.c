@@ -68,6 +68,9 @@ void fx_config_free(sbx_config *cfg)
         free(p->name);
         free(p->type);
         free(p->attach_to);
+        for (size_t f = 0; f < p->n_fallback; f++)
+            free(p->fallback[f]);
+        free(p->fallback);
         sbx_message_free((ProtobufCMessage *)p->policy);
         sbx_options_free(p->options);
     }
