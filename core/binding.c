@@ -18,23 +18,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/core_names.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
+#include "core/sha256.h"
 
 struct sbx_binding_key {
-    EVP_MAC *mac;          /* fetched once: fetching per call costs microseconds */
-    EVP_MAC_CTX *template; /* keyed once; each signature works on a duplicate (read-only use
-                              of the template, so signing is thread-safe without a lock) */
+    sbx_hmac_sha256 template; /* keyed once; each signature works on a copy (read-only use of
+                                 the template, so signing is thread-safe without a lock) */
 };
 
 void sbx_binding_key_free(sbx_binding_key *k)
 {
     if (k == NULL)
         return;
-    EVP_MAC_CTX_free(k->template);
-    EVP_MAC_free(k->mac);
+    sbx_wipe(k, sizeof(*k));
     free(k);
 }
 
@@ -49,19 +44,7 @@ sbx_status sbx_binding_key_from_bytes(const uint8_t *key, size_t len, sbx_bindin
     sbx_binding_key *k = calloc(1, sizeof(*k));
     if (k == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory loading the binding secret");
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-        OSSL_PARAM_construct_end(),
-    };
-    k->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    k->template = k->mac != NULL ? EVP_MAC_CTX_new(k->mac) : NULL;
-    if (k->template == NULL || !EVP_MAC_init(k->template, key, len, params)) {
-        sbx_binding_key_free(k);
-        return sbx_error_set(err, SBX_E_INTERNAL,
-                             "OpenSSL has no HMAC-SHA256 (EVP_MAC_fetch failed); check the "
-                             "OpenSSL installation");
-    }
+    sbx_hmac_sha256_init(&k->template, key, len);
     *out = k;
     return SBX_OK;
 }
@@ -129,7 +112,7 @@ static sbx_status create_secret(const char *path, bool make_dirs, sbx_error *err
         return sbx_error_set(err, SBX_E_CONFIG, "cannot create secret_file '%s': %s", path,
                              strerror(errno));
     bool ok = write(fd, key, sizeof(key)) == (ssize_t)sizeof(key) && fsync(fd) == 0;
-    OPENSSL_cleanse(key, sizeof(key));
+    sbx_wipe(key, sizeof(key));
     close(fd);
     if (!ok) {
         unlink(tmp);
@@ -223,11 +206,11 @@ static sbx_status key_load(const char *path, bool make_dirs, sbx_binding_key **o
                            path, len, SBX_SECRET_MIN_LEN);
     else
         st = sbx_binding_key_from_bytes(key, len, out, err);
-    OPENSSL_cleanse(key, sizeof(key));
+    sbx_wipe(key, sizeof(key));
     return st;
 }
 
-static bool mac_field(EVP_MAC_CTX *ctx, const char *s)
+static void mac_field(sbx_hmac_sha256 *mac, const char *s)
 {
     size_t len = s != NULL ? strlen(s) : 0;
     char prefix[32];
@@ -238,24 +221,24 @@ static bool mac_field(EVP_MAC_CTX *ctx, const char *s)
         prefix[--n] = (char)('0' + v % 10);
         v /= 10;
     } while (v > 0);
-    return EVP_MAC_update(ctx, (const unsigned char *)prefix + n, sizeof(prefix) - n) &&
-           (len == 0 || EVP_MAC_update(ctx, (const unsigned char *)s, len)) &&
-           EVP_MAC_update(ctx, (const unsigned char *)"|", 1);
+    sbx_hmac_sha256_update(mac, prefix + n, sizeof(prefix) - n);
+    if (len > 0)
+        sbx_hmac_sha256_update(mac, s, len);
+    sbx_hmac_sha256_update(mac, "|", 1);
 }
 
 bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject,
                       uint8_t out[SBX_BINDING_LEN])
 {
-    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(k->template);
-    if (ctx == NULL)
-        return false;
-    size_t len = 0;
-    bool ok = mac_field(ctx, h->session_id) && mac_field(ctx, h->profile) &&
-              mac_field(ctx, h->provider) && mac_field(ctx, h->sandbox_id) &&
-              mac_field(ctx, subject) && EVP_MAC_final(ctx, out, &len, SBX_BINDING_LEN) &&
-              len == SBX_BINDING_LEN;
-    EVP_MAC_CTX_free(ctx);
-    return ok;
+    _Static_assert(SBX_BINDING_LEN == SBX_SHA256_LEN, "a binding is one HMAC-SHA256");
+    sbx_hmac_sha256 mac = k->template;
+    mac_field(&mac, h->session_id);
+    mac_field(&mac, h->profile);
+    mac_field(&mac, h->provider);
+    mac_field(&mac, h->sandbox_id);
+    mac_field(&mac, subject);
+    sbx_hmac_sha256_final(&mac, out);
+    return true;
 }
 
 bool sbx_binding_derive_provider_key(const sbx_binding_key *k, const char *provider,
@@ -277,7 +260,7 @@ bool sbx_binding_verify(const sbx_binding_key *k, const sbx_session_handle *h, c
     uint8_t want[SBX_BINDING_LEN];
     if (h->binding.len != SBX_BINDING_LEN || !sbx_binding_sign(k, h, subject, want))
         return false;
-    return CRYPTO_memcmp(want, h->binding.data, SBX_BINDING_LEN) == 0;
+    return sbx_ct_equal(want, h->binding.data, SBX_BINDING_LEN);
 }
 
 bool sbx_binding_stamp(const sbx_binding_key *k, sbx_session_handle *h, const char *subject)

@@ -13,9 +13,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
 #include "core/limits.h"
+#include "core/sha256.h"
 #include "sbx/provider.h"
 
 void sbx_uuid_v4(char out[SBX_UUID_LEN])
@@ -339,15 +338,13 @@ void sbx_completion_add_notice(sbx_completion *c, const char *fmt, ...)
  * however large its payload. */
 typedef struct digest_sink {
     ProtobufCBuffer base;
-    EVP_MD_CTX *ctx;
-    bool ok;
+    sbx_sha256 sha;
 } digest_sink;
 
 static void digest_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data)
 {
     digest_sink *sink = (digest_sink *)buffer;
-    if (sink->ok && len > 0 && EVP_DigestUpdate(sink->ctx, data, len) != 1)
-        sink->ok = false;
+    sbx_sha256_update(&sink->sha, data, len);
 }
 
 bool sbx_request_digest(const sbx_request *req, uint8_t out[SBX_REQUEST_DIGEST_LEN])
@@ -357,15 +354,12 @@ bool sbx_request_digest(const sbx_request *req, uint8_t out[SBX_REQUEST_DIGEST_L
      * means. */
     sbx_request canonical = *req;
     canonical.deadline_ms = 0;
-    digest_sink sink = {.base = {.append = digest_append}, .ctx = EVP_MD_CTX_new(), .ok = true};
-    unsigned int n = 0;
-    bool ok = sink.ctx != NULL && EVP_DigestInit_ex(sink.ctx, EVP_sha256(), NULL) == 1;
-    if (ok) {
-        protobuf_c_message_pack_to_buffer(&canonical.base, &sink.base);
-        ok = sink.ok && EVP_DigestFinal_ex(sink.ctx, out, &n) == 1 && n == SBX_REQUEST_DIGEST_LEN;
-    }
-    EVP_MD_CTX_free(sink.ctx);
-    return ok;
+    _Static_assert(SBX_REQUEST_DIGEST_LEN == SBX_SHA256_LEN, "a request digest is one SHA-256");
+    digest_sink sink = {.base = {.append = digest_append}};
+    sbx_sha256_init(&sink.sha);
+    protobuf_c_message_pack_to_buffer(&canonical.base, &sink.base);
+    sbx_sha256_final(&sink.sha, out);
+    return true;
 }
 
 const char *sbx_request_subject(const sbx_request *req)
