@@ -14,6 +14,7 @@
  * session lock while other sessions starve). Different sessions run in parallel. A task_id seen
  * again by the same principal joins the existing task (queued, running or done) instead of
  * running twice; reused with a different request it is refused (tasks.h).
+ * Executor threads start on demand (grow), up to N.
  * Locking: everything below is guarded by store.mu; executors run requests without it.
  */
 #include <pthread.h>
@@ -58,9 +59,26 @@ typedef struct thread_broker {
     int slots;   /* the configured threads: at most this many requests run at once */
     int queue_depth;
     bool closing;
-    pthread_t *threads;
+    pthread_t *threads; /* slots long; the first n_threads are started */
     int n_threads;
+    int busy_threads; /* executors running a task */
+    int exec_waiting; /* tasks in the exec queue */
 } thread_broker;
+
+static void *executor(void *arg);
+
+/* One more executor when the exec queue holds more tasks than the executors not running one can
+ * take (store.mu held; a thread just made counts as free before it first waits). Executors start on
+ * demand, not all at open: a process that only ever submits and waits (the CLI: its own thread runs
+ * its task) would pay for N idle threads it never uses. When the thread cannot be made, the task
+ * waits for one of those already running (open made one). */
+static void grow(thread_broker *tb)
+{
+    if (tb->exec_waiting <= tb->n_threads - tb->busy_threads || tb->n_threads >= tb->slots)
+        return;
+    if (pthread_create(&tb->threads[tb->n_threads], NULL, executor, tb) == 0)
+        tb->n_threads++;
+}
 
 static bt_session *session_get(thread_broker *tb, const char *id)
 {
@@ -122,6 +140,8 @@ static void dispatch(thread_broker *tb)
         else
             tb->exec_head = t;
         tb->exec_tail = t;
+        tb->exec_waiting++;
+        grow(tb);
         pthread_cond_signal(&tb->work);
     }
 }
@@ -219,11 +239,14 @@ static void *executor(void *arg)
         bt_task *t = tb->exec_head;
         if (t == NULL)
             break; /* closing and drained */
+        tb->exec_waiting--;
         tb->exec_head = t->qnext;
         if (tb->exec_head == NULL)
             tb->exec_tail = NULL;
         t->qnext = NULL;
+        tb->busy_threads++;
         sbx_completion *spare = run_task(tb, t);
+        tb->busy_threads--;
         if (spare != NULL) { /* an asynchronous creator's copy, unused: it was discarded */
             pthread_mutex_unlock(&tb->store.mu);
             sbx_completion_free(spare);
@@ -516,15 +539,13 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening the thread broker");
     }
     tb->self = b;
-    for (int i = 0; i < threads; i++) {
-        if (pthread_create(&tb->threads[i], NULL, executor, tb) != 0) {
-            sbx_broker_free(b);
-            return sbx_error_set(err, SBX_E_INTERNAL,
-                                 "thread broker: cannot start executor thread %d of %d", i + 1,
-                                 threads);
-        }
-        tb->n_threads++;
+    /* one executor now (a process that cannot make even one learns it here), the rest on
+     * demand (grow) */
+    if (pthread_create(&tb->threads[0], NULL, executor, tb) != 0) {
+        sbx_broker_free(b);
+        return sbx_error_set(err, SBX_E_INTERNAL, "thread broker: cannot start an executor thread");
     }
+    tb->n_threads = 1;
     *out = b;
     return SBX_OK;
 }

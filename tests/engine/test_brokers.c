@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -886,6 +887,55 @@ static void test_brokers_describe_lists_the_engine_profiles(void **state)
     }
 }
 
+/* Threads of this process (/proc/self/task). */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Executors start on demand: open makes one, a blocking submit runs on its caller's thread and
+ * makes none, and parallel work grows the pool only to what runs at once (here 3 of 16). */
+static void test_brokers_thread_starts_executors_on_demand(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base_ops = sbx_fake_ops(f);
+    int base = thread_count();
+    sbx_broker *b = thread_broker(t, 16, 16, 16);
+    assert_int_equal(thread_count(), base + 1);
+    sbx_request *one = fx_shell("default", "echo inline");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, one, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    sbx_request_free(one);
+    assert_int_equal(thread_count(), base + 1);
+    sbx_fake_set_gate(f, true);
+    sbx_request *r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = fx_shell("default", "echo p"); /* three fresh sessions, none waited for */
+        assert_int_equal(sbx_broker_submit(b, r[i], 0, NULL, &c), SBX_OK);
+    }
+    wait_ops(f, base_ops + 1 + 3); /* all three inside the provider at once */
+    assert_int_equal(thread_count(), base + 3);
+    sbx_fake_set_gate(f, false);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(
+            sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c),
+            SBX_OK);
+        sbx_completion_free(c);
+        sbx_request_free(r[i]);
+    }
+    sbx_broker_free(b);
+    assert_int_equal(thread_count(), base);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -906,6 +956,7 @@ int main(void)
         T(test_brokers_embedded_lru_is_broker_lru_size),
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),
+        T(test_brokers_thread_starts_executors_on_demand),
         T(test_brokers_discarded_task_result_is_unknown),
         T(test_brokers_open_by_flavor),
         T(test_brokers_thread_records_frames_that_replay_identically),
