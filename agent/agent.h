@@ -79,6 +79,8 @@ typedef struct agent_config {
     const char *tcp_listen; /* NULL, or "IPV4:PORT": also serve TCP clients that authenticate
                                with `token` (a pod, reached by the host over the pod network) */
     uint8_t token[SBX_AGENT_TOKEN_LEN]; /* the sandbox's credential (tcp_listen only) */
+    bool one_shot; /* the sandbox serves one call (scope per_call): the spare forked at start
+                    * is the only one, none is forked after a command */
 } agent_config;
 
 /* serve.c: the PID 1 loop. Returns the process exit status. */

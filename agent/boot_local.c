@@ -451,6 +451,10 @@ int boot_local_main(int argc, char **argv)
             o.rootless = true;
             continue;
         }
+        if (strcmp(a, "--one-shot") == 0) {
+            o.agent.one_shot = true;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "sbx-agent boot: %s needs a value\n", a);
             return 2;

@@ -956,7 +956,8 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
  * blocks until an exec hands it what to run through a shared mapping and one byte on a pipe.
  * Its stdout/stderr/stdin pipes are made before the fork, so no descriptor has to be passed.
  * It runs as the agent (root of the sandbox, non-dumpable) until then, like any child between
- * fork and confinement. Without a delegated cgroup there is no spare. */
+ * fork and confinement. Without a delegated cgroup there is no spare. The first is forked as
+ * soon as the agent listens; a one-shot agent (cfg.one_shot) forks no other. */
 typedef struct spare_job {
     char *argv[AGENT_MAX_ARGV + 4];
     char *env[AGENT_MAX_ENV + 8];
@@ -1192,7 +1193,8 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
     const char *dir = cwd && *cwd ? cwd : cfg.workdir;
     if (spare_take(c, argv, env_tab, env_n, dir, u, g, keep, with_stdin)) {
         send_started(c, ci, req_id, detach);
-        spare_make(); /* the next one joins its cgroup while this command runs */
+        if (!cfg.one_shot)
+            spare_make(); /* the next one joins its cgroup while this command runs */
         return;
     }
     int cg_procs = cgroup_make(c);
@@ -1209,7 +1211,8 @@ static void start_program(int ci, uint64_t req_id, char **argv, const char *cwd,
     }
     c->pid = pid;
     send_started(c, ci, req_id, detach);
-    spare_make();
+    if (!cfg.one_shot)
+        spare_make();
 }
 
 static void handle_exec(int ci, uint64_t id, sbx_v1_AgentExec *x)
@@ -2264,6 +2267,9 @@ int agent_serve(const agent_config *config)
         (void)w;
         close(cfg.ready_fd);
     }
+    /* The first command's spare, forked once the host can connect: its cgroup join (the RCU
+     * wait above) overlaps the host's connect and request instead of delaying that command. */
+    spare_make();
     static struct pollfd pfd[3 + AGENT_MAX_CLIENTS + AGENT_MAX_COMMANDS * 2 + 4];
     static int kind[sizeof pfd / sizeof pfd[0]], index_of[sizeof pfd / sizeof pfd[0]];
     enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1, K_TCP };

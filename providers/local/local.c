@@ -1054,6 +1054,8 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         snprintf(a_nf, sizeof a_nf, "%lld", (long long)lp->nofile);
         argv[ac++] = "--nofile";
         argv[ac++] = a_nf;
+        if (lp->per_call) /* one call, then destroyed: no spare after its command */
+            argv[ac++] = "--one-shot";
         if (lp->rootless) {
             argv[ac++] = "--rootless";
         } else {

@@ -4,6 +4,7 @@
 #include "tests/local/local_helpers.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include "providers/common/agent_client.h"
 
@@ -133,6 +134,80 @@ static void test_local_cgroup_namespace_is_rooted_at_the_sandbox(void **state)
         assert_true(member);
     }
     lt_destroy(e, sb);
+}
+
+/* Processes in the sandbox's memory cgroup (host view), -1 when it has none (v2, rootless). */
+static int sandbox_procs(sbx_sandbox *sb)
+{
+    char meta[512], line[600], procs[700] = "";
+    snprintf(meta, sizeof meta, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(meta, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "cgroup ", 7) == 0 && strstr(line, "/memory/")) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(procs, sizeof procs, "%s/cgroup.procs", line + 7);
+        }
+    fclose(f);
+    if (!procs[0])
+        return -1;
+    f = fopen(procs, "r");
+    assert_non_null(f);
+    int n = 0;
+    long p;
+    while (fscanf(f, "%ld", &p) == 1)
+        n++;
+    fclose(f);
+    return n;
+}
+
+/* Waits (a loaded host: generously) until the sandbox holds want processes; returns the last
+ * count seen. */
+static int wait_procs(sbx_sandbox *sb, int want)
+{
+    int n = sandbox_procs(sb);
+    for (int i = 0; i < 2000 && n != want; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+        n = sandbox_procs(sb);
+    }
+    return n;
+}
+
+/* The first command's process is forked (the spare, which joins its cgroup ahead) as soon as
+ * the agent listens, before any command; a session's agent forks the next after each command,
+ * a one-shot (scope per_call) sandbox's agent none. */
+static void test_local_spare_is_forked_at_start_and_not_after_a_one_shot(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: no delegated cgroup, no spare */
+    for (int one_shot = 0; one_shot < 2; one_shot++) {
+        lt_env env = {0};
+        env.ops = sbx_provider_lookup("local");
+        snprintf(env.runtime_dir, sizeof env.runtime_dir, "/tmp/sbxt-XXXXXX");
+        assert_non_null(mkdtemp(env.runtime_dir));
+        sbx_provider_ctx ctx = {0};
+        ctx.profile = one_shot ? "test-one-shot" : "test-session";
+        ctx.runtime_dir = env.runtime_dir;
+        ctx.node = "test";
+        ctx.scope = one_shot ? SBX_SCOPE_PER_CALL : SBX_SCOPE_PER_SESSION;
+        sbx_error err = {0};
+        assert_int_equal(env.ops->open(&ctx, &env.state, &err), SBX_OK);
+        sbx_sandbox *sb = lt_create(&env);
+        int at_start = wait_procs(sb, 2); /* the agent and its spare, no command yet */
+        sbx_result *r = lt_run(&env, sb, "true");
+        int code = r->exit_code;
+        sbx_message_free((ProtobufCMessage *)r);
+        int after = wait_procs(sb, one_shot ? 1 : 2); /* one-shot: the agent alone */
+        lt_destroy(&env, sb);
+        lt_close(&env);
+        if (at_start < 0)
+            skip(); /* no v1 memory cgroup to count in */
+        assert_int_equal(at_start, 2);
+        assert_int_equal(code, 0);
+        assert_int_equal(after, one_shot ? 1 : 2);
+    }
 }
 
 static void test_local_cpu_memory_pids_limits_reach_the_cgroups(void **state)
@@ -563,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
         cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
         cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
+        cmocka_unit_test(test_local_spare_is_forked_at_start_and_not_after_a_one_shot),
         cmocka_unit_test(test_local_cpu_memory_pids_limits_reach_the_cgroups),
         cmocka_unit_test(test_local_stateful_python_keeps_variables),
         cmocka_unit_test(test_local_python_exception_is_a_result_with_traceback),
