@@ -161,6 +161,78 @@ static void bind_fd(int fd, const char *dst, bool readonly, bool is_dir)
     }
 }
 
+/* The empty second layer of every overlay below (overlayfs without an upper layer needs two
+ * lower ones): the root tmpfs's /proc directory, created empty before the overlays and only
+ * later covered by procfs. An overlay keeps its own reference to the layer's directory, so what
+ * is mounted on top afterwards is not what it sees. */
+#define BOOT_EMPTY_LAYER "./proc"
+/* Largest host file a bind list names (e.g. /etc/ld.so.cache) that is copied into the root
+ * tmpfs; the root tmpfs holds them all (BOOT_ROOT_TMPFS_OPTS). */
+#define BOOT_MAX_COPIED_FILE (512 * 1024)
+
+/* A read-only directory bind presented as an overlay of the host directory (open as fd):
+ * the same files, but each is an inode of the overlay's, not the host's. So a program's
+ * inotify_add_watch on it sees only what goes through this overlay (not the host's, nor another
+ * sandbox's, accesses), and its flock/fcntl locks lock the overlay inode and never block the host
+ * or another sandbox. Mount flags the host path has that matter for safety (nodev, noexec) are
+ * kept; the overlay is read-only and nosuid.
+ * The kernel refuses an overlay (in a user namespace) of a directory that has a mount below it:
+ * its submounts are locked to it, and an overlay would show what they cover. Such a directory,
+ * and any when overlayfs is missing, is bound as before (recursive, read-only): its inodes stay
+ * the host's (docs/security.md names the gap). */
+static void overlay_fd(int fd, const char *dst)
+{
+    char src[64], opts[128];
+    snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+    mkdirs(dst, 0755);
+    snprintf(opts, sizeof opts, "lowerdir=%s:%s", src, BOOT_EMPTY_LAYER);
+    unsigned long flags = MS_RDONLY | MS_NOSUID | (kept_flags(src) & (MS_NODEV | MS_NOEXEC));
+    if (mount("overlay", dst, "overlay", flags, opts) < 0)
+        bind_fd(fd, dst, true, true);
+}
+
+/* A read-only file bind: a private copy in the root tmpfs (mode 0444), for the same reason as
+ * overlay_fd (an overlay needs a directory). Read through the fd opened before any mount, so a
+ * path swapped since cannot substitute another file. A snapshot: later host changes to the file
+ * are not seen. */
+static void copy_fd(int fd, const char *dst)
+{
+    char src[64];
+    snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
+        fail("read %s (a bound file must be a regular file)", dst + 1);
+    if (st.st_size > BOOT_MAX_COPIED_FILE)
+        fail("%s is %lld bytes; a bound file is copied and may hold at most %d: bind its "
+             "directory instead",
+             dst + 1, (long long)st.st_size, BOOT_MAX_COPIED_FILE);
+    static char buf[BOOT_MAX_COPIED_FILE];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(in, buf + len, sizeof buf - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail("read %s", dst + 1);
+        if (n == 0 || (len += (size_t)n) == sizeof buf)
+            break;
+    }
+    close(in);
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (out < 0)
+        fail("create %s", dst);
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(out, buf + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            fail("write %s (the root tmpfs is full: %s)", dst, BOOT_ROOT_TMPFS_OPTS);
+        off += (size_t)n;
+    }
+    close(out);
+}
+
 static void tmpfs(const char *dst, unsigned long flags, const char *opts)
 {
     mkdirs(dst, 0755);
@@ -236,7 +308,20 @@ static void place_binds(const boot_opts *o, bool below_private)
                 fail("symlink %s", binds[i].path);
             continue;
         }
-        bind_fd(binds[i].fd, dst, true, binds[i].is_dir);
+        if (binds[i].is_dir) {
+            overlay_fd(binds[i].fd, dst);
+        } else if (below_private) { /* a copy there would be the program's to replace */
+            bind_fd(binds[i].fd, dst, true, false);
+        } else {
+            char parent[4200];
+            snprintf(parent, sizeof parent, "%s", dst);
+            char *slash = strrchr(parent, '/');
+            if (slash && slash != parent) {
+                *slash = '\0';
+                mkdirs(parent, 0755);
+            }
+            copy_fd(binds[i].fd, dst);
+        }
         close(binds[i].fd);
     }
 }
@@ -279,6 +364,7 @@ static void child_setup(const boot_opts *o)
     if (chdir(root) < 0)
         fail("enter the new root");
     char dst[4200];
+    mkdirs(BOOT_EMPTY_LAYER, 0555); /* before the overlays: their empty layer */
     place_binds(o, false);
     if (rootfs_fd < 0) {
         mkdirs("./etc", 0755);

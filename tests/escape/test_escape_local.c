@@ -1,8 +1,8 @@
 /* test_escape_local.c - programs that try to leave a local sandbox, one attempt per test, each
  * asserting containment: host files, host processes, the agent, mounts, capabilities, kernel
  * modules, the network under DENY, fork/memory/disk bombs, a setsid fork chain against the
- * timeout, per-user kernel quotas (inotify, queued signals) taken from host root, file-API
- * traversal, io_uring.
+ * timeout, per-user kernel quotas (inotify, queued signals) taken from host root, inotify and
+ * locks on read-only binds reaching host inodes, file-API traversal, io_uring.
  * Most attempts share one sandbox (group setup); the bombs get a fresh one each.
  */
 #include "tests/local/local_helpers.h"
@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -427,6 +428,80 @@ static void test_escape_fork_chain_dies_with_its_timeout(void **state)
                  pids_dir, later);
 }
 
+/* A read-only bind must not share its inodes with the host: an inotify watch a program puts on
+ * a bound file (here /usr/bin/true, below a bound directory) must not see the host's accesses
+ * to it (a side channel on what the host runs). */
+static void test_escape_inotify_on_a_bind_sees_no_host_access(void **state)
+{
+    (void)state;
+    char *out = sh_out("rm -f /tmp/ino.go /tmp/ino.out; python3 -u -c \"import ctypes, os, time\n"
+                       "libc = ctypes.CDLL(None, use_errno=True)\n"
+                       "fd = libc.inotify_init1(os.O_NONBLOCK)\n"
+                       "print('watching', libc.inotify_add_watch(fd, b'/usr/bin/true', 0xfff))\n"
+                       "while not os.path.exists('/tmp/ino.go'): time.sleep(0.02)\n"
+                       "try: n = len(os.read(fd, 65536))\n"
+                       "except BlockingIOError: n = 0\n"
+                       "print('events', n)\" > /tmp/ino.out 2>&1 &\n"
+                       "for i in $(seq 600); do grep -q watching /tmp/ino.out && break; sleep 0.1; "
+                       "done; cat /tmp/ino.out",
+                       NULL);
+    bool watching = strstr(out, "watching 1") != NULL;
+    free(out);
+    if (!watching)
+        fail_msg("the program could not put its watch on /usr/bin/true");
+    for (int i = 0; i < 5; i++) { /* the host reads the file: each is an IN_OPEN, IN_ACCESS... */
+        int fd = open("/usr/bin/true", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        char b;
+        assert_int_equal(read(fd, &b, 1), 1);
+        close(fd);
+    }
+    /* fsnotify queues an event in the watcher's context before the host's read returns, so
+     * whatever the watch could see is queued by now */
+    expect_output("touch /tmp/ino.go; for i in $(seq 600); do grep -q events /tmp/ino.out && "
+                  "break; sleep 0.1; done; cat /tmp/ino.out",
+                  "events 0");
+}
+
+/* ...and a lock a program takes on a bound file must not block the host's (nor another
+ * sandbox's): flock(LOCK_EX) on a file below a bound directory and on a bound file. */
+static void test_escape_flock_on_a_bind_does_not_block_the_host(void **state)
+{
+    (void)state;
+    const char *files[] = {"/etc/ssl/openssl.cnf", "/etc/ld.so.cache"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        if (access(files[i], R_OK) != 0)
+            continue; /* not on this host */
+        char line[2048];
+        snprintf(line, sizeof line,
+                 "rm -f /tmp/lock.go /tmp/lock.out; python3 -u -c \"import fcntl, os, time\n"
+                 "f = open('%s', 'rb')\n"
+                 "fcntl.flock(f, fcntl.LOCK_EX)\n"
+                 "print('locked')\n"
+                 "while not os.path.exists('/tmp/lock.go'): time.sleep(0.02)\" > /tmp/lock.out "
+                 "2>&1 &\n"
+                 "for i in $(seq 600); do grep -q locked /tmp/lock.out && break; sleep 0.1; done; "
+                 "cat /tmp/lock.out",
+                 files[i]);
+        char *out = sh_out(line, NULL);
+        bool locked = strstr(out, "locked") != NULL;
+        free(out);
+        if (!locked)
+            fail_msg("the program could not lock %s", files[i]);
+        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        int rc = flock(fd, LOCK_EX | LOCK_NB);
+        int saved = errno;
+        close(fd); /* releases the host's lock */
+        out = sh_out("touch /tmp/lock.go", NULL);
+        free(out);
+        if (rc != 0)
+            fail_msg("the host's flock(LOCK_EX|LOCK_NB) on %s failed (%s) while a sandbox held "
+                     "its lock",
+                     files[i], strerror(saved));
+    }
+}
+
 /* Runs a python program in the background of sb that takes a per-user kernel quota until the
  * kernel refuses, prints "held N errno" and keeps what it took; returns that line. */
 static char *hold_quota_in(sbx_sandbox *sb, const char *take_one)
@@ -631,6 +706,8 @@ int main(void)
         cmocka_unit_test(test_escape_cannot_read_etc_shadow),
         cmocka_unit_test(test_escape_cannot_see_root_home),
         cmocka_unit_test(test_escape_cannot_write_read_only_binds),
+        cmocka_unit_test(test_escape_inotify_on_a_bind_sees_no_host_access),
+        cmocka_unit_test(test_escape_flock_on_a_bind_does_not_block_the_host),
         cmocka_unit_test(test_escape_host_tmp_is_not_shared),
         cmocka_unit_test(test_escape_cannot_see_or_signal_host_processes),
         cmocka_unit_test(test_escape_cannot_ptrace_the_agent),
