@@ -186,6 +186,17 @@ static int upload(cli_plane *p, const char *host, const char *session, const cha
     return CLI_EXIT_OK;
 }
 
+/* The mode a downloaded file gets on the host: 0755 when the sandbox's file is executable by
+ * anyone, else 0644, less the caller's umask, as `cp` (without -p) would make it. Never the
+ * sandbox's own bits: a program there could otherwise hand the host a world-writable (0777) or
+ * group-writable file. */
+static mode_t host_mode(uint32_t sandbox_mode)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    return ((sandbox_mode & 0111) != 0 ? 0755 : 0644) & ~mask;
+}
+
 static int download(cli_plane *p, const char *session, const char *path, const char *host)
 {
     char tmp[4096];
@@ -195,7 +206,7 @@ static int download(cli_plane *p, const char *session, const char *path, const c
     }
     int fd = -1, rc = CLI_EXIT_OK;
     uint64_t got = 0, size = 0;
-    uint32_t mode = 0644;
+    mode_t mode = 0644;
     for (bool first = true; rc == CLI_EXIT_OK && (first || got < size); first = false) {
         sbx_request *r = cli_plane_request(p, NULL);
         r->read_file = malloc(sizeof(*r->read_file));
@@ -215,7 +226,7 @@ static int download(cli_plane *p, const char *session, const char *path, const c
             rc = CLI_EXIT_FAILED;
         } else if (first) {
             size = f->size;
-            mode = f->mode != 0 ? (f->mode & 0777) : 0644;
+            mode = host_mode(f->mode);
             fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
             if (fd < 0) {
                 fprintf(stderr, "sbx cp: cannot create '%s': %s\n", tmp, strerror(errno));

@@ -72,6 +72,24 @@ class Copy(unittest.TestCase):
                 os.unlink(src)
                 os.unlink(dst)
 
+    def test_download_mode_is_capped(self):
+        # the sandbox's bits never reach the host: 0777 arrives as 0755, 0666 as 0644, then
+        # less the caller's umask (here 027), as cp would make them
+        sid = self.session()
+        old = os.umask(0o027)
+        try:
+            for inside, want in ((0o777, 0o750), (0o666, 0o640), (0o4755, 0o750), (0o600, 0o640)):
+                r = self.e.run("exec", "-s", sid, "--", "sh", "-c",
+                               "echo x > /workspace/m && chmod %o /workspace/m" % inside)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                dst = os.path.join(self.e.tmp, "mode-%o" % inside)
+                r = self.e.run("cp", "%s:/workspace/m" % sid, dst)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(os.stat(dst).st_mode & 0o7777, want, "%o" % inside)
+                os.unlink(dst)
+        finally:
+            os.umask(old)
+
     def test_into_a_directory(self):
         sid = self.session()
         src = self.host_file("named.bin", 1000)
