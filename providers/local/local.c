@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "providers/common/agent_client.h"
+#include "providers/common/uid_slots.h"
 #include "providers/local/local.h"
 #include "providers/local/local_meta.h"
 #include "sbx/provider.h"
@@ -556,46 +557,17 @@ static void uid_slot_path(const local_provider *lp, long slot, char *out, size_t
 static sbx_status uid_slot_claim(local_provider *lp, const char *state_dir, long *slot,
                                  sbx_error *err)
 {
-    char path[LOCAL_MAX_RUNTIME_DIR + 32];
-    if (mkdir(LOCAL_UID_SLOT_DIR, 0700) < 0 && errno != EEXIST)
-        return sbx_error_set(err, SBX_E_PROVISION, "cannot create %s: %s", LOCAL_UID_SLOT_DIR,
-                             strerror(errno));
-    uid_slot_path(lp, -1, path, sizeof path);
-    if (mkdir(path, 0700) < 0 && errno != EEXIST)
-        return sbx_error_set(err, SBX_E_PROVISION, "cannot create %s: %s", path, strerror(errno));
-    uint32_t start = 0;
-    if (getrandom(&start, sizeof start, 0) != (ssize_t)sizeof start)
-        start = (uint32_t)getpid();
-    for (long i = 0; i < lp->uid_slots; i++) {
-        long k = (long)((start + (uint64_t)i) % (uint64_t)lp->uid_slots);
-        uid_slot_path(lp, k, path, sizeof path);
-        if (symlink(state_dir, path) == 0) {
-            *slot = k;
-            return SBX_OK;
-        }
-        if (errno != EEXIST)
-            return sbx_error_set(err, SBX_E_PROVISION, "cannot claim uid slot %s: %s", path,
-                                 strerror(errno));
-    }
-    return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
-                         "all %lld uid slots of the local provider are in use (one per live "
-                         "sandbox); destroy sandboxes or raise local.uid_slots",
-                         (long long)lp->uid_slots);
+    char dir[LOCAL_MAX_RUNTIME_DIR + 32];
+    uid_slot_path(lp, -1, dir, sizeof dir);
+    return sbx_uid_slot_claim(dir, (long)lp->uid_slots, state_dir, slot, err);
 }
 
 /* Frees the slot if it is still state_dir's (one freed and taken by another sandbox stays). */
 static void uid_slot_release(const local_provider *lp, long slot, const char *state_dir)
 {
-    char path[LOCAL_MAX_RUNTIME_DIR + 32], target[LOCAL_MAX_RUNTIME_DIR + 32];
-    if (slot < 0)
-        return;
-    uid_slot_path(lp, slot, path, sizeof path);
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n <= 0)
-        return;
-    target[n] = '\0';
-    if (strcmp(target, state_dir) == 0)
-        unlink(path);
+    char dir[LOCAL_MAX_RUNTIME_DIR + 32];
+    uid_slot_path(lp, -1, dir, sizeof dir);
+    sbx_uid_slot_release(dir, slot, state_dir);
 }
 
 static uid_t uid_of_slot(const local_provider *lp, long slot)
@@ -646,25 +618,10 @@ static void sweep_stale(local_provider *lp, sbx_strlist *removed)
     if (lp->rootless)
         return;
     /* slots whose sandbox has no state dir any more (a crash between claim and cleanup, or a
-     * runtime dir removed whole); a slot younger than a minute may belong to a create that is
-     * still setting up */
+     * runtime dir removed whole) */
     char path[LOCAL_MAX_RUNTIME_DIR + 32];
     uid_slot_path(lp, -1, path, sizeof path);
-    d = opendir(path);
-    while (d && (de = readdir(d))) {
-        char link[LOCAL_MAX_RUNTIME_DIR + 64], target[LOCAL_MAX_RUNTIME_DIR + 32];
-        struct stat st;
-        if ((size_t)snprintf(link, sizeof link, "%s/%s", path, de->d_name) >= sizeof link)
-            continue;
-        ssize_t n = readlink(link, target, sizeof target - 1);
-        if (n <= 0 || lstat(link, &st) < 0 || time(NULL) - st.st_mtime < 60)
-            continue;
-        target[n] = '\0';
-        if (access(target, F_OK) != 0)
-            unlink(link);
-    }
-    if (d)
-        closedir(d);
+    sbx_uid_slot_sweep(path);
 }
 
 static void remove_state_dir(const char *dir)
