@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "providers/common/uid_slots.h"
 #include "providers/docker/docker_agent.h"
 #include "providers/docker/docker_provider.h"
 #include "sbx/contract.h"
@@ -32,8 +33,21 @@
 /* The in-container mount points of the agent binary and its state directory. */
 #define DOCKER_AGENT_MOUNT "/.sbx-bin/sbx-agent"
 #define DOCKER_STATE_MOUNT "/.sbx"
-/* uid and gid of programs in a managed container: nobody/nogroup, as on the local provider. */
-#define DOCKER_PROGRAM_ID "65534"
+/* Where managed containers' program uids are registered (providers/common/uid_slots.h): one
+ * directory per uid_base, host-wide as root, else under the runtime dir. */
+#define DOCKER_UID_SLOT_DIR "/run/sbx-uid-slots"
+/* The file in a container's state dir naming its uid slot (released when the dir goes). */
+#define DOCKER_UID_SLOT_FILE "uid_slot"
+/* Limits of a managed container's processes (HostConfig.Ulimits), per process; the per-user
+ * counts they bound are the container's own, its programs' uid being its own:
+ *   nofile      as the local provider's default (programs rarely need more; the agent's few)
+ *   nproc       processes of the program uid (the pids cgroup is the policy's limit; this
+ *               bounds a container without one)
+ *   sigpending  queued signals of the program uid: the host default (~1/12 of RAM pages'
+ *               worth) lets one uid pin ~100k, this is ample for any program */
+#define DOCKER_ULIMIT_NOFILE 1024
+#define DOCKER_ULIMIT_NPROC 4096
+#define DOCKER_ULIMIT_SIGPENDING 1024
 /* Label keys (DESIGN §8: labels sbx.*). sbx.state_dir tells a reconnecting process where the
  * agent socket lives on the host. */
 #define LABEL_MANAGED "sbx.managed"
@@ -91,6 +105,21 @@ static const sbx_option_spec docker_options[] = {
      .max = 1048576,
      .help = "size in MiB of the workdir and /tmp tmpfs of managed containers when the "
              "policy sets no disk_mb"},
+    {.key = "uid_base",
+     .type = SBX_OPT_INT,
+     .default_value = "1400000000",
+     .min = 65536,
+     .max = 4294901759LL,
+     .help = "first host uid/gid programs of managed containers run as: container slot k runs "
+             "them as uid_base + k, its own, so the kernel's per-user counts (inotify, queued "
+             "signals, processes) are its own (keep the range apart from local.uid_base's)"},
+    {.key = "uid_slots",
+     .type = SBX_OPT_INT,
+     .default_value = "65536",
+     .min = 1,
+     .max = 16777216,
+     .help = "managed containers alive at once, each with its own program uid; uid_base + "
+             "uid_slots must stay below 2^32-1"},
     {.key = NULL},
 };
 
@@ -126,6 +155,7 @@ static void provider_free(docker_provider *p)
     free(p->python);
     free(p->network);
     free(p->exec_user);
+    free(p->uid_slot_dir);
     free(p);
 }
 
@@ -244,6 +274,27 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
         return sbx_error_set(err, SBX_E_CONFIG,
                              "managed docker sandboxes need a runtime dir for the agent sockets "
                              "(sandbox.runtime_dir)");
+    }
+    p->uid_base = sbx_options_get_int(o, "uid_base");
+    p->uid_slots = sbx_options_get_int(o, "uid_slots");
+    if (p->managed && p->uid_base + p->uid_slots > 4294967294LL) {
+        sbx_status st = sbx_error_set(err, SBX_E_CONFIG,
+                                      "docker.uid_base %lld + docker.uid_slots %lld passes the "
+                                      "largest uid (2^32-2); lower one of them",
+                                      (long long)p->uid_base, (long long)p->uid_slots);
+        provider_free(p);
+        return st;
+    }
+    /* host-wide as root (every provider with this range sees the others' slots); otherwise
+     * under the runtime dir, which only this user's providers share */
+    if (p->managed && (geteuid() == 0 ? asprintf(&p->uid_slot_dir, "%s/docker-%lld",
+                                                 DOCKER_UID_SLOT_DIR, (long long)p->uid_base)
+                                      : asprintf(&p->uid_slot_dir, "%s/uid-slots-%lld",
+                                                 p->runtime_dir, (long long)p->uid_base)) < 0)
+        p->uid_slot_dir = NULL;
+    if (p->managed && p->uid_slot_dir == NULL) {
+        provider_free(p);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     }
     p->per_call = ctx->scope == SBX_SCOPE_PER_CALL;
     unsigned long long start = process_start((long)getpid());
@@ -488,6 +539,19 @@ static void remove_state_dir(docker_provider *p, const char *dir)
     if (strncmp(dir, p->runtime_dir, rl) != 0 || dir[rl] != '/' || strchr(dir + rl + 1, '/') ||
         strstr(dir, "..") != NULL)
         return;
+    /* the container's program uid is free for another once its state goes */
+    char slot_file[PATH_MAX], text[32] = "";
+    snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_UID_SLOT_FILE, dir);
+    FILE *f = fopen(slot_file, "re");
+    if (f != NULL) {
+        if (fgets(text, sizeof(text), f) != NULL && p->uid_slot_dir != NULL) {
+            char *end = NULL;
+            long slot = strtol(text, &end, 10);
+            if (end != text && slot >= 0)
+                sbx_uid_slot_release(p->uid_slot_dir, slot, dir);
+        }
+        fclose(f);
+    }
     /* The dir holds only what the agent made (its socket, small files): one level. */
     DIR *d = opendir(dir);
     if (d != NULL) {
@@ -524,7 +588,8 @@ static sbx_status mkdir_p(const char *path, mode_t mode)
 /* The HostConfig of a managed container, from the policy. Every dimension here is one that
  * check_policy declared enforceable; anything else was refused before we got here (strict) or
  * is knowingly ignored (lenient). */
-static json_t *host_config(docker_provider *p, const sbx_policy *policy, const char *state_dir)
+static json_t *host_config(docker_provider *p, const sbx_policy *policy, const char *state_dir,
+                           unsigned program_id)
 {
     json_t *hc = json_object();
     json_t *binds = json_array();
@@ -568,10 +633,8 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     /* Owned by the program's uid: Docker copies the image directory's own mode onto a tmpfs
      * mounted over it (its "tmpcopyup"), so mode= alone does not make /workspace writable. exec
      * overrides Docker's default noexec: programs build and run things in their workspace. */
-    snprintf(opts, sizeof(opts),
-             "rw,exec,nosuid,nodev,size=%llum,mode=1777,uid=" DOCKER_PROGRAM_ID
-             ",gid=" DOCKER_PROGRAM_ID,
-             (unsigned long long)mb);
+    snprintf(opts, sizeof(opts), "rw,exec,nosuid,nodev,size=%llum,mode=1777,uid=%u,gid=%u",
+             (unsigned long long)mb, program_id, program_id);
     json_object_set_new(tmpfs, "/tmp", json_string(opts));
     json_object_set_new(tmpfs, p->workdir, json_string(opts));
     if (policy->n_fs_write > 0 || policy->disk_mb > 0) {
@@ -603,6 +666,12 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     json_t *restart = json_object();
     json_object_set_new(restart, "Name", json_string("no"));
     json_object_set_new(hc, "RestartPolicy", restart);
+    json_object_set_new(hc, "Ulimits",
+                        json_pack("[{s:s,s:i,s:i},{s:s,s:i,s:i},{s:s,s:i,s:i}]", "Name", "nofile",
+                                  "Soft", DOCKER_ULIMIT_NOFILE, "Hard", DOCKER_ULIMIT_NOFILE,
+                                  "Name", "nproc", "Soft", DOCKER_ULIMIT_NPROC, "Hard",
+                                  DOCKER_ULIMIT_NPROC, "Name", "sigpending", "Soft",
+                                  DOCKER_ULIMIT_SIGPENDING, "Hard", DOCKER_ULIMIT_SIGPENDING));
     return hc;
 }
 
@@ -630,18 +699,40 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     if (mkdir_p(p->runtime_dir, 0700) != SBX_OK || mkdir_p(state_dir, 0700) != SBX_OK)
         return sbx_error_set(err, SBX_E_PROVISION, "cannot create the agent state dir '%s': %s",
                              state_dir, strerror(errno));
+    /* the container's own program uid: a slot of the registry, named in the state dir so that
+     * whoever removes the dir frees it */
+    long slot = -1;
+    sbx_status claimed =
+        sbx_uid_slot_claim(p->uid_slot_dir, (long)p->uid_slots, state_dir, &slot, err);
+    FILE *sf = NULL;
+    char slot_file[1100];
+    snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_UID_SLOT_FILE, state_dir);
+    if (claimed == SBX_OK && ((sf = fopen(slot_file, "we")) == NULL ||
+                              fprintf(sf, "%ld\n", slot) < 0 || fclose(sf) != 0)) {
+        if (sf == NULL)
+            sbx_uid_slot_release(p->uid_slot_dir, slot, state_dir);
+        claimed = sbx_error_set(err, SBX_E_PROVISION, "cannot write '%s': %s", slot_file,
+                                strerror(errno));
+    }
+    if (claimed != SBX_OK) {
+        remove_state_dir(p, state_dir);
+        return claimed;
+    }
+    unsigned program_id = (unsigned)(p->uid_base + slot);
+    char id_text[16];
+    snprintf(id_text, sizeof(id_text), "%u", program_id);
 
     json_t *body = json_object();
     json_object_set_new(body, "Image", json_string(p->image));
     json_t *entry = json_array();
     json_array_append_new(entry, json_string(DOCKER_AGENT_MOUNT));
     /* sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] (agent/main.c): programs
-     * run as nobody, a uid distinct from the agent's root, so they cannot ptrace or signal it. */
-    /* NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one path, concatenated on purpose */
-    static const char *const agent_args[] = {"--socket", DOCKER_STATE_MOUNT "/agent.sock",
-                                             "--uid",    DOCKER_PROGRAM_ID,
-                                             "--gid",    DOCKER_PROGRAM_ID,
-                                             NULL};
+     * run as the container's own uid, distinct from the agent's root (so they cannot ptrace or
+     * signal it) and from every other container's (so the kernel's per-user counts are its
+     * own). */
+    static const char agent_socket[] = DOCKER_STATE_MOUNT "/agent.sock";
+    const char *const agent_args[] = {"--socket", agent_socket, "--uid", id_text,
+                                      "--gid",    id_text,      NULL};
     for (size_t i = 0; agent_args[i] != NULL; i++)
         json_array_append_new(entry, json_string(agent_args[i]));
     json_array_append_new(entry, json_string("--workdir"));
@@ -671,7 +762,7 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         json_object_set_new(labels, LABEL_OWNER_PROCESS, json_string(p->owner));
     }
     json_object_set_new(body, "Labels", labels);
-    json_object_set_new(body, "HostConfig", host_config(p, policy, state_dir));
+    json_object_set_new(body, "HostConfig", host_config(p, policy, state_dir, program_id));
     if (json_object_size(body) == 0) {
         json_decref(body);
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
@@ -887,6 +978,8 @@ static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err
         sbx_strlist_add(removed, id);
     }
     json_decref(list);
+    /* slots whose state dir is gone without a release (a crash between claim and cleanup) */
+    sbx_uid_slot_sweep(p->uid_slot_dir);
     return st;
 }
 

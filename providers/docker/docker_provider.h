@@ -44,7 +44,9 @@ typedef struct docker_provider {
     int64_t tmpfs_mb;  /* size of the workdir and /tmp tmpfs of managed containers */
     bool languages[3]; /* run_code languages offered, indexed by docker_lang */
     bool per_call;     /* the profile's sandboxes live for one call: labelled for the sweep */
-    char owner[48];    /* "<pid> <start time>" of this process, the sbx.owner_process label */
+    int64_t uid_base, uid_slots; /* managed: container slot k runs programs as uid_base + k */
+    char *uid_slot_dir;          /* managed: the slot registry (providers/common/uid_slots.h) */
+    char owner[48]; /* "<pid> <start time>" of this process, the sbx.owner_process label */
 } docker_provider;
 
 /* run_code languages the docker provider knows (docker.languages picks the offered ones). */

@@ -1,7 +1,8 @@
 /* test_docker_escape.c - programs in a managed docker sandbox that try to leave it, each test
  * one attempt, each asserting containment: host files, host processes, the agent (PID 1),
  * capabilities, mounts, the network under DENY (a server this test runs on the host's
- * 127.0.0.1), the pids limit and the memory limit. The escape tests of the local provider
+ * 127.0.0.1), the pids limit and the memory limit, and per-user kernel quotas (inotify, queued
+ * signals) one container takes from another. The escape tests of the local provider
  * that apply to containers. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -142,11 +143,131 @@ static void test_docker_escape_programs_run_unprivileged_without_capabilities(vo
 {
     fixture *f = *state;
     NEED_AGENT(f);
-    assert_string_equal(sh(f,
-                           "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status | "
-                           "awk '{print $2}'",
-                           NULL),
-                        "65534\n0000000000000000\n0000000000000000\n0000000000000000\n");
+    const char *out = sh(f,
+                         "id -u; grep -E '^Cap(Eff|Prm|Amb)' /proc/self/status | "
+                         "awk '{print $2}'",
+                         NULL);
+    /* the container's own uid of docker.uid_base's range (default 1400000000), never root's */
+    long uid = strtol(out, NULL, 10);
+    assert_true(uid >= 1400000000L && uid < 1400000000L + 65536L);
+    assert_string_equal(strchr(out, '\n') + 1,
+                        "0000000000000000\n0000000000000000\n0000000000000000\n");
+}
+
+/* Runs a shell line in sb (any managed sandbox of the fixture's provider); its stdout. */
+static char *sh_in(fixture *f, sbx_sandbox *sb, const char *line)
+{
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = (char *)line;
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 120000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    sbx_status st = ops->run_command(sb, &op, &o, r, &err);
+    char *out = st == SBX_OK
+                    ? strndup(r->stdout.len ? (const char *)r->stdout.data : "", r->stdout.len)
+                    : strdup(err.message);
+    sbx_message_free((ProtobufCMessage *)r);
+    return out;
+}
+
+static sbx_sandbox *create_in(fixture *f)
+{
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    if (ops->create(f->provider, NULL, f->principal, f->policy, &sb, &err) != SBX_OK)
+        fail_msg("create: %s", err.message);
+    return sb;
+}
+
+static void destroy_in(fixture *f, sbx_sandbox *sb)
+{
+    char *id = strdup(sb->id);
+    ops->sandbox_close(sb);
+    sbx_error err;
+    ops->destroy(f->provider, id, &err);
+    free(id);
+}
+
+/* Two containers' programs are two host uids: the kernel's per-user counts are not shared. */
+static void test_docker_escape_each_container_has_its_own_program_uid(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    sbx_sandbox *other = create_in(f);
+    char *a = strdup(sh(f, "id -u", NULL));
+    char *b = sh_in(f, other, "id -u");
+    destroy_in(f, other);
+    if (strcmp(a, b) == 0)
+        fail_msg("two containers' programs share uid %s", a);
+    free(a);
+    free(b);
+}
+
+/* A program in container A takes a per-user kernel quota until the kernel refuses, and keeps
+ * it; a program in container B must still get one. take_one is a python expression, < 0 when
+ * refused; want_errno what A's last refusal must be. */
+static void quota_stays_in_the_container(fixture *f, const char *take_one, int want_errno,
+                                         const char *check_in_b, const char *b_ok)
+{
+    sbx_sandbox *a = create_in(f);
+    sbx_sandbox *b = create_in(f);
+    char line[2048];
+    snprintf(line, sizeof(line),
+             "python3 -u -c \"import ctypes, os, signal, time\n"
+             "libc = ctypes.CDLL(None, use_errno=True)\n"
+             "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])\n"
+             "n = 0\n"
+             "while n < 1000000:\n"
+             "    ctypes.set_errno(0)\n"
+             "    if %s < 0: break\n"
+             "    n += 1\n"
+             "print('held', n, ctypes.get_errno())\n"
+             "time.sleep(120)\" > /tmp/quota.out 2>&1 &\n"
+             "for i in $(seq 600); do grep -q held /tmp/quota.out && break; sleep 0.1; done; "
+             "cat /tmp/quota.out",
+             take_one);
+    char *held = sh_in(f, a, line);
+    char want[32];
+    snprintf(want, sizeof(want), " %d\n", want_errno);
+    bool reached = strstr(held, "held ") != NULL && strstr(held, want) != NULL;
+    char *other = reached ? sh_in(f, b, check_in_b) : strdup("");
+    destroy_in(f, b);
+    destroy_in(f, a);
+    if (!reached)
+        fail_msg("container A did not reach its limit (errno %d): %s", want_errno, held);
+    if (strstr(other, b_ok) == NULL)
+        fail_msg("container B failed while A held its quota: %s", other);
+    free(held);
+    free(other);
+}
+
+/* inotify instances are counted per uid (fs.inotify.max_user_instances, 128 by default): with
+ * every container's programs one uid (65534) a program holding them all took them from every
+ * other container. */
+static void test_docker_escape_inotify_exhaustion_stays_in_the_container(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    quota_stays_in_the_container(f, "libc.inotify_init1(0)", 24 /* EMFILE */,
+                                 "python3 -c \"import ctypes; libc = ctypes.CDLL(None); "
+                                 "print('other', libc.inotify_init1(0) >= 0)\"",
+                                 "other True");
+}
+
+/* Queued signals are counted per uid too, bounded per process by RLIMIT_SIGPENDING (the
+ * container's ulimit): A is refused at its limit, B's own uid still queues. */
+static void test_docker_escape_sigqueue_exhaustion_stays_in_the_container(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    quota_stays_in_the_container(
+        f, "libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0)", 11 /* EAGAIN */,
+        "python3 -c \"import ctypes, os, signal; libc = ctypes.CDLL(None); "
+        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN]); "
+        "print('other', libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), 0))\"",
+        "other 0");
 }
 
 static void test_docker_escape_agent_cannot_be_killed_by_the_program(void **state)
@@ -294,6 +415,9 @@ int main(void)
         cmocka_unit_test(test_docker_escape_host_files_are_not_visible),
         cmocka_unit_test(test_docker_escape_host_processes_are_not_visible),
         cmocka_unit_test(test_docker_escape_programs_run_unprivileged_without_capabilities),
+        cmocka_unit_test(test_docker_escape_each_container_has_its_own_program_uid),
+        cmocka_unit_test(test_docker_escape_inotify_exhaustion_stays_in_the_container),
+        cmocka_unit_test(test_docker_escape_sigqueue_exhaustion_stays_in_the_container),
         cmocka_unit_test(test_docker_escape_agent_cannot_be_killed_by_the_program),
         cmocka_unit_test(test_docker_escape_agent_cannot_be_ptraced),
         cmocka_unit_test(test_docker_escape_io_uring_is_refused),
