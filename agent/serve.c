@@ -560,33 +560,6 @@ static void cgroup_release(command *c)
     }
 }
 
-/* At start: a delegation that does not work (a host that chowned nothing) is dropped here, not
- * in each command. */
-static void cgroup_probe(void)
-{
-    if (cfg.cgroup_fd < 0)
-        return;
-    command probe;
-    memset(&probe, 0, sizeof probe);
-    probe.id = 0;
-    int procs = cgroup_make(&probe);
-    bool ok = procs >= 0 && probe.cg_fd >= 0;
-    if (procs >= 0)
-        close(procs);
-    if (probe.cg_fd >= 0) {
-        close(probe.cg_fd);
-        unlinkat(cfg.cgroup_fd, probe.cg_name, AT_REMOVEDIR);
-    }
-    if (!ok) {
-        fprintf(stderr,
-                "sbx-agent: the delegated cgroup is not writable (%s): commands are "
-                "tracked by session only\n",
-                strerror(errno));
-        close(cfg.cgroup_fd);
-        cfg.cgroup_fd = -1;
-    }
-}
-
 static int running_count(void)
 {
     int n = 0;
@@ -981,6 +954,30 @@ typedef struct spare {
 static spare_job *job; /* MAP_SHARED: the spare sees what the agent writes after the fork */
 static spare next_spare = {0, -1, {-1, -1}, -1, -1, ""};
 
+/* The cgroup.procs of the cgroup cgroup_probe made, kept for the first spare (spare_make):
+ * one cgroup made and removed fewer per sandbox. -1 once used or dropped. */
+static int probe_procs = -1;
+
+/* At start: a delegation that does not work (a host that chowned nothing) is dropped here, not
+ * in each command. The cgroup it makes to find out is the first spare's. */
+static void cgroup_probe(void)
+{
+    if (cfg.cgroup_fd < 0)
+        return;
+    int procs = cgroup_create(next_spare.cg_name, &next_spare.cg_fd);
+    bool ok = procs >= 0 && next_spare.cg_fd >= 0;
+    if (ok)
+        probe_procs = procs;
+    if (!ok) {
+        fprintf(stderr,
+                "sbx-agent: the delegated cgroup is not writable (%s): commands are "
+                "tracked by session only\n",
+                strerror(errno));
+        close(cfg.cgroup_fd);
+        cfg.cgroup_fd = -1;
+    }
+}
+
 static void spare_drop(bool kill_it)
 {
     if (next_spare.pid > 0 && kill_it)
@@ -1029,7 +1026,10 @@ static void spare_make(void)
 {
     if (next_spare.pid > 0 || !job || cfg.cgroup_fd < 0 || !seccomp_ready)
         return;
-    int procs = cgroup_create(next_spare.cg_name, &next_spare.cg_fd);
+    int procs = probe_procs; /* the probe's cgroup, unused yet, or a new one */
+    probe_procs = -1;
+    if (procs < 0)
+        procs = cgroup_create(next_spare.cg_name, &next_spare.cg_fd);
     if (procs < 0)
         return;
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, go[2] = {-1, -1};
@@ -2240,6 +2240,13 @@ int agent_serve(const agent_config *config)
         job = mmap(NULL, sizeof *job, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (job == MAP_FAILED)
             job = NULL; /* no spares: every exec joins its cgroup on its own */
+    }
+    if (probe_procs >= 0 && (!job || !seccomp_ready)) { /* no spare will take the probe's */
+        close(probe_procs);
+        probe_procs = -1;
+        close(next_spare.cg_fd);
+        next_spare.cg_fd = -1;
+        unlinkat(cfg.cgroup_fd, next_spare.cg_name, AT_REMOVEDIR);
     }
     /* the idle TTL counts from here, not from before the setup above (slow under valgrind) */
     start_ms = last_activity_ms = now_ms();

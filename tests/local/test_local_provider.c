@@ -161,6 +161,31 @@ static int sandbox_procs(sbx_sandbox *sb)
     return n;
 }
 
+/* The per-command cgroups below the sandbox's pids cgroup (v1), names each followed by ' '. */
+static void command_cgroups(sbx_sandbox *sb, char *out, size_t cap)
+{
+    char meta[512], line[600], dir[700] = "";
+    out[0] = '\0';
+    snprintf(meta, sizeof meta, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(meta, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "cgroup ", 7) == 0 && strstr(line, "/pids/")) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(dir, sizeof dir, "%s", line + 7);
+        }
+    fclose(f);
+    DIR *d = dir[0] ? opendir(dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        if (e->d_type == DT_DIR && strncmp(e->d_name, "cmd-", 4) == 0 &&
+            strlen(out) + strlen(e->d_name) + 2 <= cap) {
+            strcat(out, e->d_name);
+            strcat(out, " ");
+        }
+    if (d)
+        closedir(d);
+}
+
 /* Waits (a loaded host: generously) until the sandbox holds want processes; returns the last
  * count seen. */
 static int wait_procs(sbx_sandbox *sb, int want)
@@ -196,6 +221,10 @@ static void test_local_spare_is_forked_at_start_and_not_after_a_one_shot(void **
         assert_int_equal(env.ops->open(&ctx, &env.state, &err), SBX_OK);
         sbx_sandbox *sb = lt_create(&env);
         int at_start = wait_procs(sb, 2); /* the agent and its spare, no command yet */
+        /* the spare's cgroup is the one the agent's start-up probe made (none made and
+         * removed before it): the only per-command cgroup is the first */
+        char kids[256];
+        command_cgroups(sb, kids, sizeof kids);
         sbx_result *r = lt_run(&env, sb, "true");
         int code = r->exit_code;
         sbx_message_free((ProtobufCMessage *)r);
@@ -205,6 +234,7 @@ static void test_local_spare_is_forked_at_start_and_not_after_a_one_shot(void **
         if (at_start < 0)
             skip(); /* no v1 memory cgroup to count in */
         assert_int_equal(at_start, 2);
+        assert_string_equal(kids, "cmd-1 ");
         assert_int_equal(code, 0);
         assert_int_equal(after, one_shot ? 1 : 2);
     }
