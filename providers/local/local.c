@@ -912,7 +912,15 @@ static sbx_status write_meta(const local_provider *lp, const char *state_dir, co
                              strerror(errno));
     bool ok = write(fd, text, tl) == (ssize_t)tl;
     close(fd);
-    if (!ok || rename(tmp_path, meta_path) < 0)
+    /* The second write (after the boot) exchanges the two names instead of renaming over the
+     * first: a reader sees the old or the new file whole either way, but ext4 (a /run on the
+     * root filesystem) flushes a file renamed over another at once (auto_da_alloc) and then
+     * frees its blocks at destroy; a file exchanged and unlinked was never written out. */
+    if (ok && renameat2(AT_FDCWD, tmp_path, AT_FDCWD, meta_path, RENAME_EXCHANGE) == 0) {
+        unlink(tmp_path); /* the old content */
+        return SBX_OK;
+    }
+    if (!ok || rename(tmp_path, meta_path) < 0) /* the first write, or no RENAME_EXCHANGE */
         return sbx_error_set(err, SBX_E_PROVISION, "cannot write %s", meta_path);
     return SBX_OK;
 }
