@@ -3,7 +3,9 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 
 #include "cli/lazy/lazy.h"
@@ -40,3 +42,19 @@ SBX_LAZY(crypto, int, X509_NAME_get_text_by_NID, (const X509_NAME *a0, int a1, c
          (a0, a1, a2, a3))
 SBX_LAZY_VOID(crypto, X509_free, (X509 * a0), (a0))
 SBX_LAZY(crypto, X509_NAME *, X509_get_subject_name, (const X509 *a0), (a0))
+SBX_LAZY(crypto, EVP_MAC_CTX *, EVP_MAC_CTX_dup, (const EVP_MAC_CTX *a0), (a0))
+SBX_LAZY_VOID(crypto, EVP_MAC_CTX_free, (EVP_MAC_CTX * a0), (a0))
+SBX_LAZY(crypto, int, EVP_MAC_final, (EVP_MAC_CTX * a0, unsigned char *a1, size_t *a2, size_t a3),
+         (a0, a1, a2, a3))
+SBX_LAZY(crypto, EVP_MAC *, EVP_MAC_fetch, (OSSL_LIB_CTX * a0, const char *a1, const char *a2),
+         (a0, a1, a2))
+SBX_LAZY(crypto, EVP_MAC_CTX *, EVP_MAC_CTX_new, (EVP_MAC * a0), (a0))
+SBX_LAZY(crypto, int, EVP_MAC_init,
+         (EVP_MAC_CTX * a0, const unsigned char *a1, size_t a2, const OSSL_PARAM a3[]),
+         (a0, a1, a2, a3))
+SBX_LAZY(crypto, int, EVP_MAC_update, (EVP_MAC_CTX * a0, const unsigned char *a1, size_t a2),
+         (a0, a1, a2))
+SBX_LAZY_VOID(crypto, EVP_MAC_free, (EVP_MAC * a0), (a0))
+SBX_LAZY(crypto, OSSL_PARAM, OSSL_PARAM_construct_utf8_string,
+         (const char *a0, char *a1, size_t a2), (a0, a1, a2))
+SBX_LAZY(crypto, OSSL_PARAM, OSSL_PARAM_construct_end, (void), ())

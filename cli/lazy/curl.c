@@ -39,6 +39,11 @@ SBX_LAZY(curl, CURLUcode, curl_url_get, (CURLU * a0, CURLUPart a1, char **a2, un
 SBX_LAZY(curl, CURLUcode, curl_url_set, (CURLU * a0, CURLUPart a1, const char *a2, unsigned int a3),
          (a0, a1, a2, a3))
 
+SBX_LAZY(curl, CURLcode, curl_easy_recv, (CURL * a0, void *a1, size_t a2, size_t *a3),
+         (a0, a1, a2, a3))
+SBX_LAZY(curl, CURLcode, curl_easy_send, (CURL * a0, const void *a1, size_t a2, size_t *a3),
+         (a0, a1, a2, a3))
+
 /* A function pointer passed through `...`: libcurl reads it back as its own callback type. */
 typedef void (*curl_any_fn)(void);
 

@@ -46,3 +46,26 @@ SBX_LAZY(nghttp2, int, nghttp2_submit_settings,
          (a0, a1, a2, a3))
 SBX_LAZY(nghttp2, int, nghttp2_submit_trailer,
          (nghttp2_session * a0, int32_t a1, const nghttp2_nv *a2, size_t a3), (a0, a1, a2, a3))
+SBX_LAZY_VOID(nghttp2, nghttp2_option_del, (nghttp2_option * a0), (a0))
+SBX_LAZY(nghttp2, int, nghttp2_option_new, (nghttp2_option * *a0), (a0))
+SBX_LAZY_VOID(nghttp2, nghttp2_option_set_no_auto_window_update, (nghttp2_option * a0, int a1),
+              (a0, a1))
+SBX_LAZY_VOID(nghttp2, nghttp2_session_callbacks_set_send_callback,
+              (nghttp2_session_callbacks * a0, nghttp2_send_callback a1), (a0, a1))
+SBX_LAZY(nghttp2, int, nghttp2_session_client_new,
+         (nghttp2_session * *a0, const nghttp2_session_callbacks *a1, void *a2), (a0, a1, a2))
+SBX_LAZY(nghttp2, int, nghttp2_session_consume, (nghttp2_session * a0, int32_t a1, size_t a2),
+         (a0, a1, a2))
+SBX_LAZY(nghttp2, int, nghttp2_session_consume_connection, (nghttp2_session * a0, size_t a1),
+         (a0, a1))
+SBX_LAZY(nghttp2, int, nghttp2_session_send, (nghttp2_session * a0), (a0))
+SBX_LAZY(nghttp2, int, nghttp2_session_server_new2,
+         (nghttp2_session * *a0, const nghttp2_session_callbacks *a1, void *a2,
+          const nghttp2_option *a3),
+         (a0, a1, a2, a3))
+SBX_LAZY(nghttp2, int, nghttp2_submit_ping, (nghttp2_session * a0, uint8_t a1, const uint8_t *a2),
+         (a0, a1, a2))
+SBX_LAZY(nghttp2, int32_t, nghttp2_submit_request,
+         (nghttp2_session * a0, const nghttp2_priority_spec *a1, const nghttp2_nv *a2, size_t a3,
+          const nghttp2_data_provider *a4, void *a5),
+         (a0, a1, a2, a3, a4, a5))
