@@ -58,3 +58,5 @@ SBX_LAZY_VOID(crypto, EVP_MAC_free, (EVP_MAC * a0), (a0))
 SBX_LAZY(crypto, OSSL_PARAM, OSSL_PARAM_construct_utf8_string,
          (const char *a0, char *a1, size_t a2), (a0, a1, a2))
 SBX_LAZY(crypto, OSSL_PARAM, OSSL_PARAM_construct_end, (void), ())
+SBX_LAZY(crypto, unsigned char *, SHA1, (const unsigned char *a0, size_t a1, unsigned char *a2),
+         (a0, a1, a2))

@@ -69,3 +69,5 @@ SBX_LAZY(nghttp2, int32_t, nghttp2_submit_request,
          (nghttp2_session * a0, const nghttp2_priority_spec *a1, const nghttp2_nv *a2, size_t a3,
           const nghttp2_data_provider *a4, void *a5),
          (a0, a1, a2, a3, a4, a5))
+SBX_LAZY(nghttp2, int, nghttp2_submit_rst_stream,
+         (nghttp2_session * a0, uint8_t a1, int32_t a2, uint32_t a3), (a0, a1, a2, a3))
