@@ -205,11 +205,20 @@ class HaproxyFleet(unittest.TestCase):
         # Still listening (the drain notice): TCP checks would keep it in the pool; the gRPC
         # check has taken it out, so HAProxy answers 503 for its node.
         socket.create_connection(("127.0.0.1", self.workers[1].port), timeout=5).close()
-        p = run("exec", "--session", name, "--", "true")
-        self.assertEqual(p.returncode, 125)
-        self.assertIn("HTTP 503", p.stderr)
-        self.assertIn("BROKER", p.stderr)
-        self.assertNotIn("max message size", p.stderr)
+        # Never served again (every try is BROKER), and HAProxy's 503 is what the client names.
+        # libcurl 7.88 sometimes reports a stream reset in the framing layer instead of the
+        # 503 right after the node left the pool (a known flake, see deploy/README.md), so the
+        # 503 must show in one of three tries, and none may run the command.
+        errs = []
+        for _ in range(3):
+            p = run("exec", "--session", name, "--", "true")
+            self.assertEqual(p.returncode, 125, p.stderr)
+            self.assertIn("BROKER", p.stderr)
+            self.assertNotIn("max message size", p.stderr)
+            errs.append(p.stderr)
+            if "HTTP 503" in p.stderr:
+                break
+        self.assertIn("HTTP 503", errs[-1], errs)
 
 
 if __name__ == "__main__":
