@@ -132,25 +132,60 @@ static void test_audit_x32_abi_syscall_kills_the_program(void **state)
     free(out);
 }
 
-/* int 0x80 enters the i386 table, where 250 etc. mean other syscalls: must be killed. */
+/* The int 0x80 probe: getpid through the i386 entry, from a 64-bit process. */
+#define PY_INT80                                                                                   \
+    "import ctypes, mmap\n"                                                                        \
+    "m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ|mmap.PROT_WRITE|mmap.PROT_EXEC)\n"                \
+    "m.write(b'\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3')\n"                                       \
+    "f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))\n"         \
+    "print('before', flush=True)\n"                                                                \
+    "print('SURVIVED', f())\n"
+
+/* Whether this kernel serves int 0x80 to a 64-bit process at all, asked of the host (the probe
+ * is a harmless getpid). Some kernels (no IA32 emulation, or a hypervisor that does not route
+ * vector 0x80) answer it with a general protection fault, SIGSEGV, before any syscall table. */
+static bool host_serves_int80(void)
+{
+    char path[] = "/tmp/sbx-audit-int80-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_true(write(fd, PY_INT80, strlen(PY_INT80)) == (ssize_t)strlen(PY_INT80));
+    close(fd);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "python3 %s 2>/dev/null", path);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[256] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    unlink(path);
+    if (strstr(out, "SURVIVED") != NULL)
+        return true;
+    /* Not served: the probe died of SIGSEGV on the host too (sh reports it as a status). */
+    assert_true(strstr(out, "before") != NULL);
+    assert_true(WIFSIGNALED(rc) ? WTERMSIG(rc) == SIGSEGV : WEXITSTATUS(rc) == 128 + SIGSEGV);
+    return false;
+}
+
+/* int 0x80 enters the i386 table, where 250 etc. mean other syscalls: must be killed. Where the
+ * kernel does not serve int 0x80 at all (SIGSEGV on the host too) the program must still die
+ * without a result; the filter's own refusal is then untestable on this kernel. */
 static void test_audit_i386_int80_kills_the_program(void **state)
 {
     (void)state;
-    char *out = py_out("import ctypes, mmap\n"
-                       "m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ|mmap.PROT_WRITE|"
-                       "mmap.PROT_EXEC)\n"
-                       "m.write(b'\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3')\n" /* getpid */
-                       "f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof("
-                       "ctypes.c_char.from_buffer(m)))\n"
-                       "print('before', flush=True)\n"
-                       "print('SURVIVED', f())\n");
+    char *out = py_out(PY_INT80);
     expect_in(out, "before", "int80 probe started");
     expect_not_in(out, "SURVIVED", "int 0x80");
-    expect_in(out, "rc=159", "int 0x80 is killed with SIGSYS");
+    if (host_serves_int80()) {
+        expect_in(out, "rc=159", "int 0x80 is killed with SIGSYS");
+    } else {
+        print_message("this kernel does not serve int 0x80 (SIGSEGV on the host too): the "
+                      "filter's refusal of it is not exercised here\n");
+        expect_in(out, "rc=139", "int 0x80 dies as it does on the host");
+    }
     free(out);
 }
-
-/* ---- the syscalls Docker's default profile refuses ------------------------------------------ */
 
 static void test_audit_docker_refused_syscalls_are_refused(void **state)
 {
