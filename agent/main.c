@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "agent.h"
 
@@ -59,8 +61,24 @@ static void take_token(const char *name, uint8_t out[SBX_AGENT_TOKEN_LEN])
     unsetenv(name);
 }
 
+/* Closes every descriptor above stdio. The agent is PID 1 inside the sandbox: whatever its
+ * parent left open without O_CLOEXEC (a test runner's lock file, an embedding program's
+ * sockets, a worker's listener) would otherwise sit in a process that runs beside hostile
+ * programs, reachable through /proc if anything else ever gave way. The local provider already
+ * spawns it with a clean table (closefrom in run_boot); docker and kubernetes hand it only
+ * stdio. Nothing the agent needs is inherited: boot and serve open their own. */
+static void close_inherited_fds(void)
+{
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0)
+        return;
+    long max = sysconf(_SC_OPEN_MAX); /* kernels before 5.9: close one by one */
+    for (long fd = 3; fd < max && fd < 65536; fd++)
+        close((int)fd);
+}
+
 int main(int argc, char **argv)
 {
+    close_inherited_fds();
     if (argc > 1 && strcmp(argv[1], "boot") == 0)
         return boot_local_main(argc - 1, argv + 1);
     agent_config cfg = {

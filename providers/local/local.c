@@ -796,6 +796,9 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+    /* The host process's other descriptors (an embedding program's sockets, a test runner's
+     * lock) must not reach the sandbox's PID 1; the agent closes them too (main.c). */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
     sigset_t none, all;

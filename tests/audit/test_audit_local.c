@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/ipc.h>
+#include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -27,11 +28,18 @@ typedef struct audit {
 
 static audit *A;
 
+/* The name of a descriptor the test process holds open without O_CLOEXEC while the sandbox is
+ * created, as an embedding program or a test runner might: it must not reach the sandbox. */
+#define AUDIT_HOST_FD_NAME "sbx-audit-host-fd"
+
 static int setup(void **state)
 {
     A = calloc(1, sizeof *A);
     lt_open(&A->env);
+    int host_fd = memfd_create(AUDIT_HOST_FD_NAME, 0);
+    assert_true(host_fd >= 0);
     A->sb = lt_create(&A->env);
+    close(host_fd);
     *state = A;
     return 0;
 }
@@ -485,6 +493,64 @@ static void test_audit_no_agent_fds_leak_into_programs(void **state)
     free(out);
 }
 
+/* Whether any process of the sandbox's tree (PID 1 and its children: the spare, the
+ * programs) holds a descriptor whose target contains `needle`. */
+static bool sandbox_tree_holds_fd(long pid1, const char *needle)
+{
+    char path[128], target[256];
+    long pids[64];
+    size_t n = 0;
+    pids[n++] = pid1;
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", pid1, pid1);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        long c;
+        while (n < 64 && fscanf(f, "%ld", &c) == 1)
+            pids[n++] = c;
+        fclose(f);
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "/proc/%ld/fd", pids[i]);
+        DIR *d = opendir(path);
+        assert_non_null(d);
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            char link[200];
+            snprintf(link, sizeof link, "%s/%.64s", path, de->d_name);
+            ssize_t len = readlink(link, target, sizeof target - 1);
+            if (len <= 0)
+                continue;
+            target[len] = '\0';
+            if (strstr(target, needle) != NULL) {
+                print_message("pid %ld holds fd %s -> %s\n", pids[i], de->d_name, target);
+                closedir(d);
+                return true;
+            }
+        }
+        closedir(d);
+    }
+    return false;
+}
+
+/* A descriptor the host process left open without O_CLOEXEC when it created the sandbox is
+ * not in the agent (the sandbox's PID 1) nor in any process it forked. */
+static void test_audit_host_fds_do_not_reach_the_sandbox(void **state)
+{
+    (void)state;
+    char meta[700], line[256];
+    snprintf(meta, sizeof meta, "%s/meta", sbx_local_state_dir(A->sb));
+    FILE *m = fopen(meta, "r");
+    assert_non_null(m);
+    long pid1 = 0;
+    while (fgets(line, sizeof line, m) != NULL)
+        if (strncmp(line, "pid ", 4) == 0)
+            pid1 = strtol(line + 4, NULL, 10);
+    fclose(m);
+    assert_true(pid1 > 1);
+    free(sh_out("true")); /* a program ran: the tree is as it is in use */
+    assert_false(sandbox_tree_holds_fd(pid1, AUDIT_HOST_FD_NAME));
+}
+
 /* The program's capability sets are all empty and it cannot gain privileges. */
 static void test_audit_every_capability_set_is_empty(void **state)
 {
@@ -869,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_audit_mknod_allows_fifos_only),
         cmocka_unit_test(test_audit_programs_carry_the_highest_oom_score),
         cmocka_unit_test(test_audit_no_agent_fds_leak_into_programs),
+        cmocka_unit_test(test_audit_host_fds_do_not_reach_the_sandbox),
         cmocka_unit_test(test_audit_every_capability_set_is_empty),
         cmocka_unit_test(test_audit_program_uid_is_not_the_agents),
         cmocka_unit_test(test_audit_agent_socket_is_out_of_reach),
