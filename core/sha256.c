@@ -1,9 +1,19 @@
 /* sha256.c - SHA-256 and HMAC-SHA256 (see sha256.h): the FIPS 180-4 compression function over
  * 64-byte blocks, the message padded with 0x80, zeros and the bit length (big-endian), and
- * HMAC as H((K ^ opad) || H((K ^ ipad) || m)). Portable C, no tables but the round constants. */
+ * HMAC as H((K ^ opad) || H((K ^ ipad) || m)). Portable C, no tables but the round constants,
+ * and on x86 CPUs with the SHA extensions the same compression through them (about ten times
+ * faster: the worker digests every request it dedups, 4 MiB file chunks included, and the
+ * portable loop was 70% of its CPU during a big `sbx cp`). */
 #include "core/sha256.h"
 
+#include <stdbool.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define SHA256_X86 1
+#endif
 
 /* The first 32 bits of the fractional parts of the cube roots of the first 64 primes. */
 static const uint32_t K[64] = {
@@ -35,7 +45,7 @@ static void store_be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-static void compress(uint32_t state[8], const uint8_t block[SBX_SHA256_BLOCK])
+static void compress_portable(uint32_t state[8], const uint8_t block[SBX_SHA256_BLOCK])
 {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
@@ -70,6 +80,84 @@ static void compress(uint32_t state[8], const uint8_t block[SBX_SHA256_BLOCK])
     state[7] += h;
 }
 
+#ifdef SHA256_X86
+/* nblocks blocks through SHA-NI: the state is kept as ABEF and CDGH (the order sha256rnds2
+ * wants), each 16-byte group of the message schedule is made by sha256msg1/msg2, and every
+ * group of four rounds is two sha256rnds2 (two rounds each). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void
+compress_shani(uint32_t state[8], const uint8_t *data, size_t nblocks)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i tmp = _mm_loadu_si128((const __m128i *)&state[0]);
+    __m128i state1 = _mm_loadu_si128((const __m128i *)&state[4]);
+    tmp = _mm_shuffle_epi32(tmp, 0xB1);               /* CDAB */
+    state1 = _mm_shuffle_epi32(state1, 0x1B);         /* EFGH */
+    __m128i state0 = _mm_alignr_epi8(tmp, state1, 8); /* ABEF */
+    state1 = _mm_blend_epi16(state1, tmp, 0xF0);      /* CDGH */
+    for (; nblocks > 0; nblocks--, data += SBX_SHA256_BLOCK) {
+        __m128i abef = state0, cdgh = state1, w[4];
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 16 * i)), bswap);
+        for (int j = 0; j < 16; j++) {
+            /* w[j & 3] holds W(j-4) .. w[(j + 3) & 3] W(j-1), four words each */
+            __m128i cur = w[j & 3];
+            if (j >= 4) {
+                cur = _mm_add_epi32(_mm_sha256msg1_epu32(w[j & 3], w[(j + 1) & 3]),
+                                    _mm_alignr_epi8(w[(j + 3) & 3], w[(j + 2) & 3], 4));
+                cur = _mm_sha256msg2_epu32(cur, w[(j + 3) & 3]);
+                w[j & 3] = cur;
+            }
+            __m128i msg = _mm_add_epi32(cur, _mm_loadu_si128((const __m128i *)&K[4 * j]));
+            state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
+            state0 = _mm_sha256rnds2_epu32(state0, state1, _mm_shuffle_epi32(msg, 0x0E));
+        }
+        state0 = _mm_add_epi32(state0, abef);
+        state1 = _mm_add_epi32(state1, cdgh);
+    }
+    tmp = _mm_shuffle_epi32(state0, 0x1B);       /* FEBA */
+    state1 = _mm_shuffle_epi32(state1, 0xB1);    /* DCHG */
+    state0 = _mm_blend_epi16(tmp, state1, 0xF0); /* DCBA */
+    state1 = _mm_alignr_epi8(state1, tmp, 8);    /* HGFE */
+    _mm_storeu_si128((__m128i *)&state[0], state0);
+    _mm_storeu_si128((__m128i *)&state[4], state1);
+}
+
+/* SHA-NI with the SSSE3/SSE4.1 shuffles it needs; asked of CPUID once (a VM may trap CPUID). */
+static bool cpu_has_shani(void)
+{
+    static int known; /* 0 unknown, 1 no, 2 yes; racing first callers store the same value */
+    int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (v == 0) {
+        unsigned a, b, c, d;
+        bool ok = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSSE3) && (c & bit_SSE4_1) &&
+                  __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+        v = ok ? 2 : 1;
+        __atomic_store_n(&known, v, __ATOMIC_RELAXED);
+    }
+    return v == 2;
+}
+#endif
+
+static bool force_portable;
+
+void sbx_sha256_force_portable(bool on)
+{
+    __atomic_store_n(&force_portable, on, __ATOMIC_RELAXED);
+}
+
+/* Compresses nblocks consecutive 64-byte blocks into state. */
+static void compress(uint32_t state[8], const uint8_t *data, size_t nblocks)
+{
+#ifdef SHA256_X86
+    if (!__atomic_load_n(&force_portable, __ATOMIC_RELAXED) && cpu_has_shani()) {
+        compress_shani(state, data, nblocks);
+        return;
+    }
+#endif
+    for (; nblocks > 0; nblocks--, data += SBX_SHA256_BLOCK)
+        compress_portable(state, data);
+}
+
 void sbx_sha256_init(sbx_sha256 *s)
 {
     /* the first 32 bits of the fractional parts of the square roots of the first 8 primes */
@@ -92,11 +180,13 @@ void sbx_sha256_update(sbx_sha256 *s, const void *data, size_t len)
         len -= take;
         if (s->used < SBX_SHA256_BLOCK)
             return;
-        compress(s->state, s->block);
+        compress(s->state, s->block, 1);
         s->used = 0;
     }
-    for (; len >= SBX_SHA256_BLOCK; p += SBX_SHA256_BLOCK, len -= SBX_SHA256_BLOCK)
-        compress(s->state, p);
+    size_t whole = len / SBX_SHA256_BLOCK;
+    compress(s->state, p, whole);
+    p += whole * SBX_SHA256_BLOCK;
+    len -= whole * SBX_SHA256_BLOCK;
     if (len > 0) {
         memcpy(s->block, p, len);
         s->used = len;
@@ -109,13 +199,13 @@ void sbx_sha256_final(sbx_sha256 *s, uint8_t out[SBX_SHA256_LEN])
     s->block[s->used++] = 0x80;
     if (s->used > SBX_SHA256_BLOCK - 8) { /* no room for the length: one more block */
         memset(s->block + s->used, 0, SBX_SHA256_BLOCK - s->used);
-        compress(s->state, s->block);
+        compress(s->state, s->block, 1);
         s->used = 0;
     }
     memset(s->block + s->used, 0, SBX_SHA256_BLOCK - 8 - s->used);
     store_be32(s->block + 56, (uint32_t)(bits >> 32));
     store_be32(s->block + 60, (uint32_t)bits);
-    compress(s->state, s->block);
+    compress(s->state, s->block, 1);
     for (int i = 0; i < 8; i++)
         store_be32(out + 4 * i, s->state[i]);
     sbx_wipe(s, sizeof(*s));

@@ -13,6 +13,7 @@
 #ifndef SBX_CORE_SHA256_H
 #define SBX_CORE_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,9 @@ typedef struct sbx_sha256 {
 } sbx_sha256;
 
 void sbx_sha256_init(sbx_sha256 *s);
+/* For tests: true makes every digest use the portable compression function even where the CPU
+ * has the SHA extensions (so both are checked on such a CPU); false restores the fast one. */
+void sbx_sha256_force_portable(bool on);
 void sbx_sha256_update(sbx_sha256 *s, const void *data, size_t len);
 /* Writes the digest; s must be initialised again before reuse. */
 void sbx_sha256_final(sbx_sha256 *s, uint8_t out[SBX_SHA256_LEN]);

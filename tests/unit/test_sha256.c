@@ -145,6 +145,56 @@ static void test_hmac_template_copies_are_independent(void **state)
     assert_memory_not_equal(a, b, sizeof(a));
 }
 
+/* Long inputs in one update (many blocks per call of the compression function), against
+ * OpenSSL. */
+static void test_sha256_long_inputs_match_openssl(void **state)
+{
+    (void)state;
+    enum { BIG = (1 << 20) + 13 };
+    uint8_t *data = malloc(BIG);
+    assert_non_null(data);
+    srand(99);
+    for (size_t i = 0; i < BIG; i++)
+        data[i] = (uint8_t)rand();
+    static const size_t lens[] = {64, 128, 4096 + 5, 65536, BIG};
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        uint8_t mine[SBX_SHA256_LEN], theirs[SBX_SHA256_LEN];
+        unsigned int n = 0;
+        sbx_sha256 s;
+        sbx_sha256_init(&s);
+        sbx_sha256_update(&s, data + 1, lens[k] - 1); /* unaligned, then one more byte */
+        sbx_sha256_update(&s, data + lens[k], 0);
+        sbx_sha256 t;
+        sbx_sha256_init(&t);
+        sbx_sha256_update(&t, data, lens[k]);
+        sbx_sha256_final(&t, mine);
+        assert_int_equal(EVP_Digest(data, lens[k], theirs, &n, EVP_sha256(), NULL), 1);
+        if (memcmp(mine, theirs, sizeof(mine)) != 0)
+            fail_msg("SHA-256 of %zu bytes in one update differs from OpenSSL's", lens[k]);
+        sbx_sha256_final(&s, mine);
+        assert_int_equal(EVP_Digest(data + 1, lens[k] - 1, theirs, &n, EVP_sha256(), NULL), 1);
+        if (memcmp(mine, theirs, sizeof(mine)) != 0)
+            fail_msg("SHA-256 of %zu unaligned bytes differs from OpenSSL's", lens[k] - 1);
+    }
+    free(data);
+}
+
+/* The same checks with the portable compression function forced, so a CPU with the SHA
+ * extensions checks both implementations. */
+static int portable_on(void **state)
+{
+    (void)state;
+    sbx_sha256_force_portable(true);
+    return 0;
+}
+
+static int portable_off(void **state)
+{
+    (void)state;
+    sbx_sha256_force_portable(false);
+    return 0;
+}
+
 static void test_ct_equal(void **state)
 {
     (void)state;
@@ -164,6 +214,13 @@ int main(void)
         cmocka_unit_test(test_sha256_fips_examples),
         cmocka_unit_test(test_hmac_sha256_rfc4231),
         cmocka_unit_test(test_sha256_and_hmac_match_openssl),
+        cmocka_unit_test(test_sha256_long_inputs_match_openssl),
+        cmocka_unit_test_setup_teardown(test_sha256_fips_examples, portable_on, portable_off),
+        cmocka_unit_test_setup_teardown(test_hmac_sha256_rfc4231, portable_on, portable_off),
+        cmocka_unit_test_setup_teardown(test_sha256_and_hmac_match_openssl, portable_on,
+                                        portable_off),
+        cmocka_unit_test_setup_teardown(test_sha256_long_inputs_match_openssl, portable_on,
+                                        portable_off),
         cmocka_unit_test(test_hmac_template_copies_are_independent),
         cmocka_unit_test(test_ct_equal),
     };
