@@ -381,6 +381,8 @@ const char *sbx_request_op_name(const sbx_request *req)
     case SBX__V1__EXECUTION_REQUEST__OP_DESTROY: return "destroy";
     case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND: return "attach_command";
     case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: return "cancel_command";
+    case SBX__V1__EXECUTION_REQUEST__OP_PAUSE: return "pause";
+    case SBX__V1__EXECUTION_REQUEST__OP_RESUME: return "resume";
     default: return "none";
     }
 }

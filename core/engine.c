@@ -447,6 +447,14 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
                                  req->cancel_command->signal);
         return SBX_OK;
     }
+    case SBX__V1__EXECUTION_REQUEST__OP_PAUSE:
+    case SBX__V1__EXECUTION_REQUEST__OP_RESUME:
+        if (s == NULL || !str_set(s->sandbox_id))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "%s needs the handle of a session that has a sandbox (one "
+                                 "returned by an earlier operation on it)",
+                                 sbx_request_op_name(req));
+        return SBX_OK;
     default:
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "request has no operation; set one of run_code, run_command, "
@@ -571,6 +579,19 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
         return req->run_command->detach ? check_detach(slot, req, err) : SBX_OK;
     case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND:
     case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: return check_detach(slot, req, err);
+    case SBX__V1__EXECUTION_REQUEST__OP_PAUSE:
+    case SBX__V1__EXECUTION_REQUEST__OP_RESUME:
+        if (!c->pause || ops->pause == NULL || ops->resume == NULL)
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' cannot pause and resume sandboxes "
+                                 "(%s)",
+                                 p, prov, sbx_request_op_name(req));
+        if (slot->profile->scope == SBX_SCOPE_PER_CALL)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "profile '%s' is per_call: its sandbox ends with each request, "
+                                 "so there is nothing to %s; use a session",
+                                 p, sbx_request_op_name(req));
+        return SBX_OK;
     case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
         if (!c->package_install || ops->install_packages == NULL)
             return sbx_error_set(err, SBX_E_CAPABILITY,
@@ -794,6 +815,66 @@ static int64_t deadline_mono(const run *r, int64_t now_mono)
     return d;
 }
 
+/* A paused sandbox cannot be reached (its agent is frozen): any operation on its session
+ * resumes it first, as a reconnect does on E2B, and the notice says so. */
+static sbx_status resume_if_paused(run *r)
+{
+    profile_slot *s = r->slot;
+    const char *id = r->handle->sandbox_id;
+    if (!s->caps->pause || s->ops->resume == NULL || !str_set(id))
+        return SBX_OK;
+    bool was_paused = false;
+    sbx_status st = s->ops->resume(s->state, id, &was_paused, &r->err);
+    if (st == SBX_E_GONE) { /* acquire proves and handles it */
+        sbx_error_clear(&r->err);
+        return SBX_OK;
+    }
+    if (st == SBX_OK && was_paused)
+        sbx_completion_add_notice(r->c, "session %s was paused; it was resumed for this request",
+                                  r->handle->session_id);
+    return st;
+}
+
+/* PauseSandbox and ResumeSandbox: on the session's sandbox by id, under the session lock, the
+ * binding verified first; the handle comes back re-stamped, the result empty. */
+static sbx_completion *do_pause(run *r)
+{
+    profile_slot *s = r->slot;
+    sbx_session_handle *h = r->handle;
+    if (!sbx_binding_verify(r->e->key, h, subject_of(r))) {
+        sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
+                      "session '%s' is not bound to principal '%s' (binding does not verify); "
+                      "only its owner can pause or resume it",
+                      h->session_id, subject_of(r));
+        return fail(r->req, &r->err, r->req->session);
+    }
+    if (elsewhere(r))
+        return wrong_node(r);
+    session_lock *lock = lock_session(r->e, h->session_id);
+    if (lock == NULL) {
+        sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
+        return fail(r->req, &r->err, r->req->session);
+    }
+    sbx_provider_set_deadline_ms(deadline_mono(r, sbx_monotonic_ms()));
+    bool was_paused = false;
+    sbx_status st = r->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE
+                        ? s->ops->pause(s->state, h->sandbox_id, &r->err)
+                        : s->ops->resume(s->state, h->sandbox_id, &was_paused, &r->err);
+    sbx_provider_set_deadline_ms(0);
+    unlock_session(r->e, lock);
+    if (st != SBX_OK) {
+        if (!r->err.message[0])
+            sbx_error_set(&r->err, st, "provider '%s' failed %s", s->ops->name,
+                          sbx_request_op_name(r->req));
+        return fail(r->req, &r->err, r->req->session);
+    }
+    h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
+    finish_handle(r);
+    sbx_completion *c = r->c;
+    r->c = NULL;
+    return c;
+}
+
 static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
 {
     profile_slot *s = r->slot;
@@ -863,7 +944,9 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
                            h->session_id, subject_of(r));
     } else {
         sbx_provider_set_deadline_ms(deadline);
-        st = acquire(r, &sb, &recreated);
+        st = resume_if_paused(r);
+        if (st == SBX_OK)
+            st = acquire(r, &sb, &recreated);
         sbx_provider_set_deadline_ms(0);
     }
     if (st != SBX_OK) {
@@ -1150,6 +1233,11 @@ static sbx_completion *process_once(sbx_engine *e, const sbx_request *req,
         goto done;
     }
 
+    if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE ||
+        req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RESUME) {
+        out = do_pause(&r);
+        goto done;
+    }
     /* 5-8. */
     out = do_operation(&r, hooks);
     r.handle = NULL; /* do_operation consumed it */

@@ -146,6 +146,8 @@ static worker_op op_of(worker_rpc rpc, const sbx_request *req)
     case SBX__V1__EXECUTION_REQUEST__OP_DESTROY: return WORKER_OP_DESTROY;
     case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND: return WORKER_OP_ATTACH_COMMAND;
     case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: return WORKER_OP_CANCEL_COMMAND;
+    case SBX__V1__EXECUTION_REQUEST__OP_PAUSE: return WORKER_OP_PAUSE;
+    case SBX__V1__EXECUTION_REQUEST__OP_RESUME: return WORKER_OP_RESUME;
     default: return WORKER_OP_NONE;
     }
 }

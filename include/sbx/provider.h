@@ -159,6 +159,15 @@ typedef struct sbx_provider_ops {
      * each removed sandbox id to *removed. Live and per_session/per_runtime sandboxes stay
      * (a restarted worker finds them again by their handles). NULL: nothing to sweep. */
     sbx_status (*sweep)(void *state, sbx_strlist *removed, sbx_error *err);
+
+    /* Pause and resume (declared by Capabilities.pause), by sandbox id: a paused sandbox cannot
+     * be attached (its agent is frozen), so neither needs a handle. pause freezes every process
+     * of the sandbox and returns once they are frozen; resume thaws them and sets *was_paused
+     * (false for a sandbox that ran: the engine calls it before every other operation on a
+     * session of such a provider, so it must be cheap then). Both idempotent; an unknown id is
+     * SBX_E_GONE. NULL: never declared. */
+    sbx_status (*pause)(void *state, const char *sandbox_id, sbx_error *err);
+    sbx_status (*resume)(void *state, const char *sandbox_id, bool *was_paused, sbx_error *err);
 } sbx_provider_ops;
 
 /* Deadlines of create and attach. The engine runs a request on one thread; while it acquires

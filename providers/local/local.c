@@ -159,6 +159,9 @@ typedef struct local_provider {
     cg_mode cg;
     char cg_why[512];                      /* why cgroups are unavailable (for messages) */
     char cg_base[3][LOCAL_MAX_CGROUP_DIR]; /* v1: memory, pids, cpu parents; v2: [0] only */
+    /* Parent of the sandboxes' freezer cgroups (pause/resume): v1's freezer hierarchy, v2's
+     * sandbox cgroups themselves (cgroup.freeze); "" where pausing is not possible. */
+    char freezer_base[LOCAL_MAX_CGROUP_DIR];
     bool per_call;  /* the profile's sandboxes live for one call (ctx->scope) */
     long owner_pid; /* this process: the owner recorded in each meta */
     unsigned long long owner_start;
@@ -255,6 +258,7 @@ static void detect_cgroups(local_provider *lp)
             return;
         }
         lp->cg = CG_V2;
+        snprintf(lp->freezer_base, sizeof lp->freezer_base, "%s", lp->cg_base[0]);
         return;
     }
     for (int i = 0; i < 3; i++) {
@@ -275,6 +279,14 @@ static void detect_cgroups(local_provider *lp)
         }
     }
     lp->cg = CG_V1;
+    /* The freezer is optional: without it sandboxes run, and pause is not declared. */
+    char own[LOCAL_MAX_CGROUP_DIR - 64];
+    if (access("/sys/fs/cgroup/freezer/cgroup.procs", W_OK) == 0 &&
+        own_cgroup("freezer", own, sizeof own)) {
+        snprintf(lp->freezer_base, sizeof lp->freezer_base, "/sys/fs/cgroup/freezer%s/sbx", own);
+        if (mkdir(lp->freezer_base, 0755) < 0 && errno != EEXIST)
+            lp->freezer_base[0] = '\0';
+    }
 }
 
 static bool valid_id(const char *id);
@@ -430,6 +442,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_resources = lp && lp->cg != CG_NONE;
     caps->streaming = true;
     caps->detach = true; /* the agent keeps each command's journal */
+    caps->pause = lp->freezer_base[0] != '\0';
 }
 
 static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strlist *un,
@@ -980,6 +993,16 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
                            sb->state_dir, (unsigned)host_uid, strerror(errno));
     if (st == SBX_OK)
         st = setup_cgroups(lp, id, policy, host_uid, m.cg, &m.n_cg, err);
+    /* v1: a freezer cgroup of its own, which the boot puts PID 1 in like the others (v2's
+     * sandbox cgroup freezes itself) */
+    if (st == SBX_OK && lp->cg == CG_V1 && lp->freezer_base[0] && m.n_cg < LOCAL_META_MAX_CGROUPS) {
+        snprintf(m.cg[m.n_cg], sizeof m.cg[0], "%s/%s", lp->freezer_base, id);
+        if (mkdir(m.cg[m.n_cg], 0755) < 0)
+            st = sbx_error_set(err, SBX_E_PROVISION, "cannot create cgroup %s: %s", m.cg[m.n_cg],
+                               strerror(errno));
+        else
+            m.n_cg++;
+    }
     /* the meta file names the uid slot and the cgroups before anything runs in them, so a
      * failed create is still cleaned up by destroy, and an owner killed while the sandbox
      * boots leaves a meta the sweep can act on (its cgroups hold whatever the boot started) */
@@ -989,7 +1012,7 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         char *argv[64 + 2 * 64];
         int ac = 0;
         char a_ws[32], a_tmp[32], a_ttl[32], a_uid[32], a_pu[32], a_pg[32], a_nf[32];
-        char cgp[3][LOCAL_MAX_CGROUP_DIR + 64];
+        char cgp[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 64];
         argv[ac++] = "sbx-agent";
         argv[ac++] = "boot";
         argv[ac++] = "--box";
@@ -1144,6 +1167,125 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
     return SBX_OK;
 }
 
+/* ---- pause and resume: the cgroup freezer ---------------------------------------------------- */
+
+/* Longest wait for every task of a sandbox to stop (v1 passes FREEZING while tasks in a
+ * syscall reach a safe point). */
+#define LOCAL_FREEZE_MS 10000
+
+/* Freezes (or thaws) cgroup dir if it is a freezer: v1's freezer.state, v2's cgroup.freeze.
+ * False when dir has neither (the other controllers of a v1 sandbox) or the write failed. */
+static bool freezer_write(const char *dir, bool freeze)
+{
+    char path[LOCAL_MAX_CGROUP_DIR + 64];
+    snprintf(path, sizeof path, "%s/freezer.state", dir);
+    if (access(path, F_OK) == 0)
+        return write_small(path, freeze ? "FROZEN" : "THAWED");
+    snprintf(path, sizeof path, "%s/cgroup.freeze", dir);
+    if (access(path, F_OK) == 0)
+        return write_small(path, freeze ? "1" : "0");
+    return false;
+}
+
+/* 1 frozen, 0 running, -1 freezing (on its way), -2 not a freezer. */
+static int freezer_state(const char *dir)
+{
+    char path[LOCAL_MAX_CGROUP_DIR + 64], buf[256];
+    snprintf(path, sizeof path, "%s/freezer.state", dir);
+    if (read_small(path, buf, sizeof buf))
+        return strncmp(buf, "FROZEN", 6) == 0 ? 1 : strncmp(buf, "FREEZING", 8) == 0 ? -1 : 0;
+    snprintf(path, sizeof path, "%s/cgroup.events", dir);
+    if (!read_small(path, buf, sizeof buf))
+        return -2;
+    const char *f = strstr(buf, "frozen ");
+    if (f != NULL && f[7] == '1')
+        return 1;
+    snprintf(path, sizeof path, "%s/cgroup.freeze", dir);
+    return read_small(path, buf, sizeof buf) && buf[0] == '1' ? -1 : 0;
+}
+
+/* The sandbox's freezer cgroup from its meta (live sandboxes only): SBX_E_GONE without one
+ * alive, SBX_E_CAPABILITY when it was made without a freezer. */
+static sbx_status freezer_of(local_provider *lp, const char *sandbox_id, char *dir, size_t cap,
+                             meta *m, sbx_error *err)
+{
+    char state_dir[LOCAL_MAX_RUNTIME_DIR + 32];
+    if (!valid_id(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE, "no local sandbox %.80s", sandbox_id);
+    state_paths(lp, sandbox_id, state_dir, sizeof state_dir);
+    if (!meta_read(state_dir, m) || !meta_alive(m))
+        return sbx_error_set(err, SBX_E_GONE, "local sandbox %s no longer exists", sandbox_id);
+    for (int i = 0; i < m->n_cg; i++)
+        if (freezer_state(m->cg[i]) != -2) {
+            snprintf(dir, cap, "%s", m->cg[i]);
+            return SBX_OK;
+        }
+    return sbx_error_set(err, SBX_E_CAPABILITY,
+                         "local sandbox %s was created without a freezer cgroup, so it cannot "
+                         "be paused; start a new session",
+                         sandbox_id);
+}
+
+static sbx_status local_pause(void *state, const char *sandbox_id, sbx_error *err)
+{
+    char dir[LOCAL_MAX_CGROUP_DIR + 32];
+    meta m;
+    sbx_status st = freezer_of(state, sandbox_id, dir, sizeof dir, &m, err);
+    if (st != SBX_OK)
+        return st;
+    if (!freezer_write(dir, true))
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot freeze cgroup %s: %s", dir,
+                             strerror(errno));
+    int64_t deadline = sbx_provider_step_deadline(LOCAL_FREEZE_MS);
+    while (freezer_state(dir) != 1) {
+        if (sbx_monotonic_ms() >= deadline) {
+            freezer_write(dir, false); /* half frozen helps nobody */
+            return sbx_error_set(err, SBX_E_TIMEOUT,
+                                 "local sandbox %s did not freeze in time (cgroup %s); it runs "
+                                 "on",
+                                 sandbox_id, dir);
+        }
+        usleep(1000);
+    }
+    return SBX_OK;
+}
+
+static sbx_status local_resume(void *state, const char *sandbox_id, bool *was_paused,
+                               sbx_error *err)
+{
+    local_provider *lp = state;
+    char dir[LOCAL_MAX_CGROUP_DIR + 32];
+    meta m;
+    *was_paused = false;
+    sbx_status st = freezer_of(lp, sandbox_id, dir, sizeof dir, &m, err);
+    if (st == SBX_E_CAPABILITY) { /* never paused, then */
+        sbx_error_clear(err);
+        return SBX_OK;
+    }
+    if (st != SBX_OK || freezer_state(dir) == 0)
+        return st;
+    *was_paused = true;
+    /* A client connects before the thaw: the agent's idle TTL counted on while it was frozen,
+     * and a waiting client is what keeps it from ending the sandbox the moment it wakes. The
+     * connect completes in the kernel's backlog; the ping after the thaw renews the TTL. */
+    char state_dir[LOCAL_MAX_RUNTIME_DIR + 32], sock[LOCAL_MAX_RUNTIME_DIR + 64];
+    state_paths(lp, sandbox_id, state_dir, sizeof state_dir);
+    snprintf(sock, sizeof sock, "%s/box/agent.sock", state_dir);
+    sbx_agent_conn *conn = NULL;
+    sbx_error ignored;
+    int64_t deadline = sbx_provider_step_deadline(LOCAL_AGENT_MS);
+    (void)sbx_agent_connect(sock, deadline, &conn, &ignored);
+    if (!freezer_write(dir, false)) {
+        sbx_agent_close(conn);
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot thaw cgroup %s: %s", dir,
+                             strerror(errno));
+    }
+    if (conn != NULL)
+        (void)sbx_agent_ping(conn, deadline, NULL, &ignored);
+    sbx_agent_close(conn);
+    return SBX_OK;
+}
+
 static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err)
 {
     local_provider *lp = state;
@@ -1154,6 +1296,9 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     state_paths(lp, sandbox_id, dir, sizeof dir);
     meta m;
     bool have = meta_read(dir, &m);
+    /* a paused sandbox is thawed first: a frozen task does not die of SIGKILL until thawed */
+    for (int i = 0; have && i < m.n_cg; i++)
+        freezer_write(m.cg[i], false);
     if (have && m.pid > 1) {
         /* A pidfd first, then the start-time check: the kill cannot hit a reused pid. */
         int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m.pid, 0);
@@ -1366,6 +1511,8 @@ const sbx_provider_ops sbx_provider_local = {
     .sweep = local_sweep,
     .attach_command = local_attach_command,
     .cancel_command = local_cancel_command,
+    .pause = local_pause,
+    .resume = local_resume,
 };
 
 const char *sbx_local_state_dir(const sbx_sandbox *s)

@@ -15,7 +15,7 @@
 /* Longest cgroup directory the provider uses (its own cgroup's path plus room). */
 #define LOCAL_MAX_CGROUP_DIR 1024
 /* Cgroup directories per sandbox: v1 memory, pids, cpu; v2 one. */
-#define LOCAL_META_MAX_CGROUPS 3
+#define LOCAL_META_MAX_CGROUPS 4 /* v1: memory, pids, cpu and freezer */
 
 typedef struct meta {
     long pid;
