@@ -28,6 +28,8 @@ static const cli_command commands[] = {
     {"attach", cmd_attach, "follow a detached command: its output so far, then live",
      cmd_attach_help},
     {"kill", cmd_kill, "stop a detached command", cmd_kill_help},
+    {"pause", cmd_pause, "freeze a session's sandbox (kept, no CPU)", cmd_pause_help},
+    {"resume", cmd_resume, "thaw a paused session's sandbox", cmd_resume_help},
     {"cp", cmd_cp, "copy a file between the host and a session", cmd_cp_help},
     {"version", cmd_version, "print the version and the providers built in", cmd_version_help},
     {"worker", cmd_worker, "serve executions over gRPC (sbx-worker)", cmd_worker_help},

@@ -33,7 +33,7 @@ _sbx() {
   COMPREPLY=()
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="config replay providers run code session exec attach kill cp version worker help"
+  local commands="config replay providers run code session exec attach kill pause resume cp version worker help"
 
   # the command: the first word that is not an option (or the value of one)
   cmd=""
@@ -84,7 +84,7 @@ _sbx() {
     session) ((COMP_CWORD == i + 1)) && mapfile -t COMPREPLY < <(compgen -W "new ls rm" -- "$cur") ||
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     worker) mapfile -t COMPREPLY < <(compgen -W "serve" -- "$cur") ;;
-    attach | kill) ((COMP_CWORD == i + 1)) &&
+    attach | kill | pause | resume) ((COMP_CWORD == i + 1)) &&
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     help) mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur") ;;
     cp | replay) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
