@@ -130,6 +130,12 @@ static bool opt_list(const sbx_options *o, const char *key, sbx_strlist *out)
 
 typedef enum cg_mode { CG_NONE, CG_V1, CG_V2 } cg_mode;
 
+/* v2 controllers the limits need. A v2 hierarchy may lack some (a v1/v2 hybrid host whose
+ * memory, pids and cpu serve v1): sandboxes are still made in it, for the per-command cgroups
+ * (cgroup.kill) and the freezer, and only the limits whose controller is missing are
+ * unenforceable. */
+enum { LOCAL_V2_MEMORY = 1u << 0, LOCAL_V2_PIDS = 1u << 1, LOCAL_V2_CPU = 1u << 2 };
+
 /* How long destroy waits for a killed sandbox's PID 1 (and with it the namespace) to go. */
 #define LOCAL_DESTROY_WAIT_MS 10000
 
@@ -157,6 +163,7 @@ typedef struct local_provider {
     int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, uid_slots, program_uid, program_gid, nofile;
     bool rootless;
     cg_mode cg;
+    unsigned v2_missing;                   /* v2: LOCAL_V2_* controllers the hierarchy lacks */
     char cg_why[512];                      /* why cgroups are unavailable (for messages) */
     char cg_base[3][LOCAL_MAX_CGROUP_DIR]; /* v1: memory, pids, cpu parents; v2: [0] only */
     /* Parent of the sandboxes' freezer cgroups (pause/resume): v1's freezer hierarchy, v2's
@@ -235,6 +242,16 @@ static bool own_cgroup(const char *controller, char *out, size_t cap)
     return false;
 }
 
+/* Whether the space-separated list holds word (cgroup.controllers). */
+static bool word_in(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+            return true;
+    return false;
+}
+
 /* Finds where sandbox cgroups go; sets lp->cg (CG_NONE with the reason when unavailable). */
 static void detect_cgroups(local_provider *lp)
 {
@@ -247,13 +264,30 @@ static void detect_cgroups(local_provider *lp)
     }
     struct statfs sfs;
     if (statfs("/sys/fs/cgroup", &sfs) == 0 && sfs.f_type == CGROUP2_SUPER_MAGIC) {
-        /* v2: a top-level "sbx" cgroup with memory, pids and cpu enabled for its children */
+        /* v2: a top-level "sbx" cgroup with those of memory, pids and cpu that the hierarchy
+         * offers enabled for its children */
+        static const struct {
+            const char *name;
+            unsigned bit;
+        } v2[] = {{"memory", LOCAL_V2_MEMORY}, {"pids", LOCAL_V2_PIDS}, {"cpu", LOCAL_V2_CPU}};
+        char avail[512] = "", enable[64] = "";
+        if (!read_small("/sys/fs/cgroup/cgroup.controllers", avail, sizeof avail))
+            avail[0] = '\0';
+        lp->v2_missing = 0;
+        for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++) {
+            if (!word_in(avail, v2[i].name)) {
+                lp->v2_missing |= v2[i].bit;
+                continue;
+            }
+            size_t len = strlen(enable);
+            snprintf(enable + len, sizeof enable - len, "%s+%s", len ? " " : "", v2[i].name);
+        }
         snprintf(lp->cg_base[0], sizeof lp->cg_base[0], "/sys/fs/cgroup/sbx");
         if ((mkdir(lp->cg_base[0], 0755) < 0 && errno != EEXIST) ||
-            !write_small("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids +cpu") ||
-            !write_small("/sys/fs/cgroup/sbx/cgroup.subtree_control", "+memory +pids +cpu")) {
+            (enable[0] && (!write_small("/sys/fs/cgroup/cgroup.subtree_control", enable) ||
+                           !write_small("/sys/fs/cgroup/sbx/cgroup.subtree_control", enable)))) {
             snprintf(lp->cg_why, sizeof lp->cg_why,
-                     "cgroup v2: cannot enable memory/pids/cpu for /sys/fs/cgroup/sbx (%s)",
+                     "cgroup v2: cannot enable %s for /sys/fs/cgroup/sbx (%s)", enable,
                      strerror(errno));
             return;
         }
@@ -439,7 +473,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_network = true;
     caps->policy_network_domains = false;
     caps->policy_filesystem = false;
-    caps->policy_resources = lp && lp->cg != CG_NONE;
+    caps->policy_resources = lp && (lp->cg == CG_V1 || (lp->cg == CG_V2 && lp->v2_missing == 0));
     caps->streaming = true;
     caps->detach = true; /* the agent keeps each command's journal */
     caps->pause = lp->freezer_base[0] != '\0';
@@ -456,14 +490,15 @@ static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strli
         ok = ok && sbx_strlist_add(un, "fs_read");
     if (p->n_fs_write)
         ok = ok && sbx_strlist_add(un, "fs_write");
-    if (lp->cg == CG_NONE) {
-        if (p->memory_mb)
-            ok = ok && sbx_strlist_add(un, "memory_mb");
-        if (p->pids)
-            ok = ok && sbx_strlist_add(un, "pids");
-        if (p->cpu > 0)
-            ok = ok && sbx_strlist_add(un, "cpu");
-    }
+    unsigned missing = lp->cg == CG_NONE ? LOCAL_V2_MEMORY | LOCAL_V2_PIDS | LOCAL_V2_CPU
+                       : lp->cg == CG_V2 ? lp->v2_missing
+                                         : 0;
+    if (p->memory_mb && (missing & LOCAL_V2_MEMORY))
+        ok = ok && sbx_strlist_add(un, "memory_mb");
+    if (p->pids && (missing & LOCAL_V2_PIDS))
+        ok = ok && sbx_strlist_add(un, "pids");
+    if (p->cpu > 0 && (missing & LOCAL_V2_CPU))
+        ok = ok && sbx_strlist_add(un, "cpu");
     if (!ok)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     return SBX_OK;
@@ -761,8 +796,8 @@ static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_po
             ok = ok && write_small(path, val);
             what = "cpu.cfs_quota_us";
         }
-    } else {
-        if (p->memory_mb) {
+    } else { /* v2: a limit whose controller is missing was refused or waived (lenient) */
+        if (p->memory_mb && !(lp->v2_missing & LOCAL_V2_MEMORY)) {
             snprintf(val, sizeof val, "%llu", (unsigned long long)p->memory_mb << 20);
             snprintf(path, sizeof path, "%s/memory.max", cg[0]);
             ok = write_small(path, val);
@@ -771,13 +806,13 @@ static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_po
                 write_small(path, "0");
             what = "memory.max";
         }
-        if (ok && p->pids) {
+        if (ok && p->pids && !(lp->v2_missing & LOCAL_V2_PIDS)) {
             snprintf(val, sizeof val, "%u", p->pids);
             snprintf(path, sizeof path, "%s/pids.max", cg[0]);
             ok = write_small(path, val);
             what = "pids.max";
         }
-        if (ok && p->cpu > 0) {
+        if (ok && p->cpu > 0 && !(lp->v2_missing & LOCAL_V2_CPU)) {
             snprintf(val, sizeof val, "%lld 100000", (long long)(p->cpu * 100000.0 + 0.5));
             snprintf(path, sizeof path, "%s/cpu.max", cg[0]);
             ok = write_small(path, val);
