@@ -8,6 +8,7 @@
  *   cold      create -> first exec of /bin/true -> destroy in process (with the default
  *             profile's memory/pids limits when root), vs bwrap (target <= 0.8x)
  *   warm      exec of /bin/true in an existing sandbox (target <= 0.5 ms)
+ *   pause     pause and resume of a live sandbox (the cgroup freezer), medians
  *   idle RSS  resident memory of each sandbox's agent (PID 1) with N sandboxes alive at once
  *             (target <= 1 MiB each with 500 alive); RSS counts the static binary's shared
  *             text in full, so it is the pessimistic figure (PSS is printed beside it)
@@ -81,6 +82,42 @@ static void run_true(sbx_sandbox *sb)
     if (ops->run_command(sb, &op, &o, r, &err) != SBX_OK || r->exit_code != 0)
         die("/bin/true", &err);
     sbx_message_free((ProtobufCMessage *)r);
+}
+
+/* Pause/resume rounds measured (each round also proves the sandbox answers after it). */
+#define BENCH_PAUSE_RUNS 100
+
+/* pause and resume of a live sandbox (the cgroup freezer), medians; skipped where the provider
+ * does not declare pause. */
+static void pause_resume(sbx_sandbox *sb, size_t n)
+{
+    sbx_capabilities caps = SBX__V1__CAPABILITIES__INIT;
+    ops->capabilities(pstate, &caps);
+    if (!caps.pause || ops->pause == NULL || n == 0) {
+        printf("  %-58s %10s     (not offered here: root and the freezer cgroup)\n",
+               "pause / resume", "n/a");
+        return;
+    }
+    int64_t *p_us = calloc(n, sizeof *p_us), *r_us = calloc(n, sizeof *r_us);
+    sbx_error err = {0};
+    for (size_t i = 0; i < n; i++) {
+        bool was = false;
+        int64_t t0 = sbx_monotonic_us();
+        if (ops->pause(pstate, sb->id, &err) != SBX_OK)
+            die("pause", &err);
+        int64_t t1 = sbx_monotonic_us();
+        if (ops->resume(pstate, sb->id, &was, &err) != SBX_OK || !was)
+            die("resume", &err);
+        r_us[i] = sbx_monotonic_us() - t1;
+        p_us[i] = t1 - t0;
+        run_true(sb);
+    }
+    printf("  %-58s %10.3f ms  (n=%zu)\n", "pause: every process of a sandbox frozen",
+           median_ms(p_us, n), n);
+    printf("  %-58s %10.3f ms  (n=%zu; includes the agent's ping)\n",
+           "resume: thawed and answering", median_ms(r_us, n), n);
+    free(p_us);
+    free(r_us);
 }
 
 static void destroy(sbx_sandbox *sb)
@@ -312,6 +349,7 @@ int main(int argc, char **argv)
     }
     printf("  %-58s %10.3f ms  (n=%zu, target <= 0.5 ms)\n", "warm: exec /bin/true in a session",
            median_ms(warm_us, warm_n), warm_n);
+    pause_resume(sb, warm_n < BENCH_PAUSE_RUNS ? warm_n : BENCH_PAUSE_RUNS);
     destroy(sb);
 
     sbx_sandbox **all = calloc(idle_n, sizeof *all);
