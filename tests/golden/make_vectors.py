@@ -238,6 +238,14 @@ def build(ex, ag):
         ("cancel_command.signal", "i64", "15"),
     ])
 
+    # empty messages: the oneof case alone carries the operation
+    for op in ("pause", "resume"):
+        r = E.ExecutionRequest()
+        r.task_id = "33333333-3333-4333-8333-33333333333%d" % (7 if op == "pause" else 8)
+        session(r.session)
+        getattr(r, op).SetInParent()
+        v.add("req_%s" % op, r, expects=[(".", "case", "op=%s" % op)])
+
     r = E.ExecutionRequest()
     r.task_id = "44444444-4444-4444-8444-444444444444"
     r.install_packages.manager = "pip"
@@ -462,7 +470,7 @@ def build(ex, ag):
         for fld in ("shell", "files", "package_install", "stateful", "attach", "provisions",
                     "attaches_external", "principal_user", "policy_network",
                     "policy_network_domains", "policy_filesystem", "policy_resources",
-                    "streaming", "detach"):
+                    "streaming", "detach", "pause"):
             setattr(caps, fld, True)
         p.idle_timeout_s = 1800
     d.default_profile = "default"
