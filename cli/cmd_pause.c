@@ -13,7 +13,7 @@ const char cmd_pause_help[] =
     "CPU; memory and files are kept. `sbx resume SESSION` thaws it; so does any other command\n"
     "on the session (exec, cp, attach, ...), which then notes that it resumed it. Pausing a\n"
     "paused session changes nothing. Providers whose `sbx providers` row shows PAUSE offer it\n"
-    "(local, as root: the cgroup freezer).\n\n"
+    "(local as root: the cgroup freezer; managed docker: the daemon's pause).\n\n"
     "Options:\n"
     "  --json      print the completion as JSON\n\n" CLI_EXIT_CODES_HELP;
 

@@ -14,6 +14,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "providers/common/agent_client.h"
 #include "providers/common/uid_slots.h"
 #include "providers/docker/docker_agent.h"
 #include "providers/docker/docker_provider.h"
@@ -339,6 +341,7 @@ static void docker_capabilities(void *state, sbx_capabilities *caps)
     /* Managed containers are made to the policy; an attached one is as its owner made it. */
     caps->stateful = managed; /* the agent's persistent python kernel */
     caps->detach = managed;   /* the agent's command journals; the exec API keeps none */
+    caps->pause = managed;    /* the daemon's freezer: POST /containers/{id}/pause */
     caps->policy_network = managed;
     caps->policy_network_domains = false;
     caps->policy_filesystem = managed;
@@ -392,8 +395,9 @@ static sbx_status docker_check_policy(void *state, const sbx_policy *policy,
 
 typedef struct container_info {
     char id[72];
-    bool running;
-    long pid; /* host pid of the container's init (0 when not running) */
+    bool running; /* running and not paused */
+    bool paused;  /* running, frozen by the daemon (pause): alive, but its agent cannot answer */
+    long pid;     /* host pid of the container's init (0 when not running) */
     char status[32];
     char workdir[512];
     char state_dir[1024];
@@ -433,8 +437,9 @@ static sbx_status inspect(docker_provider *p, const char *ref, container_info *c
     }
     snprintf(ci->id, sizeof(ci->id), "%s", id);
     json_t *state = json_object_get(j, "State");
-    ci->running = json_is_true(json_object_get(state, "Running")) &&
-                  !json_is_true(json_object_get(state, "Paused"));
+    ci->paused = json_is_true(json_object_get(state, "Running")) &&
+                 json_is_true(json_object_get(state, "Paused"));
+    ci->running = json_is_true(json_object_get(state, "Running")) && !ci->paused;
     json_t *jpid = json_object_get(state, "Pid");
     if (json_is_integer(jpid) && json_integer_value(jpid) > 1 &&
         json_integer_value(jpid) < (1 << 22))
@@ -459,7 +464,7 @@ bool docker_container_gone(docker_provider *p, const char *id)
     container_info ci;
     sbx_error ignored;
     sbx_status st = inspect(p, id, &ci, &ignored);
-    return st == SBX_E_GONE || (st == SBX_OK && !ci.running);
+    return st == SBX_E_GONE || (st == SBX_OK && !ci.running && !ci.paused);
 }
 
 /* ---- sandboxes --------------------------------------------------------------------------------
@@ -855,6 +860,10 @@ static sbx_status docker_attach(void *state, const char *sandbox_id, const sbx_p
                              "container '%s' was not created by sbx (no %s label); a managed "
                              "profile only reconnects to its own containers",
                              sandbox_id, LABEL_MANAGED);
+    if (ci.paused) /* alive: never removed, never GONE (the engine resumes before attaching) */
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "container '%s' is paused; resume it (sbx resume) to use it",
+                             sandbox_id);
     if (!ci.running) {
         if (p->managed) {
             /* A stopped managed container is dead to us (its agent, kernels and processes are
@@ -881,6 +890,102 @@ static sbx_status docker_attach(void *state, const char *sandbox_id, const sbx_p
     return SBX_OK;
 }
 
+/* ---- pause and resume ---------------------------------------------------------------------- */
+
+/* A paused container's marker, <runtime_dir>/paused-<id>: resume is asked before every
+ * operation on a session, and a marker is an access() where asking the daemon is a round trip.
+ * The daemon stays the authority: a stale marker (unpaused behind sbx's back) costs one
+ * unpause that answers 409, which is success. */
+static void paused_marker(const docker_provider *p, const char *id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/paused-%s", p->runtime_dir, id);
+}
+
+/* POST /containers/{id}/{pause,unpause} (API v1.41 ContainerPause/ContainerUnpause): 204 done,
+ * 404 no such container (GONE), 409 not running / already in that state. */
+static sbx_status pause_call(docker_provider *p, const char *id, bool pause, sbx_error *err)
+{
+    char *esc = docker_url_escape(id);
+    char path[512];
+    snprintf(path, sizeof(path), "/containers/%s/%s", esc ? esc : "", pause ? "pause" : "unpause");
+    free(esc);
+    docker_response r = {0};
+    sbx_status st = docker_api_call(&p->api, "POST", path, NULL, NULL, 0, 0,
+                                    DOCKER_REQUEST_TIMEOUT_MS, &r, err);
+    if (st == SBX_OK && r.status == 404)
+        st = sbx_error_set(err, SBX_E_GONE, "container '%s' no longer exists", id);
+    else if (st == SBX_OK && r.status == 409 && pause) {
+        /* already paused is fine; not running is not */
+        container_info ci;
+        sbx_error ignored;
+        if (inspect(p, id, &ci, &ignored) != SBX_OK || !ci.paused) {
+            char buf[256];
+            st = sbx_error_set(err, SBX_E_GONE, "container '%s' cannot be paused: %s", id,
+                               docker_error_text(&r, buf, sizeof buf));
+        }
+    } else if (st == SBX_OK && r.status != 204 && r.status != 409) {
+        char buf[256];
+        st = sbx_error_set(err, SBX_E_PROVISION, "Docker daemon could not %s container '%s': %s",
+                           pause ? "pause" : "unpause", id, docker_error_text(&r, buf, sizeof buf));
+    }
+    docker_response_clear(&r);
+    return st;
+}
+
+static sbx_status docker_pause(void *state, const char *sandbox_id, sbx_error *err)
+{
+    docker_provider *p = state;
+    if (!p->managed || !ref_ok(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE, "no managed container '%.80s'",
+                             sandbox_id ? sandbox_id : "");
+    char marker[1200];
+    paused_marker(p, sandbox_id, marker, sizeof marker);
+    /* the marker first: a pause whose answer is lost still leaves resume something to do */
+    int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot write %s: %s", marker, strerror(errno));
+    close(fd);
+    sbx_status st = pause_call(p, sandbox_id, true, err);
+    if (st != SBX_OK)
+        unlink(marker);
+    return st;
+}
+
+static sbx_status docker_resume(void *state, const char *sandbox_id, bool *was_paused,
+                                sbx_error *err)
+{
+    docker_provider *p = state;
+    *was_paused = false;
+    if (!p->managed || !ref_ok(sandbox_id))
+        return SBX_OK;
+    char marker[1200];
+    paused_marker(p, sandbox_id, marker, sizeof marker);
+    if (access(marker, F_OK) != 0)
+        return SBX_OK; /* never paused by sbx */
+    /* As for local: a client connected before the thaw keeps the agent's idle TTL, which ran on
+     * while the container was frozen, from ending it the moment it wakes. */
+    container_info ci;
+    sbx_error ignored;
+    sbx_agent_conn *conn = NULL;
+    if (inspect(p, sandbox_id, &ci, &ignored) == SBX_OK && ci.state_dir[0]) {
+        char sock[1100];
+        snprintf(sock, sizeof sock, "%s/agent.sock", ci.state_dir);
+        (void)sbx_agent_connect(sock, sbx_provider_step_deadline(DOCKER_AGENT_RECONNECT_MS), &conn,
+                                &ignored);
+    }
+    sbx_status st = pause_call(p, sandbox_id, false, err);
+    if (st == SBX_OK || st == SBX_E_GONE)
+        unlink(marker);
+    if (st == SBX_OK) {
+        *was_paused = true;
+        if (conn != NULL)
+            (void)sbx_agent_ping(conn, sbx_provider_step_deadline(DOCKER_AGENT_RECONNECT_MS), NULL,
+                                 &ignored);
+    }
+    sbx_agent_close(conn);
+    return st;
+}
+
 static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error *err)
 {
     docker_provider *p = state;
@@ -890,9 +995,13 @@ static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error 
         return SBX_OK; /* nothing by that name can exist */
     container_info ci;
     sbx_error ignored;
+    char marker[1200];
+    paused_marker(p, sandbox_id, marker, sizeof marker);
     sbx_status st = inspect(p, sandbox_id, &ci, &ignored);
-    if (st == SBX_E_GONE)
+    if (st == SBX_E_GONE) {
+        unlink(marker);
         return SBX_OK;
+    }
     if (st != SBX_OK) {
         if (err != NULL)
             *err = ignored;
@@ -903,9 +1012,11 @@ static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error 
                              "container '%s' was not created by sbx (no %s label); refusing to "
                              "remove it",
                              sandbox_id, LABEL_MANAGED);
-    st = remove_container(p, ci.id, err);
-    if (st == SBX_OK)
+    st = remove_container(p, ci.id, err); /* the daemon kills a paused container too */
+    if (st == SBX_OK) {
         remove_state_dir(p, ci.state_dir);
+        unlink(marker);
+    }
     return st;
 }
 
@@ -1173,4 +1284,6 @@ const sbx_provider_ops sbx_provider_docker = {
     .sweep = docker_sweep,
     .attach_command = docker_attach_command,
     .cancel_command = docker_cancel_command,
+    .pause = docker_pause,
+    .resume = docker_resume,
 };

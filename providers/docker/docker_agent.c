@@ -17,8 +17,6 @@
 /* How long a freshly started container may take until its agent accepts: container start plus
  * the agent's own start, on a loaded 2-core machine. */
 #define DOCKER_AGENT_START_MS 30000
-/* How long a reconnect waits for a running container's agent before calling it gone. */
-#define DOCKER_AGENT_RECONNECT_MS 5000
 /* Pause between connection attempts while waiting for the agent's socket. */
 #define DOCKER_AGENT_RETRY_MS 20
 

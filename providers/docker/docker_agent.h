@@ -5,6 +5,9 @@
 #ifndef SBX_DOCKER_AGENT_H
 #define SBX_DOCKER_AGENT_H
 
+/* How long a reconnect waits for a running container's agent before calling it gone. */
+#define DOCKER_AGENT_RECONNECT_MS 5000
+
 #include <stdbool.h>
 
 #include "providers/docker/docker_provider.h"

@@ -206,6 +206,66 @@ static void test_docker_managed_missing_image_is_provision_with_the_daemons_word
     dt_provider_close(prov);
 }
 
+/* Paused by the daemon's freezer: inspect says Paused, the session's state survives the resume
+ * (a background process, a file), resume reports that it thawed, both are idempotent, and a
+ * paused container is neither GONE nor swept, and is still destroyed whole. */
+static void test_docker_managed_pause_keeps_state_and_resume_thaws(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    sbx_result *r;
+    sbx_error err;
+    assert_int_equal(run_shell(f, sb, "echo kept > /tmp/file", &r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    /* a detached command: it runs on across the pause */
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = "exec sleep 300";
+    op.detach = 1;
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    r = sbx_result_new();
+    assert_int_equal(ops->run_command(sb, &op, &o, r, &err), SBX_OK);
+    assert_true(r->command_id > 0);
+    sbx_message_free((ProtobufCMessage *)r);
+    ops->sandbox_close(sb);
+    assert_int_equal(ops->pause(f->provider, id, &err), SBX_OK);
+    assert_int_equal(ops->pause(f->provider, id, &err), SBX_OK); /* idempotent */
+    json_t *j = dt_container_inspect(&f->env, id);
+    assert_non_null(j);
+    assert_true(json_is_true(json_object_get(json_object_get(j, "State"), "Paused")));
+    json_decref(j);
+    /* alive while paused: attach refuses it without declaring it gone, the sweep keeps it */
+    sbx_sandbox *again = NULL;
+    assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &again, &err),
+                     SBX_E_PROVISION);
+    sbx_strlist removed = {0};
+    assert_int_equal(ops->sweep(f->provider, &removed, &err), SBX_OK);
+    assert_false(sbx_strlist_contains(&removed, id));
+    sbx_strlist_clear(&removed);
+    bool was = false;
+    assert_int_equal(ops->resume(f->provider, id, &was, &err), SBX_OK);
+    assert_true(was);
+    assert_int_equal(ops->resume(f->provider, id, &was, &err), SBX_OK);
+    assert_false(was); /* it ran: nothing to do */
+    assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &again, &err), SBX_OK);
+    assert_int_equal(run_shell(f, again,
+                               "cat /tmp/file; grep -qx sleep /proc/[0-9]*/comm && echo alive", &r,
+                               &err),
+                     SBX_OK);
+    assert_stdout(r, "kept\nalive\n");
+    sbx_message_free((ProtobufCMessage *)r);
+    ops->sandbox_close(again);
+    /* paused again, then destroyed: the daemon removes a paused container too */
+    assert_int_equal(ops->pause(f->provider, id, &err), SBX_OK);
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    assert_null(dt_container_inspect(&f->env, id));
+    assert_int_equal(ops->pause(f->provider, id, &err), SBX_E_GONE);
+    free(id);
+}
+
 static void test_docker_managed_runs_a_command(void **state)
 {
     fixture *f = *state;
@@ -527,6 +587,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_allowlist_is_unenforceable),
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
         cmocka_unit_test(test_docker_managed_runs_a_command),
+        cmocka_unit_test(test_docker_managed_pause_keeps_state_and_resume_thaws),
         cmocka_unit_test(test_docker_managed_detached_command_is_followed_and_cancelled),
         cmocka_unit_test(test_docker_managed_destroy_removes_container_and_state_and_is_idempotent),
         cmocka_unit_test(test_docker_managed_destroy_refuses_a_container_sbx_did_not_create),
