@@ -821,7 +821,8 @@ static sbx_status resume_if_paused(run *r)
 {
     profile_slot *s = r->slot;
     const char *id = r->handle->sandbox_id;
-    if (!s->caps->pause || s->ops->resume == NULL || !str_set(id))
+    if (!s->caps->pause || s->ops->resume == NULL || !str_set(id) ||
+        (s->ops->traits & SBX_PROVIDER_ATTACH_RESUMES))
         return SBX_OK;
     bool was_paused = false;
     sbx_status st = s->ops->resume(s->state, id, &was_paused, &r->err);
@@ -967,6 +968,9 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     }
     if (strcmp(h->sandbox_id, sb->id) != 0)
         sbx_set_string(&h->sandbox_id, sb->id);
+    if (sb->resumed)
+        sbx_completion_add_notice(r->c, "session %s was paused; it was resumed for this request",
+                                  h->session_id);
 
     /* Step 7: execute under the deadline. */
     uint64_t limit =

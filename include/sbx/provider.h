@@ -49,7 +49,8 @@ typedef struct sbx_provider_ctx {
 
 /* A live handle to one sandbox. Providers embed it as the FIRST member of their own struct. */
 typedef struct sbx_sandbox {
-    char *id; /* the provider's reconnect id (malloc'd; freed by the provider's close) */
+    char *id;     /* the provider's reconnect id (malloc'd; freed by the provider's close) */
+    bool resumed; /* set by attach when reaching it woke a paused sandbox (the engine says so) */
 } sbx_sandbox;
 
 /* Output streaming: called with each chunk as the program produces it (stream is
@@ -92,6 +93,10 @@ enum {
      * names that node and only that node's worker may use it. Without this trait the provider's
      * sandboxes are reachable from any worker (a cloud API) and its handles are node-free. */
     SBX_PROVIDER_HOST_LOCAL = 1u << 3,
+    /* attach itself resumes a paused sandbox (a cloud API's reconnect does), setting
+     * sbx_sandbox.resumed: the engine does not ask resume before each operation (which would
+     * be one more round trip to the API) */
+    SBX_PROVIDER_ATTACH_RESUMES = 1u << 4,
 };
 
 typedef struct sbx_provider_ops {

@@ -165,6 +165,7 @@ static void e2b_capabilities(void *state, sbx_capabilities *caps)
     caps->package_install = true;
     caps->stateful = p ? p->code_interpreter : true;
     caps->attach = true;
+    caps->pause = true; /* the API's pause (a memory snapshot); connect resumes */
     caps->provisions = true;
     caps->attaches_external = true;
     caps->principal_user = false;
@@ -462,6 +463,8 @@ static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_prin
                           url, resp.status);
         if (s == SBX_OK)
             s = e2b_sandbox_from_json(p, &req, &resp, sandbox_id, out, err);
+        if (s == SBX_OK && resp.status == 201) /* 201: it was paused and is resumed */
+            (*out)->resumed = true;
     }
     sbx_http_response_clear(&resp);
     if (s == SBX_OK && policy) {
@@ -472,6 +475,58 @@ static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_prin
             *out = NULL;
         }
     }
+    return s;
+}
+
+/* POST /sandboxes/{id}/{pause,connect}: pause answers 204 (404 unknown, 409 conflict: already
+ * paused, which GET's state confirms); connect resumes, 201 when it was paused. */
+static sbx_status e2b_lifecycle(e2b_provider *p, const char *sandbox_id, bool pause, long *status,
+                                sbx_error *err)
+{
+    char *esc = sbx_http_url_escape(sandbox_id);
+    if (!esc)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    char path[512];
+    snprintf(path, sizeof path, "/sandboxes/%s/%s", esc, pause ? "pause" : "connect");
+    json_t *body = pause ? NULL : json_pack("{s:I}", "timeout", (json_int_t)p->sandbox_timeout_s);
+    sbx_http_request req;
+    sbx_http_response resp;
+    char url[1024];
+    sbx_status s = e2b_api(p, "POST", path, body, true, &req, url, sizeof url, &resp, err);
+    json_decref(body);
+    *status = resp.status;
+    if (s == SBX_OK && !(pause && resp.status == 409))
+        s = sbx_http_check(p->http, &req, &resp, err);
+    sbx_http_response_clear(&resp);
+    if (s == SBX_OK && pause && *status == 409) {
+        snprintf(path, sizeof path, "/sandboxes/%s", esc);
+        s = e2b_api(p, "GET", path, NULL, true, &req, url, sizeof url, &resp, err);
+        json_t *j = NULL;
+        if (s == SBX_OK)
+            s = sbx_http_response_json(p->http, &req, &resp, &j, err);
+        const char *state = json_string_value(json_object_get(j, "state"));
+        if (s == SBX_OK && (state == NULL || strcmp(state, "paused") != 0))
+            s = sbx_error_set(err, SBX_E_PROVISION,
+                              "e2b: sandbox %s could not be paused (409) and is %s", sandbox_id,
+                              state != NULL ? state : "in an unknown state");
+        json_decref(j);
+        sbx_http_response_clear(&resp);
+    }
+    free(esc);
+    return s;
+}
+
+static sbx_status e2b_pause(void *state, const char *sandbox_id, sbx_error *err)
+{
+    long status = 0;
+    return e2b_lifecycle(state, sandbox_id, true, &status, err);
+}
+
+static sbx_status e2b_resume(void *state, const char *sandbox_id, bool *was_paused, sbx_error *err)
+{
+    long status = 0;
+    sbx_status s = e2b_lifecycle(state, sandbox_id, false, &status, err);
+    *was_paused = s == SBX_OK && status == 201;
     return s;
 }
 
@@ -557,7 +612,7 @@ static void e2b_sandbox_close(sbx_sandbox *sb)
 const sbx_provider_ops sbx_provider_e2b = {
     .name = "e2b",
     .summary = "E2B cloud micro-VMs (REST control plane + envd Connect-RPC)",
-    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES,
+    .traits = SBX_PROVIDER_PROVISIONS | SBX_PROVIDER_ATTACHES | SBX_PROVIDER_ATTACH_RESUMES,
     .options = e2b_options,
     .open = e2b_open,
     .close = e2b_close,
@@ -573,4 +628,6 @@ const sbx_provider_ops sbx_provider_e2b = {
     .read_file = e2b_read_file,
     .list_files = e2b_list_files,
     .sandbox_close = e2b_sandbox_close,
+    .pause = e2b_pause,
+    .resume = e2b_resume,
 };

@@ -333,6 +333,38 @@ static void test_e2b_attach_renews_ttl_and_reapplies_network(void **state)
     json_decref(n);
 }
 
+/* Pause is the API's POST /pause (idempotent: its 409 for a paused sandbox is success); envd
+ * does not answer while paused; attach (connect) resumes it and marks the handle resumed, and
+ * resume reports whether it was paused. */
+static void test_e2b_pause_and_resume_through_the_api(void **state)
+{
+    fx *f = *state;
+    create(f);
+    char id[64];
+    snprintf(id, sizeof id, "%s", f->sb->id);
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.pause(f->state, id, &err), SBX_OK);
+    assert_non_null(fake_http_log_last(fake_e2b_http(f->fake), "POST", "/sandboxes/*/pause"));
+    assert_int_equal(sbx_provider_e2b.pause(f->state, id, &err), SBX_OK); /* 409: paused */
+    sbx_result *r = NULL;
+    assert_int_not_equal(run_shell(f, "echo hi", NULL, 10000, 0, &r, &err), SBX_OK);
+    sbx_message_free(&r->base);
+    sbx_provider_e2b.sandbox_close(f->sb);
+    f->sb = NULL;
+    assert_int_equal(sbx_provider_e2b.attach(f->state, id, f->principal, f->policy, &f->sb, &err),
+                     SBX_OK);
+    assert_true(f->sb->resumed);
+    assert_int_equal(run_shell(f, "echo hi", NULL, 10000, 0, &r, &err), SBX_OK);
+    sbx_message_free(&r->base);
+    bool was = true;
+    assert_int_equal(sbx_provider_e2b.resume(f->state, id, &was, &err), SBX_OK);
+    assert_false(was); /* running: connect answered 200 */
+    assert_int_equal(sbx_provider_e2b.pause(f->state, id, &err), SBX_OK);
+    assert_int_equal(sbx_provider_e2b.resume(f->state, id, &was, &err), SBX_OK);
+    assert_true(was);
+    assert_int_equal(sbx_provider_e2b.pause(f->state, "inope", &err), SBX_E_GONE);
+}
+
 static void test_e2b_destroy_is_idempotent(void **state)
 {
     fx *f = *state;
@@ -844,6 +876,7 @@ int main(void)
         T(test_e2b_unknown_template_is_config_naming_it),
         T(test_e2b_attach_unknown_id_is_gone),
         T(test_e2b_attach_renews_ttl_and_reapplies_network),
+        T(test_e2b_pause_and_resume_through_the_api),
         T(test_e2b_destroy_is_idempotent),
         T(test_e2b_command_output_streams_with_exit_code),
         T(test_e2b_clean_exit_without_exit_code_field_is_zero),

@@ -27,6 +27,7 @@ typedef struct fe_sandbox {
     json_t *env;
     long timeout_s;
     bool alive;
+    bool paused; /* POST /pause: envd is unreachable until a connect resumes it (201) */
     fake_fs *fs;
     fake_pyvars *py;
 } fe_sandbox;
@@ -196,7 +197,7 @@ static void fe_get(void *arg, const fake_request *req, fake_response *resp)
     }
     json_t *j = fe_sandbox_json(s);
     json_object_del(j, "envdAccessToken");
-    json_object_set_new(j, "state", json_string("running"));
+    json_object_set_new(j, "state", json_string(s->paused ? "paused" : "running"));
     json_object_set_new(j, "cpuCount", json_integer(2));
     json_object_set_new(j, "memoryMB", json_integer(512));
     json_object_set_new(j, "diskSizeMB", json_integer(10240));
@@ -225,13 +226,16 @@ static void fe_connect(void *arg, const fake_request *req, fake_response *resp)
     pthread_mutex_lock(&f->lock);
     fe_sandbox *s = fe_find(f, req->params[0]);
     json_t *out = NULL;
+    bool resumed = false;
     if (s) {
         s->timeout_s = (long)json_integer_value(json_object_get(b, "timeout"));
+        resumed = s->paused; /* connect resumes a paused sandbox: 201 instead of 200 */
+        s->paused = false;
         out = fe_sandbox_json(s);
     }
     pthread_mutex_unlock(&f->lock);
     if (out)
-        fe_json(resp, 200, out);
+        fe_json(resp, resumed ? 201 : 200, out);
     else
         fe_not_found(resp, req->params[0]);
     json_decref(b);
@@ -296,6 +300,26 @@ static void fe_sandbox_release(fe_sandbox *s)
     s->py = NULL;
 }
 
+/* POST /sandboxes/{id}/pause: 204; 404 unknown; 409 when it is already paused. */
+static void fe_pause(void *arg, const fake_request *req, fake_response *resp)
+{
+    fake_e2b *f = arg;
+    if (!fe_auth(f, req, resp))
+        return;
+    pthread_mutex_lock(&f->lock);
+    fe_sandbox *s = fe_find(f, req->params[0]);
+    bool was = s != NULL && s->paused;
+    if (s != NULL)
+        s->paused = true;
+    pthread_mutex_unlock(&f->lock);
+    if (s == NULL)
+        fe_not_found(resp, req->params[0]);
+    else if (was)
+        fe_error(resp, 409, "sandbox is already paused");
+    else
+        fake_response_status(resp, 204);
+}
+
 static void fe_kill(void *arg, const fake_request *req, fake_response *resp)
 {
     fake_e2b *f = arg;
@@ -332,6 +356,11 @@ static fe_sandbox *fe_route(fake_e2b *f, const fake_request *req, fake_response 
         char msg[256];
         snprintf(msg, sizeof msg, "The sandbox %s was not found", id);
         fe_error(resp, 502, msg);
+        return NULL;
+    }
+    if (s->paused) { /* its VM is a snapshot: nothing answers until a connect resumes it */
+        pthread_mutex_unlock(&f->lock);
+        fe_error(resp, 502, "The sandbox is paused");
         return NULL;
     }
     if (strcmp(p, port) != 0) {
@@ -663,6 +692,7 @@ fake_e2b *fake_e2b_start(const char *api_key)
     fake_http_route(h, "GET", "/sandboxes/*", fe_get, f);
     fake_http_route(h, "DELETE", "/sandboxes/*", fe_kill, f);
     fake_http_route(h, "POST", "/sandboxes/*/connect", fe_connect, f);
+    fake_http_route(h, "POST", "/sandboxes/*/pause", fe_pause, f);
     fake_http_route(h, "POST", "/sandboxes/*/timeout", fe_timeout, f);
     fake_http_route(h, "PUT", "/sandboxes/*/network", fe_network, f);
     fake_http_route(h, "POST", "/process.Process/Start", fe_start, f);
