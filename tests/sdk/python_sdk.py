@@ -216,6 +216,22 @@ class Plain(unittest.TestCase):
             with self.assertRaises(sbx.CapabilityError):
                 box.start("true")
 
+    def test_pause_keeps_the_sandbox_and_the_next_call_resumes_it(self):
+        if not os.access("/sys/fs/cgroup/freezer/cgroup.procs", os.W_OK):
+            self.skipTest("needs root and the v1 freezer cgroup")
+        with self.client() as c, c.sandbox("local") as box:
+            box.run("echo kept > /tmp/f")
+            box.pause()
+            box.pause()  # idempotent
+            r = box.run("cat /tmp/f")
+            self.assertEqual(r.stdout, b"kept\n")
+            self.assertIn("was paused; it was resumed", r.notice)
+            box.resume()  # running: nothing to do
+        with self.client() as c, c.sandbox() as box:  # the fake provider cannot pause
+            box.run("true")
+            with self.assertRaises(sbx.CapabilityError):
+                box.pause()
+
     def test_files_write_read_list(self):
         with self.client() as c, c.sandbox() as box:
             box.files.write("/workspace/d/a.bin", b"\x00\x01binary", mode=0o600)

@@ -274,6 +274,19 @@ class Sandbox:
         req.cancel_command.signal = signal
         return self._execute(req, timeout, locked=False)
 
+    def pause(self, timeout=None):
+        """Freezes every process of the sandbox (memory, files and programs kept, no CPU) where
+        the provider offers it (Capabilities.pause). Any later call resumes it first."""
+        req = self._request()
+        req.pause.SetInParent()
+        self._execute(req, timeout)
+
+    def resume(self, timeout=None):
+        """Thaws a paused sandbox (a running one is left as it is)."""
+        req = self._request()
+        req.resume.SetInParent()
+        self._execute(req, timeout)
+
     def install(self, manager, packages, timeout=None):
         """Installs packages with a package manager ("pip", "npm", "apt", ...)."""
         req = self._request()
