@@ -2,6 +2,7 @@
  * the table below (one file each, cli/cmd_<name>.c). Adding a command is one line here plus
  * its declaration in cli.h. main.c must not hold any command's logic.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,8 +54,22 @@ static const char *usage_text(void)
     return buf;
 }
 
+/* Buffers of a big transfer: `sbx cp` moves 4 MiB chunks, and each one's request, completion
+ * and their copies are megabytes that are freed as the next chunk comes. glibc serves blocks
+ * that large with fresh mmaps, so every page of every chunk faulted on first touch (on the
+ * VMs this was measured on, most of a copy's time: 256 MiB down in 3.6 s, 1.3 s without).
+ * Below this size blocks come from the heap and are reused. */
+#define CLI_MMAP_THRESHOLD (32 * 1024 * 1024)
+/* ...and the heap keeps this much free memory instead of handing it back after each chunk
+ * (the command is short-lived: it goes back to the system at exit). */
+#define CLI_TRIM_THRESHOLD (256 * 1024 * 1024)
+#define CLI_TOP_PAD (64 * 1024 * 1024)
+
 int main(int argc, char **argv)
 {
+    mallopt(M_MMAP_THRESHOLD, CLI_MMAP_THRESHOLD);
+    mallopt(M_TRIM_THRESHOLD, CLI_TRIM_THRESHOLD);
+    mallopt(M_TOP_PAD, CLI_TOP_PAD);
     cli_parser p = {.cmd = "", .help = usage_text(), .stop_at_operand = true};
     cli_opt_init(&p, argc, argv);
     if (cli_opt_next(&p) == CLI_OPT_EXIT)
