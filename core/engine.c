@@ -836,26 +836,42 @@ static sbx_status resume_if_paused(run *r)
     return st;
 }
 
+/* What destroy, pause and resume of an existing session check before touching it: the binding
+ * (a handle with a sandbox or a binding must verify for this principal), the node (only the
+ * node that holds a host-local sandbox may act on it: elsewhere it would be a no-op reporting
+ * success while the sandbox runs on), then the session lock. NULL with *lock taken, or the
+ * completion that refuses. */
+static sbx_completion *owner_checks(run *r, const char *action, session_lock **lock)
+{
+    sbx_session_handle *h = r->handle;
+    if ((str_set(h->sandbox_id) || h->binding.len > 0) &&
+        !sbx_binding_verify(r->e->key, h, subject_of(r))) {
+        sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
+                      "session '%s' is not bound to principal '%s' (binding does not verify); "
+                      "only its owner can %s it",
+                      h->session_id, subject_of(r), action);
+        return fail(r->req, &r->err, r->req->session);
+    }
+    if (elsewhere(r))
+        return wrong_node(r);
+    *lock = lock_session(r->e, h->session_id);
+    if (*lock == NULL) {
+        sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
+        return fail(r->req, &r->err, r->req->session);
+    }
+    return NULL;
+}
+
 /* PauseSandbox and ResumeSandbox: on the session's sandbox by id, under the session lock, the
  * binding verified first; the handle comes back re-stamped, the result empty. */
 static sbx_completion *do_pause(run *r)
 {
     profile_slot *s = r->slot;
     sbx_session_handle *h = r->handle;
-    if (!sbx_binding_verify(r->e->key, h, subject_of(r))) {
-        sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
-                      "session '%s' is not bound to principal '%s' (binding does not verify); "
-                      "only its owner can pause or resume it",
-                      h->session_id, subject_of(r));
-        return fail(r->req, &r->err, r->req->session);
-    }
-    if (elsewhere(r))
-        return wrong_node(r);
-    session_lock *lock = lock_session(r->e, h->session_id);
-    if (lock == NULL) {
-        sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
-        return fail(r->req, &r->err, r->req->session);
-    }
+    session_lock *lock = NULL;
+    sbx_completion *refused = owner_checks(r, "pause or resume", &lock);
+    if (refused != NULL)
+        return refused;
     sbx_provider_set_deadline_ms(deadline_mono(r, sbx_monotonic_ms()));
     bool was_paused = false;
     sbx_status st = r->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE
@@ -1048,24 +1064,10 @@ static sbx_completion *do_destroy(run *r)
 {
     profile_slot *s = r->slot;
     sbx_session_handle *h = r->handle;
-    if (str_set(h->sandbox_id) || h->binding.len > 0) {
-        if (!sbx_binding_verify(r->e->key, h, subject_of(r))) {
-            sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
-                          "session '%s' is not bound to principal '%s' (binding does not "
-                          "verify); only its owner can destroy it",
-                          h->session_id, subject_of(r));
-            return fail(r->req, &r->err, r->req->session);
-        }
-    }
-    /* Destroying here what lives elsewhere would be an idempotent no-op that reports CLOSED
-     * while the sandbox runs on: only its node may destroy it. */
-    if (elsewhere(r))
-        return wrong_node(r);
-    session_lock *lock = lock_session(r->e, h->session_id);
-    if (lock == NULL) {
-        sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
-        return fail(r->req, &r->err, r->req->session);
-    }
+    session_lock *lock = NULL;
+    sbx_completion *refused = owner_checks(r, "destroy", &lock);
+    if (refused != NULL)
+        return refused;
     sbx_status st = SBX_OK;
     if (str_set(h->sandbox_id) && managed(s)) {
         st = slot_open(s, &r->err);
