@@ -421,11 +421,13 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
     char notice[512] = "";
     int64_t idle_ms = p->idle_timeout_s * 1000;
     /* (Not for attach/cancel: they touch a command that runs, never reset its sandbox. Nor
-     * for pause/resume: a paused session keeps its sandbox however long it stayed paused.) */
+     * for pause/resume: a paused session keeps its sandbox however long it stayed paused. Nor
+     * for a snapshot: it is asked to keep the workspace, not to discard it first.) */
     bool follows = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE ||
-                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RESUME;
+                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RESUME ||
+                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT;
     if (!ephemeral && !follows && h->sandbox_id[0] != '\0' && idle_ms > 0 &&
         sbx_now_ms() - h->last_used_at_ms > idle_ms) {
         sbx_completion *d = destroy_through_broker(s, h, req->principal);

@@ -97,6 +97,11 @@
 #define DEFAULT_WORKER_RECORD_KEEP 4
 #define MAX_WORKER_RECORD_KEEP 100 /* more is an archive, which is logrotate's job */
 #define DEFAULT_WORKER_LOG_LEVEL "info"
+/* Largest snapshot by default: a workspace of sources, a virtualenv and build output fits;
+ * the store is disk on the worker's host, one file per snapshot. */
+#define DEFAULT_SNAPSHOT_MAX_MB 1024
+/* Highest snapshot_max_mb accepted: 1 TiB, beyond what one host should copy per request. */
+#define SNAPSHOT_MAX_MB_LIMIT (1024 * 1024)
 
 /* Provider type names that are part of sbx even when this build lacks one: a block named after
  * one of them inside a profile of another type is a misplaced block, not an unknown key. */
@@ -1425,6 +1430,7 @@ static bool host_defaults(sbx_config *cfg)
     if (geteuid() == 0) {
         cfg->secret_file = strdup("/etc/sbx/secret");
         cfg->runtime_dir = strdup("/run/sbx");
+        cfg->snapshot_dir = strdup("/var/lib/sbx/snapshots");
     } else {
         const char *xdg = getenv("XDG_CONFIG_HOME");
         const char *home = getenv("HOME");
@@ -1445,7 +1451,15 @@ static bool host_defaults(sbx_config *cfg)
             snprintf(buf, sizeof(buf), "/tmp/sbx-%u", (unsigned)geteuid());
             cfg->runtime_dir = strdup(buf);
         }
+        const char *state = getenv("XDG_STATE_HOME");
+        if (state != NULL && state[0] == '/')
+            cfg->snapshot_dir = path_join(state, "sbx/snapshots");
+        else if (home != NULL && home[0] == '/')
+            cfg->snapshot_dir = path_join(home, ".local/state/sbx/snapshots");
+        else
+            cfg->snapshot_dir = path_join(cfg->runtime_dir, "snapshots");
     }
+    cfg->snapshot_max_mb = DEFAULT_SNAPSHOT_MAX_MB;
     char host[256] = "";
     if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
         snprintf(host, sizeof(host), "localhost");
@@ -1472,9 +1486,9 @@ static bool host_defaults(sbx_config *cfg)
     cfg->worker.record_max_bytes = DEFAULT_WORKER_RECORD_MAX;
     cfg->worker.record_keep = DEFAULT_WORKER_RECORD_KEEP;
     cfg->worker.log_level = strdup(DEFAULT_WORKER_LOG_LEVEL);
-    return cfg->secret_file && cfg->runtime_dir && cfg->node && cfg->default_profile &&
-           cfg->broker.flavor && cfg->worker.listen && cfg->broker.queue.name &&
-           cfg->worker.serve && cfg->worker.log_level;
+    return cfg->secret_file && cfg->runtime_dir && cfg->snapshot_dir && cfg->node &&
+           cfg->default_profile && cfg->broker.flavor && cfg->worker.listen &&
+           cfg->broker.queue.name && cfg->worker.serve && cfg->worker.log_level;
 }
 
 /* Adds the built-in `local` profile named "default" (ops may be NULL: no registry needed). */
@@ -1508,6 +1522,7 @@ void sbx_config_free(sbx_config *cfg)
     free(cfg->secret_file);
     free(cfg->node);
     free(cfg->runtime_dir);
+    free(cfg->snapshot_dir);
     free(cfg->broker.flavor);
     free(cfg->broker.remote.endpoint);
     free(cfg->broker.remote.ca_file);
@@ -1620,6 +1635,8 @@ static const field sandbox_fields[] = {
     CUSTOM("secret_file", get_secret_file),
     CUSTOM("node", get_node),
     PATHF(sbx_config, runtime_dir, "runtime_dir"),
+    PATHF(sbx_config, snapshot_dir, "snapshot_dir"),
+    INTF(sbx_config, snapshot_max_mb, "snapshot_max_mb", 1, SNAPSHOT_MAX_MB_LIMIT),
     CUSTOM("broker", get_broker),
     CUSTOM("worker", get_worker),
     CUSTOM("profiles", get_profiles),

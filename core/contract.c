@@ -383,6 +383,9 @@ const char *sbx_request_op_name(const sbx_request *req)
     case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND: return "cancel_command";
     case SBX__V1__EXECUTION_REQUEST__OP_PAUSE: return "pause";
     case SBX__V1__EXECUTION_REQUEST__OP_RESUME: return "resume";
+    case SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT: return "snapshot";
+    case SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS: return "list_snapshots";
+    case SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT: return "delete_snapshot";
     default: return "none";
     }
 }

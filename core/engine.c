@@ -17,6 +17,7 @@
 #include "core/binding.h"
 #include "core/hash.h"
 #include "core/policy.h"
+#include "core/snapshot.h"
 
 /* Output kept per stream when the policy sets no output_limit_bytes: a completion must fit in
  * one gRPC message (16 MiB default max_message_bytes) with both streams and the rest. */
@@ -264,6 +265,12 @@ static sbx_status slot_open(profile_slot *s, sbx_error *err)
                 sbx__v1__capabilities__init(s->caps);
                 if (s->ops->capabilities != NULL)
                     s->ops->capabilities(state, s->caps);
+                /* Snapshots are the engine's, built on the provider's own operations: a
+                 * command (tar), files, and appending writes to carry more than one chunk. */
+                s->caps->snapshot = s->caps->shell && s->caps->files && s->caps->provisions &&
+                                    s->ops->run_command != NULL && s->ops->read_file != NULL &&
+                                    s->ops->write_file != NULL &&
+                                    (s->ops->traits & SBX_PROVIDER_WRITE_OFFSET) != 0;
                 s->state = state;
                 atomic_store_explicit(&s->opened, 1, memory_order_release);
             }
@@ -387,6 +394,29 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
                              "policy.network_allow is set but network_egress is %s; use "
                              "allowlist or drop the entries",
                              sbx_policy_egress_name(p->network_egress));
+    if (str_set(req->from_snapshot)) {
+        if (snapshot_check_name("from_snapshot", req->from_snapshot, err) != SBX_OK)
+            return SBX_E_INVALID_ARGUMENT;
+        if (s != NULL && str_set(s->sandbox_id))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "from_snapshot fills a new sandbox, but session '%s' already "
+                                 "has one; start a new session from the snapshot",
+                                 s->session_id);
+        switch (req->op_case) {
+        case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE:
+        case SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND:
+        case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
+        case SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE:
+        case SBX__V1__EXECUTION_REQUEST__OP_READ_FILE:
+        case SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES: break;
+        default:
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "from_snapshot goes with an operation that creates the "
+                                 "sandbox (run_code, run_command, install_packages or a file "
+                                 "operation), not with %s",
+                                 sbx_request_op_name(req));
+        }
+    }
     switch (req->op_case) {
     case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE:
         if (!str_set(req->run_code->language))
@@ -449,12 +479,18 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
     }
     case SBX__V1__EXECUTION_REQUEST__OP_PAUSE:
     case SBX__V1__EXECUTION_REQUEST__OP_RESUME:
+    case SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT:
         if (s == NULL || !str_set(s->sandbox_id))
             return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                                  "%s needs the handle of a session that has a sandbox (one "
                                  "returned by an earlier operation on it)",
                                  sbx_request_op_name(req));
+        if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT)
+            return snapshot_check_name("snapshot.name", req->snapshot->name, err);
         return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS: return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT:
+        return snapshot_check_name("delete_snapshot.name", req->delete_snapshot->name, err);
     default:
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "request has no operation; set one of run_code, run_command, "
@@ -553,6 +589,12 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
     const sbx_capabilities *c = slot->caps;
     const sbx_provider_ops *ops = slot->ops;
     const char *p = slot->profile->name, *prov = ops->name;
+    if ((str_set(req->from_snapshot) || req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT) &&
+        !c->snapshot)
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "profile '%s': provider '%s' cannot take or restore snapshots (it "
+                             "needs commands, files and appending writes)",
+                             p, prov);
     switch (req->op_case) {
     case SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE: {
         const char *lang = req->run_code->language;
@@ -765,6 +807,24 @@ static void limit_stream(ProtobufCBinaryData *data, protobuf_c_boolean *truncate
                                   (unsigned long long)limit);
 }
 
+/* The snapshot store as this request sees it: the principal's own directory. */
+static snapshot_ctx snapshot_of(const run *r, sbx_sandbox *sb, const sbx_exec_opts *o)
+{
+    const sbx_config *cfg = r->e->cfg;
+    snapshot_ctx x = {
+        .ops = r->slot->ops,
+        .sb = sb,
+        .o = o,
+        .root = cfg->snapshot_dir,
+        .subject = subject_of(r),
+        .task_id = r->req->task_id,
+        /* 0 in a configuration built by hand: the file's default, 1024 MiB */
+        .max_bytes =
+            (uint64_t)(cfg->snapshot_max_mb > 0 ? cfg->snapshot_max_mb : 1024) * 1024u * 1024u,
+    };
+    return x;
+}
+
 static sbx_status execute(run *r, sbx_sandbox *sb, const sbx_exec_opts *o, sbx_result *res)
 {
     const sbx_provider_ops *ops = r->slot->ops;
@@ -786,6 +846,10 @@ static sbx_status execute(run *r, sbx_sandbox *sb, const sbx_exec_opts *o, sbx_r
         return ops->attach_command(sb, req->attach_command, o, res, &r->err);
     case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND:
         return ops->cancel_command(sb, req->cancel_command, o, res, &r->err);
+    case SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT: {
+        snapshot_ctx x = snapshot_of(r, sb, o);
+        return snapshot_take(&x, req->snapshot->name, res, &r->err);
+    }
     default: return sbx_error_set(&r->err, SBX_E_INTERNAL, "no operation to execute");
     }
 }
@@ -892,6 +956,27 @@ static sbx_completion *do_pause(run *r)
     return c;
 }
 
+/* from_snapshot: fills the sandbox just created with the snapshot. On failure the sandbox is
+ * closed and destroyed (nobody has its handle yet) and r->err says why. */
+static sbx_status restore_snapshot(run *r, sbx_sandbox *sb, const sbx_exec_opts *o)
+{
+    profile_slot *s = r->slot;
+    snapshot_ctx x = snapshot_of(r, sb, o);
+    sbx_status st = snapshot_restore(&x, r->req->from_snapshot, &r->err);
+    if (st == SBX_OK)
+        return SBX_OK;
+    sbx_error_prefix(&r->err, "from_snapshot '%s': ", r->req->from_snapshot);
+    char *id = strdup(sb->id);
+    if (s->ops->sandbox_close != NULL)
+        s->ops->sandbox_close(sb);
+    sbx_error derr;
+    sbx_error_clear(&derr);
+    if (id != NULL && s->ops->destroy(s->state, id, &derr) == SBX_OK)
+        atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed);
+    free(id);
+    return st;
+}
+
 static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
 {
     profile_slot *s = r->slot;
@@ -962,6 +1047,10 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     } else {
         sbx_provider_set_deadline_ms(deadline);
         st = resume_if_paused(r);
+        if (st == SBX_OK && str_set(r->req->from_snapshot)) { /* before a sandbox is made */
+            snapshot_ctx x = snapshot_of(r, NULL, NULL);
+            st = snapshot_check_exists(&x, r->req->from_snapshot, &r->err);
+        }
         if (st == SBX_OK)
             st = acquire(r, &sb, &recreated);
         sbx_provider_set_deadline_ms(0);
@@ -1000,6 +1089,15 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         .principal = &r->principal,
         .policy = r->policy,
     };
+    if (str_set(r->req->from_snapshot) && restore_snapshot(r, sb, &o) != SBX_OK) {
+        unlock_session(r->e, lock);
+        sbx_session_handle *orig = r->req->session != NULL ? handle_copy(r->req->session) : NULL;
+        sbx_message_free((ProtobufCMessage *)h);
+        r->handle = NULL;
+        sbx_completion *c = fail(r->req, &r->err, orig);
+        sbx_message_free((ProtobufCMessage *)orig);
+        return c;
+    }
     sbx_result *res = r->c->result;
     if (o.cancel != NULL && *o.cancel)
         st = sbx_error_set(&r->err, SBX_E_TIMEOUT,
@@ -1055,6 +1153,22 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         r->c->error_code = (Sbx__V1__ErrorCode)st;
         sbx_set_string(&r->c->error, r->err.message);
     }
+    sbx_completion *c = r->c;
+    r->c = NULL;
+    return c;
+}
+
+/* ListSnapshots and DeleteSnapshot: the principal's own store, no sandbox touched. */
+static sbx_completion *do_snapshot_store(run *r)
+{
+    snapshot_ctx x = snapshot_of(r, NULL, NULL);
+    sbx_status st = r->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS
+                        ? snapshot_list(&x, r->c->result, &r->err)
+                        : snapshot_delete(&x, r->req->delete_snapshot->name, &r->err);
+    if (st != SBX_OK)
+        return fail(r->req, &r->err, r->req->session);
+    if (r->req->session != NULL)
+        r->c->session = handle_copy(r->req->session);
     sbx_completion *c = r->c;
     r->c = NULL;
     return c;
@@ -1176,6 +1290,12 @@ static sbx_completion *process_once(sbx_engine *e, const sbx_request *req,
                 : SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
 
     sbx_completion *out = NULL;
+    /* The principal's snapshot store: no sandbox, no provider. */
+    if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS ||
+        req->op_case == SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT) {
+        out = do_snapshot_store(&r);
+        goto done;
+    }
     /* 3. Destroy. */
     if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_DESTROY) {
         out = do_destroy(&r);

@@ -188,6 +188,10 @@ typedef struct sbx_config {
     bool secret_file_configured; /* the file named it: its directory must exist (never made) */
     char *node;                  /* default: hostname */
     char *runtime_dir;           /* default /run/sbx (root) or $XDG_RUNTIME_DIR/sbx */
+    char *snapshot_dir;          /* where snapshots are kept, one directory per principal;
+                                    default /var/lib/sbx/snapshots (root) or
+                                    $XDG_STATE_HOME/sbx/snapshots */
+    int64_t snapshot_max_mb;     /* largest snapshot (packed workspace); default 1024 */
     sbx_broker_config broker;
     sbx_worker_config worker;
     sbx_profile_config *profiles;

@@ -17,6 +17,9 @@ sbx_config *fx_config_new(void)
         abort();
     cfg->runtime_dir = strdup(dir);
     char path[512];
+    snprintf(path, sizeof(path), "%s/snapshots", dir);
+    cfg->snapshot_dir = strdup(path);
+    cfg->snapshot_max_mb = 64;
     snprintf(path, sizeof(path), "%s/secret/key", dir);
     cfg->secret_file = strdup(path);
     cfg->node = strdup("test-node");
@@ -80,6 +83,7 @@ void fx_config_free(sbx_config *cfg)
         fprintf(stderr, "could not remove %s\n", cfg->runtime_dir);
     free(cfg->profiles);
     free(cfg->runtime_dir);
+    free(cfg->snapshot_dir);
     free(cfg->secret_file);
     free(cfg->node);
     free(cfg->default_profile);

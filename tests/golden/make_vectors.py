@@ -246,6 +246,29 @@ def build(ex, ag):
         getattr(r, op).SetInParent()
         v.add("req_%s" % op, r, expects=[(".", "case", "op=%s" % op)])
 
+    # snapshots: take one of a session, list, delete, and a fork from one
+    r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-33333333333a"
+    session(r.session)
+    r.snapshot.name = "base-2026.12_03"
+    v.add("req_snapshot", r, expects=[(".", "case", "op=snapshot"),
+                                      ("snapshot.name", "str", hexs("base-2026.12_03"))])
+    r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-33333333333b"
+    r.list_snapshots.SetInParent()
+    v.add("req_list_snapshots", r, expects=[(".", "case", "op=list_snapshots")])
+    r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-33333333333c"
+    r.delete_snapshot.name = "old"
+    v.add("req_delete_snapshot", r, expects=[(".", "case", "op=delete_snapshot"),
+                                             ("delete_snapshot.name", "str", hexs("old"))])
+    r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-33333333333d"
+    r.from_snapshot = "base"
+    r.run_command.argv.extend(["make", "test"])
+    v.add("req_from_snapshot", r, expects=[(".", "case", "op=run_command"),
+                                           ("from_snapshot", "str", hexs("base"))])
+
     r = E.ExecutionRequest()
     r.task_id = "44444444-4444-4444-8444-444444444444"
     r.install_packages.manager = "pip"
@@ -378,7 +401,14 @@ def build(ex, ag):
     c2.result.command_id = 17
     c2.result.stdout_offset = 300000
     c2.result.stderr_offset = 2**33
+    snap = c2.result.snapshots.add()
+    snap.name = "base"
+    snap.size = 2**33 + 10240
+    snap.created_at_ms = 1764720000123
     v.add("completion_attached", c2, expects=[
+        ("result.snapshots", "count", "1"),
+        ("result.snapshots[0].size", "u64", str(2**33 + 10240)),
+        ("result.snapshots[0].created_at_ms", "i64", "1764720000123"),
         ("result.command_id", "u64", "17"),
         ("result.stdout_offset", "u64", "300000"),
         ("result.stderr_offset", "u64", str(2**33)),
@@ -470,7 +500,7 @@ def build(ex, ag):
         for fld in ("shell", "files", "package_install", "stateful", "attach", "provisions",
                     "attaches_external", "principal_user", "policy_network",
                     "policy_network_domains", "policy_filesystem", "policy_resources",
-                    "streaming", "detach", "pause"):
+                    "streaming", "detach", "pause", "snapshot"):
             setattr(caps, fld, True)
         p.idle_timeout_s = 1800
     d.default_profile = "default"
