@@ -186,6 +186,8 @@ int cmd_pause(int argc, char **argv);
 extern const char cmd_pause_help[];
 int cmd_resume(int argc, char **argv);
 extern const char cmd_resume_help[];
+int cmd_snapshot(int argc, char **argv);
+extern const char cmd_snapshot_help[];
 int cmd_cp(int argc, char **argv);
 extern const char cmd_cp_help[];
 int cmd_worker(int argc, char **argv);

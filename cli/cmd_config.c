@@ -117,10 +117,11 @@ static int print_json(const sbx_config *cfg)
     }
     const sbx_remote_config *r = &cfg->broker.remote;
     json_t *j = json_pack(
-        "{s:o,s:s,s:s,s:s,s:s,s:{s:s,s:I,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:I}},"
+        "{s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:{s:s,s:I,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:I}},"
         "s:{s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o},s:o}",
         "path", nullable(cfg->path), "default_profile", cfg->default_profile, "node", cfg->node,
-        "secret_file", cfg->secret_file, "runtime_dir", cfg->runtime_dir, "broker", "flavor",
+        "secret_file", cfg->secret_file, "runtime_dir", cfg->runtime_dir, "snapshot_dir",
+        cfg->snapshot_dir, "snapshot_max_mb", (json_int_t)cfg->snapshot_max_mb, "broker", "flavor",
         cfg->broker.flavor, "threads", (json_int_t)cfg->broker.threads, "queue_depth",
         (json_int_t)cfg->broker.queue_depth, "wait_timeout_ms",
         (json_int_t)cfg->broker.wait_timeout_ms, "lru_size", (json_int_t)cfg->broker.lru_size,
@@ -192,6 +193,8 @@ static int print_human(const sbx_config *cfg)
         printf("config: built-in default (no file; use --config FILE or $SBX_CONFIG)\n");
     printf("node: %s\nsecret_file: %s\nruntime_dir: %s\n", cfg->node, cfg->secret_file,
            cfg->runtime_dir);
+    printf("snapshots: %s, at most %" PRId64 " MiB each\n", cfg->snapshot_dir,
+           cfg->snapshot_max_mb);
     printf("broker: %s, %" PRId64 " threads, queue %" PRId64 ", wait %" PRId64 " ms\n",
            cfg->broker.flavor, cfg->broker.threads, cfg->broker.queue_depth,
            cfg->broker.wait_timeout_ms);

@@ -8,7 +8,8 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_run_help[] =
-    "Usage: sbx run [--profile P] [--timeout-ms N] [-i] [--] COMMAND [ARGS...]\n\n"
+    "Usage: sbx run [--profile P] [--timeout-ms N] [--from-snapshot NAME] [-i] [--] COMMAND "
+    "[ARGS...]\n\n"
     "Runs COMMAND in a fresh sandbox of profile P (default: the default profile) and destroys\n"
     "the sandbox afterwards, whatever happened (also on SIGINT, SIGTERM or SIGHUP, which stop\n"
     "the program). Its output is printed as it is produced, stdout to stdout and stderr to\n"
@@ -17,19 +18,22 @@ const char cmd_run_help[] =
     "Options:\n"
     "  --profile P      the profile to use\n"
     "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
+    "  --from-snapshot NAME\n"
+    "                   start with snapshot NAME's workspace (sbx snapshot ls)\n"
     "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
     "  --json           print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
 
 int cmd_run(int argc, char **argv)
 {
-    enum { OPT_PROFILE, OPT_TIMEOUT, OPT_STDIN };
+    enum { OPT_PROFILE, OPT_TIMEOUT, OPT_STDIN, OPT_FROM_SNAPSHOT };
     static const cli_option options[] = {[OPT_PROFILE] = {"profile", 0, true},
                                          [OPT_TIMEOUT] = {"timeout-ms", 0, true},
                                          [OPT_STDIN] = {"stdin", 'i', false},
+                                         [OPT_FROM_SNAPSHOT] = {"from-snapshot", 0, true},
                                          {NULL, 0, 0}};
     cli_parser a = {
         .cmd = "run", .help = cmd_run_help, .options = options, .stop_at_operand = true};
-    const char *profile = NULL;
+    const char *profile = NULL, *from_snapshot = NULL;
     long long timeout_ms = 0;
     bool force_stdin = false;
     int opt;
@@ -40,6 +44,8 @@ int cmd_run(int argc, char **argv)
             profile = a.value;
         else if (opt == OPT_STDIN)
             force_stdin = true;
+        else if (opt == OPT_FROM_SNAPSHOT)
+            from_snapshot = a.value;
         else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
             return a.exit_code;
     }
@@ -63,6 +69,8 @@ int cmd_run(int argc, char **argv)
     for (int j = 0; j < a.n_operands; j++)
         sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
+    if (from_snapshot != NULL)
+        sbx_set_string(&r->from_snapshot, from_snapshot);
     if (timeout_ms > 0) {
         r->policy = sbx_policy_new();
         r->policy->timeout_ms = (uint64_t)timeout_ms;

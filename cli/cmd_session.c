@@ -9,11 +9,12 @@
 #include "cli/cmd_plane.h"
 
 const char cmd_session_help[] =
-    "Usage: sbx session new [--profile P] [-n|--name N]\n"
+    "Usage: sbx session new [--profile P] [-n|--name N] [--from-snapshot NAME]\n"
     "       sbx session ls\n"
     "       sbx session rm SESSION...\n\n"
     "new  mints a session of a per_session profile and prints its id; its sandbox is created\n"
-    "     on first use (`sbx exec --session ID -- ...`).\n"
+    "     on first use (`sbx exec --session ID -- ...`). With --from-snapshot NAME the\n"
+    "     sandbox is created now, its workspace filled from snapshot NAME (`sbx snapshot`).\n"
     "ls   lists the sessions kept in $XDG_STATE_HOME/sbx/sessions (files 0600).\n"
     "rm   destroys each session's sandbox and forgets the session (unknown ids are fine).\n\n"
     "SESSION is an id or a name. --json prints JSON.\n";
@@ -32,12 +33,43 @@ static void print_time(int64_t ms)
     printf("%-20s", buf);
 }
 
-static int session_new(cli_plane *p, const char *profile, const char *name)
+/* --from-snapshot: the sandbox is created now, filled from the snapshot (a listing of its
+ * working directory is the operation that creates it). A failure forgets the session. */
+static int session_fill(cli_plane *p, const sbx_session_handle *h, const char *snapshot)
+{
+    sbx_request *r = sbx_request_list_files(h->profile, ".");
+    sbx_request_set_principal(r, p->principal->mode, p->principal->subject);
+    sbx_set_string(&r->from_snapshot, snapshot);
+    sbx_completion *c = NULL;
+    sbx_sessions_execute_hooks(p->sessions, r, h->session_id, SBX_WAIT_FOREVER, NULL, &c, NULL);
+    int rc = CLI_EXIT_OK;
+    if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED) {
+        bool json = cli_global.json;
+        cli_global.json =
+            false; /* the error on stderr; --json prints the session only on success */
+        rc = cli_print_completion(c, false, NULL);
+        cli_global.json = json;
+        sbx_error ignore;
+        sbx_sessions_destroy(p->sessions, h->session_id, p->principal, &ignore);
+    }
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    return rc;
+}
+
+static int session_new(cli_plane *p, const char *profile, const char *name, const char *snapshot)
 {
     sbx_session_handle *h = NULL;
     sbx_error err;
     if (sbx_sessions_create(p->sessions, profile, name, &h, &err) != SBX_OK)
         return cli_report_error("session new", &err);
+    if (snapshot != NULL) {
+        int rc = session_fill(p, h, snapshot);
+        if (rc != CLI_EXIT_OK) {
+            sbx_message_free(&h->base);
+            return rc;
+        }
+    }
     if (cli_global.json)
         cli_print_json(json_pack("{s:s,s:s,s:s}", "session_id", h->session_id, "profile",
                                  h->profile, "name", h->name));
@@ -94,16 +126,20 @@ static int session_rm(cli_plane *p, int argc, char **argv)
 
 int cmd_session(int argc, char **argv)
 {
-    enum { OPT_PROFILE, OPT_NAME };
-    static const cli_option options[] = {
-        [OPT_PROFILE] = {"profile", 0, true}, [OPT_NAME] = {"name", 'n', true}, {NULL, 0, 0}};
+    enum { OPT_PROFILE, OPT_NAME, OPT_FROM_SNAPSHOT };
+    static const cli_option options[] = {[OPT_PROFILE] = {"profile", 0, true},
+                                         [OPT_NAME] = {"name", 'n', true},
+                                         [OPT_FROM_SNAPSHOT] = {"from-snapshot", 0, true},
+                                         {NULL, 0, 0}};
     cli_parser a = {.cmd = "session", .help = cmd_session_help, .options = options};
-    const char *profile = NULL, *name = NULL;
+    const char *profile = NULL, *name = NULL, *snapshot = NULL;
     int opt;
     cli_opt_init(&a, argc, argv);
     while ((opt = cli_opt_next(&a)) >= 0) {
         if (opt == OPT_PROFILE)
             profile = a.value;
+        else if (opt == OPT_FROM_SNAPSHOT)
+            snapshot = a.value;
         else
             name = a.value;
     }
@@ -114,8 +150,9 @@ int cmd_session(int argc, char **argv)
     const char *action = a.operands[0];
     if (strcmp(action, "new") != 0 && strcmp(action, "ls") != 0 && strcmp(action, "rm") != 0)
         return cli_usage_error("session", "unknown action '%s' (new, ls, rm)", action);
-    if (strcmp(action, "new") != 0 && (profile != NULL || name != NULL))
-        return cli_usage_error("session", "--profile and --name belong to `session new`");
+    if (strcmp(action, "new") != 0 && (profile != NULL || name != NULL || snapshot != NULL))
+        return cli_usage_error("session",
+                               "--profile, --name and --from-snapshot belong to `session new`");
     if (strcmp(action, "ls") == 0 && a.n_operands > 1)
         return cli_usage_error("session", "ls takes no arguments");
     if (strcmp(action, "new") == 0 && a.n_operands > 1)
@@ -127,7 +164,7 @@ int cmd_session(int argc, char **argv)
     if (rc != 0)
         return rc;
     if (strcmp(action, "new") == 0)
-        rc = session_new(&p, profile, name);
+        rc = session_new(&p, profile, name, snapshot);
     else if (strcmp(action, "ls") == 0)
         rc = session_ls(&p);
     else

@@ -9,12 +9,12 @@ _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-fi
 # Options of each command (the global ones are added to all).
 _sbx_command_options() {
   case $1 in
-    run) echo "--profile --timeout-ms -i --stdin" ;;
+    run) echo "--profile --timeout-ms --from-snapshot -i --stdin" ;;
     exec) echo "--session --timeout-ms -i --stdin -d --detach --recreate-elsewhere" ;;
     attach) echo "--offset --stderr-offset" ;;
     kill) echo "--signal" ;;
     code) echo "--language --profile --session -i --stdin" ;;
-    session) echo "--profile --name" ;;
+    session) echo "--profile --name --from-snapshot" ;;
     cp) echo "-r --recursive" ;;
     worker) echo "--listen" ;;
     *) echo "" ;;
@@ -33,7 +33,7 @@ _sbx() {
   COMPREPLY=()
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="config replay providers run code session exec attach kill pause resume cp version worker help"
+  local commands="config replay providers run code session exec attach kill pause resume snapshot cp version worker help"
 
   # the command: the first word that is not an option (or the value of one)
   cmd=""
@@ -42,7 +42,7 @@ _sbx() {
     case $word in
       --config | --broker | --endpoint | --ca-file | --cert-file | --key-file | --token-env | \
         --subject | --principal-mode | --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen | \
-        --offset | --stderr-offset | --signal)
+        --offset | --stderr-offset | --signal | --from-snapshot)
         ((i++)) ;;
       -*) ;;
       *) cmd=$word; break ;;
@@ -64,6 +64,9 @@ _sbx() {
     --endpoint | --token-env | --subject | --timeout-ms | --name | --listen | --offset | \
       --stderr-offset) return 0 ;;
     --signal) mapfile -t COMPREPLY < <(compgen -W "1 2 9 15" -- "$cur"); return 0 ;;
+    --from-snapshot)
+      mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys name sbx snapshot ls)" -- "$cur")
+      return 0 ;;
   esac
 
   if [[ -z $cmd ]]; then
@@ -84,6 +87,15 @@ _sbx() {
     session) ((COMP_CWORD == i + 1)) && mapfile -t COMPREPLY < <(compgen -W "new ls rm" -- "$cur") ||
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     worker) mapfile -t COMPREPLY < <(compgen -W "serve" -- "$cur") ;;
+    snapshot)
+      if ((COMP_CWORD == i + 1)); then
+        mapfile -t COMPREPLY < <(compgen -W "create ls rm" -- "$cur")
+      elif [[ ${COMP_WORDS[i + 1]} == create ]]; then
+        ((COMP_CWORD == i + 2)) &&
+          mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur")
+      elif [[ ${COMP_WORDS[i + 1]} == rm ]]; then
+        mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys name sbx snapshot ls)" -- "$cur")
+      fi ;;
     attach | kill | pause | resume) ((COMP_CWORD == i + 1)) &&
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     help) mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur") ;;
