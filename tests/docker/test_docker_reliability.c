@@ -1,7 +1,8 @@
 /* test_docker_reliability.c - managed docker sandboxes through the engine: per_call containers
  * are removed by the engine whichever broker carried the call, a container whose owner was
  * killed mid-exec is removed by the sweep (and reported), and a stopped agent in a running
- * container is a timeout, never a reason to create a second container.
+ * container is a timeout, never a reason to create a second container. A snapshot of a
+ * container's workspace forks into a new container and into a local sandbox alike.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -52,6 +53,11 @@ static int setup(void **state)
         fx_opt(p, "image", f->env.image_busybox);
         fx_opt(p, "agent", dt_agent_path());
     }
+    char local[80];
+    snprintf(local, sizeof(local), "%slocal", f->profile);
+    sbx_profile_config *p = fx_add_profile(f->cfg, local, "local");
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->policy->timeout_ms = DR_TIMEOUT_MS;
     f->e = fx_engine(f->cfg);
     *state = f;
     return 0;
@@ -105,6 +111,64 @@ static sbx_completion *run_in(fixture *f, const char *profile, const sbx_session
     sbx_request_free(r);
     assert_non_null(c);
     return c;
+}
+
+static sbx_session_handle *handle_of(sbx_completion *c)
+{
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("%s", c->error);
+    sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    return h;
+}
+
+static void destroy(fixture *f, sbx_session_handle *h)
+{
+    sbx_request *r = fx_destroy(h);
+    sbx_completion_free(sbx_engine_process(f->e, r, NULL));
+    sbx_request_free(r);
+    sbx_message_free(&h->base);
+}
+
+/* Snapshot of a container's workspace (busybox's tar, 5 MiB: two chunks), forked into a new
+ * container and into a local sandbox: the same files and bytes in both. */
+static void test_docker_snapshot_forks_into_docker_and_local(void **state)
+{
+    fixture *f = *state;
+    if (f == NULL)
+        skip();
+    sbx_session_handle *a =
+        handle_of(run_in(f, f->profile, NULL,
+                         "mkdir -p d && echo hi > d/f && head -c 5242880 /dev/urandom > blob && "
+                         "sha256sum blob > sum"));
+    sbx_request *r = fx_shell(f->profile, "true");
+    sbx_message_free((ProtobufCMessage *)r->run_command);
+    r->run_command = NULL;
+    r->snapshot = malloc(sizeof(*r->snapshot));
+    sbx__v1__snapshot_workspace__init(r->snapshot);
+    sbx_set_string(&r->snapshot->name, "dk");
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT;
+    fx_session(r, a);
+    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("snapshot: %s", c->error);
+    assert_true(c->result->n_snapshots == 1 && c->result->snapshots[0]->size > 5242880);
+    sbx_completion_free(c);
+    char local[80];
+    snprintf(local, sizeof(local), "%slocal", f->profile);
+    const char *profiles[] = {f->profile, local};
+    for (int i = 0; i < 2; i++) {
+        r = fx_shell(profiles[i], "cat d/f && sha256sum -c sum >/dev/null && echo same");
+        sbx_set_string(&r->from_snapshot, "dk");
+        c = sbx_engine_process(f->e, r, NULL);
+        sbx_request_free(r);
+        if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+            fail_msg("fork into %s: %s", profiles[i], c->error);
+        assert_string_equal(fx_stdout(c), "hi\nsame\n");
+        destroy(f, handle_of(c));
+    }
+    destroy(f, a);
 }
 
 static void test_docker_per_call_executes_leave_no_container(void **state)
@@ -221,6 +285,8 @@ static void test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated(void
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_docker_snapshot_forks_into_docker_and_local, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_docker_per_call_executes_leave_no_container, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_docker_owner_killed_mid_exec_is_swept, setup,
