@@ -95,6 +95,9 @@ static void test_config_example_reference_states_the_defaults(void **state)
     assert_int_equal(a->policy->timeout_ms, b->policy->timeout_ms);
     assert_int_equal(a->policy->output_limit_bytes, b->policy->output_limit_bytes);
     assert_int_equal(a->policy->lenient, b->policy->lenient);
+    assert_int_equal(ref->snapshot_max_mb, def->snapshot_max_mb);
+    if (geteuid() == 0) /* the root defaults are the ones the file states */
+        assert_string_equal(ref->snapshot_dir, def->snapshot_dir);
     assert_string_equal(ref->broker.flavor, def->broker.flavor);
     assert_int_equal(ref->broker.threads, def->broker.threads);
     assert_int_equal(ref->broker.queue_depth, def->broker.queue_depth);
