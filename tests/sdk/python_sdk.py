@@ -103,6 +103,7 @@ class Worker:
                 "%s"
                 "  secret_file: %s/secret\n"
                 "  runtime_dir: %s/run\n"
+                "  snapshot_dir: %s/snapshots\n"
                 "  broker: { flavor: thread, threads: 4 }\n"
                 "  worker:\n"
                 "    listen: 127.0.0.1:0\n"
@@ -110,7 +111,7 @@ class Worker:
                 "%s"
                 "  profiles:\n"
                 "%s"
-                % (default, tmp, tmp, worker_yaml, profiles))
+                % (default, tmp, tmp, tmp, worker_yaml, profiles))
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
                                      text=True, env=dict(os.environ, **(env or {})))
         first = self.proc.stderr.readline()
@@ -231,6 +232,31 @@ class Plain(unittest.TestCase):
             box.run("true")
             with self.assertRaises(sbx.CapabilityError):
                 box.pause()
+
+    def test_snapshot_forks_a_new_sandbox(self):
+        with self.client(subject="alice") as c:
+            with c.sandbox("local") as box:
+                box.run("echo v1 > /workspace/app.txt")
+                snap = box.snapshot("sdk-v1")
+                self.assertEqual(snap.name, "sdk-v1")
+                self.assertGreater(snap.size, 0)
+                box.run("echo v2 > /workspace/app.txt")
+                with c.sandbox("local", from_snapshot="sdk-v1") as fork:
+                    self.assertEqual(fork.run("cat /workspace/app.txt").stdout, b"v1\n")
+                    self.assertNotEqual(fork.handle.sandbox_id, box.handle.sandbox_id)
+            self.assertEqual([s.name for s in c.snapshots()], ["sdk-v1"])
+            with self.client(subject="mallory") as m:
+                self.assertEqual(m.snapshots(), [])
+                with self.assertRaises(sbx.InvalidArgumentError):
+                    m.sandbox("local", from_snapshot="sdk-v1").run("true")
+                with self.assertRaises(sbx.GoneError):
+                    m.delete_snapshot("sdk-v1")
+            c.delete_snapshot("sdk-v1")
+            self.assertEqual(c.snapshots(), [])
+        with self.client() as c, c.sandbox() as box:  # the fake provider keeps no workspace
+            box.run("true")
+            with self.assertRaises(sbx.CapabilityError):
+                box.snapshot("x")
 
     def test_files_write_read_list(self):
         with self.client() as c, c.sandbox() as box:

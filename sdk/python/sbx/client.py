@@ -155,11 +155,13 @@ class Sandbox:
     from it, in this process or another. Use as a context manager to destroy it at the end.
     Operations on one Sandbox run one at a time (the worker serializes a session anyway)."""
 
-    def __init__(self, client, profile=None, handle=None, policy=None, name=None):
+    def __init__(self, client, profile=None, handle=None, policy=None, name=None,
+                 from_snapshot=None):
         self._client = client
         self.profile = profile
         self.policy = policy
         self.name = name
+        self.from_snapshot = from_snapshot
         self._handle = handle
         self._lock = threading.Lock()
         self.files = Files(self)
@@ -287,6 +289,15 @@ class Sandbox:
         req.resume.SetInParent()
         self._execute(req, timeout)
 
+    def snapshot(self, name, timeout=None):
+        """Keeps the sandbox's workspace as snapshot `name` (the worker's store, this
+        principal's only) where the provider offers it (Capabilities.snapshot); returns the
+        sbx.v1.Snapshot (name, size, created_at_ms). Client.sandbox(from_snapshot=name) forks
+        a new sandbox from it."""
+        req = self._request()
+        req.snapshot.name = name
+        return self._execute(req, timeout).completion.result.snapshots[0]
+
     def install(self, manager, packages, timeout=None):
         """Installs packages with a package manager ("pip", "npm", "apt", ...)."""
         req = self._request()
@@ -305,6 +316,8 @@ class Sandbox:
             req.profile = self.profile
         if self.name and self._handle is None:
             req.session.name = self.name
+        if self.from_snapshot and (self._handle is None or not self._handle.sandbox_id):
+            req.from_snapshot = self.from_snapshot
         if c.principal is not None:
             req.principal.CopyFrom(c.principal)
         if self.policy:
@@ -416,11 +429,41 @@ class Client:
             kw["timeout"] = t
         return kw
 
-    def sandbox(self, profile=None, policy=None, name=None):
+    def sandbox(self, profile=None, policy=None, name=None, from_snapshot=None):
         """A new sandbox on profile (None: the worker's default profile); created by its first
         operation. policy: a dict of sbx.v1.Policy fields that narrow the profile's policy
-        (e.g. {"timeout_ms": 5000, "network_egress": "deny"})."""
-        return Sandbox(self, profile=profile, policy=policy, name=name)
+        (e.g. {"timeout_ms": 5000, "network_egress": "deny"}). from_snapshot: the name of one
+        of this principal's snapshots; the sandbox starts with its workspace (a fork)."""
+        return Sandbox(self, profile=profile, policy=policy, name=name,
+                       from_snapshot=from_snapshot)
+
+    def snapshots(self, timeout=None):
+        """This principal's snapshots on the worker (sbx.v1.Snapshot: name, size,
+        created_at_ms), sorted by name."""
+        req = self._store_request()
+        req.list_snapshots.SetInParent()
+        return list(self._store_call(req, timeout).result.snapshots)
+
+    def delete_snapshot(self, name, timeout=None):
+        """Deletes one of this principal's snapshots (GoneError when there is none)."""
+        req = self._store_request()
+        req.delete_snapshot.name = name
+        self._store_call(req, timeout)
+
+    def _store_request(self):
+        req = pb.ExecutionRequest(task_id=str(uuid.uuid4()))
+        if self.principal is not None:
+            req.principal.CopyFrom(self.principal)
+        return req
+
+    def _store_call(self, req, timeout):
+        try:
+            c = self._stub.Execute(req, **self._call_kwargs(timeout))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+        if c.status != _SUCCEEDED:
+            raise errors.from_completion(c, _ERROR_CODES.get(c.error_code, "UNKNOWN"))
+        return c
 
     def attach(self, handle, policy=None):
         """The sandbox of a saved handle (handle_bytes() or an sbx.v1.SessionHandle)."""
