@@ -255,10 +255,10 @@ sbx_status snapshot_take(const snapshot_ctx *x, const char *name, sbx_result *re
      * tar has it (GNU; busybox has not), keeps to the workspace's file system: a bind mount
      * under it is not the workspace. */
     sandbox_tmp(x, inside, sizeof inside);
-    const char *pack[] = {"sh", "-c",
-                          "if tar --one-file-system -cf /dev/null /dev/null 2>/dev/null; then "
-                          "exec tar --one-file-system -cf \"$1\" .; fi; exec tar -cf \"$1\" .",
-                          "sh", inside};
+    static const char script[] =
+        "if tar --one-file-system -cf /dev/null /dev/null 2>/dev/null; then "
+        "exec tar --one-file-system -cf \"$1\" .; fi; exec tar -cf \"$1\" .";
+    const char *pack[] = {"sh", "-c", script, "sh", inside};
     st = run_in(x, pack, 5, "packing the workspace (tar)", err);
     if (st != SBX_OK) {
         remove_in_sandbox(x, inside);
