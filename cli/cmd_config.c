@@ -105,6 +105,7 @@ static int print_json(const sbx_config *cfg)
         for (size_t f = 0; f < p->n_fallback; f++)
             json_array_append_new(fb, json_string(p->fallback[f]));
         json_object_set_new(jp, "fallback", fb);
+        json_object_set_new(jp, "idle_action", json_string(p->idle_pause ? "pause" : "reset"));
         json_array_append_new(profiles, jp);
     }
     json_t *callers = json_array();
@@ -216,8 +217,8 @@ static int print_human(const sbx_config *cfg)
                sbx_scope_name(p->scope), sbx_environment_name(p->environment));
         if (p->attach_to != NULL)
             printf(" (attach_to %s)", p->attach_to);
-        printf(", identity %s, idle timeout %" PRId64 " s\n", identity_name(p->identity_mode),
-               p->idle_timeout_s);
+        printf(", identity %s, idle timeout %" PRId64 " s%s\n", identity_name(p->identity_mode),
+               p->idle_timeout_s, p->idle_pause ? " (then paused)" : "");
         if (p->n_fallback > 0) {
             printf("    fallback:");
             for (size_t f = 0; f < p->n_fallback; f++)

@@ -50,6 +50,7 @@ static sbx_status profiles_from_worker(cli_plane *p, sbx_error *err)
         pc->environment =
             strcmp(pd->environment, "attached") == 0 ? SBX_ENV_ATTACHED : SBX_ENV_MANAGED;
         pc->idle_timeout_s = pd->idle_timeout_s;
+        pc->idle_pause = pd->idle_pause;
         pc->policy = sbx_policy_new();
         pc->options = sbx_options_new(NULL);
         ok = pc->name != NULL && pc->type != NULL && pc->policy != NULL && pc->options != NULL;

@@ -428,7 +428,9 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RESUME ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT;
-    if (!ephemeral && !follows && h->sandbox_id[0] != '\0' && idle_ms > 0 &&
+    /* (Nor for idle_action: pause: the engine pauses an idle session instead, and the next
+     * request resumes it with its workspace.) */
+    if (!ephemeral && !follows && !p->idle_pause && h->sandbox_id[0] != '\0' && idle_ms > 0 &&
         sbx_now_ms() - h->last_used_at_ms > idle_ms) {
         sbx_completion *d = destroy_through_broker(s, h, req->principal);
         if (succeeded(d) && d->session != NULL) {

@@ -120,6 +120,7 @@ static const char *const policy_keys[] = {
 
 static const char *const flavor_choices[] = {"embedded", "thread", "remote", "queue", NULL};
 static const char *const scope_choices[] = {"per_call", "per_session", "per_runtime", NULL};
+static const char *const idle_action_choices[] = {"reset", "pause", NULL};
 static const char *const environment_choices[] = {"managed", "attached", NULL};
 static const char *const identity_choices[] = {"agent", "user", NULL};
 static const char *const egress_choices[] = {"deny", "allow", "allowlist", NULL};
@@ -1262,7 +1263,7 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
     p->line = key->line;
     p->column = key->column;
 
-    const config_node *env_node = NULL, *attach_key = NULL;
+    const config_node *env_node = NULL, *attach_key = NULL, *idle_node = NULL;
     for (size_t i = 0; st == SBX_OK && i < map->n_kids; i += 2) {
         const config_node *k = map->kids[i], *v = map->kids[i + 1];
         char kp[300];
@@ -1282,6 +1283,10 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
             attach_key = k;
         } else if (strcmp(k->text, "idle_timeout_s") == 0) {
             st = get_int(L, v, kp, 0, MAX_IDLE_TIMEOUT_S, &p->idle_timeout_s);
+        } else if (strcmp(k->text, "idle_action") == 0) {
+            st = get_enum(L, v, kp, idle_action_choices, &idx);
+            p->idle_pause = idx == 1;
+            idle_node = v;
         } else if (strcmp(k->text, "identity") == 0) {
             size_t n = 0;
             st = need_map(L, v, kp, &n);
@@ -1311,14 +1316,26 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
                       "of its own provider (`%s:`); move it to a profile with `type: %s`",
                       k->text, ops->name, ops->name, k->text);
         } else {
-            const char *accepted[] = {"type",           "scope",    "environment", "attach_to",
-                                      "idle_timeout_s", "identity", "policy",      "fallback",
-                                      ops->name,        NULL};
+            const char *accepted[] = {"type",           "scope",       "environment", "attach_to",
+                                      "idle_timeout_s", "idle_action", "identity",    "policy",
+                                      "fallback",       ops->name,     NULL};
             st = unknown_key(L, k, path, accepted);
         }
     }
     if (st != SBX_OK)
         return st;
+    /* idle_action: pause needs a provider that can pause, and something to pause. */
+    if (p->idle_pause && ops->pause == NULL)
+        return fail(L, idle_node, path,
+                    "profile '%s': idle_action is pause, but provider '%s' cannot pause "
+                    "sandboxes; use idle_action: reset (providers that pause: see sbx providers, "
+                    "PAUSE)",
+                    p->name, ops->name);
+    if (p->idle_pause && (p->idle_timeout_s == 0 || p->scope == SBX_SCOPE_PER_CALL))
+        return fail(L, idle_node, path,
+                    "profile '%s': idle_action pause needs idle_timeout_s > 0 and a per_session "
+                    "or per_runtime scope (a per_call sandbox is never idle)",
+                    p->name);
 
     /* The environment matrix (DESIGN §5), both directions. */
     bool provisions = (ops->traits & SBX_PROVIDER_PROVISIONS) != 0;

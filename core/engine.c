@@ -8,14 +8,17 @@
  */
 #include "sbx/engine.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/binding.h"
 #include "core/hash.h"
+#include "core/idle.h"
 #include "core/policy.h"
 #include "core/snapshot.h"
 
@@ -77,6 +80,16 @@ struct sbx_engine {
     pthread_mutex_t locks_mu[ENGINE_LOCK_STRIPES];
     session_lock *buckets[ENGINE_LOCK_BUCKETS];
     char *profile_names; /* "a, b, c" for CONFIG errors */
+    /* idle_action: pause. NULL/unused when no profile asks for it. The thread runs
+     * sbx_engine_idle_pass every idle_every_ms until idle_stop (idle_mu guards it, idle_cv
+     * wakes the thread to stop). */
+    idle_table *idle;
+    int64_t *idle_timeout_ms; /* per slot; 0 = not paused for idleness */
+    int64_t idle_every_ms;
+    pthread_t idle_thread;
+    bool idle_running, idle_stop;
+    pthread_mutex_t idle_mu;
+    pthread_cond_t idle_cv;
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -105,6 +118,8 @@ static sbx_session_handle *handle_copy(const sbx_session_handle *src)
     }
     return h;
 }
+
+static void idle_start(sbx_engine *e);
 
 static sbx_completion *fail(const sbx_request *req, const sbx_error *err,
                             const sbx_session_handle *session)
@@ -196,6 +211,7 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
         if (sbx_binding_derive_provider_key(e->key, s->ops->name, s->credential_key))
             s->ctx.credential_key = s->credential_key;
     }
+    idle_start(e);
     *out = e;
     return SBX_OK;
 }
@@ -204,6 +220,17 @@ void sbx_engine_free(sbx_engine *e)
 {
     if (e == NULL)
         return;
+    if (e->idle_running) {
+        pthread_mutex_lock(&e->idle_mu);
+        e->idle_stop = true;
+        pthread_cond_signal(&e->idle_cv);
+        pthread_mutex_unlock(&e->idle_mu);
+        pthread_join(e->idle_thread, NULL);
+        pthread_mutex_destroy(&e->idle_mu);
+        pthread_cond_destroy(&e->idle_cv);
+    }
+    idle_free(e->idle);
+    free(e->idle_timeout_ms);
     for (size_t i = 0; e->slots != NULL && i < e->n_slots; i++) {
         profile_slot *s = &e->slots[i];
         if (atomic_load(&s->opened) && s->ops->close != NULL)
@@ -686,6 +713,8 @@ typedef struct run {
     sbx_error err;
 } run;
 
+static void idle_note(run *r, const sbx_session_handle *h, sbx_status st, const sbx_result *res);
+
 static const char *subject_of(const run *r)
 {
     return r->principal.subject != NULL ? r->principal.subject : "";
@@ -950,6 +979,10 @@ static sbx_completion *do_pause(run *r)
         return fail(r->req, &r->err, r->req->session);
     }
     h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
+    if (r->e->idle != NULL && r->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE)
+        idle_paused(r->e->idle, h->session_id);
+    else
+        idle_note(r, h, SBX_OK, NULL);
     finish_handle(r);
     sbx_completion *c = r->c;
     r->c = NULL;
@@ -1131,6 +1164,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         }
     }
     unlock_session(r->e, lock);
+    idle_note(r, h, st, res);
 
     /* Step 8: output limit, stamp, sign. A provider's own advisory (result.provider_data
      * "notice", e.g. ec2_ssm's "SSM cut stdout at 24,000 characters") joins the notice. */
@@ -1193,6 +1227,8 @@ static sbx_completion *do_destroy(run *r)
     unlock_session(r->e, lock);
     if (st != SBX_OK)
         return fail(r->req, &r->err, r->req->session);
+    if (r->e->idle != NULL)
+        idle_forget(r->e->idle, h->session_id);
     /* Attached: only the binding is dropped; the environment itself is never touched. */
     sbx_set_string(&h->sandbox_id, NULL);
     sbx_set_string(&h->profile, s->profile->name);
@@ -1526,6 +1562,7 @@ sbx_status sbx_engine_describe(sbx_engine *e, Sbx__V1__DescribeResponse **out, s
              sbx_set_string(&pd->scope, sbx_scope_name(s->profile->scope)) &&
              sbx_set_string(&pd->environment, sbx_environment_name(s->profile->environment));
         pd->idle_timeout_s = s->profile->idle_timeout_s;
+        pd->idle_pause = s->profile->idle_pause;
         sbx_error open_err;
         /* A provider that cannot open here (no dockerd, no API key) is listed without
          * capabilities rather than hiding the profile. */
@@ -1538,4 +1575,151 @@ sbx_status sbx_engine_describe(sbx_engine *e, Sbx__V1__DescribeResponse **out, s
     }
     *out = d;
     return SBX_OK;
+}
+
+/* ---- idle_action: pause ------------------------------------------------------------------ */
+
+/* Bounds of the idle pass's period: a quarter of the shortest idle timeout, but not busier than
+ * 4 times a second nor lazier than every 30 s (a session is paused at most that late). */
+#define ENGINE_IDLE_EVERY_MIN_MS 250
+#define ENGINE_IDLE_EVERY_MAX_MS 30000
+/* Bound of one provider pause call in the idle pass (the freezer, a daemon round trip). */
+#define ENGINE_IDLE_PAUSE_MS 30000
+
+/* What a finished request tells the idle record (profiles with idle_action: pause only). */
+static void idle_note(run *r, const sbx_session_handle *h, sbx_status st, const sbx_result *res)
+{
+    if (r->e->idle == NULL || !r->slot->profile->idle_pause)
+        return;
+    if (h->status == SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED || !str_set(h->sandbox_id)) {
+        idle_forget(r->e->idle, h->session_id);
+        return;
+    }
+    int delta = 0;
+    const sbx_request *req = r->req;
+    if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND && req->run_command->detach &&
+        st == SBX_OK && res != NULL && res->command_id != 0)
+        delta = 1; /* a detached command runs on: the session is not idle */
+    else if (follows_command(req) && res != NULL &&
+             res->outcome != SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED)
+        delta = -1; /* one was seen ending */
+    idle_touch(r->e->idle, h->session_id, h->sandbox_id, (size_t)(r->slot - r->e->slots),
+               sbx_monotonic_ms(), delta);
+}
+
+sbx_status sbx_engine_idle_pass(sbx_engine *e, sbx_strlist *paused, sbx_error *err)
+{
+    if (e == NULL || e->idle == NULL)
+        return SBX_OK;
+    idle_due_entry *due = NULL;
+    size_t n = idle_due(e->idle, sbx_monotonic_ms(), e->idle_timeout_ms, e->n_slots, &due);
+    sbx_status first = SBX_OK;
+    for (size_t i = 0; i < n; i++) {
+        profile_slot *s = &e->slots[due[i].slot];
+        if (!atomic_load_explicit(&s->opened, memory_order_acquire) || !s->caps->pause ||
+            s->ops->pause == NULL)
+            continue;
+        /* Under the session lock, and only if nothing used the session meanwhile: a request
+         * that arrived first runs on an awake sandbox. */
+        session_lock *lock = lock_session(e, due[i].session_id);
+        if (lock == NULL)
+            break;
+        sbx_error perr;
+        sbx_error_clear(&perr);
+        sbx_status st = SBX_OK;
+        int64_t now = sbx_monotonic_ms();
+        if (idle_still_due(e->idle, &due[i], now, e->idle_timeout_ms[due[i].slot])) {
+            sbx_provider_set_deadline_ms(now + ENGINE_IDLE_PAUSE_MS);
+            st = s->ops->pause(s->state, due[i].sandbox_id, &perr);
+            sbx_provider_set_deadline_ms(0);
+            if (st == SBX_OK) {
+                idle_paused(e->idle, due[i].session_id);
+                if (paused != NULL) {
+                    char line[512];
+                    snprintf(line, sizeof line, "%s: %s", s->profile->name, due[i].sandbox_id);
+                    sbx_strlist_add(paused, line);
+                }
+            } else if (st == SBX_E_GONE) {
+                idle_forget(e->idle, due[i].session_id);
+            } else if (first == SBX_OK) {
+                first = sbx_error_set(err, st, "pausing idle session %s (profile %s): %s",
+                                      due[i].session_id, s->profile->name, perr.message);
+            }
+        }
+        unlock_session(e, lock);
+    }
+    idle_due_free(due, n);
+    return first;
+}
+
+static void *idle_main(void *arg)
+{
+    sbx_engine *e = arg;
+    pthread_mutex_lock(&e->idle_mu);
+    while (!e->idle_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += e->idle_every_ms / 1000;
+        until.tv_nsec += (e->idle_every_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!e->idle_stop &&
+               pthread_cond_timedwait(&e->idle_cv, &e->idle_mu, &until) != ETIMEDOUT) {
+        }
+        if (e->idle_stop)
+            break;
+        pthread_mutex_unlock(&e->idle_mu);
+        sbx_strlist paused = {0};
+        sbx_error err;
+        sbx_error_clear(&err);
+        sbx_engine_idle_pass(e, &paused, &err); /* the next pass tries again */
+        sbx_strlist_clear(&paused);
+        pthread_mutex_lock(&e->idle_mu);
+    }
+    pthread_mutex_unlock(&e->idle_mu);
+    return NULL;
+}
+
+/* Starts the idle pass when a profile asks for idle_action: pause (nothing otherwise: no
+ * thread, no record). Without memory or a thread the sessions are simply never paused. */
+static void idle_start(sbx_engine *e)
+{
+    int64_t shortest = 0;
+    for (size_t i = 0; i < e->n_slots; i++) {
+        const sbx_profile_config *p = e->slots[i].profile;
+        if (p->idle_pause && p->idle_timeout_s > 0 &&
+            (shortest == 0 || p->idle_timeout_s * 1000 < shortest))
+            shortest = p->idle_timeout_s * 1000;
+    }
+    if (shortest == 0)
+        return;
+    e->idle = idle_new();
+    e->idle_timeout_ms = calloc(e->n_slots, sizeof *e->idle_timeout_ms);
+    if (e->idle == NULL || e->idle_timeout_ms == NULL) {
+        idle_free(e->idle);
+        e->idle = NULL;
+        return;
+    }
+    for (size_t i = 0; i < e->n_slots; i++) {
+        const sbx_profile_config *p = e->slots[i].profile;
+        e->idle_timeout_ms[i] = p->idle_pause ? p->idle_timeout_s * 1000 : 0;
+    }
+    e->idle_every_ms = shortest / 4;
+    if (e->idle_every_ms < ENGINE_IDLE_EVERY_MIN_MS)
+        e->idle_every_ms = ENGINE_IDLE_EVERY_MIN_MS;
+    if (e->idle_every_ms > ENGINE_IDLE_EVERY_MAX_MS)
+        e->idle_every_ms = ENGINE_IDLE_EVERY_MAX_MS;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->idle_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&e->idle_mu, NULL);
+    e->idle_running = pthread_create(&e->idle_thread, NULL, idle_main, e) == 0;
+    if (!e->idle_running) {
+        pthread_mutex_destroy(&e->idle_mu);
+        pthread_cond_destroy(&e->idle_cv);
+    }
 }

@@ -91,6 +91,8 @@ typedef struct sbx_profile_config {
     sbx_environment environment; /* default managed */
     char *attach_to;        /* attached: the provider's id of the existing sandbox; else NULL */
     int64_t idle_timeout_s; /* 0 = never; default 1800 */
+    bool idle_pause; /* idle_action: pause. A session idle for idle_timeout_s is paused (kept,
+                        no CPU; the next request resumes it) instead of reset on next touch */
     Sbx__V1__PrincipalMode identity_mode; /* default AGENT */
     sbx_policy *policy;                   /* the profile's default policy (never NULL) */
     sbx_options *options; /* the provider block (never NULL; defaults when absent) */

@@ -67,6 +67,14 @@ sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **o
  * skipped; the first sweep error is returned after the others ran. Workers call it at start. */
 sbx_status sbx_engine_sweep(sbx_engine *engine, sbx_strlist *removed, sbx_error *err);
 
+/* idle_action: pause. Pauses every session of such a profile that this engine saw used and that
+ * has been idle (no request, no detached command running) for longer than its profile's
+ * idle_timeout_s, appending "profile: sandbox_id" of each to *paused (may be NULL). The next
+ * request on a paused session resumes it (its completion says so). An engine with such a
+ * profile runs this itself in a thread of its own, a few times per timeout; call it to pause
+ * at a moment of your choosing. The first pause error is returned after the others ran. */
+sbx_status sbx_engine_idle_pass(sbx_engine *engine, sbx_strlist *paused, sbx_error *err);
+
 /* Session lock objects currently held or waited for (they are freed when unused); for tests
  * and metrics. */
 size_t sbx_engine_session_locks(sbx_engine *engine);

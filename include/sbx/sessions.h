@@ -9,7 +9,8 @@
  *   per_runtime  one shared session per profile ("runtime:<profile>").
  * idle_timeout_s: a session untouched for longer is reset on its next use, with a notice
  * (managed: the sandbox is destroyed and the workspace discarded; attached: only the binding
- * is dropped, the environment is untouched).
+ * is dropped, the environment is untouched). With idle_action: pause nothing is reset: the
+ * engine pauses a session idle that long, and the next request resumes it.
  *
  * Handles can persist in a directory (the CLI uses $XDG_STATE_HOME/sbx/sessions): one file per
  * session holding its packed SessionHandle, directory 0700, files 0600, written atomically

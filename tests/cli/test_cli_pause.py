@@ -2,7 +2,9 @@
 """test_cli_pause.py - `sbx pause` and `sbx resume` through the built `sbx`, embedded and through
 a real sbx-worker: a paused session's background program stops counting and goes on after the
 resume (state kept); a command on a paused session resumes it and prints the notice; both are
-idempotent (exit 0); an unknown session exits 6; `sbx providers` shows the PAUSE column.
+idempotent (exit 0); an unknown session exits 6; `sbx providers` shows the PAUSE column. A worker
+whose profile says `idle_action: pause` pauses an idle session by itself; the next command
+resumes it with its state.
 """
 import os
 import time
@@ -20,7 +22,10 @@ class PauseResume(unittest.TestCase):
     def setUpClass(cls):
         cls.e = cli_util.Env()
         cls.worker = cli_util.Worker(
-            cls.e.tmp, profiles="    default: { type: local, scope: per_session }\n",
+            cls.e.tmp,
+            profiles="    default: { type: local, scope: per_session }\n"
+                     "    napping: { type: local, scope: per_session, idle_timeout_s: 1,"
+                     " idle_action: pause }\n",
             extra="  runtime_dir: %s/wrun\n" % cls.e.tmp)
         cls.remote = {"SBX_BROKER": "remote", "SBX_ENDPOINT": cls.worker.endpoint}
 
@@ -66,6 +71,23 @@ class PauseResume(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(self.sbx("resume", sid, env=env).returncode, 0)
             self.assertGreater(self.counter(sid, env)[0], 0)
+
+    def test_worker_pauses_idle_sessions(self):
+        if not os.access("/sys/fs/cgroup/freezer/cgroup.procs", os.W_OK):
+            self.skipTest("needs root and the v1 freezer cgroup")
+        r = self.sbx("session", "new", "--profile", "napping", env=self.remote)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sid = r.stdout.decode().strip()
+        self.addCleanup(self.sbx, "session", "rm", sid, env=self.remote)
+        r = self.sbx("exec", "-s", sid, "--", "sh", "-c", "echo kept > /workspace/f",
+                     env=self.remote)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        time.sleep(2.5)  # idle 1 s, then a pass (every 250 ms)
+        r = self.sbx("exec", "-s", sid, "--", "cat", "/workspace/f", env=self.remote)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"kept\n")
+        self.assertIn(b"was paused; it was resumed", r.stderr)
+        self.assertNotIn(b"reset", r.stderr)
 
     def test_unknown_session_and_usage(self):
         r = self.sbx("pause", "no-such-session")

@@ -425,8 +425,29 @@ static void test_config_unknown_key_lists_the_accepted_keys(void **state)
     load_fails("sandbox:\n  profiles:\n    default:\n      type: test_managed\n      polcy: {}\n",
                "test.yaml:5:7:", "unknown key 'polcy'",
                "accepted keys here: type, scope, environment, attach_to, idle_timeout_s, "
-               "identity, policy, fallback, test_managed",
+               "idle_action, identity, policy, fallback, test_managed",
                NULL);
+}
+
+static void test_config_idle_action_pause_needs_a_provider_that_pauses(void **state)
+{
+    (void)state;
+    sbx_config *cfg = load_ok("sandbox:\n  profiles:\n    p:\n      type: local\n"
+                              "      idle_timeout_s: 60\n      idle_action: pause\n");
+    assert_true(cfg->profiles[0].idle_pause);
+    sbx_config_free(cfg);
+    cfg = load_ok("sandbox:\n  profiles:\n    p:\n      type: local\n");
+    assert_false(cfg->profiles[0].idle_pause); /* reset is the default */
+    sbx_config_free(cfg);
+    load_fails("sandbox:\n  profiles:\n    p:\n      type: test_managed\n"
+               "      idle_action: pause\n",
+               "test.yaml:5:20:", "provider 'test_managed' cannot pause sandboxes",
+               "use idle_action: reset", NULL);
+    load_fails("sandbox:\n  profiles:\n    p:\n      type: local\n      idle_timeout_s: 0\n"
+               "      idle_action: pause\n",
+               "idle_action pause needs idle_timeout_s > 0", NULL);
+    load_fails("sandbox:\n  profiles:\n    p:\n      type: local\n      idle_action: sleep\n",
+               "idle_action", "reset, pause", NULL);
 }
 
 static void test_config_near_misses_get_a_suggestion(void **state)
@@ -606,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_config_scope_and_environment_names),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
         cmocka_unit_test(test_config_each_section_lists_its_keys),
+        cmocka_unit_test(test_config_idle_action_pause_needs_a_provider_that_pauses),
         cmocka_unit_test(test_config_fallback_names_other_managed_profiles),
         cmocka_unit_test(test_config_near_misses_get_a_suggestion),
         cmocka_unit_test(test_config_inline_secret_points_to_env_form),

@@ -36,6 +36,9 @@ static int setup(void **state)
     fx_add_profile(t->cfg, "oneshot", "fake")->scope = SBX_SCOPE_PER_CALL;
     fx_add_profile(t->cfg, "shared", "fake")->scope = SBX_SCOPE_PER_RUNTIME;
     fx_add_profile(t->cfg, "idle", "fake")->idle_timeout_s = 1;
+    sbx_profile_config *keep = fx_add_profile(t->cfg, "idlepause", "fake");
+    keep->idle_timeout_s = 1;
+    keep->idle_pause = true;
     sbx_profile_config *att = fx_add_profile(t->cfg, "ext", "fake");
     att->environment = SBX_ENV_ATTACHED;
     att->attach_to = strdup("external-7");
@@ -205,6 +208,26 @@ static void test_sessions_idle_managed_session_is_reset_with_notice(void **state
     sbx_completion_free(c2);
 }
 
+/* idle_action: pause: an idle session is never reset on its next use (the engine pauses it
+ * instead and that use resumes it): the same sandbox, its workspace, no reset notice. */
+static void test_sessions_idle_pause_profile_is_not_reset(void **state)
+{
+    env *t = *state;
+    sbx_session_handle *h = NULL;
+    assert_int_equal(sbx_sessions_create(t->s, "idlepause", NULL, &h, NULL), SBX_OK);
+    sbx_completion *c1 = exec_in(t, "", h->session_id, "echo one");
+    assert_int_equal(c1->status, OK_STATUS);
+    age(t, h->session_id);
+    sbx_completion *c2 = exec_in(t, "", h->session_id, "echo two");
+    assert_int_equal(c2->status, OK_STATUS);
+    assert_true(c2->notice == NULL || strstr(c2->notice, "reset") == NULL);
+    assert_string_equal(c2->session->sandbox_id, c1->session->sandbox_id);
+    assert_false(sbx_fake_was_destroyed(sbx_fake_get("idlepause"), c1->session->sandbox_id));
+    sbx_message_free(&h->base);
+    sbx_completion_free(c1);
+    sbx_completion_free(c2);
+}
+
 static void test_sessions_idle_attached_session_resets_binding_only(void **state)
 {
     env *t = *state;
@@ -317,6 +340,7 @@ int main(void)
         T(test_sessions_per_runtime_shares_one_sandbox),
         T(test_sessions_idle_managed_session_is_reset_with_notice),
         T(test_sessions_idle_attached_session_resets_binding_only),
+        T(test_sessions_idle_pause_profile_is_not_reset),
         T(test_sessions_store_persists_handles_privately),
         T(test_sessions_destroy_removes_session_and_is_idempotent),
         T(test_sessions_pending_completion_is_ingested_later),

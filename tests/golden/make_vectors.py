@@ -503,6 +503,7 @@ def build(ex, ag):
                     "streaming", "detach", "pause", "snapshot"):
             setattr(caps, fld, True)
         p.idle_timeout_s = 1800
+        p.idle_pause = True
     d.default_profile = "default"
     d.node = "host-a"
     d.version = "0.1.0"

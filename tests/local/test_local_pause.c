@@ -1,7 +1,9 @@
 /* test_local_pause.c - PauseSandbox and ResumeSandbox through the engine on the local provider
  * (root, the cgroup freezer): a paused sandbox uses no CPU and keeps its processes and files;
  * any other operation resumes it first and says so; both are idempotent, refused to another
- * principal and on per_call profiles; a paused sandbox is still destroyed whole.
+ * principal and on per_call profiles; a paused sandbox is still destroyed whole. With
+ * idle_action: pause the engine pauses a session idle longer than its idle_timeout_s by itself
+ * (never one running a detached command), and the next request resumes it with its state.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -36,6 +38,11 @@ static int setup(void **state)
     sbx_profile_config *p = fx_add_profile(f->cfg, "l", "local");
     p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
     p->policy->timeout_ms = LP_TIMEOUT_MS;
+    p = fx_add_profile(f->cfg, "idle", "local");
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->policy->timeout_ms = LP_TIMEOUT_MS;
+    p->idle_timeout_s = 1;
+    p->idle_pause = true;
     p = fx_add_profile(f->cfg, "once", "local");
     p->scope = SBX_SCOPE_PER_CALL;
     p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
@@ -266,6 +273,65 @@ static void test_a_paused_sandbox_is_destroyed_whole(void **state)
     sbx_message_free((ProtobufCMessage *)h);
 }
 
+/* A shell line on profile "idle" in session h (NULL: a new one); detach: started detached. */
+static sbx_completion *run_idle(lp *f, const sbx_session_handle *h, const char *line, bool detach)
+{
+    sbx_request *r = fx_shell("idle", line);
+    r->run_command->detach = detach;
+    if (h != NULL)
+        fx_session(r, h);
+    return submit(f, r);
+}
+
+static sbx_session_handle *handle_of(sbx_completion *c)
+{
+    if (!succeeded(c))
+        fail_msg("%s", c->error);
+    sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    return h;
+}
+
+/* idle_action: pause. The engine's own idle pass (every 250 ms here) freezes a session left
+ * alone for more than idle_timeout_s (1 s), but not one whose detached command still runs; the
+ * next request wakes it with its workspace and says so. */
+static void test_idle_sessions_are_paused_and_resumed(void **state)
+{
+    lp *f = *state;
+    sbx_session_handle *quiet = handle_of(run_idle(f, NULL, "echo kept > /workspace/file", false));
+    int64_t used_ms = sbx_monotonic_ms();
+    sbx_session_handle *busy = handle_of(run_idle(f, NULL, "true", false));
+    sbx_completion_free(run_idle(f, busy, "sleep 60", true));
+    char quiet_dir[512], busy_dir[512];
+    freezer_dir(f, quiet, quiet_dir, sizeof(quiet_dir));
+    freezer_dir(f, busy, busy_dir, sizeof(busy_dir));
+    assert_false(frozen(quiet_dir));
+    int waited = 0;
+    for (; waited < 100 && !frozen(quiet_dir); waited++)
+        usleep(100 * 1000);
+    if (!frozen(quiet_dir))
+        fail_msg("an idle session was not paused within %d ms", waited * 100);
+    assert_true(sbx_monotonic_ms() - used_ms >= 1000); /* not before its idle timeout */
+    usleep(600 * 1000);       /* two more passes */
+    assert_false(frozen(busy_dir));
+    /* also an explicit pass changes nothing now: paused ones stay, busy ones are left */
+    sbx_strlist paused = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_idle_pass(f->e, &paused, &err), SBX_OK);
+    assert_int_equal(paused.n, 0);
+    sbx_completion *c = run_idle(f, quiet, "cat /workspace/file", false);
+    expect_ok(sbx_completion_copy(c), "the next request");
+    assert_string_equal(fx_stdout(c), "kept\n");
+    assert_non_null(c->notice);
+    assert_non_null(strstr(c->notice, "was paused; it was resumed"));
+    sbx_completion_free(c);
+    assert_false(frozen(quiet_dir));
+    sbx_completion_free(submit(f, fx_destroy(quiet)));
+    sbx_completion_free(submit(f, fx_destroy(busy)));
+    sbx_message_free(&quiet->base);
+    sbx_message_free(&busy->base);
+}
+
 int main(void)
 {
     if (geteuid() != 0 || access("/sys/fs/cgroup/freezer/cgroup.procs", W_OK) != 0) {
@@ -281,6 +347,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pause_is_refused_to_others_and_without_a_session,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_paused_sandbox_is_destroyed_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_sessions_are_paused_and_resumed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
