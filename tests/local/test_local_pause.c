@@ -312,7 +312,7 @@ static void test_idle_sessions_are_paused_and_resumed(void **state)
     if (!frozen(quiet_dir))
         fail_msg("an idle session was not paused within %d ms", waited * 100);
     assert_true(sbx_monotonic_ms() - used_ms >= 1000); /* not before its idle timeout */
-    usleep(600 * 1000);       /* two more passes */
+    usleep(600 * 1000);                                /* two more passes */
     assert_false(frozen(busy_dir));
     /* also an explicit pass changes nothing now: paused ones stay, busy ones are left */
     sbx_strlist paused = {0};
