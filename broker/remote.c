@@ -18,6 +18,7 @@
 
 #include "broker/remote_wire.h"
 #include "broker/tasks.h"
+#include "core/grpc_wire.h"
 #include "core/limits.h"
 #include "core/net.h"
 #include "broker/broker_impl.h"
@@ -43,8 +44,6 @@
 #define REMOTE_UPLOAD_BUFFER_MIN (64 * 1024)
 /* ...up to libcurl's largest (CURLOPT_UPLOAD_BUFFERSIZE accepts at most 2 MiB). */
 #define REMOTE_UPLOAD_BUFFER_MAX (2 * 1024 * 1024)
-/* Length-prefixed-message header (gRPC over HTTP/2). */
-#define GRPC_PREFIX 5
 
 typedef struct rtask rtask;
 
@@ -166,27 +165,22 @@ static void task_settle(rtask *t)
 
 /* ---- response decoding (transfer thread) ------------------------------------------------ */
 
-static size_t frame_len(const uint8_t *p)
-{
-    return ((size_t)p[1] << 24) | ((size_t)p[2] << 16) | ((size_t)p[3] << 8) | p[4];
-}
-
 /* Consumes complete messages of an ExecuteStream response: output to the hook, the completion
  * kept. */
 static void decode_stream(remote_broker *r, rtask *t)
 {
     size_t off = 0;
-    while (t->resp_len - off >= GRPC_PREFIX) {
-        size_t n = frame_len(t->resp + off);
+    while (t->resp_len - off >= SBX_GRPC_PREFIX_LEN) {
+        size_t n = sbx_grpc_frame_len(t->resp + off);
         if (t->resp[off] != 0) {
             t->bad_frame = true;
             break;
         }
-        if (t->resp_len - off - GRPC_PREFIX < n)
+        if (t->resp_len - off - SBX_GRPC_PREFIX_LEN < n)
             break;
         Sbx__V1__ExecuteEvent *ev =
-            sbx__v1__execute_event__unpack(NULL, n, t->resp + off + GRPC_PREFIX);
-        off += GRPC_PREFIX + n;
+            sbx__v1__execute_event__unpack(NULL, n, t->resp + off + SBX_GRPC_PREFIX_LEN);
+        off += SBX_GRPC_PREFIX_LEN + n;
         if (!ev) {
             t->bad_frame = true;
             break;
@@ -232,9 +226,9 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
         t->resp_len += keep;
         return n;
     }
-    size_t limit = GRPC_PREFIX + t->r->max_message;
+    size_t limit = SBX_GRPC_PREFIX_LEN + t->r->max_message;
     if (t->stream) /* stream: undecoded bytes never exceed one message (plus the next prefix) */
-        limit = 2 * GRPC_PREFIX + t->r->max_message;
+        limit = 2 * SBX_GRPC_PREFIX_LEN + t->r->max_message;
     if (n > limit - t->resp_len) {
         t->oversize = true;
         return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
@@ -253,24 +247,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
     }
     memcpy(t->resp + t->resp_len, data, n);
     t->resp_len += n;
-    if (!t->stream && t->resp_len >= GRPC_PREFIX && frame_len(t->resp) > t->r->max_message) {
+    if (!t->stream && t->resp_len >= SBX_GRPC_PREFIX_LEN &&
+        sbx_grpc_frame_len(t->resp) > t->r->max_message) {
         t->oversize = true;
         return 0;
     }
     if (t->stream)
         decode_stream(t->r, t);
     return n;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* Headers and trailers (curl hands HTTP/2 trailers to the header callback too). */
@@ -297,39 +281,15 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
             i++;
         t->grpc_type = len - i >= 16 && strncasecmp(data + i, "application/grpc", 16) == 0;
     } else if (len > sizeof st - 1 && strncasecmp(data, st, sizeof st - 1) == 0) {
-        int v = 0;
-        bool ok = false;
-        for (size_t i = sizeof st - 1; i < len; i++) {
-            if (data[i] == ' ')
-                continue;
-            if (data[i] < '0' || data[i] > '9' || v > 1000) {
-                ok = false;
-                break;
-            }
-            v = v * 10 + (data[i] - '0');
-            ok = true;
-        }
-        t->grpc_status = ok ? v : 2 /* UNKNOWN */;
+        t->grpc_status = sbx_grpc_parse_status(data + sizeof st - 1, len - (sizeof st - 1));
     } else if (len > sizeof msg - 1 && strncasecmp(data, msg, sizeof msg - 1) == 0) {
         size_t i = sizeof msg - 1;
         while (i < len && data[i] == ' ')
             i++;
         free(t->grpc_message);
         t->grpc_message = malloc(len - i + 1);
-        if (t->grpc_message) { /* percent-decode */
-            size_t o = 0;
-            for (; i < len; i++) {
-                int h1, h2;
-                if (data[i] == '%' && i + 2 < len && (h1 = hexval(data[i + 1])) >= 0 &&
-                    (h2 = hexval(data[i + 2])) >= 0) {
-                    t->grpc_message[o++] = (char)(h1 * 16 + h2);
-                    i += 2;
-                } else {
-                    t->grpc_message[o++] = data[i];
-                }
-            }
-            t->grpc_message[o] = '\0';
-        }
+        if (t->grpc_message)
+            sbx_grpc_percent_decode(data + i, len - i, t->grpc_message);
     }
     return n;
 }
@@ -354,20 +314,6 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 
 /* ---- gRPC status -> contract ------------------------------------------------------------- */
 
-static sbx_status status_from_grpc(int code)
-{
-    switch (code) {
-    case 3: return SBX_E_INVALID_ARGUMENT;
-    case 4: return SBX_E_TIMEOUT;
-    case 7: return SBX_E_PERMISSION_DENIED;
-    case 8: return SBX_E_RESOURCE_EXHAUSTED;
-    case 9: return SBX_E_WRONG_NODE; /* the worker maps only WRONG_NODE to FAILED_PRECONDITION */
-    case 13: return SBX_E_INTERNAL;
-    case 16: return SBX_E_UNAUTHENTICATED;
-    default: return SBX_E_BROKER; /* UNAVAILABLE, UNIMPLEMENTED, UNKNOWN, ...: the transport */
-    }
-}
-
 /* Whether the answer was not gRPC: a status other than 200 (a balancer's 503 page), or a 200
  * that is not application/grpc and carries no grpc-status. The balancer may reset the stream
  * right after its page (the request body was not read), so this is decided from the headers,
@@ -386,7 +332,7 @@ static bool answered_non_grpc(const rtask *t)
  * makes a resend join the first attempt if it did reach a worker. */
 static bool retryable(CURLcode cc, int grpc_status, const rtask *t)
 {
-    if (grpc_status == 14) /* UNAVAILABLE: draining worker, refused stream */
+    if (grpc_status == SBX_GRPC_UNAVAILABLE) /* draining worker, refused stream */
         return true;
     if (answered_non_grpc(t) &&
         (t->head_status == 502 || t->head_status == 503 || t->head_status == 504))
@@ -469,7 +415,7 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
                                    "status (not a gRPC endpoint?)",
                                    r->url_base, t->http_status);
     if (t->grpc_status != 0)
-        return sbx_completion_fail(t->task_id, status_from_grpc(t->grpc_status),
+        return sbx_completion_fail(t->task_id, sbx_grpc_status_for_code(t->grpc_status),
                                    "remote broker: worker %s: gRPC status %d: %s", r->url_base,
                                    t->grpc_status, t->grpc_message ? t->grpc_message : "");
     if (t->stream) {
@@ -482,15 +428,15 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
         t->completion = NULL;
         return worker_completion(r, t, c);
     }
-    if (t->resp_len < GRPC_PREFIX || t->resp[0] != 0 ||
-        frame_len(t->resp) != t->resp_len - GRPC_PREFIX)
+    if (t->resp_len < SBX_GRPC_PREFIX_LEN || t->resp[0] != 0 ||
+        sbx_grpc_frame_len(t->resp) != t->resp_len - SBX_GRPC_PREFIX_LEN)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER,
                                    "remote broker: worker %s sent a malformed gRPC message",
                                    r->url_base);
     sbx_completion *c = NULL;
     sbx_error err = {0};
-    if (sbx_completion_decode(t->resp + GRPC_PREFIX, t->resp_len - GRPC_PREFIX, r->max_message, &c,
-                              &err) != SBX_OK)
+    if (sbx_completion_decode(t->resp + SBX_GRPC_PREFIX_LEN, t->resp_len - SBX_GRPC_PREFIX_LEN,
+                              r->max_message, &c, &err) != SBX_OK)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: %s", err.message);
     return worker_completion(r, t, c);
 }
@@ -880,20 +826,16 @@ static rtask *task_new(remote_broker *r, const sbx_request *req, const sbx_engin
     t->task_id = strdup(task_id);
     t->subject = strdup(sbx_request_subject(req));
     size_t n = protobuf_c_message_get_packed_size(&req->base);
-    t->body = malloc(GRPC_PREFIX + n + 1);
+    t->body = malloc(SBX_GRPC_PREFIX_LEN + n + 1);
     if (!t->task_id || !t->subject || !t->body || !sbx_request_digest(req, t->digest)) {
         task_free(t);
         *st = SBX_E_INTERNAL;
         *out = sbx_completion_fail(task_id, SBX_E_INTERNAL, "remote broker: out of memory");
         return NULL;
     }
-    t->body[0] = 0;
-    t->body[1] = (uint8_t)(n >> 24);
-    t->body[2] = (uint8_t)(n >> 16);
-    t->body[3] = (uint8_t)(n >> 8);
-    t->body[4] = (uint8_t)n;
-    protobuf_c_message_pack(&req->base, t->body + GRPC_PREFIX);
-    t->body_len = GRPC_PREFIX + n;
+    sbx_grpc_frame_prefix(t->body, n);
+    protobuf_c_message_pack(&req->base, t->body + SBX_GRPC_PREFIX_LEN);
+    t->body_len = SBX_GRPC_PREFIX_LEN + n;
     if (hooks) {
         t->hooks = *hooks;
         t->hooks_valid = true;
@@ -1011,7 +953,7 @@ static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out
 {
     remote_broker *r = sbx_broker_impl(b);
     *out = NULL;
-    static const uint8_t empty_request[GRPC_PREFIX] = {0, 0, 0, 0, 0};
+    static const uint8_t empty_request[SBX_GRPC_PREFIX_LEN] = {0, 0, 0, 0, 0};
     rtask *t = calloc(1, sizeof *t);
     CURL *e = curl_easy_init();
     char url[1024];
@@ -1060,14 +1002,14 @@ static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out
                            "remote broker: worker %s: %s (is sbx-worker running and reachable?)",
                            r->url_base, curl_easy_strerror(cc));
     else if (t->grpc_status != 0)
-        st =
-            sbx_error_set(err, t->grpc_status < 0 ? SBX_E_BROKER : status_from_grpc(t->grpc_status),
-                          "remote broker: worker %s: Describe: gRPC status %d: %s", r->url_base,
-                          t->grpc_status, t->grpc_message ? t->grpc_message : "");
-    else if (t->resp_len < GRPC_PREFIX || t->resp[0] != 0 ||
-             frame_len(t->resp) != t->resp_len - GRPC_PREFIX ||
-             !(*out = sbx__v1__describe_response__unpack(NULL, t->resp_len - GRPC_PREFIX,
-                                                         t->resp + GRPC_PREFIX)))
+        st = sbx_error_set(
+            err, t->grpc_status < 0 ? SBX_E_BROKER : sbx_grpc_status_for_code(t->grpc_status),
+            "remote broker: worker %s: Describe: gRPC status %d: %s", r->url_base, t->grpc_status,
+            t->grpc_message ? t->grpc_message : "");
+    else if (t->resp_len < SBX_GRPC_PREFIX_LEN || t->resp[0] != 0 ||
+             sbx_grpc_frame_len(t->resp) != t->resp_len - SBX_GRPC_PREFIX_LEN ||
+             !(*out = sbx__v1__describe_response__unpack(NULL, t->resp_len - SBX_GRPC_PREFIX_LEN,
+                                                         t->resp + SBX_GRPC_PREFIX_LEN)))
         st = sbx_error_set(err, SBX_E_BROKER,
                            "remote broker: worker %s sent a malformed DescribeResponse",
                            r->url_base);

@@ -347,13 +347,13 @@ uint8_t *worker_reflection_answer(const uint8_t *msg, size_t len, size_t *out_le
     } else if (resp.message_response_case ==
                GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE__NOT_SET) {
         if (!req) {
-            error.error_code = GRPC_INVALID_ARGUMENT;
+            error.error_code = SBX_GRPC_INVALID_ARGUMENT;
             snprintf(message, sizeof message, "malformed ServerReflectionRequest");
         } else if (missing) {
-            error.error_code = GRPC_NOT_FOUND;
+            error.error_code = SBX_GRPC_NOT_FOUND;
             snprintf(message, sizeof message, "not found: '%.*s'", REFLECT_NAME_MAX, missing);
         } else {
-            error.error_code = GRPC_UNIMPLEMENTED;
+            error.error_code = SBX_GRPC_UNIMPLEMENTED;
             snprintf(message, sizeof message, "unsupported reflection request");
         }
         error.error_message = message;
@@ -361,7 +361,7 @@ uint8_t *worker_reflection_answer(const uint8_t *msg, size_t len, size_t *out_le
             GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_ERROR_RESPONSE;
         resp.error_response = &error;
     }
-    uint8_t *framed = grpc_frame_message(&resp.base, out_len);
+    uint8_t *framed = sbx_grpc_frame_message(&resp.base, out_len);
     if (req)
         grpc__reflection__v1__server_reflection_request__free_unpacked(req, NULL);
     return framed;

@@ -294,7 +294,7 @@ static void call_unref(call *c)
      * status the client got is the decided one, else the final one, else it went away. */
     int final_status = c->obs.status_set ? c->obs.grpc_status
                        : c->final        ? c->grpc_status
-                                         : GRPC_CANCELLED;
+                                         : SBX_GRPC_CANCELLED;
     worker_call_obs_end(c->w->obs, &c->obs, rpc_of(c->method), c->req, final_status, c->w->cfg);
     c->w->buffered -= c->req_charge; /* the body went at call_detach, before the last unref */
     free(c->authorization);
@@ -446,7 +446,7 @@ static void call_decide(call *c, int status, const char *fmt, ...)
     }
     worker_call_obs_decided(&c->obs, status, text);
     char encoded[3 * sizeof text];
-    grpc_percent_encode(text, encoded, sizeof encoded);
+    sbx_grpc_percent_encode(text, encoded, sizeof encoded);
     if (!c->conn)
         return;
     if (!c->response_started) {
@@ -470,7 +470,7 @@ static void call_decide(call *c, int status, const char *fmt, ...)
 static void call_http_error(call *c, const char *status)
 {
     c->decided = true;
-    worker_call_obs_decided(&c->obs, GRPC_UNIMPLEMENTED, "not a gRPC request");
+    worker_call_obs_decided(&c->obs, SBX_GRPC_UNIMPLEMENTED, "not a gRPC request");
     nghttp2_nv hdrs[1] = {NV(":status", status)};
     nghttp2_submit_response(c->conn->h2, c->stream_id, hdrs, 1, NULL);
     c->response_started = true;
@@ -481,16 +481,16 @@ static void call_http_error(call *c, const char *status)
 static void call_reply(call *c, const ProtobufCMessage *m)
 {
     size_t len;
-    uint8_t *framed = grpc_frame_message(m, &len);
+    uint8_t *framed = sbx_grpc_frame_message(m, &len);
     if (!framed || !out_append(c, framed, len)) {
         free(framed);
-        call_decide(c, GRPC_INTERNAL, "worker: out of memory building the response");
+        call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory building the response");
         return;
     }
     free(framed);
     c->decided = true;
     c->final = true;
-    c->grpc_status = GRPC_OK;
+    c->grpc_status = SBX_GRPC_OK;
     call_start_response(c);
     call_resume(c);
 }
@@ -598,7 +598,7 @@ static bool frame_output(posted *p)
     ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_OUTPUT;
     ev.output = &chunk;
     size_t len;
-    uint8_t *framed = grpc_frame_message(&ev.base, &len);
+    uint8_t *framed = sbx_grpc_frame_message(&ev.base, &len);
     if (!framed)
         return false;
     free(p->bytes);
@@ -616,9 +616,9 @@ static void on_job_done(void *arg, sbx_status st, sbx_completion *comp)
     worker_call_obs_completion(&c->obs, comp); /* before post_final: its lock publishes it */
     if (st != SBX_OK || !comp) {
         /* The broker refused the task (queue full, closed): a transport-level answer. */
-        int code = st == SBX_E_RESOURCE_EXHAUSTED ? GRPC_RESOURCE_EXHAUSTED
-                   : st == SBX_OK                 ? GRPC_INTERNAL
-                                                  : GRPC_UNAVAILABLE;
+        int code = st == SBX_E_RESOURCE_EXHAUSTED ? SBX_GRPC_RESOURCE_EXHAUSTED
+                   : st == SBX_OK                 ? SBX_GRPC_INTERNAL
+                                                  : SBX_GRPC_UNAVAILABLE;
         post_final(w, c, NULL, 0, code,
                    comp && comp->error ? comp->error : "the worker's broker refused the task");
         sbx_completion_free(comp);
@@ -630,12 +630,12 @@ static void on_job_done(void *arg, sbx_status st, sbx_completion *comp)
         Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
         ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_COMPLETION;
         ev.completion = comp;
-        bytes = grpc_frame_message(&ev.base, &len);
+        bytes = sbx_grpc_frame_message(&ev.base, &len);
     } else {
-        bytes = grpc_frame_message(&comp->base, &len);
+        bytes = sbx_grpc_frame_message(&comp->base, &len);
     }
     sbx_completion_free(comp);
-    post_final(w, c, bytes, len, bytes ? GRPC_OK : GRPC_INTERNAL,
+    post_final(w, c, bytes, len, bytes ? SBX_GRPC_OK : SBX_GRPC_INTERNAL,
                bytes ? NULL : "worker: out of memory");
 }
 
@@ -648,13 +648,13 @@ static void *describe_main(void *arg)
     sbx_error err = {0};
     sbx_status st = sbx_broker_describe(w->broker, &d, &err);
     if (st != SBX_OK) {
-        post_final(w, c, NULL, 0, grpc_code_for_status(st), err.message);
+        post_final(w, c, NULL, 0, sbx_grpc_code_for_status(st), err.message);
         return NULL;
     }
     size_t len;
-    uint8_t *bytes = grpc_frame_message(&d->base, &len);
+    uint8_t *bytes = sbx_grpc_frame_message(&d->base, &len);
     sbx_message_free(&d->base);
-    post_final(w, c, bytes, len, bytes ? GRPC_OK : GRPC_INTERNAL,
+    post_final(w, c, bytes, len, bytes ? SBX_GRPC_OK : SBX_GRPC_INTERNAL,
                bytes ? NULL : "worker: out of memory");
     return NULL;
 }
@@ -681,7 +681,7 @@ static void start_job(sbx_worker *w, call *c)
         c->job_running = false;
         w->jobs_in_flight--;
         call_unref(c);
-        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                     "the worker is answering %d Describe calls already; retry later",
                     WORKER_MAX_DESCRIBES);
         return;
@@ -723,15 +723,15 @@ static void drain_posted(sbx_worker *w)
         call *c = p->c;
         if (!c->decided && c->conn) {
             if (p->is_output && !frame_output(p))
-                call_decide(c, GRPC_INTERNAL, "worker: out of memory framing output");
+                call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory framing output");
             else if (p->bytes && !out_append(c, p->bytes, p->len))
-                call_decide(c, GRPC_INTERNAL, "worker: out of memory queueing output");
-            else if (p->final && p->grpc_status != GRPC_OK)
+                call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory queueing output");
+            else if (p->final && p->grpc_status != SBX_GRPC_OK)
                 call_decide(c, p->grpc_status, "%s", p->grpc_message ? p->grpc_message : "");
             else if (p->final) {
                 c->decided = true;
                 c->final = true;
-                c->grpc_status = GRPC_OK;
+                c->grpc_status = SBX_GRPC_OK;
                 call_start_response(c);
                 call_resume(c);
             } else {
@@ -763,7 +763,7 @@ static const worker_caller *authenticate(call *c, bool *ok)
         return NULL;
     if (c->auth_too_long) {
         *ok = false;
-        call_decide(c, GRPC_UNAUTHENTICATED, "authorization header longer than %d bytes",
+        call_decide(c, SBX_GRPC_UNAUTHENTICATED, "authorization header longer than %d bytes",
                     WORKER_MAX_AUTH_HEADER);
         return NULL;
     }
@@ -772,7 +772,7 @@ static const worker_caller *authenticate(call *c, bool *ok)
             worker_auth_by_token(&w->auth, c->authorization, c->authorization_len);
         if (!caller) {
             *ok = false;
-            call_decide(c, GRPC_UNAUTHENTICATED,
+            call_decide(c, SBX_GRPC_UNAUTHENTICATED,
                         "the bearer token in the authorization header is not accepted");
         }
         return caller;
@@ -781,10 +781,10 @@ static const worker_caller *authenticate(call *c, bool *ok)
         return c->conn->cert_caller;
     *ok = false;
     if (c->conn->cert_cn[0])
-        call_decide(c, GRPC_UNAUTHENTICATED, "client certificate CN=%s is not a configured caller",
-                    c->conn->cert_cn);
+        call_decide(c, SBX_GRPC_UNAUTHENTICATED,
+                    "client certificate CN=%s is not a configured caller", c->conn->cert_cn);
     else
-        call_decide(c, GRPC_UNAUTHENTICATED,
+        call_decide(c, SBX_GRPC_UNAUTHENTICATED,
                     "no credentials: present a client certificate signed by the configured CA "
                     "or an authorization: Bearer token");
     return NULL;
@@ -805,10 +805,10 @@ static void watch_send(call *c, Grpc__Health__V1__HealthCheckResponse__ServingSt
     Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
     resp.status = status;
     size_t len;
-    uint8_t *framed = grpc_frame_message(&resp.base, &len);
+    uint8_t *framed = sbx_grpc_frame_message(&resp.base, &len);
     if (!framed || !out_append(c, framed, len)) {
         free(framed);
-        call_decide(c, GRPC_INTERNAL, "worker: out of memory answering Health/Watch");
+        call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering Health/Watch");
         return;
     }
     free(framed);
@@ -830,7 +830,7 @@ static void watch_start(call *c, const uint8_t *msg, size_t mlen)
     Grpc__Health__V1__HealthCheckRequest *hr =
         grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
     if (!hr) {
-        call_decide(c, GRPC_INTERNAL, "malformed HealthCheckRequest");
+        call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
         return;
     }
     c->watch_known = health_service_known(hr->service);
@@ -854,29 +854,29 @@ static void health_changed(sbx_worker *w)
  * once, before the client half-closes (grpcurl and others wait for each answer). */
 static void reflection_feed(call *c)
 {
-    while (!c->decided && c->in_len >= GRPC_PREFIX_LEN) {
+    while (!c->decided && c->in_len >= SBX_GRPC_PREFIX_LEN) {
         size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
                       ((size_t)c->in[3] << 8) | c->in[4];
         if (c->in[0] != 0) {
-            call_decide(c, GRPC_INTERNAL, "compressed or flagged reflection message");
+            call_decide(c, SBX_GRPC_INTERNAL, "compressed or flagged reflection message");
             return;
         }
         if (mlen > c->w->max_message) {
-            call_decide(c, GRPC_RESOURCE_EXHAUSTED, "reflection request larger than %zu bytes",
+            call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED, "reflection request larger than %zu bytes",
                         c->w->max_message);
             return;
         }
-        if (c->in_len - GRPC_PREFIX_LEN < mlen)
+        if (c->in_len - SBX_GRPC_PREFIX_LEN < mlen)
             return; /* the rest of this message is still on its way */
         size_t len = 0;
-        uint8_t *answer = worker_reflection_answer(c->in + GRPC_PREFIX_LEN, mlen, &len);
+        uint8_t *answer = worker_reflection_answer(c->in + SBX_GRPC_PREFIX_LEN, mlen, &len);
         if (!answer || !out_append(c, answer, len)) {
             free(answer);
-            call_decide(c, GRPC_INTERNAL, "worker: out of memory answering reflection");
+            call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering reflection");
             return;
         }
         free(answer);
-        size_t used = GRPC_PREFIX_LEN + mlen;
+        size_t used = SBX_GRPC_PREFIX_LEN + mlen;
         memmove(c->in, c->in + used, c->in_len - used);
         c->in_len -= used;
         call_start_response(c);
@@ -913,12 +913,12 @@ static void call_dispatch_body(call *c)
         conn_prove(c->conn);           /* every complete request is as authenticated as it gets */
     if (c->method == RPC_REFLECTION) { /* every message was answered as it arrived */
         if (c->in_len > 0) {
-            call_decide(c, GRPC_INTERNAL, "the stream ended inside a reflection request");
+            call_decide(c, SBX_GRPC_INTERNAL, "the stream ended inside a reflection request");
             return;
         }
         c->decided = true;
         c->final = true;
-        c->grpc_status = GRPC_OK;
+        c->grpc_status = SBX_GRPC_OK;
         call_start_response(c);
         call_resume(c);
         return;
@@ -930,20 +930,20 @@ static void call_dispatch_body(call *c)
     const uint8_t *msg = no_message;
     size_t mlen = 0;
     if (c->in_len > 0 || c->method != RPC_HEALTH_CHECK) {
-        if (c->in_len < GRPC_PREFIX_LEN) {
-            call_decide(c, GRPC_INTERNAL, "expected exactly one request message, got none");
+        if (c->in_len < SBX_GRPC_PREFIX_LEN) {
+            call_decide(c, SBX_GRPC_INTERNAL, "expected exactly one request message, got none");
             return;
         }
         mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) | ((size_t)c->in[3] << 8) |
                c->in[4];
-        if (mlen != c->in_len - GRPC_PREFIX_LEN) {
-            call_decide(c, GRPC_INTERNAL,
+        if (mlen != c->in_len - SBX_GRPC_PREFIX_LEN) {
+            call_decide(c, SBX_GRPC_INTERNAL,
                         "expected exactly one request message: the length prefix says %zu "
                         "bytes, the stream carried %zu",
-                        mlen, c->in_len - GRPC_PREFIX_LEN);
+                        mlen, c->in_len - SBX_GRPC_PREFIX_LEN);
             return;
         }
-        msg = c->in + GRPC_PREFIX_LEN;
+        msg = c->in + SBX_GRPC_PREFIX_LEN;
     }
 
     if (c->method == RPC_HEALTH_WATCH) {
@@ -954,11 +954,11 @@ static void call_dispatch_body(call *c)
         Grpc__Health__V1__HealthCheckRequest *hr =
             grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
         if (!hr) {
-            call_decide(c, GRPC_INTERNAL, "malformed HealthCheckRequest");
+            call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
             return;
         }
         if (!health_service_known(hr->service)) {
-            call_decide(c, GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
+            call_decide(c, SBX_GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
         } else {
             Grpc__Health__V1__HealthCheckResponse resp =
                 GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
@@ -972,11 +972,11 @@ static void call_dispatch_body(call *c)
     }
 
     if (w->draining) {
-        call_decide(c, GRPC_UNAVAILABLE, "the worker is draining; retry on another worker");
+        call_decide(c, SBX_GRPC_UNAVAILABLE, "the worker is draining; retry on another worker");
         return;
     }
     if (!c->authenticated) { /* checked when the headers arrived */
-        call_decide(c, GRPC_UNAUTHENTICATED, "the call did not authenticate");
+        call_decide(c, SBX_GRPC_UNAUTHENTICATED, "the call did not authenticate");
         return;
     }
     const worker_caller *caller = c->caller;
@@ -986,7 +986,7 @@ static void call_dispatch_body(call *c)
         sbx_error err = {0};
         sbx_status st = sbx_request_decode(msg, mlen, w->max_message, &c->req, &err);
         if (st != SBX_OK) {
-            call_decide(c, grpc_code_for_status(st), "%s", err.message);
+            call_decide(c, sbx_grpc_code_for_status(st), "%s", err.message);
             return;
         }
         c->req_charge = mlen; /* held until the call is freed; its body goes now */
@@ -994,7 +994,7 @@ static void call_dispatch_body(call *c)
         const char *subject =
             c->req->principal && c->req->principal->subject ? c->req->principal->subject : "";
         if (caller && !worker_caller_may_assert(caller, subject)) {
-            call_decide(c, GRPC_PERMISSION_DENIED,
+            call_decide(c, SBX_GRPC_PERMISSION_DENIED,
                         "caller '%s' may not assert principal subject '%.200s'",
                         caller->config->name ? caller->config->name : "?", subject);
             return;
@@ -1072,7 +1072,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         c->bad_encoding = !(valuelen == 8 && memcmp(value, "identity", 8) == 0);
     } else if (hdr_is(name, namelen, "grpc-timeout")) {
         int64_t us;
-        if (!grpc_parse_timeout((const char *)value, valuelen, &us))
+        if (!sbx_grpc_parse_timeout((const char *)value, valuelen, &us))
             c->bad_timeout = true;
         else {
             if (!c->deadline_us && c->conn)
@@ -1106,16 +1106,16 @@ static void call_headers_done(call *c)
         return;
     }
     if (c->method == RPC_UNKNOWN || c->method == RPC_NONE) {
-        call_decide(c, GRPC_UNIMPLEMENTED, "unknown method");
+        call_decide(c, SBX_GRPC_UNIMPLEMENTED, "unknown method");
         return;
     }
     if (c->bad_encoding) {
-        call_decide(c, GRPC_UNIMPLEMENTED,
+        call_decide(c, SBX_GRPC_UNIMPLEMENTED,
                     "grpc-encoding is not supported: send uncompressed messages (identity)");
         return;
     }
     if (c->bad_timeout) {
-        call_decide(c, GRPC_INTERNAL, "malformed grpc-timeout header");
+        call_decide(c, SBX_GRPC_INTERNAL, "malformed grpc-timeout header");
         return;
     }
     /* Authenticate now, before any of the body is buffered: a caller without credentials never
@@ -1146,21 +1146,21 @@ static bool budget_admits(call *c, size_t grow)
     sbx_worker *w = c->w;
     conn *cn = c->conn;
     if (cn->buffered + grow > w->limits.conn_buffer_max) {
-        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                     "this connection's unfinished requests hold %zu bytes and this one needs %zu "
                     "more (limit %zu per connection): send fewer large requests at once",
                     cn->buffered, grow, w->limits.conn_buffer_max);
         return false;
     }
     if (w->buffered + grow > w->limits.buffer_total_max) {
-        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                     "the worker holds %zu bytes of requests (limit %zu): retry later or on "
                     "another worker",
                     w->buffered, w->limits.buffer_total_max);
         return false;
     }
     if (!c->authenticated && w->unauth_buffered + grow > WORKER_UNAUTHENTICATED_BUFFER_MAX) {
-        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                     "unauthenticated calls hold %zu bytes of requests (limit %u): retry later",
                     w->unauth_buffered, WORKER_UNAUTHENTICATED_BUFFER_MAX);
         return false;
@@ -1179,9 +1179,9 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
         return false;
     }
     size_t max_message = c->authenticated ? w->max_message : WORKER_UNAUTHENTICATED_MESSAGE_MAX;
-    size_t limit = GRPC_PREFIX_LEN + max_message;
+    size_t limit = SBX_GRPC_PREFIX_LEN + max_message;
     if (len > limit - c->in_len) {
-        call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                     "request message larger than the worker's max_message_bytes (%zu)",
                     max_message);
         call_release_in(c);
@@ -1193,9 +1193,10 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
             cap *= 2;
         if (cap > limit)
             cap = limit;
-        if (c->in_len >= GRPC_PREFIX_LEN) { /* never more than the message announced */
-            size_t whole = GRPC_PREFIX_LEN + (((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
-                                              ((size_t)c->in[3] << 8) | c->in[4]);
+        if (c->in_len >= SBX_GRPC_PREFIX_LEN) { /* never more than the message announced */
+            size_t whole =
+                SBX_GRPC_PREFIX_LEN + (((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
+                                       ((size_t)c->in[3] << 8) | c->in[4]);
             if (cap > whole && whole >= c->in_len + len && c->method != RPC_REFLECTION)
                 cap = whole;
         }
@@ -1205,7 +1206,7 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
         }
         uint8_t *p = realloc(c->in, cap);
         if (!p) {
-            call_decide(c, GRPC_RESOURCE_EXHAUSTED, "worker: out of memory for the request");
+            call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED, "worker: out of memory for the request");
             call_release_in(c);
             return false;
         }
@@ -1217,22 +1218,22 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
         c->in = p;
         c->in_cap = cap;
     }
-    bool had_prefix = c->in_len >= GRPC_PREFIX_LEN;
+    bool had_prefix = c->in_len >= SBX_GRPC_PREFIX_LEN;
     memcpy(c->in + c->in_len, data, len);
     c->in_len += len;
     if (c->method == RPC_REFLECTION) {
         reflection_feed(c);
-    } else if (!had_prefix && c->in_len >= GRPC_PREFIX_LEN) {
+    } else if (!had_prefix && c->in_len >= SBX_GRPC_PREFIX_LEN) {
         size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
                       ((size_t)c->in[3] << 8) | c->in[4];
         if (c->in[0] & 1)
-            call_decide(c, GRPC_INTERNAL,
+            call_decide(c, SBX_GRPC_INTERNAL,
                         "compressed message without a grpc-encoding: this worker accepts only "
                         "uncompressed messages");
         else if (c->in[0] != 0)
-            call_decide(c, GRPC_INTERNAL, "invalid message flags 0x%02x", c->in[0]);
+            call_decide(c, SBX_GRPC_INTERNAL, "invalid message flags 0x%02x", c->in[0]);
         else if (mlen > max_message)
-            call_decide(c, GRPC_RESOURCE_EXHAUSTED,
+            call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                         "request message of %zu bytes is larger than the worker's "
                         "max_message_bytes (%zu)",
                         mlen, max_message);
@@ -1775,7 +1776,7 @@ static int expire_deadlines(sbx_worker *w)
                 if (!c->deadline_us || c->decided)
                     continue;
                 if (c->deadline_us <= now) {
-                    call_decide(c, GRPC_DEADLINE_EXCEEDED,
+                    call_decide(c, SBX_GRPC_DEADLINE_EXCEEDED,
                                 "deadline exceeded (grpc-timeout); the execution was cancelled");
                     continue;
                 }
@@ -1803,7 +1804,7 @@ static void start_drain(sbx_worker *w)
     for (conn *cn = w->conns; cn; cn = cn->next)
         for (call *c = cn->calls; c; c = c->next)
             if (c->method == RPC_HEALTH_WATCH && !c->decided)
-                call_decide(c, GRPC_UNAVAILABLE, "the worker is draining");
+                call_decide(c, SBX_GRPC_UNAVAILABLE, "the worker is draining");
     int64_t timeout_ms = w->cfg->worker.drain_timeout_ms > 0 ? w->cfg->worker.drain_timeout_ms : 0;
     w->drain_deadline_us = sbx_monotonic_us() + timeout_ms * 1000;
     /* New connections are refused from now on: the listener goes away. */

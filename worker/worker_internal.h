@@ -1,6 +1,7 @@
 /* worker_internal.h - declarations shared by the files of worker/ (never installed, never
- * included outside this folder): gRPC wire helpers (grpc.c) and caller authentication with
- * the TLS context (auth.c). The event loop itself lives in server.c. */
+ * included outside this folder): caller authentication with the TLS context (auth.c) and the
+ * event loop's limits. The gRPC wire rules are core/grpc_wire.h, shared with the remote broker;
+ * the event loop itself lives in server.c. */
 #ifndef SBX_WORKER_INTERNAL_H
 #define SBX_WORKER_INTERNAL_H
 
@@ -12,46 +13,10 @@
 #include <openssl/ssl.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "core/grpc_wire.h"
 #include "sbx/config.h"
 #include "sbx/status.h"
 #include "sbx/worker.h"
-
-/* ---- gRPC wire (grpc.c) ------------------------------------------------------------------ */
-
-/* gRPC status codes (grpc/grpc doc/statuscodes.md). */
-enum grpc_code {
-    GRPC_OK = 0,
-    GRPC_CANCELLED = 1,
-    GRPC_UNKNOWN = 2,
-    GRPC_INVALID_ARGUMENT = 3,
-    GRPC_DEADLINE_EXCEEDED = 4,
-    GRPC_NOT_FOUND = 5,
-    GRPC_PERMISSION_DENIED = 7,
-    GRPC_RESOURCE_EXHAUSTED = 8,
-    GRPC_FAILED_PRECONDITION = 9,
-    GRPC_UNIMPLEMENTED = 12,
-    GRPC_INTERNAL = 13,
-    GRPC_UNAVAILABLE = 14,
-    GRPC_UNAUTHENTICATED = 16,
-};
-
-/* The length-prefixed message header: 1 flag byte + 4-byte big-endian length. */
-#define GRPC_PREFIX_LEN 5
-
-/* Parses a grpc-timeout value (1..8 ASCII digits then one of H M S m u n) into microseconds.
- * Returns false for anything else (the caller answers INTERNAL, as gRPC servers do). */
-bool grpc_parse_timeout(const char *value, size_t len, int64_t *out_us);
-
-/* Percent-encodes a grpc-message value (bytes outside 0x20..0x7E, and '%', become %XX) into out
- * (NUL-terminated, cut to cap). */
-void grpc_percent_encode(const char *in, char *out, size_t cap);
-
-/* The gRPC status a transport-level sbx failure maps to (a FAILED completion is never mapped:
- * it travels as a normal response). */
-int grpc_code_for_status(sbx_status s);
-
-/* Packs m behind the 5-byte prefix into a new malloc'd buffer (*len set); NULL on OOM. */
-uint8_t *grpc_frame_message(const ProtobufCMessage *m, size_t *len);
 
 /* ---- the event loop's limits against hostile peers (server.c) ------------------------------ */
 

@@ -14,15 +14,15 @@
 
 int main(int argc, char **argv);
 
-/* Names libsbx uses inside (broker/tasks.c, worker/grpc.c): an embedder's own functions of the
- * same name must link, since libsbx.a keeps its internals local. */
+/* Names libsbx uses inside (broker/tasks.c, core/grpc_wire.c): an embedder's own functions of
+ * the same name must link, since libsbx.a keeps its internals local. */
 int bt_find(void);
-int grpc_frame_message(void);
+int sbx_grpc_frame_message(void);
 int bt_find(void)
 {
     return 0;
 }
-int grpc_frame_message(void)
+int sbx_grpc_frame_message(void)
 {
     return bt_find();
 }
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
         return 1;
     }
     CHECK(strcmp(sbx_broker_flavor(broker), "thread") == 0);
-    CHECK(grpc_frame_message() == 0);
+    CHECK(sbx_grpc_frame_message() == 0);
 
     sbx_request *req = echo_request("through-the-broker");
     sbx_completion *c = NULL;
