@@ -1010,6 +1010,22 @@ static sbx_status restore_snapshot(run *r, sbx_sandbox *sb, const sbx_exec_opts 
     return st;
 }
 
+/* Nothing ran and no sandbox is held for the caller (it could not be reached or made, or a
+ * fresh one was discarded): the lock goes, the completion carries the request's own handle
+ * (never a half-filled working copy) and the notices gathered so far. */
+static sbx_completion *fail_unacquired(run *r, session_lock *lock)
+{
+    unlock_session(r->e, lock);
+    sbx_session_handle *orig = r->req->session != NULL ? handle_copy(r->req->session) : NULL;
+    sbx_message_free((ProtobufCMessage *)r->handle);
+    r->handle = NULL;
+    sbx_completion *c = fail(r->req, &r->err, orig);
+    sbx_message_free((ProtobufCMessage *)orig);
+    if (c != NULL && r->c->notice != NULL && r->c->notice[0])
+        sbx_set_string(&c->notice, r->c->notice);
+    return c;
+}
+
 static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
 {
     profile_slot *s = r->slot;
@@ -1088,17 +1104,8 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
             st = acquire(r, &sb, &recreated);
         sbx_provider_set_deadline_ms(0);
     }
-    if (st != SBX_OK) {
-        unlock_session(r->e, lock);
-        sbx_session_handle *orig = r->req->session != NULL ? handle_copy(r->req->session) : NULL;
-        sbx_message_free((ProtobufCMessage *)h);
-        r->handle = NULL;
-        sbx_completion *c = fail(r->req, &r->err, orig);
-        sbx_message_free((ProtobufCMessage *)orig);
-        if (c != NULL && r->c->notice != NULL && r->c->notice[0])
-            sbx_set_string(&c->notice, r->c->notice);
-        return c;
-    }
+    if (st != SBX_OK)
+        return fail_unacquired(r, lock);
     if (sb == NULL || sb->id == NULL) {
         unlock_session(r->e, lock);
         sbx_error_set(&r->err, SBX_E_INTERNAL, "provider '%s' returned no sandbox", s->ops->name);
@@ -1122,15 +1129,8 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         .principal = &r->principal,
         .policy = r->policy,
     };
-    if (str_set(r->req->from_snapshot) && restore_snapshot(r, sb, &o) != SBX_OK) {
-        unlock_session(r->e, lock);
-        sbx_session_handle *orig = r->req->session != NULL ? handle_copy(r->req->session) : NULL;
-        sbx_message_free((ProtobufCMessage *)h);
-        r->handle = NULL;
-        sbx_completion *c = fail(r->req, &r->err, orig);
-        sbx_message_free((ProtobufCMessage *)orig);
-        return c;
-    }
+    if (str_set(r->req->from_snapshot) && restore_snapshot(r, sb, &o) != SBX_OK)
+        return fail_unacquired(r, lock);
     sbx_result *res = r->c->result;
     if (o.cancel != NULL && *o.cancel)
         st = sbx_error_set(&r->err, SBX_E_TIMEOUT,
