@@ -1118,7 +1118,7 @@ static bool spare_take(command *c, char **argv, char **env, size_t env_count, co
     if (next_spare.pid <= 0)
         return false;
     size_t used = 0, i = 0;
-    for (; argv[i] && i < AGENT_MAX_ARGV + 3; i++)
+    for (; i < AGENT_MAX_ARGV + 3 && argv[i]; i++)
         if (!(job->argv[i] = job_string(argv[i], &used)))
             return false;
     job->argv[i] = NULL;

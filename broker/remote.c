@@ -1178,8 +1178,10 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
     curl_free(host);
     curl_free(port);
     curl_url_cleanup(u);
-    if (st != SBX_OK)
+    if (st != SBX_OK) {
+        free(r); /* NULL: it is only made when everything before went well */
         return st;
+    }
     r->tls = tls;
     r->ca_file = dup_or_null(remote->ca_file);
     r->cert_file = dup_or_null(remote->cert_file);

@@ -280,13 +280,16 @@ int cli_read_stdin(const char *cmd, bool force, ProtobufCBinaryData *out)
         return 0;
     size_t cap = 64 * 1024, len = 0;
     uint8_t *buf = malloc(cap);
-    while (buf != NULL) {
+    bool oom = buf == NULL; /* never send a cut input as if it were whole */
+    while (!oom) {
         if (len == cap) {
             if (cap > CLI_STDIN_MAX)
                 break;
             uint8_t *bigger = realloc(buf, cap * 2);
-            if (bigger == NULL)
+            if (bigger == NULL) {
+                oom = true;
                 break;
+            }
             buf = bigger;
             cap *= 2;
         }
@@ -297,9 +300,9 @@ int cli_read_stdin(const char *cmd, bool force, ProtobufCBinaryData *out)
             break; /* EOF, or no usable stdin (closed): nothing more to send */
         len += (size_t)n;
     }
-    if (buf == NULL || len > CLI_STDIN_MAX) {
+    if (oom || len > CLI_STDIN_MAX) {
         free(buf);
-        if (buf == NULL)
+        if (oom)
             fprintf(stderr, "sbx %s: out of memory reading stdin\n", cmd);
         else
             fprintf(stderr,

@@ -489,7 +489,7 @@ static sbx_status parse_fields(loader *L, const config_node *map, const char *pa
 {
     const char *accepted[FIELDS_MAX + 1];
     size_t n_fields = 0;
-    for (; fields[n_fields].key != NULL && n_fields < FIELDS_MAX; n_fields++) {
+    for (; n_fields < FIELDS_MAX && fields[n_fields].key != NULL; n_fields++) {
         accepted[n_fields] = fields[n_fields].key;
         if (at != NULL)
             at[n_fields] = NULL;
@@ -534,7 +534,7 @@ static sbx_status parse_fields(loader *L, const config_node *map, const char *pa
 static const config_node *field_node(const field *fields, const config_node *const *at,
                                      const char *key)
 {
-    for (size_t f = 0; fields[f].key != NULL && f < FIELDS_MAX; f++)
+    for (size_t f = 0; f < FIELDS_MAX && fields[f].key != NULL; f++)
         if (strcmp(fields[f].key, key) == 0)
             return at[f];
     return NULL;

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   # build
-  build-essential cmake pkg-config git clang clang-format clang-tidy
+  build-essential cmake pkg-config git clang clang-format clang-tidy cppcheck
   # contract codecs
   protobuf-compiler protobuf-c-compiler libprotobuf-c-dev nanopb libnanopb-dev
   # libraries

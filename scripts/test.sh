@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds (warnings are errors), lints the library
-# sources (clang-tidy), runs the whole ctest suite, then the same suite under ASan+UBSan.
+# sources (clang-tidy) and every non-test source (cppcheck), runs the whole ctest suite, then
+# the same suite under ASan+UBSan.
 # Services the tests need (a private dockerd, workers) are started and stopped by the tests'
 # own fixtures. Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan,
 # a few seconds each from the committed seeds; tests/fuzz/README.md has the long run).
@@ -22,6 +23,8 @@ echo "== build (warnings are errors)"
 scripts/build.sh "$root/build"
 echo "== lint (clang-tidy on the library sources, .clang-tidy)"
 scripts/tidy.sh "$root/build" || status=1
+echo "== lint (cppcheck on every non-test source)"
+scripts/cppcheck.sh "$root/build" || status=1
 echo "== tests"
 (cd build && ctest --output-on-failure -j "$jobs") || status=1
 
