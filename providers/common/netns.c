@@ -77,8 +77,8 @@ static void child(int sock, pid_t target, sbx_netns_fn fn, void *arg, size_t max
     _exit(send_fds(sock, rc, fds, n) == 0 ? 0 : 1);
 }
 
-sbx_status sbx_netns_call(pid_t target, sbx_netns_fn fn, void *arg, int *fds, size_t max,
-                          size_t *n, sbx_error *err)
+sbx_status sbx_netns_call(pid_t target, sbx_netns_fn fn, void *arg, int *fds, size_t max, size_t *n,
+                          sbx_error *err)
 {
     *n = 0;
     if (max > SBX_NETNS_MAX_FDS)

@@ -29,8 +29,8 @@ typedef int (*sbx_netns_fn)(void *arg, int *fds, size_t max, size_t *n);
 /* Runs fn inside the network namespace of process target (a pid of the caller's pid namespace:
  * /proc/<target>/ns/net) and returns the descriptors it made in fds (*n of them, at most max, at
  * most SBX_NETNS_MAX_FDS), close-on-exec. */
-sbx_status sbx_netns_call(pid_t target, sbx_netns_fn fn, void *arg, int *fds, size_t max,
-                          size_t *n, sbx_error *err);
+sbx_status sbx_netns_call(pid_t target, sbx_netns_fn fn, void *arg, int *fds, size_t max, size_t *n,
+                          sbx_error *err);
 
 /* Moves the calling thread into target's network namespace (joining its user namespace first
  * when needed, which the kernel allows only to a single-threaded process): for a helper process
