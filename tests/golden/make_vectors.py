@@ -270,6 +270,12 @@ def build(ex, ag):
                                            ("from_snapshot", "str", hexs("base"))])
 
     r = E.ExecutionRequest()
+    r.task_id = "33333333-3333-4333-8333-33333333333e"
+    session(r.session)
+    r.expose.port = 8080
+    v.add("req_expose", r, expects=[(".", "case", "op=expose"), ("expose.port", "u64", "8080")])
+
+    r = E.ExecutionRequest()
     r.task_id = "44444444-4444-4444-8444-444444444444"
     r.install_packages.manager = "pip"
     r.install_packages.packages.extend(["numpy==1.26.4", "requests>=2", "pandas[excel]"])
@@ -405,7 +411,17 @@ def build(ex, ag):
     snap.name = "base"
     snap.size = 2**33 + 10240
     snap.created_at_ms = 1764720000123
+    ref = c2.result.egress_refused.add()
+    ref.destination = "evil.example:443"
+    ref.count = 3
+    c2.result.egress_refused.add().destination = "dns:evil.example"
+    c2.result.expose_url = "http://127.0.0.1:41234/"
+    c2.result.expose_token = "0123456789abcdef0123456789abcdef"
     v.add("completion_attached", c2, expects=[
+        ("result.egress_refused", "count", "2"),
+        ("result.egress_refused[0].destination", "str", hexs("evil.example:443")),
+        ("result.egress_refused[0].count", "u64", "3"),
+        ("result.expose_url", "str", hexs("http://127.0.0.1:41234/")),
         ("result.snapshots", "count", "1"),
         ("result.snapshots[0].size", "u64", str(2**33 + 10240)),
         ("result.snapshots[0].created_at_ms", "i64", "1764720000123"),
@@ -500,7 +516,7 @@ def build(ex, ag):
         for fld in ("shell", "files", "package_install", "stateful", "attach", "provisions",
                     "attaches_external", "principal_user", "policy_network",
                     "policy_network_domains", "policy_filesystem", "policy_resources",
-                    "streaming", "detach", "pause", "snapshot"):
+                    "streaming", "detach", "pause", "snapshot", "expose"):
             setattr(caps, fld, True)
         p.idle_timeout_s = 1800
         p.idle_pause = True
