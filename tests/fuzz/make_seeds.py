@@ -131,6 +131,7 @@ def main():
     write_local_meta_seeds()
     write_agent_files_seeds()
     write_docker_api_seeds()
+    write_egress_seeds()
     for t in ("fuzz_e2b", "fuzz_daytona", "fuzz_ssm"):
         write_cloud_variants(t)
 
@@ -386,6 +387,79 @@ def write_local_meta_seeds():
         "empty": b"",
     }
     write_dir("fuzz_local_meta", seeds, ext=".meta")
+
+
+def tls_hello(sni_list, ext_extra=b""):
+    """A TLS 1.3-style ClientHello whose server_name extension lists sni_list (None: no SNI)."""
+    ext = b""
+    if sni_list is not None:
+        names = b"".join(b"\x00" + u16(len(n)) + n for n in sni_list)
+        ext += b"\x00\x00" + u16(len(names) + 2) + u16(len(names)) + names
+    ext += b"\x00\x2b\x00\x03\x02\x03\x04" + ext_extra
+    body = b"\x03\x03" + b"\x11" * 32 + b"\x20" + b"\x22" * 32 + u16(4) + b"\x13\x01\x13\x02"
+    body += b"\x01\x00" + u16(len(ext)) + ext
+    hs = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + u16(len(hs)) + hs
+
+
+def dns_name_bytes(name):
+    return b"".join(bytes([len(l)]) + l for l in name.split(b".")) + b"\x00"
+
+
+def dns_query(name, qtype=1, qid=0x1234, extra=b""):
+    return (u16(qid) + b"\x01\x00" + u16(1) + u16(0) + u16(0) + u16(1 if extra else 0)
+            + dns_name_bytes(name) + u16(qtype) + u16(1) + extra)
+
+
+def dns_answer(name, rrs, qid=0x1234, rcode=0):
+    return (u16(qid) + u16(0x8180 | rcode) + u16(1) + u16(len(rrs)) + u16(0) + u16(0)
+            + dns_name_bytes(name) + u16(1) + u16(1) + b"".join(rrs))
+
+
+def write_egress_seeds():
+    """fuzz_egress_sni, fuzz_egress_http, fuzz_egress_dns: what a sandbox sends the egress
+    proxy (ClientHello, HTTP head, DNS query) and what a resolver answers it."""
+    hello = tls_hello([b"allowed.test"])
+    write_dir("fuzz_egress_sni", {
+        "sni": hello,
+        "sni_upper_trailing_dot": tls_hello([b"Allowed.Test."]),
+        "no_sni": tls_hello(None),
+        "two_names": tls_hello([b"allowed.test", b"evil.test"]),
+        "ip_literal": tls_hello([b"198.51.100.1"]),
+        "nul_in_name": tls_hello([b"allowed.test\x00.evil.test"]),
+        "grease_ext": tls_hello([b"a.wild.test"], b"\x0a\x0a\x00\x00"),
+        "truncated": hello[:60],
+        "http_instead": b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+        "empty": b"",
+    })
+    write_dir("fuzz_egress_http", {
+        "get": b"GET / HTTP/1.1\r\nHost: allowed.test\r\nAccept: */*\r\n\r\n",
+        "port": b"GET /x HTTP/1.0\r\nhost: a.wild.test:8080\r\n\r\nbody",
+        "absolute": b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+        "absolute_mismatch": b"GET http://evil.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+        "two_hosts": b"GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: evil.test\r\n\r\n",
+        "no_host": b"GET / HTTP/1.1\r\n\r\n",
+        "connect": b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+        "unfinished": b"GET / HTTP/1.1\r\nHost: allowed.test\r\n",
+        "folded": b"GET / HTTP/1.1\r\n x\r\nHost: allowed.test\r\n\r\n",
+    })
+    opt = b"\x00" + u16(41) + u16(1232) + b"\x00\x00\x00\x00" + u16(0)
+    a = lambda ip: b"\xc0\x0c" + u16(1) + u16(1) + b"\x00\x00\x00\x3c" + u16(4) + bytes(ip)
+    cname = (b"\xc0\x0c" + u16(5) + u16(1) + b"\x00\x00\x00\x3c" + u16(6)
+             + b"\x03cdn\xc0\x14")
+    cdn_a = b"\xc0\x2a" + u16(1) + u16(1) + b"\x00\x00\x00\x3c" + u16(4) + bytes([198, 51, 100, 7])
+    write_dir("fuzz_egress_dns", {
+        "query_a": b"\x00" + dns_query(b"allowed.test"),
+        "query_aaaa": b"\x00" + dns_query(b"allowed.test", qtype=28),
+        "query_edns": b"\x00" + dns_query(b"a.wild.test", extra=opt),
+        "query_bad_name": b"\x00" + dns_query(b"a\x00b.test"),
+        "query_pointer": b"\x00" + u16(1) + b"\x01\x00" + u16(1) + u16(0) * 3 + b"\xc0\x0c" + u16(1) * 2,
+        "answer_a": b"\x01" + dns_answer(b"allowed.test", [a([198, 51, 100, 1]), a([198, 51, 100, 2])]),
+        "answer_cname": b"\x01" + dns_answer(b"allowed.test", [cname, cdn_a]),
+        "answer_nxdomain": b"\x01" + dns_answer(b"allowed.test", [], rcode=3),
+        "answer_loop": b"\x01" + dns_answer(b"allowed.test", [b"\xc0\x1e" + u16(1) * 2]),
+        "answer_other_name": b"\x01" + dns_answer(b"evil.test", [a([1, 2, 3, 4])]),
+    })
 
 
 def write_agent_files_seeds():
