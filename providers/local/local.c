@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "providers/common/agent_client.h"
+#include "providers/common/egress.h"
 #include "providers/common/uid_slots.h"
 #include "providers/local/local.h"
 #include "providers/local/local_meta.h"
@@ -69,6 +70,9 @@ static const sbx_option_spec local_options[] = {
     {"program_uid", SBX_OPT_INT, "1000", NULL, 1, 65535, "uid programs run as inside"},
     {"program_gid", SBX_OPT_INT, "1000", NULL, 1, 65535, "gid programs run as inside"},
     {"nofile", SBX_OPT_INT, "1024", NULL, 16, 1048576, "RLIMIT_NOFILE of programs"},
+    {"egress_resolver", SBX_OPT_STRING, "", NULL, 0, 0,
+     "network_egress allowlist: the resolver the egress proxy asks for allowed names, "
+     "a.b.c.d[:port] (default: the host's first IPv4 nameserver in /etc/resolv.conf)"},
     {"agent", SBX_OPT_STRING, NULL, NULL, 0, 0,
      "path of sbx-agent (default: $SBX_AGENT, the build tree, libexec)"},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
@@ -160,6 +164,7 @@ typedef struct local_provider {
     char rootfs[PATH_MAX]; /* "" = host binds */
     sbx_strlist binds;
     char workdir[256];
+    char egress_resolver[64]; /* "" = the host's (egress.h) */
     int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, uid_slots, program_uid, program_gid, nofile;
     bool rootless;
     cg_mode cg;
@@ -183,6 +188,7 @@ typedef struct local_sandbox {
     char socket_path[LOCAL_MAX_RUNTIME_DIR + 64];
     char oom_file[LOCAL_MAX_CGROUP_DIR + 64]; /* memory.oom_control / memory.events, or "" */
     sbx_agent_conn *conn;
+    bool egress; /* an egress proxy filters its network (ALLOWLIST) */
 } local_sandbox;
 
 static const char *cg_v1_names[3] = {"memory", "pids", "cpu"};
@@ -398,6 +404,8 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
         st = sbx_error_set(err, SBX_E_CONFIG,
                            "local.workdir '%s' must be an absolute path below / without '..'",
                            lp->workdir);
+    const char *resolver = opt_str(o, "egress_resolver");
+    snprintf(lp->egress_resolver, sizeof lp->egress_resolver, "%s", resolver ? resolver : "");
     lp->workspace_mb = opt_int(o, "workspace_mb");
     lp->tmp_mb = opt_int(o, "tmp_mb");
     lp->idle_ttl_s = opt_int(o, "idle_ttl_s");
@@ -471,7 +479,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->attaches_external = false;
     caps->principal_user = false;
     caps->policy_network = true;
-    caps->policy_network_domains = false;
+    caps->policy_network_domains = true; /* the egress proxy (providers/common/egress.h) */
     caps->policy_filesystem = false;
     caps->policy_resources = lp && (lp->cg == CG_V1 || (lp->cg == CG_V2 && lp->v2_missing == 0));
     caps->streaming = true;
@@ -485,7 +493,7 @@ static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strli
     local_provider *lp = state;
     bool ok = true;
     if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST)
-        ok = ok && sbx_strlist_add(un, "network_egress=allowlist");
+        ok = ok && sbx_egress_check(p->network_allow, p->n_network_allow, un);
     if (p->n_fs_read)
         ok = ok && sbx_strlist_add(un, "fs_read");
     if (p->n_fs_write)
@@ -1119,6 +1127,14 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
     sbx_status wst = write_meta(lp, sb->state_dir, &m, err);
     if (st == SBX_OK)
         st = wst;
+    /* ALLOWLIST: the sandbox's namespace has only lo until the proxy is in it; a proxy that
+     * cannot start fails the create (never a wider network) */
+    if (st == SBX_OK &&
+        policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST) {
+        st = sbx_egress_start((pid_t)m.pid, policy->network_allow, policy->n_network_allow,
+                              lp->egress_resolver, sb->state_dir, err);
+        sb->egress = st == SBX_OK;
+    }
     if (st == SBX_OK)
         st = sbx_agent_connect(sb->socket_path, sbx_provider_step_deadline(LOCAL_AGENT_MS),
                                &sb->conn, err);
@@ -1171,6 +1187,7 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
         local_destroy(lp, sandbox_id, NULL);
         return sbx_error_set(err, SBX_E_GONE, "local sandbox %s no longer exists", sandbox_id);
     }
+    sb->egress = sbx_egress_active(sb->state_dir);
     if (m.n_cg) {
         bool v1 = strstr(m.cg[0], "/memory/") != NULL;
         snprintf(sb->oom_file, sizeof sb->oom_file, "%s/%s", m.cg[0],
@@ -1354,6 +1371,7 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
         if (pidfd >= 0)
             close(pidfd);
     }
+    sbx_egress_stop(dir); /* it ends with PID 1 anyway; this also covers a failed create */
     /* cgroups also when PID 1 never got into the meta (an owner killed during the boot):
      * removing them kills what the boot started in them */
     for (int i = 0; i < m.n_cg; i++)
@@ -1405,6 +1423,32 @@ static sbx_status ensure_conn(local_sandbox *sb, sbx_error *err)
                              err);
 }
 
+/* ALLOWLIST: the refusals of one operation are the growth of the proxy's table during it. */
+typedef struct {
+    sbx_egress_table *t;
+} egress_mark;
+
+static void egress_before(local_sandbox *sb, egress_mark *m)
+{
+    m->t = sb->egress ? malloc(sizeof *m->t) : NULL;
+    if (m->t)
+        sbx_egress_table_read(sb->state_dir, m->t);
+}
+
+static void egress_after(local_sandbox *sb, egress_mark *m, sbx_result *result)
+{
+    if (!m->t)
+        return;
+    sbx_egress_table *now = malloc(sizeof *now);
+    if (now) {
+        sbx_egress_table_read(sb->state_dir, now);
+        sbx_egress_report(m->t, now, result); /* out of memory: the refusals go unreported */
+        free(now);
+    }
+    free(m->t);
+    m->t = NULL;
+}
+
 static sbx_status local_run_command(sbx_sandbox *s, const Sbx__V1__RunCommand *op,
                                     const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
@@ -1413,7 +1457,10 @@ static sbx_status local_run_command(sbx_sandbox *s, const Sbx__V1__RunCommand *o
     if (st != SBX_OK)
         return st;
     long long before = oom_kills(sb);
+    egress_mark mark;
+    egress_before(sb, &mark);
     st = sbx_agent_run_command(sb->conn, op, NULL, o, result, NULL, err);
+    egress_after(sb, &mark, result);
     if (st != SBX_OK && st != SBX_E_TIMEOUT) {
         sbx_agent_close(sb->conn);
         sb->conn = NULL;
@@ -1434,7 +1481,10 @@ static sbx_status local_run_code(sbx_sandbox *s, const Sbx__V1__RunCode *op, con
     if (st != SBX_OK)
         return st;
     long long before = oom_kills(sb);
+    egress_mark mark;
+    egress_before(sb, &mark);
     st = sbx_agent_run_code(sb->conn, op, python, NULL, o, result, NULL, err);
+    egress_after(sb, &mark, result);
     if (st != SBX_OK && st != SBX_E_TIMEOUT) {
         sbx_agent_close(sb->conn);
         sb->conn = NULL;

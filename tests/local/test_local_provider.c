@@ -556,15 +556,23 @@ static void test_local_network_allow_shares_host_network(void **state)
     sbx_message_free((ProtobufCMessage *)p);
 }
 
-static void test_local_allowlist_is_refused_under_strict(void **state)
+/* ALLOWLIST is enforced by the egress proxy (test_local_egress); an entry it cannot enforce
+ * (IPv6) is refused under strict, named. */
+static void test_local_allowlist_entry_it_cannot_enforce_is_refused(void **state)
 {
     lt_env *e = *state;
     sbx_policy *p = lt_policy(0, 0);
     p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+    p->n_network_allow = 2;
+    p->network_allow = malloc(2 * sizeof *p->network_allow);
+    assert_non_null(p->network_allow);
+    p->network_allow[0] = strdup("pypi.org");
+    p->network_allow[1] = strdup("2001:db8::/32");
     sbx_sandbox *sb = NULL;
     sbx_error err = {0};
     assert_int_equal(e->ops->create(e->state, NULL, NULL, p, &sb, &err), SBX_E_POLICY);
-    assert_non_null(strstr(err.message, "network_egress=allowlist"));
+    assert_non_null(strstr(err.message, "network_allow=2001:db8::/32"));
+    assert_null(strstr(err.message, "pypi.org"));
     assert_int_equal(lt_count_dir(e->runtime_dir), 0);
     sbx_message_free((ProtobufCMessage *)p);
 }
@@ -683,7 +691,7 @@ int main(void)
         cmocka_unit_test(test_local_attach_after_destroy_is_gone),
         cmocka_unit_test(test_local_attach_sees_the_same_workspace),
         cmocka_unit_test(test_local_network_allow_shares_host_network),
-        cmocka_unit_test(test_local_allowlist_is_refused_under_strict),
+        cmocka_unit_test(test_local_allowlist_entry_it_cannot_enforce_is_refused),
         cmocka_unit_test(test_local_reattach_replays_a_commands_journal),
         cmocka_unit_test(test_local_idle_sandbox_tears_itself_down),
     };
