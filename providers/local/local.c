@@ -8,7 +8,7 @@
  * then cgroups and the state dir are removed. Everything a sandbox needs survives the process
  * that created it: any new process can attach by id.
  *
- * Honesty: a limit this host cannot apply (no cgroups when rootless, allowlists) is reported by
+ * Honesty: a limit this host cannot apply (no cgroups when rootless, IPv6 allowlist entries) is reported by
  * check_policy and refused under strict; never silently ignored.
  * This file must not read config files (it gets its options block) or speak the wire.
  */
