@@ -5,6 +5,8 @@
  *    bind-mounted read-only from the host, its /.sbx is a host directory holding the agent's
  *    socket; the policy maps onto HostConfig (NetworkMode none, Memory, NanoCpus, PidsLimit,
  *    ReadonlyRootfs + tmpfs, CapDrop, no-new-privileges). Execution goes through the agent.
+ *    network_egress allowlist: NetworkMode none plus the egress proxy (providers/common/egress.h)
+ *    in the container's network namespace, its files in <runtime_dir>/egress-<uuid>.
  *  - attached: a container sbx did not create (`attach_to`): execution through the exec API,
  *    files through the archive API; destroy only drops the binding.
  *
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "providers/common/agent_client.h"
+#include "providers/common/egress.h"
 #include "providers/common/uid_slots.h"
 #include "providers/docker/docker_agent.h"
 #include "providers/docker/docker_provider.h"
@@ -96,6 +99,11 @@ static const sbx_option_spec docker_options[] = {
      .type = SBX_OPT_STRING,
      .default_value = "bridge",
      .help = "Docker network of managed containers when network_egress is allow"},
+    {.key = "egress_resolver",
+     .type = SBX_OPT_STRING,
+     .default_value = "",
+     .help = "network_egress allowlist: the resolver the egress proxy asks for allowed names, "
+             "a.b.c.d[:port] (default: the host's first IPv4 nameserver in /etc/resolv.conf)"},
     {.key = "user",
      .type = SBX_OPT_STRING,
      .default_value = NULL,
@@ -156,6 +164,7 @@ static void provider_free(docker_provider *p)
     free(p->workdir);
     free(p->python);
     free(p->network);
+    free(p->egress_resolver);
     free(p->exec_user);
     free(p->uid_slot_dir);
     free(p);
@@ -221,6 +230,7 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
     p->workdir = dup_or_null(sbx_options_get(o, "workdir"));
     p->python = dup_or_null(sbx_options_get(o, "python"));
     p->network = dup_or_null(sbx_options_get(o, "network"));
+    p->egress_resolver = dup_or_null(sbx_options_get(o, "egress_resolver"));
     p->exec_user = dup_or_null(sbx_options_get(o, "user"));
     const char *const *langs = NULL;
     size_t n_langs = sbx_options_get_list(o, "languages", &langs);
@@ -343,7 +353,7 @@ static void docker_capabilities(void *state, sbx_capabilities *caps)
     caps->detach = managed;   /* the agent's command journals; the exec API keeps none */
     caps->pause = managed;    /* the daemon's freezer: POST /containers/{id}/pause */
     caps->policy_network = managed;
-    caps->policy_network_domains = false;
+    caps->policy_network_domains = managed; /* the egress proxy (providers/common/egress.h) */
     caps->policy_filesystem = managed;
     caps->policy_resources = managed;
 }
@@ -360,8 +370,12 @@ static sbx_status docker_check_policy(void *state, const sbx_policy *policy,
             ok &= sbx_strlist_add(unenforceable, "network_egress=deny");
         break;
     case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST:
-        /* No egress proxy for containers yet: a domain list would be silently ignored. */
-        ok &= sbx_strlist_add(unenforceable, "network_egress=allowlist");
+        /* managed: NetworkMode none and the egress proxy in the container's namespace; an
+         * attached container's network is its owner's */
+        if (p->managed)
+            ok &= sbx_egress_check(policy->network_allow, policy->n_network_allow, unenforceable);
+        else
+            ok &= sbx_strlist_add(unenforceable, "network_egress=allowlist");
         break;
     default: break;
     }
@@ -536,14 +550,31 @@ static sbx_status remove_container(docker_provider *p, const char *ref, sbx_erro
 /* Removes a managed container's host state dir (agent socket and metadata). Only a dir under
  * our runtime dir is ever removed: the path comes from a label, which whoever can talk to the
  * daemon could have forged. */
-static void remove_state_dir(docker_provider *p, const char *dir)
+static bool own_state_dir(const docker_provider *p, const char *dir)
 {
     if (dir == NULL || dir[0] == '\0' || p->runtime_dir == NULL)
-        return;
+        return false;
     size_t rl = strlen(p->runtime_dir);
-    if (strncmp(dir, p->runtime_dir, rl) != 0 || dir[rl] != '/' || strchr(dir + rl + 1, '/') ||
-        strstr(dir, "..") != NULL)
+    return strncmp(dir, p->runtime_dir, rl) == 0 && dir[rl] == '/' &&
+           strchr(dir + rl + 1, '/') == NULL && strstr(dir, "..") == NULL;
+}
+
+/* The egress proxy's dir of the container whose state dir is dir: beside it, not in it (the
+ * state dir is bound into the container, and what the proxy's pid file names gets killed). */
+static void egress_dir_of(const char *dir, char *out, size_t cap)
+{
+    const char *base = strrchr(dir, '/');
+    snprintf(out, cap, "%.*s/egress-%s", (int)(base - dir), dir, base + 1);
+}
+
+static void remove_state_dir(docker_provider *p, const char *dir)
+{
+    if (!own_state_dir(p, dir))
         return;
+    char edir[1100];
+    egress_dir_of(dir, edir, sizeof edir);
+    sbx_egress_stop(edir);
+    rmdir(edir);
     /* the container's program uid is free for another once its state goes */
     char slot_file[PATH_MAX], text[32] = "";
     snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_UID_SLOT_FILE, dir);
@@ -826,9 +857,26 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     if (st == SBX_OK) {
         container_info ci;
         sbx_error ignored;
-        if (inspect(p, cid, &ci, &ignored) == SBX_OK)
+        bool have = inspect(p, cid, &ci, &ignored) == SBX_OK;
+        if (have)
             docker_agent_find_oom_counter(sb, ci.pid);
-        st = docker_agent_connect(sb, true, err);
+        /* allowlist: the container has only lo (NetworkMode none) until the proxy is in its
+         * namespace; a proxy that cannot start fails the create (never a wider network) */
+        if (policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST) {
+            egress_dir_of(state_dir, sb->egress_dir, sizeof sb->egress_dir);
+            if (!have || ci.pid <= 1)
+                st = sbx_error_set(err, SBX_E_PROVISION,
+                                   "container %.12s: no PID 1 to start the egress proxy beside",
+                                   cid);
+            else if (mkdir(sb->egress_dir, 0700) != 0)
+                st = sbx_error_set(err, SBX_E_PROVISION, "cannot create '%s': %s", sb->egress_dir,
+                                   strerror(errno));
+            else
+                st = sbx_egress_start((pid_t)ci.pid, policy->network_allow, policy->n_network_allow,
+                                      p->egress_resolver, sb->egress_dir, err);
+        }
+        if (st == SBX_OK)
+            st = docker_agent_connect(sb, true, err);
     }
     if (st != SBX_OK) {
         docker_sandbox_close((sbx_sandbox *)sb);
@@ -880,6 +928,11 @@ static sbx_status docker_attach(void *state, const char *sandbox_id, const sbx_p
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     if (p->managed) {
         docker_agent_find_oom_counter(sb, ci.pid);
+        if (own_state_dir(p, ci.state_dir)) {
+            egress_dir_of(ci.state_dir, sb->egress_dir, sizeof sb->egress_dir);
+            if (!sbx_egress_active(sb->egress_dir))
+                sb->egress_dir[0] = '\0';
+        }
         st = docker_agent_connect(sb, false, err);
         if (st != SBX_OK) {
             docker_sandbox_close(&sb->base);
@@ -1158,12 +1211,43 @@ static sbx_status docker_cancel_command(sbx_sandbox *base, const Sbx__V1__Cancel
     return docker_agent_cancel_command(sb, op, o, result, err);
 }
 
+/* allowlist: the refusals of one operation are the growth of the proxy's table during it. */
+typedef struct {
+    sbx_egress_table *t;
+} egress_mark;
+
+static void egress_before(docker_sandbox *sb, egress_mark *m)
+{
+    m->t = sb->egress_dir[0] ? malloc(sizeof *m->t) : NULL;
+    if (m->t != NULL)
+        sbx_egress_table_read(sb->egress_dir, m->t);
+}
+
+static void egress_after(docker_sandbox *sb, egress_mark *m, sbx_result *result)
+{
+    if (m->t == NULL)
+        return;
+    sbx_egress_table *now = malloc(sizeof *now);
+    if (now != NULL) {
+        sbx_egress_table_read(sb->egress_dir, now);
+        sbx_egress_report(m->t, now, result); /* out of memory: the refusals go unreported */
+        free(now);
+    }
+    free(m->t);
+    m->t = NULL;
+}
+
 static sbx_status docker_run_command(sbx_sandbox *base, const Sbx__V1__RunCommand *op,
                                      const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     docker_sandbox *sb = (docker_sandbox *)base;
-    if (sb->managed)
-        return docker_agent_run_command(sb, op, o, result, err);
+    if (sb->managed) {
+        egress_mark mark;
+        egress_before(sb, &mark);
+        sbx_status st = docker_agent_run_command(sb, op, o, result, err);
+        egress_after(sb, &mark, result);
+        return st;
+    }
     if (op->detach)
         return sbx_error_set(err, SBX_E_CAPABILITY,
                              "attached containers run commands through the exec API, which "
@@ -1202,7 +1286,11 @@ static sbx_status docker_run_code(sbx_sandbox *base, const Sbx__V1__RunCode *op,
                                  "run_code: language '%s' is not offered by this docker profile "
                                  "(docker.languages)",
                                  op->language ? op->language : "");
-        return docker_agent_run_code(sb, op, o, result, err);
+        egress_mark mark;
+        egress_before(sb, &mark);
+        sbx_status st = docker_agent_run_code(sb, op, o, result, err);
+        egress_after(sb, &mark, result);
+        return st;
     }
     const char *lang = op->language != NULL ? op->language : "";
     int k = docker_lang_index(lang);

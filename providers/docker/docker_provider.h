@@ -39,11 +39,12 @@ typedef struct docker_provider {
     char *agent_path; /* host path of the static sbx-agent */
     char *workdir;
     char *python;
-    char *network;     /* NetworkMode for network_egress=allow */
-    char *exec_user;   /* attached: exec as this user (NULL: the container's) */
-    int64_t tmpfs_mb;  /* size of the workdir and /tmp tmpfs of managed containers */
-    bool languages[3]; /* run_code languages offered, indexed by docker_lang */
-    bool per_call;     /* the profile's sandboxes live for one call: labelled for the sweep */
+    char *network;         /* NetworkMode for network_egress=allow */
+    char *egress_resolver; /* network_egress=allowlist: the egress proxy's resolver ("" host's) */
+    char *exec_user;       /* attached: exec as this user (NULL: the container's) */
+    int64_t tmpfs_mb;      /* size of the workdir and /tmp tmpfs of managed containers */
+    bool languages[3];     /* run_code languages offered, indexed by docker_lang */
+    bool per_call;         /* the profile's sandboxes live for one call: labelled for the sweep */
     int64_t uid_base, uid_slots; /* managed: container slot k runs programs as uid_base + k */
     char *uid_slot_dir;          /* managed: the slot registry (providers/common/uid_slots.h) */
     char owner[48]; /* "<pid> <start time>" of this process, the sbx.owner_process label */
@@ -59,12 +60,13 @@ int docker_lang_index(const char *name);
 typedef struct docker_sandbox {
     sbx_sandbox base; /* first: the engine sees an sbx_sandbox */
     docker_provider *p;
-    bool managed;    /* created by sbx (labels say so): execution through the agent */
-    char *workdir;   /* the container's working dir (relative paths resolve here) */
-    char *state_dir; /* managed: host dir bind-mounted at /.sbx (agent socket) */
-    void *agent;     /* managed: the agent connection (docker_agent.c); NULL after a failure,
-                        reconnected by the next operation */
-    char *oom_file;  /* managed: the container cgroup's OOM-kill counter file, or NULL */
+    bool managed;          /* created by sbx (labels say so): execution through the agent */
+    char *workdir;         /* the container's working dir (relative paths resolve here) */
+    char *state_dir;       /* managed: host dir bind-mounted at /.sbx (agent socket) */
+    void *agent;           /* managed: the agent connection (docker_agent.c); NULL after a failure,
+                              reconnected by the next operation */
+    char *oom_file;        /* managed: the container cgroup's OOM-kill counter file, or NULL */
+    char egress_dir[1100]; /* managed allowlist: the egress proxy's dir (egress.h), else "" */
 } docker_sandbox;
 
 /* Output accumulation shared by both back ends: bounded per stream, streamed with offsets. */

@@ -8,8 +8,9 @@
  * then cgroups and the state dir are removed. Everything a sandbox needs survives the process
  * that created it: any new process can attach by id.
  *
- * Honesty: a limit this host cannot apply (no cgroups when rootless, IPv6 allowlist entries) is reported by
- * check_policy and refused under strict; never silently ignored.
+ * Honesty: a limit this host cannot apply (no cgroups when rootless, IPv6 allowlist entries)
+ * is reported by check_policy and refused under strict; never silently ignored. network_egress
+ * allowlist: the egress proxy (providers/common/egress.h) in the sandbox's namespace.
  * This file must not read config files (it gets its options block) or speak the wire.
  */
 #include <dirent.h>
