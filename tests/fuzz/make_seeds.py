@@ -460,6 +460,16 @@ def write_egress_seeds():
         "answer_loop": b"\x01" + dns_answer(b"allowed.test", [b"\xc0\x1e" + u16(1) * 2]),
         "answer_other_name": b"\x01" + dns_answer(b"evil.test", [a([1, 2, 3, 4])]),
     })
+    write_dir("fuzz_egress_table", {
+        "table": b"4 evil.test\n1 198.51.100.2:80\n2 (other)\n",
+        "zero_count": b"0 evil.test\n",
+        "huge_count": b"99999999999 evil.test\n",
+        "bad_chars": b"1 evil test\n1 EVIL.test\n1 a/b\n",
+        "no_newline": b"3 allowed.test",
+        "long_dest": b"1 " + b"a" * 300 + b"\n",
+        "many": b"".join(b"%d d%d.test\n" % (i + 1, i) for i in range(80)),
+        "empty": b"",
+    }, ext=".txt")
 
 
 def write_agent_files_seeds():
