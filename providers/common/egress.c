@@ -37,8 +37,10 @@
 #define EG_DNS_WAIT_MS 1500
 /* Most extra TCP ports (named by CIDR entries) the proxy listens on. */
 #define EG_MAX_PORTS 24
-/* TTL of the A records the proxy answers with. */
+/* TTL of the A records the proxy answers with, and how long it keeps an answer it got. */
 #define EG_TTL 30
+/* Answers kept (names of the allowlist recently resolved). */
+#define EG_CACHE 32
 
 /* ---- netns setup (runs in a child inside the sandbox's namespace: syscalls only) ---------- */
 
@@ -212,6 +214,13 @@ bool sbx_egress_check(char *const *allow, size_t n_allow, sbx_strlist *un)
 typedef struct conn conn;
 
 typedef struct {
+    char name[SBX_EGRESS_NAME_MAX + 1];
+    uint32_t addrs[SBX_EGRESS_DNS_MAX_ADDRS];
+    size_t n;
+    int64_t until; /* monotonic ms; 0 = empty */
+} cache_entry;
+
+typedef struct {
     sbx_egress_rule rules[SBX_EGRESS_MAX_RULES];
     size_t n_rules;
     struct sockaddr_in resolver;
@@ -221,6 +230,7 @@ typedef struct {
     size_t n_lst;
     sbx_egress_table table;
     conn *conns[SBX_EGRESS_MAX_CONNS];
+    cache_entry cache[EG_CACHE];
 } proxy;
 
 static bool parse_resolver(const char *s, struct sockaddr_in *out)
@@ -461,7 +471,7 @@ static int64_t now_ms(void)
 
 /* Asks the resolver for name's A records (blocking, bounded by EG_DNS_TRIES x EG_DNS_WAIT_MS).
  * Returns the number of addresses (network order) or -1; *rcode is the resolver's. */
-static int resolve(const proxy *px, const char *name, uint32_t *addrs, size_t max, int *rcode)
+static int resolve_now(const proxy *px, const char *name, uint32_t *addrs, size_t max, int *rcode)
 {
     *rcode = 2;
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -498,6 +508,34 @@ static int resolve(const proxy *px, const char *name, uint32_t *addrs, size_t ma
     }
     close(s);
     return got;
+}
+
+/* resolve_now through a cache of answers with addresses, kept EG_TTL seconds: the question the
+ * sandbox asks before it connects also serves the connection. */
+static int resolve(proxy *px, const char *name, uint32_t *addrs, size_t max, int *rcode)
+{
+    int64_t now = now_ms();
+    size_t oldest = 0;
+    for (size_t i = 0; i < EG_CACHE; i++) {
+        cache_entry *c = &px->cache[i];
+        if (c->until > now && strcmp(c->name, name) == 0) {
+            size_t n = c->n < max ? c->n : max;
+            memcpy(addrs, c->addrs, n * sizeof *addrs);
+            *rcode = 0;
+            return (int)n;
+        }
+        if (c->until < px->cache[oldest].until)
+            oldest = i;
+    }
+    int n = resolve_now(px, name, addrs, max, rcode);
+    if (n > 0) {
+        cache_entry *c = &px->cache[oldest];
+        snprintf(c->name, sizeof c->name, "%s", name);
+        c->n = (size_t)n < SBX_EGRESS_DNS_MAX_ADDRS ? (size_t)n : SBX_EGRESS_DNS_MAX_ADDRS;
+        memcpy(c->addrs, addrs, c->n * sizeof *addrs);
+        c->until = now + EG_TTL * 1000;
+    }
+    return n;
 }
 
 /* ---- connections -------------------------------------------------------------------------- */
