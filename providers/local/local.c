@@ -480,7 +480,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->attaches_external = false;
     caps->principal_user = false;
     caps->policy_network = true;
-    caps->policy_network_domains = true; /* the egress proxy (providers/common/egress.h) */
+    caps->policy_network_domains = lp && !lp->rootless; /* the egress proxy (egress.h) */
     caps->policy_filesystem = false;
     caps->policy_resources = lp && (lp->cg == CG_V1 || (lp->cg == CG_V2 && lp->v2_missing == 0));
     caps->streaming = true;
@@ -493,7 +493,12 @@ static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strli
 {
     local_provider *lp = state;
     bool ok = true;
-    if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST)
+    /* allowlist: the egress proxy; rootless, the sandbox's agent is not dumpable and its
+     * namespaces cannot be opened by an unprivileged caller, so the proxy cannot get in */
+    if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST && lp->rootless)
+        ok = ok && sbx_strlist_add(un, "network_egress=allowlist (rootless: run sbx as root for "
+                                       "the egress proxy)");
+    else if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST)
         ok = ok && sbx_egress_check(p->network_allow, p->n_network_allow, un);
     if (p->n_fs_read)
         ok = ok && sbx_strlist_add(un, "fs_read");

@@ -19,6 +19,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@
 #include <sys/wait.h>
 
 #include "local_helpers.h"
+#include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
 #include "providers/common/egress_parse.h"
 #include "sbx/config.h"
@@ -354,6 +357,103 @@ static void test_egress_bad_entries_and_resolver(void **state)
     lt_close(&e);
 }
 
+/* Rootless (uid 65534): the sandbox's agent is not dumpable, so an unprivileged caller cannot
+ * open its namespaces and the proxy cannot get in: allowlist is unenforceable, refused under
+ * strict, and the capability is not declared. */
+static char agent_copy[128];
+
+static bool copy_agent(void)
+{
+    char src[4096];
+    sbx_error err = {0};
+    if (sbx_agent_binary_path(src, sizeof src, &err) != SBX_OK)
+        return false;
+    char dir[] = "/tmp/sbxa-XXXXXX";
+    if (!mkdtemp(dir))
+        return false;
+    chmod(dir, 0755);
+    snprintf(agent_copy, sizeof agent_copy, "%s/sbx-agent", dir);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 0755 '%s'", src, agent_copy, agent_copy);
+    return system(cmd) == 0;
+}
+
+static void remove_agent_copy(void)
+{
+    unlink(agent_copy);
+    char *slash = strrchr(agent_copy, '/');
+    if (slash) {
+        *slash = '\0';
+        rmdir(agent_copy);
+    }
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rootless egress check failed at line %d: ", __LINE__);                \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void rootless_body(void)
+{
+    if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+        setresuid(65534, 65534, 65534) < 0)
+        _exit(2);
+    setenv("SBX_AGENT", agent_copy, 1);
+    unsetenv("XDG_RUNTIME_DIR");
+    lt_env e;
+    e.ops = sbx_provider_lookup("local");
+    snprintf(e.runtime_dir, sizeof e.runtime_dir, "/tmp/sbxr-XXXXXX");
+    CHECK(mkdtemp(e.runtime_dir) != NULL, "mkdtemp");
+    sbx_options *o = sbx_options_new(e.ops->options);
+    sbx_error err = {0};
+    CHECK(sbx_options_set(o, "egress_resolver", "198.51.100.53", &err) == SBX_OK, "option");
+    sbx_provider_ctx ctx = {0};
+    ctx.profile = "rootless";
+    ctx.runtime_dir = e.runtime_dir;
+    ctx.options = o;
+    CHECK(e.ops->open(&ctx, &e.state, &err) == SBX_OK, "open: %s", err.message);
+    sbx_options_free(o);
+    sbx_policy *p = allowlist();
+    sbx_sandbox *sb = NULL;
+    sbx_status st = e.ops->create(e.state, NULL, NULL, p, &sb, &err);
+    CHECK(st == SBX_E_POLICY, "rootless allowlist create: %s: %s", sbx_status_name(st),
+          err.message);
+    CHECK(strstr(err.message, "network_egress=allowlist (rootless") != NULL, "message: %s",
+          err.message);
+    CHECK(lt_count_dir(e.runtime_dir) == 0, "a refused create left state");
+    sbx_capabilities caps = SBX__V1__CAPABILITIES__INIT;
+    e.ops->capabilities(e.state, &caps);
+    CHECK(!caps.policy_network_domains, "rootless claims to filter egress by domain");
+    for (size_t k = 0; k < caps.n_languages; k++)
+        free(caps.languages[k]);
+    free(caps.languages);
+    sbx_message_free((ProtobufCMessage *)p);
+    e.ops->close(e.state);
+    rmdir(e.runtime_dir);
+}
+
+static void test_egress_rootless(void **state)
+{
+    (void)state;
+    assert_true(copy_agent());
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        rootless_body();
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    remove_agent_copy();
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -369,6 +469,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_egress_allowlist),
             cmocka_unit_test(test_egress_bad_entries_and_resolver),
+            cmocka_unit_test(test_egress_rootless),
         };
         _exit(cmocka_run_group_tests(tests, setup_internet, NULL));
     }
