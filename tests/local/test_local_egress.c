@@ -333,6 +333,63 @@ static void test_egress_allowlist(void **state)
     lt_close(&e);
 }
 
+static long read_first_long(const char *path, const char *prefix)
+{
+    FILE *f = fopen(path, "r");
+    char line[256];
+    long v = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, prefix, strlen(prefix)) == 0) {
+            v = strtol(line + strlen(prefix), NULL, 10);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* True once pid is gone or a zombie (reaping it when it is ours: the provider is a subreaper). */
+static bool ended(long pid)
+{
+    waitpid((pid_t)pid, NULL, WNOHANG);
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* The proxy ends with the sandbox's PID 1 (an idle TTL, an OOM of the agent), not only by
+ * destroy: nothing of it outlives the sandbox. */
+static void test_egress_proxy_ends_with_the_sandbox(void **state)
+{
+    (void)state;
+    lt_env e;
+    open_with_resolver(&e, "198.51.100.53");
+    sbx_policy *p = allowlist();
+    sbx_sandbox *sb = lt_create_with(&e, p);
+    sbx_message_free((ProtobufCMessage *)p);
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s/egress.pid", e.runtime_dir, sb->id);
+    long proxy = read_first_long(path, "");
+    snprintf(path, sizeof path, "%s/%s/meta", e.runtime_dir, sb->id);
+    long init = read_first_long(path, "pid ");
+    assert_true(proxy > 1 && init > 1);
+    assert_false(ended(proxy));
+    assert_int_equal(kill((pid_t)init, SIGKILL), 0);
+    for (int i = 0; i < 250 && !ended(proxy); i++)
+        usleep(20000);
+    assert_true(ended(proxy));
+    lt_destroy(&e, sb);
+    lt_close(&e);
+}
+
 static void test_egress_bad_entries_and_resolver(void **state)
 {
     (void)state;
@@ -468,6 +525,7 @@ int main(void)
         }
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_egress_allowlist),
+            cmocka_unit_test(test_egress_proxy_ends_with_the_sandbox),
             cmocka_unit_test(test_egress_bad_entries_and_resolver),
             cmocka_unit_test(test_egress_rootless),
         };
