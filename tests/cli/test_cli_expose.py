@@ -58,7 +58,11 @@ class Expose(unittest.TestCase):
                     "      local: { expose_require_token: true }\n" % cls.e.tmp)
         cls.embedded = {"SBX_CONFIG": cfg}
         cls.worker = cli_util.Worker(
-            cls.e.tmp, profiles="    default: { type: local, scope: per_session }\n",
+            cls.e.tmp, profiles="    default: { type: local, scope: per_session }\n"
+                                "    tok:\n"
+                                "      type: local\n"
+                                "      scope: per_session\n"
+                                "      local: { expose_require_token: true }\n",
             extra="  runtime_dir: %s/wrun\n" % cls.e.tmp)
         cls.remote = {"SBX_BROKER": "remote", "SBX_ENDPOINT": cls.worker.endpoint}
 
@@ -128,18 +132,19 @@ class Expose(unittest.TestCase):
             self.assertEqual(self.relays(os.path.join(self.e.tmp, rundir)), [])
 
     def test_token_required(self):
-        sid = self.serving_session(self.embedded, "--profile", "tok")
-        out = self.ok("expose", sid, "8000", env=self.embedded).split("\n")
-        url, token = out[0], out[1]
-        self.assertRegex(token, r"^[0-9a-f]{32}$")
-        self.assertEqual(get(url + "hello.txt")[0], 401)
-        self.assertEqual(get(url + "hello.txt", {"X-Sbx-Expose-Token": "0" * 32})[0], 401)
-        self.assertEqual(get(url + "hello.txt", {"X-Sbx-Expose-Token": token}),
-                         (200, b"exposed-bytes\n"))
-        self.assertEqual(get(url + "hello.txt", {"Cookie": "a=b; sbx_expose_token=" + token})[0],
-                         200)
-        again = self.ok("expose", sid, "8000", env=self.embedded).split("\n")
-        self.assertEqual(again[:2], [url, token])
+        for env in (self.embedded, self.remote):
+            sid = self.serving_session(env, "--profile", "tok")
+            out = self.ok("expose", sid, "8000", env=env).split("\n")
+            url, token = out[0], out[1]
+            self.assertRegex(token, r"^[0-9a-f]{32}$")
+            self.assertEqual(get(url + "hello.txt")[0], 401)
+            self.assertEqual(get(url + "hello.txt", {"X-Sbx-Expose-Token": "0" * 32})[0], 401)
+            self.assertEqual(get(url + "hello.txt", {"X-Sbx-Expose-Token": token}),
+                             (200, b"exposed-bytes\n"))
+            self.assertEqual(
+                get(url + "hello.txt", {"Cookie": "a=b; sbx_expose_token=" + token})[0], 200)
+            again = self.ok("expose", sid, "8000", env=env).split("\n")
+            self.assertEqual(again[:2], [url, token])
 
     def test_usage_and_providers(self):
         for bad in ("0", "65536", "80x", "-1"):
