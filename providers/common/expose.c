@@ -420,10 +420,11 @@ static void conn_connect(relay_conn *k, uint16_t port)
     k->deadline = now_ms() + RELAY_CONNECT_MS;
 }
 
+#define UNAUTHORIZED_BODY "sbx: this port needs its token (header X-Sbx-Expose-Token or cookie)\n"
+_Static_assert(sizeof UNAUTHORIZED_BODY - 1 == 69, "Content-Length of the 401 below");
 static const char unauthorized[] =
-    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 67\r\n"
-    "Connection: close\r\n\r\n"
-    "sbx: this port needs its token (header X-Sbx-Expose-Token or cookie)\n";
+    "HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nContent-Length: 69\r\n"
+    "Connection: close\r\n\r\n" UNAUTHORIZED_BODY;
 
 /* Moves bytes from fd into buf (when empty); false when the connection must end. */
 static bool pump_in(int fd, char *buf, size_t *len, size_t *off, bool *eof, int other,
