@@ -184,6 +184,8 @@ int cmd_kill(int argc, char **argv);
 extern const char cmd_kill_help[];
 int cmd_pause(int argc, char **argv);
 extern const char cmd_pause_help[];
+int cmd_expose(int argc, char **argv);
+extern const char cmd_expose_help[];
 int cmd_resume(int argc, char **argv);
 extern const char cmd_resume_help[];
 int cmd_snapshot(int argc, char **argv);

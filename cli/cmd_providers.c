@@ -79,6 +79,8 @@ int cmd_providers(int argc, char **argv)
                                     json_boolean(c->pause));
                 json_object_set_new(json_object_get(o, "capabilities"), "snapshot",
                                     json_boolean(c->snapshot));
+                json_object_set_new(json_object_get(o, "capabilities"), "expose",
+                                    json_boolean(c->expose));
             }
             json_array_append_new(arr, o);
         }
@@ -88,10 +90,11 @@ int cmd_providers(int argc, char **argv)
     } else {
         printf("broker: %s\n", sbx_broker_flavor(p.broker));
         printf(
-            "%-12s %-8s %-14s %-11s %-18s %-5s %-5s %-4s %-6s %-6s %-5s %-4s %-4s %-3s %-6s %-3s "
-            "%s\n",
+            "%-12s %-8s %-14s %-11s %-18s %-5s %-5s %-4s %-6s %-6s %-5s %-4s %-6s %-4s %-3s %-6s "
+            "%-3s %s\n",
             "PROFILE", "PROVIDER", "ISOLATION", "SCOPE", "LANGUAGES", "SHELL", "FILES", "PKGS",
-            "ATTACH", "DETACH", "PAUSE", "SNAP", "USER", "NET", "DOMAIN", "FS", "RESOURCES");
+            "ATTACH", "DETACH", "PAUSE", "SNAP", "EXPOSE", "USER", "NET", "DOMAIN", "FS",
+            "RESOURCES");
         for (size_t i = 0; i < d->n_profiles; i++) {
             const Sbx__V1__ProfileDescription *pd = d->profiles[i];
             const sbx_capabilities *c = pd->capabilities;
@@ -105,11 +108,11 @@ int cmd_providers(int argc, char **argv)
             for (size_t j = 0; j < c->n_languages && off < sizeof(langs); j++)
                 off += (size_t)snprintf(langs + off, sizeof(langs) - off, "%s%s", j ? "," : "",
                                         c->languages[j]);
-            printf("%-12s %-8s %-14s %-11s %-18s %-5s %-5s %-4s %-6s %-6s %-5s %-4s %-4s %-3s %-6s "
-                   "%-3s %s\n",
+            printf("%-12s %-8s %-14s %-11s %-18s %-5s %-5s %-4s %-6s %-6s %-5s %-4s %-6s %-4s %-3s "
+                   "%-6s %-3s %s\n",
                    pd->name, pd->provider, isolation_name(c->isolation), pd->scope,
                    langs[0] ? langs : "-", yn(c->shell), yn(c->files), yn(c->package_install),
-                   yn(c->attach), yn(c->detach), yn(c->pause), yn(c->snapshot),
+                   yn(c->attach), yn(c->detach), yn(c->pause), yn(c->snapshot), yn(c->expose),
                    yn(c->principal_user), yn(c->policy_network), yn(c->policy_network_domains),
                    yn(c->policy_filesystem), yn(c->policy_resources));
         }

@@ -31,6 +31,8 @@ static const cli_command commands[] = {
     {"kill", cmd_kill, "stop a detached command", cmd_kill_help},
     {"pause", cmd_pause, "freeze a session's sandbox (kept, no CPU)", cmd_pause_help},
     {"resume", cmd_resume, "thaw a paused session's sandbox", cmd_resume_help},
+    {"expose", cmd_expose, "make a port of a session's sandbox reachable (prints the URL)",
+     cmd_expose_help},
     {"snapshot", cmd_snapshot, "keep a session's workspace by name; list, delete",
      cmd_snapshot_help},
     {"cp", cmd_cp, "copy a file between the host and a session", cmd_cp_help},

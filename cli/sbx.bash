@@ -33,7 +33,7 @@ _sbx() {
   COMPREPLY=()
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="config replay providers run code session exec attach kill pause resume snapshot cp version worker help"
+  local commands="config replay providers run code session exec attach kill pause resume expose snapshot cp version worker help"
 
   # the command: the first word that is not an option (or the value of one)
   cmd=""
@@ -96,7 +96,7 @@ _sbx() {
       elif [[ ${COMP_WORDS[i + 1]} == rm ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys name sbx snapshot ls)" -- "$cur")
       fi ;;
-    attach | kill | pause | resume) ((COMP_CWORD == i + 1)) &&
+    attach | kill | pause | resume | expose) ((COMP_CWORD == i + 1)) &&
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur") ;;
     help) mapfile -t COMPREPLY < <(compgen -W "$commands" -- "$cur") ;;
     cp | replay) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;

@@ -422,12 +422,14 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
     int64_t idle_ms = p->idle_timeout_s * 1000;
     /* (Not for attach/cancel: they touch a command that runs, never reset its sandbox. Nor
      * for pause/resume: a paused session keeps its sandbox however long it stayed paused. Nor
-     * for a snapshot: it is asked to keep the workspace, not to discard it first.) */
+     * for a snapshot: it is asked to keep the workspace, not to discard it first. Nor for
+     * expose: a port of the sandbox that runs is asked for.) */
     bool follows = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RESUME ||
-                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT;
+                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT ||
+                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_EXPOSE;
     /* (Nor for idle_action: pause: the engine pauses an idle session instead, and the next
      * request resumes it with its workspace.) */
     if (!ephemeral && !follows && !p->idle_pause && h->sandbox_id[0] != '\0' && idle_ms > 0 &&

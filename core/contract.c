@@ -386,6 +386,7 @@ const char *sbx_request_op_name(const sbx_request *req)
     case SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT: return "snapshot";
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS: return "list_snapshots";
     case SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT: return "delete_snapshot";
+    case SBX__V1__EXECUTION_REQUEST__OP_EXPOSE: return "expose";
     default: return "none";
     }
 }

@@ -515,13 +515,26 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
         if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT)
             return snapshot_check_name("snapshot.name", req->snapshot->name, err);
         return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_EXPOSE:
+        if (req->expose == NULL || req->expose->port < 1 || req->expose->port > 65535)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "expose.port %u is not a TCP port; give the port (1-65535) a "
+                                 "program in the sandbox listens on",
+                                 req->expose != NULL ? req->expose->port : 0u);
+        if (s == NULL || !str_set(s->sandbox_id))
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "expose needs the handle of a session that has a sandbox (one "
+                                 "returned by an earlier operation on it)");
+        return SBX_OK;
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS: return SBX_OK;
     case SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT:
         return snapshot_check_name("delete_snapshot.name", req->delete_snapshot->name, err);
     default:
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "request has no operation; set one of run_code, run_command, "
-                             "install_packages, write_file, read_file, list_files, destroy");
+                             "install_packages, write_file, read_file, list_files, destroy, "
+                             "attach_command, cancel_command, pause, resume, snapshot, "
+                             "list_snapshots, delete_snapshot, expose");
     }
 }
 
@@ -660,6 +673,18 @@ static sbx_status check_capability(const profile_slot *slot, const sbx_request *
                                  "profile '%s' is per_call: its sandbox ends with each request, "
                                  "so there is nothing to %s; use a session",
                                  p, sbx_request_op_name(req));
+        return SBX_OK;
+    case SBX__V1__EXECUTION_REQUEST__OP_EXPOSE:
+        if (!c->expose || ops->expose == NULL)
+            return sbx_error_set(err, SBX_E_CAPABILITY,
+                                 "profile '%s': provider '%s' cannot expose sandbox ports "
+                                 "(ExposePort); providers that can: see sbx providers, EXPOSE",
+                                 p, prov);
+        if (slot->profile->scope == SBX_SCOPE_PER_CALL)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "profile '%s' is per_call: its sandbox ends with each request, "
+                                 "so there is no port to expose; use a session",
+                                 p);
         return SBX_OK;
     case SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES:
         if (!c->package_install || ops->install_packages == NULL)
@@ -983,6 +1008,47 @@ static sbx_completion *do_pause(run *r)
         idle_paused(r->e->idle, h->session_id);
     else
         idle_note(r, h, SBX_OK, NULL);
+    finish_handle(r);
+    sbx_completion *c = r->c;
+    r->c = NULL;
+    return c;
+}
+
+/* ExposePort: on the session's sandbox by id, under the session lock, the binding verified
+ * first; result.expose_url (and expose_token when the listener needs one) set. */
+static sbx_completion *do_expose(run *r)
+{
+    profile_slot *s = r->slot;
+    sbx_session_handle *h = r->handle;
+    session_lock *lock = NULL;
+    sbx_completion *refused = owner_checks(r, "expose a port of", &lock);
+    if (refused != NULL)
+        return refused;
+    sbx_status st = resume_if_paused(r);
+    char *url = NULL;
+    char *token = NULL;
+    sbx_provider_set_deadline_ms(deadline_mono(r, sbx_monotonic_ms()));
+    if (st == SBX_OK)
+        st = s->ops->expose(s->state, h->sandbox_id, r->req->expose->port, &url, &token, &r->err);
+    sbx_provider_set_deadline_ms(0);
+    unlock_session(r->e, lock);
+    if (st == SBX_OK && (url == NULL || !url[0]))
+        st = sbx_error_set(&r->err, SBX_E_INTERNAL, "provider '%s' exposed port %u but gave no URL",
+                           s->ops->name, r->req->expose->port);
+    if (st != SBX_OK) {
+        free(url);
+        free(token);
+        if (!r->err.message[0])
+            sbx_error_set(&r->err, st, "provider '%s' failed expose", s->ops->name);
+        return fail(r->req, &r->err, r->req->session);
+    }
+    sbx_set_string(&r->c->result->expose_url, url);
+    if (token != NULL && token[0])
+        sbx_set_string(&r->c->result->expose_token, token);
+    free(url);
+    free(token);
+    h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
+    idle_note(r, h, SBX_OK, NULL);
     finish_handle(r);
     sbx_completion *c = r->c;
     r->c = NULL;
@@ -1398,6 +1464,10 @@ static sbx_completion *process_once(sbx_engine *e, const sbx_request *req,
     if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE ||
         req->op_case == SBX__V1__EXECUTION_REQUEST__OP_RESUME) {
         out = do_pause(&r);
+        goto done;
+    }
+    if (req->op_case == SBX__V1__EXECUTION_REQUEST__OP_EXPOSE) {
+        out = do_expose(&r);
         goto done;
     }
     /* 5-8. */

@@ -53,13 +53,25 @@ struct worker_metrics {
     bool running;
 };
 
-static const char *const op_names[WORKER_OP_COUNT] = {
-    "run_code",       "run_command",     "install_packages",
-    "write_file",     "read_file",       "list_files",
-    "destroy",        "attach_command",  "cancel_command",
-    "pause",          "resume",          "snapshot",
-    "list_snapshots", "delete_snapshot", "describe",
-    "health",         "reflection",      "none"};
+static const char *const op_names[WORKER_OP_COUNT] = {"run_code",
+                                                      "run_command",
+                                                      "install_packages",
+                                                      "write_file",
+                                                      "read_file",
+                                                      "list_files",
+                                                      "destroy",
+                                                      "attach_command",
+                                                      "cancel_command",
+                                                      "pause",
+                                                      "resume",
+                                                      "snapshot",
+                                                      "list_snapshots",
+                                                      "delete_snapshot",
+                                                      "expose",
+                                                      "describe",
+                                                      "health",
+                                                      "reflection",
+                                                      "none"};
 static const char *const rpc_names[WORKER_RPC_COUNT] = {
     "Execute", "ExecuteStream", "Describe", "Check", "Watch", "ServerReflectionInfo", "other"};
 static const char *const grpc_names[WORKER_GRPC_CODES] = {

@@ -151,6 +151,7 @@ static worker_op op_of(worker_rpc rpc, const sbx_request *req)
     case SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS: return WORKER_OP_LIST_SNAPSHOTS;
     case SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT: return WORKER_OP_DELETE_SNAPSHOT;
     case SBX__V1__EXECUTION_REQUEST__OP_RESUME: return WORKER_OP_RESUME;
+    case SBX__V1__EXECUTION_REQUEST__OP_EXPOSE: return WORKER_OP_EXPOSE;
     default: return WORKER_OP_NONE;
     }
 }

@@ -173,6 +173,14 @@ typedef struct sbx_provider_ops {
      * SBX_E_GONE. NULL: never declared. */
     sbx_status (*pause)(void *state, const char *sandbox_id, sbx_error *err);
     sbx_status (*resume)(void *state, const char *sandbox_id, bool *was_paused, sbx_error *err);
+
+    /* ExposePort (declared by Capabilities.expose), by sandbox id: makes TCP port (1..65535)
+     * of the sandbox reachable from outside it and sets *url (malloc'd, "http://HOST:P/" or the
+     * provider's preview URL) and *token (malloc'd access token, NULL when none is needed).
+     * Asking again for the same port returns the same URL and token; what it set up ends with
+     * the sandbox. An unknown id is SBX_E_GONE. NULL: never declared. */
+    sbx_status (*expose)(void *state, const char *sandbox_id, uint32_t port, char **url,
+                         char **token, sbx_error *err);
 } sbx_provider_ops;
 
 /* Deadlines of create and attach. The engine runs a request on one thread; while it acquires

@@ -215,6 +215,7 @@ static void dt_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_filesystem = false;
     caps->policy_resources = true; /* cpu, memory_mb, disk_mb (not pids: listed) */
     caps->streaming = false;       /* /process/execute answers once, at the end */
+    caps->expose = true;           /* preview URLs (GET /sandbox/{id}/ports/{port}/preview-url) */
 }
 
 /* ---- policy ------------------------------------------------------------------------------ */
@@ -526,6 +527,63 @@ static sbx_status dt_get(daytona_provider *p, const char *id, json_t **out, sbx_
     return s;
 }
 
+/* An id put in a URL path: the characters Daytona's ids use, bounded. */
+static bool dt_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+              (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+            return false;
+    return true;
+}
+
+/* ExposePort: GET /sandbox/{id}/ports/{port}/preview-url answers the preview URL and the
+ * token a non-public sandbox's preview needs (header x-daytona-preview-token); 404: GONE. */
+static sbx_status dt_expose(void *state, const char *sandbox_id, uint32_t port, char **url,
+                            char **token, sbx_error *err)
+{
+    daytona_provider *p = state;
+    *url = *token = NULL;
+    if (!dt_id_ok(sandbox_id))
+        return sbx_error_set(
+            err, SBX_E_GONE,
+            "daytona: '%.80s' is not a Daytona sandbox id (1-128 of A-Z a-z 0-9 -)", sandbox_id);
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "/ports/%u/preview-url", port);
+    dt_call c = {0};
+    json_t *j = NULL;
+    sbx_status s = dt_url(p, &c, "/sandbox/", sandbox_id, suffix, err);
+    if (s == SBX_OK)
+        s = dt_do(p, &c, "GET", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
+    if (s == SBX_OK) {
+        s = sbx_http_check(p->http, &c.req, &c.resp, err);
+        if (s == SBX_E_GONE)
+            sbx_error_set(err, SBX_E_GONE,
+                          "daytona: sandbox %s no longer exists (GET %s returned 404)", sandbox_id,
+                          c.url);
+    }
+    if (s == SBX_OK)
+        s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
+    const char *u = json_string_value(json_object_get(j, "url"));
+    const char *t = json_string_value(json_object_get(j, "token"));
+    if (s == SBX_OK && (u == NULL || strncmp(u, "https://", 8) != 0 || strlen(u) > 1024))
+        s = sbx_error_set(err, SBX_E_PROVISION,
+                          "daytona: the preview-url answer for port %u of %s has no https url",
+                          port, sandbox_id);
+    if (s == SBX_OK) {
+        *url = strdup(u);
+        *token = t != NULL && t[0] && strlen(t) <= 1024 ? strdup(t) : NULL;
+        if (*url == NULL)
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    }
+    json_decref(j);
+    dt_call_clear(&c);
+    return s;
+}
+
 static const char *dt_state(json_t *j)
 {
     const char *s = json_string_value(json_object_get(j, "state"));
@@ -801,4 +859,5 @@ const sbx_provider_ops sbx_provider_daytona = {
     .read_file = dt_read_file,
     .list_files = dt_list_files,
     .sandbox_close = dt_sandbox_close,
+    .expose = dt_expose,
 };

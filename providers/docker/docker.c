@@ -70,10 +70,10 @@
 #define DOCKER_DEFAULT_TMPFS_MB 256
 
 static const sbx_option_spec docker_options[] = {
-    {.key = "socket",
-     .type = SBX_OPT_STRING,
-     .default_value = "/var/run/docker.sock",
-     .help = "unix socket of the Docker daemon"},
+    SBX_EXPOSE_OPTION_SPECS{.key = "socket",
+                            .type = SBX_OPT_STRING,
+                            .default_value = "/var/run/docker.sock",
+                            .help = "unix socket of the Docker daemon"},
     {.key = "image",
      .type = SBX_OPT_STRING,
      .default_value = "busybox:latest",
@@ -309,6 +309,13 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     }
     p->per_call = ctx->scope == SBX_SCOPE_PER_CALL;
+    sbx_status xst =
+        sbx_expose_config(sbx_options_get(o, "expose_address"), sbx_options_get(o, "expose_host"),
+                          sbx_options_get_bool(o, "expose_require_token"), &p->expose, err);
+    if (xst != SBX_OK) {
+        provider_free(p);
+        return xst;
+    }
     unsigned long long start = process_start((long)getpid());
     snprintf(p->owner, sizeof(p->owner), "%ld %llu", (long)getpid(), start);
     /* The daemon is contacted here once, so a wrong socket is reported when the profile opens;
@@ -352,6 +359,7 @@ static void docker_capabilities(void *state, sbx_capabilities *caps)
     caps->stateful = managed; /* the agent's persistent python kernel */
     caps->detach = managed;   /* the agent's command journals; the exec API keeps none */
     caps->pause = managed;    /* the daemon's freezer: POST /containers/{id}/pause */
+    caps->expose = managed;   /* a relay per port into the container's network namespace */
     caps->policy_network = managed;
     caps->policy_network_domains = managed; /* the egress proxy (providers/common/egress.h) */
     caps->policy_filesystem = managed;
@@ -1039,6 +1047,65 @@ static sbx_status docker_resume(void *state, const char *sandbox_id, bool *was_p
     return st;
 }
 
+/* Exposed ports' records of a container: <runtime_dir>/expose/<full id>, beside the state
+ * dirs (never in them: a state dir is the container's, a record names a pid destroy kills). */
+static void expose_dir(const docker_provider *p, const char *full_id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/expose/%s", p->runtime_dir, full_id);
+}
+
+/* True when pid is the init of container full_id as this process sees it: the daemon's pid is
+ * of the daemon's pid namespace, which need not be ours (sbx in a container of its own). */
+static bool init_of(long pid, const char *full_id)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%ld/cgroup", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return strlen(full_id) >= 32 && strstr(buf, full_id) != NULL;
+}
+
+/* ExposePort: a relay into the container's network namespace (providers/common/expose.h),
+ * found through the init pid the daemon reports. */
+static sbx_status docker_expose(void *state, const char *sandbox_id, uint32_t port, char **url,
+                                char **token, sbx_error *err)
+{
+    docker_provider *p = state;
+    *url = *token = NULL;
+    if (!p->managed || !ref_ok(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE, "no managed container '%.80s'", sandbox_id);
+    container_info ci;
+    sbx_status st = inspect(p, sandbox_id, &ci, err);
+    if (st != SBX_OK)
+        return st;
+    if (!ci.managed_label)
+        return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                             "container '%s' was not created by sbx (no %s label); refusing to "
+                             "expose its ports",
+                             sandbox_id, LABEL_MANAGED);
+    if (!ci.running || ci.pid <= 1)
+        return sbx_error_set(err, SBX_E_GONE, "container '%s' is not running (%s)", sandbox_id,
+                             ci.status);
+    if (!init_of(ci.pid, ci.id))
+        return sbx_error_set(err, SBX_E_CAPABILITY,
+                             "container '%s': its init (pid %ld for the Docker daemon) is not "
+                             "visible to this process, which runs in another pid namespace than "
+                             "dockerd; expose needs sbx on the daemon's host",
+                             sandbox_id, ci.pid);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/expose", p->runtime_dir);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot make %s: %s", dir, strerror(errno));
+    expose_dir(p, ci.id, dir, sizeof dir);
+    return sbx_expose_port(&p->expose, dir, (pid_t)ci.pid, port, url, token, err);
+}
+
 static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error *err)
 {
     docker_provider *p = state;
@@ -1065,6 +1132,9 @@ static sbx_status docker_destroy(void *state, const char *sandbox_id, sbx_error 
                              "container '%s' was not created by sbx (no %s label); refusing to "
                              "remove it",
                              sandbox_id, LABEL_MANAGED);
+    char xdir[1200];
+    expose_dir(p, ci.id, xdir, sizeof xdir);
+    sbx_expose_close_all(xdir);
     st = remove_container(p, ci.id, err); /* the daemon kills a paused container too */
     if (st == SBX_OK) {
         remove_state_dir(p, ci.state_dir);
@@ -1138,6 +1208,9 @@ static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err
         sbx_error ignored;
         if (remove_container(p, id, &ignored) != SBX_OK)
             continue;
+        char xdir[1200];
+        expose_dir(p, id, xdir, sizeof xdir);
+        sbx_expose_close_all(xdir);
         remove_state_dir(p, sd);
         sbx_strlist_add(removed, id);
     }
@@ -1373,5 +1446,6 @@ const sbx_provider_ops sbx_provider_docker = {
     .attach_command = docker_attach_command,
     .cancel_command = docker_cancel_command,
     .pause = docker_pause,
+    .expose = docker_expose,
     .resume = docker_resume,
 };

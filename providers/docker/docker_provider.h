@@ -5,6 +5,7 @@
 #ifndef SBX_DOCKER_PROVIDER_H
 #define SBX_DOCKER_PROVIDER_H
 
+#include "providers/common/expose.h"
 #include <stdbool.h>
 
 #include "providers/docker/docker_api.h"
@@ -47,7 +48,8 @@ typedef struct docker_provider {
     bool per_call;         /* the profile's sandboxes live for one call: labelled for the sweep */
     int64_t uid_base, uid_slots; /* managed: container slot k runs programs as uid_base + k */
     char *uid_slot_dir;          /* managed: the slot registry (providers/common/uid_slots.h) */
-    char owner[48]; /* "<pid> <start time>" of this process, the sbx.owner_process label */
+    char owner[48];        /* "<pid> <start time>" of this process, the sbx.owner_process label */
+    sbx_expose_cfg expose; /* managed: exposed ports' listen address and URL host */
 } docker_provider;
 
 /* run_code languages the docker provider knows (docker.languages picks the offered ones). */

@@ -174,6 +174,7 @@ static void e2b_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_filesystem = false;
     caps->policy_resources = false;
     caps->streaming = true;
+    caps->expose = true; /* every port has a public URL: https://<port>-<id>.<domain> */
 }
 
 /* An allowlist entry E2B's allowOut accepts: an IPv4 address or CIDR, a domain or *.domain.
@@ -592,6 +593,40 @@ sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err)
     return s;
 }
 
+/* An id put in a host name: the characters E2B's ids use, bounded. */
+static bool e2b_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+              (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+            return false;
+    return true;
+}
+
+/* ExposePort: E2B serves every port of a sandbox at https://<port>-<sandboxID>.<domain>; the
+ * sandbox is checked to exist first (404: GONE). No relay, no token of ours. */
+static sbx_status e2b_expose(void *state, const char *sandbox_id, uint32_t port, char **url,
+                             char **token, sbx_error *err)
+{
+    e2b_provider *p = state;
+    *url = *token = NULL;
+    if (!e2b_id_ok(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE,
+                             "e2b: '%.80s' is not an E2B sandbox id (1-64 of A-Z a-z 0-9 -)",
+                             sandbox_id);
+    sbx_status s = e2b_probe(p, sandbox_id, err);
+    if (s != SBX_OK)
+        return s;
+    if (asprintf(url, "https://%u-%s.%s/", port, sandbox_id, p->domain) < 0) {
+        *url = NULL;
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    return SBX_OK;
+}
+
 static void e2b_sandbox_close(sbx_sandbox *sb)
 {
     if (!sb)
@@ -630,4 +665,5 @@ const sbx_provider_ops sbx_provider_e2b = {
     .sandbox_close = e2b_sandbox_close,
     .pause = e2b_pause,
     .resume = e2b_resume,
+    .expose = e2b_expose,
 };

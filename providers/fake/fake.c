@@ -33,6 +33,8 @@ static const sbx_option_spec fake_option_specs[] = {
     {"policy_filesystem", SBX_OPT_BOOL, "true", NULL, 0, 0, "declare fs_read/fs_write enforced"},
     {"policy_resources", SBX_OPT_BOOL, "true", NULL, 0, 0, "declare cpu/memory/pids/disk enforced"},
     {"streaming", SBX_OPT_BOOL, "true", NULL, 0, 0, "stream output chunks"},
+    {"expose", SBX_OPT_BOOL, "false", NULL, 0, 0, "offer expose (a URL naming the sandbox)"},
+    {"expose_token", SBX_OPT_BOOL, "false", NULL, 0, 0, "expose also returns an access token"},
     {"fail_create", SBX_OPT_BOOL, "false", NULL, 0, 0, "fault: every create fails (PROVISION)"},
     {"gone", SBX_OPT_BOOL, "false", NULL, 0, 0, "fault: every attach is GONE"},
     {"slow_ms", SBX_OPT_INT, "0", NULL, 0, 3600000, "fault: every operation sleeps this long"},
@@ -51,7 +53,7 @@ struct sbx_fake {
     size_t n_external;
     sbx_strlist created, destroyed;
     size_t destroy_calls;
-    bool fail_create, gone;
+    bool fail_create, gone, expose_token;
     int64_t slow_ms;
     int64_t last_deadline;
     int running, max_parallel;
@@ -222,6 +224,8 @@ static sbx_status fake_open(const sbx_provider_ctx *ctx, void **state, sbx_error
     c->policy_filesystem = opt_bool(o, "policy_filesystem");
     c->policy_resources = opt_bool(o, "policy_resources");
     c->streaming = opt_bool(o, "streaming");
+    c->expose = opt_bool(o, "expose");
+    f->expose_token = opt_bool(o, "expose_token");
     f->fail_create = opt_bool(o, "fail_create");
     f->gone = opt_bool(o, "gone");
     f->slow_ms = o != NULL ? sbx_options_get_int(o, "slow_ms") : 0;
@@ -290,6 +294,7 @@ static void fake_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_filesystem = src->policy_filesystem;
     caps->policy_resources = src->policy_resources;
     caps->streaming = src->streaming;
+    caps->expose = src->expose;
 }
 
 static sbx_status handle_for(struct sbx_fake *f, fake_box *b, sbx_sandbox **out, sbx_error *err)
@@ -375,6 +380,34 @@ static sbx_status fake_destroy(void *state, const char *sandbox_id, sbx_error *e
         box_kill(slot);
     }
     pthread_mutex_unlock(&f->mu);
+    return SBX_OK;
+}
+
+/* ExposePort: nothing listens; the URL names the sandbox and the port, the same each time. */
+static sbx_status fake_expose(void *state, const char *sandbox_id, uint32_t port, char **url,
+                              char **token, sbx_error *err)
+{
+    struct sbx_fake *f = state;
+    pthread_mutex_lock(&f->mu);
+    f->ops++;
+    bool alive = box_find(f, sandbox_id, NULL) != NULL;
+    pthread_mutex_unlock(&f->mu);
+    if (!alive)
+        return sbx_error_set(err, SBX_E_GONE, "fake: sandbox '%s' is gone", sandbox_id);
+    char buf[256];
+    snprintf(buf, sizeof(buf), "http://expose.fake.invalid/%s/%u/", sandbox_id, port);
+    *url = strdup(buf);
+    *token = NULL;
+    if (f->expose_token) {
+        snprintf(buf, sizeof(buf), "token-%s", sandbox_id);
+        *token = strdup(buf);
+    }
+    if (*url == NULL || (f->expose_token && *token == NULL)) {
+        free(*url);
+        free(*token);
+        *url = *token = NULL;
+        return sbx_error_set(err, SBX_E_INTERNAL, "fake: out of memory");
+    }
     return SBX_OK;
 }
 
@@ -664,6 +697,7 @@ const sbx_provider_ops sbx_provider_fake = {
     .read_file = fake_read_file,
     .list_files = fake_list_files,
     .sandbox_close = fake_sandbox_close,
+    .expose = fake_expose,
 };
 
 /* ---- test API (fake.h) -------------------------------------------------------------------- */

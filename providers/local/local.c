@@ -35,6 +35,7 @@
 
 #include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
+#include "providers/common/expose.h"
 #include "providers/common/uid_slots.h"
 #include "providers/local/local.h"
 #include "providers/local/local_meta.h"
@@ -76,7 +77,7 @@ static const sbx_option_spec local_options[] = {
      "a.b.c.d[:port] (default: the host's first IPv4 nameserver in /etc/resolv.conf)"},
     {"agent", SBX_OPT_STRING, NULL, NULL, 0, 0,
      "path of sbx-agent (default: $SBX_AGENT, the build tree, libexec)"},
-    {NULL, 0, NULL, NULL, 0, 0, NULL},
+    SBX_EXPOSE_OPTION_SPECS{NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
 static const sbx_option_spec *spec_of(const char *key)
@@ -178,6 +179,7 @@ typedef struct local_provider {
     bool per_call;  /* the profile's sandboxes live for one call (ctx->scope) */
     long owner_pid; /* this process: the owner recorded in each meta */
     unsigned long long owner_start;
+    sbx_expose_cfg expose; /* exposed ports: where relays listen, what URLs name */
     pthread_mutex_t swept_mu;
     sbx_strlist swept; /* removed by the sweep at open, reported by the next local_sweep */
 } local_provider;
@@ -420,6 +422,10 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     lp->program_uid = opt_int(o, "program_uid");
     lp->program_gid = opt_int(o, "program_gid");
     lp->nofile = opt_int(o, "nofile");
+    if (st == SBX_OK)
+        st = sbx_expose_config(opt_str(o, "expose_address"), opt_str(o, "expose_host"),
+                               o != NULL && sbx_options_get_bool(o, "expose_require_token"),
+                               &lp->expose, err);
     if (st != SBX_OK) {
         sbx_strlist_clear(&lp->binds);
         free(lp);
@@ -486,6 +492,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->streaming = true;
     caps->detach = true; /* the agent keeps each command's journal */
     caps->pause = lp->freezer_base[0] != '\0';
+    caps->expose = true; /* a relay per port, in the sandbox's network namespace */
 }
 
 static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strlist *un,
@@ -597,6 +604,13 @@ static bool meta_alive(const meta *m)
 static void state_paths(const local_provider *lp, const char *id, char *dir, size_t cap)
 {
     snprintf(dir, cap, "%s/%.18s", lp->runtime_dir, id); /* ids are 18 chars (valid_id) */
+}
+
+/* Exposed ports' records: beside the state dirs, not in them (a state dir is handed to the
+ * sandbox's uid, and a record names the relay pid that destroy kills). */
+static void expose_paths(const local_provider *lp, const char *id, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/expose/%.18s", lp->runtime_dir, id);
 }
 
 /* ---- uid slots -------------------------------------------------------------------------- */
@@ -1344,6 +1358,25 @@ static sbx_status local_resume(void *state, const char *sandbox_id, bool *was_pa
     return SBX_OK;
 }
 
+/* ExposePort: a relay into the sandbox's network namespace (providers/common/expose.h). */
+static sbx_status local_expose(void *state, const char *sandbox_id, uint32_t port, char **url,
+                               char **token, sbx_error *err)
+{
+    local_provider *lp = state;
+    char dir[LOCAL_MAX_RUNTIME_DIR + 32], xdir[LOCAL_MAX_RUNTIME_DIR + 48];
+    meta m;
+    if (!valid_id(sandbox_id))
+        return sbx_error_set(err, SBX_E_GONE, "no local sandbox %.80s", sandbox_id);
+    state_paths(lp, sandbox_id, dir, sizeof dir);
+    if (!meta_read(dir, &m) || !meta_alive(&m))
+        return sbx_error_set(err, SBX_E_GONE, "local sandbox %s no longer exists", sandbox_id);
+    snprintf(xdir, sizeof xdir, "%s/expose", lp->runtime_dir);
+    if (mkdir(xdir, 0700) != 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot make %s: %s", xdir, strerror(errno));
+    expose_paths(lp, sandbox_id, xdir, sizeof xdir);
+    return sbx_expose_port(&lp->expose, xdir, (pid_t)m.pid, port, url, token, err);
+}
+
 static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err)
 {
     local_provider *lp = state;
@@ -1357,6 +1390,9 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     /* a paused sandbox is thawed first: a frozen task does not die of SIGKILL until thawed */
     for (int i = 0; have && i < m.n_cg; i++)
         freezer_write(m.cg[i], false);
+    char xdir[LOCAL_MAX_RUNTIME_DIR + 48];
+    expose_paths(lp, sandbox_id, xdir, sizeof xdir);
+    sbx_expose_close_all(xdir);
     if (have && m.pid > 1) {
         /* A pidfd first, then the start-time check: the kill cannot hit a reused pid. */
         int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m.pid, 0);
@@ -1604,6 +1640,7 @@ const sbx_provider_ops sbx_provider_local = {
     .cancel_command = local_cancel_command,
     .pause = local_pause,
     .resume = local_resume,
+    .expose = local_expose,
 };
 
 const char *sbx_local_state_dir(const sbx_sandbox *s)

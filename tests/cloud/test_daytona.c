@@ -131,6 +131,33 @@ static void test_daytona_create_waits_for_started_and_labels_the_session(void **
     assert_string_equal(fake_request_header(q, "Authorization"), "Bearer " KEY);
 }
 
+/* ExposePort: the API's preview URL and token; an unknown sandbox is GONE, a malformed id is
+ * refused before any call. */
+static void test_daytona_expose_is_the_preview_url(void **state)
+{
+    fx *f = *state;
+    create(f);
+    char *url = NULL, *token = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_provider_daytona.expose(f->state, f->sb->id, 3000, &url, &token, &err),
+                     SBX_OK);
+    char want[256];
+    snprintf(want, sizeof want, "https://3000-%s.proxy.daytona.fake", f->sb->id);
+    assert_string_equal(url, want);
+    snprintf(want, sizeof want, "preview-token-%s", f->sb->id);
+    assert_string_equal(token, want);
+    assert_int_equal(logged(f, "GET", "/sandbox/*/ports/*/preview-url"), 1);
+    free(url);
+    free(token);
+    assert_int_equal(
+        sbx_provider_daytona.expose(f->state, "dfake-9999-sbx", 3000, &url, &token, &err),
+        SBX_E_GONE);
+    assert_int_equal(sbx_provider_daytona.expose(f->state, "../../x", 3000, &url, &token, &err),
+                     SBX_E_GONE);
+    assert_int_equal(logged(f, "GET", "/sandbox/*/ports/*/preview-url"), 2);
+    assert_null(url);
+}
+
 static void test_daytona_deny_is_network_block_all(void **state)
 {
     fx *f = *state;
@@ -613,6 +640,7 @@ int main(void)
         T(test_daytona_get_429_is_retried),
         T(test_daytona_create_500_is_not_retried),
         T(test_daytona_invalid_json_is_provision),
+        T(test_daytona_expose_is_the_preview_url),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -365,6 +365,29 @@ static void test_e2b_pause_and_resume_through_the_api(void **state)
     assert_int_equal(sbx_provider_e2b.pause(f->state, "inope", &err), SBX_E_GONE);
 }
 
+/* ExposePort: E2B's own URL for the port (https://<port>-<id>.<domain>), after checking the
+ * sandbox exists; an unknown or malformed id is GONE. */
+static void test_e2b_expose_is_the_port_url(void **state)
+{
+    fx *f = *state;
+    create(f);
+    char want[256];
+    snprintf(want, sizeof want, "https://8080-%s.e2b.app/", f->sb->id);
+    char *url = NULL, *token = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.expose(f->state, f->sb->id, 8080, &url, &token, &err),
+                     SBX_OK);
+    assert_string_equal(url, want);
+    assert_null(token);
+    assert_non_null(fake_http_log_last(fake_e2b_http(f->fake), "GET", "/sandboxes/*"));
+    free(url);
+    assert_int_equal(sbx_provider_e2b.expose(f->state, "inope", 80, &url, &token, &err),
+                     SBX_E_GONE);
+    assert_int_equal(sbx_provider_e2b.expose(f->state, "a.evil.com/x", 80, &url, &token, &err),
+                     SBX_E_GONE);
+    assert_null(url);
+}
+
 static void test_e2b_destroy_is_idempotent(void **state)
 {
     fx *f = *state;
@@ -877,6 +900,7 @@ int main(void)
         T(test_e2b_attach_unknown_id_is_gone),
         T(test_e2b_attach_renews_ttl_and_reapplies_network),
         T(test_e2b_pause_and_resume_through_the_api),
+        T(test_e2b_expose_is_the_port_url),
         T(test_e2b_destroy_is_idempotent),
         T(test_e2b_command_output_streams_with_exit_code),
         T(test_e2b_clean_exit_without_exit_code_field_is_zero),

@@ -3,6 +3,8 @@
  * containers (the stopped one cleaned up), the daemon's own error for a missing image,
  * reconnect from a fresh process, and -- through sbx-agent -- execution, files and stateful
  * python. One behaviour per test. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -271,6 +275,79 @@ static void test_docker_managed_pause_keeps_state_and_resume_thaws(void **state)
     assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
     assert_null(dt_container_inspect(&f->env, id));
     assert_int_equal(ops->pause(f->provider, id, &err), SBX_E_GONE);
+    free(id);
+}
+
+/* GET path from 127.0.0.1:port; the whole answer into out ("" when the connection fails). */
+static void http_get(unsigned port, const char *path, char *out, size_t cap)
+{
+    out[0] = '\0';
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {20, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(s);
+        return;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    assert_int_equal(write(s, req, (size_t)n), n);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < cap && (r = read(s, out + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(s);
+}
+
+/* ExposePort: a server that listens on 127.0.0.1 inside a container without a network is
+ * reached from the host through the relay; the same port is the same URL; destroy ends it. */
+static void test_docker_managed_expose_reaches_a_server_inside(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    op.shell = "cd /tmp && echo exposed-bytes > hello.txt && exec python3 -m http.server 8000 "
+               "--bind 127.0.0.1";
+    op.detach = 1;
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_equal(ops->run_command(sb, &op, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_int_equal(run_shell(f, sb,
+                               "for i in $(seq 100); do python3 -c 'import socket; "
+                               "socket.create_connection((\"127.0.0.1\", 8000), 1)' "
+                               "2>/dev/null && exit 0; sleep 0.1; done; exit 1",
+                               &r, &err),
+                     SBX_OK);
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free((ProtobufCMessage *)r);
+    ops->sandbox_close(sb);
+    char *url = NULL, *token = NULL;
+    assert_int_equal(ops->expose(f->provider, id, 8000, &url, &token, &err), SBX_OK);
+    assert_null(token);
+    assert_non_null(strstr(url, "http://127.0.0.1:"));
+    unsigned port = (unsigned)atoi(strrchr(url, ':') + 1);
+    char body[4096];
+    http_get(port, "/hello.txt", body, sizeof body);
+    assert_non_null(strstr(body, "200"));
+    assert_non_null(strstr(body, "exposed-bytes"));
+    char *url2 = NULL, *token2 = NULL;
+    assert_int_equal(ops->expose(f->provider, id, 8000, &url2, &token2, &err), SBX_OK);
+    assert_string_equal(url2, url);
+    free(url2);
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    http_get(port, "/hello.txt", body, sizeof body);
+    assert_string_equal(body, "");
+    assert_int_equal(ops->expose(f->provider, id, 8000, &url2, &token2, &err), SBX_E_GONE);
+    free(url);
     free(id);
 }
 
@@ -596,6 +673,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
         cmocka_unit_test(test_docker_managed_runs_a_command),
         cmocka_unit_test(test_docker_managed_pause_keeps_state_and_resume_thaws),
+        cmocka_unit_test(test_docker_managed_expose_reaches_a_server_inside),
         cmocka_unit_test(test_docker_managed_detached_command_is_followed_and_cancelled),
         cmocka_unit_test(test_docker_managed_destroy_removes_container_and_state_and_is_idempotent),
         cmocka_unit_test(test_docker_managed_destroy_refuses_a_container_sbx_did_not_create),

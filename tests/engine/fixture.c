@@ -142,6 +142,17 @@ sbx_request *fx_destroy(const sbx_session_handle *h)
     return r;
 }
 
+sbx_request *fx_expose(const sbx_session_handle *h, uint32_t port)
+{
+    sbx_request *r = base(NULL);
+    r->expose = malloc(sizeof(*r->expose));
+    sbx__v1__expose_port__init(r->expose);
+    r->expose->port = port;
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_EXPOSE;
+    fx_session(r, h);
+    return r;
+}
+
 void fx_session(sbx_request *r, const sbx_session_handle *h)
 {
     sbx_message_free((ProtobufCMessage *)r->session);

@@ -4,6 +4,8 @@
 #ifndef SBX_TESTS_ENGINE_FIXTURE_H
 #define SBX_TESTS_ENGINE_FIXTURE_H
 
+#include <stdint.h>
+
 #include "sbx/config.h"
 #include "sbx/contract.h"
 #include "sbx/engine.h"
@@ -22,6 +24,8 @@ sbx_engine *fx_engine(const sbx_config *cfg);
 sbx_request *fx_shell(const char *profile, const char *line);
 sbx_request *fx_code(const char *profile, const char *language, const char *code);
 sbx_request *fx_destroy(const sbx_session_handle *h);
+/* ExposePort of port on h's sandbox. */
+sbx_request *fx_expose(const sbx_session_handle *h, uint32_t port);
 /* Replaces the request's session with a copy of h. */
 void fx_session(sbx_request *r, const sbx_session_handle *h);
 void fx_subject(sbx_request *r, const char *subject);

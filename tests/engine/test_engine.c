@@ -52,6 +52,10 @@ static int setup(void **state)
     fx_opt(py, "languages", "python");
     fx_opt(py, "shell", "false");
     fx_opt(fx_add_profile(t->cfg, "noattach", "fake"), "attach", "false");
+    fx_opt(fx_add_profile(t->cfg, "exposing", "fake"), "expose", "true");
+    sbx_profile_config *tok = fx_add_profile(t->cfg, "exposetok", "fake");
+    fx_opt(tok, "expose", "true");
+    fx_opt(tok, "expose_token", "true");
     t->e = fx_engine(t->cfg);
     *state = t;
     return 0;
@@ -339,6 +343,75 @@ static void test_engine_undeclared_operations_are_capability_errors(void **state
     sbx_completion_free(c2);
 }
 
+/* ExposePort: refused (CAPABILITY, naming it and the provider) where not declared, before the
+ * provider is touched; bad ports are INVALID_ARGUMENT naming the field; where declared the
+ * provider's URL (and token) come back, the same for the same port, and only the owner may. */
+static void test_engine_expose_port(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo x");
+    assert_int_equal(c1->status, OK_STATUS);
+    sbx_fake *f = sbx_fake_get("default");
+    uint64_t ops = sbx_fake_ops(f);
+    sbx_completion *c = run(t, fx_expose(c1->session, 8000));
+    assert_int_equal(c->error_code, SBX_E_CAPABILITY);
+    assert_non_null(strstr(c->error, "ExposePort"));
+    assert_non_null(strstr(c->error, "provider 'fake'"));
+    assert_int_equal(sbx_fake_ops(f), ops);
+    sbx_completion_free(c);
+    sbx_completion_free(c1);
+
+    c1 = fresh(t, "exposing", "echo x");
+    assert_int_equal(c1->status, OK_STATUS);
+    f = sbx_fake_get("exposing");
+    static const uint32_t bad[] = {0, 65536, 100000};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        c = run(t, fx_expose(c1->session, bad[i]));
+        assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
+        assert_non_null(strstr(c->error, "expose.port"));
+        sbx_completion_free(c);
+    }
+    ops = sbx_fake_ops(f);
+    c = run(t, fx_expose(c1->session, 8000));
+    assert_int_equal(c->status, OK_STATUS);
+    assert_true(sbx_fake_ops(f) > ops);
+    char want[128];
+    snprintf(want, sizeof(want), "http://expose.fake.invalid/%s/8000/", c1->session->sandbox_id);
+    assert_non_null(c->result);
+    assert_string_equal(c->result->expose_url, want);
+    assert_string_equal(c->result->expose_token, "");
+    assert_non_null(c->session);
+    assert_string_equal(c->session->sandbox_id, c1->session->sandbox_id);
+    sbx_completion *again = run(t, fx_expose(c1->session, 8000));
+    assert_string_equal(again->result->expose_url, want);
+    sbx_completion_free(again);
+    sbx_completion_free(c);
+    /* Someone else's session: denied, the provider untouched. */
+    ops = sbx_fake_ops(f);
+    sbx_request *r = fx_expose(c1->session, 8000);
+    fx_subject(r, "mallory");
+    c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_PERMISSION_DENIED);
+    assert_int_equal(sbx_fake_ops(f), ops);
+    sbx_completion_free(c);
+    /* A session without a sandbox yet: nothing to expose. */
+    sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c1->session->base);
+    sbx_set_string(&h->sandbox_id, NULL);
+    c = run(t, fx_expose(h, 8000));
+    assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
+    sbx_message_free(&h->base);
+    sbx_completion_free(c);
+    sbx_completion_free(c1);
+
+    c1 = fresh(t, "exposetok", "echo x");
+    c = run(t, fx_expose(c1->session, 1));
+    assert_int_equal(c->status, OK_STATUS);
+    snprintf(want, sizeof(want), "token-%s", c1->session->sandbox_id);
+    assert_string_equal(c->result->expose_token, want);
+    sbx_completion_free(c);
+    sbx_completion_free(c1);
+}
+
 static void test_engine_tampered_binding_is_denied_and_touches_nothing(void **state)
 {
     env *t = *state;
@@ -594,6 +667,7 @@ int main(void)
         T(test_engine_file_names_that_are_not_utf8_become_replacement_characters),
         T(test_engine_describe_lists_profiles_with_capabilities),
         T(test_engine_managed_reconnect_needs_attach_capability),
+        T(test_engine_expose_port),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -217,6 +217,35 @@ static void fd_create(void *arg, const fake_request *req, fake_response *resp)
     json_decref(b);
 }
 
+/* GET /sandbox/{id}/ports/{port}/preview-url: 200 {sandboxId, url, token}; 404 unknown
+ * sandbox; 400 a port that is not 1..65535. */
+static void fd_preview(void *arg, const fake_request *req, fake_response *resp)
+{
+    fake_daytona *f = arg;
+    if (!fd_auth(f, req, resp))
+        return;
+    char *end = NULL;
+    long port = strtol(req->params[1], &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535) {
+        fd_error(req, resp, 400, "Bad Request", "port must be a number between 1 and 65535");
+        return;
+    }
+    pthread_mutex_lock(&f->lock);
+    fd_sandbox *s = fd_find(f, req->params[0]);
+    json_t *out = NULL;
+    if (s) {
+        char url[256], token[128];
+        snprintf(url, sizeof url, "https://%ld-%s.proxy.daytona.fake", port, s->id);
+        snprintf(token, sizeof token, "preview-token-%s", s->id);
+        out = json_pack("{s:s,s:s,s:s}", "sandboxId", s->id, "url", url, "token", token);
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (out)
+        fd_json(resp, 200, out);
+    else
+        fd_not_found(req, resp, req->params[0]);
+}
+
 static void fd_get(void *arg, const fake_request *req, fake_response *resp)
 {
     fake_daytona *f = arg;
@@ -524,6 +553,7 @@ fake_daytona *fake_daytona_start(const char *api_key)
     fake_http *h = f->http;
     fake_http_route(h, "POST", "/sandbox", fd_create, f);
     fake_http_route(h, "GET", "/sandbox/*", fd_get, f);
+    fake_http_route(h, "GET", "/sandbox/*/ports/*/preview-url", fd_preview, f);
     fake_http_route(h, "DELETE", "/sandbox/*", fd_delete, f);
     fake_http_route(h, "POST", "/sandbox/*/start", fd_start, f);
     fake_http_route(h, "POST", "/sandbox/*/network-settings", fd_network, f);

@@ -132,6 +132,7 @@ def main():
     write_agent_files_seeds()
     write_docker_api_seeds()
     write_egress_seeds()
+    write_expose_head_seeds()
     for t in ("fuzz_e2b", "fuzz_daytona", "fuzz_ssm"):
         write_cloud_variants(t)
 
@@ -658,3 +659,24 @@ def write_worker_seeds():
 
 if __name__ == "__main__":
     main()
+
+
+def write_expose_head_seeds():
+    """fuzz_expose_head: first bytes of a connection to an exposed port (token 0123...cdef)."""
+    tok = b"0123456789abcdef0123456789abcdef"
+    seeds = {
+        "header_ok": b"GET / HTTP/1.1\r\nHost: x\r\nX-Sbx-Expose-Token: " + tok + b"\r\n\r\n",
+        "header_case": b"GET / HTTP/1.1\r\nx-sbx-EXPOSE-token:\t " + tok + b" \r\n\r\nbody",
+        "cookie_ok": b"GET / HTTP/1.1\r\nCookie: a=b; sbx_expose_token=" + tok + b"; c=d\r\n\r\n",
+        "cookie_prefix": b"GET / HTTP/1.1\r\nCookie: xsbx_expose_token=" + tok + b"\r\n\r\n",
+        "wrong": b"GET / HTTP/1.1\r\nX-Sbx-Expose-Token: " + b"1" * 32 + b"\r\n\r\n",
+        "long": b"GET / HTTP/1.1\r\nX-Sbx-Expose-Token: " + tok + b"0\r\n\r\n",
+        "no_header": b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "partial": b"GET / HTTP/1.1\r\nX-Sbx-Expose-Token: " + tok[:10],
+        "bare_lf": b"GET / HTTP/1.1\nX-Sbx-Expose-Token: " + tok + b"\n\n",
+        "no_colon": b"GET / HTTP/1.1\r\nX-Sbx-Expose-Token " + tok + b"\r\n\r\n",
+        "oversize": b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n",
+        "empty": b"",
+        "end_only": b"\r\n\r\n",
+    }
+    write_dir("fuzz_expose_head", seeds)

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import urllib.request
 
 ARGS = None
 TOKEN = "sdk-token-0123456789abcdef"
@@ -232,6 +233,22 @@ class Plain(unittest.TestCase):
             box.run("true")
             with self.assertRaises(sbx.CapabilityError):
                 box.pause()
+
+    def test_expose_reaches_a_server_in_the_sandbox(self):
+        with self.client() as c, c.sandbox("local") as box:
+            box.start(["sh", "-c", "cd /tmp && echo sdk-exposed > f.txt && "
+                       "exec python3 -m http.server 8000 --bind 127.0.0.1"])
+            box.run("for i in $(seq 100); do python3 -c 'import socket; socket.create_connection("
+                    "(\"127.0.0.1\", 8000), 1)' 2>/dev/null && exit 0; sleep 0.1; done")
+            url, token = box.expose(8000)
+            self.assertEqual(token, "")
+            with urllib.request.urlopen(url + "f.txt", timeout=20) as r:
+                self.assertEqual(r.read(), b"sdk-exposed\n")
+            self.assertEqual(box.expose(8000), (url, ""))
+        with self.client() as c, c.sandbox() as box:  # the fake provider cannot expose
+            box.run("true")
+            with self.assertRaises(sbx.CapabilityError):
+                box.expose(8000)
 
     def test_snapshot_forks_a_new_sandbox(self):
         with self.client(subject="alice") as c:

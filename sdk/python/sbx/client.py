@@ -289,6 +289,16 @@ class Sandbox:
         req.resume.SetInParent()
         self._execute(req, timeout)
 
+    def expose(self, port, timeout=None):
+        """Makes TCP port `port` of the sandbox reachable from outside it where the provider
+        offers it (Capabilities.expose); returns (url, token): token is "" unless the listener
+        needs one (send it as header X-Sbx-Expose-Token). The same port again returns the same
+        URL; it closes with the sandbox. Through a worker, the URL is on the worker's host."""
+        req = self._request()
+        req.expose.port = port
+        r = self._execute(req, timeout).completion.result
+        return r.expose_url, r.expose_token
+
     def snapshot(self, name, timeout=None):
         """Keeps the sandbox's workspace as snapshot `name` (the worker's store, this
         principal's only) where the provider offers it (Capabilities.snapshot); returns the
