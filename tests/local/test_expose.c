@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -126,8 +127,8 @@ static int lo_up(void)
     return rc;
 }
 
-/* A child in a network namespace of its own serving "pong\n" to each connection on
- * 127.0.0.1:*port (there). */
+/* A child in a network namespace of its own serving "pong\n" to each connection (after reading its
+ * request) on 127.0.0.1:*port (there). */
 static pid_t park_server(unsigned *port)
 {
     int p[2];
@@ -153,7 +154,14 @@ static pid_t park_server(unsigned *port)
             int c = accept(l, NULL, NULL);
             if (c < 0)
                 _exit(1);
+            /* Like an HTTP server: read what the client sent before answering (closing with
+             * unread bytes would reset the connection and could drop the answer). */
+            struct pollfd pf = {.fd = c, .events = POLLIN};
+            char scratch[512];
+            if (poll(&pf, 1, 300) == 1)
+                (void)!read(c, scratch, sizeof scratch);
             (void)!write(c, "pong\n", 5);
+            shutdown(c, SHUT_WR);
             close(c);
         }
     }
