@@ -275,7 +275,7 @@ static bool record_read(const char *dir, unsigned port, record *r)
     if (n <= 0)
         return false;
     buf[n] = '\0';
-    char url[sizeof r->url] = "", token[sizeof r->token + 1] = "";
+    char url[sizeof r->url] = "", token[sizeof r->token] = "";
     int used = 0;
     if (sscanf(buf, "%ld %llu\n%n", &r->pid, &r->start, &used) != 2 || r->pid <= 1)
         return false;
@@ -291,8 +291,9 @@ static bool record_read(const char *dir, unsigned port, record *r)
         return false;
     memcpy(token, line, (size_t)(e - line));
     token[e - line] = '\0';
-    snprintf(r->url, sizeof r->url, "%s", url);
-    snprintf(r->token, sizeof r->token, "%s", token);
+    /* both bounded above: each fits its field with its terminator */
+    memcpy(r->url, url, sizeof r->url);
+    memcpy(r->token, token, sizeof r->token);
     return r->url[0] != '\0';
 }
 
