@@ -280,6 +280,19 @@ static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path,
 
 static void e2b_sandbox_close(sbx_sandbox *sb);
 
+/* An id put in a host name: the characters E2B's ids use, bounded. */
+static bool e2b_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+              (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
+            return false;
+    return true;
+}
+
 static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request *req,
                                         const sbx_http_response *resp, const char *want_id,
                                         sbx_sandbox **out, sbx_error *err)
@@ -291,11 +304,14 @@ static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request 
     const char *id = json_string_value(json_object_get(j, "sandboxID"));
     if (!id || !*id)
         id = want_id;
-    if (!id || !*id || strlen(id) > 128) {
+    /* The id becomes part of host names (envd's, exposed ports') and of a header: one that
+     * is not E2B's charset could point requests that carry the sandbox's token elsewhere. */
+    if (!id || !e2b_id_ok(id)) {
         json_decref(j);
         return sbx_error_set(err, SBX_E_PROVISION,
-                             "e2b: %s %s: the response has no valid sandboxID", req->method,
-                             req->url);
+                             "e2b: %s %s: the response has no valid sandboxID (1-64 of "
+                             "[A-Za-z0-9-])",
+                             req->method, req->url);
     }
     const char *token = json_string_value(json_object_get(j, "envdAccessToken"));
     const char *domain = json_string_value(json_object_get(j, "domain"));
@@ -591,19 +607,6 @@ sbx_status e2b_probe(e2b_provider *p, const char *sandbox_id, sbx_error *err)
                       sandbox_id, url);
     sbx_http_response_clear(&resp);
     return s;
-}
-
-/* An id put in a host name: the characters E2B's ids use, bounded. */
-static bool e2b_id_ok(const char *id)
-{
-    size_t n = strlen(id);
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
-              (id[i] >= '0' && id[i] <= '9') || id[i] == '-'))
-            return false;
-    return true;
 }
 
 /* ExposePort: E2B serves every port of a sandbox at https://<port>-<sandboxID>.<domain>; the

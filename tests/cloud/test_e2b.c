@@ -840,6 +840,25 @@ static void test_e2b_invalid_json_is_provision_with_clear_message(void **state)
     assert_non_null(strstr(err.message, "/sandboxes"));
 }
 
+/* A sandboxID that is not E2B's charset would become part of envd's host name (and a header):
+ * refused before any request goes to it. */
+static void test_e2b_hostile_sandbox_id_is_refused(void **state)
+{
+    fx *f = *state;
+    const char *bad[] = {"x.attacker.example/", "x@attacker", "a\r\nX-Evil: 1", "../..", "x#y"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fake_e2b_next_id(f->fake, bad[i]);
+        sbx_error err;
+        assert_int_equal(
+            sbx_provider_e2b.create(f->state, f->session, f->principal, f->policy, &f->sb, &err),
+            SBX_E_PROVISION);
+        assert_null(f->sb);
+        assert_non_null(strstr(err.message, "no valid sandboxID"));
+    }
+    create(f);
+    assert_true(fake_e2b_exists(f->fake, f->sb->id));
+}
+
 static void test_e2b_slow_control_plane_hits_the_deadline_of_exec(void **state)
 {
     fx *f = *state;
@@ -924,6 +943,7 @@ int main(void)
         T(test_e2b_create_503_is_not_retried),
         T(test_e2b_connect_503_is_retried),
         T(test_e2b_invalid_json_is_provision_with_clear_message),
+        T(test_e2b_hostile_sandbox_id_is_refused),
         T(test_e2b_slow_control_plane_hits_the_deadline_of_exec),
         T(test_e2b_secrets_never_appear_in_errors),
     };

@@ -41,6 +41,7 @@ struct fake_e2b {
     unsigned next_id;
     unsigned next_pid;
     size_t kills;
+    char next_id_override[64]; /* fake_e2b_next_id: the next create answers this id */
 };
 
 static fe_sandbox *fe_find(fake_e2b *f, const char *id)
@@ -159,6 +160,10 @@ static void fe_create(void *arg, const fake_request *req, fake_response *resp)
         fe_sandbox *s = &f->sb[f->n++];
         memset(s, 0, sizeof *s);
         snprintf(s->id, sizeof s->id, "ifake%04u", ++f->next_id);
+        if (f->next_id_override[0] != '\0') {
+            snprintf(s->id, sizeof s->id, "%s", f->next_id_override);
+            f->next_id_override[0] = '\0';
+        }
         snprintf(s->token, sizeof s->token, "envd-token-%08u-secret", f->next_id * 7919u);
         snprintf(s->template_id, sizeof s->template_id, "%s", tpl);
         json_t *t = json_object_get(b, "timeout");
@@ -778,4 +783,11 @@ size_t fake_e2b_kills(fake_e2b *f)
     size_t k = f->kills;
     pthread_mutex_unlock(&f->lock);
     return k;
+}
+
+void fake_e2b_next_id(fake_e2b *f, const char *id)
+{
+    pthread_mutex_lock(&f->lock);
+    snprintf(f->next_id_override, sizeof f->next_id_override, "%s", id);
+    pthread_mutex_unlock(&f->lock);
 }

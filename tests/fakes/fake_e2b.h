@@ -29,6 +29,8 @@ size_t fake_e2b_live(fake_e2b *f);
 bool fake_e2b_exists(fake_e2b *f, const char *sandbox_id);
 /* The sandbox disappears behind the client's back (expired TTL). */
 void fake_e2b_vanish(fake_e2b *f, const char *sandbox_id);
+/* The next create answers sandboxID id (a hostile or broken control plane), once. */
+void fake_e2b_next_id(fake_e2b *f, const char *id);
 /* Copies the id of the most recently created sandbox into buf ("" when none). */
 void fake_e2b_last_id(fake_e2b *f, char *buf, size_t cap);
 /* Copies the envdAccessToken of a sandbox ("" when unknown). */
