@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -63,6 +62,12 @@ static int send_fds(int sock, int rc, const int *fds, size_t n)
     return sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
+/* The target's process (or its /proc entry) is gone: GONE; anything else: PROVISION. */
+static sbx_status gone_or_provision(int rc)
+{
+    return rc == ENOENT || rc == ESRCH ? SBX_E_GONE : SBX_E_PROVISION;
+}
+
 static void child(int sock, pid_t target, sbx_netns_fn fn, void *arg, size_t max)
 {
     int fds[SBX_NETNS_MAX_FDS];
@@ -70,6 +75,7 @@ static void child(int sock, pid_t target, sbx_netns_fn fn, void *arg, size_t max
     int rc = join(target);
     if (rc == 0)
         rc = fn(arg, fds, max, &n);
+    /* fn's contract (at most max) is what guards fds; this only refuses a count that lies. */
     if (rc == 0 && n > max)
         rc = EOVERFLOW;
     if (rc != 0)
@@ -132,7 +138,7 @@ sbx_status sbx_netns_call(pid_t target, sbx_netns_fn fn, void *arg, int *fds, si
             return sbx_error_set(err, SBX_E_INTERNAL,
                                  "netns: the helper for process %ld ended without an answer",
                                  (long)target);
-        return sbx_error_set(err, rc == ENOENT || rc == ESRCH ? SBX_E_GONE : SBX_E_PROVISION,
+        return sbx_error_set(err, gone_or_provision(rc),
                              "netns: in the network namespace of process %ld: %s", (long)target,
                              strerror(rc));
     }
@@ -144,7 +150,7 @@ sbx_status sbx_netns_enter(pid_t target, sbx_error *err)
 {
     int rc = join(target);
     if (rc != 0)
-        return sbx_error_set(err, rc == ENOENT || rc == ESRCH ? SBX_E_GONE : SBX_E_PROVISION,
+        return sbx_error_set(err, gone_or_provision(rc),
                              "netns: joining the network namespace of process %ld: %s",
                              (long)target, strerror(rc));
     return SBX_OK;
