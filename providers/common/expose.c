@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/net.h"
 #include "netns.h"
 
 /* Connections one relay carries at once (more are accepted and closed at once). */
@@ -167,13 +168,6 @@ static bool parse_addr(const char *s, addr_any *a, socklen_t *len)
     return false;
 }
 
-static bool is_loopback(const addr_any *a)
-{
-    if (a->sa.sa_family == AF_INET)
-        return (ntohl(a->in4.sin_addr.s_addr) >> 24) == 127;
-    return IN6_IS_ADDR_LOOPBACK(&a->in6.sin6_addr);
-}
-
 sbx_status sbx_expose_config(const char *address, const char *host, bool require_token,
                              sbx_expose_cfg *cfg, sbx_error *err)
 {
@@ -188,7 +182,7 @@ sbx_status sbx_expose_config(const char *address, const char *host, bool require
                              "one this host has (default 127.0.0.1)",
                              address);
     snprintf(cfg->address, sizeof cfg->address, "%s", address);
-    cfg->token = require_token || !is_loopback(&a);
+    cfg->token = require_token || !sbx_net_addr_is_loopback(&a.sa);
     bool unspecified = a.sa.sa_family == AF_INET ? a.in4.sin_addr.s_addr == htonl(INADDR_ANY)
                                                  : IN6_IS_ADDR_UNSPECIFIED(&a.in6.sin6_addr);
     if (host == NULL || !host[0]) {

@@ -20,6 +20,7 @@
 
 #include <yaml.h>
 
+#include "core/net.h"
 #include "providers/common/http.h"
 #include "providers/kubernetes/k8s.h"
 
@@ -213,13 +214,6 @@ static sbx_status data_field(const kdoc *d, const yaml_node_t *m, const char *ke
     return SBX_OK;
 }
 
-static bool loopback_http(const char *server)
-{
-    return strncmp(server, "http://127.", 11) == 0 ||
-           strncmp(server, "http://localhost:", 17) == 0 ||
-           strncmp(server, "http://[::1]", 12) == 0;
-}
-
 /* Checks and keeps the server URL: https, or http to loopback only (a token in clear text over
  * a network is refused, as the remote broker refuses h2c off loopback). */
 static sbx_status set_server(const kdoc *d, const yaml_node_t *where, const char *server,
@@ -227,7 +221,8 @@ static sbx_status set_server(const kdoc *d, const yaml_node_t *where, const char
 {
     if (server == NULL)
         return at(d, where, err, "the cluster has no 'server' (https://HOST:PORT)");
-    if (strncmp(server, "https://", 8) != 0 && !loopback_http(server))
+    sbx_net_url kind = sbx_net_url_transport(server);
+    if (kind != SBX_NET_URL_TLS && kind != SBX_NET_URL_PLAIN_LOOPBACK)
         return at(d, where, err,
                   "server '%s' must be https:// (plain http is accepted only to loopback)", server);
     out->server = strdup(server);

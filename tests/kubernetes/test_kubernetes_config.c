@@ -108,6 +108,20 @@ static void test_k8s_kubeconfig_errors_are_located(void **state)
                  HEAD "current-context: c\n" CTX
                       "clusters:\n- name: k\n  cluster: {server: \"http://10.0.0.1:8080\"}\n" USER,
                  "9:12", "must be https://");
+    /* plain http whose host only starts like loopback: the bearer token would go in clear text
+     * to another machine (a prefix test accepted these) */
+    static const char *const not_loopback[] = {
+        "http://127.attacker.example/",     "http://127.0.0.1.nip.io:80",
+        "http://localhost.evil:80",         "http://127.0.0.1@evil.example:80",
+        "http://localhost:80@evil.example", "http://[::1].evil.example"};
+    for (size_t i = 0; i < sizeof(not_loopback) / sizeof(not_loopback[0]); i++) {
+        char doc[512];
+        snprintf(doc, sizeof(doc),
+                 HEAD "current-context: c\n" CTX
+                      "clusters:\n- name: k\n  cluster: {server: \"%s\"}\n" USER,
+                 not_loopback[i]);
+        expect_error(dir, doc, "9:12", "must be https://");
+    }
     expect_error(dir, HEAD "current-context: c\n" CTX CLUSTER "users:\n- name: u\n  user: {}\n",
                  "12:9", "has no credentials");
     expect_error(dir, HEAD "current-context: [c\n", "4:1", "");
