@@ -532,7 +532,9 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
     default:
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "request has no operation; set one of run_code, run_command, "
-                             "install_packages, write_file, read_file, list_files, destroy");
+                             "install_packages, write_file, read_file, list_files, destroy, "
+                             "attach_command, cancel_command, pause, resume, snapshot, "
+                             "list_snapshots, delete_snapshot, expose");
     }
 }
 
