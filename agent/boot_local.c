@@ -326,6 +326,9 @@ static void place_binds(const boot_opts *o, bool below_private)
     }
 }
 
+/* Long because it builds the sandbox's root in the order the kernel requires (cgroup fd while host
+ * mounts are visible, root tmpfs, binds, /dev, /tmp and workspace, /proc, pivot_root); splitting
+ * it would only pass the same boot_opts to each step. */
 static void child_setup(const boot_opts *o)
 {
     char c;
@@ -513,6 +516,9 @@ static void add_bind(const char *path)
     n_binds++;
 }
 
+/* Long because it is the boot's process choreography (parse, user namespace as the sandbox's uid,
+ * the P/C handshake over pipes, cgroup move, exec of the agent), whose file descriptors and pids
+ * are shared by every step. */
 int boot_local_main(int argc, char **argv)
 {
     boot_opts o;

@@ -353,6 +353,8 @@ sbx_status sbx_sessions_execute(sbx_sessions *s, sbx_request *req, const char *s
     return sbx_sessions_execute_hooks(s, req, session_id, wait_ms, NULL, out, err);
 }
 
+/* Long because it is the sessions layer's one path for every request (resolve the handle, idle
+ * reset, submit, record the returned handle), and each rule is a commented line or two of it. */
 sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const char *session_id,
                                       int64_t wait_ms, const sbx_engine_hooks *hooks,
                                       sbx_completion **out, sbx_error *err)

@@ -497,6 +497,8 @@ bool sbx_set_text(char **field, const void *bytes, size_t len)
  * in one message, so it can run before decoding and keep a list of millions of empty strings
  * from being allocated.
  * Walks every message-typed field recursively. Returns false with a reason in why. */
+/* Long because it is one protobuf wire-format walker (tag, wire type, each type's length rule, the
+ * recursion into submessages, the list bound), which reads best as one loop. */
 static bool wire_strict(const ProtobufCMessageDescriptor *d, const uint8_t *p, size_t len,
                         int depth, size_t max_list, char *why, size_t why_len)
 {

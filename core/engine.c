@@ -382,6 +382,8 @@ static sbx_status check_len(const char *what, const char *s, size_t max, sbx_err
     return SBX_OK;
 }
 
+/* Long because it is one switch over the contract's operations, a few lines of field checks per
+ * case, after the checks every request shares. */
 static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
 {
     if (req == NULL)
@@ -1092,6 +1094,9 @@ static sbx_completion *fail_unacquired(run *r, session_lock *lock)
     return c;
 }
 
+/* Long because it is DESIGN's steps 5-8 in order (session lock, acquire with the binding check,
+ * execute under the deadline, per_call destroy, limit/stamp/sign) and the lock taken at step 5 is
+ * released at one exit. */
 static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
 {
     profile_slot *s = r->slot;
@@ -1358,6 +1363,8 @@ static int64_t open_deadline(const profile_slot *s, const sbx_request *req)
     return d;
 }
 
+/* Long because it is the numbered pipeline of DESIGN (shape, profile, destroy, fail-closed checks,
+ * then do_operation), each step commented and each refusal building its completion in place. */
 static sbx_completion *process_once(sbx_engine *e, const sbx_request *req,
                                     const sbx_engine_hooks *hooks, attempt *a)
 {

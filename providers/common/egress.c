@@ -949,6 +949,9 @@ static void proxy_main(proxy *px)
     }
 }
 
+/* Long because it starts the proxy in order (refuse what cannot be enforced, the table, the
+ * listeners made inside the sandbox's namespace, fork, hand-off of the descriptors), and every
+ * failure closes the same descriptors at one exit. */
 sbx_status sbx_egress_start(pid_t pid, char *const *allow, size_t n_allow, const char *resolver,
                             const char *state_dir, sbx_error *err)
 {

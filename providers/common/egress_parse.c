@@ -202,6 +202,8 @@ static bool host_port(const uint8_t *s, size_t n, char *name, uint16_t *port)
     return sbx_egress_name_norm((const char *)s, hn, name);
 }
 
+/* Long because it is one bounded parser of an HTTP request head (request line, absolute-form
+ * target, then the Host header), each stage refusing its own malformations in order. */
 sbx_egress_parse sbx_egress_http_host(const uint8_t *buf, size_t len, char *name, uint16_t *port)
 {
     name[0] = '\0';

@@ -533,6 +533,8 @@ static sbx_status http_fail(sbx_http_client *c, const sbx_http_request *req, sbx
     return code;
 }
 
+/* Long because it is one libcurl transfer set up option by option (method, headers, body, TLS,
+ * bounded response, timeouts, redaction of errors), each a line or two. */
 sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http_response *resp,
                        sbx_error *err)
 {

@@ -216,6 +216,8 @@ static unsigned long long process_start(long pid)
     return 0;
 }
 
+/* Long because it reads the provider's option block field by field (socket, image, binds, uid
+ * range, limits) and contacts the daemon once, into one state freed at one exit. */
 static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
 {
     docker_provider *p = calloc(1, sizeof(*p));
@@ -719,6 +721,9 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     return hc;
 }
 
+/* Long because it is the daemon's create sequence in order (uid slot, agent argv, HostConfig,
+ * create, start, connect to the agent), each step undoing the ones before it on failure through
+ * one cleanup path. */
 static sbx_status docker_create(void *state, const sbx_session_handle *session,
                                 const sbx_principal *principal, const sbx_policy *policy,
                                 sbx_sandbox **out, sbx_error *err)

@@ -689,6 +689,9 @@ static void exec_on_output(void *arg, int stream, const uint8_t *data, size_t le
         s->stop_requested = true;
 }
 
+/* Long because it is one hijacked HTTP exchange read in order (request, bounded response head,
+ * demultiplexed stream with stdin and the kill deadline, exit code); its state (fd, demux,
+ * deadline) is shared by every step. */
 sbx_status docker_api_exec(const docker_api *api, const char *container,
                            const docker_exec_spec *spec, docker_exec_result *res, sbx_error *err)
 {

@@ -438,6 +438,8 @@ static void e2b_ttl_restore(e2b_sandbox *sb)
 }
 
 /* Runs argv (argv[0] is the program) with env and cwd through process.Process/Start. */
+/* Long because it is one envd process.Process/Start exchange: the request body, the Connect
+ * stream's envelopes (start, data, end) and the exit mapping share one parser state. */
 static sbx_status e2b_process(e2b_sandbox *sb, const char *const *argv, size_t argc,
                               const e2b_kv *env_entries, size_t n_env, const char *cwd,
                               const sbx_exec_opts *o, sbx_result *result, sbx_error *err)

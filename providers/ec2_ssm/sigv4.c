@@ -554,6 +554,9 @@ static char *dupf(const char *a, const char *b)
     return p;
 }
 
+/* Long because it follows AWS's four signing steps in the documented order (canonical request,
+ * string to sign, signing key, signature), for both header and query (presigned) mode, with one
+ * buffer set freed at one exit. */
 static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
                        const sigv4_params *params, bool query_mode, sigv4_signed *out,
                        sbx_error *err)

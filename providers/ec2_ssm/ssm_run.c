@@ -132,6 +132,9 @@ static sbx_status cancel_command(ssm_state *st, const invocation *iv, const char
                          cs == SBX_OK ? "was sent" : "failed (the command may still run)");
 }
 
+/* Long because it is one SSM Run Command in order (SendCommand with its throttling rule, the
+ * bounded poll of GetCommandInvocation, the terminal status mapping), sharing the command id and
+ * deadline. */
 static sbx_status run_script(ssm_sandbox *sb, const char *script, const char *cwd,
                              const sbx_exec_opts *o, sbx_result *r, sbx_error *err)
 {

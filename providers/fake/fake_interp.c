@@ -701,6 +701,8 @@ static bool var_set(py *x, const char *name, size_t len, fake_value *v)
 typedef enum { ST_OK, ST_EXIT, ST_ERROR, ST_TIMEOUT } stmt_flow;
 
 /* Runs one statement line. *value (when not NULL) gets the repr of a bare expression. */
+/* Long because it is the fake interpreter's statement dispatch, one branch per statement form it
+ * understands. */
 static stmt_flow run_stmt(py *x, fake_out *w, char **value, int *exit_code)
 {
     skip_ws(x);

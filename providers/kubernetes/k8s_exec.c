@@ -416,6 +416,9 @@ static sbx_status read_upgrade(ws *w, const char *key, const char *path, bool *v
     return st;
 }
 
+/* Long because it is one WebSocket exec in order (query from argv, upgrade request with its random
+ * key, stdin, the channel loop until the status frame, timeout kill), sharing the socket and the
+ * frame state. */
 sbx_status k8s_exec(const k8s_cluster *c, const k8s_identity *as, const char *ns, const char *pod,
                     const char *const *argv, size_t argc, k8s_exec_io *io, sbx_error *err)
 {

@@ -385,6 +385,8 @@ static sbx_status kv_list(const sbx_options *o, const char *key, char ***out, si
 
 /* ---- open / close --------------------------------------------------------------------------- */
 
+/* Long because it reads the provider's option block field by field (kubeconfig or in-cluster,
+ * namespace, image, resources), a few lines each, into one state freed at one exit. */
 static sbx_status k8s_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
 {
     *state = NULL;
