@@ -46,17 +46,12 @@ int cmd_expose(int argc, char **argv)
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return rc;
-    sbx_request *r = cli_plane_request(&p, NULL);
-    r->expose = malloc(sizeof(*r->expose));
+    sbx_request *r = cli_plane_own(&p, sbx_request_expose(NULL, (uint32_t)port));
     sbx_completion *c = NULL;
-    if (r->expose == NULL) {
-        c = sbx_completion_fail(r->task_id, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
-    } else {
-        sbx__v1__expose_port__init(r->expose);
-        r->expose->port = (uint32_t)port;
-        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_EXPOSE;
+    if (r == NULL)
+        c = sbx_completion_fail("", SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    else
         sbx_sessions_execute_hooks(p.sessions, r, a.operands[0], SBX_WAIT_FOREVER, NULL, &c, NULL);
-    }
     rc = cli_print_completion(c, false, NULL);
     if (rc == CLI_EXIT_OK && !cli_global.json && c->result != NULL) {
         printf("%s\n", c->result->expose_url);

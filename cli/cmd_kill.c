@@ -43,14 +43,10 @@ int cmd_kill(int argc, char **argv)
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return rc;
-    sbx_request *r = cli_plane_request(&p, NULL);
-    r->cancel_command = malloc(sizeof(*r->cancel_command));
-    sbx__v1__cancel_command__init(r->cancel_command);
-    r->cancel_command->command_id = id;
-    r->cancel_command->signal = (int32_t)signo;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+    sbx_request *r = cli_plane_own(&p, sbx_request_cancel_command(NULL, id, (int32_t)signo));
     sbx_completion *c = NULL;
-    sbx_sessions_execute_hooks(p.sessions, r, a.operands[0], SBX_WAIT_FOREVER, NULL, &c, NULL);
+    if (r != NULL)
+        sbx_sessions_execute_hooks(p.sessions, r, a.operands[0], SBX_WAIT_FOREVER, NULL, &c, NULL);
     rc = cli_print_completion(c, false, NULL);
     sbx_completion_free(c);
     sbx_request_free(r);

@@ -41,21 +41,10 @@ static int pause_or_resume(int argc, char **argv, const char *cmd, const char *h
     int rc = cli_plane_open(&p, true);
     if (rc != 0)
         return rc;
-    sbx_request *r = cli_plane_request(&p, NULL);
-    if (pause) {
-        r->pause = malloc(sizeof(*r->pause));
-        if (r->pause != NULL)
-            sbx__v1__pause_sandbox__init(r->pause);
-        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_PAUSE;
-    } else {
-        r->resume = malloc(sizeof(*r->resume));
-        if (r->resume != NULL)
-            sbx__v1__resume_sandbox__init(r->resume);
-        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RESUME;
-    }
+    sbx_request *r = cli_plane_own(&p, pause ? sbx_request_pause(NULL) : sbx_request_resume(NULL));
     sbx_completion *c = NULL;
-    if (r->pause == NULL && r->resume == NULL)
-        c = sbx_completion_fail(r->task_id, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+    if (r == NULL)
+        c = sbx_completion_fail("", SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     else
         sbx_sessions_execute_hooks(p.sessions, r, a.operands[0], SBX_WAIT_FOREVER, NULL, &c, NULL);
     rc = cli_print_completion(c, false, NULL);

@@ -171,12 +171,24 @@ void cli_plane_close(cli_plane *p)
 
 sbx_request *cli_plane_request(cli_plane *p, const char *profile)
 {
-    sbx_request *r = sbx_request_new();
+    sbx_request *r = cli_plane_own(p, sbx_request_new());
+    if (r != NULL && !sbx_set_string(&r->profile, profile)) {
+        sbx_request_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+sbx_request *cli_plane_own(cli_plane *p, sbx_request *r)
+{
     if (r == NULL)
         return NULL;
-    sbx_set_string(&r->profile, profile);
+    sbx_message_free(r->principal ? &r->principal->base : NULL);
     r->principal = (sbx_principal *)sbx_message_copy(&p->principal->base);
-    sbx_set_string(&r->agent, "sbx-cli");
+    if (r->principal == NULL || !sbx_set_string(&r->agent, "sbx-cli")) {
+        sbx_request_free(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -184,13 +196,10 @@ bool cli_plane_destroy_handle(cli_plane *p, const sbx_session_handle *h)
 {
     if (h == NULL || h->sandbox_id[0] == '\0')
         return false;
-    sbx_request *r = cli_plane_request(p, h->profile);
-    r->destroy = malloc(sizeof(*r->destroy));
-    sbx__v1__destroy__init(r->destroy);
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_DESTROY;
-    r->session = (sbx_session_handle *)sbx_message_copy(&h->base);
+    sbx_request *r = cli_plane_own(p, sbx_request_destroy(h));
     sbx_completion *c = NULL;
-    sbx_broker_submit(p->broker, r, SBX_WAIT_FOREVER, NULL, &c);
+    if (r != NULL)
+        sbx_broker_submit(p->broker, r, SBX_WAIT_FOREVER, NULL, &c);
     bool ok = c != NULL && c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED;
     if (!ok)
         fprintf(stderr, "sbx: notice: sandbox %s could not be destroyed: %s\n", h->sandbox_id,
@@ -399,13 +408,10 @@ bool cli_last_command(cli_plane *p, const char *session, uint64_t *id)
 /* Stops command id of session (SIGKILL to its tree); errors go to stderr. */
 static void cancel_command(cli_plane *p, const char *session, uint64_t id)
 {
-    sbx_request *r = cli_plane_request(p, NULL);
-    r->cancel_command = malloc(sizeof(*r->cancel_command));
-    sbx__v1__cancel_command__init(r->cancel_command);
-    r->cancel_command->command_id = id;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+    sbx_request *r = cli_plane_own(p, sbx_request_cancel_command(NULL, id, 0));
     sbx_completion *c = NULL;
-    sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, NULL, &c, NULL);
+    if (r != NULL)
+        sbx_sessions_execute_hooks(p->sessions, r, session, SBX_WAIT_FOREVER, NULL, &c, NULL);
     if (c == NULL || c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
         fprintf(stderr, "sbx: command %llu could not be stopped: %s\n", (unsigned long long)id,
                 c != NULL ? c->error : "out of memory");
@@ -417,13 +423,12 @@ int cli_plane_follow(cli_plane *p, const char *session, uint64_t id, uint64_t st
                      uint64_t stderr_offset, bool stop_on_signal)
 {
     cli_cancel_on_signals();
-    sbx_request *r = cli_plane_request(p, NULL);
-    r->attach_command = malloc(sizeof(*r->attach_command));
-    sbx__v1__attach_command__init(r->attach_command);
-    r->attach_command->command_id = id;
-    r->attach_command->stdout_offset = stdout_offset;
-    r->attach_command->stderr_offset = stderr_offset;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND;
+    sbx_request *r =
+        cli_plane_own(p, sbx_request_attach_command(NULL, id, stdout_offset, stderr_offset));
+    if (r == NULL) {
+        fprintf(stderr, "sbx: out of memory\n");
+        return CLI_EXIT_FAILED;
+    }
     cli_stream s;
     sbx_engine_hooks h = cli_stream_hooks(&s);
     sbx_completion *c = NULL;

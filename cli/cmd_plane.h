@@ -32,6 +32,9 @@ void cli_plane_close(cli_plane *p);
 
 /* A request for profile (NULL: default) as the CLI's principal. */
 sbx_request *cli_plane_request(cli_plane *p, const char *profile);
+/* Makes a request built by contract.h's builders the CLI's: its principal and agent. NULL (r
+ * freed) when r is NULL or memory ran out. */
+sbx_request *cli_plane_own(cli_plane *p, sbx_request *r);
 
 /* Largest stdin forwarded to a program: it travels whole inside one request, which must stay
  * under the worker's message limit (16 MiB) with room for the rest; bigger inputs go in with

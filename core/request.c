@@ -117,16 +117,105 @@ sbx_request *sbx_request_list_files(const char *profile, const char *path)
     return req;
 }
 
-sbx_request *sbx_request_destroy(const sbx_session_handle *session)
+/* The session and its profile onto a freshly built request; frees it and answers NULL when
+ * memory ran out. */
+static sbx_request *on_session(sbx_request *req, const sbx_session_handle *session)
 {
-    sbx_request *req;
-    BUILD(req, NULL, DESTROY, Sbx__V1__Destroy, sbx__v1__destroy__init, destroy);
     if (req && session && !sbx_request_set_session(req, session)) {
         sbx_request_free(req);
         return NULL;
     }
     if (req && session && session->profile && session->profile[0] &&
         !sbx_set_string(&req->profile, session->profile)) {
+        sbx_request_free(req);
+        return NULL;
+    }
+    return req;
+}
+
+sbx_request *sbx_request_destroy(const sbx_session_handle *session)
+{
+    sbx_request *req;
+    BUILD(req, NULL, DESTROY, Sbx__V1__Destroy, sbx__v1__destroy__init, destroy);
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_pause(const sbx_session_handle *session)
+{
+    sbx_request *req;
+    BUILD(req, NULL, PAUSE, Sbx__V1__PauseSandbox, sbx__v1__pause_sandbox__init, pause);
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_resume(const sbx_session_handle *session)
+{
+    sbx_request *req;
+    BUILD(req, NULL, RESUME, Sbx__V1__ResumeSandbox, sbx__v1__resume_sandbox__init, resume);
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_expose(const sbx_session_handle *session, uint32_t port)
+{
+    sbx_request *req;
+    BUILD(req, NULL, EXPOSE, Sbx__V1__ExposePort, sbx__v1__expose_port__init, expose);
+    if (req)
+        req->expose->port = port;
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_attach_command(const sbx_session_handle *session, uint64_t command_id,
+                                        uint64_t stdout_offset, uint64_t stderr_offset)
+{
+    sbx_request *req;
+    BUILD(req, NULL, ATTACH_COMMAND, Sbx__V1__AttachCommand, sbx__v1__attach_command__init,
+          attach_command);
+    if (req) {
+        req->attach_command->command_id = command_id;
+        req->attach_command->stdout_offset = stdout_offset;
+        req->attach_command->stderr_offset = stderr_offset;
+    }
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_cancel_command(const sbx_session_handle *session, uint64_t command_id,
+                                        int32_t signal)
+{
+    sbx_request *req;
+    BUILD(req, NULL, CANCEL_COMMAND, Sbx__V1__CancelCommand, sbx__v1__cancel_command__init,
+          cancel_command);
+    if (req) {
+        req->cancel_command->command_id = command_id;
+        req->cancel_command->signal = signal;
+    }
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_snapshot(const sbx_session_handle *session, const char *name)
+{
+    sbx_request *req;
+    BUILD(req, NULL, SNAPSHOT, Sbx__V1__SnapshotWorkspace, sbx__v1__snapshot_workspace__init,
+          snapshot);
+    if (req && !sbx_set_string(&req->snapshot->name, name ? name : "")) {
+        sbx_request_free(req);
+        return NULL;
+    }
+    return on_session(req, session);
+}
+
+sbx_request *sbx_request_list_snapshots(const char *profile)
+{
+    sbx_request *req;
+    BUILD(req, profile, LIST_SNAPSHOTS, Sbx__V1__ListSnapshots, sbx__v1__list_snapshots__init,
+          list_snapshots);
+    return req;
+}
+
+sbx_request *sbx_request_delete_snapshot(const char *profile, const char *name)
+{
+    sbx_request *req;
+    BUILD(req, profile, DELETE_SNAPSHOT, Sbx__V1__DeleteSnapshot, sbx__v1__delete_snapshot__init,
+          delete_snapshot);
+    if (req && !sbx_set_string(&req->delete_snapshot->name, name ? name : "")) {
         sbx_request_free(req);
         return NULL;
     }

@@ -64,6 +64,22 @@ sbx_request *sbx_request_read_file(const char *profile, const char *path);
 sbx_request *sbx_request_list_files(const char *profile, const char *path);
 /* Destroys session's sandbox (its profile is the request's). */
 sbx_request *sbx_request_destroy(const sbx_session_handle *session);
+/* The session operations: each acts on session's sandbox (its profile is the request's). */
+sbx_request *sbx_request_pause(const sbx_session_handle *session);
+sbx_request *sbx_request_resume(const sbx_session_handle *session);
+/* Makes port (1..65535) of session's sandbox reachable; the completion's result has the URL. */
+sbx_request *sbx_request_expose(const sbx_session_handle *session, uint32_t port);
+/* Follows a detached command from the given byte offsets of its stdout and stderr. */
+sbx_request *sbx_request_attach_command(const sbx_session_handle *session, uint64_t command_id,
+                                        uint64_t stdout_offset, uint64_t stderr_offset);
+/* Sends signal (0: SIGKILL) to a detached command. */
+sbx_request *sbx_request_cancel_command(const sbx_session_handle *session, uint64_t command_id,
+                                        int32_t signal);
+/* Keeps session's workspace as the caller's snapshot name. */
+sbx_request *sbx_request_snapshot(const sbx_session_handle *session, const char *name);
+/* The caller's snapshots, and deleting one: no session, no sandbox (profile may be NULL). */
+sbx_request *sbx_request_list_snapshots(const char *profile);
+sbx_request *sbx_request_delete_snapshot(const char *profile, const char *name);
 /* Who asks (a principal is created when the request has none). False on ENOMEM. */
 bool sbx_request_set_principal(sbx_request *req, Sbx__V1__PrincipalMode mode, const char *subject);
 /* The session to run in: a deep copy of session (NULL: none, a fresh sandbox). */

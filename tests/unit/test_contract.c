@@ -831,6 +831,71 @@ static void test_request_builders_set_the_op_and_its_fields(void **state)
     sbx_request_free(r);
 }
 
+/* Every operation of the contract has a builder: an embedder never allocates a protobuf-c
+ * submessage by hand. Each is checked through an encode/decode round trip. */
+static void test_request_builders_cover_the_session_operations(void **state)
+{
+    (void)state;
+    sbx_session_handle *h = sbx_session_handle_new();
+    assert_true(sbx_set_string(&h->profile, "p3"));
+    assert_true(sbx_set_string(&h->sandbox_id, "sb-2"));
+    sbx_request *made[] = {
+        sbx_request_pause(h),
+        sbx_request_resume(h),
+        sbx_request_expose(h, 8080),
+        sbx_request_attach_command(h, 7, 11, 13),
+        sbx_request_cancel_command(h, 7, 15),
+        sbx_request_snapshot(h, "snap-1"),
+        sbx_request_list_snapshots(NULL),
+        sbx_request_delete_snapshot("p4", "snap-1"),
+    };
+    sbx_message_free(&h->base);
+    const Sbx__V1__ExecutionRequest__OpCase want[] = {
+        SBX__V1__EXECUTION_REQUEST__OP_PAUSE,
+        SBX__V1__EXECUTION_REQUEST__OP_RESUME,
+        SBX__V1__EXECUTION_REQUEST__OP_EXPOSE,
+        SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND,
+        SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND,
+        SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT,
+        SBX__V1__EXECUTION_REQUEST__OP_LIST_SNAPSHOTS,
+        SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT,
+    };
+    for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+        assert_non_null(made[i]);
+        sbx_request *b = round_trip(made[i]);
+        assert_int_equal(b->op_case, want[i]);
+        assert_true(b->task_id[0] != '\0');
+        if (i < 6) {
+            assert_string_equal(b->profile, "p3");
+            assert_string_equal(b->session->sandbox_id, "sb-2");
+        } else {
+            assert_null(b->session);
+        }
+        switch (b->op_case) {
+        case SBX__V1__EXECUTION_REQUEST__OP_EXPOSE: assert_int_equal(b->expose->port, 8080); break;
+        case SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND:
+            assert_int_equal(b->attach_command->command_id, 7);
+            assert_int_equal(b->attach_command->stdout_offset, 11);
+            assert_int_equal(b->attach_command->stderr_offset, 13);
+            break;
+        case SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND:
+            assert_int_equal(b->cancel_command->command_id, 7);
+            assert_int_equal(b->cancel_command->signal, 15);
+            break;
+        case SBX__V1__EXECUTION_REQUEST__OP_SNAPSHOT:
+            assert_string_equal(b->snapshot->name, "snap-1");
+            break;
+        case SBX__V1__EXECUTION_REQUEST__OP_DELETE_SNAPSHOT:
+            assert_string_equal(b->delete_snapshot->name, "snap-1");
+            assert_string_equal(b->profile, "p4");
+            break;
+        default: break;
+        }
+        sbx_request_free(b);
+        sbx_request_free(made[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -869,6 +934,7 @@ int main(void)
         cmocka_unit_test(test_clocks_are_plausible_and_monotonic),
         cmocka_unit_test(test_append_bytes_grows_geometrically),
         cmocka_unit_test(test_request_builders_set_the_op_and_its_fields),
+        cmocka_unit_test(test_request_builders_cover_the_session_operations),
         cmocka_unit_test(test_request_decode_refuses_a_list_over_the_limit_naming_it),
         cmocka_unit_test(test_request_decode_bounds_what_decoding_allocates),
     };
