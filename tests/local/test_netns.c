@@ -1,7 +1,8 @@
 /* test_netns.c - providers/common/netns.c: a socket made through sbx_netns_call lives in the
  * target's network namespace (a listener there is unreachable from the caller's namespace and
  * reachable from inside), the caller stays where it was, a function's errno comes back as the
- * error, and a target that is gone is GONE. Needs root (unshare(CLONE_NEWNET)). */
+ * error, sbx_netns_enter moves a helper process there, and a target that is gone is GONE. Needs
+ * root (unshare(CLONE_NEWNET)). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -180,6 +182,44 @@ static void test_netns_errno_and_gone(void **state)
     assert_int_equal(sbx_netns_call(pid, make_listener, NULL, &fd, 1, &n, &err), SBX_E_GONE);
 }
 
+/* sbx_netns_enter moves the calling process (a forked helper here) into the target's network
+ * namespace: its /proc/self/ns/net is then the target's; and a target that is gone is GONE. */
+static void test_netns_enter_moves_the_caller(void **state)
+{
+    (void)state;
+    pid_t pid = park();
+    char target[64];
+    snprintf(target, sizeof target, "/proc/%d/ns/net", (int)pid);
+    ino_t want = netns_ino(target);
+    ino_t mine = netns_ino("/proc/self/ns/net");
+    assert_true(want != mine);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(p[0]);
+        sbx_error err = {0};
+        struct stat st = {0};
+        ino_t got = 0;
+        if (sbx_netns_enter(pid, &err) == SBX_OK && stat("/proc/self/ns/net", &st) == 0)
+            got = st.st_ino;
+        (void)!write(p[1], &got, sizeof got);
+        _exit(0);
+    }
+    close(p[1]);
+    ino_t got = 0;
+    assert_int_equal(read(p[0], &got, sizeof got), (ssize_t)sizeof got);
+    close(p[0]);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_int_equal(got, want);
+    assert_int_equal(netns_ino("/proc/self/ns/net"), mine); /* only the child moved */
+    unpark(pid);
+    sbx_error err = {0};
+    assert_int_equal(sbx_netns_enter(pid, &err), SBX_E_GONE);
+    assert_int_equal(netns_ino("/proc/self/ns/net"), mine);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -189,6 +229,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_netns_sockets_live_in_the_target),
         cmocka_unit_test(test_netns_errno_and_gone),
+        cmocka_unit_test(test_netns_enter_moves_the_caller),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
