@@ -1386,6 +1386,9 @@ static void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x)
     handle_code_complete(ci, id, x);
 }
 
+/* Long because it is one run_code in order (the stateful kernel's one-call-at-a-time path, or a
+ * one-shot interpreter: request with cwd and env pairs, then its stdin), and both paths share the
+ * command slot it fills. */
 static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
 {
     if (!collect_env(x->env, x->env_count)) {
@@ -2210,6 +2213,9 @@ static void seal_socket_dir(const char *socket_path)
           MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | keep, NULL);
 }
 
+/* Long because it is the agent's setup in the order its safety needs (not dumpable, the seccomp
+ * filter before any program, listeners, the spare) followed by the one poll loop, whose descriptor
+ * table every step fills. */
 int agent_serve(const agent_config *config)
 {
     cfg = *config;

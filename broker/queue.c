@@ -160,6 +160,8 @@ static void judge(const uint8_t *data, size_t len, const char *subject, const ch
 /* Waits for key's DONE record until deadline (monotonic ms; < 0: forever). digest NULL: any
  * request's (result()). node: a node-bound request, ended as unavailable when nobody claims it
  * within node_wait_ms of since. */
+/* Long because it is one wait loop over the bucket (poll, node-bound claim check, bucket-failure
+ * timing, backoff sleep) whose three pieces of state are read by every branch. */
 static sbx_status await(queue_broker *b, waiter *w, const char *key, const char *subject,
                         const char *task_id, const uint8_t *digest, const char *node, int64_t since,
                         int64_t deadline, sbx_completion **out)
@@ -418,6 +420,9 @@ static sbx_status publish(queue_broker *b, const sbx_request *req, const char *k
     return SBX_OK;
 }
 
+/* Long because it is the fleet's submit protocol in order (checks, node binding, the record as
+ * first-submitter-wins, publish, await) and each step's failure is the completion built at its one
+ * exit. */
 static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t wait_ms,
                                const sbx_engine_hooks *hooks, sbx_completion **out)
 {

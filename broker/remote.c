@@ -610,6 +610,9 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
     return fire;
 }
 
+/* Long because it is the transfer thread's one loop (take new tasks in order, retry after backoff,
+ * hold for the h2c probe, drive libcurl's multi handle, finish done transfers), whose task lists
+ * only this thread touches. */
 static void *transfer_main(void *arg)
 {
     remote_broker *r = arg;
@@ -1123,6 +1126,8 @@ static char *dup_or_null(const char *s)
     return s && s[0] ? strdup(s) : NULL;
 }
 
+/* Long because it checks the endpoint and every TLS and auth option in turn (each refusal its own
+ * message naming the option) and builds the broker in one allocation freed at one exit. */
 sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **out, sbx_error *err)
 {
     *out = NULL;

@@ -1217,6 +1217,8 @@ static sbx_status parse_provider_block(loader *L, const config_node *map, const 
     return st;
 }
 
+/* Long because it reads a profile in the order the rules depend on (type first, then each key,
+ * then the cross-key rules: idle_action, the environment matrix of DESIGN 5). */
 static sbx_status parse_profile(loader *L, const config_node *key, const config_node *map,
                                 sbx_profile_config *p)
 {

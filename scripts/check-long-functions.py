@@ -11,7 +11,9 @@ code). The file layout is clang-format's (.clang-format): a function's body open
 column 0 on the line after its signature and closes with '}' at column 0, which is what this
 counts (body lines between the braces).
 
-  scripts/check-long-functions.py [--list]   (--list prints every long function, reason or not)
+  scripts/check-long-functions.py [--list] [--root DIR]
+      --list   prints every long function, reason or not
+      --root   the tree to check (default: this script's checkout; the test uses a fixture)
 """
 import os
 import re
@@ -68,8 +70,15 @@ def long_functions(path):
 
 
 def main():
+    args = sys.argv[1:]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    listing = "--list" in sys.argv[1:]
+    if "--root" in args:
+        i = args.index("--root")
+        if i + 1 >= len(args):
+            print("check-long-functions: --root needs a directory", file=sys.stderr)
+            return 2
+        root = args[i + 1]
+    listing = "--list" in args
     missing, total = [], 0
     for rel in sources(root):
         for name, line, body, ok in long_functions(os.path.join(root, rel)):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds (warnings are errors), lints the library
-# sources (clang-tidy) and every non-test source (cppcheck), runs the whole ctest suite, then
-# the same suite under ASan+UBSan.
+# Runs every test: installs what is missing, checks format and function length, builds (warnings
+# are errors), lints the library sources (clang-tidy) and every non-test source (cppcheck), runs
+# the whole ctest suite, then the same suite under ASan+UBSan.
 # Services the tests need (a private dockerd, workers) are started and stopped by the tests'
 # own fixtures. Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan,
 # a few seconds each from the committed seeds; tests/fuzz/README.md has the long run).
@@ -18,6 +18,8 @@ status=0
 
 echo "== format (.clang-format)"
 scripts/check-format.sh || status=1
+echo "== function length (over 100 lines only with a stated reason)"
+/usr/bin/python3 scripts/check-long-functions.py || status=1
 
 echo "== build (warnings are errors)"
 scripts/build.sh "$root/build"

@@ -174,6 +174,8 @@ static void header(textbuf *t, const char *name, const char *type, const char *h
     put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* Long because it writes the Prometheus exposition family by family, a few lines each, in the
+ * order of the text format. */
 char *worker_metrics_render(worker_metrics *m, size_t *len)
 {
     textbuf t = {.cap = 16384};

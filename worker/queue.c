@@ -268,6 +268,9 @@ static uint8_t *done_record(worker_queue *q, const sbx_request *req, const uint8
     return r;
 }
 
+/* Long because it is one queue message's life in order (decode, heartbeat, the refusals decided
+ * before a claim, the claim loop, run, store, ack), and the heartbeat started early must stop at
+ * its one exit. */
 static void handle(worker_queue *q, natsMsg *msg, bool node_bound)
 {
     jsMsgMetaData *meta = NULL;

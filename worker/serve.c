@@ -65,6 +65,8 @@ int sbx_worker_serve_parse_arg(sbx_worker_serve_opts *opts, int argc, char **arg
     return 0;
 }
 
+/* Long because it is `sbx worker`'s life in order (open, find the node's sandboxes again, the
+ * listeners, the ready lines, serve, drain, close), a few lines each. */
 int sbx_worker_serve(const sbx_worker_serve_opts *opts, FILE *log)
 {
     sbx_worker_serve_opts none = {0};

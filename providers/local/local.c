@@ -1004,6 +1004,9 @@ static sbx_status write_meta(const local_provider *lp, const char *state_dir, co
     return SBX_OK;
 }
 
+/* Long because it is the sandbox's create sequence in order (state dir, uid slot, cgroups, meta,
+ * boot, the agent's connection, the egress proxy), each failure undoing the steps before it
+ * through one cleanup path. */
 static sbx_status local_create(void *state, const sbx_session_handle *session,
                                const sbx_principal *principal, const sbx_policy *policy,
                                sbx_sandbox **out, sbx_error *err)
