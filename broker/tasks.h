@@ -69,6 +69,7 @@ typedef struct bt_task {
     sbx_engine_hooks own_hooks;    /* an asynchronous submitter's, by value (hooks points here) */
     bt_waiter *waiters;            /* asynchronous submitters to call back on completion */
     bool owner_runs;               /* thread broker: its blocking submitter runs it when granted */
+    uint32_t granted;              /* thread broker: futex word, 1 once the owner may run it */
     bool async_owner;              /* created by submit_async: its creator waits in waiters */
     int64_t started_at_ms;
     sbx_completion *completion;             /* BT_DONE */

@@ -17,10 +17,13 @@
  * Executor threads start on demand (grow), up to N.
  * Locking: everything below is guarded by store.mu; executors run requests without it.
  */
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "broker/tasks.h"
 #include "core/hash.h"
@@ -35,6 +38,10 @@
 #define THREAD_BROKER_MAX_LRU (1 << 20)
 /* Session backlog buckets: a power of two above the concurrent sessions of one worker. */
 #define SESSION_BUCKETS 1024
+/* Blocking owners granted a slot under the lock and woken after it is released (more in one
+ * critical section are woken at once, under it). One task's completion grants one slot, so
+ * this is rarely more than one. */
+#define WAKE_MAX 8
 
 /* A session with work queued or running. Freed when idle (nothing running, empty backlog). */
 typedef struct bt_session {
@@ -61,11 +68,54 @@ typedef struct thread_broker {
     bool closing;
     pthread_t *threads; /* slots long; the first n_threads are started */
     int n_threads;
-    int busy_threads; /* executors running a task */
-    int exec_waiting; /* tasks in the exec queue */
+    int busy_threads;         /* executors running a task */
+    int exec_waiting;         /* tasks in the exec queue */
+    uint32_t *wake[WAKE_MAX]; /* granted owners' futex words, to wake once mu is released */
+    int n_wake;
 } thread_broker;
 
 static void *executor(void *arg);
+
+/* Granting a blocking owner its slot happens under store.mu; waking it there would make it
+ * wake only to block on that mutex (two context switches where one will do, the cost that
+ * dominated 64 blocking callers). So the owner sleeps on its task's futex word, not on a
+ * condition variable of the mutex, and is woken after the unlock. A FUTEX_WAKE that arrives
+ * after the owner already saw the word change (and even freed the task) wakes nobody: owners
+ * loop on the word, never on the wake. */
+static void futex_wake(uint32_t *word)
+{
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void grant_owner(thread_broker *tb, bt_task *t)
+{
+    __atomic_store_n(&t->granted, 1, __ATOMIC_RELEASE);
+    if (tb->n_wake < WAKE_MAX)
+        tb->wake[tb->n_wake++] = &t->granted;
+    else
+        futex_wake(&t->granted);
+}
+
+/* pthread_mutex_unlock(&tb->store.mu), then the owners granted meanwhile are woken. */
+static void unlock_wake(thread_broker *tb)
+{
+    uint32_t *wake[WAKE_MAX];
+    int n = tb->n_wake;
+    memcpy(wake, tb->wake, (size_t)n * sizeof(wake[0]));
+    tb->n_wake = 0;
+    pthread_mutex_unlock(&tb->store.mu);
+    for (int i = 0; i < n; i++)
+        futex_wake(wake[i]);
+}
+
+/* Before sleeping on a condition of store.mu: nobody granted may wait for our wake-up. */
+static void wake_pending(thread_broker *tb)
+{
+    if (tb->n_wake > 0) {
+        unlock_wake(tb);
+        pthread_mutex_lock(&tb->store.mu);
+    }
+}
 
 /* One more executor when the exec queue holds more tasks than the executors not running one can
  * take (store.mu held; a thread just made counts as free before it first waits). Executors start on
@@ -132,7 +182,7 @@ static void dispatch(thread_broker *tb)
         tb->running++;
         __atomic_store_n(&t->state, BT_RUNNING, __ATOMIC_RELEASE);
         if (t->owner_runs) {
-            pthread_cond_broadcast(&t->done);
+            grant_owner(tb, t);
             continue;
         }
         if (tb->exec_tail != NULL)
@@ -183,16 +233,19 @@ static void session_done(thread_broker *tb, bt_session *s)
     session_release(tb, s);
 }
 
-/* Runs a granted task (an executor's or its owner's) and publishes its completion; called and
- * returns with store.mu held (released while the engine runs and while waiters are called
- * back). t may be freed on return unless the caller holds a reference. Returns a copy of the
+/* Runs a granted task (an executor's or its owner's) and publishes its completion; returns with
+ * store.mu held (released while the engine runs and while waiters are called back). locked:
+ * called with store.mu held, and t may be freed on return unless the caller holds a reference;
+ * otherwise called without it by an owner whose reference keeps t alive. Returns a copy of the
  * completion made outside the lock for the task's owner, or NULL (then the owner copies). */
-static sbx_completion *run_task(thread_broker *tb, bt_task *t)
+static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
 {
-    t->refs++; /* keep t alive while unlocked */
+    if (locked) {
+        t->refs++; /* keep t alive while unlocked */
+        unlock_wake(tb);
+    }
     const sbx_request *req = t->req;
     const sbx_engine_hooks *hooks = t->hooks;
-    pthread_mutex_unlock(&tb->store.mu);
 
     sbx_completion *c;
     if (hooks != NULL && hooks->cancel != NULL && *hooks->cancel)
@@ -212,7 +265,8 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t)
     t->session = NULL;
     bt_task *dead = NULL;
     bt_waiter *fire = bt_complete(&tb->store, t, c, &spare, &dead);
-    bt_release(t); /* may free t (discarded, no waiter) */
+    if (locked)
+        bt_release(t); /* may free t (discarded, no waiter) */
     session_done(tb, s);
     tb->running--;
     dispatch(tb);
@@ -221,7 +275,7 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t)
     if (tb->closing && tb->queued == 0)
         pthread_cond_broadcast(&tb->work);
     if (fire != NULL || dead != NULL) {
-        pthread_mutex_unlock(&tb->store.mu);
+        unlock_wake(tb);
         bt_fire(fire);
         bt_free_dead(dead);
         pthread_mutex_lock(&tb->store.mu);
@@ -234,6 +288,7 @@ static void *executor(void *arg)
     thread_broker *tb = arg;
     pthread_mutex_lock(&tb->store.mu);
     for (;;) {
+        wake_pending(tb);
         while (tb->exec_head == NULL && !(tb->closing && tb->queued == 0))
             pthread_cond_wait(&tb->work, &tb->store.mu);
         bt_task *t = tb->exec_head;
@@ -245,15 +300,15 @@ static void *executor(void *arg)
             tb->exec_tail = NULL;
         t->qnext = NULL;
         tb->busy_threads++;
-        sbx_completion *spare = run_task(tb, t);
+        sbx_completion *spare = run_task(tb, t, true);
         tb->busy_threads--;
         if (spare != NULL) { /* an asynchronous creator's copy, unused: it was discarded */
-            pthread_mutex_unlock(&tb->store.mu);
+            unlock_wake(tb);
             sbx_completion_free(spare);
             pthread_mutex_lock(&tb->store.mu);
         }
     }
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
     return NULL;
 }
 
@@ -344,20 +399,27 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     pthread_mutex_lock(&tb->store.mu);
     switch (tb_accept(tb, req, subject, digest, !forever, &t, out, &st)) {
     case TB_ANSWERED: break;
-    case TB_JOIN: bt_wait(&tb->store, t, wait_ms, out); break;
+    case TB_JOIN:
+        wake_pending(tb);
+        bt_wait(&tb->store, t, wait_ms, out);
+        break;
     case TB_NEW:
         t->hooks = hooks; /* broker.h: the caller keeps them valid until the completion */
         if (!forever) {
             enqueue(tb, t);
+            wake_pending(tb);
             bt_wait(&tb->store, t, wait_ms, out);
             break;
         }
         t->owner_runs = true;
         t->refs++; /* ours until we copied the completion */
         enqueue(tb, t);
-        while (__atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == BT_QUEUED)
-            pthread_cond_wait(&t->done, &tb->store.mu);
-        *out = run_task(tb, t);
+        /* Granted now (a free slot) or later by a finishing task; either way the engine runs
+         * unlocked, and our reference (above) keeps t alive meanwhile. */
+        unlock_wake(tb);
+        while (__atomic_load_n(&t->granted, __ATOMIC_ACQUIRE) == 0)
+            syscall(SYS_futex, &t->granted, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        *out = run_task(tb, t, false);
         if (*out == NULL)
             *out = sbx_completion_copy(t->completion);
         bt_release(t);
@@ -365,7 +427,7 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
             *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
         break;
     }
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
     return st;
 }
 
@@ -417,7 +479,7 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
         t->async_owner = true;
         enqueue(tb, t);
     }
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
     if (how == TB_ANSWERED) {
         free(w);
         cb->on_done(cb->arg, st, answer);
@@ -442,7 +504,7 @@ static sbx_status tb_result(sbx_broker *b, const char *subject, const char *task
         st = SBX_E_INVALID_ARGUMENT;
     else
         bt_wait(&tb->store, t, wait_ms, out);
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
     return st;
 }
 
@@ -451,7 +513,7 @@ static void tb_discard(sbx_broker *b, const char *subject, const char *task_id)
     thread_broker *tb = sbx_broker_impl(b);
     pthread_mutex_lock(&tb->store.mu);
     bt_discard(&tb->store, subject, task_id);
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
 }
 
 static void tb_close(sbx_broker *b)
@@ -460,9 +522,10 @@ static void tb_close(sbx_broker *b)
     pthread_mutex_lock(&tb->store.mu);
     tb->closing = true;
     pthread_cond_broadcast(&tb->work);
+    wake_pending(tb);
     while (tb->queued > 0 || tb->running > 0)
         pthread_cond_wait(&tb->idle, &tb->store.mu);
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
     for (int i = 0; i < tb->n_threads; i++)
         pthread_join(tb->threads[i], NULL);
     tb->n_threads = 0;
@@ -487,7 +550,7 @@ static bool tb_load(sbx_broker *b, sbx_broker_load *out)
     out->running = (uint64_t)tb->running;
     out->queued = (uint64_t)tb->queued;
     out->queue_limit = (uint64_t)tb->queue_depth;
-    pthread_mutex_unlock(&tb->store.mu);
+    unlock_wake(tb);
     return true;
 }
 
