@@ -72,6 +72,7 @@ typedef struct thread_broker {
     int exec_waiting;         /* tasks in the exec queue */
     uint32_t *wake[WAKE_MAX]; /* granted owners' futex words, to wake once mu is released */
     int n_wake;
+    int work_signals; /* executors to signal once mu is released (tasks put in the exec queue) */
 } thread_broker;
 
 static void *executor(void *arg);
@@ -96,22 +97,26 @@ static void grant_owner(thread_broker *tb, bt_task *t)
         futex_wake(&t->granted);
 }
 
-/* pthread_mutex_unlock(&tb->store.mu), then the owners granted meanwhile are woken. */
+/* pthread_mutex_unlock(&tb->store.mu), then the owners granted meanwhile are woken and the
+ * executors signalled for the tasks queued meanwhile. */
 static void unlock_wake(thread_broker *tb)
 {
     uint32_t *wake[WAKE_MAX];
-    int n = tb->n_wake;
+    int n = tb->n_wake, signals = tb->work_signals;
     memcpy(wake, tb->wake, (size_t)n * sizeof(wake[0]));
     tb->n_wake = 0;
+    tb->work_signals = 0;
     pthread_mutex_unlock(&tb->store.mu);
     for (int i = 0; i < n; i++)
         futex_wake(wake[i]);
+    for (int i = 0; i < signals; i++)
+        pthread_cond_signal(&tb->work); /* the executors' condition: tb outlives every caller */
 }
 
 /* Before sleeping on a condition of store.mu: nobody granted may wait for our wake-up. */
 static void wake_pending(thread_broker *tb)
 {
-    if (tb->n_wake > 0) {
+    if (tb->n_wake > 0 || tb->work_signals > 0) {
         unlock_wake(tb);
         pthread_mutex_lock(&tb->store.mu);
     }
@@ -192,7 +197,7 @@ static void dispatch(thread_broker *tb)
         tb->exec_tail = t;
         tb->exec_waiting++;
         grow(tb);
-        pthread_cond_signal(&tb->work);
+        tb->work_signals++; /* after the unlock, like the owners' wake-ups */
     }
 }
 
