@@ -95,13 +95,15 @@ int cmd_code(int argc, char **argv)
         free(in.data);
         return cli_program_exit_code(rc);
     }
-    sbx_request *r = cli_plane_request(&p, profile);
-    r->run_code = malloc(sizeof(*r->run_code));
-    sbx__v1__run_code__init(r->run_code);
-    sbx_set_string(&r->run_code->language, lang);
-    sbx_set_string(&r->run_code->code, code);
+    sbx_request *r = cli_plane_own(&p, sbx_request_code(profile, lang, code));
+    if (r == NULL) {
+        free(from_stdin);
+        free(in.data);
+        cli_plane_close(&p);
+        fprintf(stderr, "sbx: out of memory building the request\n");
+        return CLI_EXIT_NOT_RUN;
+    }
     r->run_code->stdin = in; /* freed with the request */
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_CODE;
     rc = cli_plane_run_program(&p, r, session);
     sbx_request_free(r);
     cli_plane_close(&p);

@@ -89,13 +89,14 @@ static sbx_completion *file_op(cli_plane *p, sbx_request *r, const char *session
 static long long remote_size(cli_plane *p, const char *session, const char *path, uint64_t offset,
                              int *rc)
 {
-    sbx_request *r = cli_plane_request(p, NULL);
-    r->read_file = malloc(sizeof(*r->read_file));
-    sbx__v1__read_file__init(r->read_file);
-    sbx_set_string(&r->read_file->path, path);
+    sbx_request *r = cli_plane_own(p, sbx_request_read_file(NULL, path));
+    if (r == NULL) {
+        fprintf(stderr, "sbx cp: out of memory\n");
+        *rc = CLI_EXIT_FAILED;
+        return -1;
+    }
     r->read_file->offset = offset;
     r->read_file->max_bytes = 1;
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_READ_FILE;
     sbx_completion *c = file_op(p, r, session, rc);
     sbx_request_free(r);
     long long size = -1;
@@ -147,16 +148,17 @@ static int upload(cli_plane *p, const char *host, const char *session, const cha
         }
         if (len == 0 && !first)
             break; /* end of file (an empty file still gets its one write) */
-        sbx_request *r = cli_plane_request(p, NULL);
-        r->write_file = malloc(sizeof(*r->write_file));
-        sbx__v1__write_file__init(r->write_file);
-        sbx_set_string(&r->write_file->path, path);
+        sbx_request *r = cli_plane_own(
+            p, sbx_request_write_file(NULL, path, NULL, 0, (uint32_t)(st.st_mode & 0777)));
+        if (r == NULL) {
+            fprintf(stderr, "sbx cp: out of memory\n");
+            rc = CLI_EXIT_FAILED;
+            break;
+        }
         r->write_file->content.data = buf; /* borrowed: detached before the request is freed */
         r->write_file->content.len = len;
-        r->write_file->mode = (uint32_t)(st.st_mode & 0777);
         r->write_file->mkdirs = 1;
         r->write_file->offset = sent;
-        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
         sbx_completion *c = file_op(p, r, session, &rc);
         r->write_file->content.data = NULL;
         r->write_file->content.len = 0;
@@ -208,13 +210,14 @@ static int download(cli_plane *p, const char *session, const char *path, const c
     uint64_t got = 0, size = 0;
     mode_t mode = 0644;
     for (bool first = true; rc == CLI_EXIT_OK && (first || got < size); first = false) {
-        sbx_request *r = cli_plane_request(p, NULL);
-        r->read_file = malloc(sizeof(*r->read_file));
-        sbx__v1__read_file__init(r->read_file);
-        sbx_set_string(&r->read_file->path, path);
+        sbx_request *r = cli_plane_own(p, sbx_request_read_file(NULL, path));
+        if (r == NULL) {
+            fprintf(stderr, "sbx cp: out of memory\n");
+            rc = CLI_EXIT_FAILED;
+            break;
+        }
         r->read_file->offset = got;
         r->read_file->max_bytes = CP_CHUNK;
-        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_READ_FILE;
         sbx_completion *c = file_op(p, r, session, &rc);
         sbx_request_free(r);
         if (c == NULL)

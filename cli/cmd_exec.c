@@ -72,13 +72,15 @@ int cmd_exec(int argc, char **argv)
         free(in.data);
         return cli_program_exit_code(rc);
     }
-    sbx_request *r = cli_plane_request(&p, NULL);
-    r->run_command = malloc(sizeof(*r->run_command));
-    sbx__v1__run_command__init(r->run_command);
+    sbx_request *r = cli_plane_own(
+        &p, sbx_request_argv(NULL, (const char *const *)a.operands, (size_t)a.n_operands));
+    if (r == NULL) {
+        free(in.data);
+        cli_plane_close(&p);
+        fprintf(stderr, "sbx: out of memory building the request\n");
+        return CLI_EXIT_NOT_RUN;
+    }
     r->run_command->stdin = in; /* freed with the request */
-    for (int j = 0; j < a.n_operands; j++)
-        sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
     r->run_command->detach = detach;
     r->recreate_elsewhere = recreate_elsewhere;
     if (timeout_ms > 0) {

@@ -62,13 +62,15 @@ int cmd_run(int argc, char **argv)
         free(in.data);
         return cli_program_exit_code(rc);
     }
-    sbx_request *r = cli_plane_request(&p, profile);
-    r->run_command = malloc(sizeof(*r->run_command));
-    sbx__v1__run_command__init(r->run_command);
+    sbx_request *r = cli_plane_own(
+        &p, sbx_request_argv(profile, (const char *const *)a.operands, (size_t)a.n_operands));
+    if (r == NULL) {
+        free(in.data);
+        cli_plane_close(&p);
+        fprintf(stderr, "sbx: out of memory building the request\n");
+        return CLI_EXIT_NOT_RUN;
+    }
     r->run_command->stdin = in; /* freed with the request */
-    for (int j = 0; j < a.n_operands; j++)
-        sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, a.operands[j]);
-    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
     if (from_snapshot != NULL)
         sbx_set_string(&r->from_snapshot, from_snapshot);
     if (timeout_ms > 0) {
