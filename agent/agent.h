@@ -89,6 +89,12 @@ int agent_serve(const agent_config *cfg);
 /* confine.c: applied in a forked child right before execve. Never returns on failure: writes
  * a line to fd 2 and _exit(126). */
 void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile);
+/* The same in two steps: confine_prepare is what does not depend on the program (rlimits, an
+ * empty bounding set, no ambient capabilities), so a spare process can do it before it knows
+ * what it will run; confine_identity is the rest (session, OOM score, uid and gid, no
+ * capabilities, no_new_privs, seccomp). confine_program = prepare + identity. */
+void confine_prepare(uint64_t nofile);
+void confine_identity(uid_t uid, gid_t gid, bool keep_uid);
 /* Loads the seccomp filter (the last step of confine_program). */
 int confine_seccomp(void);
 /* Compiles the filter once, in the agent, before any fork (0 or -errno). */

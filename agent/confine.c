@@ -59,7 +59,31 @@ int confine_seccomp(void)
     return 0;
 }
 
-void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile)
+void confine_prepare(uint64_t nofile)
+{
+    struct rlimit rl = {CONFINE_RLIMIT_CORE, CONFINE_RLIMIT_CORE};
+    if (setrlimit(RLIMIT_CORE, &rl) < 0)
+        die("RLIMIT_CORE", errno);
+    rl.rlim_cur = rl.rlim_max = (rlim_t)CONFINE_RLIMIT_FSIZE;
+    if (setrlimit(RLIMIT_FSIZE, &rl) < 0 && errno != EPERM)
+        die("RLIMIT_FSIZE", errno);
+    if (nofile) {
+        rl.rlim_cur = rl.rlim_max = (rlim_t)nofile;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && errno != EPERM)
+            die("RLIMIT_NOFILE", errno);
+    }
+    /* Bounding set first (needs CAP_SETPCAP, which the agent still has), then ambient. */
+    for (int cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
+            break; /* past CAP_LAST_CAP */
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EPERM)
+            die("PR_CAPBSET_DROP", errno);
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        die("PR_CAP_AMBIENT_CLEAR_ALL", errno);
+}
+
+void confine_identity(uid_t uid, gid_t gid, bool keep_uid)
 {
     /* A fresh session: no controlling terminal shared with the agent, and the program's
      * process group id is its session id, which is what timeouts kill. */
@@ -81,26 +105,6 @@ void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile)
     }
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
         die("PR_SET_DUMPABLE", errno);
-    struct rlimit rl = {CONFINE_RLIMIT_CORE, CONFINE_RLIMIT_CORE};
-    if (setrlimit(RLIMIT_CORE, &rl) < 0)
-        die("RLIMIT_CORE", errno);
-    rl.rlim_cur = rl.rlim_max = (rlim_t)CONFINE_RLIMIT_FSIZE;
-    if (setrlimit(RLIMIT_FSIZE, &rl) < 0 && errno != EPERM)
-        die("RLIMIT_FSIZE", errno);
-    if (nofile) {
-        rl.rlim_cur = rl.rlim_max = (rlim_t)nofile;
-        if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && errno != EPERM)
-            die("RLIMIT_NOFILE", errno);
-    }
-    /* Bounding set first (needs CAP_SETPCAP, which the agent still has), then ambient. */
-    for (int cap = 0; cap <= 63; cap++) {
-        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
-            break; /* past CAP_LAST_CAP */
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EPERM)
-            die("PR_CAPBSET_DROP", errno);
-    }
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        die("PR_CAP_AMBIENT_CLEAR_ALL", errno);
     if (!keep_uid) {
         if (setgroups(0, NULL) < 0 && errno != EPERM)
             die("setgroups", errno);
@@ -121,4 +125,10 @@ void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile)
     int rc = confine_seccomp();
     if (rc != 0)
         die("seccomp", -rc);
+}
+
+void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile)
+{
+    confine_prepare(nofile);
+    confine_identity(uid, gid, keep_uid);
 }

@@ -827,7 +827,8 @@ typedef struct spawn_args {
     gid_t g;
     bool keep;
     int in, out, err, extra3, extra4;
-    int cg_procs; /* the command's cgroup.procs to join first, or -1 */
+    int cg_procs;  /* the command's cgroup.procs to join first, or -1 */
+    bool prepared; /* confine_prepare already ran (a spare): only confine_identity is left */
 } spawn_args;
 
 /* The child's own stack (it shares our memory until execve). 64 KiB: confinement and libc's
@@ -861,7 +862,10 @@ static int spawn_child(void *arg)
     if (syscall(SYS_close_range, first, ~0u, 0) < 0)
         for (int fd = first; fd < 1024; fd++)
             close(fd);
-    confine_program(a->u, a->g, a->keep, cfg.rlimit_nofile);
+    if (a->prepared)
+        confine_identity(a->u, a->g, a->keep);
+    else
+        confine_program(a->u, a->g, a->keep, cfg.rlimit_nofile);
     if (a->cwd && *a->cwd && chdir(a->cwd) < 0)
         child_fail("cannot enter working directory", a->cwd);
     execve(a->path, a->argv, a->env);
@@ -890,8 +894,8 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
         return -e;
     }
     const char *path = resolve_exec(argv[0], env, env_count);
-    spawn_args sa = {argv,  env,   cwd,    path,   u,       g, keep, with_stdin ? pi[0] : -1,
-                     po[1], pe[1], extra3, extra4, cg_procs};
+    spawn_args sa = {argv,  env,   cwd,    path,   u,        g,    keep, with_stdin ? pi[0] : -1,
+                     po[1], pe[1], extra3, extra4, cg_procs, false};
     /* A plain fork (no CLONE_VM|CLONE_VFORK): with vfork the agent sleeps until the child
      * execs, so a program that SIGSTOPs every process of its uid (kill(-1, SIGSTOP)) catches
      * the child between setresuid and execve and wedges PID 1 forever. The page-table copy of
@@ -932,8 +936,10 @@ static pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, u
  * blocks until an exec hands it what to run through a shared mapping and one byte on a pipe.
  * Its stdout/stderr/stdin pipes are made before the fork, so no descriptor has to be passed.
  * It runs as the agent (root of the sandbox, non-dumpable) until then, like any child between
- * fork and confinement. Without a delegated cgroup there is no spare. The first is forked as
- * soon as the agent listens; a one-shot agent (cfg.one_shot) forks no other. */
+ * fork and confinement, but with confine_prepare's part done: its rlimits set and its bounding
+ * set empty, so the go byte leaves only confine_identity's syscalls on the exec's path. Without a
+ * delegated cgroup there is no spare. The first is forked as soon as the agent listens; a one-shot
+ * agent (cfg.one_shot) forks no other. */
 typedef struct spare_job {
     char *argv[AGENT_MAX_ARGV + 4];
     char *env[AGENT_MAX_ENV + 8];
@@ -1055,6 +1061,9 @@ static void spare_make(void)
         close_all_but(keep, sizeof keep / sizeof keep[0]);
         if (write(procs, "0", 1) != 1)
             _exit(126);
+        /* What does not depend on the job is done while nothing waits for it; a failure
+         * ends the spare (exit 126) and the next exec spawns as without one. */
+        confine_prepare(cfg.rlimit_nofile);
         char b;
         if (read(go[0], &b, 1) != 1)
             _exit(0); /* the agent dropped us */
@@ -1070,7 +1079,8 @@ static void spare_make(void)
                          pe[1],
                          -1,
                          -1,
-                         -1};
+                         -1,
+                         true};
         spawn_child(&sa);
         _exit(127);
     }
