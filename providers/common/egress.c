@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "providers/common/netns.h"
+#include "providers/common/proc.h"
 
 /* Bytes buffered per direction of a connection (at least SBX_EGRESS_HEAD_MAX: the head is read
  * into the client-to-upstream buffer and sent on once allowed). */
@@ -272,33 +273,6 @@ static bool host_resolver(struct sockaddr_in *out)
     }
     fclose(f);
     return found;
-}
-
-static unsigned long long start_time(long pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    int field = 2;
-    for (char *t = p + 1; *t;) {
-        while (*t == ' ')
-            t++;
-        if (++field == 22)
-            return strtoull(t, NULL, 10);
-        while (*t && *t != ' ')
-            t++;
-    }
-    return 0;
 }
 
 /* ---- refusal table ------------------------------------------------------------------------ */
@@ -1050,7 +1024,8 @@ sbx_status sbx_egress_start(pid_t pid, char *const *allow, size_t n_allow, const
         char path[4200], tmp[4200], text[64];
         snprintf(path, sizeof path, "%s/egress.pid", state_dir);
         snprintf(tmp, sizeof tmp, "%s/egress.pid.tmp", state_dir);
-        int tl = snprintf(text, sizeof text, "%ld %llu\n", proxy_pid, start_time(proxy_pid));
+        int tl = snprintf(text, sizeof text, "%ld %llu\n", proxy_pid,
+                          sbx_proc_start_time(proxy_pid, NULL));
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         bool ok = fd >= 0 && write(fd, text, (size_t)tl) == tl;
         if (fd >= 0)
@@ -1102,7 +1077,7 @@ void sbx_egress_stop(const char *state_dir)
     unsigned long long start = 0;
     if (read_pid_file(state_dir, &pid, &start)) {
         int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-        if (pidfd >= 0 && start != 0 && start_time(pid) == start) {
+        if (pidfd >= 0 && start != 0 && sbx_proc_start_time(pid, NULL) == start) {
             syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
             struct pollfd pf = {pidfd, POLLIN, 0};
             poll(&pf, 1, 2000);

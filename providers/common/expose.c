@@ -24,6 +24,7 @@
 
 #include "core/net.h"
 #include "netns.h"
+#include "providers/common/proc.h"
 
 /* Connections one relay carries at once (more are accepted and closed at once). */
 #define RELAY_MAX_CONNS 64
@@ -214,40 +215,6 @@ sbx_status sbx_expose_config(const char *address, const char *host, bool require
 
 /* ---- records ---------------------------------------------------------------------------- */
 
-static unsigned long long start_time(long pid, char *state_out)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return 0;
-    char state = '?';
-    unsigned long long start = 0;
-    int field = 2;
-    for (char *t = p + 1; *t && field < 22;) {
-        while (*t == ' ')
-            t++;
-        field++;
-        if (field == 3)
-            state = *t;
-        if (field == 22)
-            start = strtoull(t, NULL, 10);
-        while (*t && *t != ' ')
-            t++;
-    }
-    if (state_out != NULL)
-        *state_out = state;
-    return start;
-}
-
 typedef struct record {
     long pid;
     unsigned long long start;
@@ -294,7 +261,7 @@ static bool record_read(const char *dir, unsigned port, record *r)
 static bool record_alive(const record *r)
 {
     char state = '?';
-    unsigned long long s = start_time(r->pid, &state);
+    unsigned long long s = sbx_proc_start_time(r->pid, &state);
     return s != 0 && s == r->start && state != 'Z' && state != 'X';
 }
 
@@ -305,7 +272,7 @@ static void record_kill(const record *r)
     int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)r->pid, 0);
     if (pidfd < 0)
         return;
-    if (start_time(r->pid, NULL) == r->start) {
+    if (sbx_proc_start_time(r->pid, NULL) == r->start) {
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         struct pollfd pf = {pidfd, POLLIN, 0};
         poll(&pf, 1, 1000);
@@ -827,7 +794,7 @@ sbx_status sbx_expose_port(const sbx_expose_cfg *cfg, const char *dir, pid_t tar
     close(lfd);
     if (st != SBX_OK)
         return st;
-    r.start = start_time(r.pid, NULL);
+    r.start = sbx_proc_start_time(r.pid, NULL);
     char path[4200], tmp[4200], text[1024];
     snprintf(path, sizeof path, "%s/%u", dir, port);
     snprintf(tmp, sizeof tmp, "%s/.new", dir);

@@ -27,6 +27,7 @@
 
 #include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
+#include "providers/common/proc.h"
 #include "providers/common/uid_slots.h"
 #include "providers/docker/docker_agent.h"
 #include "providers/docker/docker_provider.h"
@@ -185,37 +186,6 @@ static bool ref_ok(const char *ref)
     return true;
 }
 
-/* Start time of a host process (/proc/<pid>/stat field 22), 0 when there is none. */
-static unsigned long long process_start(long pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *t = strrchr(buf, ')');
-    if (t == NULL)
-        return 0;
-    /* after the comm: field 3 is the state, 22 the start time */
-    int field = 2;
-    char state = '?';
-    for (t++; *t != '\0' && field < 22;) {
-        while (*t == ' ')
-            t++;
-        field++;
-        if (field == 3)
-            state = *t;
-        if (field == 22)
-            return state == 'Z' || state == 'X' ? 0 : strtoull(t, NULL, 10);
-        while (*t != '\0' && *t != ' ')
-            t++;
-    }
-    return 0;
-}
-
 /* Long because it reads the provider's option block field by field (socket, image, binds, uid
  * range, limits) and contacts the daemon once, into one state freed at one exit. */
 static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_error *err)
@@ -318,7 +288,7 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
         provider_free(p);
         return xst;
     }
-    unsigned long long start = process_start((long)getpid());
+    unsigned long long start = sbx_proc_live_start_time((long)getpid());
     snprintf(p->owner, sizeof(p->owner), "%ld %llu", (long)getpid(), start);
     /* The daemon is contacted here once, so a wrong socket is reported when the profile opens;
      * every later call connects anew (a restarted daemon is simply reached again). */
@@ -1158,7 +1128,7 @@ static bool owner_alive(const char *owner)
     unsigned long long start = strtoull(end, NULL, 10);
     if (pid <= 0 || start == 0)
         return true; /* unknown: never presumed dead */
-    return process_start(pid) == start;
+    return sbx_proc_live_start_time(pid) == start;
 }
 
 /* GET /containers/json?all=1 with label filters (API v1.41 ContainerList): this node's managed

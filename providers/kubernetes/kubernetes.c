@@ -39,6 +39,7 @@
 #include <openssl/hmac.h>
 
 #include "providers/common/http.h"
+#include "providers/common/proc.h"
 #include "providers/kubernetes/k8s.h"
 #include "sbx/contract.h"
 
@@ -333,35 +334,6 @@ static bool unhex(const char *s, uint8_t *out, size_t n)
     return true;
 }
 
-static unsigned long long process_start(long pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *t = strrchr(buf, ')');
-    if (t == NULL)
-        return 0;
-    int field = 2;
-    char state = '?';
-    for (t++; *t != '\0' && field < 22;) {
-        while (*t == ' ')
-            t++;
-        field++;
-        if (field == 3)
-            state = *t;
-        if (field == 22)
-            return state == 'Z' || state == 'X' ? 0 : strtoull(t, NULL, 10);
-        while (*t != '\0' && *t != ' ')
-            t++;
-    }
-    return 0;
-}
-
 /* "K=V" list option -> validated copies. */
 static sbx_status kv_list(const sbx_options *o, const char *key, char ***out, size_t *n,
                           sbx_error *err)
@@ -416,7 +388,8 @@ static sbx_status k8s_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     char lv[K8S_MAX_LABEL + 1];
     label_value(p->profile, lv);
     p->profile_label = strdup(lv);
-    snprintf(p->owner, sizeof(p->owner), "%ld %llu", (long)getpid(), process_start((long)getpid()));
+    snprintf(p->owner, sizeof(p->owner), "%ld %llu", (long)getpid(),
+             sbx_proc_live_start_time((long)getpid()));
     if (p->profile == NULL || p->node == NULL || p->profile_label == NULL ||
         (ctx->attach_to != NULL && p->attach_to == NULL)) {
         provider_free(p);
@@ -1565,7 +1538,7 @@ static bool owner_gone(const char *owner)
     unsigned long long start = 0;
     if (owner == NULL || sscanf(owner, "%ld %llu", &pid, &start) != 2 || pid <= 0)
         return false;
-    return process_start(pid) != start;
+    return sbx_proc_live_start_time(pid) != start;
 }
 
 static sbx_status k8s_sweep(void *state, sbx_strlist *removed, sbx_error *err)

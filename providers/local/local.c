@@ -36,6 +36,7 @@
 #include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
 #include "providers/common/expose.h"
+#include "providers/common/proc.h"
 #include "providers/common/uid_slots.h"
 #include "providers/local/local.h"
 #include "providers/local/local_meta.h"
@@ -336,7 +337,6 @@ static bool valid_id(const char *id);
 static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err);
 
 static void sweep_stale(local_provider *lp, sbx_strlist *removed);
-static unsigned long long proc_start_time(long pid, char *state_out);
 
 static sbx_status make_dir(const char *path, mode_t mode, sbx_error *err)
 {
@@ -434,7 +434,7 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     detect_cgroups(lp);
     lp->per_call = ctx && ctx->scope == SBX_SCOPE_PER_CALL;
     lp->owner_pid = (long)getpid();
-    lp->owner_start = proc_start_time(lp->owner_pid, NULL);
+    lp->owner_start = sbx_proc_start_time(lp->owner_pid, NULL);
     pthread_mutex_init(&lp->swept_mu, NULL);
     sweep_stale(lp, &lp->swept);
     /* Sandboxes destroyed by this process are reaped by it instead of lingering as zombies of
@@ -551,35 +551,6 @@ static void new_id(char out[19])
              b[6], b[7]);
 }
 
-static unsigned long long proc_start_time(long pid, char *state_out)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    if (!read_small(path, buf, sizeof buf))
-        return 0;
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    char state = '?';
-    unsigned long long start = 0;
-    /* fields after the comm: 3 state ... 22 starttime */
-    int field = 2;
-    for (char *t = p + 1; *t && field < 22;) {
-        while (*t == ' ')
-            t++;
-        field++;
-        if (field == 3)
-            state = *t;
-        if (field == 22)
-            start = strtoull(t, NULL, 10);
-        while (*t && *t != ' ')
-            t++;
-    }
-    if (state_out)
-        *state_out = state;
-    return start;
-}
-
 static bool meta_read(const char *state_dir, meta *m)
 {
     char path[PATH_MAX + 16], buf[8192];
@@ -597,7 +568,7 @@ static bool meta_read(const char *state_dir, meta *m)
 static bool meta_alive(const meta *m)
 {
     char state = '?';
-    unsigned long long start = proc_start_time(m->pid, &state);
+    unsigned long long start = sbx_proc_start_time(m->pid, &state);
     return start != 0 && start == m->start && state != 'Z' && state != 'X';
 }
 
@@ -657,7 +628,7 @@ static bool owner_alive(const meta *m)
     if (m->owner_pid <= 0)
         return true; /* unknown owner: never presumed dead */
     char state = '?';
-    unsigned long long start = proc_start_time(m->owner_pid, &state);
+    unsigned long long start = sbx_proc_start_time(m->owner_pid, &state);
     return start != 0 && start == m->owner_start && state != 'Z' && state != 'X';
 }
 
@@ -773,7 +744,7 @@ static void wait_gone(long pid, unsigned long long start)
         if (r == (pid_t)pid)
             return;
         char state = '?';
-        unsigned long long s = proc_start_time(pid, &state);
+        unsigned long long s = sbx_proc_start_time(pid, &state);
         if (s != start || (r < 0 && (state == 'Z' || state == 'X')))
             return; /* gone, reused, or a zombie that is not ours to reap */
         usleep(attempt < 20 ? 500 : 5000);
@@ -1143,7 +1114,7 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
                 st = SBX_E_PROVISION;
         } else {
             m.pid = pid;
-            m.start = proc_start_time(pid, NULL);
+            m.start = sbx_proc_start_time(pid, NULL);
         }
     }
     /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
@@ -1400,7 +1371,7 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
         /* A pidfd first, then the start-time check: the kill cannot hit a reused pid. */
         int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m.pid, 0);
         char state_c = '?';
-        unsigned long long start = proc_start_time(m.pid, &state_c);
+        unsigned long long start = sbx_proc_start_time(m.pid, &state_c);
         if (start && start == m.start) {
             /* SIGKILL to PID 1 of the pid namespace: the kernel kills every process in it,
              * and PID 1 only finishes exiting once all of them are gone */

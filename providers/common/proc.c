@@ -1,0 +1,50 @@
+/* proc.c - /proc/<pid>/stat's state and start time (proc.h). */
+#include "proc.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+unsigned long long sbx_proc_start_time(long pid, char *state)
+{
+    if (state != NULL)
+        *state = '?';
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return 0;
+    /* fields after the comm: 3 state ... 22 starttime */
+    int field = 2;
+    for (char *t = p + 1; *t != '\0';) {
+        while (*t == ' ')
+            t++;
+        if (*t == '\0')
+            break;
+        field++;
+        if (field == 3 && state != NULL)
+            *state = *t;
+        if (field == 22)
+            return strtoull(t, NULL, 10);
+        while (*t != '\0' && *t != ' ')
+            t++;
+    }
+    return 0;
+}
+
+unsigned long long sbx_proc_live_start_time(long pid)
+{
+    char state;
+    unsigned long long start = sbx_proc_start_time(pid, &state);
+    return state == 'Z' || state == 'X' ? 0 : start;
+}

@@ -1,0 +1,62 @@
+/* test_proc.c - providers/common/proc.c: the start time and state of a pid, with a comm that
+ * holds ") " and spaces (the fields are counted after its last ')'), a zombie, and no process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "providers/common/proc.h"
+
+static void test_proc_start_time_survives_a_hostile_comm(void **state)
+{
+    (void)state;
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char b;
+        if (read(go[0], &b, 1) != 1)
+            _exit(1);
+        prctl(PR_SET_NAME, "x) 1 2 3 (y", 0, 0, 0);
+        (void)!write(ready[1], "r", 1);
+        for (;;)
+            pause();
+    }
+    char st = 0;
+    unsigned long long before = sbx_proc_start_time(pid, &st);
+    assert_true(before > 0);
+    assert_int_not_equal(st, '?');
+    assert_int_equal(write(go[1], "g", 1), 1);
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    assert_int_equal(sbx_proc_start_time(pid, &st), before); /* the same process, renamed */
+    assert_int_equal(sbx_proc_live_start_time(pid), before);
+    kill(pid, SIGKILL);
+    /* a zombie until reaped: started, but no longer alive */
+    for (int i = 0; i < 1000 && (sbx_proc_start_time(pid, &st), st != 'Z'); i++)
+        usleep(1000);
+    assert_int_equal(st, 'Z');
+    assert_int_equal(sbx_proc_start_time(pid, NULL), before);
+    assert_int_equal(sbx_proc_live_start_time(pid), 0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(sbx_proc_start_time(pid, &st), 0); /* gone */
+    assert_int_equal(st, '?');
+    assert_true(sbx_proc_start_time((long)getpid(), NULL) > 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_proc_start_time_survives_a_hostile_comm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
