@@ -1053,14 +1053,8 @@ static bool read_pid_file(const char *state_dir, long *pid, unsigned long long *
 {
     char path[4200], buf[64];
     snprintf(path, sizeof path, "%s/egress.pid", state_dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    if (sbx_read_small(path, O_NOFOLLOW, buf, sizeof buf) <= 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     return sscanf(buf, "%ld %llu", pid, start) == 2 && *pid > 1 && *pid <= (1L << 22);
 }
 

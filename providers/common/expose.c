@@ -228,14 +228,8 @@ static bool record_read(const char *dir, unsigned port, record *r)
     char path[4200], buf[1024];
     memset(r, 0, sizeof *r);
     snprintf(path, sizeof path, "%s/%u", dir, port);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
+    if (sbx_read_small(path, O_NOFOLLOW, buf, sizeof buf) <= 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     char url[sizeof r->url] = "", token[sizeof r->token] = "";
     int used = 0;
     if (sscanf(buf, "%ld %llu\n%n", &r->pid, &r->start, &used) != 2 || r->pid <= 1)

@@ -1,4 +1,4 @@
-/* proc.c - /proc/<pid>/stat's state and start time (proc.h). */
+/* proc.c - small-file reads and /proc/<pid>/stat's state and start time (proc.h). */
 #include "proc.h"
 
 #include <fcntl.h>
@@ -7,20 +7,28 @@
 #include <string.h>
 #include <unistd.h>
 
+ssize_t sbx_read_small(const char *path, int open_flags, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC | open_flags);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
 unsigned long long sbx_proc_start_time(long pid, char *state)
 {
     if (state != NULL)
         *state = '?';
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sbx_read_small(path, 0, buf, sizeof buf) <= 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     char *p = strrchr(buf, ')');
     if (p == NULL)
         return 0;

@@ -9,6 +9,15 @@
 #ifndef SBX_PROVIDERS_PROC_H
 #define SBX_PROVIDERS_PROC_H
 
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Reads the start of a small file (a /proc or /sys entry, a helper's pid or record file) into
+ * buf with one read(2), NUL-terminated: at most cap - 1 bytes. open_flags adds to
+ * O_RDONLY | O_CLOEXEC (O_NOFOLLOW for files in a state directory). Returns the byte count,
+ * -1 when the file cannot be opened or read. cap must be at least 1. */
+ssize_t sbx_read_small(const char *path, int open_flags, char *buf, size_t cap);
+
 /* Start time of process pid, 0 when there is none (or /proc cannot be read); its state letter
  * (field 3: R, S, Z, ...) in *state when state is not NULL ('?' when unknown). */
 unsigned long long sbx_proc_start_time(long pid, char *state);

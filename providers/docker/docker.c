@@ -1035,14 +1035,8 @@ static bool init_of(long pid, const char *full_id)
 {
     char path[64], buf[8192];
     snprintf(path, sizeof path, "/proc/%ld/cgroup", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sbx_read_small(path, 0, buf, sizeof buf) <= 0)
         return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     return strlen(full_id) >= 32 && strstr(buf, full_id) != NULL;
 }
 

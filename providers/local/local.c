@@ -197,20 +197,6 @@ typedef struct local_sandbox {
 
 static const char *cg_v1_names[3] = {"memory", "pids", "cpu"};
 
-/* Reads a small file into buf (NUL-terminated); false when it cannot. */
-static bool read_small(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return false;
-    buf[n] = '\0';
-    return true;
-}
-
 static bool write_small(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -225,7 +211,7 @@ static bool write_small(const char *path, const char *text)
 static bool own_cgroup(const char *controller, char *out, size_t cap)
 {
     char buf[4096];
-    if (!read_small("/proc/self/cgroup", buf, sizeof buf))
+    if (sbx_read_small("/proc/self/cgroup", 0, buf, sizeof buf) < 0)
         return false;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
         char *c1 = strchr(line, ':');
@@ -281,7 +267,7 @@ static void detect_cgroups(local_provider *lp)
             unsigned bit;
         } v2[] = {{"memory", LOCAL_V2_MEMORY}, {"pids", LOCAL_V2_PIDS}, {"cpu", LOCAL_V2_CPU}};
         char avail[512] = "", enable[64] = "";
-        if (!read_small("/sys/fs/cgroup/cgroup.controllers", avail, sizeof avail))
+        if (sbx_read_small("/sys/fs/cgroup/cgroup.controllers", 0, avail, sizeof avail) < 0)
             avail[0] = '\0';
         lp->v2_missing = 0;
         for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++) {
@@ -557,7 +543,7 @@ static bool meta_read(const char *state_dir, meta *m)
     memset(m, 0, sizeof *m);
     m->uid_slot = -1;
     snprintf(path, sizeof path, "%s/meta", state_dir);
-    if (!read_small(path, buf, sizeof buf))
+    if (sbx_read_small(path, 0, buf, sizeof buf) < 0)
         return false;
     /* the state dir is <runtime_dir>/<sandbox id> (state_paths) */
     const char *slash = strrchr(state_dir, '/');
@@ -708,7 +694,7 @@ static void remove_cgroup_at(const char *dir, int depth)
     for (int attempt = 0; attempt < 400; attempt++) {
         if (rmdir(dir) == 0 || errno == ENOENT)
             return;
-        if (read_small(procs, buf, sizeof buf))
+        if (sbx_read_small(procs, 0, buf, sizeof buf) >= 0)
             for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
                 kill((pid_t)strtol(t, NULL, 10), SIGKILL);
         usleep(5000);
@@ -1238,16 +1224,16 @@ static int freezer_state(const char *dir)
 {
     char path[LOCAL_MAX_CGROUP_DIR + 64], buf[256];
     snprintf(path, sizeof path, "%s/freezer.state", dir);
-    if (read_small(path, buf, sizeof buf))
+    if (sbx_read_small(path, 0, buf, sizeof buf) >= 0)
         return strncmp(buf, "FROZEN", 6) == 0 ? 1 : strncmp(buf, "FREEZING", 8) == 0 ? -1 : 0;
     snprintf(path, sizeof path, "%s/cgroup.events", dir);
-    if (!read_small(path, buf, sizeof buf))
+    if (sbx_read_small(path, 0, buf, sizeof buf) < 0)
         return -2;
     const char *f = strstr(buf, "frozen ");
     if (f != NULL && f[7] == '1')
         return 1;
     snprintf(path, sizeof path, "%s/cgroup.freeze", dir);
-    return read_small(path, buf, sizeof buf) && buf[0] == '1' ? -1 : 0;
+    return sbx_read_small(path, 0, buf, sizeof buf) >= 0 && buf[0] == '1' ? -1 : 0;
 }
 
 /* The sandbox's freezer cgroup from its meta (live sandboxes only): SBX_E_GONE without one
@@ -1405,7 +1391,7 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
 static long long oom_kills(const local_sandbox *sb)
 {
     char buf[1024];
-    if (!sb->oom_file[0] || !read_small(sb->oom_file, buf, sizeof buf))
+    if (!sb->oom_file[0] || sbx_read_small(sb->oom_file, 0, buf, sizeof buf) < 0)
         return -1;
     char *p = strstr(buf, "oom_kill ");
     return p ? strtoll(p + 9, NULL, 10) : -1;

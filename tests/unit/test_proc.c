@@ -1,5 +1,6 @@
 /* test_proc.c - providers/common/proc.c: the start time and state of a pid, with a comm that
- * holds ") " and spaces (the fields are counted after its last ')'), a zombie, and no process. */
+ * holds ") " and spaces (the fields are counted after its last ')'), a zombie, and no process;
+ * the small-file reader's bound, its NUL, and O_NOFOLLOW on a link. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +8,11 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,10 +58,45 @@ static void test_proc_start_time_survives_a_hostile_comm(void **state)
     assert_true(sbx_proc_start_time((long)getpid(), NULL) > 0);
 }
 
+static void test_read_small_is_bounded(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-test-proc-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char file[64], link[64];
+    snprintf(file, sizeof file, "%s/f", dir);
+    snprintf(link, sizeof link, "%s/l", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("123 456\nmore text", f);
+    fclose(f);
+    assert_int_equal(symlink(file, link), 0);
+
+    char buf[8];
+    memset(buf, 'x', sizeof buf);
+    assert_int_equal(sbx_read_small(file, 0, buf, sizeof buf), 7); /* cap - 1, then NUL */
+    assert_string_equal(buf, "123 456");
+    char big[64];
+    assert_int_equal(sbx_read_small(file, O_NOFOLLOW, big, sizeof big), 17);
+    assert_string_equal(big, "123 456\nmore text");
+    assert_int_equal(sbx_read_small(link, 0, big, sizeof big), 17);
+    assert_int_equal(sbx_read_small(link, O_NOFOLLOW, big, sizeof big), -1); /* a planted link */
+    assert_string_equal(big, "");
+    char one[1];
+    assert_int_equal(sbx_read_small(file, 0, one, sizeof one), 0); /* room for the NUL only */
+    assert_string_equal(one, "");
+    assert_int_equal(sbx_read_small(dir, 0, big, sizeof big), -1); /* EISDIR */
+    unlink(link);
+    unlink(file);
+    rmdir(dir);
+    assert_int_equal(sbx_read_small(file, 0, big, sizeof big), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_start_time_survives_a_hostile_comm),
+        cmocka_unit_test(test_read_small_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
