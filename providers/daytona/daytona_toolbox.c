@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "providers/common/packages.h"
 #include "providers/daytona/daytona_internal.h"
 
 /* ---- toolbox: exec ------------------------------------------------------------------------- */
@@ -248,35 +249,13 @@ sbx_status dt_install_packages(sbx_sandbox *sb, const Sbx__V1__InstallPackages *
                                const sbx_exec_opts *o, sbx_result *result, sbx_error *err)
 {
     daytona_sandbox *d = (daytona_sandbox *)sb;
-    const char *m = op->manager && *op->manager ? op->manager : "pip";
-    const char *prefix[5];
-    size_t np = 0;
-    if (strcmp(m, "pip") == 0) {
-        prefix[np++] = "python3", prefix[np++] = "-m", prefix[np++] = "pip";
-        prefix[np++] = "install", prefix[np++] = "--quiet";
-    } else if (strcmp(m, "npm") == 0) {
-        prefix[np++] = "npm", prefix[np++] = "install", prefix[np++] = "--silent";
-    } else {
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                             "daytona: package manager '%s' is not supported; use pip or npm", m);
-    }
-    if (op->n_packages == 0)
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "daytona: no packages to install");
-    const char **argv = calloc(np + op->n_packages, sizeof *argv);
-    if (!argv)
-        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
-    for (size_t i = 0; i < np; i++)
-        argv[i] = prefix[i];
-    for (size_t i = 0; i < op->n_packages; i++) {
-        if (!op->packages[i][0] || op->packages[i][0] == '-') {
-            free(argv);
-            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                                 "daytona: package '%s' is not a package name", op->packages[i]);
-        }
-        argv[np + i] = op->packages[i];
-    }
+    const char **argv = NULL;
+    size_t argc = 0;
+    sbx_status s = sbx_package_argv("daytona", op, &argv, &argc, err);
+    if (s != SBX_OK)
+        return s;
     char *line = NULL;
-    sbx_status s = dt_command_line(argv, np + op->n_packages, NULL, NULL, &line, err);
+    s = dt_command_line(argv, argc, NULL, NULL, &line, err);
     free(argv);
     if (s == SBX_OK)
         s = dt_exec(d, line, NULL, 0, NULL, o, result, err);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "providers/common/packages.h"
 #include "providers/e2b/e2b_internal.h"
 
 /* One Connect envelope from envd: data events carry output in pieces of at most a few tens of
@@ -933,35 +934,12 @@ static sbx_status e2b_install_packages_inner(sbx_sandbox *sbb, const Sbx__V1__In
                                              sbx_error *err)
 {
     e2b_sandbox *sb = (e2b_sandbox *)sbb;
-    const char *m = op->manager && *op->manager ? op->manager : "pip";
-    const char *prefix[6];
-    size_t np = 0;
-    if (strcmp(m, "pip") == 0) {
-        prefix[np++] = "python3", prefix[np++] = "-m", prefix[np++] = "pip";
-        prefix[np++] = "install", prefix[np++] = "--quiet";
-    } else if (strcmp(m, "npm") == 0) {
-        prefix[np++] = "npm", prefix[np++] = "install", prefix[np++] = "--silent";
-    } else {
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                             "e2b: package manager '%s' is not supported; use pip or npm", m);
-    }
-    if (op->n_packages == 0)
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "e2b: no packages to install");
-    const char **argv = calloc(np + op->n_packages, sizeof *argv);
-    if (!argv)
-        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-    for (size_t i = 0; i < np; i++)
-        argv[i] = prefix[i];
-    for (size_t i = 0; i < op->n_packages; i++) {
-        /* A "package" starting with '-' would be read as an option by pip or npm. */
-        if (!op->packages[i][0] || op->packages[i][0] == '-') {
-            free(argv);
-            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                                 "e2b: package '%s' is not a package name", op->packages[i]);
-        }
-        argv[np + i] = op->packages[i];
-    }
-    sbx_status s = e2b_process(sb, argv, np + op->n_packages, NULL, 0, NULL, o, result, err);
+    const char **argv = NULL;
+    size_t argc = 0;
+    sbx_status s = sbx_package_argv("e2b", op, &argv, &argc, err);
+    if (s != SBX_OK)
+        return s;
+    s = e2b_process(sb, argv, argc, NULL, 0, NULL, o, result, err);
     free(argv);
     return s;
 }
