@@ -118,7 +118,7 @@ static void without_sandbox(lt_env *e, sbx_sandbox *sb)
     sbx_error err = {0};
     e->ops->destroy(e->state, id, &err);
     e->ops->close(e->state);
-    rmdir(e->runtime_dir);
+    lt_remove_runtime_dir(e->runtime_dir);
 }
 
 /* A program removes the agent's socket and binds its own in its place: the host's next

@@ -56,7 +56,8 @@ class Live(unittest.TestCase):
 
     def leftovers(self, run_dir):
         """Sandbox state directories and agent processes of run_dir still there."""
-        dirs = os.listdir(run_dir) if os.path.isdir(run_dir) else []
+        dirs = [d for d in os.listdir(run_dir) if not d.startswith(".")] \
+            if os.path.isdir(run_dir) else []  # not the provider's sweep stamp
         procs = []
         for pid in os.listdir("/proc"):
             if not pid.isdigit():

@@ -491,7 +491,7 @@ static void rootless_body(void)
     free(caps.languages);
     sbx_message_free((ProtobufCMessage *)p);
     e.ops->close(e.state);
-    rmdir(e.runtime_dir);
+    lt_remove_runtime_dir(e.runtime_dir);
 }
 
 static void test_egress_rootless(void **state)

@@ -146,7 +146,7 @@ static void body_runs_programs(void)
     CHECK(lt_count_dir(e.runtime_dir) == 0, "state left in %s", e.runtime_dir);
     sbx_message_free((ProtobufCMessage *)p);
     e.ops->close(e.state);
-    rmdir(e.runtime_dir);
+    lt_remove_runtime_dir(e.runtime_dir);
 }
 
 static void body_strict_refuses_unenforceable_limits(void)
@@ -174,7 +174,7 @@ static void body_strict_refuses_unenforceable_limits(void)
     free(caps.languages);
     sbx_message_free((ProtobufCMessage *)p);
     e.ops->close(e.state);
-    rmdir(e.runtime_dir);
+    lt_remove_runtime_dir(e.runtime_dir);
 }
 
 static void test_local_rootless_runs_confined_programs(void **state)
