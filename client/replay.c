@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf.h"
+
 /* ---- replay ------------------------------------------------------------------------------- */
 
 /* Most records replayed from one file: a replay corpus is a test artefact, not a log archive. */
@@ -20,52 +22,24 @@
 /* Most ids renamed per stream (sessions and sandboxes of one recording). */
 #define REPLAY_IDS_MAX 4096
 
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(strbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (b->len + (size_t)n + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
-        char *grown = realloc(b->s, cap);
-        if (grown == NULL)
-            return;
-        b->s = grown;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 /* Appends data C-escaped ("x\n", "\x01"). */
-static void sb_escaped(strbuf *b, const uint8_t *data, size_t len)
+static void sb_escaped(sbx_strbuf *b, const uint8_t *data, size_t len)
 {
-    sb_add(b, "\"");
+    sbx_strbuf_printf(b, "\"");
     for (size_t i = 0; i < len; i++) {
         uint8_t c = data[i];
         if (c == '\n')
-            sb_add(b, "\\n");
+            sbx_strbuf_printf(b, "\\n");
         else if (c == '\t')
-            sb_add(b, "\\t");
+            sbx_strbuf_printf(b, "\\t");
         else if (c == '"' || c == '\\')
-            sb_add(b, "\\%c", c);
+            sbx_strbuf_printf(b, "\\%c", c);
         else if (c < 0x20 || c >= 0x7f)
-            sb_add(b, "\\x%02x", c);
+            sbx_strbuf_printf(b, "\\x%02x", c);
         else
-            sb_add(b, "%c", c);
+            sbx_strbuf_printf(b, "%c", c);
     }
-    sb_add(b, "\"");
+    sbx_strbuf_printf(b, "\"");
 }
 
 /* One rendered field: "result.stdout" -> "\"x\\n\"". */
@@ -79,16 +53,18 @@ typedef struct field_lines {
     size_t n;
 } field_lines;
 
-static void lines_add(field_lines *l, const char *key, strbuf *value)
+static void lines_add(field_lines *l, const char *key, sbx_strbuf *value)
 {
     field_line *grown = realloc(l->items, (l->n + 1) * sizeof(*grown));
-    if (grown == NULL)
+    if (grown == NULL) {
+        sbx_strbuf_free(value);
         return;
+    }
     l->items = grown;
     l->items[l->n].key = strdup(key);
-    l->items[l->n].value = value->s != NULL ? value->s : strdup("");
-    value->s = NULL;
-    value->len = value->cap = 0;
+    l->items[l->n].value = sbx_strbuf_take(value);
+    if (l->items[l->n].value == NULL) /* out of memory: shown as empty, never as equal */
+        l->items[l->n].value = strdup("");
     l->n++;
 }
 
@@ -107,31 +83,31 @@ static void render_message(const ProtobufCMessage *m, const char *prefix, field_
 static void render_value(const ProtobufCFieldDescriptor *f, const void *p, const char *key,
                          field_lines *out)
 {
-    strbuf v = {0};
+    sbx_strbuf v = {0};
     switch (f->type) {
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32: sb_add(&v, "%d", *(const int32_t *)p); break;
+    case PROTOBUF_C_TYPE_SFIXED32: sbx_strbuf_printf(&v, "%d", *(const int32_t *)p); break;
     case PROTOBUF_C_TYPE_ENUM: {
         const ProtobufCEnumValue *ev =
             protobuf_c_enum_descriptor_get_value(f->descriptor, *(const int *)p);
         if (ev != NULL)
-            sb_add(&v, "%s", ev->name);
+            sbx_strbuf_printf(&v, "%s", ev->name);
         else
-            sb_add(&v, "%d", *(const int *)p);
+            sbx_strbuf_printf(&v, "%d", *(const int *)p);
         break;
     }
     case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32: sb_add(&v, "%u", *(const uint32_t *)p); break;
+    case PROTOBUF_C_TYPE_FIXED32: sbx_strbuf_printf(&v, "%u", *(const uint32_t *)p); break;
     case PROTOBUF_C_TYPE_INT64:
     case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64: sb_add(&v, "%" PRId64, *(const int64_t *)p); break;
+    case PROTOBUF_C_TYPE_SFIXED64: sbx_strbuf_printf(&v, "%" PRId64, *(const int64_t *)p); break;
     case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: sb_add(&v, "%" PRIu64, *(const uint64_t *)p); break;
-    case PROTOBUF_C_TYPE_FLOAT: sb_add(&v, "%g", (double)*(const float *)p); break;
-    case PROTOBUF_C_TYPE_DOUBLE: sb_add(&v, "%g", *(const double *)p); break;
+    case PROTOBUF_C_TYPE_FIXED64: sbx_strbuf_printf(&v, "%" PRIu64, *(const uint64_t *)p); break;
+    case PROTOBUF_C_TYPE_FLOAT: sbx_strbuf_printf(&v, "%g", (double)*(const float *)p); break;
+    case PROTOBUF_C_TYPE_DOUBLE: sbx_strbuf_printf(&v, "%g", *(const double *)p); break;
     case PROTOBUF_C_TYPE_BOOL:
-        sb_add(&v, "%s", *(const protobuf_c_boolean *)p ? "true" : "false");
+        sbx_strbuf_printf(&v, "%s", *(const protobuf_c_boolean *)p ? "true" : "false");
         break;
     case PROTOBUF_C_TYPE_STRING: {
         const char *s = *(char *const *)p;
@@ -274,21 +250,23 @@ static void alias_text(char **text, const id_map *m)
         const char *raw = m->raw[i];
         size_t rl = strlen(raw);
         char *hit;
-        strbuf out = {0};
+        sbx_strbuf out = {0};
         const char *p = *text;
         bool changed = false;
         while ((hit = strstr(p, raw)) != NULL) {
-            sb_add(&out, "%.*s%s", (int)(hit - p), p, m->alias[i]);
+            sbx_strbuf_printf(&out, "%.*s%s", (int)(hit - p), p, m->alias[i]);
             p = hit + rl;
             changed = true;
         }
         if (!changed) {
-            free(out.s);
+            sbx_strbuf_free(&out);
             continue;
         }
-        sb_add(&out, "%s", p);
-        sbx_set_string(text, out.s);
-        free(out.s);
+        sbx_strbuf_puts(&out, p);
+        char *aliased = sbx_strbuf_take(&out);
+        if (aliased != NULL) /* out of memory: the text keeps its raw id */
+            sbx_set_string(text, aliased);
+        free(aliased);
     }
 }
 
@@ -327,18 +305,19 @@ static const char *find_value(const field_lines *l, const char *key)
     return NULL;
 }
 
-static void show(strbuf *b, const char *v)
+static void show(sbx_strbuf *b, const char *v)
 {
     if (v == NULL)
-        sb_add(b, "(unset)");
+        sbx_strbuf_printf(b, "(unset)");
     else if (strlen(v) > REPLAY_SHOW_MAX)
-        sb_add(b, "%.*s... (%zu bytes)", REPLAY_SHOW_MAX, v, strlen(v));
+        sbx_strbuf_printf(b, "%.*s... (%zu bytes)", REPLAY_SHOW_MAX, v, strlen(v));
     else
-        sb_add(b, "%s", v);
+        sbx_strbuf_printf(b, "%s", v);
 }
 
 /* Appends the differing fields to report; returns how many differ. */
-static size_t diff_completions(const sbx_completion *rec, const sbx_completion *got, strbuf *report)
+static size_t diff_completions(const sbx_completion *rec, const sbx_completion *got,
+                               sbx_strbuf *report)
 {
     field_lines a = {0}, b = {0};
     render_message(&rec->base, "", &a);
@@ -351,11 +330,11 @@ static size_t diff_completions(const sbx_completion *rec, const sbx_completion *
         const char *va = find_value(&a, l->key), *vb = find_value(&b, l->key);
         if (va != NULL && vb != NULL && strcmp(va, vb) == 0)
             continue;
-        sb_add(report, "  %s: recorded ", l->key);
+        sbx_strbuf_printf(report, "  %s: recorded ", l->key);
         show(report, va);
-        sb_add(report, ", replayed ");
+        sbx_strbuf_printf(report, ", replayed ");
         show(report, vb);
-        sb_add(report, "\n");
+        sbx_strbuf_printf(report, "\n");
         n++;
     }
     lines_free(&a);
@@ -441,12 +420,12 @@ sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *r
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory replaying");
     }
     follow fol = {0};
-    strbuf text = {0};
-    sb_add(&text, "%s", "");
+    sbx_strbuf text = {0};
+    sbx_strbuf_printf(&text, "%s", "");
     for (size_t i = 0; i < n; i++) {
         const sbx_recording *rec = recs[i];
         if (rec->request == NULL || rec->completion == NULL) {
-            sb_add(&text, "record %zu: no request or no completion; skipped\n", i + 1);
+            sbx_strbuf_printf(&text, "record %zu: no request or no completion; skipped\n", i + 1);
             report->differing++;
             continue;
         }
@@ -487,16 +466,16 @@ sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *r
         }
         normalise(want, ids_rec);
         normalise(got, ids_got);
-        strbuf diff = {0};
+        sbx_strbuf diff = {0};
         size_t nd = diff_completions(want, got, &diff);
         report->total++;
         if (nd > 0) {
             report->differing++;
-            sb_add(&text, "record %zu (%s, task %s): %zu field%s differ%s\n%s", i + 1,
-                   sbx_request_op_name(rec->request), rec->request->task_id, nd, nd == 1 ? "" : "s",
-                   nd == 1 ? "s" : "", diff.s != NULL ? diff.s : "");
+            sbx_strbuf_printf(&text, "record %zu (%s, task %s): %zu field%s differ%s\n%s", i + 1,
+                              sbx_request_op_name(rec->request), rec->request->task_id, nd,
+                              nd == 1 ? "" : "s", nd == 1 ? "s" : "", diff.p != NULL ? diff.p : "");
         }
-        free(diff.s);
+        sbx_strbuf_free(&diff);
         sbx_completion_free(want);
         sbx_completion_free(got);
     }
@@ -506,6 +485,9 @@ sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *r
     free(ids_rec);
     free(ids_got);
     sbx_recordings_free(recs, n);
-    report->text = text.s != NULL ? text.s : strdup("");
+    report->text = sbx_strbuf_take(&text);
+    if (report->text == NULL && st == SBX_OK)
+        st =
+            sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory writing the replay report");
     return st;
 }

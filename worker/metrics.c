@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/strbuf.h"
 #include "sbx/status.h"
 #include "worker/observe.h"
 
@@ -31,6 +32,8 @@
 /* Socket timeout for one scrape, both ways: a scraper that stalls longer is dropped. */
 #define METRICS_IO_TIMEOUT_S 5
 #define METRICS_LISTEN_BACKLOG 16
+/* First allocation of the exposition text: a worker with a few profiles fits without growing. */
+#define WORKER_METRICS_TEXT_START 16384
 
 static const double latency_bounds[WORKER_LATENCY_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120};
@@ -134,55 +137,18 @@ void worker_metrics_call(worker_metrics *m, const worker_call_sample *s)
 
 /* ---- rendering ----------------------------------------------------------------------------- */
 
-typedef struct textbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} textbuf;
-
-static void put(textbuf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(textbuf *t, const char *fmt, ...)
+static void header(sbx_strbuf *t, const char *name, const char *type, const char *help)
 {
-    if (t->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->oom = true;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)n;
-        char *np = realloc(t->p, cap);
-        if (!np) {
-            t->oom = true;
-            return;
-        }
-        t->p = np;
-        t->cap = cap;
-    }
-}
-
-static void header(textbuf *t, const char *name, const char *type, const char *help)
-{
-    put(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    sbx_strbuf_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* Long because it writes the Prometheus exposition family by family, a few lines each, in the
  * order of the text format. */
 char *worker_metrics_render(worker_metrics *m, size_t *len)
 {
-    textbuf t = {.cap = 16384};
-    t.p = malloc(t.cap);
-    if (!t.p)
+    sbx_strbuf t = {0};
+    if (!sbx_strbuf_reserve(&t, WORKER_METRICS_TEXT_START))
         return NULL;
-    t.p[0] = '\0';
 
     header(&t, "sbx_worker_calls_total", "counter",
            "Finished calls by operation, completion status (NONE: no completion, the call was "
@@ -192,7 +158,8 @@ char *worker_metrics_render(worker_metrics *m, size_t *len)
             for (int ec = 0; ec < WORKER_ERROR_CODES; ec++) {
                 uint64_t v = get(&m->calls[op][st][ec]);
                 if (v)
-                    put(&t,
+                    sbx_strbuf_printf(
+                        &t,
                         "sbx_worker_calls_total{operation=\"%s\",status=\"%s\",error_code=\"%s\"} "
                         "%llu\n",
                         op_names[op], completion_names[st], sbx_status_name((sbx_status)ec),
@@ -204,7 +171,8 @@ char *worker_metrics_render(worker_metrics *m, size_t *len)
         for (int g = 0; g < WORKER_GRPC_CODES; g++) {
             uint64_t v = get(&m->grpc[r][g]);
             if (v)
-                put(&t, "sbx_worker_grpc_responses_total{method=\"%s\",grpc_code=\"%s\"} %llu\n",
+                sbx_strbuf_printf(
+                    &t, "sbx_worker_grpc_responses_total{method=\"%s\",grpc_code=\"%s\"} %llu\n",
                     rpc_names[r], grpc_names[g], (unsigned long long)v);
         }
     header(&t, "sbx_worker_call_duration_seconds", "histogram",
@@ -222,76 +190,79 @@ char *worker_metrics_render(worker_metrics *m, size_t *len)
             continue;
         for (int b = 0; b < WORKER_LATENCY_BUCKETS; b++) {
             cum += counts[b];
-            put(&t, "sbx_worker_call_duration_seconds_bucket{operation=\"%s\",le=\"%g\"} %llu\n",
+            sbx_strbuf_printf(
+                &t, "sbx_worker_call_duration_seconds_bucket{operation=\"%s\",le=\"%g\"} %llu\n",
                 op_names[op], latency_bounds[b], (unsigned long long)cum);
         }
-        put(&t, "sbx_worker_call_duration_seconds_bucket{operation=\"%s\",le=\"+Inf\"} %llu\n",
+        sbx_strbuf_printf(
+            &t, "sbx_worker_call_duration_seconds_bucket{operation=\"%s\",le=\"+Inf\"} %llu\n",
             op_names[op], (unsigned long long)total);
-        put(&t, "sbx_worker_call_duration_seconds_sum{operation=\"%s\"} %.6f\n", op_names[op],
-            (double)get(&m->latency_sum_us[op]) / 1e6);
-        put(&t, "sbx_worker_call_duration_seconds_count{operation=\"%s\"} %llu\n", op_names[op],
-            (unsigned long long)total);
+        sbx_strbuf_printf(&t, "sbx_worker_call_duration_seconds_sum{operation=\"%s\"} %.6f\n",
+                          op_names[op], (double)get(&m->latency_sum_us[op]) / 1e6);
+        sbx_strbuf_printf(&t, "sbx_worker_call_duration_seconds_count{operation=\"%s\"} %llu\n",
+                          op_names[op], (unsigned long long)total);
     }
     header(&t, "sbx_worker_response_bytes_total", "counter",
            "gRPC message bytes sent in responses (completions and output events), by operation.");
     for (int op = 0; op < WORKER_OP_COUNT; op++) {
         uint64_t v = get(&m->bytes_out[op]);
         if (v)
-            put(&t, "sbx_worker_response_bytes_total{operation=\"%s\"} %llu\n", op_names[op],
-                (unsigned long long)v);
+            sbx_strbuf_printf(&t, "sbx_worker_response_bytes_total{operation=\"%s\"} %llu\n",
+                              op_names[op], (unsigned long long)v);
     }
     header(&t, "sbx_worker_auth_failures_total", "counter",
            "Calls refused because the caller did not authenticate (unauthenticated) or asserted "
            "a principal it may not (principal_not_allowed).");
-    put(&t, "sbx_worker_auth_failures_total{reason=\"unauthenticated\"} %llu\n",
-        (unsigned long long)get(&m->auth_failures[0]));
-    put(&t, "sbx_worker_auth_failures_total{reason=\"principal_not_allowed\"} %llu\n",
-        (unsigned long long)get(&m->auth_failures[1]));
+    sbx_strbuf_printf(&t, "sbx_worker_auth_failures_total{reason=\"unauthenticated\"} %llu\n",
+                      (unsigned long long)get(&m->auth_failures[0]));
+    sbx_strbuf_printf(&t, "sbx_worker_auth_failures_total{reason=\"principal_not_allowed\"} %llu\n",
+                      (unsigned long long)get(&m->auth_failures[1]));
 
     worker_gauges g = {0};
     if (m->sampler)
         m->sampler(m->sampler_arg, &g);
     header(&t, "sbx_worker_executions_in_flight", "gauge",
            "Executions running on the worker's executor threads.");
-    put(&t, "sbx_worker_executions_in_flight %llu\n", (unsigned long long)g.executions_running);
+    sbx_strbuf_printf(&t, "sbx_worker_executions_in_flight %llu\n",
+                      (unsigned long long)g.executions_running);
     header(&t, "sbx_worker_executions_queued", "gauge",
            "Executions waiting for an executor thread.");
-    put(&t, "sbx_worker_executions_queued %llu\n", (unsigned long long)g.executions_queued);
+    sbx_strbuf_printf(&t, "sbx_worker_executions_queued %llu\n",
+                      (unsigned long long)g.executions_queued);
     header(&t, "sbx_worker_executions_queue_limit", "gauge",
            "Most executions that may wait (broker.queue_depth); more are RESOURCE_EXHAUSTED.");
-    put(&t, "sbx_worker_executions_queue_limit %llu\n", (unsigned long long)g.queue_limit);
+    sbx_strbuf_printf(&t, "sbx_worker_executions_queue_limit %llu\n",
+                      (unsigned long long)g.queue_limit);
     header(&t, "sbx_sandboxes_live", "gauge",
            "Sandboxes this worker created and has not removed, per profile (one per live "
            "session of a per_session profile).");
     for (size_t i = 0; i < g.n_profiles; i++)
-        put(&t, "sbx_sandboxes_live{profile=\"%s\",provider=\"%s\"} %llu\n", g.profiles[i].profile,
-            g.profiles[i].provider, (unsigned long long)g.profiles[i].sandboxes_live);
+        sbx_strbuf_printf(&t, "sbx_sandboxes_live{profile=\"%s\",provider=\"%s\"} %llu\n",
+                          g.profiles[i].profile, g.profiles[i].provider,
+                          (unsigned long long)g.profiles[i].sandboxes_live);
     header(&t, "sbx_sandboxes_created_total", "counter", "Sandboxes created, per profile.");
     for (size_t i = 0; i < g.n_profiles; i++)
-        put(&t, "sbx_sandboxes_created_total{profile=\"%s\",provider=\"%s\"} %llu\n",
-            g.profiles[i].profile, g.profiles[i].provider,
-            (unsigned long long)g.profiles[i].sandboxes_created);
+        sbx_strbuf_printf(&t, "sbx_sandboxes_created_total{profile=\"%s\",provider=\"%s\"} %llu\n",
+                          g.profiles[i].profile, g.profiles[i].provider,
+                          (unsigned long long)g.profiles[i].sandboxes_created);
     header(&t, "sbx_sandboxes_removed_total", "counter",
            "Sandboxes destroyed, or found gone on reconnect, per profile.");
     for (size_t i = 0; i < g.n_profiles; i++)
-        put(&t, "sbx_sandboxes_removed_total{profile=\"%s\",provider=\"%s\"} %llu\n",
-            g.profiles[i].profile, g.profiles[i].provider,
-            (unsigned long long)g.profiles[i].sandboxes_removed);
+        sbx_strbuf_printf(&t, "sbx_sandboxes_removed_total{profile=\"%s\",provider=\"%s\"} %llu\n",
+                          g.profiles[i].profile, g.profiles[i].provider,
+                          (unsigned long long)g.profiles[i].sandboxes_removed);
     header(&t, "sbx_worker_draining", "gauge", "1 while the worker drains (SIGTERM).");
-    put(&t, "sbx_worker_draining %d\n", g.draining ? 1 : 0);
+    sbx_strbuf_printf(&t, "sbx_worker_draining %d\n", g.draining ? 1 : 0);
     header(&t, "sbx_worker_log_lines_dropped_total", "counter",
            "Log lines dropped because the log writer was behind.");
-    put(&t, "sbx_worker_log_lines_dropped_total %llu\n", (unsigned long long)g.log_lines_dropped);
+    sbx_strbuf_printf(&t, "sbx_worker_log_lines_dropped_total %llu\n",
+                      (unsigned long long)g.log_lines_dropped);
     header(&t, "sbx_worker_start_time_seconds", "gauge", "Unix time the worker started.");
-    put(&t, "sbx_worker_start_time_seconds %lld\n", (long long)m->start_unix);
+    sbx_strbuf_printf(&t, "sbx_worker_start_time_seconds %lld\n", (long long)m->start_unix);
     header(&t, "sbx_worker_info", "gauge", "The worker's version.");
-    put(&t, "sbx_worker_info{version=\"%s\"} 1\n", SBX_VERSION);
-    if (t.oom) {
-        free(t.p);
-        return NULL;
-    }
+    sbx_strbuf_printf(&t, "sbx_worker_info{version=\"%s\"} 1\n", SBX_VERSION);
     *len = t.len;
-    return t.p;
+    return sbx_strbuf_take(&t); /* NULL when out of memory: never a cut exposition */
 }
 
 /* ---- the scrape listener --------------------------------------------------------------- */

@@ -20,6 +20,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "core/strbuf.h"
+
 /* Bounds of the agent's static request fields (agent.options; max_size counts the NUL). A
  * command that does not fit AgentExec is sent as a chunked AgentCode "sh" script instead. */
 #define EXEC_MAX_ARGV 64
@@ -758,52 +760,6 @@ static bool exec_fits(const Sbx__V1__RunCommand *op, char **keys, char **values)
     return env_fits(op->n_env, keys, values);
 }
 
-/* Appends s single-quoted for sh ('...' with ' as '\''). */
-static bool sh_quote(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t need = *len + 4 * strlen(s) + 4;
-    if (need > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < need)
-            nc *= 2;
-        char *b = realloc(*buf, nc);
-        if (!b)
-            return false;
-        *buf = b;
-        *cap = nc;
-    }
-    (*buf)[(*len)++] = '\'';
-    for (; *s; s++) {
-        if (*s == '\'') {
-            memcpy(*buf + *len, "'\\''", 4);
-            *len += 4;
-        } else {
-            (*buf)[(*len)++] = *s;
-        }
-    }
-    (*buf)[(*len)++] = '\'';
-    (*buf)[*len] = '\0';
-    return true;
-}
-
-static bool sh_append(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t n = strlen(s);
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < *len + n + 1)
-            nc *= 2;
-        char *b = realloc(*buf, nc);
-        if (!b)
-            return false;
-        *buf = b;
-        *cap = nc;
-    }
-    memcpy(*buf + *len, s, n + 1);
-    *len += n;
-    return true;
-}
-
 static bool valid_env_name(const char *k)
 {
     if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
@@ -820,33 +776,31 @@ static bool valid_env_name(const char *k)
 static char *command_as_script(const Sbx__V1__RunCommand *op, char **keys, char **values,
                                sbx_error *err)
 {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    bool ok = true;
-    for (size_t i = 0; ok && i < op->n_env; i++) {
+    sbx_strbuf b = {0};
+    for (size_t i = 0; i < op->n_env; i++) {
         if (!valid_env_name(keys[i])) {
-            free(buf);
+            sbx_strbuf_free(&b);
             sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                           "environment name '%.200s' is not a valid variable name", keys[i]);
             return NULL;
         }
-        ok = sh_append(&buf, &len, &cap, "export ") && sh_append(&buf, &len, &cap, keys[i]) &&
-             sh_append(&buf, &len, &cap, "=") && sh_quote(&buf, &len, &cap, values[i]) &&
-             sh_append(&buf, &len, &cap, "\n");
+        sbx_strbuf_printf(&b, "export %s=", keys[i]);
+        sbx_strbuf_shell_quote(&b, values[i], strlen(values[i]));
+        sbx_strbuf_putc(&b, '\n');
     }
-    if (ok && op->n_argv) {
-        ok = sh_append(&buf, &len, &cap, "exec");
-        for (size_t i = 0; ok && i < op->n_argv; i++)
-            ok = sh_append(&buf, &len, &cap, " ") && sh_quote(&buf, &len, &cap, op->argv[i]);
-    } else if (ok) {
-        ok = sh_append(&buf, &len, &cap, op->shell);
+    if (op->n_argv) {
+        sbx_strbuf_puts(&b, "exec");
+        for (size_t i = 0; i < op->n_argv; i++) {
+            sbx_strbuf_putc(&b, ' ');
+            sbx_strbuf_shell_quote(&b, op->argv[i], strlen(op->argv[i]));
+        }
+    } else {
+        sbx_strbuf_puts(&b, op->shell);
     }
-    if (!ok) {
-        free(buf);
+    char *script = sbx_strbuf_take(&b);
+    if (script == NULL)
         sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
-        return NULL;
-    }
-    return buf;
+    return script;
 }
 
 static sbx_status run_code_as(sbx_agent_conn *c, const Sbx__V1__RunCode *op, bool stateful,

@@ -9,87 +9,46 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "core/strbuf.h"
 #include "providers/common/packages.h"
 #include "providers/daytona/daytona_internal.h"
 
 /* ---- toolbox: exec ------------------------------------------------------------------------- */
 
-/* Appends s single-quoted for a POSIX shell ('it'"'"'s'). */
-static bool dt_quote(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t need = *len + strlen(s) * 4 + 4;
-    if (need > *cap) {
-        size_t nc = need * 2;
-        char *nb = realloc(*buf, nc);
-        if (!nb)
-            return false;
-        *buf = nb;
-        *cap = nc;
-    }
-    char *o = *buf + *len;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = 0;
-    *len = (size_t)(o - *buf);
-    return true;
-}
-
-static bool dt_append(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t n = strlen(s);
-    if (*len + n + 1 > *cap) {
-        size_t nc = (*len + n + 1) * 2;
-        char *nb = realloc(*buf, nc);
-        if (!nb)
-            return false;
-        *buf = nb;
-        *cap = nc;
-    }
-    memcpy(*buf + *len, s, n + 1);
-    *len += n;
-    return true;
-}
-
 /* The shell line for argv or shell, with stdin piped in through base64 when given. */
 static sbx_status dt_command_line(const char *const *argv, size_t argc, const char *shell,
                                   const ProtobufCBinaryData *in, char **out, sbx_error *err)
 {
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    bool ok = dt_append(&buf, &len, &cap, "");
+    if (in && in->len > DAYTONA_MAX_STDIN_BYTES)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "daytona: stdin of %zu bytes is larger than the %u bytes this "
+                             "provider passes; write the data to a file with write_file",
+                             in->len, (unsigned)DAYTONA_MAX_STDIN_BYTES);
+    sbx_strbuf b = {0};
     if (in && in->len > 0) {
-        if (in->len > DAYTONA_MAX_STDIN_BYTES) {
-            free(buf);
-            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                                 "daytona: stdin of %zu bytes is larger than the %u bytes this "
-                                 "provider passes; write the data to a file with write_file",
-                                 in->len, (unsigned)DAYTONA_MAX_STDIN_BYTES);
-        }
         char *b64 = sbx_http_base64_encode(in->data, in->len);
-        ok = ok && b64 && dt_append(&buf, &len, &cap, "printf %s ") &&
-             dt_quote(&buf, &len, &cap, b64) && dt_append(&buf, &len, &cap, " | base64 -d | ");
+        if (b64 == NULL) {
+            b.oom = true;
+        } else {
+            sbx_strbuf_puts(&b, "printf %s ");
+            sbx_strbuf_shell_quote(&b, b64, strlen(b64));
+            sbx_strbuf_puts(&b, " | base64 -d | ");
+        }
         free(b64);
     }
     if (shell) {
-        ok = ok && dt_append(&buf, &len, &cap, "/bin/sh -c ") && dt_quote(&buf, &len, &cap, shell);
+        sbx_strbuf_puts(&b, "/bin/sh -c ");
+        sbx_strbuf_shell_quote(&b, shell, strlen(shell));
     } else {
-        for (size_t i = 0; ok && i < argc; i++)
-            ok =
-                (i == 0 || dt_append(&buf, &len, &cap, " ")) && dt_quote(&buf, &len, &cap, argv[i]);
+        for (size_t i = 0; i < argc; i++) {
+            if (i > 0)
+                sbx_strbuf_putc(&b, ' ');
+            sbx_strbuf_shell_quote(&b, argv[i], strlen(argv[i]));
+        }
     }
-    if (!ok) {
-        free(buf);
+    *out = sbx_strbuf_take(&b);
+    if (*out == NULL)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
-    }
-    *out = buf;
     return SBX_OK;
 }
 

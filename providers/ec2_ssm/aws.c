@@ -606,17 +606,17 @@ void aws_role_session_name(const char *subject, char out[65])
         snprintf(out, 65, "sbx-anonymous");
 }
 
-static void form_put(ssm_buf *b, const char *key, const char *value)
+static void form_put(sbx_strbuf *b, const char *key, const char *value)
 {
     char *ek = sbx_http_url_escape(key), *ev = sbx_http_url_escape(value);
     if (ek == NULL || ev == NULL) {
         b->oom = true;
     } else {
         if (b->len > 0)
-            ssm_buf_puts(b, "&");
-        ssm_buf_puts(b, ek);
-        ssm_buf_puts(b, "=");
-        ssm_buf_puts(b, ev);
+            sbx_strbuf_puts(b, "&");
+        sbx_strbuf_puts(b, ek);
+        sbx_strbuf_puts(b, "=");
+        sbx_strbuf_puts(b, ev);
     }
     free(ek);
     free(ev);
@@ -636,14 +636,14 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
     register_secrets(c, base);
     char dur[24];
     snprintf(dur, sizeof(dur), "%lld", (long long)duration_s);
-    ssm_buf body = {0};
+    sbx_strbuf body = {0};
     form_put(&body, "Action", "AssumeRole");
     form_put(&body, "Version", "2011-06-15");
     form_put(&body, "RoleArn", role_arn);
     form_put(&body, "RoleSessionName", session_name);
     form_put(&body, "DurationSeconds", dur);
     if (body.oom) {
-        ssm_buf_free(&body);
+        sbx_strbuf_free(&body);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     }
     signed_headers sh;
@@ -651,7 +651,7 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
         sign_post(c, &c->sts, "sts", base, "application/x-www-form-urlencoded; charset=utf-8", NULL,
                   body.p, body.len, &sh, err);
     if (st != SBX_OK) {
-        ssm_buf_free(&body);
+        sbx_strbuf_free(&body);
         return st;
     }
     /* AssumeRole has no side effect beyond issuing credentials: repeating it is harmless. */
@@ -666,7 +666,7 @@ sbx_status aws_sts_assume_role(aws_client *c, const aws_creds *base, const char 
     sbx_http_response resp;
     st = sbx_http_do(c->http, &req, &resp, err);
     signed_headers_free(&sh);
-    ssm_buf_free(&body);
+    sbx_strbuf_free(&body);
     if (st != SBX_OK) {
         sbx_error_prefix(err, "STS AssumeRole: ");
         redact_creds(err, base);

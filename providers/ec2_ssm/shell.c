@@ -10,53 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ssm_buf_put(ssm_buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void ssm_buf_puts(ssm_buf *b, const char *s)
-{
-    ssm_buf_put(b, s, strlen(s));
-}
-
-void ssm_buf_free(ssm_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof(*b));
-}
-
-void ssm_shell_quote(ssm_buf *b, const char *s, size_t n)
-{
-    ssm_buf_put(b, "'", 1);
-    size_t start = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\'') {
-            ssm_buf_put(b, s + start, i - start);
-            ssm_buf_put(b, "'\\''", 4);
-            start = i + 1;
-        }
-    }
-    ssm_buf_put(b, s + start, n - start);
-    ssm_buf_put(b, "'", 1);
-}
-
 static bool is_alpha_(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
@@ -93,23 +46,23 @@ bool ssm_valid_env_name(const char *name)
 
 /* The program part: quoted argv words, or shell text (nested as `interp -c '<text>'` when it
  * cannot stand as the script body itself). */
-static void put_program(ssm_buf *b, const ssm_script_spec *s, bool nest_text)
+static void put_program(sbx_strbuf *b, const ssm_script_spec *s, bool nest_text)
 {
     if (s->n_argv > 0) {
         for (size_t i = 0; i < s->n_argv; i++) {
             if (i > 0)
-                ssm_buf_put(b, " ", 1);
-            ssm_shell_quote(b, s->argv[i], strlen(s->argv[i]));
+                sbx_strbuf_put(b, " ", 1);
+            sbx_strbuf_shell_quote(b, s->argv[i], strlen(s->argv[i]));
         }
         return;
     }
     const char *interp = s->interpreter != NULL ? s->interpreter : "sh";
     if (nest_text || strcmp(interp, "sh") != 0) {
-        ssm_buf_puts(b, interp);
-        ssm_buf_puts(b, " -c ");
-        ssm_shell_quote(b, s->shell, strlen(s->shell));
+        sbx_strbuf_puts(b, interp);
+        sbx_strbuf_puts(b, " -c ");
+        sbx_strbuf_shell_quote(b, s->shell, strlen(s->shell));
     } else {
-        ssm_buf_puts(b, s->shell);
+        sbx_strbuf_puts(b, s->shell);
     }
 }
 
@@ -137,44 +90,44 @@ sbx_status ssm_build_script(const ssm_script_spec *s, char **out, sbx_error *err
                              "ec2_ssm: stdin holds NUL bytes, which a shell script cannot carry; "
                              "pass binary input through a file instead");
 
-    ssm_buf inner = {0};
+    sbx_strbuf inner = {0};
     for (size_t i = 0; i < s->n_env; i++) {
-        ssm_buf_puts(&inner, "export ");
-        ssm_buf_puts(&inner, s->env_keys[i]);
-        ssm_buf_puts(&inner, "=");
+        sbx_strbuf_puts(&inner, "export ");
+        sbx_strbuf_puts(&inner, s->env_keys[i]);
+        sbx_strbuf_puts(&inner, "=");
         const char *v = s->env_values[i] != NULL ? s->env_values[i] : "";
-        ssm_shell_quote(&inner, v, strlen(v));
-        ssm_buf_puts(&inner, "\n");
+        sbx_strbuf_shell_quote(&inner, v, strlen(v));
+        sbx_strbuf_puts(&inner, "\n");
     }
     bool has_stdin = s->stdin_len > 0;
     if (has_stdin) {
-        ssm_buf_puts(&inner, "printf '%s' ");
-        ssm_shell_quote(&inner, (const char *)s->stdin_data, s->stdin_len);
-        ssm_buf_puts(&inner, " | ");
+        sbx_strbuf_puts(&inner, "printf '%s' ");
+        sbx_strbuf_shell_quote(&inner, (const char *)s->stdin_data, s->stdin_len);
+        sbx_strbuf_puts(&inner, " | ");
     }
     put_program(&inner, s, has_stdin);
-    ssm_buf_puts(&inner, "\n");
+    sbx_strbuf_puts(&inner, "\n");
 
-    ssm_buf script = {0};
+    sbx_strbuf script = {0};
     if (s->run_as != NULL) {
         /* -n: never prompt for a password (fail instead of hanging until the deadline);
          * --: end of sudo's options, so nothing after it is read as one. */
-        ssm_buf_puts(&script, "sudo -n -u ");
-        ssm_shell_quote(&script, s->run_as, strlen(s->run_as));
-        ssm_buf_puts(&script, " -- sh -c ");
-        ssm_shell_quote(&script, inner.p != NULL ? inner.p : "", inner.len);
-        ssm_buf_puts(&script, "\n");
-        ssm_buf_free(&inner);
+        sbx_strbuf_puts(&script, "sudo -n -u ");
+        sbx_strbuf_shell_quote(&script, s->run_as, strlen(s->run_as));
+        sbx_strbuf_puts(&script, " -- sh -c ");
+        sbx_strbuf_shell_quote(&script, inner.p != NULL ? inner.p : "", inner.len);
+        sbx_strbuf_puts(&script, "\n");
+        sbx_strbuf_free(&inner);
     } else {
         script = inner;
     }
     if (script.oom) {
-        ssm_buf_free(&script);
+        sbx_strbuf_free(&script);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     }
     if (script.len > SSM_MAX_SCRIPT_BYTES) {
         size_t n = script.len;
-        ssm_buf_free(&script);
+        sbx_strbuf_free(&script);
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                              "ec2_ssm: the command script is %zu bytes, above the %u bytes one "
                              "SSM SendCommand carries; send less (large inputs belong in files "

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "core/strbuf.h"
 #include "sbx/status.h"
 
 #ifdef __cplusplus
@@ -29,20 +30,6 @@ extern "C" {
  * MaxDocumentSizeExceeded; the exact parameter limit is not in the API model (cloud-apis.md
  * §3.1 guesses ~64 KB), so 32 KiB stays well below it with room for the JSON envelope. */
 #define SSM_MAX_SCRIPT_BYTES (32u * 1024u)
-
-/* A growable string. oom is set (and the text left as is) when an allocation failed. */
-typedef struct ssm_buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} ssm_buf;
-
-void ssm_buf_put(ssm_buf *b, const char *s, size_t n);
-void ssm_buf_puts(ssm_buf *b, const char *s);
-void ssm_buf_free(ssm_buf *b);
-
-/* Appends s as one single-quoted POSIX shell word ('it'\''s'). Safe for any byte but NUL. */
-void ssm_shell_quote(ssm_buf *b, const char *s, size_t n);
 
 /* A run_as user name the provider accepts: [A-Za-z_][A-Za-z0-9_.-]*, at most
  * SSM_MAX_USER_NAME bytes (no leading '-', so it can never be read as a sudo option). */

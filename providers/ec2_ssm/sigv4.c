@@ -26,61 +26,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "core/strbuf.h"
+
 #define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
-
-/* ---- a growable string -------------------------------------------------------------------- */
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sbuf_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sbuf_puts(sbuf *b, const char *s)
-{
-    sbuf_put(b, s, strlen(s));
-}
-static void sbuf_putc(sbuf *b, char c)
-{
-    sbuf_put(b, &c, 1);
-}
-
-/* Takes the string out of b (an empty string when nothing was written); NULL on ENOMEM. */
-static char *sbuf_take(sbuf *b)
-{
-    if (b->oom) {
-        free(b->p);
-        b->p = NULL;
-        return NULL;
-    }
-    if (b->p == NULL)
-        return strdup("");
-    char *p = b->p;
-    b->p = NULL;
-    b->len = b->cap = 0;
-    return p;
-}
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
@@ -90,16 +38,16 @@ static bool is_unreserved(unsigned char c)
 }
 
 /* RFC 3986 percent-encoding with uppercase hex, as SigV4 requires ("URI-encode each byte"). */
-static void uri_encode(sbuf *b, const char *s, size_t n, bool keep_slash)
+static void uri_encode(sbx_strbuf *b, const char *s, size_t n, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (is_unreserved(c) || (keep_slash && c == '/')) {
-            sbuf_putc(b, (char)c);
+            sbx_strbuf_putc(b, (char)c);
         } else {
             char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            sbuf_put(b, e, 3);
+            sbx_strbuf_put(b, e, 3);
         }
     }
 }
@@ -117,18 +65,18 @@ static int hexval(char c)
 
 /* Decodes %XX escapes (a malformed escape is kept literally); '+' stays '+' (SigV4 treats the
  * query as RFC 3986, not as form encoding). */
-static void uri_decode(sbuf *b, const char *s, size_t n)
+static void uri_decode(sbx_strbuf *b, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '%' && i + 2 < n) {
             int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
             if (hi >= 0 && lo >= 0) {
-                sbuf_putc(b, (char)(hi * 16 + lo));
+                sbx_strbuf_putc(b, (char)(hi * 16 + lo));
                 i += 2;
                 continue;
             }
         }
-        sbuf_putc(b, s[i]);
+        sbx_strbuf_putc(b, s[i]);
     }
 }
 
@@ -209,7 +157,7 @@ bool sigv4_parse_amz_date(const char *s, int64_t *time_s)
 
 /* Removes "." and ".." segments and empty segments (RFC 3986 §5.2.4 plus AWS's "normalize URI
  * paths"); keeps a trailing '/' when the path had one. */
-static void canonical_uri(sbuf *out, const char *path, bool normalize)
+static void canonical_uri(sbx_strbuf *out, const char *path, bool normalize)
 {
     if (path == NULL || path[0] == '\0')
         path = "/";
@@ -246,14 +194,14 @@ static void canonical_uri(sbuf *out, const char *path, bool normalize)
         len[depth] = l;
         depth++;
     }
-    sbuf_putc(out, '/');
+    sbx_strbuf_putc(out, '/');
     for (size_t k = 0; k < depth; k++) {
         if (k > 0)
-            sbuf_putc(out, '/');
+            sbx_strbuf_putc(out, '/');
         uri_encode(out, path + start[k], len[k], false);
     }
     if (depth > 0 && path[n - 1] == '/')
-        sbuf_putc(out, '/');
+        sbx_strbuf_putc(out, '/');
     free(start);
     free(len);
 }
@@ -273,7 +221,7 @@ static int qparam_cmp(const void *a, const void *b)
 
 static char *encode_piece(const char *s, size_t n)
 {
-    sbuf dec = {0}, enc = {0};
+    sbx_strbuf dec = {0}, enc = {0};
     uri_decode(&dec, s, n);
     if (dec.oom) {
         free(dec.p);
@@ -281,7 +229,7 @@ static char *encode_piece(const char *s, size_t n)
     }
     uri_encode(&enc, dec.p != NULL ? dec.p : "", dec.len, false);
     free(dec.p);
-    return sbuf_take(&enc);
+    return sbx_strbuf_take(&enc);
 }
 
 typedef struct qlist {
@@ -345,20 +293,20 @@ static sbx_status qlist_parse(qlist *q, const char *query, sbx_error *err)
 
 static char *enc_dup(const char *s)
 {
-    sbuf b = {0};
+    sbx_strbuf b = {0};
     uri_encode(&b, s, strlen(s), false);
-    return sbuf_take(&b);
+    return sbx_strbuf_take(&b);
 }
 
-static void qlist_canonical(qlist *q, sbuf *out)
+static void qlist_canonical(qlist *q, sbx_strbuf *out)
 {
     qsort(q->items, q->n, sizeof(qparam), qparam_cmp);
     for (size_t i = 0; i < q->n; i++) {
         if (i > 0)
-            sbuf_putc(out, '&');
-        sbuf_puts(out, q->items[i].key);
-        sbuf_putc(out, '=');
-        sbuf_puts(out, q->items[i].value);
+            sbx_strbuf_putc(out, '&');
+        sbx_strbuf_puts(out, q->items[i].key);
+        sbx_strbuf_putc(out, '=');
+        sbx_strbuf_puts(out, q->items[i].value);
     }
 }
 
@@ -383,7 +331,7 @@ static int hentry_cmp(const void *a, const void *b)
  * breaks included) into one space. */
 static char *fold_value(const char *v)
 {
-    sbuf b = {0};
+    sbx_strbuf b = {0};
     bool pending_space = false;
     for (const char *p = v; *p != '\0'; p++) {
         if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') {
@@ -391,11 +339,11 @@ static char *fold_value(const char *v)
             continue;
         }
         if (pending_space)
-            sbuf_putc(&b, ' ');
+            sbx_strbuf_putc(&b, ' ');
         pending_space = false;
-        sbuf_putc(&b, *p);
+        sbx_strbuf_putc(&b, *p);
     }
-    return sbuf_take(&b);
+    return sbx_strbuf_take(&b);
 }
 
 typedef struct hlist {
@@ -446,26 +394,26 @@ static sbx_status hlist_add(hlist *h, const char *name, const char *value, sbx_e
 }
 
 /* Writes the canonical headers block ("name:v1,v2\n" ...) and the signed header list. */
-static void hlist_canonical(hlist *h, sbuf *block, sbuf *signed_names)
+static void hlist_canonical(hlist *h, sbx_strbuf *block, sbx_strbuf *signed_names)
 {
     qsort(h->items, h->n, sizeof(hentry), hentry_cmp);
     for (size_t i = 0; i < h->n; i++) {
         bool same = i > 0 && strcmp(h->items[i].name, h->items[i - 1].name) == 0;
         if (same) {
-            sbuf_putc(block, ',');
+            sbx_strbuf_putc(block, ',');
         } else {
             if (i > 0) {
-                sbuf_putc(block, '\n');
-                sbuf_putc(signed_names, ';');
+                sbx_strbuf_putc(block, '\n');
+                sbx_strbuf_putc(signed_names, ';');
             }
-            sbuf_puts(block, h->items[i].name);
-            sbuf_putc(block, ':');
-            sbuf_puts(signed_names, h->items[i].name);
+            sbx_strbuf_puts(block, h->items[i].name);
+            sbx_strbuf_putc(block, ':');
+            sbx_strbuf_puts(signed_names, h->items[i].name);
         }
-        sbuf_puts(block, h->items[i].value);
+        sbx_strbuf_puts(block, h->items[i].value);
     }
     if (h->n > 0)
-        sbuf_putc(block, '\n');
+        sbx_strbuf_putc(block, '\n');
 }
 
 /* ---- the signing steps -------------------------------------------------------------------- */
@@ -533,14 +481,14 @@ static char *make_string_to_sign(const char *amz_date, const char *scope, const 
 {
     char h[SIGV4_HEX_LEN + 1];
     sigv4_sha256_hex(creq, strlen(creq), h);
-    sbuf b = {0};
-    sbuf_puts(&b, SIGV4_ALGORITHM "\n");
-    sbuf_puts(&b, amz_date);
-    sbuf_putc(&b, '\n');
-    sbuf_puts(&b, scope);
-    sbuf_putc(&b, '\n');
-    sbuf_puts(&b, h);
-    return sbuf_take(&b);
+    sbx_strbuf b = {0};
+    sbx_strbuf_puts(&b, SIGV4_ALGORITHM "\n");
+    sbx_strbuf_puts(&b, amz_date);
+    sbx_strbuf_putc(&b, '\n');
+    sbx_strbuf_puts(&b, scope);
+    sbx_strbuf_putc(&b, '\n');
+    sbx_strbuf_puts(&b, h);
+    return sbx_strbuf_take(&b);
 }
 
 static char *dupf(const char *a, const char *b)
@@ -581,17 +529,17 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
     char payload_hash[SIGV4_HEX_LEN + 1];
     sigv4_sha256_hex(req->body, req->body != NULL ? req->body_len : 0, payload_hash);
 
-    sbuf scope = {0};
-    sbuf_puts(&scope, date8);
-    sbuf_putc(&scope, '/');
-    sbuf_puts(&scope, params->region);
-    sbuf_putc(&scope, '/');
-    sbuf_puts(&scope, params->service);
-    sbuf_puts(&scope, "/aws4_request");
+    sbx_strbuf scope = {0};
+    sbx_strbuf_puts(&scope, date8);
+    sbx_strbuf_putc(&scope, '/');
+    sbx_strbuf_puts(&scope, params->region);
+    sbx_strbuf_putc(&scope, '/');
+    sbx_strbuf_puts(&scope, params->service);
+    sbx_strbuf_puts(&scope, "/aws4_request");
 
     hlist *h = calloc(1, sizeof(hlist));
     qlist *q = calloc(1, sizeof(qlist));
-    sbuf creq = {0}, block = {0}, names = {0}, query = {0}, suffix = {0};
+    sbx_strbuf creq = {0}, block = {0}, names = {0}, query = {0}, suffix = {0};
     char *credential = NULL;
     if (h == NULL || q == NULL) {
         st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "sigv4: out of memory");
@@ -636,10 +584,10 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
             char *ek = enc_dup(keys[i]), *ev = enc_dup(vals[i]);
             if (ek != NULL && ev != NULL) {
                 if (suffix.len > 0)
-                    sbuf_putc(&suffix, '&');
-                sbuf_puts(&suffix, ek);
-                sbuf_putc(&suffix, '=');
-                sbuf_puts(&suffix, ev);
+                    sbx_strbuf_putc(&suffix, '&');
+                sbx_strbuf_puts(&suffix, ek);
+                sbx_strbuf_putc(&suffix, '=');
+                sbx_strbuf_puts(&suffix, ev);
             }
             if (i == 5 && !sign_token) { /* omitted token: appended, not signed */
                 free(ek);
@@ -654,22 +602,22 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
     qlist_canonical(q, &query);
 
     /* CanonicalRequest = Method \n URI \n Query \n Headers \n \n SignedHeaders \n PayloadHash */
-    sbuf_puts(&creq, req->method);
-    sbuf_putc(&creq, '\n');
+    sbx_strbuf_puts(&creq, req->method);
+    sbx_strbuf_putc(&creq, '\n');
     canonical_uri(&creq, req->path, params->normalize_path);
-    sbuf_putc(&creq, '\n');
-    sbuf_puts(&creq, query.p != NULL ? query.p : "");
-    sbuf_putc(&creq, '\n');
-    sbuf_puts(&creq, block.p != NULL ? block.p : "");
-    sbuf_putc(&creq, '\n');
-    sbuf_puts(&creq, names.p != NULL ? names.p : "");
-    sbuf_putc(&creq, '\n');
-    sbuf_puts(&creq, payload_hash);
+    sbx_strbuf_putc(&creq, '\n');
+    sbx_strbuf_puts(&creq, query.p != NULL ? query.p : "");
+    sbx_strbuf_putc(&creq, '\n');
+    sbx_strbuf_puts(&creq, block.p != NULL ? block.p : "");
+    sbx_strbuf_putc(&creq, '\n');
+    sbx_strbuf_puts(&creq, names.p != NULL ? names.p : "");
+    sbx_strbuf_putc(&creq, '\n');
+    sbx_strbuf_puts(&creq, payload_hash);
     if (creq.oom || scope.oom || names.oom || suffix.oom || query.oom) {
         st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "sigv4: out of memory");
         goto done;
     }
-    out->canonical_request = sbuf_take(&creq);
+    out->canonical_request = sbx_strbuf_take(&creq);
     out->string_to_sign = out->canonical_request != NULL
                               ? make_string_to_sign(amz_date, scope.p, out->canonical_request)
                               : NULL;
@@ -680,21 +628,21 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
     compute_signature(creds->secret_access_key, date8, params, out->string_to_sign, out->signature);
 
     if (query_mode) {
-        sbuf_puts(&suffix, "&X-Amz-Signature=");
-        sbuf_puts(&suffix, out->signature);
-        out->query_suffix = sbuf_take(&suffix);
+        sbx_strbuf_puts(&suffix, "&X-Amz-Signature=");
+        sbx_strbuf_puts(&suffix, out->signature);
+        out->query_suffix = sbx_strbuf_take(&suffix);
         if (out->query_suffix == NULL)
             st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "sigv4: out of memory");
     } else {
-        sbuf authz = {0};
-        sbuf_puts(&authz, SIGV4_ALGORITHM " Credential=");
-        sbuf_puts(&authz, creds->access_key_id);
-        sbuf_putc(&authz, '/');
-        sbuf_puts(&authz, scope.p);
-        sbuf_puts(&authz, ", SignedHeaders=");
-        sbuf_puts(&authz, names.p);
-        sbuf_puts(&authz, ", Signature=");
-        sbuf_puts(&authz, out->signature);
+        sbx_strbuf authz = {0};
+        sbx_strbuf_puts(&authz, SIGV4_ALGORITHM " Credential=");
+        sbx_strbuf_puts(&authz, creds->access_key_id);
+        sbx_strbuf_putc(&authz, '/');
+        sbx_strbuf_puts(&authz, scope.p);
+        sbx_strbuf_puts(&authz, ", SignedHeaders=");
+        sbx_strbuf_puts(&authz, names.p);
+        sbx_strbuf_puts(&authz, ", Signature=");
+        sbx_strbuf_puts(&authz, out->signature);
         size_t k = 0;
         if (has_token) {
             out->added[k].name = "X-Amz-Security-Token";
@@ -707,7 +655,7 @@ static sbx_status sign(const sigv4_request *req, const sigv4_credentials *creds,
             out->added[k++].value = strdup(payload_hash);
         }
         out->added[k].name = "Authorization";
-        out->added[k++].value = sbuf_take(&authz);
+        out->added[k++].value = sbx_strbuf_take(&authz);
         out->n_added = k;
         for (size_t i = 0; i < k; i++)
             if (out->added[i].value == NULL)

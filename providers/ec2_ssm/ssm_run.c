@@ -447,9 +447,9 @@ static sbx_status run_file_script(sbx_sandbox *sbx, const char *what, const char
                          sbx->id, scratch->exit_code, n > 0 ? msg : "no message");
 }
 
-static void put_quoted(ssm_buf *b, const char *s)
+static void put_quoted(sbx_strbuf *b, const char *s)
 {
-    ssm_shell_quote(b, s, strlen(s));
+    sbx_strbuf_shell_quote(b, s, strlen(s));
 }
 
 sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op, const sbx_exec_opts *o,
@@ -499,28 +499,28 @@ sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op, const 
         size_t off = i * SSM_WRITE_CHUNK_BYTES;
         size_t n = len - off < SSM_WRITE_CHUNK_BYTES ? len - off : SSM_WRITE_CHUNK_BYTES;
         char *b64 = sbx_http_base64_encode(op->content.data + off, n);
-        ssm_buf script = {0};
-        ssm_buf_puts(&script, "set -e\numask 077\n");
+        sbx_strbuf script = {0};
+        sbx_strbuf_puts(&script, "set -e\numask 077\n");
         if (i == 0 && op->mkdirs) {
-            ssm_buf_puts(&script, "mkdir -p -- ");
+            sbx_strbuf_puts(&script, "mkdir -p -- ");
             put_quoted(&script, parent);
-            ssm_buf_puts(&script, "\n");
+            sbx_strbuf_puts(&script, "\n");
         }
-        ssm_buf_puts(&script, "printf '%s' ");
+        sbx_strbuf_puts(&script, "printf '%s' ");
         put_quoted(&script, b64 != NULL ? b64 : "");
-        ssm_buf_puts(&script, i == 0 ? " | base64 -d > " : " | base64 -d >> ");
+        sbx_strbuf_puts(&script, i == 0 ? " | base64 -d > " : " | base64 -d >> ");
         put_quoted(&script, tmp);
-        ssm_buf_puts(&script, "\n");
+        sbx_strbuf_puts(&script, "\n");
         if (i + 1 == chunks) {
             char m[16];
             snprintf(m, sizeof(m), "chmod %04o ", mode);
-            ssm_buf_puts(&script, m);
+            sbx_strbuf_puts(&script, m);
             put_quoted(&script, tmp);
-            ssm_buf_puts(&script, "\nmv -f -- ");
+            sbx_strbuf_puts(&script, "\nmv -f -- ");
             put_quoted(&script, tmp);
-            ssm_buf_puts(&script, " ");
+            sbx_strbuf_puts(&script, " ");
             put_quoted(&script, abs);
-            ssm_buf_puts(&script, "\n");
+            sbx_strbuf_puts(&script, "\n");
         }
         free(b64);
         sbx_message_free((ProtobufCMessage *)scratch);
@@ -529,14 +529,14 @@ sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op, const 
             s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
         else
             s = run_file_script(sbx, "write_file", op->path, script.p, o, scratch, err);
-        ssm_buf_free(&script);
+        sbx_strbuf_free(&script);
     }
     if (s != SBX_OK && chunks > 1) {
         /* Best effort: do not leave a partial temporary file behind. */
-        ssm_buf rm = {0};
-        ssm_buf_puts(&rm, "rm -f -- ");
+        sbx_strbuf rm = {0};
+        sbx_strbuf_puts(&rm, "rm -f -- ");
         put_quoted(&rm, tmp);
-        ssm_buf_puts(&rm, "\n");
+        sbx_strbuf_puts(&rm, "\n");
         sbx_message_free((ProtobufCMessage *)scratch);
         scratch = sbx_result_new();
         sbx_error ignored = {0};
@@ -544,7 +544,7 @@ sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op, const 
         grace.deadline_mono_ms = sbx_monotonic_ms() + SSM_CANCEL_GRACE_MS;
         if (scratch != NULL && rm.p != NULL)
             run_file_script(sbx, "write_file cleanup", op->path, rm.p, &grace, scratch, &ignored);
-        ssm_buf_free(&rm);
+        sbx_strbuf_free(&rm);
     }
     sbx_message_free((ProtobufCMessage *)scratch);
     free(tmp);
@@ -572,21 +572,21 @@ sbx_status ssm_read_file(sbx_sandbox *sbx, const Sbx__V1__ReadFile *op, const sb
     while (s == SBX_OK && got < want && !eof) {
         size_t n = want - got < SSM_READ_CHUNK_BYTES ? (size_t)(want - got) : SSM_READ_CHUNK_BYTES;
         char line[128];
-        ssm_buf script = {0};
-        ssm_buf_puts(&script, "set -e\nwc -c < ");
+        sbx_strbuf script = {0};
+        sbx_strbuf_puts(&script, "set -e\nwc -c < ");
         put_quoted(&script, abs);
         snprintf(line, sizeof(line), "\ntail -c +%llu -- ",
                  (unsigned long long)(op->offset + got + 1));
-        ssm_buf_puts(&script, line);
+        sbx_strbuf_puts(&script, line);
         put_quoted(&script, abs);
         snprintf(line, sizeof(line), " | head -c %zu | base64 -w 0\n", n);
-        ssm_buf_puts(&script, line);
+        sbx_strbuf_puts(&script, line);
         sbx_result *scratch = sbx_result_new();
         if (script.oom || scratch == NULL)
             s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
         else
             s = run_file_script(sbx, "read_file", op->path, script.p, o, scratch, err);
-        ssm_buf_free(&script);
+        sbx_strbuf_free(&script);
         if (s == SBX_OK && scratch != NULL) {
             /* "<size>\n<base64>" */
             const char *out = (const char *)scratch->stdout.data;
@@ -671,17 +671,17 @@ sbx_status ssm_list_files(sbx_sandbox *sbx, const Sbx__V1__ListFiles *op, const 
         return s;
     /* find prints one NUL-terminated record per entry, base64 keeps the names (any bytes but
      * NUL and '/') intact through SSM's text output. */
-    ssm_buf script = {0};
-    ssm_buf_puts(&script, "set -e\ncd -- ");
+    sbx_strbuf script = {0};
+    sbx_strbuf_puts(&script, "set -e\ncd -- ");
     put_quoted(&script, abs);
-    ssm_buf_puts(&script, "\nfind . -mindepth 1 -maxdepth 1 -printf '%y %m %s %f\\0' | "
-                          "base64 -w 0\n");
+    sbx_strbuf_puts(&script, "\nfind . -mindepth 1 -maxdepth 1 -printf '%y %m %s %f\\0' | "
+                             "base64 -w 0\n");
     sbx_result *scratch = sbx_result_new();
     if (script.oom || scratch == NULL)
         s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     else
         s = run_file_script(sbx, "list_files", op->path, script.p, o, scratch, err);
-    ssm_buf_free(&script);
+    sbx_strbuf_free(&script);
     if (s == SBX_OK && scratch != NULL) {
         /* a cut answer ends inside a quantum: decode the whole quanta only */
         size_t bl = scratch->stdout.len - scratch->stdout.len % 4;

@@ -19,8 +19,8 @@
 
 static char *quoted(const char *s)
 {
-    ssm_buf b = {0};
-    ssm_shell_quote(&b, s, strlen(s));
+    sbx_strbuf b = {0};
+    sbx_strbuf_shell_quote(&b, s, strlen(s));
     assert_false(b.oom);
     return b.p;
 }

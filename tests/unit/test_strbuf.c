@@ -1,0 +1,105 @@
+/* test_strbuf.c - core/strbuf.c: appends across growth, printf in place and after growing,
+ * POSIX shell quoting (a quote inside, an empty word, a NUL-free binary byte), take of an empty
+ * buffer, and an allocation failure (a reserve beyond memory) that makes take return NULL. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/strbuf.h"
+
+static void test_strbuf_appends_across_growth(void **state)
+{
+    (void)state;
+    sbx_strbuf b = {0};
+    for (int i = 0; i < 1000; i++)
+        sbx_strbuf_puts(&b, "abc");
+    sbx_strbuf_putc(&b, '!');
+    assert_int_equal(b.len, 3001);
+    assert_int_equal(b.p[3000], '!');
+    assert_int_equal(b.p[3001], '\0');
+    assert_false(b.oom);
+    char *s = sbx_strbuf_take(&b);
+    assert_int_equal(strlen(s), 3001);
+    assert_null(b.p);
+    assert_int_equal(b.len, 0);
+    free(s);
+}
+
+static void test_strbuf_printf_in_place_and_after_growing(void **state)
+{
+    (void)state;
+    sbx_strbuf b = {0};
+    sbx_strbuf_printf(&b, "%s=%d;", "x", 42); /* nothing allocated yet */
+    assert_string_equal(b.p, "x=42;");
+    char big[1000];
+    memset(big, 'y', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    sbx_strbuf_printf(&b, "[%s]", big); /* beyond the first 256 bytes */
+    assert_int_equal(b.len, 5 + 1001);
+    assert_int_equal(b.p[b.len - 1], ']');
+    assert_int_equal(b.p[b.len], '\0');
+    sbx_strbuf_printf(&b, "%c", 'z'); /* fits the room left */
+    assert_int_equal(b.p[b.len - 1], 'z');
+    sbx_strbuf_free(&b);
+    assert_null(b.p);
+}
+
+static void test_strbuf_shell_quote(void **state)
+{
+    (void)state;
+    sbx_strbuf b = {0};
+    const char *word = "it's $(x) `y`";
+    sbx_strbuf_shell_quote(&b, word, strlen(word));
+    sbx_strbuf_putc(&b, ' ');
+    sbx_strbuf_shell_quote(&b, "", 0);
+    sbx_strbuf_putc(&b, ' ');
+    sbx_strbuf_shell_quote(&b, "''", 2);
+    assert_string_equal(b.p, "'it'\\''s $(x) `y`' '' ''\\'''\\'''");
+    sbx_strbuf_free(&b);
+}
+
+static void test_strbuf_take_of_nothing_is_empty(void **state)
+{
+    (void)state;
+    sbx_strbuf b = {0};
+    char *s = sbx_strbuf_take(&b);
+    assert_non_null(s);
+    assert_string_equal(s, "");
+    free(s);
+}
+
+static void test_strbuf_failed_allocation_is_remembered(void **state)
+{
+    (void)state;
+    sbx_strbuf b = {0};
+    sbx_strbuf_puts(&b, "kept");
+    assert_false(sbx_strbuf_reserve(&b, SIZE_MAX - 8));
+    assert_true(b.oom);
+    sbx_strbuf_puts(&b, " lost"); /* ignored: the text is already incomplete */
+    sbx_strbuf_printf(&b, "%d", 7);
+    assert_string_equal(b.p, "kept");
+    assert_null(sbx_strbuf_take(&b)); /* never a cut text as if it were whole */
+    assert_null(b.p);
+    assert_false(b.oom); /* empty and usable again */
+    sbx_strbuf_puts(&b, "again");
+    assert_string_equal(b.p, "again");
+    sbx_strbuf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_strbuf_appends_across_growth),
+        cmocka_unit_test(test_strbuf_printf_in_place_and_after_growing),
+        cmocka_unit_test(test_strbuf_shell_quote),
+        cmocka_unit_test(test_strbuf_take_of_nothing_is_empty),
+        cmocka_unit_test(test_strbuf_failed_allocation_is_remembered),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
