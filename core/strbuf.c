@@ -88,6 +88,17 @@ void sbx_strbuf_shell_quote(sbx_strbuf *b, const char *s, size_t n)
     sbx_strbuf_putc(b, '\'');
 }
 
+bool sbx_shell_name_ok(const char *name)
+{
+    if (name == NULL || name[0] == '\0' || (name[0] >= '0' && name[0] <= '9'))
+        return false;
+    for (const char *p = name; *p != '\0'; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return true;
+}
+
 char *sbx_strbuf_take(sbx_strbuf *b)
 {
     char *p = b->oom ? NULL : b->p != NULL ? b->p : strdup("");

@@ -32,6 +32,9 @@ void sbx_strbuf_printf(sbx_strbuf *b, const char *fmt, ...) __attribute__((forma
 /* Appends s[0..n) as one single-quoted POSIX shell word: inside '...' a shell interprets
  * nothing, so each ' becomes '\'' (close, escaped quote, reopen). Safe for any byte but NUL. */
 void sbx_strbuf_shell_quote(sbx_strbuf *b, const char *s, size_t n);
+/* A name a POSIX shell can `export`: [A-Za-z_][A-Za-z0-9_]*, not empty. Script builders refuse
+ * any other environment name (it cannot be quoted: it stands left of '='). */
+bool sbx_shell_name_ok(const char *name);
 /* The text, handed to the caller ("" when nothing was appended); NULL after an allocation
  * failure. b is empty afterwards either way. */
 char *sbx_strbuf_take(sbx_strbuf *b);

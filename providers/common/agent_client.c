@@ -760,17 +760,6 @@ static bool exec_fits(const Sbx__V1__RunCommand *op, char **keys, char **values)
     return env_fits(op->n_env, keys, values);
 }
 
-static bool valid_env_name(const char *k)
-{
-    if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
-        return false;
-    for (k++; *k; k++)
-        if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_' ||
-              (*k >= '0' && *k <= '9')))
-            return false;
-    return true;
-}
-
 /* The sh script equivalent of a command too big for AgentExec: exports, then `exec argv...`
  * or the shell line itself. NULL with err set on a name sh cannot export. */
 static char *command_as_script(const Sbx__V1__RunCommand *op, char **keys, char **values,
@@ -778,7 +767,7 @@ static char *command_as_script(const Sbx__V1__RunCommand *op, char **keys, char 
 {
     sbx_strbuf b = {0};
     for (size_t i = 0; i < op->n_env; i++) {
-        if (!valid_env_name(keys[i])) {
+        if (!sbx_shell_name_ok(keys[i])) {
             sbx_strbuf_free(&b);
             sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                           "environment name '%.200s' is not a valid variable name", keys[i]);

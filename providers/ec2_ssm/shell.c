@@ -34,16 +34,6 @@ bool ssm_valid_user_name(const char *user)
     return true;
 }
 
-bool ssm_valid_env_name(const char *name)
-{
-    if (name == NULL || !is_alpha_(name[0]))
-        return false;
-    for (const char *p = name; *p != '\0'; p++)
-        if (!is_alpha_(*p) && !is_digit(*p))
-            return false;
-    return true;
-}
-
 /* The program part: quoted argv words, or shell text (nested as `interp -c '<text>'` when it
  * cannot stand as the script body itself). */
 static void put_program(sbx_strbuf *b, const ssm_script_spec *s, bool nest_text)
@@ -74,7 +64,7 @@ sbx_status ssm_build_script(const ssm_script_spec *s, char **out, sbx_error *err
                              "ec2_ssm: nothing to run (empty argv and shell); give argv or a "
                              "shell line");
     for (size_t i = 0; i < s->n_env; i++)
-        if (!ssm_valid_env_name(s->env_keys[i]))
+        if (!sbx_shell_name_ok(s->env_keys[i]))
             return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
                                  "ec2_ssm: environment variable name '%.64s' is not a shell "
                                  "name ([A-Za-z_][A-Za-z0-9_]*); rename it",

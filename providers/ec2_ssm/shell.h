@@ -34,8 +34,6 @@ extern "C" {
 /* A run_as user name the provider accepts: [A-Za-z_][A-Za-z0-9_.-]*, at most
  * SSM_MAX_USER_NAME bytes (no leading '-', so it can never be read as a sudo option). */
 bool ssm_valid_user_name(const char *user);
-/* An environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
-bool ssm_valid_env_name(const char *name);
 
 /* What to run. Exactly one of argv (n_argv > 0) or shell text is used. */
 typedef struct ssm_script_spec {

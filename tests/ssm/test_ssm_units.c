@@ -89,12 +89,12 @@ static void test_ssm_user_names(void **state)
 static void test_ssm_env_names(void **state)
 {
     (void)state;
-    assert_true(ssm_valid_env_name("PATH"));
-    assert_true(ssm_valid_env_name("_x1"));
-    assert_false(ssm_valid_env_name("1X"));
-    assert_false(ssm_valid_env_name("A-B"));
-    assert_false(ssm_valid_env_name("A=B"));
-    assert_false(ssm_valid_env_name(""));
+    assert_true(sbx_shell_name_ok("PATH"));
+    assert_true(sbx_shell_name_ok("_x1"));
+    assert_false(sbx_shell_name_ok("1X"));
+    assert_false(sbx_shell_name_ok("A-B"));
+    assert_false(sbx_shell_name_ok("A=B"));
+    assert_false(sbx_shell_name_ok(""));
 }
 
 static void test_ssm_script_with_env_stdin_and_run_as(void **state)

@@ -1,6 +1,7 @@
 /* test_strbuf.c - core/strbuf.c: appends across growth, printf in place and after growing,
  * POSIX shell quoting (a quote inside, an empty word, a NUL-free binary byte), take of an empty
- * buffer, and an allocation failure (a reserve beyond memory) that makes take return NULL. */
+ * buffer, an allocation failure (a reserve beyond memory) that makes take return NULL, and the
+ * shell-name rule. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,6 +93,19 @@ static void test_strbuf_failed_allocation_is_remembered(void **state)
     sbx_strbuf_free(&b);
 }
 
+static void test_shell_names(void **state)
+{
+    (void)state;
+    assert_true(sbx_shell_name_ok("PATH"));
+    assert_true(sbx_shell_name_ok("_x1"));
+    assert_false(sbx_shell_name_ok("1X"));
+    assert_false(sbx_shell_name_ok("A-B"));
+    assert_false(sbx_shell_name_ok("A=B"));
+    assert_false(sbx_shell_name_ok("A B"));
+    assert_false(sbx_shell_name_ok(""));
+    assert_false(sbx_shell_name_ok(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -100,6 +114,7 @@ int main(void)
         cmocka_unit_test(test_strbuf_shell_quote),
         cmocka_unit_test(test_strbuf_take_of_nothing_is_empty),
         cmocka_unit_test(test_strbuf_failed_allocation_is_remembered),
+        cmocka_unit_test(test_shell_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
