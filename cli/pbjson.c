@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/pbfield.h"
+
 /* Longest JSON field name: the contract's names are under 32 characters; longer ones are cut
  * (never overflow). */
 #define PBJSON_NAME_MAX 128
@@ -173,53 +175,6 @@ static json_t *value_json(const ProtobufCFieldDescriptor *f, const void *p)
     return json_null();
 }
 
-/* True when the value at p is its type's default (proto3: omitted from JSON). */
-static bool is_default(const ProtobufCFieldDescriptor *f, const void *p)
-{
-    switch (f->type) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32: return *(const uint32_t *)p == 0;
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: return *(const uint64_t *)p == 0;
-    case PROTOBUF_C_TYPE_FLOAT: return *(const float *)p == 0 && !signbit(*(const float *)p);
-    case PROTOBUF_C_TYPE_DOUBLE: return *(const double *)p == 0 && !signbit(*(const double *)p);
-    case PROTOBUF_C_TYPE_BOOL: return !*(const protobuf_c_boolean *)p;
-    case PROTOBUF_C_TYPE_ENUM: return *(const int *)p == 0;
-    case PROTOBUF_C_TYPE_STRING: {
-        const char *s = *(char *const *)p;
-        return s == NULL || s[0] == '\0';
-    }
-    case PROTOBUF_C_TYPE_BYTES: return ((const ProtobufCBinaryData *)p)->len == 0;
-    case PROTOBUF_C_TYPE_MESSAGE: return *(ProtobufCMessage *const *)p == NULL;
-    }
-    return true;
-}
-
-/* The size of one element of a repeated field of f's type. */
-static size_t element_size(const ProtobufCFieldDescriptor *f)
-{
-    switch (f->type) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: return 8;
-    case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
-    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_ENUM: return sizeof(int);
-    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
-    default: return 4;
-    }
-}
-
 /* protoc's map<K,V> is a repeated XxxEntry message of fields key = 1, value = 2. */
 static bool is_map_entry(const ProtobufCMessageDescriptor *d)
 {
@@ -247,7 +202,7 @@ static char *map_key(const ProtobufCFieldDescriptor *f, const void *p)
 
 static json_t *repeated_json(const ProtobufCFieldDescriptor *f, const void *array, size_t n)
 {
-    size_t es = element_size(f);
+    size_t es = sbx_pb_value_size(f);
     if (f->type == PROTOBUF_C_TYPE_MESSAGE && is_map_entry(f->descriptor)) {
         const ProtobufCMessageDescriptor *ed = f->descriptor;
         json_t *obj = json_object();
@@ -294,7 +249,7 @@ json_t *cli_pb_to_json(const ProtobufCMessage *m)
                        f->type != PROTOBUF_C_TYPE_MESSAGE && f->type != PROTOBUF_C_TYPE_STRING) {
                 if (!*(const protobuf_c_boolean *)(base + f->quantifier_offset))
                     continue;
-            } else if (is_default(f, p)) {
+            } else if (sbx_pb_is_default(f, p)) {
                 continue;
             }
             v = value_json(f, p);

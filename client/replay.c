@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/pbfield.h"
 #include "core/strbuf.h"
 
 /* ---- replay ------------------------------------------------------------------------------- */
@@ -129,45 +130,6 @@ static void render_value(const ProtobufCFieldDescriptor *f, const void *p, const
     lines_add(out, key, &v);
 }
 
-static bool is_default(const ProtobufCFieldDescriptor *f, const void *p)
-{
-    switch (f->type) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: return *(const uint64_t *)p == 0;
-    case PROTOBUF_C_TYPE_DOUBLE: return *(const double *)p == 0;
-    case PROTOBUF_C_TYPE_FLOAT: return *(const float *)p == 0;
-    case PROTOBUF_C_TYPE_BOOL: return *(const protobuf_c_boolean *)p == 0;
-    case PROTOBUF_C_TYPE_STRING: {
-        const char *s = *(char *const *)p;
-        return s == NULL || s[0] == '\0';
-    }
-    case PROTOBUF_C_TYPE_BYTES: return ((const ProtobufCBinaryData *)p)->len == 0;
-    case PROTOBUF_C_TYPE_MESSAGE: return *(ProtobufCMessage *const *)p == NULL;
-    default: return *(const uint32_t *)p == 0;
-    }
-}
-
-static size_t value_size(const ProtobufCFieldDescriptor *f)
-{
-    switch (f->type) {
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: return 8;
-    case PROTOBUF_C_TYPE_DOUBLE: return sizeof(double);
-    case PROTOBUF_C_TYPE_FLOAT: return sizeof(float);
-    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
-    default: return 4;
-    }
-}
-
 /* Every non-default field of m as "prefix.field[i].sub = value" lines (reflection, so new
  * contract fields are compared without touching this file). */
 static void render_message(const ProtobufCMessage *m, const char *prefix, field_lines *out)
@@ -189,12 +151,12 @@ static void render_message(const ProtobufCMessage *m, const char *prefix, field_
             for (size_t j = 0; j < n; j++) {
                 char ikey[600];
                 snprintf(ikey, sizeof(ikey), "%s[%zu]", key, j);
-                render_value(f, arr + j * value_size(f), ikey, out);
+                render_value(f, arr + j * sbx_pb_value_size(f), ikey, out);
             }
             continue;
         }
         const void *p = base + f->offset;
-        if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && is_default(f, p))
+        if (!(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && sbx_pb_is_default(f, p))
             continue;
         render_value(f, p, key, out);
     }

@@ -1,0 +1,20 @@
+/* pbfield.h - what protobuf-c's reflection leaves to its users, written once for the two that
+ * walk messages by descriptor: the CLI's protobuf JSON mapping (cli/pbjson.c) and replay's
+ * field-by-field comparison (client/replay.c). Internal to libsbx (not installed). */
+#ifndef SBX_CORE_PBFIELD_H
+#define SBX_CORE_PBFIELD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+/* True when the singular value at p is its type's proto3 default, the value a proto3 encoder
+ * omits: 0, false, "", empty bytes, no message. -0.0 is not a default (its bits are not
+ * zero: protobuf encodes it, and the JSON mapping prints it). */
+bool sbx_pb_is_default(const ProtobufCFieldDescriptor *f, const void *p);
+
+/* The size of one element of a repeated field of f's type (the stride of its array). */
+size_t sbx_pb_value_size(const ProtobufCFieldDescriptor *f);
+
+#endif
