@@ -6,7 +6,7 @@
  * against it, and /proc magic links are refused. Older kernels get a component-by-component
  * walk with O_NOFOLLOW that refuses every symlink. The agent's own directory (/.sbx, its
  * socket) and pseudo filesystems (/proc, /sys) are refused either way. This file must not
- * read or write file contents: serve.c does that on the returned fd.
+ * read or write file contents: file_ops.c does that on the returned fd.
  */
 #include <errno.h>
 #include <fcntl.h>
