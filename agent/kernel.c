@@ -131,9 +131,72 @@ void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x)
     handle_code_complete(ci, id, x);
 }
 
-/* Long because it is one run_code in order (the stateful kernel's one-call-at-a-time path, or a
- * one-shot interpreter: request with cwd and env pairs, then its stdin), and both paths share the
- * command slot it fills. */
+/* run_code of a language other than python, or stateless python: a one-shot interpreter started
+ * like exec, its code as the -c argument. */
+static void run_code_once(int ci, uint64_t id, sbx_v1_AgentCode *x, bool python)
+{
+    static char bash[] = "bash", sh[] = "sh", python3[] = "python3", dash_c[] = "-c";
+    if (code_len >= sizeof code_buf) {
+        send_error(ci, id, EC_RESOURCE_EXHAUSTED, "code is larger than %u bytes",
+                   (unsigned)sizeof code_buf - 1);
+        return;
+    }
+    code_buf[code_len] = '\0';
+    char *code = (char *)code_buf;
+    if (python)
+        agent_argv_tab[0] = python3;
+    else if (strcmp(x->language, "bash") == 0)
+        agent_argv_tab[0] = access("/bin/bash", X_OK) == 0 ? bash : sh;
+    else if (strcmp(x->language, "sh") == 0)
+        agent_argv_tab[0] = sh;
+    else {
+        send_error(ci, id, EC_INVALID_ARGUMENT,
+                   "language '%s' is not offered; use python, bash or sh", x->language);
+        return;
+    }
+    agent_argv_tab[1] = dash_c;
+    agent_argv_tab[2] = code;
+    agent_argv_tab[3] = NULL;
+    agent_argv_n = 3;
+    start_program(ci, id, agent_argv_tab, x->cwd, x->uid, x->gid, x->timeout_ms,
+                  x->output_limit_bytes, x->stdin_follows, x->detach);
+}
+
+/* Sends the kernel call's request: code, cwd, env pairs. false when the kernel is gone or the
+ * call's deadline passed. */
+static bool kernel_send_call(command *c, const char *cwd)
+{
+    /* request: code, cwd, env pairs (the env entries sit in agent_env_tab as NAME=VALUE) */
+    static uint8_t hdr[4 + AGENT_MAX_PATH + 4];
+    size_t hl = 0;
+    put_u32(hdr, sizeof hdr, &hl, (uint32_t)code_len);
+    bool ok = write_to_program(c, agent_py.ctl_fd, hdr, hl) &&
+              write_to_program(c, agent_py.ctl_fd, code_buf, code_len);
+    hl = 0;
+    size_t cwdl = strnlen(cwd, AGENT_MAX_PATH - 1);
+    put_u32(hdr, sizeof hdr, &hl, (uint32_t)cwdl);
+    memcpy(hdr + hl, cwd, cwdl);
+    hl += cwdl;
+    put_u32(hdr, sizeof hdr, &hl, (uint32_t)agent_env_n);
+    ok = ok && write_to_program(c, agent_py.ctl_fd, hdr, hl);
+    for (size_t i = 0; ok && i < agent_env_n; i++) {
+        char *eq = strchr(agent_env_tab[i], '=');
+        size_t nl = (size_t)(eq - agent_env_tab[i]), vl = strlen(eq + 1);
+        uint8_t l4[4];
+        size_t z = 0;
+        put_u32(l4, 4, &z, (uint32_t)nl);
+        ok = write_to_program(c, agent_py.ctl_fd, l4, 4) &&
+             write_to_program(c, agent_py.ctl_fd, (uint8_t *)agent_env_tab[i], nl);
+        z = 0;
+        put_u32(l4, 4, &z, (uint32_t)vl);
+        ok = ok && write_to_program(c, agent_py.ctl_fd, l4, 4) &&
+             write_to_program(c, agent_py.ctl_fd, (uint8_t *)eq + 1, vl);
+    }
+    return ok;
+}
+
+/* One whole run_code (its code in code_buf): the stateful kernel's one-call-at-a-time path
+ * (request with cwd and env pairs, then its stdin), or a one-shot interpreter (run_code_once). */
 static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
 {
     if (!collect_env(x->env, x->env_count)) {
@@ -146,31 +209,7 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
     }
     bool python = strcmp(x->language, "python") == 0 || strcmp(x->language, "python3") == 0;
     if (!python || !x->stateful) {
-        static char bash[] = "bash", sh[] = "sh", python3[] = "python3", dash_c[] = "-c";
-        if (code_len >= sizeof code_buf) {
-            send_error(ci, id, EC_RESOURCE_EXHAUSTED, "code is larger than %u bytes",
-                       (unsigned)sizeof code_buf - 1);
-            return;
-        }
-        code_buf[code_len] = '\0';
-        char *code = (char *)code_buf;
-        if (python)
-            agent_argv_tab[0] = python3;
-        else if (strcmp(x->language, "bash") == 0)
-            agent_argv_tab[0] = access("/bin/bash", X_OK) == 0 ? bash : sh;
-        else if (strcmp(x->language, "sh") == 0)
-            agent_argv_tab[0] = sh;
-        else {
-            send_error(ci, id, EC_INVALID_ARGUMENT,
-                       "language '%s' is not offered; use python, bash or sh", x->language);
-            return;
-        }
-        agent_argv_tab[1] = dash_c;
-        agent_argv_tab[2] = code;
-        agent_argv_tab[3] = NULL;
-        agent_argv_n = 3;
-        start_program(ci, id, agent_argv_tab, x->cwd, x->uid, x->gid, x->timeout_ms,
-                      x->output_limit_bytes, x->stdin_follows, x->detach);
+        run_code_once(ci, id, x, python);
         return;
     }
     /* Stateful python: one call at a time into the persistent kernel. */
@@ -214,32 +253,7 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
     c->exit.kernel_restarted = restarted;
     agent_py.busy = (int)(c - agent_commands);
     send_started(c, ci, id, x->detach);
-    /* request: code, cwd, env pairs (the env entries sit in agent_env_tab as NAME=VALUE) */
-    static uint8_t hdr[4 + AGENT_MAX_PATH + 4];
-    size_t hl = 0;
-    put_u32(hdr, sizeof hdr, &hl, (uint32_t)code_len);
-    bool ok = write_to_program(c, agent_py.ctl_fd, hdr, hl) &&
-              write_to_program(c, agent_py.ctl_fd, code_buf, code_len);
-    hl = 0;
-    size_t cwdl = strnlen(x->cwd, AGENT_MAX_PATH - 1);
-    put_u32(hdr, sizeof hdr, &hl, (uint32_t)cwdl);
-    memcpy(hdr + hl, x->cwd, cwdl);
-    hl += cwdl;
-    put_u32(hdr, sizeof hdr, &hl, (uint32_t)agent_env_n);
-    ok = ok && write_to_program(c, agent_py.ctl_fd, hdr, hl);
-    for (size_t i = 0; ok && i < agent_env_n; i++) {
-        char *eq = strchr(agent_env_tab[i], '=');
-        size_t nl = (size_t)(eq - agent_env_tab[i]), vl = strlen(eq + 1);
-        uint8_t l4[4];
-        size_t z = 0;
-        put_u32(l4, 4, &z, (uint32_t)nl);
-        ok = write_to_program(c, agent_py.ctl_fd, l4, 4) &&
-             write_to_program(c, agent_py.ctl_fd, (uint8_t *)agent_env_tab[i], nl);
-        z = 0;
-        put_u32(l4, 4, &z, (uint32_t)vl);
-        ok = ok && write_to_program(c, agent_py.ctl_fd, l4, 4) &&
-             write_to_program(c, agent_py.ctl_fd, (uint8_t *)eq + 1, vl);
-    }
+    bool ok = kernel_send_call(c, x->cwd);
     /* its stdin: AgentStdin frames follow, or it has none (the end goes at once) */
     c->in_fd = agent_py.in_fd;
     if (ok && !x->stdin_follows)
@@ -291,4 +305,20 @@ void kernel_reply(void)
         exit_code = 1;
     agent_py.busy = -1;
     finish(c, exit_code, true, (const char *)rep + KERNEL_REPLY_HEADER);
+}
+
+/* Output of the kernel on stream s (0 stdout, 1 stderr): the busy call's, or between calls (a
+ * background thread) read and dropped so the pipe stays drained. */
+void kernel_output(int s)
+{
+    if (agent_py.busy >= 0) {
+        pump(&agent_commands[agent_py.busy], s);
+    } else {
+        /* output between calls (a background thread): keep the pipe drained */
+        ssize_t got = read(agent_py.out_fd[s], agent_chunk, sizeof agent_chunk);
+        if (got == 0) {
+            close(agent_py.out_fd[s]);
+            agent_py.out_fd[s] = -1;
+        }
+    }
 }

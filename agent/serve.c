@@ -493,12 +493,11 @@ static void seal_socket_dir(const char *socket_path)
           MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | keep, NULL);
 }
 
-/* Long because it is the agent's setup in the order its safety needs (not dumpable, the seccomp
- * filter before any program, listeners, the spare) followed by the one poll loop, whose descriptor
- * table every step fills. */
-int agent_serve(const agent_config *config)
+/* The agent's setup, in the order its safety needs: not dumpable, the signals it forwards, the
+ * seccomp filter before any program, the spare's cgroup, the listeners, then the first spare.
+ * 0, or 1 after a line on stderr. */
+static int serve_setup(void)
 {
-    agent_cfg = *config;
     agent_uid = getuid();
     start_ms = agent_last_activity_ms = now_ms();
     for (int i = 0; i < AGENT_MAX_CLIENTS; i++) {
@@ -554,75 +553,128 @@ int agent_serve(const agent_config *config)
     /* The first command's spare, forked once the host can connect: its cgroup join (the RCU
      * wait above) overlaps the host's connect and request instead of delaying that command. */
     spare_make();
-    static struct pollfd pfd[3 + AGENT_MAX_CLIENTS + AGENT_MAX_COMMANDS * 2 + 4];
-    static int kind[sizeof pfd / sizeof pfd[0]], index_of[sizeof pfd / sizeof pfd[0]];
-    enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1, K_TCP };
-    for (;;) {
-        int n = 0;
-        /* With every client slot taken the listener is not polled: new connections wait in
-         * the backlog (queued, never refused) until a client leaves. */
-        if (free_client_slot() >= 0) {
-            pfd[n] = (struct pollfd){listen_fd, POLLIN, 0};
-            kind[n++] = K_LISTEN;
-            if (tcp_fd >= 0) {
-                pfd[n] = (struct pollfd){tcp_fd, POLLIN, 0};
-                kind[n++] = K_TCP;
+    return 0;
+}
+
+/* The poll set of one round of the loop: each entry's kind, and for a client or a command's
+ * pipe its index. */
+enum { K_LISTEN, K_SIG, K_CLIENT, K_OUT0, K_OUT1, K_KREP, K_KOUT0, K_KOUT1, K_TCP };
+static struct pollfd pfd[3 + AGENT_MAX_CLIENTS + AGENT_MAX_COMMANDS * 2 + 4];
+static int kind[sizeof pfd / sizeof pfd[0]], index_of[sizeof pfd / sizeof pfd[0]];
+
+/* Fills the poll set for this round and returns its size. On the way, drops a TCP peer whose
+ * time to authenticate ran out and kills a command whose deadline passed; lowers *wake to the
+ * next such time; counts the authenticated clients in *clients_open. */
+static int poll_build(int64_t now, int64_t *wake, int *clients_open)
+{
+    int n = 0;
+    /* With every client slot taken the listener is not polled: new connections wait in
+     * the backlog (queued, never refused) until a client leaves. */
+    if (free_client_slot() >= 0) {
+        pfd[n] = (struct pollfd){listen_fd, POLLIN, 0};
+        kind[n++] = K_LISTEN;
+        if (tcp_fd >= 0) {
+            pfd[n] = (struct pollfd){tcp_fd, POLLIN, 0};
+            kind[n++] = K_TCP;
+        }
+    }
+    pfd[n] = (struct pollfd){sig_fd, POLLIN, 0};
+    kind[n++] = K_SIG;
+    for (int i = 0; i < AGENT_MAX_CLIENTS; i++) {
+        if (agent_clients[i].fd >= 0 && !agent_clients[i].authed) {
+            /* an unauthenticated TCP peer keeps its slot only so long */
+            int64_t end = agent_clients[i].since_ms + AGENT_IO_TIMEOUT_MS;
+            if (now >= end) {
+                drop_client(i);
+                continue;
+            }
+            if (*wake < 0 || end < *wake)
+                *wake = end;
+        }
+        if (agent_clients[i].fd >= 0) {
+            pfd[n] = (struct pollfd){agent_clients[i].fd, POLLIN, 0};
+            kind[n] = K_CLIENT;
+            index_of[n++] = i;
+            *clients_open += agent_clients[i].authed;
+        }
+    }
+    for (int i = 0; i < AGENT_MAX_COMMANDS; i++) {
+        command *c = &agent_commands[i];
+        if (!c->used || !c->running)
+            continue;
+        if (c->deadline_ms && !c->timed_out) {
+            if (now >= c->deadline_ms) {
+                c->timed_out = true;
+                kill_tree(c);
+            } else if (*wake < 0 || c->deadline_ms < *wake) {
+                *wake = c->deadline_ms;
             }
         }
-        pfd[n] = (struct pollfd){sig_fd, POLLIN, 0};
-        kind[n++] = K_SIG;
+        if (c->is_kernel)
+            continue;
+        for (int s = 0; s < 2; s++)
+            if (c->out_fd[s] >= 0) {
+                pfd[n] = (struct pollfd){c->out_fd[s], POLLIN, 0};
+                kind[n] = s == 0 ? K_OUT0 : K_OUT1;
+                index_of[n++] = i;
+            }
+    }
+    if (agent_py.pid > 0) {
+        if (agent_py.rep_fd >= 0) {
+            pfd[n] = (struct pollfd){agent_py.rep_fd, POLLIN, 0};
+            kind[n++] = K_KREP;
+        }
+        for (int s = 0; s < 2; s++)
+            if (agent_py.out_fd[s] >= 0) {
+                pfd[n] = (struct pollfd){agent_py.out_fd[s], POLLIN, 0};
+                kind[n++] = s == 0 ? K_KOUT0 : K_KOUT1;
+            }
+    }
+    return n;
+}
+
+/* Serves what poll reported ready among the first n entries (r of them). An entry whose fd
+ * was closed or reused by an earlier one this round is skipped. */
+static void poll_dispatch(int n, int r)
+{
+    for (int i = 0; r > 0 && i < n; i++) {
+        if (!pfd[i].revents)
+            continue;
+        switch (kind[i]) {
+        case K_LISTEN: accept_client(); break;
+        case K_TCP: accept_tcp(); break;
+        case K_SIG: handle_signals(); break;
+        case K_CLIENT:
+            if (agent_clients[index_of[i]].fd == pfd[i].fd)
+                handle_client(index_of[i]);
+            break;
+        case K_OUT0:
+        case K_OUT1:
+            if (agent_commands[index_of[i]].out_fd[kind[i] - K_OUT0] == pfd[i].fd)
+                pump(&agent_commands[index_of[i]], kind[i] - K_OUT0);
+            break;
+        case K_KREP:
+            if (agent_py.rep_fd == pfd[i].fd)
+                kernel_reply();
+            break;
+        case K_KOUT0:
+        case K_KOUT1:
+            if (agent_py.out_fd[kind[i] - K_KOUT0] == pfd[i].fd)
+                kernel_output(kind[i] - K_KOUT0);
+            break;
+        }
+    }
+}
+
+int agent_serve(const agent_config *config)
+{
+    agent_cfg = *config;
+    if (serve_setup() != 0)
+        return 1;
+    for (;;) {
         int clients_open = 0;
         int64_t now = now_ms(), wake = -1;
-        for (int i = 0; i < AGENT_MAX_CLIENTS; i++) {
-            if (agent_clients[i].fd >= 0 && !agent_clients[i].authed) {
-                /* an unauthenticated TCP peer keeps its slot only so long */
-                int64_t end = agent_clients[i].since_ms + AGENT_IO_TIMEOUT_MS;
-                if (now >= end) {
-                    drop_client(i);
-                    continue;
-                }
-                if (wake < 0 || end < wake)
-                    wake = end;
-            }
-            if (agent_clients[i].fd >= 0) {
-                pfd[n] = (struct pollfd){agent_clients[i].fd, POLLIN, 0};
-                kind[n] = K_CLIENT;
-                index_of[n++] = i;
-                clients_open += agent_clients[i].authed;
-            }
-        }
-        for (int i = 0; i < AGENT_MAX_COMMANDS; i++) {
-            command *c = &agent_commands[i];
-            if (!c->used || !c->running)
-                continue;
-            if (c->deadline_ms && !c->timed_out) {
-                if (now >= c->deadline_ms) {
-                    c->timed_out = true;
-                    kill_tree(c);
-                } else if (wake < 0 || c->deadline_ms < wake) {
-                    wake = c->deadline_ms;
-                }
-            }
-            if (c->is_kernel)
-                continue;
-            for (int s = 0; s < 2; s++)
-                if (c->out_fd[s] >= 0) {
-                    pfd[n] = (struct pollfd){c->out_fd[s], POLLIN, 0};
-                    kind[n] = s == 0 ? K_OUT0 : K_OUT1;
-                    index_of[n++] = i;
-                }
-        }
-        if (agent_py.pid > 0) {
-            if (agent_py.rep_fd >= 0) {
-                pfd[n] = (struct pollfd){agent_py.rep_fd, POLLIN, 0};
-                kind[n++] = K_KREP;
-            }
-            for (int s = 0; s < 2; s++)
-                if (agent_py.out_fd[s] >= 0) {
-                    pfd[n] = (struct pollfd){agent_py.out_fd[s], POLLIN, 0};
-                    kind[n++] = s == 0 ? K_KOUT0 : K_KOUT1;
-                }
-        }
+        int n = poll_build(now, &wake, &clients_open);
         int running = running_count();
         if (agent_shutdown_at_ms) {
             if (running == 0 || now >= agent_shutdown_at_ms)
@@ -641,45 +693,7 @@ int agent_serve(const agent_config *config)
         int r = poll(pfd, (nfds_t)n, timeout);
         if (r < 0 && errno != EINTR)
             return 1;
-        for (int i = 0; r > 0 && i < n; i++) {
-            if (!pfd[i].revents)
-                continue;
-            switch (kind[i]) {
-            case K_LISTEN: accept_client(); break;
-            case K_TCP: accept_tcp(); break;
-            case K_SIG: handle_signals(); break;
-            case K_CLIENT:
-                if (agent_clients[index_of[i]].fd == pfd[i].fd)
-                    handle_client(index_of[i]);
-                break;
-            case K_OUT0:
-            case K_OUT1:
-                if (agent_commands[index_of[i]].out_fd[kind[i] - K_OUT0] == pfd[i].fd)
-                    pump(&agent_commands[index_of[i]], kind[i] - K_OUT0);
-                break;
-            case K_KREP:
-                if (agent_py.rep_fd == pfd[i].fd)
-                    kernel_reply();
-                break;
-            case K_KOUT0:
-            case K_KOUT1: {
-                int s = kind[i] - K_KOUT0;
-                if (agent_py.out_fd[s] != pfd[i].fd)
-                    break;
-                if (agent_py.busy >= 0) {
-                    pump(&agent_commands[agent_py.busy], s);
-                } else {
-                    /* output between calls (a background thread): keep the pipe drained */
-                    ssize_t got = read(agent_py.out_fd[s], agent_chunk, sizeof agent_chunk);
-                    if (got == 0) {
-                        close(agent_py.out_fd[s]);
-                        agent_py.out_fd[s] = -1;
-                    }
-                }
-                break;
-            }
-            }
-        }
+        poll_dispatch(n, r);
         reap();
     }
 }

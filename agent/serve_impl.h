@@ -187,6 +187,7 @@ bool kernel_stdin(command *c, const uint8_t *p, size_t n);
 void kernel_stdin_end(command *c);
 void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x);
 void kernel_reply(void);
+void kernel_output(int s);
 
 /* file_ops.c */
 void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x);
