@@ -25,20 +25,27 @@ static uint64_t next_command_id = 1, finished_counter;
 uint8_t agent_chunk[AGENT_CHUNK];
 
 /* env of one request as NAME=VALUE strings: bounded by the frame size. */
-char agent_arena[AGENT_ARENA_BYTES];
-size_t agent_arena_used;
+static char arena[AGENT_ARENA_BYTES];
+static size_t arena_used;
 char *agent_argv_tab[AGENT_MAX_ARGV + 4];
 size_t agent_argv_n;
 char *agent_env_tab[AGENT_MAX_ENV + 8];
 size_t agent_env_n;
 static char exec_path[PATH_MAX];
 
+/* A new request: its argv and env tables, and the arena their strings live in, start empty. */
+void request_reset(void)
+{
+    arena_used = 0;
+    agent_argv_n = agent_env_n = 0;
+}
+
 static char *arena_alloc(size_t n)
 {
-    if (n > sizeof agent_arena - agent_arena_used)
+    if (n > sizeof arena - arena_used)
         return NULL;
-    char *p = agent_arena + agent_arena_used;
-    agent_arena_used += n;
+    char *p = arena + arena_used;
+    arena_used += n;
     return p;
 }
 

@@ -309,8 +309,7 @@ static void handle_client(int ci)
         return;
     }
     agent_last_activity_ms = now_ms();
-    agent_arena_used = 0;
-    agent_argv_n = agent_env_n = 0;
+    request_reset();
     memset(&req, 0, offsetof(sbx_v1_AgentRequest, body));
     pb_istream_t is = pb_istream_from_buffer(rx, n);
     if (!pb_decode(&is, sbx_v1_AgentRequest_fields, &req)) {

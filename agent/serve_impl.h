@@ -109,9 +109,7 @@ extern sbx_v1_AgentEvent agent_ev; /* the event being built, sent by send_event 
 /* commands.c */
 extern command agent_commands[AGENT_MAX_COMMANDS];
 extern uint8_t agent_chunk[AGENT_CHUNK];
-/* argv and env of the request being handled (reset per frame by serve.c) */
-extern char agent_arena[AGENT_ARENA_BYTES];
-extern size_t agent_arena_used;
+/* argv and env of the request being handled (request_reset empties them per frame) */
 extern char *agent_argv_tab[AGENT_MAX_ARGV + 4];
 extern size_t agent_argv_n;
 extern char *agent_env_tab[AGENT_MAX_ENV + 8];
@@ -146,6 +144,7 @@ void send_error(int ci, uint64_t id, uint32_t code, const char *fmt, ...)
 uint32_t errno_code(int e);
 
 /* commands.c */
+void request_reset(void);
 bool collect_env(const sbx_v1_AgentEnv *env, pb_size_t n);
 void sub_del(command *c, int ci);
 bool pump(command *c, int stream);

@@ -156,7 +156,7 @@ typedef struct spare_job {
     uid_t u;
     gid_t g;
     bool keep, with_stdin;
-    char strings[AGENT_MAX_FRAME + sizeof agent_arena]; /* every string argv and env point at */
+    char strings[AGENT_MAX_FRAME + AGENT_ARENA_BYTES]; /* every string argv and env point at */
 } spare_job;
 
 typedef struct spare {
