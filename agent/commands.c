@@ -33,6 +33,8 @@ char *agent_env_tab[AGENT_MAX_ENV + 8];
 size_t agent_env_n;
 static char exec_path[PATH_MAX];
 
+/* ---- request argv/env into NULL-terminated tables ------------------------------------- */
+
 /* A new request: its argv and env tables, and the arena their strings live in, start empty. */
 void request_reset(void)
 {
@@ -48,8 +50,6 @@ static char *arena_alloc(size_t n)
     arena_used += n;
     return p;
 }
-
-/* ---- request argv/env into NULL-terminated tables ------------------------------------- */
 
 /* Collects env entries (NAME=VALUE in the arena); false on a malformed name. */
 bool collect_env(const sbx_v1_AgentEnv *env, pb_size_t n)
