@@ -49,7 +49,7 @@
 #define DEFAULT_POLICY_MEMORY_MB 512
 #define DEFAULT_POLICY_PIDS 256
 #define DEFAULT_POLICY_TIMEOUT_MS 120000
-#define MAX_POLICY_CPU 1024.0                     /* cores; beyond any single host */
+#define MAX_POLICY_CPU 1024                       /* cores; beyond any single host */
 #define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
 #define MAX_POLICY_PIDS 4194304                   /* the kernel's PID_MAX_LIMIT */
 #define MAX_POLICY_DISK_MB (1LL << 30)            /* 1 PiB */
@@ -59,13 +59,10 @@
 #define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
 
 #define DEFAULT_BROKER_FLAVOR "thread"
-#define DEFAULT_BROKER_THREADS SBX_BROKER_DEFAULT_THREADS /* core/limits.h */
-#define MAX_BROKER_THREADS 1024                           /* executor threads; more only thrash */
-#define DEFAULT_BROKER_QUEUE_DEPTH SBX_BROKER_DEFAULT_QUEUE_DEPTH
+#define MAX_BROKER_THREADS 1024 /* executor threads; more only thrash */
 #define MAX_BROKER_QUEUE_DEPTH (1 << 20)
 #define DEFAULT_BROKER_WAIT_MS 60000
 #define MAX_BROKER_WAIT_MS (24LL * 3600 * 1000)
-#define DEFAULT_BROKER_LRU SBX_BROKER_DEFAULT_LRU_SIZE
 #define MAX_BROKER_LRU (1 << 20)
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define MAX_CONNECT_TIMEOUT_MS 600000
@@ -108,15 +105,9 @@
 static const char *const known_provider_names[] = {"local",   "docker", "e2b", "daytona",
                                                    "ec2_ssm", "fake",   NULL};
 
-/* Accepted keys, per level (also the list printed when a key is unknown). */
-static const char *const root_keys[] = {"sandbox", NULL};
+/* The words an enumerated value accepts (also the list printed when a value is unknown). */
 static const char *const log_level_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const serve_choices[] = {"grpc", "queue", "both", NULL};
-static const char *const auth_keys[] = {"callers", NULL};
-static const char *const identity_keys[] = {"mode", NULL};
-static const char *const policy_keys[] = {
-    "network_egress", "network_allow", "fs_read",    "fs_write",           "cpu",     "memory_mb",
-    "pids",           "disk_mb",       "timeout_ms", "output_limit_bytes", "lenient", NULL};
 
 static const char *const flavor_choices[] = {"embedded", "thread", "remote", "queue", NULL};
 static const char *const scope_choices[] = {"per_call", "per_session", "per_runtime", NULL};
@@ -430,116 +421,6 @@ static sbx_status get_string_list(loader *L, const config_node *v, const char *p
     return SBX_OK;
 }
 
-/* ---- table-driven sections ------------------------------------------------------------ */
-
-/* What a key of a section holds. The plain kinds are read by parse_fields itself; F_CUSTOM
- * keys (a nested block, a value with a rule of its own) by their function. */
-typedef enum field_kind { F_STRING, F_PATH, F_ENV, F_INT, F_ENUM, F_CUSTOM } field_kind;
-
-/* One key of a section: its kind and where its value goes (offset into the section's struct:
- * char * for strings, paths, env names and enums (kept as the chosen string), int64_t for
- * integers). The order of a table is the order of the "accepted keys" list in messages. */
-typedef struct field {
-    const char *key;
-    field_kind kind;
-    size_t offset;
-    int64_t min, max;           /* F_INT */
-    const char *const *choices; /* F_ENUM */
-    sbx_status (*custom)(loader *L, const config_node *v, const char *path,
-                         void *section); /* F_CUSTOM */
-} field;
-
-/* Most keys one section has (the accepted-keys list and the node table are this big). */
-#define FIELDS_MAX 24
-
-#define STR(type, member, key)                                                                     \
-    {                                                                                              \
-        key, F_STRING, offsetof(type, member), 0, 0, NULL, NULL                                    \
-    }
-#define PATHF(type, member, key)                                                                   \
-    {                                                                                              \
-        key, F_PATH, offsetof(type, member), 0, 0, NULL, NULL                                      \
-    }
-#define ENVF(type, member, key)                                                                    \
-    {                                                                                              \
-        key, F_ENV, offsetof(type, member), 0, 0, NULL, NULL                                       \
-    }
-#define INTF(type, member, key, lo, hi)                                                            \
-    {                                                                                              \
-        key, F_INT, offsetof(type, member), lo, hi, NULL, NULL                                     \
-    }
-#define ENUMF(type, member, key, choices)                                                          \
-    {                                                                                              \
-        key, F_ENUM, offsetof(type, member), 0, 0, choices, NULL                                   \
-    }
-#define CUSTOM(key, fn)                                                                            \
-    {                                                                                              \
-        key, F_CUSTOM, 0, 0, 0, NULL, fn                                                           \
-    }
-#define FIELDS_END                                                                                 \
-    {                                                                                              \
-        NULL, F_STRING, 0, 0, 0, NULL, NULL                                                        \
-    }
-
-/* Reads map (the section at path) by the table fields into section. at[i] (when at is not
- * NULL) is the value node of fields[i], NULL when the key is absent, for checks that name
- * it. Stops at the first error; an unknown key lists the table's keys. */
-static sbx_status parse_fields(loader *L, const config_node *map, const char *path,
-                               const field *fields, void *section, const config_node **at)
-{
-    const char *accepted[FIELDS_MAX + 1];
-    size_t n_fields = 0;
-    for (; n_fields < FIELDS_MAX && fields[n_fields].key != NULL; n_fields++) {
-        accepted[n_fields] = fields[n_fields].key;
-        if (at != NULL)
-            at[n_fields] = NULL;
-    }
-    accepted[n_fields] = NULL;
-    size_t pairs = 0;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        size_t f = 0;
-        while (f < n_fields && strcmp(fields[f].key, k->text) != 0)
-            f++;
-        if (f == n_fields) {
-            st = unknown_key(L, k, path, accepted);
-            break;
-        }
-        const field *fd = &fields[f];
-        char **str = (char **)(void *)((char *)section + fd->offset);
-        int64_t *num = (int64_t *)(void *)((char *)section + fd->offset);
-        int idx = 0;
-        switch (fd->kind) {
-        case F_STRING: st = get_string(L, v, p, str); break;
-        case F_PATH: st = get_path(L, v, p, str); break;
-        case F_ENV: st = get_env_name(L, v, p, str); break;
-        case F_INT: st = get_int(L, v, p, fd->min, fd->max, num); break;
-        case F_ENUM:
-            st = get_enum(L, v, p, fd->choices, &idx);
-            if (st == SBX_OK)
-                st = get_string(L, v, p, str);
-            break;
-        case F_CUSTOM: st = fd->custom(L, v, p, section); break;
-        }
-        if (at != NULL)
-            at[f] = v;
-    }
-    return st;
-}
-
-/* The value node of key in a parse_fields node table (NULL when the file does not set it). */
-static const config_node *field_node(const field *fields, const config_node *const *at,
-                                     const char *key)
-{
-    for (size_t f = 0; f < FIELDS_MAX && fields[f].key != NULL; f++)
-        if (strcmp(fields[f].key, key) == 0)
-            return at[f];
-    return NULL;
-}
-
 static bool absolute_path_ok(const char *s)
 {
     return s[0] == '/';
@@ -598,7 +479,338 @@ static bool listen_is_loopback(const char *listen)
     return split_host_port(listen, &host_len, &port) && sbx_net_host_is_loopback(listen, host_len);
 }
 
-/* ---- sections ------------------------------------------------------------------------- */
+/* ---- table-driven sections ------------------------------------------------------------ */
+
+/* What a key of a section holds. The plain kinds are read by parse_fields itself; F_SECTION
+ * is a nested block with a table of its own; F_CUSTOM keys (a value with a rule of its own)
+ * are read by their function; F_SKIP keys are read before the table (a profile's `type`, the
+ * top-level `sandbox`): parse_fields only records where they are. */
+typedef enum field_kind {
+    F_STRING,  /* char *: the string as written */
+    F_PATH,    /* char *: a path, relative ones resolved against the file's directory */
+    F_ENV,     /* char *: the NAME of an environment variable */
+    F_ENUM,    /* char *: one of choices, kept as the chosen string */
+    F_CHOICE,  /* an integer member (enum or bool): values[index of the choice], or the index */
+    F_INT,     /* an integer member of any width: min..max */
+    F_BOOL,    /* bool or protobuf_c_boolean: true or false */
+    F_REAL,    /* double: min..max, `what` says what is expected */
+    F_LIST,    /* char ** with its size_t count: strings, each passing check (what an item is) */
+    F_LISTEN,  /* char *: HOST:PORT of a listener, `what` gives examples */
+    F_SECTION, /* a nested mapping read by table sub into the struct at offset, then after */
+    F_CUSTOM,  /* custom reads the value */
+    F_SKIP,    /* read before parse_fields runs */
+} field_kind;
+
+typedef struct field field;
+
+/* The cross-key rules of a section, run once its keys are read: at[i] is the value node of
+ * fields[i] (NULL when the file does not set it), for messages that point at it. */
+typedef sbx_status (*section_check)(loader *L, const config_node *map, const char *path,
+                                    void *section, const config_node *const *at);
+
+/* One key of a section: its kind, where its value goes (offset and size of the member in the
+ * section's struct), its bounds and its default. apply_defaults writes every default, so the
+ * defaults of a section are its table's. The order of a table is the order of the "accepted
+ * keys" list in messages. */
+struct field {
+    const char *key;
+    field_kind kind;
+    size_t offset, size;         /* the member (F_SECTION: the nested struct) */
+    size_t count_offset;         /* F_LIST: the size_t item count */
+    int64_t min, max;            /* F_INT, F_REAL */
+    int64_t def;                 /* F_INT, F_BOOL, F_CHOICE: the default value stored */
+    double def_real;             /* F_REAL */
+    const char *def_str;         /* string kinds: the default (NULL: none) */
+    const char *const *choices;  /* F_ENUM, F_CHOICE */
+    const int *values;           /* F_CHOICE: what each choice stores; NULL: its index */
+    const char *what;            /* F_LIST, F_REAL, F_LISTEN: the words of messages */
+    bool (*check)(const char *); /* F_LIST: each item's rule; NULL: any string */
+    const field *sub;            /* F_SECTION */
+    section_check after;         /* F_SECTION: its cross-key rules; NULL: none */
+    sbx_status (*custom)(loader *L, const config_node *v, const char *path,
+                         void *section); /* F_CUSTOM */
+};
+
+/* Most keys one section has (the accepted-keys list and the node table are this big). */
+#define FIELDS_MAX 24
+
+#define MEMBER(type, m) .offset = offsetof(type, m), .size = sizeof(((type *)0)->m)
+#define STR(type, m, k)                                                                            \
+    {                                                                                              \
+        .key = (k), .kind = F_STRING, MEMBER(type, m)                                              \
+    }
+#define STRD(type, m, k, d)                                                                        \
+    {                                                                                              \
+        .key = (k), .kind = F_STRING, MEMBER(type, m), .def_str = (d)                              \
+    }
+#define PATHF(type, m, k)                                                                          \
+    {                                                                                              \
+        .key = (k), .kind = F_PATH, MEMBER(type, m)                                                \
+    }
+#define ENVF(type, m, k)                                                                           \
+    {                                                                                              \
+        .key = (k), .kind = F_ENV, MEMBER(type, m)                                                 \
+    }
+#define INTF(type, m, k, lo, hi, d)                                                                \
+    {                                                                                              \
+        .key = (k), .kind = F_INT, MEMBER(type, m), .min = (lo), .max = (hi), .def = (d)           \
+    }
+#define BOOLF(type, m, k, d)                                                                       \
+    {                                                                                              \
+        .key = (k), .kind = F_BOOL, MEMBER(type, m), .def = (d)                                    \
+    }
+#define REALF(type, m, k, lo, hi, d, w)                                                            \
+    {                                                                                              \
+        .key = (k), .kind = F_REAL, MEMBER(type, m), .min = (lo), .max = (hi), .def_real = (d),    \
+        .what = (w)                                                                                \
+    }
+#define ENUMF(type, m, k, c, d)                                                                    \
+    {                                                                                              \
+        .key = (k), .kind = F_ENUM, MEMBER(type, m), .choices = (c), .def_str = (d)                \
+    }
+#define CHOICEF(type, m, k, c, v, d)                                                               \
+    {                                                                                              \
+        .key = (k), .kind = F_CHOICE, MEMBER(type, m), .choices = (c), .values = (v), .def = (d)   \
+    }
+#define LISTF(type, m, n, k, chk, w)                                                               \
+    {                                                                                              \
+        .key = (k), .kind = F_LIST, MEMBER(type, m), .count_offset = offsetof(type, n),            \
+        .check = (chk), .what = (w)                                                                \
+    }
+#define LISTENF(type, m, k, examples, d)                                                           \
+    {                                                                                              \
+        .key = (k), .kind = F_LISTEN, MEMBER(type, m), .what = (examples), .def_str = (d)          \
+    }
+#define SECTIONF(k, off, table, chk)                                                               \
+    {                                                                                              \
+        .key = (k), .kind = F_SECTION, .offset = (off), .sub = (table), .after = (chk)             \
+    }
+#define CUSTOM(k, fn)                                                                              \
+    {                                                                                              \
+        .key = (k), .kind = F_CUSTOM, .custom = (fn)                                               \
+    }
+#define SKIP(k)                                                                                    \
+    {                                                                                              \
+        .key = (k), .kind = F_SKIP                                                                 \
+    }
+#define FIELDS_END                                                                                 \
+    {                                                                                              \
+        .key = NULL                                                                                \
+    }
+
+/* Keys of a section that are not in its table: a profile's provider block, named by the
+ * profile's type. parse sets *known false for a key it does not take either. */
+typedef struct extra_key {
+    const char *key; /* listed among the accepted keys after the table's */
+    sbx_status (*parse)(loader *L, const config_node *k, const config_node *v, const char *path,
+                        const char *value_path, void *section, bool *known);
+} extra_key;
+
+static void *member_at(void *section, size_t offset)
+{
+    return (char *)section + offset;
+}
+
+/* Stores v into an integer member of size bytes (bool, enum, protobuf_c_boolean, uint32_t,
+ * int64_t, uint64_t); memcpy keeps it free of aliasing assumptions. */
+static void store_int(void *at, size_t size, int64_t v)
+{
+    if (size == 1) {
+        uint8_t b = (uint8_t)v;
+        memcpy(at, &b, 1);
+    } else if (size == 2) {
+        uint16_t h = (uint16_t)v;
+        memcpy(at, &h, 2);
+    } else if (size == 4) {
+        uint32_t w = (uint32_t)v;
+        memcpy(at, &w, 4);
+    } else {
+        memcpy(at, &v, sizeof(v));
+    }
+}
+
+/* Writes the default of every key of fields (and of nested sections) into section. False
+ * when out of memory. */
+static bool apply_defaults(const field *fields, void *section)
+{
+    for (size_t f = 0; fields[f].key != NULL; f++) {
+        const field *fd = &fields[f];
+        void *at = member_at(section, fd->offset);
+        switch (fd->kind) {
+        case F_INT:
+        case F_BOOL:
+        case F_CHOICE: store_int(at, fd->size, fd->def); break;
+        case F_REAL: memcpy(at, &fd->def_real, sizeof(double)); break;
+        case F_SECTION:
+            if (!apply_defaults(fd->sub, at))
+                return false;
+            break;
+        default:
+            if (fd->def_str != NULL) {
+                char *copy = strdup(fd->def_str);
+                if (copy == NULL)
+                    return false;
+                free(*(char **)at);
+                *(char **)at = copy;
+            }
+            break;
+        }
+    }
+    return true;
+}
+
+/* HOST:PORT of a listener (worker.listen, worker.metrics_listen), kept as the string. */
+static sbx_status get_listen(loader *L, const config_node *v, const char *p, char **out,
+                             const char *example)
+{
+    sbx_status st = get_string(L, v, p, out);
+    size_t host_len = 0;
+    int64_t port = 0;
+    if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
+        st = fail(L, v, p, "'%s' is not HOST:PORT; accepted e.g. %s (port 0 = any free port)",
+                  v->text, example);
+    return st;
+}
+
+/* A number (fractions allowed) from fd->min to fd->max. */
+static sbx_status get_real(loader *L, const config_node *v, const char *p, const field *fd,
+                           double *out)
+{
+    sbx_status st = need_scalar(L, v, p, fd->what);
+    if (st != SBX_OK)
+        return st;
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v->text, &end);
+    if (!v->plain || errno != 0 || end == v->text || *end != '\0' || !isfinite(x))
+        return fail(L, v, p, "expected %s, got '%s'", fd->what, v->text);
+    if (x < (double)fd->min || x > (double)fd->max)
+        return fail(L, v, p, "%s is out of range; accepted: %s", v->text, fd->what);
+    *out = x;
+    return SBX_OK;
+}
+
+static sbx_status parse_section(loader *L, const config_node *map, const char *path,
+                                const field *fields, void *section, section_check after);
+
+/* Reads the value v of the key fd of a section at p into section. */
+static sbx_status read_field(loader *L, const field *fd, const config_node *v, const char *p,
+                             void *section)
+{
+    void *at = member_at(section, fd->offset);
+    char **str = at;
+    int64_t n = 0;
+    int idx = 0;
+    bool b = false;
+    sbx_status st = SBX_OK;
+    switch (fd->kind) {
+    case F_STRING: return get_string(L, v, p, str);
+    case F_PATH: return get_path(L, v, p, str);
+    case F_ENV: return get_env_name(L, v, p, str);
+    case F_LISTEN: return get_listen(L, v, p, str, fd->what);
+    case F_REAL: return get_real(L, v, p, fd, at);
+    case F_ENUM:
+        st = get_enum(L, v, p, fd->choices, &idx);
+        return st == SBX_OK ? get_string(L, v, p, str) : st;
+    case F_CHOICE:
+        st = get_enum(L, v, p, fd->choices, &idx);
+        if (st == SBX_OK)
+            store_int(at, fd->size, fd->values != NULL ? fd->values[idx] : idx);
+        return st;
+    case F_INT:
+        st = get_int(L, v, p, fd->min, fd->max, &n);
+        if (st == SBX_OK)
+            store_int(at, fd->size, n);
+        return st;
+    case F_BOOL:
+        st = get_bool(L, v, p, &b);
+        if (st == SBX_OK)
+            store_int(at, fd->size, b);
+        return st;
+    case F_LIST:
+        return get_string_list(L, v, p, fd->check, fd->what,
+                               (size_t *)member_at(section, fd->count_offset), (char ***)at);
+    case F_SECTION: return parse_section(L, v, p, fd->sub, at, fd->after);
+    case F_CUSTOM: return fd->custom(L, v, p, section);
+    case F_SKIP: return SBX_OK;
+    }
+    return SBX_OK;
+}
+
+/* Reads map (the section at path) by the table fields into section. at[i] (when at is not
+ * NULL) is the value node of fields[i], NULL when the key is absent, for checks that name
+ * it. Keys not in the table go to extra (when given). Stops at the first error; an unknown
+ * key lists the table's keys (and extra's). */
+static sbx_status parse_fields(loader *L, const config_node *map, const char *path,
+                               const field *fields, void *section, const config_node **at,
+                               const extra_key *extra)
+{
+    const char *accepted[FIELDS_MAX + 2];
+    size_t n_fields = 0;
+    for (; n_fields < FIELDS_MAX && fields[n_fields].key != NULL; n_fields++) {
+        accepted[n_fields] = fields[n_fields].key;
+        if (at != NULL)
+            at[n_fields] = NULL;
+    }
+    accepted[n_fields] = extra != NULL ? extra->key : NULL;
+    accepted[n_fields + 1] = NULL;
+    size_t pairs = 0;
+    sbx_status st = need_map(L, map, path, &pairs);
+    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
+        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
+        char p[256];
+        subpath(p, sizeof(p), path, k->text);
+        size_t f = 0;
+        while (f < n_fields && strcmp(fields[f].key, k->text) != 0)
+            f++;
+        if (f < n_fields) {
+            st = read_field(L, &fields[f], v, p, section);
+            if (at != NULL)
+                at[f] = v;
+            continue;
+        }
+        bool known = false;
+        if (extra != NULL)
+            st = extra->parse(L, k, v, path, p, section, &known);
+        if (!known)
+            st = unknown_key(L, k, path, accepted);
+    }
+    return st;
+}
+
+/* A nested section: its keys by the table, then its cross-key rules. */
+static sbx_status parse_section(loader *L, const config_node *map, const char *path,
+                                const field *fields, void *section, section_check after)
+{
+    const config_node *at[FIELDS_MAX];
+    sbx_status st = parse_fields(L, map, path, fields, section, at, NULL);
+    if (st == SBX_OK && after != NULL)
+        st = after(L, map, path, section, at);
+    return st;
+}
+
+/* The value node of key in a parse_fields node table (NULL when the file does not set it). */
+static const config_node *field_node(const field *fields, const config_node *const *at,
+                                     const char *key)
+{
+    for (size_t f = 0; f < FIELDS_MAX && fields[f].key != NULL; f++)
+        if (strcmp(fields[f].key, key) == 0)
+            return at[f];
+    return NULL;
+}
+
+/* The value of key in a mapping (NULL when map is not a mapping or has no such key). */
+static const config_node *map_value(const config_node *map, const char *key)
+{
+    if (map == NULL || map->kind != CONFIG_MAP)
+        return NULL;
+    for (size_t i = 0; i + 1 < map->n_kids; i += 2)
+        if (strcmp(map->kids[i]->text, key) == 0)
+            return map->kids[i + 1];
+    return NULL;
+}
+
+/* ---- broker ---------------------------------------------------------------------------- */
 
 /* sandbox.broker.remote.endpoint: https://HOST[:PORT], or http:// to loopback only. */
 static sbx_status get_endpoint(loader *L, const config_node *v, const char *p, void *section)
@@ -651,26 +863,28 @@ static sbx_status get_endpoint(loader *L, const config_node *v, const char *p, v
     return st;
 }
 
+static sbx_status check_remote(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at)
+{
+    const sbx_remote_config *r = section;
+    (void)at;
+    if ((r->cert_file == NULL) != (r->key_file == NULL))
+        return fail(L, map, path,
+                    "cert_file and key_file go together (client certificate for mTLS); set both "
+                    "or neither");
+    return SBX_OK;
+}
+
 static const field remote_fields[] = {
     CUSTOM("endpoint", get_endpoint),
     PATHF(sbx_remote_config, ca_file, "ca_file"),
     PATHF(sbx_remote_config, cert_file, "cert_file"),
     PATHF(sbx_remote_config, key_file, "key_file"),
     ENVF(sbx_remote_config, token_env, "token_env"),
-    INTF(sbx_remote_config, connect_timeout_ms, "connect_timeout_ms", 1, MAX_CONNECT_TIMEOUT_MS),
+    INTF(sbx_remote_config, connect_timeout_ms, "connect_timeout_ms", 1, MAX_CONNECT_TIMEOUT_MS,
+         DEFAULT_CONNECT_TIMEOUT_MS),
     FIELDS_END,
 };
-
-static sbx_status parse_remote(loader *L, const config_node *map, sbx_remote_config *r)
-{
-    const char *path = "sandbox.broker.remote";
-    sbx_status st = parse_fields(L, map, path, remote_fields, r, NULL);
-    if (st == SBX_OK && (r->cert_file == NULL) != (r->key_file == NULL))
-        st = fail(L, map, path,
-                  "cert_file and key_file go together (client certificate for mTLS); set both "
-                  "or neither");
-    return st;
-}
 
 /* One NATS URL of a comma separated list: nats:// only to loopback (requests carry bearer
  * tokens), tls:// anywhere; no credentials inside it. */
@@ -736,25 +950,28 @@ static const field queue_fields[] = {
     CUSTOM("nkey", get_nkey),
     ENVF(sbx_queue_config, nkey_seed_env, "nkey_seed_env"),
     ENVF(sbx_queue_config, token_env, "token_env"),
-    STR(sbx_queue_config, name, "name"),
-    INTF(sbx_queue_config, replicas, "replicas", 1, MAX_QUEUE_REPLICAS),
-    INTF(sbx_queue_config, ack_wait_ms, "ack_wait_ms", MIN_QUEUE_ACK_WAIT_MS, MAX_QUEUE_WAIT_MS),
-    INTF(sbx_queue_config, node_wait_ms, "node_wait_ms", 0, MAX_QUEUE_WAIT_MS),
-    INTF(sbx_queue_config, completion_ttl_s, "completion_ttl_s", 1, MAX_QUEUE_TTL_S),
-    INTF(sbx_queue_config, dedup_window_s, "dedup_window_s", 1, MAX_QUEUE_TTL_S),
-    INTF(sbx_queue_config, connect_timeout_ms, "connect_timeout_ms", 1, MAX_CONNECT_TIMEOUT_MS),
+    STRD(sbx_queue_config, name, "name", DEFAULT_QUEUE_NAME),
+    INTF(sbx_queue_config, replicas, "replicas", 1, MAX_QUEUE_REPLICAS, 1),
+    INTF(sbx_queue_config, ack_wait_ms, "ack_wait_ms", MIN_QUEUE_ACK_WAIT_MS, MAX_QUEUE_WAIT_MS,
+         DEFAULT_QUEUE_ACK_WAIT_MS),
+    INTF(sbx_queue_config, node_wait_ms, "node_wait_ms", 0, MAX_QUEUE_WAIT_MS,
+         DEFAULT_QUEUE_NODE_WAIT_MS),
+    INTF(sbx_queue_config, completion_ttl_s, "completion_ttl_s", 1, MAX_QUEUE_TTL_S,
+         DEFAULT_QUEUE_TTL_S),
+    INTF(sbx_queue_config, dedup_window_s, "dedup_window_s", 1, MAX_QUEUE_TTL_S,
+         DEFAULT_QUEUE_DEDUP_S),
+    INTF(sbx_queue_config, connect_timeout_ms, "connect_timeout_ms", 1, MAX_CONNECT_TIMEOUT_MS,
+         DEFAULT_CONNECT_TIMEOUT_MS),
     FIELDS_END,
 };
 
-static sbx_status parse_queue(loader *L, const config_node *map, sbx_queue_config *q)
+static sbx_status check_queue(loader *L, const config_node *map, const char *path, void *section,
+                              const config_node *const *at)
 {
-    const char *path = "sandbox.broker.queue";
-    const config_node *at[FIELDS_MAX];
-    sbx_status st = parse_fields(L, map, path, queue_fields, q, at);
+    sbx_queue_config *q = section;
     const config_node *url_node = field_node(queue_fields, at, "url");
     const config_node *name_node = field_node(queue_fields, at, "name");
-    if (st != SBX_OK)
-        return st;
+    sbx_status st = SBX_OK;
     if (name_node != NULL) {
         bool ok = q->name[0] != '\0' && strlen(q->name) <= QUEUE_NAME_MAX;
         for (const char *c = q->name; ok && *c; c++)
@@ -793,71 +1010,59 @@ static sbx_status parse_queue(loader *L, const config_node *map, sbx_queue_confi
     return SBX_OK;
 }
 
-static sbx_status get_remote(loader *L, const config_node *v, const char *p, void *section)
-{
-    (void)p;
-    return parse_remote(L, v, &((sbx_broker_config *)section)->remote);
-}
-
-static sbx_status get_queue(loader *L, const config_node *v, const char *p, void *section)
-{
-    (void)p;
-    return parse_queue(L, v, &((sbx_broker_config *)section)->queue);
-}
+static sbx_status check_broker(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at);
 
 static const field broker_fields[] = {
-    ENUMF(sbx_broker_config, flavor, "flavor", flavor_choices),
-    INTF(sbx_broker_config, threads, "threads", 1, MAX_BROKER_THREADS),
-    INTF(sbx_broker_config, queue_depth, "queue_depth", 1, MAX_BROKER_QUEUE_DEPTH),
-    INTF(sbx_broker_config, wait_timeout_ms, "wait_timeout_ms", 0, MAX_BROKER_WAIT_MS),
-    INTF(sbx_broker_config, lru_size, "lru_size", 0, MAX_BROKER_LRU),
-    CUSTOM("remote", get_remote),
-    CUSTOM("queue", get_queue),
+    ENUMF(sbx_broker_config, flavor, "flavor", flavor_choices, DEFAULT_BROKER_FLAVOR),
+    INTF(sbx_broker_config, threads, "threads", 1, MAX_BROKER_THREADS, SBX_BROKER_DEFAULT_THREADS),
+    INTF(sbx_broker_config, queue_depth, "queue_depth", 1, MAX_BROKER_QUEUE_DEPTH,
+         SBX_BROKER_DEFAULT_QUEUE_DEPTH),
+    INTF(sbx_broker_config, wait_timeout_ms, "wait_timeout_ms", 0, MAX_BROKER_WAIT_MS,
+         DEFAULT_BROKER_WAIT_MS),
+    INTF(sbx_broker_config, lru_size, "lru_size", 0, MAX_BROKER_LRU, SBX_BROKER_DEFAULT_LRU_SIZE),
+    SECTIONF("remote", offsetof(sbx_broker_config, remote), remote_fields, check_remote),
+    SECTIONF("queue", offsetof(sbx_broker_config, queue), queue_fields, check_queue),
     FIELDS_END,
 };
 
-static sbx_status parse_broker(loader *L, const config_node *map)
+static sbx_status check_broker(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at)
 {
-    sbx_broker_config *b = &L->cfg->broker;
-    const config_node *at[FIELDS_MAX];
-    sbx_status st = parse_fields(L, map, "sandbox.broker", broker_fields, b, at);
+    const sbx_broker_config *b = section;
     const config_node *flavor_node = field_node(broker_fields, at, "flavor");
-    if (st == SBX_OK && flavor_node != NULL && strcmp(b->flavor, "remote") == 0 &&
-        b->remote.endpoint == NULL)
-        st = fail(L, flavor_node, "sandbox.broker.flavor",
-                  "flavor remote needs sandbox.broker.remote.endpoint (https://HOST:PORT of a "
-                  "worker or its load balancer)");
-    if (st == SBX_OK && flavor_node != NULL && strcmp(b->flavor, "queue") == 0 &&
-        b->queue.url == NULL)
-        st = fail(L, flavor_node, "sandbox.broker.flavor",
-                  "flavor queue needs sandbox.broker.queue.url (tls://HOST:PORT of the NATS "
-                  "servers, or nats://127.0.0.1:PORT)");
-    return st;
+    (void)map;
+    (void)path;
+    if (flavor_node != NULL && strcmp(b->flavor, "remote") == 0 && b->remote.endpoint == NULL)
+        return fail(L, flavor_node, "sandbox.broker.flavor",
+                    "flavor remote needs sandbox.broker.remote.endpoint (https://HOST:PORT of a "
+                    "worker or its load balancer)");
+    if (flavor_node != NULL && strcmp(b->flavor, "queue") == 0 && b->queue.url == NULL)
+        return fail(L, flavor_node, "sandbox.broker.flavor",
+                    "flavor queue needs sandbox.broker.queue.url (tls://HOST:PORT of the NATS "
+                    "servers, or nats://127.0.0.1:PORT)");
+    return SBX_OK;
 }
 
-static sbx_status get_subjects(loader *L, const config_node *v, const char *p, void *section)
-{
-    sbx_worker_caller *c = section;
-    return get_string_list(L, v, p, NULL, "principal subjects (\"*\" = any)", &c->n_subjects,
-                           &c->subjects);
-}
+/* ---- worker ---------------------------------------------------------------------------- */
+
+static sbx_status check_caller(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at);
 
 static const field caller_fields[] = {
     STR(sbx_worker_caller, name, "name"),
     ENVF(sbx_worker_caller, token_env, "token_env"),
     STR(sbx_worker_caller, cert_subject, "cert_subject"),
-    CUSTOM("subjects", get_subjects),
+    LISTF(sbx_worker_caller, subjects, n_subjects, "subjects", NULL,
+          "principal subjects (\"*\" = any)"),
     FIELDS_END,
 };
 
-static sbx_status parse_caller(loader *L, const config_node *map, const char *path,
-                               sbx_worker_caller *c)
+static sbx_status check_caller(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at)
 {
-    const config_node *at[FIELDS_MAX];
-    sbx_status st = parse_fields(L, map, path, caller_fields, c, at);
+    const sbx_worker_caller *c = section;
     const config_node *subjects_node = field_node(caller_fields, at, "subjects");
-    if (st != SBX_OK)
-        return st;
     if (c->name == NULL)
         return fail(L, map, path, "a caller needs `name` (used in logs)");
     if ((c->token_env == NULL) == (c->cert_subject == NULL))
@@ -874,31 +1079,46 @@ static sbx_status parse_caller(loader *L, const config_node *map, const char *pa
     return SBX_OK;
 }
 
-/* HOST:PORT of a listener (worker.listen, worker.metrics_listen), kept as the string. */
-static sbx_status get_listen(loader *L, const config_node *v, const char *p, char **out,
-                             const char *example)
+/* sandbox.worker.auth.callers: a list of caller sections, names unique. */
+static sbx_status get_callers(loader *L, const config_node *v, const char *p, void *section)
 {
-    sbx_status st = get_string(L, v, p, out);
-    size_t host_len = 0;
-    int64_t port = 0;
-    if (st == SBX_OK && !split_host_port(v->text, &host_len, &port))
-        st = fail(L, v, p, "'%s' is not HOST:PORT; accepted e.g. %s (port 0 = any free port)",
-                  v->text, example);
+    sbx_worker_config *w = section;
+    if (config_node_is_null(v))
+        return SBX_OK;
+    if (v->kind != CONFIG_SEQ)
+        return fail(L, v, p,
+                    "expected a list of callers ({name, token_env | cert_subject, subjects}), got "
+                    "%s",
+                    kind_name(v));
+    if (v->n_kids > CONFIG_MAX_CALLERS)
+        return fail(L, v, p, "more than %d callers", CONFIG_MAX_CALLERS);
+    w->callers = calloc(v->n_kids ? v->n_kids : 1, sizeof(*w->callers));
+    if (w->callers == NULL)
+        return oom(L);
+    sbx_status st = SBX_OK;
+    for (size_t c = 0; st == SBX_OK && c < v->n_kids; c++) {
+        char cp[128];
+        snprintf(cp, sizeof(cp), "sandbox.worker.auth.callers[%zu]", c);
+        sbx_worker_caller *caller = &w->callers[w->n_callers++];
+        st = parse_section(L, v->kids[c], cp, caller_fields, caller, check_caller);
+        for (size_t d = 0; st == SBX_OK && d + 1 < w->n_callers; d++)
+            if (strcmp(w->callers[d].name, caller->name) == 0)
+                st = fail(L, v->kids[c], cp, "a second caller named '%s'; caller names are unique",
+                          caller->name);
+    }
     return st;
 }
 
-static sbx_status get_worker_listen(loader *L, const config_node *v, const char *p, void *section)
-{
-    return get_listen(L, v, p, &((sbx_worker_config *)section)->listen,
-                      "127.0.0.1:7443, 0.0.0.0:7443, [::]:7443");
-}
+/* sandbox.worker.auth: read into the worker's struct itself. */
+static const field auth_fields[] = {
+    CUSTOM("callers", get_callers),
+    FIELDS_END,
+};
 
-static sbx_status get_metrics_listen(loader *L, const config_node *v, const char *p, void *section)
-{
-    return get_listen(L, v, p, &((sbx_worker_config *)section)->metrics_listen,
-                      "127.0.0.1:9464, 0.0.0.0:9464");
-}
+static sbx_status check_tls(loader *L, const config_node *map, const char *path, void *section,
+                            const config_node *const *at);
 
+/* sandbox.worker.tls: read into the worker's struct itself. */
 static const field tls_fields[] = {
     PATHF(sbx_worker_config, tls_cert_file, "cert_file"),
     PATHF(sbx_worker_config, tls_key_file, "key_file"),
@@ -906,81 +1126,42 @@ static const field tls_fields[] = {
     FIELDS_END,
 };
 
-static sbx_status get_tls(loader *L, const config_node *v, const char *p, void *section)
+static sbx_status check_tls(loader *L, const config_node *map, const char *path, void *section,
+                            const config_node *const *at)
 {
-    sbx_worker_config *w = section;
-    const config_node *at[FIELDS_MAX];
-    (void)p;
-    const char *tpath = "sandbox.worker.tls";
-    sbx_status st = parse_fields(L, v, tpath, tls_fields, w, at);
+    const sbx_worker_config *w = section;
     const config_node *client_ca_node = field_node(tls_fields, at, "client_ca_file");
-    if (st == SBX_OK && (w->tls_cert_file == NULL) != (w->tls_key_file == NULL))
-        st = fail(L, v, tpath, "cert_file and key_file go together; set both or neither");
-    if (st == SBX_OK && client_ca_node != NULL && w->tls_cert_file == NULL)
-        st = fail(L, client_ca_node, "sandbox.worker.tls.client_ca_file",
-                  "client certificates (mTLS) need TLS: set cert_file and key_file too");
-    return st;
+    if ((w->tls_cert_file == NULL) != (w->tls_key_file == NULL))
+        return fail(L, map, path, "cert_file and key_file go together; set both or neither");
+    if (client_ca_node != NULL && w->tls_cert_file == NULL)
+        return fail(L, client_ca_node, "sandbox.worker.tls.client_ca_file",
+                    "client certificates (mTLS) need TLS: set cert_file and key_file too");
+    return SBX_OK;
 }
 
-static sbx_status get_auth(loader *L, const config_node *v, const char *p, void *section)
-{
-    sbx_worker_config *w = section;
-    size_t n = 0;
-    const char *apath = "sandbox.worker.auth";
-    (void)p;
-    sbx_status st = need_map(L, v, apath, &n);
-    for (size_t j = 0; st == SBX_OK && j < n; j++) {
-        const config_node *ak = v->kids[2 * j], *av = v->kids[2 * j + 1];
-        if (strcmp(ak->text, "callers") != 0) {
-            st = unknown_key(L, ak, apath, auth_keys);
-            break;
-        }
-        if (config_node_is_null(av))
-            continue;
-        if (av->kind != CONFIG_SEQ) {
-            st = fail(L, av, "sandbox.worker.auth.callers",
-                      "expected a list of callers ({name, token_env | cert_subject, "
-                      "subjects}), got %s",
-                      kind_name(av));
-            break;
-        }
-        if (av->n_kids > CONFIG_MAX_CALLERS) {
-            st = fail(L, av, "sandbox.worker.auth.callers", "more than %d callers",
-                      CONFIG_MAX_CALLERS);
-            break;
-        }
-        w->callers = calloc(av->n_kids ? av->n_kids : 1, sizeof(*w->callers));
-        if (w->callers == NULL)
-            return oom(L);
-        for (size_t c = 0; st == SBX_OK && c < av->n_kids; c++) {
-            char cp[128];
-            snprintf(cp, sizeof(cp), "sandbox.worker.auth.callers[%zu]", c);
-            sbx_worker_caller *caller = &w->callers[w->n_callers++];
-            st = parse_caller(L, av->kids[c], cp, caller);
-            for (size_t d = 0; st == SBX_OK && d + 1 < w->n_callers; d++)
-                if (strcmp(w->callers[d].name, caller->name) == 0)
-                    st = fail(L, av->kids[c], cp,
-                              "a second caller named '%s'; caller names are unique", caller->name);
-        }
-    }
-    return st;
-}
+static sbx_status check_worker(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at);
 
 static const field worker_fields[] = {
-    CUSTOM("listen", get_worker_listen),
-    CUSTOM("tls", get_tls),
-    CUSTOM("auth", get_auth),
+    LISTENF(sbx_worker_config, listen, "listen", "127.0.0.1:7443, 0.0.0.0:7443, [::]:7443",
+            DEFAULT_WORKER_LISTEN),
+    SECTIONF("tls", 0, tls_fields, check_tls),
+    SECTIONF("auth", 0, auth_fields, NULL),
     INTF(sbx_worker_config, max_message_bytes, "max_message_bytes", MIN_WORKER_MAX_MESSAGE,
-         MAX_WORKER_MAX_MESSAGE),
-    INTF(sbx_worker_config, drain_timeout_ms, "drain_timeout_ms", 0, MAX_WORKER_DRAIN_MS),
+         MAX_WORKER_MAX_MESSAGE, DEFAULT_WORKER_MAX_MESSAGE),
+    INTF(sbx_worker_config, drain_timeout_ms, "drain_timeout_ms", 0, MAX_WORKER_DRAIN_MS,
+         DEFAULT_WORKER_DRAIN_MS),
     PATHF(sbx_worker_config, record, "record"),
-    INTF(sbx_worker_config, record_max_bytes, "record_max_bytes", 0, MAX_WORKER_RECORD_MAX),
-    INTF(sbx_worker_config, record_keep, "record_keep", 1, MAX_WORKER_RECORD_KEEP),
-    ENUMF(sbx_worker_config, log_level, "log_level", log_level_choices),
+    INTF(sbx_worker_config, record_max_bytes, "record_max_bytes", 0, MAX_WORKER_RECORD_MAX,
+         DEFAULT_WORKER_RECORD_MAX),
+    INTF(sbx_worker_config, record_keep, "record_keep", 1, MAX_WORKER_RECORD_KEEP,
+         DEFAULT_WORKER_RECORD_KEEP),
+    ENUMF(sbx_worker_config, log_level, "log_level", log_level_choices, DEFAULT_WORKER_LOG_LEVEL),
     PATHF(sbx_worker_config, log_file, "log_file"),
-    CUSTOM("metrics_listen", get_metrics_listen),
-    ENUMF(sbx_worker_config, serve, "serve", serve_choices),
-    INTF(sbx_worker_config, drain_notice_ms, "drain_notice_ms", 0, MAX_WORKER_DRAIN_MS),
+    LISTENF(sbx_worker_config, metrics_listen, "metrics_listen", "127.0.0.1:9464, 0.0.0.0:9464",
+            NULL),
+    ENUMF(sbx_worker_config, serve, "serve", serve_choices, "grpc"),
+    INTF(sbx_worker_config, drain_notice_ms, "drain_notice_ms", 0, MAX_WORKER_DRAIN_MS, 0),
     FIELDS_END,
 };
 
@@ -988,30 +1169,24 @@ static const field worker_fields[] = {
 static const config_node *first_cert_caller_node(const sbx_worker_config *w,
                                                  const config_node *auth)
 {
-    if (auth == NULL || auth->kind != CONFIG_MAP)
+    const config_node *callers = map_value(auth, "callers");
+    if (callers == NULL || callers->kind != CONFIG_SEQ)
         return NULL;
-    for (size_t j = 0; 2 * j + 1 < auth->n_kids; j++) {
-        const config_node *av = auth->kids[2 * j + 1];
-        if (strcmp(auth->kids[2 * j]->text, "callers") != 0 || av->kind != CONFIG_SEQ)
-            continue;
-        for (size_t c = 0; c < w->n_callers && c < av->n_kids; c++)
-            if (w->callers[c].cert_subject != NULL)
-                return av->kids[c];
-    }
+    for (size_t c = 0; c < w->n_callers && c < callers->n_kids; c++)
+        if (w->callers[c].cert_subject != NULL)
+            return callers->kids[c];
     return NULL;
 }
 
-static sbx_status parse_worker(loader *L, const config_node *map)
+static sbx_status check_worker(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at)
 {
-    const char *path = "sandbox.worker";
-    sbx_worker_config *w = &L->cfg->worker;
-    const config_node *at[FIELDS_MAX];
-    sbx_status st = parse_fields(L, map, path, worker_fields, w, at);
+    const sbx_worker_config *w = section;
     const config_node *listen_node = field_node(worker_fields, at, "listen");
     const config_node *first_cert_caller =
-        st == SBX_OK ? first_cert_caller_node(w, field_node(worker_fields, at, "auth")) : NULL;
-    if (st != SBX_OK)
-        return st;
+        first_cert_caller_node(w, field_node(worker_fields, at, "auth"));
+    (void)map;
+    (void)path;
     if (first_cert_caller != NULL && w->tls_client_ca_file == NULL)
         return fail(L, first_cert_caller, "sandbox.worker.auth.callers",
                     "a cert_subject caller needs sandbox.worker.tls.client_ca_file (the CA that "
@@ -1033,82 +1208,45 @@ static sbx_status parse_worker(loader *L, const config_node *map)
     return SBX_OK;
 }
 
-static sbx_status parse_policy(loader *L, const config_node *map, const char *path, sbx_policy *pol)
+/* ---- profiles -------------------------------------------------------------------------- */
+
+static const int egress_values[] = {SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY,
+                                    SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW,
+                                    SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST};
+static const int identity_values[] = {SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT,
+                                      SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER};
+
+/* A profile's policy (a protobuf sbx_policy); the defaults are DESIGN §10's. */
+static const field policy_fields[] = {
+    CHOICEF(sbx_policy, network_egress, "network_egress", egress_choices, egress_values,
+            SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY),
+    LISTF(sbx_policy, network_allow, n_network_allow, "network_allow", network_entry_ok,
+          "a domain, *.domain, IP address or CIDR"),
+    LISTF(sbx_policy, fs_read, n_fs_read, "fs_read", absolute_path_ok, "an absolute path"),
+    LISTF(sbx_policy, fs_write, n_fs_write, "fs_write", absolute_path_ok, "an absolute path"),
+    REALF(sbx_policy, cpu, "cpu", 0, MAX_POLICY_CPU, DEFAULT_POLICY_CPU,
+          "a number of CPU cores from 0 (no limit) to 1024, e.g. 0.5"),
+    INTF(sbx_policy, memory_mb, "memory_mb", 0, MAX_POLICY_MEMORY_MB, DEFAULT_POLICY_MEMORY_MB),
+    INTF(sbx_policy, pids, "pids", 0, MAX_POLICY_PIDS, DEFAULT_POLICY_PIDS),
+    INTF(sbx_policy, disk_mb, "disk_mb", 0, MAX_POLICY_DISK_MB, 0),
+    INTF(sbx_policy, timeout_ms, "timeout_ms", 1, MAX_POLICY_TIMEOUT_MS, DEFAULT_POLICY_TIMEOUT_MS),
+    INTF(sbx_policy, output_limit_bytes, "output_limit_bytes", 0, MAX_POLICY_OUTPUT_BYTES, 0),
+    BOOLF(sbx_policy, lenient, "lenient", false),
+    FIELDS_END,
+};
+
+static sbx_status check_policy(loader *L, const config_node *map, const char *path, void *section,
+                               const config_node *const *at)
 {
-    size_t pairs = 0;
-    const config_node *egress_node = NULL, *allow_node = NULL;
-    sbx_status st = need_map(L, map, path, &pairs);
-    for (size_t i = 0; st == SBX_OK && i < pairs; i++) {
-        const config_node *k = map->kids[2 * i], *v = map->kids[2 * i + 1];
-        char p[256];
-        subpath(p, sizeof(p), path, k->text);
-        int64_t n = 0;
-        if (strcmp(k->text, "network_egress") == 0) {
-            int idx = 0;
-            st = get_enum(L, v, p, egress_choices, &idx);
-            if (st == SBX_OK)
-                pol->network_egress = idx == 0 ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY
-                                      : idx == 1
-                                          ? SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
-                                          : SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
-            egress_node = v;
-        } else if (strcmp(k->text, "network_allow") == 0) {
-            st =
-                get_string_list(L, v, p, network_entry_ok, "a domain, *.domain, IP address or CIDR",
-                                &pol->n_network_allow, &pol->network_allow);
-            allow_node = v;
-        } else if (strcmp(k->text, "fs_read") == 0) {
-            st = get_string_list(L, v, p, absolute_path_ok, "an absolute path", &pol->n_fs_read,
-                                 &pol->fs_read);
-        } else if (strcmp(k->text, "fs_write") == 0) {
-            st = get_string_list(L, v, p, absolute_path_ok, "an absolute path", &pol->n_fs_write,
-                                 &pol->fs_write);
-        } else if (strcmp(k->text, "cpu") == 0) {
-            const char *expected = "a number of CPU cores from 0 (no limit) to 1024, e.g. 0.5";
-            st = need_scalar(L, v, p, expected);
-            if (st != SBX_OK)
-                break;
-            char *end = NULL;
-            errno = 0;
-            double cores = strtod(v->text, &end);
-            if (!v->plain || errno != 0 || end == v->text || *end != '\0' || !isfinite(cores))
-                st = fail(L, v, p, "expected %s, got '%s'", expected, v->text);
-            else if (cores < 0 || cores > MAX_POLICY_CPU)
-                st = fail(L, v, p, "%s is out of range; accepted: %s", v->text, expected);
-            else
-                pol->cpu = cores;
-        } else if (strcmp(k->text, "memory_mb") == 0) {
-            st = get_int(L, v, p, 0, MAX_POLICY_MEMORY_MB, &n);
-            pol->memory_mb = (uint64_t)n;
-        } else if (strcmp(k->text, "pids") == 0) {
-            st = get_int(L, v, p, 0, MAX_POLICY_PIDS, &n);
-            pol->pids = (uint32_t)n;
-        } else if (strcmp(k->text, "disk_mb") == 0) {
-            st = get_int(L, v, p, 0, MAX_POLICY_DISK_MB, &n);
-            pol->disk_mb = (uint64_t)n;
-        } else if (strcmp(k->text, "timeout_ms") == 0) {
-            st = get_int(L, v, p, 1, MAX_POLICY_TIMEOUT_MS, &n);
-            pol->timeout_ms = (uint64_t)n;
-        } else if (strcmp(k->text, "output_limit_bytes") == 0) {
-            st = get_int(L, v, p, 0, MAX_POLICY_OUTPUT_BYTES, &n);
-            pol->output_limit_bytes = (uint64_t)n;
-        } else if (strcmp(k->text, "lenient") == 0) {
-            bool b = false;
-            st = get_bool(L, v, p, &b);
-            pol->lenient = b;
-        } else {
-            st = unknown_key(L, k, path, policy_keys);
-        }
-    }
-    if (st != SBX_OK)
-        return st;
+    const sbx_policy *pol = section;
+    (void)map;
     bool allowlist = pol->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
     if (!allowlist && pol->n_network_allow > 0)
-        return fail(L, allow_node, path,
+        return fail(L, field_node(policy_fields, at, "network_allow"), path,
                     "network_allow is only used with `network_egress: allowlist`; set that, or "
                     "remove network_allow");
     if (allowlist && pol->n_network_allow == 0)
-        return fail(L, egress_node, path,
+        return fail(L, field_node(policy_fields, at, "network_egress"), path,
                     "`network_egress: allowlist` with an empty network_allow allows nothing; list "
                     "the domains/CIDRs, or use `network_egress: deny`");
     return SBX_OK;
@@ -1117,16 +1255,51 @@ static sbx_status parse_policy(loader *L, const config_node *map, const char *pa
 static sbx_policy *default_policy(void)
 {
     sbx_policy *pol = sbx_policy_new();
-    if (pol == NULL)
+    if (pol != NULL && !apply_defaults(policy_fields, pol)) {
+        sbx_message_free((ProtobufCMessage *)pol);
         return NULL;
-    pol->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
-    pol->cpu = DEFAULT_POLICY_CPU;
-    pol->memory_mb = DEFAULT_POLICY_MEMORY_MB;
-    pol->pids = DEFAULT_POLICY_PIDS;
-    pol->timeout_ms = DEFAULT_POLICY_TIMEOUT_MS;
-    pol->lenient = false;
+    }
     return pol;
 }
+
+static sbx_status get_policy(loader *L, const config_node *v, const char *p, void *section)
+{
+    return parse_section(L, v, p, policy_fields, ((sbx_profile_config *)section)->policy,
+                         check_policy);
+}
+
+static sbx_status get_fallback(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_profile_config *prof = section;
+    sbx_status st =
+        get_string_list(L, v, p, NULL, "profile names", &prof->n_fallback, &prof->fallback);
+    if (st == SBX_OK && prof->n_fallback > CONFIG_MAX_FALLBACK)
+        st = fail(L, v, p, "more than %d fallback profiles", CONFIG_MAX_FALLBACK);
+    return st;
+}
+
+/* profile.identity: read into the profile's struct itself. */
+static const field identity_fields[] = {
+    CHOICEF(sbx_profile_config, identity_mode, "mode", identity_choices, identity_values,
+            SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT),
+    FIELDS_END,
+};
+
+/* The keys of a profile, besides the block of its provider (named by its type). */
+static const field profile_fields[] = {
+    SKIP("type"),
+    CHOICEF(sbx_profile_config, scope, "scope", scope_choices, NULL, SBX_SCOPE_PER_SESSION),
+    CHOICEF(sbx_profile_config, environment, "environment", environment_choices, NULL,
+            SBX_ENV_MANAGED),
+    STR(sbx_profile_config, attach_to, "attach_to"),
+    INTF(sbx_profile_config, idle_timeout_s, "idle_timeout_s", 0, MAX_IDLE_TIMEOUT_S,
+         DEFAULT_IDLE_TIMEOUT_S),
+    CHOICEF(sbx_profile_config, idle_pause, "idle_action", idle_action_choices, NULL, 0),
+    SECTIONF("identity", 0, identity_fields, NULL),
+    CUSTOM("policy", get_policy),
+    CUSTOM("fallback", get_fallback),
+    FIELDS_END,
+};
 
 /* Fills a profile with every default; ops may be NULL (options then have no schema). */
 static bool profile_defaults(sbx_profile_config *p, const char *name, const char *type,
@@ -1134,13 +1307,9 @@ static bool profile_defaults(sbx_profile_config *p, const char *name, const char
 {
     p->name = strdup(name);
     p->type = strdup(type);
-    p->scope = SBX_SCOPE_PER_SESSION;
-    p->environment = SBX_ENV_MANAGED;
-    p->idle_timeout_s = DEFAULT_IDLE_TIMEOUT_S;
-    p->identity_mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
     p->policy = default_policy();
     p->options = sbx_options_new(ops ? ops->options : NULL);
-    return p->name && p->type && p->policy && p->options;
+    return p->name && p->type && p->policy && p->options && apply_defaults(profile_fields, p);
 }
 
 static void profile_free(sbx_profile_config *p)
@@ -1217,115 +1386,64 @@ static sbx_status parse_provider_block(loader *L, const config_node *map, const 
     return st;
 }
 
-/* Long because it reads a profile in the order the rules depend on (type first, then each key,
- * then the cross-key rules: idle_action, the environment matrix of DESIGN 5). */
-static sbx_status parse_profile(loader *L, const config_node *key, const config_node *map,
-                                sbx_profile_config *p)
+/* A key of a profile that is not in profile_fields: the block of its own provider (read by
+ * that provider's option specs), or a misplaced block of another provider. */
+static sbx_status provider_key(loader *L, const config_node *k, const config_node *v,
+                               const char *path, const char *value_path, void *section, bool *known)
 {
-    char path[256];
-    snprintf(path, sizeof(path), "sandbox.profiles.%s", key->text);
-    if (!name_ok(key->text, CONFIG_PROFILE_NAME_MAX))
-        return fail(L, key, "sandbox.profiles",
-                    "'%s' is not a valid profile name; use 1 to %d characters of letters, "
-                    "digits, '.', '-', '_'",
-                    key->text, CONFIG_PROFILE_NAME_MAX);
-    if (map->kind != CONFIG_MAP)
-        return fail(L, config_node_is_null(map) ? key : map, path,
-                    "a profile is a mapping with at least `type` (one of: %s)",
-                    sbx_provider_names());
-    /* `type` first: it decides which provider block is accepted. */
-    const config_node *type_node = NULL;
-    for (size_t i = 0; i < map->n_kids; i += 2)
-        if (strcmp(map->kids[i]->text, "type") == 0)
-            type_node = map->kids[i + 1];
-    if (type_node == NULL)
-        return fail(L, key, path, "profile '%s' has no `type`; accepted: %s", key->text,
-                    sbx_provider_names());
+    sbx_profile_config *p = section;
+    *known = true;
+    if (strcmp(k->text, p->type) == 0)
+        return parse_provider_block(L, v, value_path, p->options);
+    if (sbx_provider_lookup(k->text) != NULL || in_list(known_provider_names, k->text))
+        return fail(L, k, path,
+                    "a '%s' block in a profile of type '%s'; a profile takes only the block "
+                    "of its own provider (`%s:`); move it to a profile with `type: %s`",
+                    k->text, p->type, p->type, k->text);
+    *known = false;
+    return SBX_OK;
+}
+
+/* The provider named by a profile's `type` (read before its other keys: it decides which
+ * provider block is accepted); NULL after an error. */
+static const sbx_provider_ops *profile_type(loader *L, const config_node *type_node,
+                                            const char *path, sbx_status *st)
+{
     char tpath[300];
     subpath(tpath, sizeof(tpath), path, "type");
-    sbx_status st = need_scalar(L, type_node, tpath, "a provider name");
-    if (st != SBX_OK)
-        return st;
+    *st = need_scalar(L, type_node, tpath, "a provider name");
+    if (*st != SBX_OK)
+        return NULL;
     const sbx_provider_ops *ops = sbx_provider_lookup(type_node->text);
-    if (ops == NULL) {
-        const sbx_provider_ops *const *list = NULL;
-        size_t n = sbx_provider_builtins(&list);
-        const char *names[SBX_MAX_PROVIDERS + 1];
-        for (size_t i = 0; i < n; i++)
-            names[i] = list[i]->name;
-        names[n] = NULL;
-        char hint[128];
-        suggestion(hint, sizeof(hint), type_node->text, names);
-        return fail(L, type_node, tpath,
-                    "unknown provider type '%s'%s; the providers in this build are: %s",
-                    type_node->text, hint, sbx_provider_names());
-    }
-    if (!profile_defaults(p, key->text, ops->name, ops))
-        return oom(L);
-    p->line = key->line;
-    p->column = key->column;
+    if (ops != NULL)
+        return ops;
+    const sbx_provider_ops *const *list = NULL;
+    size_t n = sbx_provider_builtins(&list);
+    const char *names[SBX_MAX_PROVIDERS + 1];
+    for (size_t i = 0; i < n; i++)
+        names[i] = list[i]->name;
+    names[n] = NULL;
+    char hint[128];
+    suggestion(hint, sizeof(hint), type_node->text, names);
+    *st = fail(L, type_node, tpath,
+               "unknown provider type '%s'%s; the providers in this build are: %s", type_node->text,
+               hint, sbx_provider_names());
+    return NULL;
+}
 
-    const config_node *env_node = NULL, *attach_key = NULL, *idle_node = NULL;
-    for (size_t i = 0; st == SBX_OK && i < map->n_kids; i += 2) {
-        const config_node *k = map->kids[i], *v = map->kids[i + 1];
-        char kp[300];
-        subpath(kp, sizeof(kp), path, k->text);
-        int idx = 0;
-        if (strcmp(k->text, "type") == 0) {
-            continue;
-        } else if (strcmp(k->text, "scope") == 0) {
-            st = get_enum(L, v, kp, scope_choices, &idx);
-            p->scope = (sbx_scope)idx;
-        } else if (strcmp(k->text, "environment") == 0) {
-            st = get_enum(L, v, kp, environment_choices, &idx);
-            p->environment = (sbx_environment)idx;
-            env_node = v;
-        } else if (strcmp(k->text, "attach_to") == 0) {
-            st = get_string(L, v, kp, &p->attach_to);
-            attach_key = k;
-        } else if (strcmp(k->text, "idle_timeout_s") == 0) {
-            st = get_int(L, v, kp, 0, MAX_IDLE_TIMEOUT_S, &p->idle_timeout_s);
-        } else if (strcmp(k->text, "idle_action") == 0) {
-            st = get_enum(L, v, kp, idle_action_choices, &idx);
-            p->idle_pause = idx == 1;
-            idle_node = v;
-        } else if (strcmp(k->text, "identity") == 0) {
-            size_t n = 0;
-            st = need_map(L, v, kp, &n);
-            for (size_t j = 0; st == SBX_OK && j < n; j++) {
-                const config_node *ik = v->kids[2 * j], *iv = v->kids[2 * j + 1];
-                char ip[320];
-                subpath(ip, sizeof(ip), kp, ik->text);
-                if (strcmp(ik->text, "mode") == 0) {
-                    st = get_enum(L, iv, ip, identity_choices, &idx);
-                    p->identity_mode = idx == 0 ? SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT
-                                                : SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
-                } else {
-                    st = unknown_key(L, ik, kp, identity_keys);
-                }
-            }
-        } else if (strcmp(k->text, "policy") == 0) {
-            st = parse_policy(L, v, kp, p->policy);
-        } else if (strcmp(k->text, "fallback") == 0) {
-            st = get_string_list(L, v, kp, NULL, "profile names", &p->n_fallback, &p->fallback);
-            if (st == SBX_OK && p->n_fallback > CONFIG_MAX_FALLBACK)
-                st = fail(L, v, kp, "more than %d fallback profiles", CONFIG_MAX_FALLBACK);
-        } else if (strcmp(k->text, ops->name) == 0) {
-            st = parse_provider_block(L, v, kp, p->options);
-        } else if (sbx_provider_lookup(k->text) != NULL || in_list(known_provider_names, k->text)) {
-            st = fail(L, k, path,
-                      "a '%s' block in a profile of type '%s'; a profile takes only the block "
-                      "of its own provider (`%s:`); move it to a profile with `type: %s`",
-                      k->text, ops->name, ops->name, k->text);
-        } else {
-            const char *accepted[] = {"type",           "scope",       "environment", "attach_to",
-                                      "idle_timeout_s", "idle_action", "identity",    "policy",
-                                      "fallback",       ops->name,     NULL};
-            st = unknown_key(L, k, path, accepted);
-        }
-    }
-    if (st != SBX_OK)
-        return st;
+/* The rules between a profile's keys: idle_action against the provider and the scope, and
+ * the environment matrix of DESIGN §5 in both directions. */
+static sbx_status check_profile(loader *L, const config_node *map, const char *path,
+                                const sbx_profile_config *p, const sbx_provider_ops *ops,
+                                const config_node *const *at)
+{
+    const config_node *env_node = field_node(profile_fields, at, "environment");
+    const config_node *idle_node = field_node(profile_fields, at, "idle_action");
+    const config_node *type_node = field_node(profile_fields, at, "type");
+    const config_node *attach_key = NULL;
+    for (size_t i = 0; i + 1 < map->n_kids; i += 2)
+        if (map->kids[i + 1] == field_node(profile_fields, at, "attach_to"))
+            attach_key = map->kids[i];
     /* idle_action: pause needs a provider that can pause, and something to pause. */
     if (p->idle_pause && ops->pause == NULL)
         return fail(L, idle_node, path,
@@ -1338,8 +1456,6 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
                     "profile '%s': idle_action pause needs idle_timeout_s > 0 and a per_session "
                     "or per_runtime scope (a per_call sandbox is never idle)",
                     p->name);
-
-    /* The environment matrix (DESIGN §5), both directions. */
     bool provisions = (ops->traits & SBX_PROVIDER_PROVISIONS) != 0;
     bool attaches = (ops->traits & SBX_PROVIDER_ATTACHES) != 0;
     if (p->environment == SBX_ENV_MANAGED) {
@@ -1369,6 +1485,39 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
     return SBX_OK;
 }
 
+/* One profile: its name, its type, then each key by profile_fields, then check_profile. */
+static sbx_status parse_profile(loader *L, const config_node *key, const config_node *map,
+                                sbx_profile_config *p)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "sandbox.profiles.%s", key->text);
+    if (!name_ok(key->text, CONFIG_PROFILE_NAME_MAX))
+        return fail(L, key, "sandbox.profiles",
+                    "'%s' is not a valid profile name; use 1 to %d characters of letters, "
+                    "digits, '.', '-', '_'",
+                    key->text, CONFIG_PROFILE_NAME_MAX);
+    if (map->kind != CONFIG_MAP)
+        return fail(L, config_node_is_null(map) ? key : map, path,
+                    "a profile is a mapping with at least `type` (one of: %s)",
+                    sbx_provider_names());
+    const config_node *type_node = map_value(map, "type");
+    if (type_node == NULL)
+        return fail(L, key, path, "profile '%s' has no `type`; accepted: %s", key->text,
+                    sbx_provider_names());
+    sbx_status st = SBX_OK;
+    const sbx_provider_ops *ops = profile_type(L, type_node, path, &st);
+    if (ops == NULL)
+        return st;
+    if (!profile_defaults(p, key->text, ops->name, ops))
+        return oom(L);
+    p->line = key->line;
+    p->column = key->column;
+    const config_node *at[FIELDS_MAX];
+    const extra_key provider_block = {ops->name, provider_key};
+    st = parse_fields(L, map, path, profile_fields, p, at, &provider_block);
+    return st == SBX_OK ? check_profile(L, map, path, p, ops, at) : st;
+}
+
 /* Each profile's fallbacks name other managed profiles of the file (a fallback provisions a
  * new sandbox, which an attached profile never does), and only a managed profile has any. */
 static sbx_status check_fallbacks(loader *L, const config_node *map)
@@ -1378,10 +1527,9 @@ static sbx_status check_fallbacks(loader *L, const config_node *map)
         const sbx_profile_config *p = &cfg->profiles[i];
         if (p->n_fallback == 0)
             continue;
-        const config_node *pm = map->kids[2 * i + 1], *at = map->kids[2 * i];
-        for (size_t j = 0; j + 1 < pm->n_kids; j += 2)
-            if (strcmp(pm->kids[j]->text, "fallback") == 0)
-                at = pm->kids[j + 1];
+        const config_node *at = map_value(map->kids[2 * i + 1], "fallback");
+        if (at == NULL)
+            at = map->kids[2 * i];
         char path[300];
         snprintf(path, sizeof(path), "sandbox.profiles.%s.fallback", p->name);
         if (p->environment != SBX_ENV_MANAGED)
@@ -1433,6 +1581,122 @@ static sbx_status parse_profiles(loader *L, const config_node *map)
     return check_fallbacks(L, map);
 }
 
+/* Adds the built-in `local` profile named "default" (ops may be NULL: no registry needed). */
+static bool add_builtin_profile(sbx_config *cfg, const sbx_provider_ops *ops)
+{
+    cfg->profiles = calloc(1, sizeof(*cfg->profiles));
+    if (cfg->profiles == NULL)
+        return false;
+    cfg->n_profiles = 1;
+    return profile_defaults(&cfg->profiles[0], DEFAULT_PROFILE_NAME, DEFAULT_PROVIDER, ops);
+}
+
+/* ---- the sandbox section and the top level ------------------------------------------- */
+
+static sbx_status get_secret_file(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_config *cfg = section;
+    cfg->secret_file_configured = true;
+    return get_path(L, v, p, &cfg->secret_file);
+}
+
+static sbx_status get_node(loader *L, const config_node *v, const char *p, void *section)
+{
+    sbx_status st = get_string(L, v, p, &((sbx_config *)section)->node);
+    if (st == SBX_OK && !name_ok(v->text, CONFIG_NODE_NAME_MAX))
+        st = fail(L, v, p,
+                  "'%s' is not a node name; use a host name (letters, digits, '.', '-', "
+                  "'_', at most %d)",
+                  v->text, CONFIG_NODE_NAME_MAX);
+    return st;
+}
+
+static sbx_status get_profiles(loader *L, const config_node *v, const char *p, void *section)
+{
+    (void)p;
+    (void)section;
+    return parse_profiles(L, v);
+}
+
+static sbx_status check_sandbox(loader *L, const config_node *map, const char *path, void *section,
+                                const config_node *const *at);
+
+/* The keys of `sandbox:` (DESIGN §10). The host-dependent defaults (secret_file, node,
+ * runtime_dir, snapshot_dir) are host_defaults'. */
+static const field sandbox_fields[] = {
+    STRD(sbx_config, default_profile, "default_profile", DEFAULT_PROFILE_NAME),
+    CUSTOM("secret_file", get_secret_file),
+    CUSTOM("node", get_node),
+    PATHF(sbx_config, runtime_dir, "runtime_dir"),
+    PATHF(sbx_config, snapshot_dir, "snapshot_dir"),
+    INTF(sbx_config, snapshot_max_mb, "snapshot_max_mb", 1, SNAPSHOT_MAX_MB_LIMIT,
+         DEFAULT_SNAPSHOT_MAX_MB),
+    SECTIONF("broker", offsetof(sbx_config, broker), broker_fields, check_broker),
+    SECTIONF("worker", offsetof(sbx_config, worker), worker_fields, check_worker),
+    CUSTOM("profiles", get_profiles),
+    FIELDS_END,
+};
+
+/* The default profile: named by default_profile, or the file's only profile, or the built-in
+ * one when the file has none. */
+static sbx_status check_sandbox(loader *L, const config_node *map, const char *path, void *section,
+                                const config_node *const *at)
+{
+    sbx_config *cfg = section;
+    const config_node *default_node = field_node(sandbox_fields, at, "default_profile");
+    (void)path;
+    if (cfg->n_profiles == 0) {
+        /* No profiles in the file: the built-in default profile applies. */
+        free(cfg->profiles);
+        cfg->profiles = NULL;
+        if (!add_builtin_profile(cfg, sbx_provider_lookup(DEFAULT_PROVIDER)))
+            return oom(L);
+    }
+    if (sbx_config_profile(cfg, NULL) == NULL) {
+        char names[SBX_ERROR_MAX / 2] = "";
+        size_t off = 0;
+        for (size_t i = 0; i < cfg->n_profiles && off + 1 < sizeof(names); i++) {
+            int w = snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
+                             cfg->profiles[i].name);
+            if (w < 0)
+                break;
+            off += (size_t)w;
+        }
+        if (default_node != NULL)
+            return fail(L, default_node, "sandbox.default_profile",
+                        "no profile named '%s'; the profiles are: %s", cfg->default_profile, names);
+        if (cfg->n_profiles == 1) { /* one profile and no default_profile: it is the default */
+            char *only = strdup(cfg->profiles[0].name);
+            if (only == NULL)
+                return oom(L);
+            free(cfg->default_profile);
+            cfg->default_profile = only;
+            return SBX_OK;
+        }
+        return fail(L, map, "sandbox.default_profile",
+                    "no profile is named 'default'; set default_profile to one of: %s", names);
+    }
+    return SBX_OK;
+}
+
+/* The top level holds `sandbox:` only (read after the whole level is checked). */
+static const field root_fields[] = {
+    SKIP("sandbox"),
+    FIELDS_END,
+};
+
+static sbx_status load_tree(loader *L, const config_node *root)
+{
+    const config_node *at[FIELDS_MAX];
+    if (root != NULL && config_node_is_null(root))
+        root = NULL;
+    sbx_status st = parse_fields(L, root, "(top level)", root_fields, L->cfg, at, NULL);
+    if (st != SBX_OK)
+        return st;
+    return parse_section(L, field_node(root_fields, at, "sandbox"), "sandbox", sandbox_fields,
+                         L->cfg, check_sandbox);
+}
+
 /* ---- defaults that depend on the host ------------------------------------------------ */
 
 static char *path_join(const char *a, const char *b)
@@ -1444,6 +1708,8 @@ static char *path_join(const char *a, const char *b)
     return s;
 }
 
+/* The defaults that depend on the host (who runs sbx, its XDG directories, its name), then
+ * every table's default (sandbox_fields and its nested sections). */
 static bool host_defaults(sbx_config *cfg)
 {
     if (geteuid() == 0) {
@@ -1478,46 +1744,13 @@ static bool host_defaults(sbx_config *cfg)
         else
             cfg->snapshot_dir = path_join(cfg->runtime_dir, "snapshots");
     }
-    cfg->snapshot_max_mb = DEFAULT_SNAPSHOT_MAX_MB;
     char host[256] = "";
     if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
         snprintf(host, sizeof(host), "localhost");
     host[sizeof(host) - 1] = '\0';
     cfg->node = strdup(host);
-    cfg->default_profile = strdup(DEFAULT_PROFILE_NAME);
-    cfg->broker.flavor = strdup(DEFAULT_BROKER_FLAVOR);
-    cfg->broker.threads = DEFAULT_BROKER_THREADS;
-    cfg->broker.queue_depth = DEFAULT_BROKER_QUEUE_DEPTH;
-    cfg->broker.wait_timeout_ms = DEFAULT_BROKER_WAIT_MS;
-    cfg->broker.lru_size = DEFAULT_BROKER_LRU;
-    cfg->broker.remote.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
-    cfg->broker.queue.name = strdup(DEFAULT_QUEUE_NAME);
-    cfg->broker.queue.replicas = 1;
-    cfg->broker.queue.ack_wait_ms = DEFAULT_QUEUE_ACK_WAIT_MS;
-    cfg->broker.queue.node_wait_ms = DEFAULT_QUEUE_NODE_WAIT_MS;
-    cfg->broker.queue.completion_ttl_s = DEFAULT_QUEUE_TTL_S;
-    cfg->broker.queue.dedup_window_s = DEFAULT_QUEUE_DEDUP_S;
-    cfg->broker.queue.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
-    cfg->worker.serve = strdup("grpc");
-    cfg->worker.listen = strdup(DEFAULT_WORKER_LISTEN);
-    cfg->worker.max_message_bytes = DEFAULT_WORKER_MAX_MESSAGE;
-    cfg->worker.drain_timeout_ms = DEFAULT_WORKER_DRAIN_MS;
-    cfg->worker.record_max_bytes = DEFAULT_WORKER_RECORD_MAX;
-    cfg->worker.record_keep = DEFAULT_WORKER_RECORD_KEEP;
-    cfg->worker.log_level = strdup(DEFAULT_WORKER_LOG_LEVEL);
     return cfg->secret_file && cfg->runtime_dir && cfg->snapshot_dir && cfg->node &&
-           cfg->default_profile && cfg->broker.flavor && cfg->worker.listen &&
-           cfg->broker.queue.name && cfg->worker.serve && cfg->worker.log_level;
-}
-
-/* Adds the built-in `local` profile named "default" (ops may be NULL: no registry needed). */
-static bool add_builtin_profile(sbx_config *cfg, const sbx_provider_ops *ops)
-{
-    cfg->profiles = calloc(1, sizeof(*cfg->profiles));
-    if (cfg->profiles == NULL)
-        return false;
-    cfg->n_profiles = 1;
-    return profile_defaults(&cfg->profiles[0], DEFAULT_PROFILE_NAME, DEFAULT_PROVIDER, ops);
+           apply_defaults(sandbox_fields, cfg);
 }
 
 /* ---- public API ----------------------------------------------------------------------- */
@@ -1608,117 +1841,6 @@ sbx_status sbx_config_default(sbx_config **out, sbx_error *err)
     }
     *out = cfg;
     return SBX_OK;
-}
-
-static sbx_status get_secret_file(loader *L, const config_node *v, const char *p, void *section)
-{
-    sbx_config *cfg = section;
-    cfg->secret_file_configured = true;
-    return get_path(L, v, p, &cfg->secret_file);
-}
-
-static sbx_status get_node(loader *L, const config_node *v, const char *p, void *section)
-{
-    sbx_status st = get_string(L, v, p, &((sbx_config *)section)->node);
-    if (st == SBX_OK && !name_ok(v->text, CONFIG_NODE_NAME_MAX))
-        st = fail(L, v, p,
-                  "'%s' is not a node name; use a host name (letters, digits, '.', '-', "
-                  "'_', at most %d)",
-                  v->text, CONFIG_NODE_NAME_MAX);
-    return st;
-}
-
-static sbx_status get_broker(loader *L, const config_node *v, const char *p, void *section)
-{
-    (void)p;
-    (void)section;
-    return parse_broker(L, v);
-}
-
-static sbx_status get_worker(loader *L, const config_node *v, const char *p, void *section)
-{
-    (void)p;
-    (void)section;
-    return parse_worker(L, v);
-}
-
-static sbx_status get_profiles(loader *L, const config_node *v, const char *p, void *section)
-{
-    (void)p;
-    (void)section;
-    return parse_profiles(L, v);
-}
-
-static const field sandbox_fields[] = {
-    STR(sbx_config, default_profile, "default_profile"),
-    CUSTOM("secret_file", get_secret_file),
-    CUSTOM("node", get_node),
-    PATHF(sbx_config, runtime_dir, "runtime_dir"),
-    PATHF(sbx_config, snapshot_dir, "snapshot_dir"),
-    INTF(sbx_config, snapshot_max_mb, "snapshot_max_mb", 1, SNAPSHOT_MAX_MB_LIMIT),
-    CUSTOM("broker", get_broker),
-    CUSTOM("worker", get_worker),
-    CUSTOM("profiles", get_profiles),
-    FIELDS_END,
-};
-
-static sbx_status parse_sandbox(loader *L, const config_node *map)
-{
-    const config_node *at[FIELDS_MAX];
-    sbx_status st = parse_fields(L, map, "sandbox", sandbox_fields, L->cfg, at);
-    const config_node *default_node = field_node(sandbox_fields, at, "default_profile");
-    if (st != SBX_OK)
-        return st;
-    sbx_config *cfg = L->cfg;
-    if (cfg->n_profiles == 0) {
-        /* No profiles in the file: the built-in default profile applies. */
-        free(cfg->profiles);
-        cfg->profiles = NULL;
-        if (!add_builtin_profile(cfg, sbx_provider_lookup(DEFAULT_PROVIDER)))
-            return oom(L);
-    }
-    if (sbx_config_profile(cfg, NULL) == NULL) {
-        char names[SBX_ERROR_MAX / 2] = "";
-        size_t off = 0;
-        for (size_t i = 0; i < cfg->n_profiles && off + 1 < sizeof(names); i++) {
-            int w = snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
-                             cfg->profiles[i].name);
-            if (w < 0)
-                break;
-            off += (size_t)w;
-        }
-        if (default_node != NULL)
-            return fail(L, default_node, "sandbox.default_profile",
-                        "no profile named '%s'; the profiles are: %s", cfg->default_profile, names);
-        if (cfg->n_profiles == 1) { /* one profile and no default_profile: it is the default */
-            char *only = strdup(cfg->profiles[0].name);
-            if (only == NULL)
-                return oom(L);
-            free(cfg->default_profile);
-            cfg->default_profile = only;
-            return SBX_OK;
-        }
-        return fail(L, map, "sandbox.default_profile",
-                    "no profile is named 'default'; set default_profile to one of: %s", names);
-    }
-    return SBX_OK;
-}
-
-static sbx_status load_tree(loader *L, const config_node *root)
-{
-    if (root == NULL || config_node_is_null(root))
-        return parse_sandbox(L, NULL);
-    size_t pairs = 0;
-    sbx_status st = need_map(L, root, "(top level)", &pairs);
-    if (st != SBX_OK)
-        return st;
-    const config_node *sandbox = NULL;
-    for (size_t i = 0; i < pairs; i++) {
-        if (strcmp(root->kids[2 * i]->text, "sandbox") != 0)
-            return unknown_key(L, root->kids[2 * i], "(top level)", root_keys);
-        sandbox = root->kids[2 * i + 1];
-    }
-    return parse_sandbox(L, sandbox);
 }
 
 /* Command-line values replace the file's before anything is checked against them, and are
