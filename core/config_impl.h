@@ -41,9 +41,8 @@
 #define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
 #define MAX_POLICY_PIDS 4194304                   /* the kernel's PID_MAX_LIMIT */
 #define MAX_POLICY_DISK_MB (1LL << 30)            /* 1 PiB */
-#define MAX_POLICY_TIMEOUT_MS                                                                      \
-    (7LL * 24 * 3600 * 1000)                /* a week: longer is a service, not a call             \
-                                             */
+/* a week: longer is a service, not a call */
+#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000)
 #define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
 
 #define DEFAULT_BROKER_FLAVOR "thread"
@@ -100,10 +99,10 @@ typedef struct loader {
 
 /* ---- table-driven sections ------------------------------------------------------------ */
 
-/* What a key of a section holds. The plain kinds are read by config_parse_fields itself; F_SECTION
- * is a nested block with a table of its own; F_CUSTOM keys (a value with a rule of its own)
- * are read by their function; F_SKIP keys are read before the table (a profile's `type`, the
- * top-level `sandbox`): config_parse_fields only records where they are. */
+/* What a key of a section holds. The plain kinds are read by config_parse_fields itself;
+ * F_SECTION is a nested block with a table of its own; F_CUSTOM keys (a value with a rule of
+ * its own) are read by their function; F_SKIP keys are read before the table (a profile's
+ * `type`, the top-level `sandbox`): config_parse_fields only records where they are. */
 typedef enum field_kind {
     F_STRING,  /* char *: the string as written */
     F_PATH,    /* char *: a path, relative ones resolved against the file's directory */
@@ -116,7 +115,7 @@ typedef enum field_kind {
     F_LIST,    /* char ** with its size_t count: strings, each passing check (what an item is) */
     F_LISTEN,  /* char *: HOST:PORT of a listener, `what` gives examples */
     F_SECTION, /* a nested mapping read by table sub into the struct at offset, then after */
-    F_CUSTOM,  /* custom reads the value */
+    F_CUSTOM,  /* custom reads the value (with table sub when it names one) */
     F_SKIP,    /* read before config_parse_fields runs */
 } field_kind;
 
@@ -144,8 +143,8 @@ struct field {
     const int *values;           /* F_CHOICE: what each choice stores; NULL: its index */
     const char *what;            /* F_LIST, F_REAL, F_LISTEN: the words of messages */
     bool (*check)(const char *); /* F_LIST: each item's rule; NULL: any string */
-    const field *sub;            /* F_SECTION */
-    section_check after;         /* F_SECTION: its cross-key rules; NULL: none */
+    const field *sub;    /* F_SECTION; F_CUSTOM: the table its function reads with (for walks) */
+    section_check after; /* F_SECTION: its cross-key rules; NULL: none */
     sbx_status (*custom)(loader *L, const config_node *v, const char *path,
                          void *section); /* F_CUSTOM */
 };
@@ -207,6 +206,10 @@ struct field {
 #define CUSTOM(k, fn)                                                                              \
     {                                                                                              \
         .key = (k), .kind = F_CUSTOM, .custom = (fn)                                               \
+    }
+#define CUSTOM_OF(k, fn, table)                                                                    \
+    {                                                                                              \
+        .key = (k), .kind = F_CUSTOM, .custom = (fn), .sub = (table)                               \
     }
 #define SKIP(k)                                                                                    \
     {                                                                                              \
@@ -317,6 +320,9 @@ sbx_status config_load_tree(loader *L, const config_node *root);
 
 /* Frees what a profile holds (not the profile itself). */
 void config_profile_free(sbx_profile_config *p);
+
+/* The keys of one profile (read per profile by config_parse_profiles). */
+extern const field config_profile_fields[];
 
 /* sandbox.profiles: each profile, then the fallbacks between them. */
 sbx_status config_parse_profiles(loader *L, const config_node *map);

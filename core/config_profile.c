@@ -123,7 +123,7 @@ static const field identity_fields[] = {
 };
 
 /* The keys of a profile, besides the block of its provider (named by its type). */
-static const field profile_fields[] = {
+const field config_profile_fields[] = {
     SKIP("type"),
     CHOICEF(sbx_profile_config, scope, "scope", scope_choices, NULL, SBX_SCOPE_PER_SESSION),
     CHOICEF(sbx_profile_config, environment, "environment", environment_choices, NULL,
@@ -133,7 +133,7 @@ static const field profile_fields[] = {
          DEFAULT_IDLE_TIMEOUT_S),
     CHOICEF(sbx_profile_config, idle_pause, "idle_action", idle_action_choices, NULL, 0),
     SECTIONF("identity", 0, identity_fields, NULL),
-    CUSTOM("policy", get_policy),
+    CUSTOM_OF("policy", get_policy, policy_fields),
     CUSTOM("fallback", get_fallback),
     FIELDS_END,
 };
@@ -147,7 +147,7 @@ static bool profile_defaults(sbx_profile_config *p, const char *name, const char
     p->policy = default_policy();
     p->options = sbx_options_new(ops ? ops->options : NULL);
     return p->name && p->type && p->policy && p->options &&
-           config_apply_defaults(profile_fields, p);
+           config_apply_defaults(config_profile_fields, p);
 }
 
 void config_profile_free(sbx_profile_config *p)
@@ -224,7 +224,7 @@ static sbx_status parse_provider_block(loader *L, const config_node *map, const 
     return st;
 }
 
-/* A key of a profile that is not in profile_fields: the block of its own provider (read by
+/* A key of a profile that is not in config_profile_fields: the block of its own provider (read by
  * that provider's option specs), or a misplaced block of another provider. */
 static sbx_status provider_key(loader *L, const config_node *k, const config_node *v,
                                const char *path, const char *value_path, void *section, bool *known)
@@ -275,12 +275,12 @@ static sbx_status check_profile(loader *L, const config_node *map, const char *p
                                 const sbx_profile_config *p, const sbx_provider_ops *ops,
                                 const config_node *const *at)
 {
-    const config_node *env_node = config_field_node(profile_fields, at, "environment");
-    const config_node *idle_node = config_field_node(profile_fields, at, "idle_action");
-    const config_node *type_node = config_field_node(profile_fields, at, "type");
+    const config_node *env_node = config_field_node(config_profile_fields, at, "environment");
+    const config_node *idle_node = config_field_node(config_profile_fields, at, "idle_action");
+    const config_node *type_node = config_field_node(config_profile_fields, at, "type");
     const config_node *attach_key = NULL;
     for (size_t i = 0; i + 1 < map->n_kids; i += 2)
-        if (map->kids[i + 1] == config_field_node(profile_fields, at, "attach_to"))
+        if (map->kids[i + 1] == config_field_node(config_profile_fields, at, "attach_to"))
             attach_key = map->kids[i];
     /* idle_action: pause needs a provider that can pause, and something to pause. */
     if (p->idle_pause && ops->pause == NULL)
@@ -326,7 +326,7 @@ static sbx_status check_profile(loader *L, const config_node *map, const char *p
     return SBX_OK;
 }
 
-/* One profile: its name, its type, then each key by profile_fields, then check_profile. */
+/* One profile: its name, its type, then each key by config_profile_fields, then check_profile. */
 static sbx_status parse_profile(loader *L, const config_node *key, const config_node *map,
                                 sbx_profile_config *p)
 {
@@ -355,7 +355,7 @@ static sbx_status parse_profile(loader *L, const config_node *key, const config_
     p->column = key->column;
     const config_node *at[FIELDS_MAX];
     const extra_key provider_block = {ops->name, provider_key};
-    st = config_parse_fields(L, map, path, profile_fields, p, at, &provider_block);
+    st = config_parse_fields(L, map, path, config_profile_fields, p, at, &provider_block);
     return st == SBX_OK ? check_profile(L, map, path, p, ops, at) : st;
 }
 

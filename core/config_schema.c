@@ -325,7 +325,7 @@ static sbx_status get_callers(loader *L, const config_node *v, const char *p, vo
 
 /* sandbox.worker.auth: read into the worker's struct itself. */
 static const field auth_fields[] = {
-    CUSTOM("callers", get_callers),
+    CUSTOM_OF("callers", get_callers, caller_fields),
     FIELDS_END,
 };
 
@@ -468,7 +468,7 @@ const field config_sandbox_fields[] = {
          DEFAULT_SNAPSHOT_MAX_MB),
     SECTIONF("broker", offsetof(sbx_config, broker), broker_fields, check_broker),
     SECTIONF("worker", offsetof(sbx_config, worker), worker_fields, check_worker),
-    CUSTOM("profiles", get_profiles),
+    CUSTOM_OF("profiles", get_profiles, config_profile_fields),
     FIELDS_END,
 };
 
