@@ -1,6 +1,8 @@
-/* config_internal.h - helpers shared by the config files of core/ (config.c, config_options.c):
- * strict text-to-value parsers and the limits that bound what a config file can contain.
- * Private to core/; nothing here is part of the public API.
+/* config_internal.h - helpers shared by the config files of core/ (the loader: config.c,
+ * config_read.c, config_schema.c, config_profile.c, whose own machinery is config_impl.h's;
+ * and config_options.c, the provider option blocks): strict text-to-value parsers and the limits
+ * that bound what a config file can contain. Private to core/; nothing here is part of the public
+ * API.
  */
 #ifndef SBX_CORE_CONFIG_INTERNAL_H
 #define SBX_CORE_CONFIG_INTERNAL_H

@@ -6,7 +6,8 @@
  * exponentially: "billion laughs"), explicit tags (`!!python/object`), several documents in one
  * file, duplicate keys (YAML says they are an error; many parsers silently keep the last), and
  * files, depths or node counts beyond the CONFIG_MAX_* limits.
- * This file must not know what any key means: config.c interprets the tree.
+ * This file must not know what any key means: the loader (config.c, by the key tables of
+ * config_schema.c and config_profile.c) interprets the tree.
  */
 #include <stdarg.h>
 #include <stdio.h>
