@@ -1,7 +1,7 @@
 /* worker_internal.h - declarations shared by the files of worker/ (never installed, never
  * included outside this folder): caller authentication with the TLS context (auth.c) and the
  * event loop's limits. The gRPC wire rules are core/grpc_wire.h, shared with the remote broker;
- * the event loop itself lives in server.c. */
+ * the event loop itself lives in server.c (its own types and limits: server_impl.h). */
 #ifndef SBX_WORKER_INTERNAL_H
 #define SBX_WORKER_INTERNAL_H
 
@@ -18,11 +18,11 @@
 #include "sbx/status.h"
 #include "sbx/worker.h"
 
-/* ---- the event loop's limits against hostile peers (server.c) ------------------------------ */
+/* ---- the event loop's limits against hostile peers (server_impl.h) ------------------------- */
 
-/* The limits server.c enforces on connections (their defaults and reasons are the WORKER_*
- * constants there). A worker starts with the defaults; tests shrink them to reach the limits
- * with a few hundred connections instead of thousands. */
+/* The limits the event loop enforces on connections (their defaults and reasons are the
+ * WORKER_* constants of server_impl.h). A worker starts with the defaults; tests shrink them to
+ * reach the limits with a few hundred connections instead of thousands. */
 typedef struct worker_limits {
     size_t max_connections;       /* WORKER_MAX_CONNECTIONS */
     size_t max_unproven_per_peer; /* WORKER_MAX_UNPROVEN_PER_PEER */

@@ -495,7 +495,8 @@ static void test_worker_trickling_connection_is_shed_at_the_first_request_deadli
 }
 
 #define UNPROVEN_STREAMS_TRIED 200
-/* WORKER_UNPROVEN_STREAMS (server.c): streams a connection may open before it proved itself. */
+/* WORKER_UNPROVEN_STREAMS (server_impl.h): streams a connection may open before it proved
+ * itself. */
 #define UNPROVEN_STREAMS_KEPT 16
 
 /* A connection that never completes a request opens 200 streams that never end: all but a few
