@@ -53,8 +53,6 @@ static const char PATH_REFLECTION_V1ALPHA[] =
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
 
 static void conn_close(conn *cn);
-static void call_decide(call *c, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
@@ -69,7 +67,7 @@ static worker_rpc rpc_of(enum rpc_method m)
                                      : WORKER_RPC_OTHER;
 }
 
-static void call_unref(call *c)
+void worker_call_unref(call *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
@@ -122,10 +120,10 @@ static void call_detach(call *c)
     if (c->deadline_us)
         cn->w->calls_with_deadline--;
     c->cancel = 1;
-    call_unref(c);
+    worker_call_unref(c);
 }
 
-static bool out_append(call *c, const uint8_t *data, size_t len)
+bool worker_call_append(call *c, const uint8_t *data, size_t len)
 {
     if (c->out_off > 0 && c->out_off == c->out_len)
         c->out_off = c->out_len = 0;
@@ -192,7 +190,7 @@ static ssize_t response_read(nghttp2_session *session, int32_t stream_id, uint8_
 }
 
 /* Starts a normal response (headers now, messages as they are appended, trailers at the end). */
-static void call_start_response(call *c)
+void worker_call_start_response(call *c)
 {
     if (c->response_started || !c->conn)
         return;
@@ -203,7 +201,7 @@ static void call_start_response(call *c)
     mark_dirty(c->conn);
 }
 
-static void call_resume(call *c)
+void worker_call_resume(call *c)
 {
     if (c->conn && c->deferred) {
         c->deferred = false;
@@ -214,7 +212,7 @@ static void call_resume(call *c)
 
 /* Ends the call with a gRPC status (and the messages already queued). Before any header went
  * out this is a Trailers-Only response. */
-static void call_decide(call *c, int status, const char *fmt, ...)
+void worker_call_decide(call *c, int status, const char *fmt, ...)
 {
     if (c->decided)
         return;
@@ -246,7 +244,7 @@ static void call_decide(call *c, int status, const char *fmt, ...)
     c->grpc_status = status;
     free(c->grpc_message);
     c->grpc_message = strdup(encoded);
-    call_resume(c);
+    worker_call_resume(c);
 }
 
 /* A non-gRPC request on an HTTP/2 connection: a plain HTTP error, then the stream ends. */
@@ -265,275 +263,17 @@ static void call_reply(call *c, const ProtobufCMessage *m)
 {
     size_t len;
     uint8_t *framed = sbx_grpc_frame_message(m, &len);
-    if (!framed || !out_append(c, framed, len)) {
+    if (!framed || !worker_call_append(c, framed, len)) {
         free(framed);
-        call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory building the response");
+        worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory building the response");
         return;
     }
     free(framed);
     c->decided = true;
     c->final = true;
     c->grpc_status = SBX_GRPC_OK;
-    call_start_response(c);
-    call_resume(c);
-}
-
-/* ---- jobs: the broker's callbacks (any thread) -> the loop ----------------------------- */
-
-static void post(sbx_worker *w, posted *p)
-{
-    pthread_mutex_lock(&w->lock);
-    if (w->posted_tail)
-        w->posted_tail->next = p;
-    else
-        w->posted_head = p;
-    w->posted_tail = p;
-    /* Output while the loop polls for it needs no wake-up: a program printing line by line
-     * would otherwise cost a write, a wake-up and a loop turn per line. */
-    if (!w->wake_pending && !(p->is_output && w->output_polling)) {
-        w->wake_pending = true;
-        /* Under the lock: once the loop took this post, the poster touches nothing of w (the
-         * loop may free w right after the last final). */
-        uint64_t one = 1;
-        ssize_t r = write(w->wake_fd, &one, sizeof one);
-        (void)r; /* an eventfd write only fails when the counter would overflow */
-    }
-    pthread_mutex_unlock(&w->lock);
-}
-
-static void post_final(sbx_worker *w, call *c, uint8_t *bytes, size_t len, int status,
-                       const char *message)
-{
-    posted *p = calloc(1, sizeof *p);
-    if (!p) { /* cannot tell the loop: the reference leaks rather than a use-after-free */
-        free(bytes);
-        return;
-    }
-    p->c = c;
-    p->bytes = bytes;
-    p->len = len;
-    p->final = true;
-    p->grpc_status = status;
-    p->grpc_message = message ? strdup(message) : NULL;
-    post(w, p);
-}
-
-/* Output hook (executor thread): chunks are queued raw and coalesced while the loop has not
- * taken them yet; the loop frames each run as one ExecuteEvent{output}. */
-static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
-                      uint64_t offset)
-{
-    call *c = arg;
-    sbx_worker *w = c->w;
-    if (c->cancel || len == 0)
-        return;
-    pthread_mutex_lock(&w->lock);
-    posted *p = c->open_output;
-    if (p && p->stream == stream && p->offset + p->len == offset &&
-        p->len + len <= WORKER_OUTPUT_COALESCE) {
-        if (p->len + len > p->cap) {
-            size_t cap = p->cap * 2 > p->len + len ? p->cap * 2 : p->len + len;
-            uint8_t *b = realloc(p->bytes, cap);
-            if (!b) {
-                pthread_mutex_unlock(&w->lock);
-                return;
-            }
-            p->bytes = b;
-            p->cap = cap;
-        }
-        memcpy(p->bytes + p->len, data, len);
-        p->len += len;
-        pthread_mutex_unlock(&w->lock);
-        return;
-    }
-    pthread_mutex_unlock(&w->lock);
-    p = calloc(1, sizeof *p);
-    if (!p)
-        return;
-    size_t cap = len < WORKER_OUTPUT_FIRST_CAP ? WORKER_OUTPUT_FIRST_CAP : len;
-    p->bytes = malloc(cap);
-    if (!p->bytes) {
-        free(p);
-        return;
-    }
-    memcpy(p->bytes, data, len);
-    p->len = len;
-    p->cap = cap;
-    p->c = c;
-    p->is_output = true;
-    p->stream = stream;
-    p->offset = offset;
-    pthread_mutex_lock(&w->lock);
-    c->open_output = p; /* only this executor thread posts for c: no race on the choice */
-    pthread_mutex_unlock(&w->lock);
-    post(w, p);
-}
-
-/* Loop thread: turns a coalesced output run into one framed ExecuteEvent{output}. */
-static bool frame_output(posted *p)
-{
-    Sbx__V1__OutputChunk chunk = SBX__V1__OUTPUT_CHUNK__INIT;
-    chunk.stream = p->stream;
-    chunk.data.data = p->bytes;
-    chunk.data.len = p->len;
-    chunk.offset = p->offset;
-    Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
-    ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_OUTPUT;
-    ev.output = &chunk;
-    size_t len;
-    uint8_t *framed = sbx_grpc_frame_message(&ev.base, &len);
-    if (!framed)
-        return false;
-    free(p->bytes);
-    p->bytes = framed;
-    p->len = len;
-    return true;
-}
-
-/* The broker's completion callback (an executor thread, or the loop itself for an answer the
- * broker knew at once): frames the completion here, off the loop, and posts it. */
-static void on_job_done(void *arg, sbx_status st, sbx_completion *comp)
-{
-    call *c = arg;
-    sbx_worker *w = c->w;
-    worker_call_obs_completion(&c->obs, comp); /* before post_final: its lock publishes it */
-    if (st != SBX_OK || !comp) {
-        /* The broker refused the task (queue full, closed): a transport-level answer. */
-        int code = st == SBX_E_RESOURCE_EXHAUSTED ? SBX_GRPC_RESOURCE_EXHAUSTED
-                   : st == SBX_OK                 ? SBX_GRPC_INTERNAL
-                                                  : SBX_GRPC_UNAVAILABLE;
-        post_final(w, c, NULL, 0, code,
-                   comp && comp->error ? comp->error : "the worker's broker refused the task");
-        sbx_completion_free(comp);
-        return;
-    }
-    uint8_t *bytes;
-    size_t len;
-    if (c->method == RPC_EXECUTE_STREAM) {
-        Sbx__V1__ExecuteEvent ev = SBX__V1__EXECUTE_EVENT__INIT;
-        ev.event_case = SBX__V1__EXECUTE_EVENT__EVENT_COMPLETION;
-        ev.completion = comp;
-        bytes = sbx_grpc_frame_message(&ev.base, &len);
-    } else {
-        bytes = sbx_grpc_frame_message(&comp->base, &len);
-    }
-    sbx_completion_free(comp);
-    post_final(w, c, bytes, len, bytes ? SBX_GRPC_OK : SBX_GRPC_INTERNAL,
-               bytes ? NULL : "worker: out of memory");
-}
-
-/* A Describe thread: asks the broker (which may open providers) and posts the answer. */
-static void *describe_main(void *arg)
-{
-    call *c = arg;
-    sbx_worker *w = c->w;
-    Sbx__V1__DescribeResponse *d = NULL;
-    sbx_error err = {0};
-    sbx_status st = sbx_broker_describe(w->broker, &d, &err);
-    if (st != SBX_OK) {
-        post_final(w, c, NULL, 0, sbx_grpc_code_for_status(st), err.message);
-        return NULL;
-    }
-    size_t len;
-    uint8_t *bytes = sbx_grpc_frame_message(&d->base, &len);
-    sbx_message_free(&d->base);
-    post_final(w, c, bytes, len, bytes ? SBX_GRPC_OK : SBX_GRPC_INTERNAL,
-               bytes ? NULL : "worker: out of memory");
-    return NULL;
-}
-
-/* Starts the call's job (loop thread): the job holds a reference until its final is drained. */
-static void start_job(sbx_worker *w, call *c)
-{
-    atomic_fetch_add(&c->refs, 1);
-    c->job_running = true;
-    w->jobs_in_flight++;
-    if (c->method == RPC_DESCRIBE) {
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, WORKER_DESCRIBE_STACK);
-        pthread_t th;
-        bool started = w->describes_running < WORKER_MAX_DESCRIBES &&
-                       pthread_create(&th, &attr, describe_main, c) == 0;
-        pthread_attr_destroy(&attr);
-        if (started) {
-            w->describes_running++;
-            return;
-        }
-        c->job_running = false;
-        w->jobs_in_flight--;
-        call_unref(c);
-        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                    "the worker is answering %d Describe calls already; retry later",
-                    WORKER_MAX_DESCRIBES);
-        return;
-    }
-    sbx_broker_async cb = {
-        .on_output = c->method == RPC_EXECUTE_STREAM ? on_output : NULL,
-        .cancel = &c->cancel,
-        .on_done = on_job_done,
-        .arg = c,
-    };
-    /* A refusal (queue full, closed) has reached on_job_done already: it is posted like any
-     * completion. */
-    (void)sbx_broker_submit_async(w->broker, c->req, &cb);
-}
-
-/* Loop thread: applies everything the jobs posted. */
-static void drain_posted(sbx_worker *w)
-{
-    uint64_t v;
-    ssize_t r = read(w->wake_fd, &v, sizeof v);
-    (void)r;
-    pthread_mutex_lock(&w->lock);
-    posted *p = w->posted_head;
-    w->posted_head = w->posted_tail = NULL;
-    w->wake_pending = false;
-    bool output = false;
-    for (posted *q = p; q; q = q->next)
-        if (q->is_output) {
-            output = true;
-            if (q->c->open_output == q)
-                q->c->open_output = NULL; /* taken: later chunks start a new run */
-        }
-    /* Output is flowing: poll for more instead of being woken per chunk; a turn that finds
-     * none ends the polling (the next chunk wakes the loop again). */
-    w->output_polling = output;
-    pthread_mutex_unlock(&w->lock);
-    while (p) {
-        posted *next = p->next;
-        call *c = p->c;
-        if (!c->decided && c->conn) {
-            if (p->is_output && !frame_output(p))
-                call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory framing output");
-            else if (p->bytes && !out_append(c, p->bytes, p->len))
-                call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory queueing output");
-            else if (p->final && p->grpc_status != SBX_GRPC_OK)
-                call_decide(c, p->grpc_status, "%s", p->grpc_message ? p->grpc_message : "");
-            else if (p->final) {
-                c->decided = true;
-                c->final = true;
-                c->grpc_status = SBX_GRPC_OK;
-                call_start_response(c);
-                call_resume(c);
-            } else {
-                call_start_response(c);
-                call_resume(c);
-            }
-        }
-        if (p->final) {
-            c->job_running = false;
-            w->jobs_in_flight--;
-            if (c->method == RPC_DESCRIBE)
-                w->describes_running--;
-            call_unref(c);
-        }
-        free(p->bytes);
-        free(p->grpc_message);
-        free(p);
-        p = next;
-    }
+    worker_call_start_response(c);
+    worker_call_resume(c);
 }
 
 /* ---- request handling ------------------------------------------------------------------ */
@@ -546,8 +286,8 @@ static const worker_caller *authenticate(call *c, bool *ok)
         return NULL;
     if (c->auth_too_long) {
         *ok = false;
-        call_decide(c, SBX_GRPC_UNAUTHENTICATED, "authorization header longer than %d bytes",
-                    WORKER_MAX_AUTH_HEADER);
+        worker_call_decide(c, SBX_GRPC_UNAUTHENTICATED, "authorization header longer than %d bytes",
+                           WORKER_MAX_AUTH_HEADER);
         return NULL;
     }
     if (c->authorization) {
@@ -555,8 +295,8 @@ static const worker_caller *authenticate(call *c, bool *ok)
             worker_auth_by_token(&w->auth, c->authorization, c->authorization_len);
         if (!caller) {
             *ok = false;
-            call_decide(c, SBX_GRPC_UNAUTHENTICATED,
-                        "the bearer token in the authorization header is not accepted");
+            worker_call_decide(c, SBX_GRPC_UNAUTHENTICATED,
+                               "the bearer token in the authorization header is not accepted");
         }
         return caller;
     }
@@ -564,12 +304,13 @@ static const worker_caller *authenticate(call *c, bool *ok)
         return c->conn->cert_caller;
     *ok = false;
     if (c->conn->cert_cn[0])
-        call_decide(c, SBX_GRPC_UNAUTHENTICATED,
-                    "client certificate CN=%s is not a configured caller", c->conn->cert_cn);
+        worker_call_decide(c, SBX_GRPC_UNAUTHENTICATED,
+                           "client certificate CN=%s is not a configured caller", c->conn->cert_cn);
     else
-        call_decide(c, SBX_GRPC_UNAUTHENTICATED,
-                    "no credentials: present a client certificate signed by the configured CA "
-                    "or an authorization: Bearer token");
+        worker_call_decide(
+            c, SBX_GRPC_UNAUTHENTICATED,
+            "no credentials: present a client certificate signed by the configured CA "
+            "or an authorization: Bearer token");
     return NULL;
 }
 
@@ -589,14 +330,14 @@ static void watch_send(call *c, Grpc__Health__V1__HealthCheckResponse__ServingSt
     resp.status = status;
     size_t len;
     uint8_t *framed = sbx_grpc_frame_message(&resp.base, &len);
-    if (!framed || !out_append(c, framed, len)) {
+    if (!framed || !worker_call_append(c, framed, len)) {
         free(framed);
-        call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering Health/Watch");
+        worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering Health/Watch");
         return;
     }
     free(framed);
-    call_start_response(c);
-    call_resume(c);
+    worker_call_start_response(c);
+    worker_call_resume(c);
 }
 
 static Grpc__Health__V1__HealthCheckResponse__ServingStatus serving_status(const sbx_worker *w)
@@ -613,7 +354,7 @@ static void watch_start(call *c, const uint8_t *msg, size_t mlen)
     Grpc__Health__V1__HealthCheckRequest *hr =
         grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
     if (!hr) {
-        call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
+        worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
         return;
     }
     c->watch_known = health_service_known(hr->service);
@@ -641,29 +382,29 @@ static void reflection_feed(call *c)
         size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
                       ((size_t)c->in[3] << 8) | c->in[4];
         if (c->in[0] != 0) {
-            call_decide(c, SBX_GRPC_INTERNAL, "compressed or flagged reflection message");
+            worker_call_decide(c, SBX_GRPC_INTERNAL, "compressed or flagged reflection message");
             return;
         }
         if (mlen > c->w->max_message) {
-            call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED, "reflection request larger than %zu bytes",
-                        c->w->max_message);
+            worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                               "reflection request larger than %zu bytes", c->w->max_message);
             return;
         }
         if (c->in_len - SBX_GRPC_PREFIX_LEN < mlen)
             return; /* the rest of this message is still on its way */
         size_t len = 0;
         uint8_t *answer = worker_reflection_answer(c->in + SBX_GRPC_PREFIX_LEN, mlen, &len);
-        if (!answer || !out_append(c, answer, len)) {
+        if (!answer || !worker_call_append(c, answer, len)) {
             free(answer);
-            call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering reflection");
+            worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering reflection");
             return;
         }
         free(answer);
         size_t used = SBX_GRPC_PREFIX_LEN + mlen;
         memmove(c->in, c->in + used, c->in_len - used);
         c->in_len -= used;
-        call_start_response(c);
-        call_resume(c);
+        worker_call_start_response(c);
+        worker_call_resume(c);
     }
 }
 
@@ -696,14 +437,15 @@ static void call_dispatch_body(call *c)
         conn_prove(c->conn);           /* every complete request is as authenticated as it gets */
     if (c->method == RPC_REFLECTION) { /* every message was answered as it arrived */
         if (c->in_len > 0) {
-            call_decide(c, SBX_GRPC_INTERNAL, "the stream ended inside a reflection request");
+            worker_call_decide(c, SBX_GRPC_INTERNAL,
+                               "the stream ended inside a reflection request");
             return;
         }
         c->decided = true;
         c->final = true;
         c->grpc_status = SBX_GRPC_OK;
-        call_start_response(c);
-        call_resume(c);
+        worker_call_start_response(c);
+        worker_call_resume(c);
         return;
     }
     /* A Health/Check that carries no message at all is read as HealthCheckRequest{} (the
@@ -714,16 +456,17 @@ static void call_dispatch_body(call *c)
     size_t mlen = 0;
     if (c->in_len > 0 || c->method != RPC_HEALTH_CHECK) {
         if (c->in_len < SBX_GRPC_PREFIX_LEN) {
-            call_decide(c, SBX_GRPC_INTERNAL, "expected exactly one request message, got none");
+            worker_call_decide(c, SBX_GRPC_INTERNAL,
+                               "expected exactly one request message, got none");
             return;
         }
         mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) | ((size_t)c->in[3] << 8) |
                c->in[4];
         if (mlen != c->in_len - SBX_GRPC_PREFIX_LEN) {
-            call_decide(c, SBX_GRPC_INTERNAL,
-                        "expected exactly one request message: the length prefix says %zu "
-                        "bytes, the stream carried %zu",
-                        mlen, c->in_len - SBX_GRPC_PREFIX_LEN);
+            worker_call_decide(c, SBX_GRPC_INTERNAL,
+                               "expected exactly one request message: the length prefix says %zu "
+                               "bytes, the stream carried %zu",
+                               mlen, c->in_len - SBX_GRPC_PREFIX_LEN);
             return;
         }
         msg = c->in + SBX_GRPC_PREFIX_LEN;
@@ -737,11 +480,11 @@ static void call_dispatch_body(call *c)
         Grpc__Health__V1__HealthCheckRequest *hr =
             grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
         if (!hr) {
-            call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
+            worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
             return;
         }
         if (!health_service_known(hr->service)) {
-            call_decide(c, SBX_GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
+            worker_call_decide(c, SBX_GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
         } else {
             Grpc__Health__V1__HealthCheckResponse resp =
                 GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
@@ -755,11 +498,12 @@ static void call_dispatch_body(call *c)
     }
 
     if (w->draining) {
-        call_decide(c, SBX_GRPC_UNAVAILABLE, "the worker is draining; retry on another worker");
+        worker_call_decide(c, SBX_GRPC_UNAVAILABLE,
+                           "the worker is draining; retry on another worker");
         return;
     }
     if (!c->authenticated) { /* checked when the headers arrived */
-        call_decide(c, SBX_GRPC_UNAUTHENTICATED, "the call did not authenticate");
+        worker_call_decide(c, SBX_GRPC_UNAUTHENTICATED, "the call did not authenticate");
         return;
     }
     const worker_caller *caller = c->caller;
@@ -769,7 +513,7 @@ static void call_dispatch_body(call *c)
         sbx_error err = {0};
         sbx_status st = sbx_request_decode(msg, mlen, w->max_message, &c->req, &err);
         if (st != SBX_OK) {
-            call_decide(c, sbx_grpc_code_for_status(st), "%s", err.message);
+            worker_call_decide(c, sbx_grpc_code_for_status(st), "%s", err.message);
             return;
         }
         c->req_charge = mlen; /* held until the call is freed; its body goes now */
@@ -777,15 +521,15 @@ static void call_dispatch_body(call *c)
         const char *subject =
             c->req->principal && c->req->principal->subject ? c->req->principal->subject : "";
         if (caller && !worker_caller_may_assert(caller, subject)) {
-            call_decide(c, SBX_GRPC_PERMISSION_DENIED,
-                        "caller '%s' may not assert principal subject '%.200s'",
-                        caller->config->name ? caller->config->name : "?", subject);
+            worker_call_decide(c, SBX_GRPC_PERMISSION_DENIED,
+                               "caller '%s' may not assert principal subject '%.200s'",
+                               caller->config->name ? caller->config->name : "?", subject);
             return;
         }
     }
     if (c->method == RPC_EXECUTE_STREAM)
-        call_start_response(c); /* headers now: the client sees the stream open */
-    start_job(w, c);
+        worker_call_start_response(c); /* headers now: the client sees the stream open */
+    worker_start_job(w, c);
 }
 
 /* ---- nghttp2 callbacks ----------------------------------------------------------------- */
@@ -889,16 +633,16 @@ static void call_headers_done(call *c)
         return;
     }
     if (c->method == RPC_UNKNOWN || c->method == RPC_NONE) {
-        call_decide(c, SBX_GRPC_UNIMPLEMENTED, "unknown method");
+        worker_call_decide(c, SBX_GRPC_UNIMPLEMENTED, "unknown method");
         return;
     }
     if (c->bad_encoding) {
-        call_decide(c, SBX_GRPC_UNIMPLEMENTED,
-                    "grpc-encoding is not supported: send uncompressed messages (identity)");
+        worker_call_decide(c, SBX_GRPC_UNIMPLEMENTED,
+                           "grpc-encoding is not supported: send uncompressed messages (identity)");
         return;
     }
     if (c->bad_timeout) {
-        call_decide(c, SBX_GRPC_INTERNAL, "malformed grpc-timeout header");
+        worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed grpc-timeout header");
         return;
     }
     /* Authenticate now, before any of the body is buffered: a caller without credentials never
@@ -929,23 +673,25 @@ static bool budget_admits(call *c, size_t grow)
     sbx_worker *w = c->w;
     conn *cn = c->conn;
     if (cn->buffered + grow > w->limits.conn_buffer_max) {
-        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                    "this connection's unfinished requests hold %zu bytes and this one needs %zu "
-                    "more (limit %zu per connection): send fewer large requests at once",
-                    cn->buffered, grow, w->limits.conn_buffer_max);
+        worker_call_decide(
+            c, SBX_GRPC_RESOURCE_EXHAUSTED,
+            "this connection's unfinished requests hold %zu bytes and this one needs %zu "
+            "more (limit %zu per connection): send fewer large requests at once",
+            cn->buffered, grow, w->limits.conn_buffer_max);
         return false;
     }
     if (w->buffered + grow > w->limits.buffer_total_max) {
-        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                    "the worker holds %zu bytes of requests (limit %zu): retry later or on "
-                    "another worker",
-                    w->buffered, w->limits.buffer_total_max);
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "the worker holds %zu bytes of requests (limit %zu): retry later or on "
+                           "another worker",
+                           w->buffered, w->limits.buffer_total_max);
         return false;
     }
     if (!c->authenticated && w->unauth_buffered + grow > WORKER_UNAUTHENTICATED_BUFFER_MAX) {
-        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                    "unauthenticated calls hold %zu bytes of requests (limit %u): retry later",
-                    w->unauth_buffered, WORKER_UNAUTHENTICATED_BUFFER_MAX);
+        worker_call_decide(
+            c, SBX_GRPC_RESOURCE_EXHAUSTED,
+            "unauthenticated calls hold %zu bytes of requests (limit %u): retry later",
+            w->unauth_buffered, WORKER_UNAUTHENTICATED_BUFFER_MAX);
         return false;
     }
     return true;
@@ -964,9 +710,9 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
     size_t max_message = c->authenticated ? w->max_message : WORKER_UNAUTHENTICATED_MESSAGE_MAX;
     size_t limit = SBX_GRPC_PREFIX_LEN + max_message;
     if (len > limit - c->in_len) {
-        call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                    "request message larger than the worker's max_message_bytes (%zu)",
-                    max_message);
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "request message larger than the worker's max_message_bytes (%zu)",
+                           max_message);
         call_release_in(c);
         return false;
     }
@@ -989,7 +735,8 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
         }
         uint8_t *p = realloc(c->in, cap);
         if (!p) {
-            call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED, "worker: out of memory for the request");
+            worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                               "worker: out of memory for the request");
             call_release_in(c);
             return false;
         }
@@ -1010,16 +757,17 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
         size_t mlen = ((size_t)c->in[1] << 24) | ((size_t)c->in[2] << 16) |
                       ((size_t)c->in[3] << 8) | c->in[4];
         if (c->in[0] & 1)
-            call_decide(c, SBX_GRPC_INTERNAL,
-                        "compressed message without a grpc-encoding: this worker accepts only "
-                        "uncompressed messages");
+            worker_call_decide(
+                c, SBX_GRPC_INTERNAL,
+                "compressed message without a grpc-encoding: this worker accepts only "
+                "uncompressed messages");
         else if (c->in[0] != 0)
-            call_decide(c, SBX_GRPC_INTERNAL, "invalid message flags 0x%02x", c->in[0]);
+            worker_call_decide(c, SBX_GRPC_INTERNAL, "invalid message flags 0x%02x", c->in[0]);
         else if (mlen > max_message)
-            call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                        "request message of %zu bytes is larger than the worker's "
-                        "max_message_bytes (%zu)",
-                        mlen, max_message);
+            worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                               "request message of %zu bytes is larger than the worker's "
+                               "max_message_bytes (%zu)",
+                               mlen, max_message);
     }
     if (c->decided) {
         call_release_in(c);
@@ -1559,8 +1307,9 @@ static int expire_deadlines(sbx_worker *w)
                 if (!c->deadline_us || c->decided)
                     continue;
                 if (c->deadline_us <= now) {
-                    call_decide(c, SBX_GRPC_DEADLINE_EXCEEDED,
-                                "deadline exceeded (grpc-timeout); the execution was cancelled");
+                    worker_call_decide(
+                        c, SBX_GRPC_DEADLINE_EXCEEDED,
+                        "deadline exceeded (grpc-timeout); the execution was cancelled");
                     continue;
                 }
                 if (next < 0 || c->deadline_us - now < next)
@@ -1587,7 +1336,7 @@ static void start_drain(sbx_worker *w)
     for (conn *cn = w->conns; cn; cn = cn->next)
         for (call *c = cn->calls; c; c = c->next)
             if (c->method == RPC_HEALTH_WATCH && !c->decided)
-                call_decide(c, SBX_GRPC_UNAVAILABLE, "the worker is draining");
+                worker_call_decide(c, SBX_GRPC_UNAVAILABLE, "the worker is draining");
     int64_t timeout_ms = w->cfg->worker.drain_timeout_ms > 0 ? w->cfg->worker.drain_timeout_ms : 0;
     w->drain_deadline_us = sbx_monotonic_us() + timeout_ms * 1000;
     /* New connections are refused from now on: the listener goes away. */
@@ -1920,7 +1669,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
             timeout = WORKER_OUTPUT_POLL_MS;
         int n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
         if (n == 0 && polling)
-            drain_posted(w);
+            worker_drain_posted(w);
         if (n < 0 && errno != EINTR) {
             st = sbx_error_set(err, SBX_E_INTERNAL, "worker: epoll_wait: %s", strerror(errno));
             break;
@@ -1930,7 +1679,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
             if (*kind == EV_LISTENER && w->listen_fd >= 0) {
                 accept_all(w);
             } else if (*kind == EV_WAKEUP) {
-                drain_posted(w);
+                worker_drain_posted(w);
                 if (atomic_exchange(&w->reopen_requested, 0))
                     reopen_files(w);
                 if (atomic_load(&w->shutdown_requested) && !w->not_serving)
@@ -1957,7 +1706,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
         struct pollfd pfd = {.fd = w->wake_fd, .events = POLLIN};
         if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
             break;
-        drain_posted(w);
+        worker_drain_posted(w);
     }
     return st;
 }

@@ -244,4 +244,26 @@ struct sbx_worker {
     atomic_int reopen_requested; /* sbx_worker_reopen (a signal handler) -> the loop */
 };
 
+/* ---- call.c: a call's life and its response --------------------------------------------- */
+
+/* Drops a reference to c; the last one (the stream's or the job's) logs the call and frees it. */
+void worker_call_unref(call *c);
+/* Ends c with a gRPC status and a printf-style message (once; later decisions are dropped). */
+void worker_call_decide(call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Queues len response bytes (framed messages) on c; false when out of memory. */
+bool worker_call_append(call *c, const uint8_t *data, size_t len);
+/* Sends c's response headers if not yet sent (messages follow as they are appended). */
+void worker_call_start_response(call *c);
+/* Lets nghttp2 send what was appended to c since it last ran dry. */
+void worker_call_resume(call *c);
+
+/* ---- jobs.c: the hand-off to the broker ---------------------------------------------------- */
+
+/* Starts c's job (Execute, ExecuteStream on the broker; Describe on a thread of its own); the
+ * job holds a reference to c until its final is drained. */
+void worker_start_job(sbx_worker *w, call *c);
+/* Applies everything the jobs posted since the last call (loop thread, on the eventfd). */
+void worker_drain_posted(sbx_worker *w);
+
 #endif
