@@ -39,9 +39,6 @@
 #include "worker/server_impl.h"
 #include "worker/worker_internal.h"
 
-/* The HTTP/2 client connection preface (RFC 9113 §3.4). */
-static const char H2_PREFACE[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 static const char PATH_EXECUTE[] = "/sbx.v1.Execution/Execute";
 static const char PATH_EXECUTE_STREAM[] = "/sbx.v1.Execution/ExecuteStream";
 static const char PATH_DESCRIBE[] = "/sbx.v1.Execution/Describe";
@@ -51,8 +48,6 @@ static const char PATH_REFLECTION_V1[] =
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
 static const char PATH_REFLECTION_V1ALPHA[] =
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
-
-static void conn_close(conn *cn);
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
@@ -77,7 +72,8 @@ void worker_call_unref(call *c)
                        : c->final        ? c->grpc_status
                                          : SBX_GRPC_CANCELLED;
     worker_call_obs_end(c->w->obs, &c->obs, rpc_of(c->method), c->req, final_status, c->w->cfg);
-    c->w->buffered -= c->req_charge; /* the body went at call_detach, before the last unref */
+    c->w->buffered -=
+        c->req_charge; /* the body went at worker_call_detach, before the last unref */
     free(c->authorization);
     free(c->in);
     free(c->out);
@@ -100,7 +96,7 @@ static void call_release_in(call *c)
 }
 
 /* Detaches a call from its stream/connection (loop thread): a running job is cancelled. */
-static void call_detach(call *c)
+void worker_call_detach(call *c)
 {
     conn *cn = c->conn;
     if (!cn)
@@ -408,16 +404,6 @@ static void reflection_feed(call *c)
     }
 }
 
-/* The connection sent a complete, authenticated request: it leaves the first-request deadline
- * and is no longer shed before the connections of other callers. */
-static void conn_prove(conn *cn)
-{
-    if (cn->proven)
-        return;
-    cn->proven = true;
-    cn->idle_since_us = sbx_monotonic_us();
-}
-
 static void call_dispatch_body(call *c);
 
 /* The whole request arrived (END_STREAM): check it and answer or queue its job; its bytes are
@@ -434,7 +420,7 @@ static void call_dispatch_body(call *c)
     if (c->decided)
         return;
     if (!w->auth.required)
-        conn_prove(c->conn);           /* every complete request is as authenticated as it gets */
+        worker_conn_prove(c->conn);    /* every complete request is as authenticated as it gets */
     if (c->method == RPC_REFLECTION) { /* every message was answered as it arrived */
         if (c->in_len > 0) {
             worker_call_decide(c, SBX_GRPC_INTERNAL,
@@ -507,7 +493,7 @@ static void call_dispatch_body(call *c)
         return;
     }
     const worker_caller *caller = c->caller;
-    conn_prove(c->conn);
+    worker_conn_prove(c->conn);
 
     if (c->method == RPC_EXECUTE || c->method == RPC_EXECUTE_STREAM) {
         sbx_error err = {0};
@@ -658,8 +644,9 @@ static void call_headers_done(call *c)
             c->obs.caller = c->caller->config->name;
         c->authenticated = ok;
         if (c->caller)
-            conn_prove(c->conn); /* a configured caller's credentials: servable from now on */
-        free(c->authorization);  /* checked: not kept for the life of the call */
+            worker_conn_prove(
+                c->conn);       /* a configured caller's credentials: servable from now on */
+        free(c->authorization); /* checked: not kept for the life of the call */
         c->authorization = NULL;
     } else {
         c->authenticated = !w->auth.required;
@@ -814,12 +801,12 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     call *c = nghttp2_session_get_stream_user_data(session, stream_id);
     if (c) {
         nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-        call_detach(c);
+        worker_call_detach(c);
     }
     return 0;
 }
 
-static nghttp2_session_callbacks *make_callbacks(void)
+nghttp2_session_callbacks *worker_h2_callbacks(void)
 {
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0)
@@ -830,432 +817,6 @@ static nghttp2_session_callbacks *make_callbacks(void)
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     return cb;
-}
-
-/* ---- connections ----------------------------------------------------------------------- */
-
-static bool conn_start_h2(conn *cn)
-{
-    nghttp2_session_callbacks *cb = make_callbacks();
-    nghttp2_option *opt = NULL;
-    if (!cb || nghttp2_option_new(&opt) != 0) {
-        nghttp2_session_callbacks_del(cb);
-        return false;
-    }
-    /* Flow control follows what the worker keeps (on_data_chunk), not what arrived. */
-    nghttp2_option_set_no_auto_window_update(opt, 1);
-    int rv = nghttp2_session_server_new2(&cn->h2, cb, cn, opt);
-    nghttp2_option_del(opt);
-    nghttp2_session_callbacks_del(cb);
-    if (rv != 0)
-        return false;
-    nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, WORKER_MAX_STREAMS},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, WORKER_STREAM_WINDOW},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, WORKER_MAX_HEADER_LIST},
-    };
-    if (nghttp2_submit_settings(cn->h2, NGHTTP2_FLAG_NONE, settings,
-                                sizeof settings / sizeof settings[0]) != 0)
-        return false;
-    nghttp2_session_set_local_window_size(cn->h2, NGHTTP2_FLAG_NONE, 0, WORKER_CONN_WINDOW);
-    if (cn->w->draining)
-        nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
-    cn->dirty = true;
-    return true;
-}
-
-static bool wbuf_append(conn *cn, const uint8_t *data, size_t len)
-{
-    if (cn->wlen + len > cn->wcap) {
-        size_t cap = cn->wcap ? cn->wcap : 16384;
-        while (cap < cn->wlen + len)
-            cap *= 2;
-        uint8_t *p = realloc(cn->wbuf, cap);
-        if (!p)
-            return false;
-        cn->wbuf = p;
-        cn->wcap = cap;
-    }
-    memcpy(cn->wbuf + cn->wlen, data, len);
-    cn->wlen += len;
-    return true;
-}
-
-/* > 0 bytes, 0 EOF, -1 would block, -2 error. */
-static ssize_t conn_read(conn *cn, uint8_t *buf, size_t len)
-{
-    if (!cn->ssl) {
-        ssize_t n = recv(cn->fd, buf, len, 0);
-        if (n >= 0)
-            return n;
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
-    }
-    int n = SSL_read(cn->ssl, buf, (int)len);
-    if (n > 0)
-        return n;
-    int e = SSL_get_error(cn->ssl, n);
-    ERR_clear_error();
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
-        return -1;
-    return e == SSL_ERROR_ZERO_RETURN ? 0 : -2;
-}
-
-static ssize_t conn_write(conn *cn, const uint8_t *buf, size_t len)
-{
-    if (!cn->ssl) {
-        ssize_t n = send(cn->fd, buf, len, MSG_NOSIGNAL);
-        if (n >= 0)
-            return n;
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
-    }
-    int n = SSL_write(cn->ssl, buf, (int)(len > INT32_MAX ? INT32_MAX : len));
-    if (n > 0)
-        return n;
-    int e = SSL_get_error(cn->ssl, n);
-    ERR_clear_error();
-    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? -1 : -2;
-}
-
-static void conn_set_events(conn *cn, uint32_t events)
-{
-    if (events == cn->events)
-        return;
-    struct epoll_event ev = {.events = events, .data.ptr = cn};
-    epoll_ctl(cn->w->epoll_fd, EPOLL_CTL_MOD, cn->fd, &ev);
-    cn->events = events;
-}
-
-/* Writes everything nghttp2 has to send (until the socket would block). */
-static void conn_flush(conn *cn)
-{
-    cn->dirty = false;
-    if (cn->handshaking)
-        return;
-    for (;;) {
-        if (cn->woff < cn->wlen) {
-            ssize_t n = conn_write(cn, cn->wbuf + cn->woff, cn->wlen - cn->woff);
-            if (n > 0) {
-                cn->woff += (size_t)n;
-                continue;
-            }
-            if (n == -2) {
-                conn_close(cn);
-                return;
-            }
-            break; /* would block: wait for EPOLLOUT */
-        }
-        cn->woff = cn->wlen = 0;
-        if (cn->http1_refused) {
-            /* Half-close and read what the peer still sends: closing with unread input would
-             * reset the connection and could destroy the answer before the peer reads it. */
-            shutdown(cn->fd, SHUT_WR);
-            cn->lingering = true;
-            conn_set_events(cn, EPOLLIN);
-            return;
-        }
-        if (!cn->h2) {
-            conn_close(cn);
-            return;
-        }
-        /* h2c: say nothing (not even SETTINGS) until the peer proved it speaks HTTP/2, so a
-         * refused HTTP/1.1 client reads a clean HTTP/1.1 answer. */
-        bool quiet = !cn->ssl && cn->preface_seen < sizeof H2_PREFACE - 1;
-        while (!quiet && cn->wlen < WORKER_WRITE_BATCH) {
-            const uint8_t *data;
-            ssize_t n = nghttp2_session_mem_send(cn->h2, &data);
-            if (n < 0) {
-                conn_close(cn);
-                return;
-            }
-            if (n == 0)
-                break;
-            if (!wbuf_append(cn, data, (size_t)n)) {
-                conn_close(cn);
-                return;
-            }
-        }
-        if (cn->wlen == 0)
-            break;
-    }
-    bool pending = cn->woff < cn->wlen;
-    if (!pending && !nghttp2_session_want_read(cn->h2) && !nghttp2_session_want_write(cn->h2)) {
-        conn_close(cn);
-        return;
-    }
-    if (!pending && cn->w->draining && !cn->calls) {
-        conn_close(cn); /* drained: GOAWAY sent, nothing in flight, nothing left to write */
-        return;
-    }
-    conn_set_events(cn, EPOLLIN | (pending ? EPOLLOUT : 0));
-}
-
-/* A request that is not HTTP/2 (HTTP/1.1, random bytes): one plain answer, then close. */
-static void conn_refuse_http1(conn *cn)
-{
-    static const char resp[] = "HTTP/1.1 505 HTTP Version Not Supported\r\n"
-                               "content-type: text/plain\r\n"
-                               "connection: close\r\n"
-                               "content-length: 40\r\n\r\n"
-                               "sbx-worker speaks gRPC over HTTP/2 only\n";
-    cn->woff = cn->wlen = 0;
-    wbuf_append(cn, (const uint8_t *)resp, sizeof resp - 1);
-    cn->http1_refused = true;
-    conn_set_events(cn, EPOLLOUT);
-}
-
-static void conn_handshake(conn *cn)
-{
-    int rv = SSL_do_handshake(cn->ssl);
-    if (rv != 1) {
-        int e = SSL_get_error(cn->ssl, rv);
-        ERR_clear_error();
-        if (e == SSL_ERROR_WANT_READ) {
-            conn_set_events(cn, EPOLLIN);
-            return;
-        }
-        if (e == SSL_ERROR_WANT_WRITE) {
-            conn_set_events(cn, EPOLLOUT);
-            return;
-        }
-        conn_close(cn); /* bad certificate, no h2 in ALPN, garbage: nothing else to say */
-        return;
-    }
-    const unsigned char *alpn = NULL;
-    unsigned int alpn_len = 0;
-    SSL_get0_alpn_selected(cn->ssl, &alpn, &alpn_len);
-    if (alpn_len != 2 || memcmp(alpn, "h2", 2) != 0) {
-        conn_close(cn);
-        return;
-    }
-    cn->handshaking = false;
-    if (worker_tls_peer_cn(cn->ssl, cn->cert_cn, sizeof cn->cert_cn))
-        cn->cert_caller = worker_auth_by_cert(&cn->w->auth, cn->cert_cn);
-    if (cn->cert_caller)
-        conn_prove(cn); /* a configured caller's verified certificate */
-    if (!conn_start_h2(cn)) {
-        conn_close(cn);
-        return;
-    }
-    conn_flush(cn);
-}
-
-static void conn_readable(conn *cn)
-{
-    uint8_t buf[WORKER_READ_CHUNK];
-    for (;;) {
-        ssize_t n = conn_read(cn, buf, sizeof buf);
-        if (n == -1)
-            break;
-        if (n <= 0) {
-            conn_close(cn);
-            return;
-        }
-        if (!cn->ssl && cn->preface_seen < sizeof H2_PREFACE - 1) {
-            /* Not HTTP/2 from the first byte (HTTP/1.1, a TLS hello, noise): answer in plain
-             * HTTP/1.1 rather than with an HTTP/2 frame the peer cannot read. */
-            size_t want = sizeof H2_PREFACE - 1 - cn->preface_seen;
-            size_t k = (size_t)n < want ? (size_t)n : want;
-            if (memcmp(buf, H2_PREFACE + cn->preface_seen, k) != 0) {
-                conn_refuse_http1(cn);
-                return;
-            }
-            cn->preface_seen += k;
-        }
-        ssize_t rv = nghttp2_session_mem_recv(cn->h2, buf, (size_t)n);
-        if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
-            conn_refuse_http1(cn);
-            return;
-        }
-        if (rv < 0) {
-            conn_close(cn);
-            return;
-        }
-    }
-    conn_flush(cn);
-}
-
-static void conn_event(conn *cn, uint32_t events)
-{
-    if (cn->handshaking) {
-        conn_handshake(cn);
-        return;
-    }
-    if (cn->lingering) {
-        uint8_t sink[WORKER_READ_CHUNK];
-        ssize_t n = recv(cn->fd, sink, sizeof sink, 0);
-        if (n > 0)
-            cn->discarded += (size_t)n;
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
-            cn->discarded > WORKER_LINGER_MAX)
-            conn_close(cn);
-        return;
-    }
-    if (cn->http1_refused) {
-        conn_flush(cn);
-        return;
-    }
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-        conn_readable(cn);
-        return; /* conn_readable flushes (and may have closed cn) */
-    }
-    if (events & EPOLLOUT)
-        conn_flush(cn);
-}
-
-static void conn_close(conn *cn)
-{
-    sbx_worker *w = cn->w;
-    while (cn->calls) {
-        call *c = cn->calls;
-        if (cn->h2)
-            nghttp2_session_set_stream_user_data(cn->h2, c->stream_id, NULL);
-        call_detach(c);
-    }
-    if (cn->h2)
-        nghttp2_session_del(cn->h2);
-    if (cn->ssl)
-        SSL_free(cn->ssl);
-    epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, cn->fd, NULL);
-    close(cn->fd);
-    if (cn->prev)
-        cn->prev->next = cn->next;
-    else
-        w->conns = cn->next;
-    if (cn->next)
-        cn->next->prev = cn->prev;
-    w->n_conns--;
-    free(cn->wbuf);
-    /* An event for cn may still be pending in the current epoll batch: it is freed after the
-     * batch (sbx_worker_run), and its kind marks it dead meanwhile. */
-    cn->kind = 0;
-    cn->fd = -1;
-    cn->h2 = NULL;
-    cn->ssl = NULL;
-    cn->wbuf = NULL;
-    cn->prev = NULL;
-    cn->next = w->dead;
-    w->dead = cn;
-}
-
-/* Sheds cn: a GOAWAY that says why (when HTTP/2 is up), written if the socket takes it at
- * once, then the connection closes and its calls are cancelled. */
-static void conn_shed(conn *cn, const char *why)
-{
-    bool h2_up = cn->h2 && !cn->handshaking && !cn->http1_refused && !cn->lingering &&
-                 (cn->ssl || cn->preface_seen == sizeof H2_PREFACE - 1);
-    if (h2_up && nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
-                                       nghttp2_session_get_last_proc_stream_id(cn->h2),
-                                       NGHTTP2_NO_ERROR, (const uint8_t *)why, strlen(why)) == 0) {
-        const uint8_t *data;
-        ssize_t n;
-        while (cn->wlen < WORKER_WRITE_BATCH && (n = nghttp2_session_mem_send(cn->h2, &data)) > 0)
-            if (!wbuf_append(cn, data, (size_t)n))
-                break;
-        if (cn->woff < cn->wlen)
-            (void)conn_write(cn, cn->wbuf + cn->woff, cn->wlen - cn->woff);
-    }
-    conn_close(cn);
-}
-
-/* The peer address as 16 bytes (IPv4 v4-mapped), so one comparison serves both families. */
-static void peer_key(const struct sockaddr_storage *ss, uint8_t out[16])
-{
-    memset(out, 0, 16);
-    if (ss->ss_family == AF_INET6) {
-        memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
-    } else if (ss->ss_family == AF_INET) {
-        out[10] = out[11] = 0xff;
-        memcpy(out + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
-    }
-}
-
-/* Makes room for a connection from peer (loop thread): a peer at its cap of unproven
- * connections loses its oldest one; a worker at its connection cap sheds the oldest unproven
- * connection of anyone, else the longest idle one. False: nothing can give way (every
- * connection proved itself and has calls open), so the new one is refused. */
-static bool make_room(sbx_worker *w, const uint8_t peer[16])
-{
-    size_t same_peer = 0;
-    conn *oldest_same = NULL, *oldest_unproven = NULL, *longest_idle = NULL;
-    for (conn *cn = w->conns; cn; cn = cn->next) { /* newest first */
-        if (!cn->proven) {
-            oldest_unproven = cn;
-            if (memcmp(cn->peer, peer, 16) == 0) {
-                same_peer++;
-                oldest_same = cn;
-            }
-        } else if (!cn->calls &&
-                   (!longest_idle || cn->idle_since_us <= longest_idle->idle_since_us)) {
-            longest_idle = cn;
-        }
-    }
-    if (oldest_same && same_peer >= w->limits.max_unproven_per_peer) {
-        if (oldest_unproven == oldest_same)
-            oldest_unproven = NULL;
-        conn_shed(oldest_same, "too many connections from this address without a request");
-    }
-    if (w->n_conns < w->limits.max_connections)
-        return true;
-    if (oldest_unproven)
-        conn_shed(oldest_unproven, "the worker is at its connection limit");
-    else if (longest_idle)
-        conn_shed(longest_idle, "the worker is at its connection limit; reconnect when needed");
-    return w->n_conns < w->limits.max_connections;
-}
-
-static void accept_all(sbx_worker *w)
-{
-    for (;;) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof ss;
-        int fd = accept4(w->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return;
-        uint8_t peer[16];
-        peer_key(&ss, peer);
-        if (w->draining || !make_room(w, peer)) {
-            close(fd);
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conn *cn = calloc(1, sizeof *cn);
-        if (!cn) {
-            close(fd);
-            continue;
-        }
-        cn->kind = EV_CONN;
-        cn->w = w;
-        cn->fd = fd;
-        cn->accepted_us = sbx_monotonic_us();
-        memcpy(cn->peer, peer, sizeof cn->peer);
-        cn->events = EPOLLIN;
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cn};
-        if (epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            close(fd);
-            free(cn);
-            continue;
-        }
-        cn->next = w->conns;
-        if (w->conns)
-            w->conns->prev = cn;
-        w->conns = cn;
-        w->n_conns++;
-        if (w->tls) {
-            cn->ssl = SSL_new(w->tls);
-            if (!cn->ssl || SSL_set_fd(cn->ssl, fd) != 1) {
-                conn_close(cn);
-                continue;
-            }
-            SSL_set_accept_state(cn->ssl);
-            cn->handshaking = true;
-        } else if (!conn_start_h2(cn)) {
-            conn_close(cn);
-            continue;
-        } else {
-            conn_flush(cn);
-        }
-    }
 }
 
 /* ---- deadlines and drain ---------------------------------------------------------------- */
@@ -1275,19 +836,19 @@ static int expire_deadlines(sbx_worker *w)
         if (cn->lingering) {
             left = cn->accepted_us + WORKER_LINGER_US - now;
             if (left <= 0) {
-                conn_close(cn);
+                worker_conn_close(cn);
                 continue;
             }
         } else if (!cn->proven) {
             left = cn->accepted_us + w->limits.first_request_us - now;
             if (left <= 0) {
-                conn_shed(cn, "no complete, authenticated request in time");
+                worker_conn_shed(cn, "no complete, authenticated request in time");
                 continue;
             }
         } else if (!cn->calls && !cn->goaway_sent) {
             left = cn->idle_since_us + w->limits.idle_us - now;
             if (left <= 0) {
-                /* Graceful: conn_flush closes it once the GOAWAY is written. */
+                /* Graceful: worker_conn_flush closes it once the GOAWAY is written. */
                 cn->goaway_sent = true;
                 nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
                                       nghttp2_session_get_last_proc_stream_id(cn->h2),
@@ -1346,7 +907,7 @@ static void start_drain(sbx_worker *w)
     for (conn *cn = w->conns, *next; cn; cn = next) {
         next = cn->next;
         if (!cn->h2 || cn->handshaking || cn->http1_refused || cn->lingering) {
-            conn_close(cn); /* nothing in flight on it */
+            worker_conn_close(cn); /* nothing in flight on it */
             continue;
         }
         nghttp2_submit_goaway(cn->h2, NGHTTP2_FLAG_NONE,
@@ -1646,7 +1207,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
         for (conn *cn = w->conns; cn;) { /* flush what the deadlines changed */
             conn *next = cn->next;
             if (cn->dirty)
-                conn_flush(cn);
+                worker_conn_flush(cn);
             cn = next;
         }
         if (w->not_serving && !w->draining && sbx_monotonic_us() >= w->notice_deadline_us)
@@ -1657,7 +1218,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
             if (sbx_monotonic_us() >= w->drain_deadline_us) {
                 /* Out of time: cancel what is left and close every connection. */
                 while (w->conns)
-                    conn_close(w->conns);
+                    worker_conn_close(w->conns);
                 free_dead(w);
                 break;
             }
@@ -1677,7 +1238,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
         for (int i = 0; i < n; i++) {
             enum ev_kind *kind = events[i].data.ptr;
             if (*kind == EV_LISTENER && w->listen_fd >= 0) {
-                accept_all(w);
+                worker_accept_all(w);
             } else if (*kind == EV_WAKEUP) {
                 worker_drain_posted(w);
                 if (atomic_exchange(&w->reopen_requested, 0))
@@ -1685,13 +1246,13 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
                 if (atomic_load(&w->shutdown_requested) && !w->not_serving)
                     begin_shutdown(w);
             } else if (*kind == EV_CONN) {
-                conn_event((conn *)(void *)kind, events[i].events);
+                worker_conn_event((conn *)(void *)kind, events[i].events);
             }
         }
         for (conn *cn = w->conns; cn;) {
             conn *next = cn->next;
             if (cn->dirty)
-                conn_flush(cn);
+                worker_conn_flush(cn);
             cn = next;
         }
         free_dead(w);
@@ -1700,7 +1261,7 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
      * once as cancelled, running ones through the engine's cancel); wait for their finals, which
      * hold references to the calls. */
     while (w->conns)
-        conn_close(w->conns);
+        worker_conn_close(w->conns);
     free_dead(w);
     while (w->jobs_in_flight > 0) {
         struct pollfd pfd = {.fd = w->wake_fd, .events = POLLIN};
@@ -1716,7 +1277,7 @@ void sbx_worker_free(sbx_worker *w)
     if (!w)
         return;
     while (w->conns)
-        conn_close(w->conns);
+        worker_conn_close(w->conns);
     free_dead(w);
     if (w->listen_fd >= 0)
         close(w->listen_fd);

@@ -257,6 +257,10 @@ bool worker_call_append(call *c, const uint8_t *data, size_t len);
 void worker_call_start_response(call *c);
 /* Lets nghttp2 send what was appended to c since it last ran dry. */
 void worker_call_resume(call *c);
+/* Detaches c from its stream and connection (the stream closed): a running job is cancelled. */
+void worker_call_detach(call *c);
+/* The nghttp2 callbacks that turn a connection's streams into calls (NULL: out of memory). */
+nghttp2_session_callbacks *worker_h2_callbacks(void);
 
 /* ---- jobs.c: the hand-off to the broker ---------------------------------------------------- */
 
@@ -265,5 +269,20 @@ void worker_call_resume(call *c);
 void worker_start_job(sbx_worker *w, call *c);
 /* Applies everything the jobs posted since the last call (loop thread, on the eventfd). */
 void worker_drain_posted(sbx_worker *w);
+
+/* ---- conn.c: connections ----------------------------------------------------------------- */
+
+/* Accepts every pending connection on the listener (the caps make room or refuse). */
+void worker_accept_all(sbx_worker *w);
+/* Handles an epoll event on cn (handshake, reads, writes; may close it). */
+void worker_conn_event(conn *cn, uint32_t events);
+/* Writes everything nghttp2 has to send on cn (until the socket would block; may close it). */
+void worker_conn_flush(conn *cn);
+/* Closes cn now: its calls are detached (their jobs cancelled), cn is freed after the batch. */
+void worker_conn_close(conn *cn);
+/* Sends a GOAWAY saying why when it can, then closes cn. */
+void worker_conn_shed(conn *cn, const char *why);
+/* cn sent a complete, authenticated request: off the first-request deadline, shed last. */
+void worker_conn_prove(conn *cn);
 
 #endif
