@@ -261,6 +261,8 @@ void worker_call_resume(call *c);
 void worker_call_detach(call *c);
 /* The nghttp2 callbacks that turn a connection's streams into calls (NULL: out of memory). */
 nghttp2_session_callbacks *worker_h2_callbacks(void);
+/* Every open Health/Watch of a served service learns the new serving status. */
+void worker_health_changed(sbx_worker *w);
 
 /* ---- jobs.c: the hand-off to the broker ---------------------------------------------------- */
 
