@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/config_internal.h"
+#include "core/strbuf.h"
 #include "sbx/config.h"
 
 /* One schema key: its value when set (scalars) or its items (lists). */
@@ -50,17 +51,7 @@ bool config_parse_int(const char *text, int64_t *out)
 
 bool config_env_name_ok(const char *text)
 {
-    if (text == NULL || text[0] == '\0' || strlen(text) > CONFIG_ENV_NAME_MAX)
-        return false;
-    if (text[0] >= '0' && text[0] <= '9')
-        return false;
-    for (const char *p = text; *p; p++) {
-        char c = *p;
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '_'))
-            return false;
-    }
-    return true;
+    return sbx_shell_name_ok(text) && strlen(text) <= CONFIG_ENV_NAME_MAX;
 }
 
 void config_join(char *buf, size_t size, const char *const *items)
