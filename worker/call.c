@@ -3,7 +3,7 @@
  * authorization), the checks once the headers are complete (a plain HTTP error for what is not
  * gRPC, caller authentication before any body is buffered), the request body within the
  * connection's and the worker's budgets, dispatch of the complete request (Health/Check and
- * Watch, reflection, or a job for Execute, ExecuteStream and Describe: jobs.c), and the
+ * Watch: health.c; reflection; or a job for Execute, ExecuteStream and Describe: jobs.c), and the
  * response: headers, messages, trailers, or a Trailers-Only status. Loop thread only, except
  * the reference count a job holds.
  */
@@ -15,7 +15,6 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "grpc/health/v1/health.pb-c.h"
 #include "core/limits.h"
 #include "worker/observe.h"
 #include "worker/reflect.h"
@@ -237,7 +236,7 @@ static void call_http_error(call *c, const char *status)
 }
 
 /* Sends one complete message then grpc-status OK. */
-static void call_reply(call *c, const ProtobufCMessage *m)
+void worker_call_reply(call *c, const ProtobufCMessage *m)
 {
     size_t len;
     uint8_t *framed = sbx_grpc_frame_message(m, &len);
@@ -292,65 +291,7 @@ static const worker_caller *authenticate(call *c, bool *ok)
     return NULL;
 }
 
-/* ---- health watch and reflection (streams that outlive one message) ---------------------------
- */
-
-static bool health_service_known(const char *service)
-{
-    return service[0] == '\0' || strcmp(service, "sbx.v1.Execution") == 0 ||
-           strcmp(service, "grpc.health.v1.Health") == 0;
-}
-
-/* Sends one HealthCheckResponse on a Watch stream (which stays open). */
-static void watch_send(call *c, Grpc__Health__V1__HealthCheckResponse__ServingStatus status)
-{
-    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-    resp.status = status;
-    size_t len;
-    uint8_t *framed = sbx_grpc_frame_message(&resp.base, &len);
-    if (!framed || !worker_call_append(c, framed, len)) {
-        free(framed);
-        worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory answering Health/Watch");
-        return;
-    }
-    free(framed);
-    worker_call_start_response(c);
-    worker_call_resume(c);
-}
-
-static Grpc__Health__V1__HealthCheckResponse__ServingStatus serving_status(const sbx_worker *w)
-{
-    return w->not_serving ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
-                          : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-}
-
-/* Health/Watch: the current status now, then every change (worker_health_changed) until the drain
- * ends the stream. An unknown service is SERVICE_UNKNOWN on the stream, as the protocol says
- * (Check answers NOT_FOUND instead). */
-static void watch_start(call *c, const uint8_t *msg, size_t mlen)
-{
-    Grpc__Health__V1__HealthCheckRequest *hr =
-        grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
-    if (!hr) {
-        worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
-        return;
-    }
-    c->watch_known = health_service_known(hr->service);
-    grpc__health__v1__health_check_request__free_unpacked(hr, NULL);
-    watch_send(c, c->watch_known
-                      ? serving_status(c->w)
-                      : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN);
-}
-
-/* Every open Watch of a served service learns the new status (loop thread). */
-void worker_health_changed(sbx_worker *w)
-{
-    for (conn *cn = w->conns; cn; cn = cn->next)
-        for (call *c = cn->calls; c; c = c->next)
-            if (c->method == RPC_HEALTH_WATCH && c->watch_known && c->response_started &&
-                !c->decided)
-                watch_send(c, serving_status(w));
-}
+/* ---- reflection (a stream that outlives one message) ------------------------------------ */
 
 /* ServerReflectionInfo is a bidirectional stream: each complete request message is answered at
  * once, before the client half-closes (grpcurl and others wait for each answer). */
@@ -441,27 +382,11 @@ static void call_dispatch_body(call *c)
     }
 
     if (c->method == RPC_HEALTH_WATCH) {
-        watch_start(c, msg, mlen);
+        worker_health_watch(c, msg, mlen);
         return;
     }
     if (c->method == RPC_HEALTH_CHECK) {
-        Grpc__Health__V1__HealthCheckRequest *hr =
-            grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
-        if (!hr) {
-            worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
-            return;
-        }
-        if (!health_service_known(hr->service)) {
-            worker_call_decide(c, SBX_GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
-        } else {
-            Grpc__Health__V1__HealthCheckResponse resp =
-                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-            resp.status = w->not_serving
-                              ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
-                              : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-            call_reply(c, &resp.base);
-        }
-        grpc__health__v1__health_check_request__free_unpacked(hr, NULL);
+        worker_health_check(c, msg, mlen);
         return;
     }
 

@@ -9,6 +9,7 @@
  *   call.c  gRPC calls on their streams: routes Execute, ExecuteStream, Describe, Health and
  *           reflection, enforces the message size limit and the request budgets, caller
  *           authentication and the principals each caller may assert;
+ *   health.c  grpc.health.v1.Health: Check and Watch, and the status changes Watch streams;
  *   jobs.c  the hand-off to the thread broker.
  *
  * Executions never run here: they are posted straight to the thread broker's asynchronous

@@ -261,6 +261,15 @@ void worker_call_resume(call *c);
 void worker_call_detach(call *c);
 /* The nghttp2 callbacks that turn a connection's streams into calls (NULL: out of memory). */
 nghttp2_session_callbacks *worker_h2_callbacks(void);
+/* Sends one complete message on c, then grpc-status OK. */
+void worker_call_reply(call *c, const ProtobufCMessage *m);
+
+/* ---- health.c: grpc.health.v1.Health ------------------------------------------------------ */
+
+/* Check, with the request message msg[0..mlen). */
+void worker_health_check(call *c, const uint8_t *msg, size_t mlen);
+/* Watch: the current status on c's stream now, later changes by worker_health_changed. */
+void worker_health_watch(call *c, const uint8_t *msg, size_t mlen);
 /* Every open Health/Watch of a served service learns the new serving status. */
 void worker_health_changed(sbx_worker *w);
 
