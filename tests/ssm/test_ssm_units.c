@@ -86,17 +86,6 @@ static void test_ssm_user_names(void **state)
     assert_true(ssm_valid_user_name("abcdefghijabcdefghijabcdefghijab"));   /* 32 */
 }
 
-static void test_ssm_env_names(void **state)
-{
-    (void)state;
-    assert_true(sbx_shell_name_ok("PATH"));
-    assert_true(sbx_shell_name_ok("_x1"));
-    assert_false(sbx_shell_name_ok("1X"));
-    assert_false(sbx_shell_name_ok("A-B"));
-    assert_false(sbx_shell_name_ok("A=B"));
-    assert_false(sbx_shell_name_ok(""));
-}
-
 static void test_ssm_script_with_env_stdin_and_run_as(void **state)
 {
     (void)state;
@@ -383,7 +372,6 @@ int main(void)
         cmocka_unit_test(test_ssm_quote_empty_word),
         cmocka_unit_test(test_ssm_quote_round_trips_through_a_shell),
         cmocka_unit_test(test_ssm_user_names),
-        cmocka_unit_test(test_ssm_env_names),
         cmocka_unit_test(test_ssm_script_with_env_stdin_and_run_as),
         cmocka_unit_test(test_ssm_script_too_large_is_refused),
         cmocka_unit_test(test_ssm_script_empty_is_refused),
