@@ -95,6 +95,10 @@ void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile);
  * capabilities, no_new_privs, seccomp). confine_program = prepare + identity. */
 void confine_prepare(uint64_t nofile);
 void confine_identity(uid_t uid, gid_t gid, bool keep_uid);
+/* confine_identity for a process that loaded the seccomp filter already (confine_seccomp, right
+ * after confine_prepare: a spare, while it waits): every step left is one the filter allows.
+ * Refuses (exit 126) a process without a filter. */
+void confine_identity_filtered(uid_t uid, gid_t gid, bool keep_uid);
 /* Loads the seccomp filter (the last step of confine_program). */
 int confine_seccomp(void);
 /* Compiles the filter once, in the agent, before any fork (0 or -errno). */

@@ -83,7 +83,9 @@ void confine_prepare(uint64_t nofile)
         die("PR_CAP_AMBIENT_CLEAR_ALL", errno);
 }
 
-void confine_identity(uid_t uid, gid_t gid, bool keep_uid)
+/* confine_identity without its last step: session, OOM score, uid and gid, no capabilities,
+ * no_new_privs. */
+static void identity_steps(uid_t uid, gid_t gid, bool keep_uid)
 {
     /* A fresh session: no controlling terminal shared with the agent, and the program's
      * process group id is its session id, which is what timeouts kill. */
@@ -122,9 +124,22 @@ void confine_identity(uid_t uid, gid_t gid, bool keep_uid)
         die("capset", errno);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         die("PR_SET_NO_NEW_PRIVS", errno);
+}
+
+void confine_identity(uid_t uid, gid_t gid, bool keep_uid)
+{
+    identity_steps(uid, gid, keep_uid);
     int rc = confine_seccomp();
     if (rc != 0)
         die("seccomp", -rc);
+}
+
+void confine_identity_filtered(uid_t uid, gid_t gid, bool keep_uid)
+{
+    /* Fail closed: a process that reached here without its filter does not run unfiltered. */
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != SECCOMP_MODE_FILTER)
+        die("seccomp", EPERM);
+    identity_steps(uid, gid, keep_uid);
 }
 
 void confine_program(uid_t uid, gid_t gid, bool keep_uid, uint64_t nofile)
