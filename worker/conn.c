@@ -269,6 +269,12 @@ static void conn_readable(conn *cn)
             worker_conn_close(cn);
             return;
         }
+        /* A short read drained the socket: the epoll set is level-triggered, so whatever
+         * arrives next is reported again, and the read that would only say EAGAIN (one syscall
+         * per call, every call) is skipped. TLS keeps reading: OpenSSL may hold whole records
+         * that epoll cannot see. */
+        if (!cn->ssl && (size_t)n < sizeof buf)
+            break;
     }
     worker_conn_flush(cn);
 }
