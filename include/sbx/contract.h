@@ -36,7 +36,8 @@ typedef Sbx__V1__Recording sbx_recording;
 /* Length of a textual uuid v4 plus its NUL. */
 #define SBX_UUID_LEN 37
 
-/* Writes a random (getrandom) uuid v4 like "1b4e28ba-2fa1-4d2e-8c0a-...". */
+/* Writes a random uuid v4 like "1b4e28ba-2fa1-4d2e-8c0a-...": its bytes come from getrandom, a
+ * block at a time per thread; a fork()ed child draws its own, never its parent's. Thread-safe. */
 void sbx_uuid_v4(char out[SBX_UUID_LEN]);
 
 /* Wall clock in unix milliseconds, and a monotonic clock in ms / us (for deadlines). */

@@ -2,12 +2,15 @@
  * requests and completions, deep copies, the setters' ownership rule (run under ASan/LSan, a
  * leak fails the suite), the bounded decoders, and sbx_strlist.
  * Must not depend on any provider, broker or the network. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -56,6 +59,64 @@ static void test_uuid_v4_does_not_repeat(void **state)
         sbx_uuid_v4(ids[i]);
     qsort(ids, N, SBX_UUID_LEN, cmp_ids);
     for (int i = 1; i < N; i++)
+        assert_string_not_equal(ids[i - 1], ids[i]);
+    free(ids);
+}
+
+/* The uuids a fork()ed child mints are not the ones its parent mints next: the random bytes are
+ * drawn ahead, per thread, so a child that kept its parent's would repeat them. */
+static void test_uuid_v4_differs_between_parent_and_forked_child(void **state)
+{
+    (void)state;
+    char warm[SBX_UUID_LEN];
+    sbx_uuid_v4(warm); /* the pool is filled: the next bytes are already in memory */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char child[4][SBX_UUID_LEN];
+        for (int i = 0; i < 4; i++)
+            sbx_uuid_v4(child[i]);
+        _exit(write(fds[1], child, sizeof child) == (ssize_t)sizeof child ? 0 : 1);
+    }
+    close(fds[1]);
+    char parent[4][SBX_UUID_LEN], child[4][SBX_UUID_LEN];
+    for (int i = 0; i < 4; i++)
+        sbx_uuid_v4(parent[i]);
+    assert_int_equal(read(fds[0], child, sizeof child), (ssize_t)sizeof child);
+    close(fds[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++)
+            assert_string_not_equal(parent[i], child[k]);
+}
+
+enum { UUID_THREADS = 8, UUID_PER_THREAD = 2000 };
+
+static void *mint_uuids(void *arg)
+{
+    char(*ids)[SBX_UUID_LEN] = arg;
+    for (int i = 0; i < UUID_PER_THREAD; i++)
+        sbx_uuid_v4(ids[i]);
+    return NULL;
+}
+
+/* Threads each draw from a pool of their own: no two hand out the same id. */
+static void test_uuid_v4_does_not_repeat_across_threads(void **state)
+{
+    (void)state;
+    char(*ids)[SBX_UUID_LEN] = calloc(UUID_THREADS * UUID_PER_THREAD, SBX_UUID_LEN);
+    assert_non_null(ids);
+    pthread_t th[UUID_THREADS];
+    for (int t = 0; t < UUID_THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, mint_uuids, ids + t * UUID_PER_THREAD), 0);
+    for (int t = 0; t < UUID_THREADS; t++)
+        pthread_join(th[t], NULL);
+    qsort(ids, UUID_THREADS * UUID_PER_THREAD, SBX_UUID_LEN, cmp_ids);
+    for (int i = 1; i < UUID_THREADS * UUID_PER_THREAD; i++)
         assert_string_not_equal(ids[i - 1], ids[i]);
     free(ids);
 }
@@ -901,6 +962,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uuid_v4_has_the_canonical_form_and_version_bits),
         cmocka_unit_test(test_uuid_v4_does_not_repeat),
+        cmocka_unit_test(test_uuid_v4_differs_between_parent_and_forked_child),
+        cmocka_unit_test(test_uuid_v4_does_not_repeat_across_threads),
         cmocka_unit_test(test_request_new_has_a_fresh_task_id_and_no_op),
         cmocka_unit_test(test_request_free_and_completion_free_accept_null),
         cmocka_unit_test(test_request_op_name_names_each_op),
