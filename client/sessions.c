@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/strbuf.h"
+
 /* Longest session id or name accepted: the contract's session_id bound (execution.options). */
 #define SESSION_ID_MAX 128
 
@@ -263,10 +265,8 @@ static sbx_session_handle *new_handle(const char *id, const char *profile, const
 static sbx_status unknown_profile(const sbx_config *cfg, const char *name, sbx_error *err)
 {
     char list[1024] = "";
-    size_t off = 0;
-    for (size_t i = 0; i < cfg->n_profiles && off < sizeof(list); i++)
-        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
-                                cfg->profiles[i].name);
+    for (size_t i = 0; i < cfg->n_profiles; i++)
+        sbx_list_add(list, sizeof list, cfg->profiles[i].name);
     return sbx_error_set(err, SBX_E_CONFIG, "unknown profile '%s'; configured profiles: %s",
                          name != NULL && name[0] ? name : "(default)", list);
 }

@@ -223,14 +223,8 @@ sbx_status sbx_options_set(sbx_options *o, const char *key, const char *value, s
     long idx = find_key(o, key);
     if (idx < 0) {
         char accepted[SBX_ERROR_MAX / 2] = "";
-        size_t off = 0;
-        for (size_t i = 0; i < o->n_keys && off + 1 < sizeof(accepted); i++) {
-            int w = snprintf(accepted + off, sizeof(accepted) - off, "%s%s", i ? ", " : "",
-                             o->schema[i].key);
-            if (w < 0)
-                break;
-            off += (size_t)w;
-        }
+        for (size_t i = 0; i < o->n_keys; i++)
+            sbx_list_add(accepted, sizeof accepted, o->schema[i].key);
         return sbx_error_set(err, SBX_E_CONFIG, "unknown key '%s'; accepted keys: %s", key,
                              o->n_keys ? accepted : "(none: this provider takes no options)");
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/config_impl.h"
+#include "core/strbuf.h"
 #include "core/net.h"
 
 /* The words an enumerated value accepts (also the list printed when a value is unknown). */
@@ -490,14 +491,8 @@ static sbx_status check_sandbox(loader *L, const config_node *map, const char *p
     }
     if (sbx_config_profile(cfg, NULL) == NULL) {
         char names[SBX_ERROR_MAX / 2] = "";
-        size_t off = 0;
-        for (size_t i = 0; i < cfg->n_profiles && off + 1 < sizeof(names); i++) {
-            int w = snprintf(names + off, sizeof(names) - off, "%s%s", i ? ", " : "",
-                             cfg->profiles[i].name);
-            if (w < 0)
-                break;
-            off += (size_t)w;
-        }
+        for (size_t i = 0; i < cfg->n_profiles; i++)
+            sbx_list_add(names, sizeof names, cfg->profiles[i].name);
         if (default_node != NULL)
             return config_fail(L, default_node, "sandbox.default_profile",
                                "no profile named '%s'; the profiles are: %s", cfg->default_profile,

@@ -117,3 +117,11 @@ void sbx_strbuf_free(sbx_strbuf *b)
     b->len = b->cap = 0;
     b->oom = false;
 }
+
+void sbx_list_add(char *buf, size_t cap, const char *item)
+{
+    size_t off = strnlen(buf, cap);
+    if (off + 1 >= cap)
+        return;
+    snprintf(buf + off, cap - off, "%s%s", off ? ", " : "", item);
+}

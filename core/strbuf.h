@@ -41,4 +41,8 @@ char *sbx_strbuf_take(sbx_strbuf *b);
 /* Frees the text; b is empty afterwards. */
 void sbx_strbuf_free(sbx_strbuf *b);
 
+/* Appends item to the ", "-separated list in buf (cap bytes, NUL-terminated, "" to start),
+ * cut short when it fills: the lists of accepted names in error messages. */
+void sbx_list_add(char *buf, size_t cap, const char *item);
+
 #endif

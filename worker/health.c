@@ -38,17 +38,26 @@ static Grpc__Health__V1__HealthCheckResponse__ServingStatus serving_status(const
                           : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
 }
 
+/* The request of Check and Watch, or NULL once the call is answered INTERNAL (as gRPC answers a
+ * request it cannot deserialize). */
+static Grpc__Health__V1__HealthCheckRequest *health_request(call *c, const uint8_t *msg,
+                                                            size_t mlen)
+{
+    Grpc__Health__V1__HealthCheckRequest *hr =
+        grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
+    if (!hr)
+        worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
+    return hr;
+}
+
 /* Health/Watch: the current status now, then every change (worker_health_changed) until the drain
  * ends the stream. An unknown service is SERVICE_UNKNOWN on the stream, as the protocol says
  * (Check answers NOT_FOUND instead). */
 void worker_health_watch(call *c, const uint8_t *msg, size_t mlen)
 {
-    Grpc__Health__V1__HealthCheckRequest *hr =
-        grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
-    if (!hr) {
-        worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
+    Grpc__Health__V1__HealthCheckRequest *hr = health_request(c, msg, mlen);
+    if (!hr)
         return;
-    }
     c->watch_known = health_service_known(hr->service);
     grpc__health__v1__health_check_request__free_unpacked(hr, NULL);
     watch_send(c, c->watch_known
@@ -70,12 +79,9 @@ void worker_health_changed(sbx_worker *w)
  * NOT_FOUND (Watch answers SERVICE_UNKNOWN on its stream instead). */
 void worker_health_check(call *c, const uint8_t *msg, size_t mlen)
 {
-    Grpc__Health__V1__HealthCheckRequest *hr =
-        grpc__health__v1__health_check_request__unpack(NULL, mlen, msg);
-    if (!hr) {
-        worker_call_decide(c, SBX_GRPC_INTERNAL, "malformed HealthCheckRequest");
+    Grpc__Health__V1__HealthCheckRequest *hr = health_request(c, msg, mlen);
+    if (!hr)
         return;
-    }
     if (!health_service_known(hr->service)) {
         worker_call_decide(c, SBX_GRPC_NOT_FOUND, "unknown service '%.200s'", hr->service);
     } else {

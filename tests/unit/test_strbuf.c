@@ -106,6 +106,27 @@ static void test_shell_names(void **state)
     assert_false(sbx_shell_name_ok(NULL));
 }
 
+/* The ", "-separated lists of names in error messages: joined in order, and a list longer than
+ * its buffer is cut, still terminated, never written past the end. */
+static void test_list_add_joins_and_cuts(void **state)
+{
+    (void)state;
+    char list[32] = "";
+    sbx_list_add(list, sizeof list, "alpha");
+    assert_string_equal(list, "alpha");
+    sbx_list_add(list, sizeof list, "beta");
+    sbx_list_add(list, sizeof list, "gamma");
+    assert_string_equal(list, "alpha, beta, gamma");
+    char small[12];
+    memset(small, 'X', sizeof small);
+    small[0] = '\0';
+    char guard = small[sizeof small - 1];
+    for (int i = 0; i < 5; i++)
+        sbx_list_add(small, sizeof small - 1, "name");
+    assert_string_equal(small, "name, name");
+    assert_int_equal(small[sizeof small - 1], guard); /* the byte past cap is untouched */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -115,6 +136,7 @@ int main(void)
         cmocka_unit_test(test_strbuf_take_of_nothing_is_empty),
         cmocka_unit_test(test_strbuf_failed_allocation_is_remembered),
         cmocka_unit_test(test_shell_names),
+        cmocka_unit_test(test_list_add_joins_and_cuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
