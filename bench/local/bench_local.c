@@ -381,6 +381,9 @@ int main(int argc, char **argv)
         destroy(all[i]);
     ops->close(one_shot_state);
     ops->close(session_state);
+    char stamp[64];
+    snprintf(stamp, sizeof stamp, "%s/.swept", rt); /* the provider's sweep stamp */
+    unlink(stamp);
     rmdir(rt);
     free(all);
     free(sbx_us);

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "contract/contract_suite.h"
+#include "tests/local/local_helpers.h"
 
 static void test_local_contract_suite(void **state)
 {
@@ -28,7 +29,7 @@ static void test_local_contract_suite(void **state)
              "      policy: { network_egress: deny%s }\n",
              dir, getuid() == 0 ? ", memory_mb: 512, pids: 256" : "");
     assert_int_equal(sbx_contract_run_yaml(yaml, "default"), 0);
-    rmdir(dir);
+    lt_remove_runtime_dir(dir);
 }
 
 int main(void)

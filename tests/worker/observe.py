@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,6 +139,7 @@ class ObservedWorker(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-observe-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         cls.w = Worker(cls.tmp,
                        "    listen: 127.0.0.1:0\n"
                        "    metrics_listen: 127.0.0.1:0\n"
@@ -293,6 +295,7 @@ class ObservedWorker(unittest.TestCase):
 class LogSettings(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="sbx-observe-log-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.workers = []
 
     def tearDown(self):
@@ -358,6 +361,7 @@ class RecordFile(unittest.TestCase):
 
     def test_record_rotates_by_size_and_keeps_a_bounded_number_of_files(self):
         tmp = tempfile.mkdtemp(prefix="sbx-observe-rec-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         rec = os.path.join(tmp, "record.bin")
         w = Worker(tmp, "    listen: 127.0.0.1:0\n    record: %s\n"
                         "    record_max_bytes: 2048\n    record_keep: 2\n" % rec)
@@ -407,6 +411,7 @@ class CommandLine(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="sbx-observe-cli-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
 
     def programs(self):
         return ([ARGS.worker], [ARGS.sbx, "worker", "serve"])
