@@ -66,9 +66,11 @@ static inline void lt_destroy_leftovers(lt_env *e)
     char ids[64][64];
     int n = 0;
     struct dirent *de;
-    while ((de = readdir(d)) && n < 64)
-        if (strncmp(de->d_name, "l-", 2) == 0 && strlen(de->d_name) < sizeof ids[0])
-            snprintf(ids[n++], sizeof ids[0], "%s", de->d_name);
+    while ((de = readdir(d)) && n < 64) {
+        size_t len = strlen(de->d_name);
+        if (strncmp(de->d_name, "l-", 2) == 0 && len < sizeof ids[0])
+            memcpy(ids[n++], de->d_name, len + 1);
+    }
     closedir(d);
     for (int i = 0; i < n; i++) {
         sbx_error err = {0};

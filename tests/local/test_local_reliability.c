@@ -179,9 +179,17 @@ static void *client_main(void *p)
         if (succeeded(c) && strcmp(c->session->sandbox_id, a->h->sandbox_id) == 0 &&
             c->notice[0] == '\0')
             a->ok++;
-        else if (a->error[0] == '\0')
-            snprintf(a->error, sizeof(a->error), "client %d: %s %s / %s", a->index,
-                     sbx_status_name((sbx_status)c->error_code), c->error, c->notice);
+        else if (a->error[0] == '\0') {
+            const sbx_result *r = c->result;
+            snprintf(a->error, sizeof(a->error),
+                     "client %d: %s %s / notice '%s' / sandbox %s (want %s) / exit %d signal %d "
+                     "outcome %d / stderr '%.*s'",
+                     a->index, sbx_status_name((sbx_status)c->error_code), c->error, c->notice,
+                     c->session ? c->session->sandbox_id : "-", a->h->sandbox_id,
+                     r ? r->exit_code : -1, r ? r->signal : -1, r ? (int)r->outcome : -1,
+                     r ? (int)(r->stderr.len < 200 ? r->stderr.len : 200) : 0,
+                     r && r->stderr.data ? (const char *)r->stderr.data : "");
+        }
         sbx_completion_free(c);
     }
     sbx_engine_free(e);
