@@ -1,5 +1,6 @@
 /* test_local_leak.c - 200 create -> exec -> destroy cycles leave nothing behind: no live
- * process of ours, no mount naming our runtime directory, no cgroup, no state directory.
+ * process of ours, no mount naming our runtime directory, no cgroup, no state directory; and
+ * the fixture's close removes a sandbox a failed test left.
  */
 #include "tests/local/local_helpers.h"
 
@@ -115,10 +116,31 @@ static void test_local_200_cycles_leave_nothing(void **state)
     lt_close(&e);
 }
 
+/* A test that fails between its create and its destroy (an assertion leaves it at once) must
+ * not leave the sandbox on the host: lt_close, run by the group's teardown, destroys it. Seen:
+ * a failed escape test left a live agent with a one-day idle TTL, its cgroups and its dir. */
+static void test_lt_close_destroys_what_a_failed_test_left(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e); /* never destroyed, as after a failed assertion */
+    char id[32], dir[sizeof e.runtime_dir];
+    snprintf(id, sizeof id, "%s", sb->id);
+    snprintf(dir, sizeof dir, "%s", e.runtime_dir);
+    assert_true(live_processes_naming(dir) > 0); /* the agent (and its spare) */
+    e.ops->sandbox_close(sb);
+    lt_close(&e);
+    assert_int_equal(live_processes_naming(dir), 0);
+    assert_int_equal(access(dir, F_OK), -1);
+    assert_false(cgroup_exists(id));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_200_cycles_leave_nothing),
+        cmocka_unit_test(test_lt_close_destroys_what_a_failed_test_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
