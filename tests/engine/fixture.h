@@ -16,6 +16,8 @@ sbx_config *fx_config_new(void);
  * The returned pointer is valid until the next fx_add_profile. */
 sbx_profile_config *fx_add_profile(sbx_config *cfg, const char *name, const char *type);
 void fx_opt(sbx_profile_config *p, const char *key, const char *value);
+/* Frees cfg: destroys every local sandbox still in its runtime dir (what a failed test left),
+ * then removes the dir. */
 void fx_config_free(sbx_config *cfg);
 const char *fx_tmpdir(const sbx_config *cfg);
 

@@ -584,6 +584,44 @@ static void test_sandbox_shut_down_under_a_program_is_a_failure_not_signal_15(vo
     sbx_message_free(&h->base);
 }
 
+/* Whether pid is a running (not exited, not zombie) process. */
+static bool running(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* A test that fails between creating a session and destroying it (an assertion leaves it at
+ * once) must not leave the sandbox on the host: fx_config_free, run by the teardown, destroys
+ * it. Seen in CI: the sixteen-clients test failed, and its session's agent went on running
+ * (a one-day idle TTL, four cgroups) after the fixture removed its runtime dir. */
+static void test_fixture_destroys_a_session_a_failed_test_left(void **state)
+{
+    (void)state;
+    lr f = {fx_config_new(), NULL};
+    sbx_profile_config *p = fx_add_profile(f.cfg, "l", "local");
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    f.e = fx_engine(f.cfg);
+    sbx_completion *c = run_in(f.e, "l", NULL, "true");
+    assert_true(succeeded(c));
+    long pid = agent_pid(&f, c->session->sandbox_id);
+    sbx_completion_free(c);
+    assert_true(running(pid));
+    sbx_engine_free(f.e); /* no destroy: as after a failed assertion */
+    fx_config_free(f.cfg);
+    for (int i = 0; i < 100 && running(pid); i++)
+        usleep(10000);
+    assert_false(running(pid));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -609,6 +647,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_interrupted_cleans_up_and_exits_128_plus_n,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_killed_is_swept, setup, teardown),
+        cmocka_unit_test(test_fixture_destroys_a_session_a_failed_test_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
