@@ -382,7 +382,7 @@ int main(int argc, char **argv)
     ops->close(one_shot_state);
     ops->close(session_state);
     char stamp[64];
-    snprintf(stamp, sizeof stamp, "%s/.swept", rt); /* the provider's sweep stamp */
+    snprintf(stamp, sizeof stamp, "%s/%s", rt, SBX_LOCAL_SWEEP_STAMP);
     unlink(stamp);
     rmdir(rt);
     free(all);

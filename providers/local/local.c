@@ -164,7 +164,7 @@ enum { LOCAL_V2_MEMORY = 1u << 0, LOCAL_V2_PIDS = 1u << 1, LOCAL_V2_CPU = 1u << 
  * sandbox's meta and /proc entry, about 15 ms of CPU per 1,000 live sandboxes, which every
  * `sbx run` paid. local_sweep (sbx-worker start, sbx_engine_sweep) always sweeps. */
 #define LOCAL_SWEEP_INTERVAL_S 10
-#define LOCAL_SWEEP_STAMP ".swept"
+#define LOCAL_SWEEP_STAMP SBX_LOCAL_SWEEP_STAMP
 /* LOCAL_MAX_CGROUP_DIR (the longest cgroup directory we create) is in local_meta.h. */
 
 typedef struct local_provider {

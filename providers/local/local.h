@@ -16,6 +16,9 @@
 
 /* The host directory holding a sandbox's state (meta file, agent socket directory). */
 const char *sbx_local_state_dir(const sbx_sandbox *s);
+/* The file a provider open leaves in its runtime directory (the time of its last sweep): whoever
+ * removes a runtime directory it made removes this too. */
+#define SBX_LOCAL_SWEEP_STAMP ".swept"
 /* The runtime directory an opened local provider uses. */
 const char *sbx_local_runtime_dir(void *provider_state);
 

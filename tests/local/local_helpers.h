@@ -50,7 +50,7 @@ static inline void lt_open(lt_env *e)
 static inline void lt_remove_runtime_dir(const char *dir)
 {
     char stamp[128];
-    snprintf(stamp, sizeof stamp, "%s/.swept", dir);
+    snprintf(stamp, sizeof stamp, "%s/%s", dir, SBX_LOCAL_SWEEP_STAMP);
     unlink(stamp);
     rmdir(dir);
 }

@@ -704,7 +704,7 @@ static void test_local_open_sweeps_at_most_every_ten_seconds(void **state)
     assert_int_equal(lt_count_dir(e->runtime_dir), 1); /* swept 0 s ago: not again */
 
     char stamp[128];
-    snprintf(stamp, sizeof stamp, "%s/.swept", e->runtime_dir);
+    snprintf(stamp, sizeof stamp, "%s/%s", e->runtime_dir, SBX_LOCAL_SWEEP_STAMP);
     struct timespec old[2] = {{.tv_sec = time(NULL) - 11}, {.tv_sec = time(NULL) - 11}};
     assert_int_equal(utimensat(AT_FDCWD, stamp, old, 0), 0);
     assert_int_equal(e->ops->open(&ctx, &again.state, &err), SBX_OK);
