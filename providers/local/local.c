@@ -1238,6 +1238,10 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
 /* Longest wait for every task of a sandbox to stop (v1 passes FREEZING while tasks in a
  * syscall reach a safe point). */
 #define LOCAL_FREEZE_MS 10000
+/* Rounds (of about 1 ms) between the brief thaws of a v1 freeze that does not complete, and
+ * how long each thaw lasts. */
+#define LOCAL_FREEZE_THAW_EVERY 50
+#define LOCAL_FREEZE_THAW_US 10000
 
 /* Freezes (or thaws) cgroup dir if it is a freezer: v1's freezer.state, v2's cgroup.freeze.
  * False when dir has neither (the other controllers of a v1 sandbox) or the write failed. */
@@ -1251,6 +1255,14 @@ static bool freezer_write(const char *dir, bool freeze)
     if (access(path, F_OK) == 0)
         return write_small(path, freeze ? "1" : "0");
     return false;
+}
+
+/* True when dir is a cgroup v1 freezer (freezer.state), whose freeze may need retrying. */
+static bool is_v1_freezer(const char *dir)
+{
+    char path[LOCAL_MAX_CGROUP_DIR + 64];
+    snprintf(path, sizeof path, "%s/freezer.state", dir);
+    return access(path, F_OK) == 0;
 }
 
 /* 1 frozen, 0 running, -1 freezing (on its way), -2 not a freezer. */
@@ -1302,8 +1314,12 @@ static sbx_status local_pause(void *state, const char *sandbox_id, sbx_error *er
     if (!freezer_write(dir, true))
         return sbx_error_set(err, SBX_E_PROVISION, "cannot freeze cgroup %s: %s", dir,
                              strerror(errno));
+    /* v1 can stay FREEZING for good while tasks keep appearing (a fork racing the freeze):
+     * each write of FROZEN freezes the tasks there are now, so it is written again on every
+     * round, and every LOCAL_FREEZE_THAW_EVERY rounds the cgroup is thawed for a moment so that
+     * a fork caught half way completes (runc's freezer does the same). v2 freezes reliably. */
     int64_t deadline = sbx_provider_step_deadline(LOCAL_FREEZE_MS);
-    while (freezer_state(dir) != 1) {
+    for (int round = 1; freezer_state(dir) != 1; round++) {
         if (sbx_monotonic_ms() >= deadline) {
             freezer_write(dir, false); /* half frozen helps nobody */
             return sbx_error_set(err, SBX_E_TIMEOUT,
@@ -1312,6 +1328,13 @@ static sbx_status local_pause(void *state, const char *sandbox_id, sbx_error *er
                                  sandbox_id, dir);
         }
         usleep(1000);
+        if (is_v1_freezer(dir)) {
+            if (round % LOCAL_FREEZE_THAW_EVERY == 0) {
+                freezer_write(dir, false);
+                usleep(LOCAL_FREEZE_THAW_US);
+            }
+            freezer_write(dir, true);
+        }
     }
     return SBX_OK;
 }

@@ -215,6 +215,31 @@ static void test_paused_sandbox_uses_no_cpu_and_keeps_its_state(void **state)
     sbx_message_free((ProtobufCMessage *)h);
 }
 
+/* How many times the forking sandbox below is paused and resumed. */
+#define LP_FORK_ROUNDS 40
+
+/* A sandbox whose program forks without pause still pauses, every time: cgroup v1's freezer
+ * can stay FREEZING while new tasks keep appearing (a fork racing the freeze), and one write of
+ * FROZEN then never completes (seen in CI: "did not freeze in time" after 10 s, a shell loop
+ * forking in the session). */
+static void test_a_sandbox_that_forks_all_the_time_pauses(void **state)
+{
+    lp *f = *state;
+    sbx_session_handle *h = new_session(f);
+    for (int i = 0; i < 2; i++)
+        expect_ok(run_in(f, h, "nohup sh -c 'while :; do /bin/true; done' >/dev/null 2>&1 &"),
+                  "start a fork loop");
+    char dir[512];
+    freezer_dir(f, h, dir, sizeof(dir));
+    for (int i = 0; i < LP_FORK_ROUNDS; i++) {
+        expect_ok(submit(f, pause_req(h, true, NULL)), "pause a forking sandbox");
+        assert_true(frozen(dir));
+        expect_ok(submit(f, pause_req(h, false, NULL)), "resume");
+    }
+    expect_ok(submit(f, fx_destroy(h)), "destroy");
+    sbx_message_free((ProtobufCMessage *)h);
+}
+
 /* Any other operation on a paused session resumes it first and says so. */
 static void test_an_operation_on_a_paused_session_resumes_it_with_a_notice(void **state)
 {
@@ -347,6 +372,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pause_is_refused_to_others_and_without_a_session,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_paused_sandbox_is_destroyed_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_sandbox_that_forks_all_the_time_pauses, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_idle_sessions_are_paused_and_resumed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
