@@ -238,8 +238,12 @@ class Plain(unittest.TestCase):
         with self.client() as c, c.sandbox("local") as box:
             box.start(["sh", "-c", "cd /tmp && echo sdk-exposed > f.txt && "
                        "exec python3 -m http.server 8000 --bind 127.0.0.1"])
-            box.run("for i in $(seq 100); do python3 -c 'import socket; socket.create_connection("
-                    "(\"127.0.0.1\", 8000), 1)' 2>/dev/null && exit 0; sleep 0.1; done")
+            # up to ~60 s for the server to listen (python starts slowly on a loaded CI host);
+            # the loop fails when it never does, rather than letting the fetch below be reset
+            ready = box.run("for i in $(seq 300); do python3 -c 'import socket; "
+                            "socket.create_connection((\"127.0.0.1\", 8000), 1)' 2>/dev/null "
+                            "&& exit 0; sleep 0.2; done; exit 1")
+            self.assertEqual(ready.exit_code, 0, "the server in the sandbox never listened")
             url, token = box.expose(8000)
             self.assertEqual(token, "")
             with urllib.request.urlopen(url + "f.txt", timeout=20) as r:
