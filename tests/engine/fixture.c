@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "local/leftovers.h"
 #include "sbx/provider.h"
 
 sbx_config *fx_config_new(void)
@@ -63,43 +64,6 @@ void fx_opt(sbx_profile_config *p, const char *key, const char *value)
     }
 }
 
-/* Destroys every local sandbox still in the runtime dir: what a test that failed between its
- * create and its destroy left (an assertion leaves the test at once). Removing the directory
- * alone would leave its agent running for its idle TTL, a day, with its cgroups. */
-static void destroy_local_leftovers(const char *runtime_dir)
-{
-    char ids[64][64];
-    int n = 0;
-    DIR *d = opendir(runtime_dir);
-    if (d == NULL)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL && n < 64) {
-        size_t len = strlen(de->d_name);
-        if (strncmp(de->d_name, "l-", 2) == 0 && len < sizeof ids[0])
-            memcpy(ids[n++], de->d_name, len + 1);
-    }
-    closedir(d);
-    const sbx_provider_ops *ops = n > 0 ? sbx_provider_lookup("local") : NULL;
-    if (ops == NULL)
-        return;
-    sbx_provider_ctx ctx = {0};
-    ctx.profile = "fixture-cleanup";
-    ctx.runtime_dir = runtime_dir;
-    ctx.node = "test-node";
-    void *state = NULL;
-    sbx_error err = {0};
-    if (ops->open(&ctx, &state, &err) != SBX_OK) {
-        fprintf(stderr, "fx_config_free: cannot open the local provider: %s\n", err.message);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        if (ops->destroy(state, ids[i], &err) != SBX_OK)
-            fprintf(stderr, "fx_config_free: cannot destroy the leftover sandbox %s: %s\n", ids[i],
-                    err.message);
-    ops->close(state);
-}
-
 void fx_config_free(sbx_config *cfg)
 {
     if (cfg == NULL)
@@ -115,7 +79,7 @@ void fx_config_free(sbx_config *cfg)
         sbx_message_free((ProtobufCMessage *)p->policy);
         sbx_options_free(p->options);
     }
-    destroy_local_leftovers(cfg->runtime_dir);
+    sbx_test_destroy_local_leftovers(cfg->runtime_dir, NULL, "fx_config_free");
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cfg->runtime_dir);
     if (system(cmd) != 0)

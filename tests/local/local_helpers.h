@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "local/leftovers.h"
 #include "providers/local/local.h"
 #include "sbx/contract.h"
 #include "sbx/provider.h"
@@ -55,34 +56,9 @@ static inline void lt_remove_runtime_dir(const char *dir)
     rmdir(dir);
 }
 
-/* Destroys every sandbox still in the runtime dir: what a test that failed between its create
- * and its destroy left (an assertion leaves the test at once), which would otherwise keep its
- * agent, cgroups and directory until its idle TTL, a day. A passing test has left nothing. */
-static inline void lt_destroy_leftovers(lt_env *e)
-{
-    DIR *d = opendir(e->runtime_dir);
-    if (!d)
-        return;
-    char ids[64][64];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 64) {
-        size_t len = strlen(de->d_name);
-        if (strncmp(de->d_name, "l-", 2) == 0 && len < sizeof ids[0])
-            memcpy(ids[n++], de->d_name, len + 1);
-    }
-    closedir(d);
-    for (int i = 0; i < n; i++) {
-        sbx_error err = {0};
-        if (e->ops->destroy(e->state, ids[i], &err) != SBX_OK)
-            fprintf(stderr, "lt_close: cannot destroy the leftover sandbox %s: %s\n", ids[i],
-                    err.message);
-    }
-}
-
 static inline void lt_close(lt_env *e)
 {
-    lt_destroy_leftovers(e);
+    sbx_test_destroy_local_leftovers(e->runtime_dir, e->state, "lt_close");
     e->ops->close(e->state);
     lt_remove_runtime_dir(e->runtime_dir);
 }
