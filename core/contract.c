@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "core/limits.h"
+#include "core/pbfield.h"
 #include "core/sha256.h"
 #include "sbx/provider.h"
 
@@ -278,15 +279,7 @@ uint8_t *sbx_message_pack(const ProtobufCMessage *m, size_t *out_len)
 
 ProtobufCMessage *sbx_message_copy(const ProtobufCMessage *m)
 {
-    if (m == NULL)
-        return NULL;
-    size_t len = 0;
-    uint8_t *buf = sbx_message_pack(m, &len);
-    if (buf == NULL)
-        return NULL;
-    ProtobufCMessage *copy = protobuf_c_message_unpack(m->descriptor, NULL, len, buf);
-    free(buf);
-    return copy;
+    return sbx_pb_copy(m);
 }
 
 sbx_request *sbx_request_copy(const sbx_request *req)

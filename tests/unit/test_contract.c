@@ -268,6 +268,50 @@ static void test_request_copy_keeps_unknown_fields(void **state)
     sbx_request_free(copy);
 }
 
+/* A copy is what a pack and an unpack would give, also for hand-built messages that hold what
+ * the wire cannot: a NULL string comes out as the shared empty one, a oneof case whose message is
+ * NULL comes out unset; bytes are copied whole; the original is left as it was. */
+static void test_copy_is_what_the_wire_would_give(void **state)
+{
+    (void)state;
+    sbx_request *req = build_run_command();
+    free(req->task_id);
+    req->task_id = NULL;
+    sbx_request *copy = sbx_request_copy(req);
+    assert_non_null(copy);
+    assert_non_null(copy->task_id);
+    assert_string_equal(copy->task_id, "");
+    assert_null(req->task_id);
+    size_t a = 0, b = 0;
+    uint8_t *pa = sbx_message_pack(&req->base, &a), *pb = sbx_message_pack(&copy->base, &b);
+    assert_int_equal(a, b);
+    assert_memory_equal(pa, pb, a);
+    free(pa);
+    free(pb);
+    sbx_request_free(copy);
+
+    sbx_message_free((ProtobufCMessage *)req->run_command);
+    req->run_command = NULL; /* the case still says RUN_COMMAND */
+    copy = sbx_request_copy(req);
+    assert_non_null(copy);
+    assert_int_equal(copy->op_case, SBX__V1__EXECUTION_REQUEST__OP__NOT_SET);
+    assert_int_equal(req->op_case, SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND);
+    sbx_request_free(copy);
+    req->op_case = SBX__V1__EXECUTION_REQUEST__OP__NOT_SET;
+    sbx_request_free(req);
+
+    sbx_completion *c = sbx_completion_new("t");
+    assert_non_null(c);
+    assert_true(sbx_set_bytes(&c->result->stdout, "out\0put", 7));
+    sbx_completion *cc = sbx_completion_copy(c);
+    assert_non_null(cc);
+    assert_ptr_not_equal(cc->result->stdout.data, c->result->stdout.data);
+    assert_int_equal(cc->result->stdout.len, 7);
+    assert_memory_equal(cc->result->stdout.data, "out\0put", 7);
+    sbx_completion_free(c);
+    sbx_completion_free(cc);
+}
+
 /* ---- completions -------------------------------------------------------------------------- */
 
 static void test_completion_new_is_succeeded_with_an_empty_result(void **state)
@@ -969,6 +1013,7 @@ int main(void)
         cmocka_unit_test(test_request_op_name_names_each_op),
         cmocka_unit_test(test_request_copy_is_deep_and_equal),
         cmocka_unit_test(test_request_copy_keeps_unknown_fields),
+        cmocka_unit_test(test_copy_is_what_the_wire_would_give),
         cmocka_unit_test(test_completion_new_is_succeeded_with_an_empty_result),
         cmocka_unit_test(test_completion_fail_is_failed_with_code_and_text),
         cmocka_unit_test(test_completion_fail_with_timeout_is_timed_out),
