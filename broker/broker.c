@@ -153,6 +153,10 @@ void sbx_broker_record(sbx_broker *b, const sbx_request *req, const sbx_completi
      * settled under the lock below. */
     if (__atomic_load_n(&b->recorder, __ATOMIC_RELAXED) == NULL)
         return;
+    if (finished_at_ms == 0)
+        finished_at_ms = sbx_now_ms();
+    if (started_at_ms == 0)
+        started_at_ms = finished_at_ms;
     sbx_recording rec = SBX__V1__RECORDING__INIT;
     rec.request = (sbx_request *)req;
     rec.completion = (sbx_completion *)c;
@@ -163,6 +167,11 @@ void sbx_broker_record(sbx_broker *b, const sbx_request *req, const sbx_completi
     if (b->recorder != NULL)
         sbx_recorder_append(b->recorder, &rec, NULL);
     pthread_mutex_unlock(&b->rec_mu);
+}
+
+int64_t sbx_broker_record_start(const sbx_broker *b)
+{
+    return b != NULL && __atomic_load_n(&b->recorder, __ATOMIC_RELAXED) != NULL ? sbx_now_ms() : 0;
 }
 
 sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker **out,

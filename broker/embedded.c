@@ -42,11 +42,11 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
         t->state = BT_RUNNING;
     pthread_mutex_unlock(&e->store.mu);
 
-    int64_t started = sbx_now_ms();
+    int64_t started = sbx_broker_record_start(b);
     sbx_completion *c = sbx_engine_process(e->engine, req, hooks);
     if (c == NULL)
         c = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory producing a completion");
-    sbx_broker_record(b, req, c, started, sbx_now_ms());
+    sbx_broker_record(b, req, c, started, 0);
     if (t == NULL) { /* no task_id (the engine refused it) or no memory: nothing to keep */
         *out = c;
         return SBX_OK;

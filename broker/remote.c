@@ -585,7 +585,7 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
         w->c = c ? sbx_completion_copy(c) : NULL;
     t->completion = c;
     if (c && t->req)
-        sbx_broker_record(r->self, t->req, c, t->started_at_ms, sbx_now_ms());
+        sbx_broker_record(r->self, t->req, c, t->started_at_ms, 0);
     t->done = true;
     t->done_seq = ++r->seq;
     t->hooks_valid = false;

@@ -260,7 +260,7 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
         c = sbx_engine_process(tb->engine, req, hooks);
     if (c == NULL)
         c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
-    sbx_broker_record(tb->self, req, c, t->started_at_ms, sbx_now_ms());
+    sbx_broker_record(tb->self, req, c, t->started_at_ms, 0);
     /* Whoever is known to want the completion (the blocking owner, the asynchronous creator)
      * gets a copy made here, not under the lock every submitter contends for. */
     sbx_completion *spare = t->owner_runs || t->async_owner ? sbx_completion_copy(c) : NULL;
@@ -373,7 +373,7 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
     nt->req_owned = owned;
     nt->req = copy ? owned : req;
     nt->session = s;
-    nt->started_at_ms = sbx_now_ms();
+    nt->started_at_ms = sbx_broker_record_start(tb->self);
     *tp = nt;
     return TB_NEW;
 }
