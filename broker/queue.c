@@ -41,6 +41,10 @@
 #define QUEUE_RETRY_MS 250
 /* A waiter whose every look at the bucket failed for this long gives up (all servers gone). */
 #define QUEUE_GIVE_UP_MS 60000
+/* Longest wait, once a call has its completion, for the output chunks published before it that
+ * the client library has not handed to the caller yet (their subscription's own queue and
+ * thread: the completion can overtake them on a loaded host). */
+#define QUEUE_OUTPUT_DRAIN_MS 10000
 /* Asynchronous submits waiting at once: each holds a thread (QUEUE_ASYNC_STACK of stack) that
  * waits on the bucket like a blocking caller; past this a submit is RESOURCE_EXHAUSTED. */
 #define QUEUE_ASYNC_MAX 1024
@@ -355,16 +359,22 @@ static natsStatus waiter_subscribe(queue_broker *b, waiter *w, const char *subje
     return s;
 }
 
-/* Ends the call's use of w: no output callback runs after this returns. */
-static void waiter_finish(waiter *w, natsSubscription *a, natsSubscription *b)
+/* Ends the call's use of w: no output callback runs after this returns. completed: the call
+ * has its completion, so every chunk the worker published before it is handed over first (the
+ * drain delivers what the output subscription b still queues, and what the server sent before
+ * it saw the unsubscribe); otherwise what is left of the output is dropped. */
+static void waiter_finish(waiter *w, natsSubscription *a, natsSubscription *b, bool completed)
 {
+    bool drained = completed && b != NULL && natsSubscription_Drain(b) == NATS_OK &&
+                   natsSubscription_WaitForDrainCompletion(b, QUEUE_OUTPUT_DRAIN_MS) == NATS_OK;
     pthread_mutex_lock(&w->mu);
     w->hooks = NULL;
     pthread_mutex_unlock(&w->mu);
     natsSubscription *subs[2] = {a, b};
     for (int i = 0; i < 2; i++)
         if (subs[i] != NULL) {
-            natsSubscription_Unsubscribe(subs[i]);
+            if (!(i == 1 && drained))
+                natsSubscription_Unsubscribe(subs[i]);
             natsSubscription_Destroy(subs[i]);
         }
     waiter_release(w);
@@ -535,7 +545,7 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
         int64_t deadline = wait_ms < 0 ? -1 : since + wait_ms;
         st = await(b, w, key, subject, task_id, digest, node, since, deadline, out);
     }
-    waiter_finish(w, done_sub, out_sub);
+    waiter_finish(w, done_sub, out_sub, st == SBX_OK && *out != NULL);
     leave(b);
     if (st != SBX_OK && *out == NULL)
         return fail_out(out, task_id, &err);
@@ -568,7 +578,7 @@ static sbx_status queue_result(sbx_broker *base, const char *subject, const char
                    wait_ms < 0 ? -1 : since + wait_ms, out);
     }
     if (w != NULL)
-        waiter_finish(w, done_sub, NULL);
+        waiter_finish(w, done_sub, NULL, false);
     leave(b);
     return st;
 }

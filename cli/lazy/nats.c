@@ -100,12 +100,15 @@ SBX_LAZY(nats, natsStatus, natsOptions_UseGlobalMessageDelivery, (natsOptions * 
          (a0, a1))
 SBX_LAZY(nats, const char *, natsStatus_GetText, (natsStatus a0), (a0))
 SBX_LAZY_VOID(nats, natsSubscription_Destroy, (natsSubscription * a0), (a0))
+SBX_LAZY(nats, natsStatus, natsSubscription_Drain, (natsSubscription * a0), (a0))
 SBX_LAZY(nats, natsStatus, natsSubscription_Fetch,
          (natsMsgList * a0, natsSubscription *a1, int a2, int64_t a3, jsErrCode *a4),
          (a0, a1, a2, a3, a4))
 SBX_LAZY(nats, natsStatus, natsSubscription_SetOnCompleteCB,
          (natsSubscription * a0, natsOnCompleteCB a1, void *a2), (a0, a1, a2))
 SBX_LAZY(nats, natsStatus, natsSubscription_Unsubscribe, (natsSubscription * a0), (a0))
+SBX_LAZY(nats, natsStatus, natsSubscription_WaitForDrainCompletion,
+         (natsSubscription * a0, int64_t a1), (a0, a1))
 SBX_LAZY(nats, const char *, nats_GetLastError, (natsStatus * a0), (a0))
 SBX_LAZY(nats, natsStatus, nats_Sign, (const char *a0, const char *a1, unsigned char **a2, int *a3),
          (a0, a1, a2, a3))

@@ -297,6 +297,7 @@ static void test_queue_caller_may_not_assert_an_unlisted_principal(void **state)
 typedef struct collected {
     pthread_mutex_t mu;
     size_t bytes;
+    useconds_t delay; /* a slow consumer: each chunk takes this long */
 } collected;
 
 static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
@@ -306,6 +307,8 @@ static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, si
     (void)data;
     (void)offset;
     collected *c = arg;
+    if (c->delay > 0)
+        usleep(c->delay);
     pthread_mutex_lock(&c->mu);
     c->bytes += len;
     pthread_mutex_unlock(&c->mu);
@@ -322,6 +325,24 @@ static void test_queue_streams_output_chunks_then_the_completion(void **state)
     assert_int_equal(c->result->stdout.len, 10000);
     /* Core NATS is at most once, but on loopback nothing is lost: every byte arrived. */
     assert_int_equal(col.bytes, 10000);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+}
+
+/* A caller slower than the worker still gets every chunk before the call returns: the chunks
+ * and the completion arrive on two subscriptions, each with its own delivery queue, and the
+ * completion overtook the chunks still queued (CI: 5,788 of 10,000 bytes; here 1,000 chunks
+ * at 1 ms each, so the completion is always first). */
+static void test_queue_slow_output_consumer_gets_every_chunk(void **state)
+{
+    (void)state;
+    collected col = {.mu = PTHREAD_MUTEX_INITIALIZER, .delay = 1000};
+    sbx_engine_hooks hooks = {.on_output = on_output, .on_output_arg = &col};
+    sbx_request *r = shell("oneshot", "alice", "yes 1000");
+    sbx_completion *c = submit(B, r, &hooks);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, 2000);
+    assert_int_equal(col.bytes, 2000);
     sbx_completion_free(c);
     sbx_request_free(r);
 }
@@ -481,6 +502,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_message_without_a_valid_token_is_unauthenticated),
         cmocka_unit_test(test_queue_caller_may_not_assert_an_unlisted_principal),
         cmocka_unit_test(test_queue_streams_output_chunks_then_the_completion),
+        cmocka_unit_test(test_queue_slow_output_consumer_gets_every_chunk),
         cmocka_unit_test(test_queue_async_submit_hands_output_and_completion_to_callbacks),
         cmocka_unit_test(test_queue_pending_task_is_collected_later_with_result),
         cmocka_unit_test(test_queue_cancellation_ends_the_call),
