@@ -160,11 +160,10 @@ enum { LOCAL_V2_MEMORY = 1u << 0, LOCAL_V2_PIDS = 1u << 1, LOCAL_V2_CPU = 1u << 
 /* Levels of cgroups below a sandbox's own that destroy removes (the agent makes one). */
 #define LOCAL_CGROUP_MAX_DEPTH 2
 /* A provider open sweeps stale sandboxes only when no open of the same runtime directory did
- * within this many seconds (the mtime of LOCAL_SWEEP_STAMP there): the sweep reads every
+ * within this many seconds (the mtime of SBX_LOCAL_SWEEP_STAMP there): the sweep reads every
  * sandbox's meta and /proc entry, about 15 ms of CPU per 1,000 live sandboxes, which every
  * `sbx run` paid. local_sweep (sbx-worker start, sbx_engine_sweep) always sweeps. */
 #define LOCAL_SWEEP_INTERVAL_S 10
-#define LOCAL_SWEEP_STAMP SBX_LOCAL_SWEEP_STAMP
 /* LOCAL_MAX_CGROUP_DIR (the longest cgroup directory we create) is in local_meta.h. */
 
 typedef struct local_provider {
@@ -344,8 +343,8 @@ static sbx_status make_dir(const char *path, mode_t mode, sbx_error *err)
  * stamp that cannot be read or written means sweep: never skip on an error. */
 static bool sweep_due(const local_provider *lp)
 {
-    char path[LOCAL_MAX_RUNTIME_DIR + sizeof LOCAL_SWEEP_STAMP + 1];
-    snprintf(path, sizeof path, "%s/%s", lp->runtime_dir, LOCAL_SWEEP_STAMP);
+    char path[LOCAL_MAX_RUNTIME_DIR + sizeof SBX_LOCAL_SWEEP_STAMP + 1];
+    snprintf(path, sizeof path, "%s/%s", lp->runtime_dir, SBX_LOCAL_SWEEP_STAMP);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) { /* the first open here: stamped now by its creation */
         close(fd);
@@ -1257,14 +1256,6 @@ static bool freezer_write(const char *dir, bool freeze)
     return false;
 }
 
-/* True when dir is a cgroup v1 freezer (freezer.state), whose freeze may need retrying. */
-static bool is_v1_freezer(const char *dir)
-{
-    char path[LOCAL_MAX_CGROUP_DIR + 64];
-    snprintf(path, sizeof path, "%s/freezer.state", dir);
-    return access(path, F_OK) == 0;
-}
-
 /* 1 frozen, 0 running, -1 freezing (on its way), -2 not a freezer. */
 static int freezer_state(const char *dir)
 {
@@ -1328,7 +1319,7 @@ static sbx_status local_pause(void *state, const char *sandbox_id, sbx_error *er
                                  sandbox_id, dir);
         }
         usleep(1000);
-        if (is_v1_freezer(dir)) {
+        if (((const local_provider *)state)->cg == CG_V1) {
             if (round % LOCAL_FREEZE_THAW_EVERY == 0) {
                 freezer_write(dir, false);
                 usleep(LOCAL_FREEZE_THAW_US);

@@ -314,19 +314,28 @@ static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, si
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Streams `yes lines` to a consumer taking delay_us per chunk; every byte arrives before the
+ * call returns. */
+static void stream_yes(int lines, useconds_t delay_us)
+{
+    collected col = {.mu = PTHREAD_MUTEX_INITIALIZER, .delay = delay_us};
+    sbx_engine_hooks hooks = {.on_output = on_output, .on_output_arg = &col};
+    char line[32];
+    snprintf(line, sizeof line, "yes %d", lines);
+    sbx_request *r = shell("oneshot", "alice", line);
+    sbx_completion *c = submit(B, r, &hooks);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, 2 * lines);
+    assert_int_equal(col.bytes, 2 * lines);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+}
+
+/* Core NATS is at most once, but on loopback nothing is lost: every byte arrived. */
 static void test_queue_streams_output_chunks_then_the_completion(void **state)
 {
     (void)state;
-    collected col = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    sbx_engine_hooks hooks = {.on_output = on_output, .on_output_arg = &col};
-    sbx_request *r = shell("oneshot", "alice", "yes 5000");
-    sbx_completion *c = submit(B, r, &hooks);
-    assert_int_equal(c->status, OK_STATUS);
-    assert_int_equal(c->result->stdout.len, 10000);
-    /* Core NATS is at most once, but on loopback nothing is lost: every byte arrived. */
-    assert_int_equal(col.bytes, 10000);
-    sbx_completion_free(c);
-    sbx_request_free(r);
+    stream_yes(5000, 0);
 }
 
 /* A caller slower than the worker still gets every chunk before the call returns: the chunks
@@ -336,15 +345,7 @@ static void test_queue_streams_output_chunks_then_the_completion(void **state)
 static void test_queue_slow_output_consumer_gets_every_chunk(void **state)
 {
     (void)state;
-    collected col = {.mu = PTHREAD_MUTEX_INITIALIZER, .delay = 1000};
-    sbx_engine_hooks hooks = {.on_output = on_output, .on_output_arg = &col};
-    sbx_request *r = shell("oneshot", "alice", "yes 1000");
-    sbx_completion *c = submit(B, r, &hooks);
-    assert_int_equal(c->status, OK_STATUS);
-    assert_int_equal(c->result->stdout.len, 2000);
-    assert_int_equal(col.bytes, 2000);
-    sbx_completion_free(c);
-    sbx_request_free(r);
+    stream_yes(1000, 1000);
 }
 
 /* ---- asynchronous submit: the completion and output reach the callbacks ----------------- */
