@@ -53,6 +53,15 @@ bool sbx_net_addr_is_loopback(const struct sockaddr *sa)
     return false;
 }
 
+/* True when the text itself begins with SCHEME "://". libcurl's parser also takes "https:/host",
+ * "https:host" and backslashes for slashes, which the text's later readers (a path appended to
+ * it, a log, a person) would not read the same way: only the plain form is accepted. */
+static bool written_as_parsed(const char *url, const char *scheme)
+{
+    size_t n = strlen(scheme);
+    return strncasecmp(url, scheme, n) == 0 && strncmp(url + n, "://", 3) == 0;
+}
+
 sbx_net_url sbx_net_url_transport(const char *url)
 {
     if (url == NULL)
@@ -62,7 +71,8 @@ sbx_net_url sbx_net_url_transport(const char *url)
     sbx_net_url kind = SBX_NET_URL_INVALID;
     if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
-        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host[0] != '\0') {
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host[0] != '\0' &&
+        written_as_parsed(url, scheme)) {
         if (strcmp(scheme, "https") == 0)
             kind = SBX_NET_URL_TLS;
         else if (strcmp(scheme, "http") != 0)

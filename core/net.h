@@ -22,7 +22,7 @@ bool sbx_net_addr_is_loopback(const struct sockaddr *sa);
 
 /* What a URL's transport is, as libcurl (which will send the request) parses it. */
 typedef enum sbx_net_url {
-    SBX_NET_URL_INVALID = 0,    /* not a URL libcurl accepts, or no host */
+    SBX_NET_URL_INVALID = 0,    /* not a URL libcurl accepts, no host, or not SCHEME:// */
     SBX_NET_URL_TLS,            /* https:// */
     SBX_NET_URL_PLAIN_LOOPBACK, /* http:// to a loopback host (sbx_net_host_is_loopback) */
     SBX_NET_URL_PLAIN_REMOTE,   /* http:// to any other host: refuse it */

@@ -222,6 +222,9 @@ static sbx_status set_server(const kdoc *d, const yaml_node_t *where, const char
     if (server == NULL)
         return at(d, where, err, "the cluster has no 'server' (https://HOST:PORT)");
     sbx_net_url kind = sbx_net_url_transport(server);
+    if (kind == SBX_NET_URL_INVALID)
+        return at(d, where, err, "server '%s' is not a URL of the form https://HOST[:PORT]",
+                  server);
     if (kind != SBX_NET_URL_TLS && kind != SBX_NET_URL_PLAIN_LOOPBACK)
         return at(d, where, err,
                   "server '%s' must be https:// (plain http is accepted only to loopback)", server);
