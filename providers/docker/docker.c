@@ -17,7 +17,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -634,7 +633,7 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
         json_object_set_new(hc, "MemorySwap", json_integer(bytes));
     }
     if (policy->cpu > 0)
-        json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)llround(policy->cpu * 1e9)));
+        json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)(policy->cpu * 1e9 + 0.5)));
     if (policy->pids > 0)
         json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)policy->pids));
 

@@ -26,7 +26,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -924,7 +923,9 @@ static json_t *pod_for(const k8s_provider *p, const char *name, const char *ns,
         if (policy->cpu > 0) {
             char c[32];
             /* millicores, rounded up: the pod gets at least what was asked, never less */
-            snprintf(c, sizeof(c), "%lldm", (long long)ceil(policy->cpu * 1000.0));
+            double m = policy->cpu * 1000.0;
+            long long whole = (long long)m;
+            snprintf(c, sizeof(c), "%lldm", (double)whole < m ? whole + 1 : whole);
             json_object_set_new(q, "cpu", json_string(c));
         }
         if (policy->memory_mb > 0) {
