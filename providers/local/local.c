@@ -212,13 +212,14 @@ static bool write_small(const char *path, const char *text)
     return n == (ssize_t)strlen(text);
 }
 
-/* This process's cgroup path for a v1 controller (or "" for v2's unified line). */
-static bool own_cgroup(const char *controller, char *out, size_t cap)
+/* This process's cgroup path for a v1 controller (or "" for v2's unified line), from the text
+ * of /proc/self/cgroup (read once by the caller for every controller it asks about). */
+static bool own_cgroup(const char *self_cgroup, const char *controller, char *out, size_t cap)
 {
     char buf[4096];
-    if (sbx_read_small("/proc/self/cgroup", 0, buf, sizeof buf) < 0)
-        return false;
-    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    snprintf(buf, sizeof buf, "%s", self_cgroup);
+    for (char *save1, *line = strtok_r(buf, "\n", &save1); line;
+         line = strtok_r(NULL, "\n", &save1)) {
         char *c1 = strchr(line, ':');
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
@@ -296,10 +297,13 @@ static void detect_cgroups(local_provider *lp)
         snprintf(lp->freezer_base, sizeof lp->freezer_base, "%s", lp->cg_base[0]);
         return;
     }
+    char self_cgroup[4096];
+    if (sbx_read_small("/proc/self/cgroup", 0, self_cgroup, sizeof self_cgroup) < 0)
+        self_cgroup[0] = '\0'; /* then no controller is found, and the reason is given */
     for (int i = 0; i < 3; i++) {
         char own[LOCAL_MAX_CGROUP_DIR - 64], probe[PATH_MAX + 64];
         snprintf(probe, sizeof probe, "/sys/fs/cgroup/%s/cgroup.procs", cg_v1_names[i]);
-        if (access(probe, W_OK) != 0 || !own_cgroup(cg_v1_names[i], own, sizeof own)) {
+        if (access(probe, W_OK) != 0 || !own_cgroup(self_cgroup, cg_v1_names[i], own, sizeof own)) {
             snprintf(lp->cg_why, sizeof lp->cg_why,
                      "cgroup v1 controller '%s' is not mounted writable at /sys/fs/cgroup/%s",
                      cg_v1_names[i], cg_v1_names[i]);
@@ -317,7 +321,7 @@ static void detect_cgroups(local_provider *lp)
     /* The freezer is optional: without it sandboxes run, and pause is not declared. */
     char own[LOCAL_MAX_CGROUP_DIR - 64];
     if (access("/sys/fs/cgroup/freezer/cgroup.procs", W_OK) == 0 &&
-        own_cgroup("freezer", own, sizeof own)) {
+        own_cgroup(self_cgroup, "freezer", own, sizeof own)) {
         snprintf(lp->freezer_base, sizeof lp->freezer_base, "/sys/fs/cgroup/freezer%s/sbx", own);
         if (mkdir(lp->freezer_base, 0755) < 0 && errno != EEXIST)
             lp->freezer_base[0] = '\0';
@@ -710,6 +714,9 @@ static void remove_state_dir(const char *dir)
 static void remove_cgroup_at(const char *dir, int depth)
 {
     char procs[PATH_MAX + 32], buf[8192];
+    /* Most have nothing left in them and no child: one rmdir, no listing. */
+    if (rmdir(dir) == 0 || errno == ENOENT)
+        return;
     if (depth < LOCAL_CGROUP_MAX_DEPTH) {
         DIR *d = opendir(dir);
         struct dirent *e;
@@ -1256,6 +1263,14 @@ static bool freezer_write(const char *dir, bool freeze)
     return false;
 }
 
+/* Whether cgroup dir is a sandbox's cgroup in the freezer hierarchy (v1) or the sandbox's
+ * cgroup itself (v2, where every sandbox cgroup can freeze). */
+static bool under_freezer(const local_provider *lp, const char *dir)
+{
+    size_t n = strlen(lp->freezer_base);
+    return n > 0 && strncmp(dir, lp->freezer_base, n) == 0 && dir[n] == '/';
+}
+
 /* 1 frozen, 0 running, -1 freezing (on its way), -2 not a freezer. */
 static int freezer_state(const char *dir)
 {
@@ -1395,9 +1410,11 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     state_paths(lp, sandbox_id, dir, sizeof dir);
     meta m;
     bool have = meta_read(dir, &m);
-    /* a paused sandbox is thawed first: a frozen task does not die of SIGKILL until thawed */
+    /* a paused sandbox is thawed first: a frozen task does not die of SIGKILL until thawed
+     * (only its cgroup under the freezer's base can be frozen: no probing of the others) */
     for (int i = 0; have && i < m.n_cg; i++)
-        freezer_write(m.cg[i], false);
+        if (under_freezer(lp, m.cg[i]))
+            freezer_write(m.cg[i], false);
     char xdir[LOCAL_MAX_RUNTIME_DIR + 48];
     expose_paths(lp, sandbox_id, xdir, sizeof xdir);
     sbx_expose_close_all(xdir);
