@@ -53,13 +53,15 @@ bool sbx_net_addr_is_loopback(const struct sockaddr *sa)
     return false;
 }
 
-/* True when the text itself begins with SCHEME "://". libcurl's parser also takes "https:/host",
- * "https:host" and backslashes for slashes, which the text's later readers (a path appended to
- * it, a log, a person) would not read the same way: only the plain form is accepted. */
+/* True when the text itself begins with SCHEME "://", the scheme in lower case as libcurl
+ * gives it. libcurl's parser also takes "https:/host", "https:host", "HTTPS://" and
+ * backslashes for slashes, which the text's later readers (a path appended to it, a prefix
+ * test such as ec2_ssm's, a log, a person) would not read the same way: only the plain form
+ * is accepted. */
 static bool written_as_parsed(const char *url, const char *scheme)
 {
     size_t n = strlen(scheme);
-    return strncasecmp(url, scheme, n) == 0 && strncmp(url + n, "://", 3) == 0;
+    return strncmp(url, scheme, n) == 0 && strncmp(url + n, "://", 3) == 0;
 }
 
 sbx_net_url sbx_net_url_transport(const char *url)
