@@ -276,12 +276,13 @@ static void record_kill(const record *r)
 }
 
 /* Calls fn for each port recorded under dir. */
-static void each_record(const char *dir, void (*fn)(const char *dir, unsigned port, void *arg),
+/* False when dir cannot be opened (errno says why: ENOENT when nothing was ever exposed). */
+static bool each_record(const char *dir, void (*fn)(const char *dir, unsigned port, void *arg),
                         void *arg)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
-        return;
+        return false;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         char *end = NULL;
@@ -291,6 +292,7 @@ static void each_record(const char *dir, void (*fn)(const char *dir, unsigned po
         fn(dir, (unsigned)p, arg);
     }
     closedir(d);
+    return true;
 }
 
 static void remove_record(const char *dir, unsigned port)
@@ -327,7 +329,8 @@ static void kill_one(const char *dir, unsigned port, void *arg)
 
 void sbx_expose_close_all(const char *dir)
 {
-    each_record(dir, kill_one, NULL);
+    if (!each_record(dir, kill_one, NULL) && errno == ENOENT)
+        return; /* the sandbox never exposed a port: nothing to remove */
     char path[4200];
     snprintf(path, sizeof path, "%s/.new", dir);
     unlink(path);
