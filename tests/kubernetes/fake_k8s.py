@@ -89,7 +89,11 @@ class State:
         self.args = args
         self.objects = {}  # (group, resource, ns, name) -> object
         self.procs = {}  # (ns, name) -> Popen
-        self.dirs = {}  # (ns, name) -> tmpdir
+        self.dirs = {}  # (ns, name) -> the pod's directory, under root
+        # Every pod's directory lives under this one, removed when the fake stops: a pod that
+        # is never deleted (or runs no agent) leaves nothing behind in /tmp.
+        self.root = tempfile.mkdtemp(prefix="fake-k8s-")
+        os.chmod(self.root, 0o755)  # programs (runAsUser) traverse it to their workdir
         self.requests = []
         self.pod_mode = "run"
         self.allowed_users = None  # None: every impersonated user may do everything
@@ -194,7 +198,7 @@ class Kubelet:
         for p in c.get("ports") or []:
             port = p.get("containerPort")
         ip = free_loopback_ip(port or 7070)
-        d = tempfile.mkdtemp(prefix="fake-k8s-pod-")
+        d = tempfile.mkdtemp(prefix="pod-", dir=self.st.root)
         os.chmod(d, 0o755)  # programs (runAsUser) traverse it to their workdir
         os.makedirs(os.path.join(d, "workspace"))
         os.makedirs(os.path.join(d, "run"))
@@ -764,6 +768,7 @@ def main():
                 pass
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(srv.st.root, ignore_errors=True)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)

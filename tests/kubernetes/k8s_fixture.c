@@ -4,6 +4,7 @@
  */
 #include "kubernetes/k8s_fixture.h"
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -86,6 +87,11 @@ static void start(kt_fake *f, const char *const *extra, bool tls)
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
+    /* The fake's own temporary files (its pods' directories) go here, so stop can check that
+     * it left none behind; traversable, as /tmp is, by the agents it runs as other users. */
+    snprintf(f->tmp, sizeof(f->tmp), "/tmp/sbx-k8s-tmp-XXXXXX");
+    assert_non_null(mkdtemp(f->tmp));
+    assert_int_equal(chmod(f->tmp, 0755), 0);
     int out[2];
     assert_int_equal(pipe(out), 0);
     f->pid = fork();
@@ -94,6 +100,7 @@ static void start(kt_fake *f, const char *const *extra, bool tls)
         dup2(out[1], 1);
         close(out[0]);
         close(out[1]);
+        setenv("TMPDIR", f->tmp, 1);
         execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -128,6 +135,17 @@ void kt_fake_start_tls(kt_fake *f)
     start(f, NULL, true);
 }
 
+static void remove_dir(char *dir)
+{
+    if (dir[0] == '\0')
+        return;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", dir);
+    dir[0] = '\0';
+}
+
 void kt_fake_stop(kt_fake *f)
 {
     if (f->pid > 0) {
@@ -136,13 +154,19 @@ void kt_fake_stop(kt_fake *f)
         waitpid(f->pid, &st, 0);
         f->pid = 0;
     }
-    if (f->dir[0] != '\0') {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "cannot remove %s\n", f->dir);
-        f->dir[0] = '\0';
+    char left[sizeof(f->tmp) + 256] = "";
+    if (f->tmp[0] != '\0') {
+        DIR *d = opendir(f->tmp);
+        for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+            if (e->d_name[0] != '.' && left[0] == '\0')
+                snprintf(left, sizeof(left), "%s/%s", f->tmp, e->d_name);
+        if (d != NULL)
+            closedir(d);
     }
+    remove_dir(f->dir);
+    remove_dir(f->tmp);
+    if (left[0] != '\0')
+        fail_msg("the fake API server left %s behind after it stopped", left);
 }
 
 typedef struct buf {

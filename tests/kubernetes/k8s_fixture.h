@@ -22,6 +22,7 @@ typedef struct kt_fake {
     pid_t pid;
     int port;
     char dir[64];         /* temp dir: kubeconfig, secret, certificates */
+    char tmp[64];         /* the fake's TMPDIR (its pods' directories): empty once it stopped */
     char kubeconfig[128]; /* bearer-token kubeconfig (http on loopback) */
     char url[64];         /* http://127.0.0.1:PORT */
     bool tls;             /* started with certificates (https, client CA) */
