@@ -1263,12 +1263,14 @@ static bool freezer_write(const char *dir, bool freeze)
     return false;
 }
 
-/* Whether cgroup dir is a sandbox's cgroup in the freezer hierarchy (v1) or the sandbox's
- * cgroup itself (v2, where every sandbox cgroup can freeze). */
+/* Whether cgroup dir (from a sandbox's meta) may be a freezer: on v1 only the one in the
+ * freezer hierarchy, wherever in it the sandbox's creator had its own cgroup (not this
+ * process's freezer_base: a CLI in one service may destroy what a worker in another made); on
+ * v2 every cgroup; unknown here (no cgroups detected): any, probed by freezer_write. */
 static bool under_freezer(const local_provider *lp, const char *dir)
 {
-    size_t n = strlen(lp->freezer_base);
-    return n > 0 && strncmp(dir, lp->freezer_base, n) == 0 && dir[n] == '/';
+    static const char v1_freezer[] = "/sys/fs/cgroup/freezer/";
+    return lp->cg != CG_V1 || strncmp(dir, v1_freezer, sizeof v1_freezer - 1) == 0;
 }
 
 /* 1 frozen, 0 running, -1 freezing (on its way), -2 not a freezer. */
@@ -1411,7 +1413,7 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     meta m;
     bool have = meta_read(dir, &m);
     /* a paused sandbox is thawed first: a frozen task does not die of SIGKILL until thawed
-     * (only its cgroup under the freezer's base can be frozen: no probing of the others) */
+     * (on v1 only its cgroup in the freezer hierarchy: no probing of the other three) */
     for (int i = 0; have && i < m.n_cg; i++)
         if (under_freezer(lp, m.cg[i]))
             freezer_write(m.cg[i], false);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -317,6 +318,51 @@ static sbx_session_handle *handle_of(sbx_completion *c)
     return h;
 }
 
+/* Moves this process into the v1 freezer cgroup dir (the hierarchy's root when dir is the
+ * mount point). */
+static void move_self(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *p = fopen(path, "w");
+    assert_non_null(p);
+    fprintf(p, "%ld\n", (long)getpid());
+    assert_int_equal(fclose(p), 0);
+}
+
+/* The process that destroys a paused sandbox may sit in another freezer cgroup than the one
+ * that made it (the sandbox cgroups go under the creator's own, e.g. a CLI in one service and
+ * a worker in another): it is still thawed, killed and removed whole. */
+static void test_a_paused_sandbox_made_elsewhere_is_destroyed_whole(void **state)
+{
+    lp *f = *state;
+    char elsewhere[128];
+    snprintf(elsewhere, sizeof(elsewhere), "/sys/fs/cgroup/freezer/sbx-test-%ld", (long)getpid());
+    assert_int_equal(mkdir(elsewhere, 0755), 0);
+    move_self(elsewhere);
+    sbx_engine *creator = fx_engine(f->cfg); /* its provider opens in the other cgroup */
+    sbx_request *r = fx_shell("l", "sleep 600 & true");
+    sbx_session_handle *h = handle_of(sbx_engine_process(creator, r, NULL));
+    sbx_request_free(r);
+    char dir[512];
+    freezer_dir(f, h, dir, sizeof(dir));
+    assert_non_null(strstr(dir, elsewhere));
+    r = pause_req(h, true, NULL);
+    expect_ok(sbx_engine_process(creator, r, NULL), "pause");
+    sbx_request_free(r);
+    assert_true(frozen(dir));
+    move_self("/sys/fs/cgroup/freezer");
+    expect_ok(submit(f, fx_destroy(h)), "destroy from the hierarchy's root");
+    bool gone = access(dir, F_OK) != 0;
+    sbx_engine_free(creator);
+    char base[160];
+    snprintf(base, sizeof(base), "%s/sbx", elsewhere);
+    rmdir(base);
+    rmdir(elsewhere);
+    sbx_message_free((ProtobufCMessage *)h);
+    assert_true(gone);
+}
+
 /* idle_action: pause. The engine's own idle pass (every 250 ms here) freezes a session left
  * alone for more than idle_timeout_s (1 s), but not one whose detached command still runs; the
  * next request wakes it with its workspace and says so. */
@@ -372,6 +418,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pause_is_refused_to_others_and_without_a_session,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_paused_sandbox_is_destroyed_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_paused_sandbox_made_elsewhere_is_destroyed_whole,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_a_sandbox_that_forks_all_the_time_pauses, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_idle_sessions_are_paused_and_resumed, setup, teardown),
