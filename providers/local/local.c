@@ -201,6 +201,8 @@ typedef struct local_sandbox {
 } local_sandbox;
 
 static const char *cg_v1_names[3] = {"memory", "pids", "cpu"};
+/* Where cgroup v1's freezer hierarchy is mounted (the only place it is looked for). */
+#define LOCAL_V1_FREEZER "/sys/fs/cgroup/freezer"
 
 static bool write_small(const char *path, const char *text)
 {
@@ -320,9 +322,9 @@ static void detect_cgroups(local_provider *lp)
     lp->cg = CG_V1;
     /* The freezer is optional: without it sandboxes run, and pause is not declared. */
     char own[LOCAL_MAX_CGROUP_DIR - 64];
-    if (access("/sys/fs/cgroup/freezer/cgroup.procs", W_OK) == 0 &&
+    if (access(LOCAL_V1_FREEZER "/cgroup.procs", W_OK) == 0 &&
         own_cgroup(self_cgroup, "freezer", own, sizeof own)) {
-        snprintf(lp->freezer_base, sizeof lp->freezer_base, "/sys/fs/cgroup/freezer%s/sbx", own);
+        snprintf(lp->freezer_base, sizeof lp->freezer_base, LOCAL_V1_FREEZER "%s/sbx", own);
         if (mkdir(lp->freezer_base, 0755) < 0 && errno != EEXIST)
             lp->freezer_base[0] = '\0';
     }
@@ -1269,7 +1271,7 @@ static bool freezer_write(const char *dir, bool freeze)
  * v2 every cgroup; unknown here (no cgroups detected): any, probed by freezer_write. */
 static bool under_freezer(const local_provider *lp, const char *dir)
 {
-    static const char v1_freezer[] = "/sys/fs/cgroup/freezer/";
+    static const char v1_freezer[] = LOCAL_V1_FREEZER "/";
     return lp->cg != CG_V1 || strncmp(dir, v1_freezer, sizeof v1_freezer - 1) == 0;
 }
 
