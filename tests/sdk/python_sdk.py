@@ -236,14 +236,29 @@ class Plain(unittest.TestCase):
 
     def test_expose_reaches_a_server_in_the_sandbox(self):
         with self.client() as c, c.sandbox("local") as box:
-            box.start(["sh", "-c", "cd /tmp && echo sdk-exposed > f.txt && "
-                       "exec python3 -m http.server 8000 --bind 127.0.0.1"])
-            # up to ~60 s for the server to listen (python starts slowly on a loaded CI host);
-            # the loop fails when it never does, rather than letting the fetch below be reset
-            ready = box.run("for i in $(seq 300); do python3 -c 'import socket; "
-                            "socket.create_connection((\"127.0.0.1\", 8000), 1)' 2>/dev/null "
-                            "&& exit 0; sleep 0.2; done; exit 1")
-            self.assertEqual(ready.exit_code, 0, "the server in the sandbox never listened")
+            cid = box.start(["sh", "-c", "cd /tmp && echo sdk-exposed > f.txt && "
+                             "exec python3 -m http.server 8000 --bind 127.0.0.1"])
+            # up to ~60 s for the server to listen (python starts slowly on a loaded CI host),
+            # probed by one python (one per probe took seconds each on a loaded host, and the
+            # loop then outlived the call's deadline); when it never listens the test says
+            # whether the server ended and what it printed, rather than a reset fetch below
+            ready = box.run(["python3", "-c",
+                             "import socket, sys, time\n"
+                             "for _ in range(300):\n"
+                             "    try:\n"
+                             "        socket.create_connection(('127.0.0.1', 8000), 1).close()\n"
+                             "        sys.exit(0)\n"
+                             "    except OSError:\n"
+                             "        time.sleep(0.2)\n"
+                             "sys.exit(1)\n"], timeout=180)
+            if ready.exit_code != 0:
+                try:
+                    r = box.attach(cid, timeout=2)
+                    why = "it ended with %d; stdout %r, stderr %r" % (r.exit_code, r.stdout,
+                                                                      r.stderr)
+                except sbx.TimeoutError:
+                    why = "it still runs"
+                self.fail("the server in the sandbox never listened: " + why)
             url, token = box.expose(8000)
             self.assertEqual(token, "")
             with urllib.request.urlopen(url + "f.txt", timeout=20) as r:
