@@ -920,11 +920,15 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
             }
         }
     }
+    /* Late when the deadline ended the wait before boot said all it had to say. Not whether
+     * boot still runs: once its pipes are closed here, its next write fails and it exits at
+     * once, and the create then failed as a boot error instead of a timeout (CI, ASan). */
+    bool late = (pf[0].fd >= 0 || pf[1].fd >= 0) && sbx_monotonic_ms() >= deadline;
     for (int i = 0; i < 2; i++)
         if (pf[i].fd >= 0)
             close(pf[i].fd);
     int wst = 0;
-    if (waitpid(boot, &wst, WNOHANG) == 0 && sbx_monotonic_ms() >= deadline) {
+    if (late) {
         kill(boot, SIGKILL); /* the deadline passed mid-boot: its cgroups go with the create */
         waitpid(boot, &wst, 0);
         return sbx_error_set(err, sbx_provider_deadline_ms() > 0 ? SBX_E_TIMEOUT : SBX_E_PROVISION,

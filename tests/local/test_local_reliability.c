@@ -434,8 +434,9 @@ static void test_deadline_before_the_program_started_is_a_timeout_not_exit_0(voi
     r->policy->timeout_ms = 1;
     sbx_completion *c = sbx_engine_process(f->e, r, NULL);
     sbx_request_free(r);
-    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
-    assert_int_equal(c->error_code, SBX__V1__ERROR_CODE__ERROR_CODE_TIMEOUT);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT ||
+        c->error_code != SBX__V1__ERROR_CODE__ERROR_CODE_TIMEOUT)
+        fail_msg("status %d, error %d: %s", (int)c->status, (int)c->error_code, c->error);
     /* no program outcome: the program never ran */
     assert_true(c->result == NULL || c->result->outcome == SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED);
     sbx_completion_free(c);
