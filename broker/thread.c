@@ -14,7 +14,8 @@
  * session lock while other sessions starve). Different sessions run in parallel. A task_id seen
  * again by the same principal joins the existing task (queued, running or done) instead of
  * running twice; reused with a different request it is refused (tasks.h).
- * Executor threads start on demand (grow), up to N.
+ * Executor threads start on demand, up to N: none at open (a process whose callers all wait
+ * runs every task on the callers' threads), the first with the first task nobody waits for.
  * Locking: everything below is guarded by store.mu; executors run requests without it.
  */
 #include <linux/futex.h>
@@ -126,13 +127,34 @@ static void wake_pending(thread_broker *tb)
  * take (store.mu held; a thread just made counts as free before it first waits). Executors start on
  * demand, not all at open: a process that only ever submits and waits (the CLI: its own thread runs
  * its task) would pay for N idle threads it never uses. When the thread cannot be made, the task
- * waits for one of those already running (open made one). */
+ * waits for one of those already running (first_executor made one). */
 static void grow(thread_broker *tb)
 {
     if (tb->exec_waiting <= tb->n_threads - tb->busy_threads || tb->n_threads >= tb->slots)
         return;
     if (pthread_create(&tb->threads[tb->n_threads], NULL, executor, tb) == 0)
         tb->n_threads++;
+}
+
+/* A task no blocking owner will run needs an executor thread; the first is made here, when such
+ * a task arrives (store.mu held). false: not even one can be made, and the submit is answered
+ * RESOURCE_EXHAUSTED at once (never a task queued with nobody to run it). */
+static bool first_executor(thread_broker *tb, const char *id, sbx_completion **answer,
+                           sbx_status *st)
+{
+    if (tb->n_threads > 0 || tb->closing)
+        return true;
+    int rc = pthread_create(&tb->threads[0], NULL, executor, tb);
+    if (rc == 0) {
+        tb->n_threads = 1;
+        return true;
+    }
+    *st = SBX_E_RESOURCE_EXHAUSTED;
+    *answer = sbx_completion_fail(id, *st,
+                                  "the thread broker cannot start an executor thread (%s); "
+                                  "retry later, or lower the process's thread count",
+                                  strerror(rc));
+    return false;
 }
 
 static bt_session *session_get(thread_broker *tb, const char *id)
@@ -402,7 +424,10 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     bt_task *t = NULL;
     sbx_status st;
     pthread_mutex_lock(&tb->store.mu);
-    switch (tb_accept(tb, req, subject, digest, !forever, &t, out, &st)) {
+    tb_accepted how = forever || first_executor(tb, id, out, &st)
+                          ? tb_accept(tb, req, subject, digest, !forever, &t, out, &st)
+                          : TB_ANSWERED;
+    switch (how) {
     case TB_ANSWERED: break;
     case TB_JOIN:
         wake_pending(tb);
@@ -461,7 +486,9 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
     sbx_completion *answer = NULL;
     sbx_status st;
     pthread_mutex_lock(&tb->store.mu);
-    tb_accepted how = tb_accept(tb, req, subject, digest, false, &t, &answer, &st);
+    tb_accepted how = first_executor(tb, id, &answer, &st)
+                          ? tb_accept(tb, req, subject, digest, false, &t, &answer, &st)
+                          : TB_ANSWERED;
     if (how == TB_JOIN && t->state == BT_DONE) {
         answer = sbx_completion_copy(t->completion);
         if (answer == NULL) {
@@ -607,13 +634,8 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory opening the thread broker");
     }
     tb->self = b;
-    /* one executor now (a process that cannot make even one learns it here), the rest on
-     * demand (grow) */
-    if (pthread_create(&tb->threads[0], NULL, executor, tb) != 0) {
-        sbx_broker_free(b);
-        return sbx_error_set(err, SBX_E_INTERNAL, "thread broker: cannot start an executor thread");
-    }
-    tb->n_threads = 1;
+    /* No executor yet: the first starts with the first task that needs one (first_executor),
+     * the rest on demand (grow). A caller that only submits and waits runs its own tasks. */
     *out = b;
     return SBX_OK;
 }

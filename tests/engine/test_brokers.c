@@ -12,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -899,8 +902,9 @@ static int thread_count(void)
     return n;
 }
 
-/* Executors start on demand: open makes one, a blocking submit runs on its caller's thread and
- * makes none, and parallel work grows the pool only to what runs at once (here 3 of 16). */
+/* Executors start on demand: open makes none (the CLI, which only waits, paid for a thread it
+ * never used), a blocking submit runs on its caller's thread and makes none, and parallel work
+ * grows the pool only to what runs at once (here 3 of 16). */
 static void test_brokers_thread_starts_executors_on_demand(void **state)
 {
     env *t = *state;
@@ -908,14 +912,14 @@ static void test_brokers_thread_starts_executors_on_demand(void **state)
     uint64_t base_ops = sbx_fake_ops(f);
     int base = thread_count();
     sbx_broker *b = thread_broker(t, 16, 16, 16);
-    assert_int_equal(thread_count(), base + 1);
+    assert_int_equal(thread_count(), base);
     sbx_request *one = fx_shell("default", "echo inline");
     sbx_completion *c = NULL;
     assert_int_equal(sbx_broker_submit(b, one, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
     assert_int_equal(c->status, OK_STATUS);
     sbx_completion_free(c);
     sbx_request_free(one);
-    assert_int_equal(thread_count(), base + 1);
+    assert_int_equal(thread_count(), base);
     sbx_fake_set_gate(f, true);
     sbx_request *r[3];
     for (int i = 0; i < 3; i++) {
@@ -934,6 +938,59 @@ static void test_brokers_thread_starts_executors_on_demand(void **state)
     }
     sbx_broker_free(b);
     assert_int_equal(thread_count(), base);
+}
+
+/* No executor thread can be made (here: no address space left for its stack): a submit nobody
+ * waits for is answered RESOURCE_EXHAUSTED at once, saying why, instead of being queued with
+ * nobody to run it. In a child process, whose address space the limit shrinks. Not under ASan,
+ * which reserves terabytes of address space at start. */
+static void test_brokers_thread_without_an_executor_answers_at_once(void **state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)state;
+    skip();
+#else
+    env *t = *state;
+    warm(t, NULL);
+    sbx_broker *b = thread_broker(t, 4, 16, 16);
+    sbx_request *r = fx_shell("default", "echo nobody-runs-me");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *f = fopen("/proc/self/status", "r");
+        unsigned long vm_kb = 0;
+        char line[256];
+        while (f != NULL && fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "VmSize: %lu kB", &vm_kb) == 1)
+                break;
+        if (f != NULL)
+            fclose(f);
+        struct rlimit rl = {(vm_kb + 1024) * 1024, (vm_kb + 1024) * 1024};
+        /* Stacks bigger than any in glibc's cache of freed thread stacks, which would
+         * otherwise serve the thread without a new mapping. */
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, (size_t)64 << 20);
+        if (vm_kb == 0 || pthread_setattr_default_np(&attr) != 0 || setrlimit(RLIMIT_AS, &rl) != 0)
+            _exit(2);
+        sbx_completion *c = NULL;
+        sbx_status st = sbx_broker_submit(b, r, 0, NULL, &c);
+        bool ok = st == SBX_E_RESOURCE_EXHAUSTED && c != NULL &&
+                  c->status == SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED &&
+                  strstr(c->error, "cannot start an executor thread") != NULL;
+        if (!ok)
+            fprintf(stderr, "submit: status %d, completion: %s\n", (int)st,
+                    c != NULL && c->error != NULL ? c->error : "(none)");
+        _exit(ok ? 0 : 1);
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+#endif
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -957,6 +1014,7 @@ int main(void)
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),
         T(test_brokers_thread_starts_executors_on_demand),
+        T(test_brokers_thread_without_an_executor_answers_at_once),
         T(test_brokers_discarded_task_result_is_unknown),
         T(test_brokers_open_by_flavor),
         T(test_brokers_thread_records_frames_that_replay_identically),
