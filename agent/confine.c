@@ -13,6 +13,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -59,6 +60,38 @@ int confine_seccomp(void)
     return 0;
 }
 
+/* This process's bounding set is empty (confine_empty_bounding) and so is every fork's. */
+static bool bounding_empty;
+
+/* Drops every capability still in the bounding set: 0, or -errno of a drop that failed with
+ * more than EPERM (a process without CAP_SETPCAP keeps what it cannot drop; *empty says). */
+static int drop_bounding(bool *empty)
+{
+    *empty = true;
+    for (int cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+            continue; /* dropping one not in the set succeeds too: one call per capability */
+        if (errno == EINVAL)
+            break; /* past CAP_LAST_CAP */
+        if (errno != EPERM)
+            return -errno;
+        /* No CAP_SETPCAP (checked before the capability's number): keep what is left. */
+        int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (in < 0)
+            break;
+        if (in == 1)
+            *empty = false;
+    }
+    return 0;
+}
+
+void confine_empty_bounding(void)
+{
+    bool empty = false;
+    if (drop_bounding(&empty) == 0)
+        bounding_empty = empty;
+}
+
 void confine_prepare(uint64_t nofile)
 {
     struct rlimit rl = {CONFINE_RLIMIT_CORE, CONFINE_RLIMIT_CORE};
@@ -72,13 +105,12 @@ void confine_prepare(uint64_t nofile)
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && errno != EPERM)
             die("RLIMIT_NOFILE", errno);
     }
-    /* Bounding set first (needs CAP_SETPCAP, which the agent still has), then ambient. */
-    for (int cap = 0; cap <= 63; cap++) {
-        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
-            break; /* past CAP_LAST_CAP */
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EPERM)
-            die("PR_CAPBSET_DROP", errno);
-    }
+    /* Bounding set first (needs CAP_SETPCAP, which the agent still has), then ambient; a fork
+     * of an agent that emptied its own bounding set inherits an empty one. */
+    bool empty = bounding_empty;
+    int rc = empty ? 0 : drop_bounding(&empty);
+    if (rc != 0)
+        die("PR_CAPBSET_DROP", -rc);
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         die("PR_CAP_AMBIENT_CLEAR_ALL", errno);
 }

@@ -507,6 +507,7 @@ static int serve_setup(void)
         agent_commands[i].cg_fd = -1;
     /* Nobody in the sandbox may read our memory through /proc (same-uid in rootless boxes). */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    confine_empty_bounding();
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
