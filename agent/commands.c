@@ -228,9 +228,11 @@ void command_init(command *c, int ci, uint64_t req_id, uint64_t timeout_ms, uint
 {
     /* the slot's previous command: its cgroup goes now, or stays to the provider's cleanup
      * while a process it left in the background runs */
-    cgroup_release(c);
-    if (c->cg_fd >= 0)
-        close(c->cg_fd);
+    if (c->used) { /* a slot never used holds nothing (and a zero cg_fd) */
+        cgroup_release(c);
+        if (c->cg_fd >= 0)
+            close(c->cg_fd);
+    }
     c->cg_fd = -1;
     c->used = true;
     c->running = true;
