@@ -36,6 +36,7 @@
 #include <pb_decode.h>
 #include <pb_encode.h>
 
+#include "request.h"
 #include "serve_impl.h"
 
 /* How long programs get to exit after an outside SIGTERM is forwarded, before PID 1 exits
@@ -56,7 +57,7 @@ bool agent_seccomp_ready;
 
 static uint8_t rx[AGENT_MAX_FRAME];
 static uint8_t tx[4 + AGENT_MAX_FRAME];
-static sbx_v1_AgentRequest req;
+static agent_requests requests;
 sbx_v1_AgentEvent agent_ev;
 
 /* ---- framing ------------------------------------------------------------------------- */
@@ -319,31 +320,27 @@ static void handle_client(int ci)
     }
     agent_last_activity_ms = now_ms();
     request_reset();
-    memset(&req, 0, offsetof(sbx_v1_AgentRequest, body));
-    pb_istream_t is = pb_istream_from_buffer(rx, n);
-    if (!pb_decode(&is, sbx_v1_AgentRequest_fields, &req)) {
-        send_error(ci, req.id, EC_INVALID_ARGUMENT, "malformed request: %s", PB_GET_ERROR(&is));
+    const char *why = NULL;
+    sbx_v1_AgentRequest *r = NULL;
+    if (!agent_request_decode(&requests, rx, n, &r, &why)) {
+        send_error(ci, r->id, EC_INVALID_ARGUMENT, "malformed request: %s", why);
         return;
     }
-    switch (req.which_body) {
-    case sbx_v1_AgentRequest_exec_tag: handle_exec(ci, req.id, &req.body.exec); break;
-    case sbx_v1_AgentRequest_code_tag: handle_code(ci, req.id, &req.body.code); break;
-    case sbx_v1_AgentRequest_stdin_tag: handle_stdin(ci, req.id, &req.body.stdin); break;
+    switch (r->which_body) {
+    case sbx_v1_AgentRequest_exec_tag: handle_exec(ci, r->id, &r->body.exec); break;
+    case sbx_v1_AgentRequest_code_tag: handle_code(ci, r->id, &r->body.code); break;
+    case sbx_v1_AgentRequest_stdin_tag: handle_stdin(ci, r->id, &r->body.stdin); break;
     case sbx_v1_AgentRequest_file_write_tag:
-        handle_file_write(ci, req.id, &req.body.file_write);
+        handle_file_write(ci, r->id, &r->body.file_write);
         break;
-    case sbx_v1_AgentRequest_file_read_tag:
-        handle_file_read(ci, req.id, &req.body.file_read);
-        break;
-    case sbx_v1_AgentRequest_file_list_tag:
-        handle_file_list(ci, req.id, &req.body.file_list);
-        break;
-    case sbx_v1_AgentRequest_signal_tag: handle_signal(ci, req.id, &req.body.signal); break;
-    case sbx_v1_AgentRequest_attach_tag: handle_attach(ci, req.id, &req.body.attach); break;
+    case sbx_v1_AgentRequest_file_read_tag: handle_file_read(ci, r->id, &r->body.file_read); break;
+    case sbx_v1_AgentRequest_file_list_tag: handle_file_list(ci, r->id, &r->body.file_list); break;
+    case sbx_v1_AgentRequest_signal_tag: handle_signal(ci, r->id, &r->body.signal); break;
+    case sbx_v1_AgentRequest_attach_tag: handle_attach(ci, r->id, &r->body.attach); break;
     case sbx_v1_AgentRequest_ping_tag:
-        event_begin(req.id, sbx_v1_AgentEvent_pong_tag);
+        event_begin(r->id, sbx_v1_AgentEvent_pong_tag);
         memset(&agent_ev.body.pong, 0, sizeof agent_ev.body.pong);
-        agent_ev.body.pong.nonce = req.body.ping.nonce;
+        agent_ev.body.pong.nonce = r->body.ping.nonce;
         snprintf(agent_ev.body.pong.version, sizeof agent_ev.body.pong.version, "%s",
                  AGENT_VERSION);
         agent_ev.body.pong.uptime_ms = (uint64_t)(now_ms() - start_ms);
@@ -352,7 +349,7 @@ static void handle_client(int ci)
         agent_ev.body.pong.shared_uid = agent_cfg.shared_uid;
         send_event(ci);
         break;
-    default: send_error(ci, req.id, EC_INVALID_ARGUMENT, "request carries no known operation");
+    default: send_error(ci, r->id, EC_INVALID_ARGUMENT, "request carries no known operation");
     }
 }
 

@@ -118,6 +118,43 @@ static void test_local_agent_keeps_an_empty_bounding_set(void **state)
     assert_true(ran);
 }
 
+/* Nothing of one exec carries into the next: the agent resets the exec request it decodes
+ * field by field instead of zeroing it whole (fewer pages written after each spare's fork), so
+ * an exec with argv, env, cwd and stdin is followed by one with none of them. */
+static void test_local_an_exec_inherits_nothing_of_the_previous_one(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    char *argv[] = {"/bin/sh", "-c", "echo \"$FOO\"; pwd; cat", "extra"};
+    op.n_argv = 4;
+    op.argv = argv;
+    Sbx__V1__RunCommand__EnvEntry env = SBX__V1__RUN_COMMAND__ENV_ENTRY__INIT;
+    env.key = "FOO";
+    env.value = "first";
+    Sbx__V1__RunCommand__EnvEntry *envp[] = {&env};
+    op.n_env = 1;
+    op.env = envp;
+    op.cwd = "/tmp";
+    op.stdin.data = (uint8_t *)"in";
+    op.stdin.len = 2;
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    sbx_status st = e->ops->run_command(sb, &op, &o, r, &err);
+    bool first = st == SBX_OK && lt_stdout_has(r, "first\n/tmp\nin");
+    sbx_message_free((ProtobufCMessage *)r);
+    sbx_result *r2 = lt_run(e, sb, "echo \"[${FOO-unset}] [$0] [$#]\"; pwd; cat");
+    bool second = lt_stdout_has(r2, "[unset] [/bin/sh] [0]\n/workspace\n") && r2->stdout.len == 33;
+    if (!second)
+        fprintf(stderr, "second exec printed: %.*s\n", (int)r2->stdout.len,
+                (const char *)r2->stdout.data);
+    sbx_message_free((ProtobufCMessage *)r2);
+    lt_destroy(e, sb);
+    assert_true(first);
+    assert_true(second);
+}
+
 /* Each sandbox maps its ids to a host range of its own (its uid slot), so the kernel's per-user
  * counts of two sandboxes are never the same user's. */
 static void test_local_sandboxes_map_distinct_host_uids(void **state)
@@ -774,6 +811,7 @@ int main(void)
         cmocka_unit_test(test_local_runs_python3),
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
         cmocka_unit_test(test_local_agent_keeps_an_empty_bounding_set),
+        cmocka_unit_test(test_local_an_exec_inherits_nothing_of_the_previous_one),
         cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
         cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
         cmocka_unit_test(test_local_spare_is_forked_at_start_and_not_after_a_one_shot),
