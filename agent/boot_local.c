@@ -207,29 +207,33 @@ static void copy_fd(int fd, const char *dst)
         fail("%s is %lld bytes; a bound file is copied and may hold at most %d: bind its "
              "directory instead",
              dst + 1, (long long)st.st_size, BOOT_MAX_COPIED_FILE);
-    static char buf[BOOT_MAX_COPIED_FILE];
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(in, buf + len, sizeof buf - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            fail("read %s", dst + 1);
-        if (n == 0 || (len += (size_t)n) == sizeof buf)
-            break;
-    }
-    close(in);
+    /* Streamed through a small buffer: a static one of the largest size stayed resident in
+     * every idle agent (PID 1 is this process), 48 KiB for /etc/ld.so.cache alone. */
     int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (out < 0)
         fail("create %s", dst);
-    for (size_t off = 0; off < len;) {
-        ssize_t n = write(out, buf + off, len - off);
-        if (n < 0 && errno == EINTR)
+    char buf[16384];
+    for (size_t total = 0; total < BOOT_MAX_COPIED_FILE;) {
+        size_t want =
+            BOOT_MAX_COPIED_FILE - total < sizeof buf ? BOOT_MAX_COPIED_FILE - total : sizeof buf;
+        ssize_t got = read(in, buf, want);
+        if (got < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            fail("write %s (the root tmpfs is full: %s)", dst, BOOT_ROOT_TMPFS_OPTS);
-        off += (size_t)n;
+        if (got < 0)
+            fail("read %s", dst + 1);
+        if (got == 0)
+            break;
+        for (size_t off = 0; off < (size_t)got;) {
+            ssize_t n = write(out, buf + off, (size_t)got - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                fail("write %s (the root tmpfs is full: %s)", dst, BOOT_ROOT_TMPFS_OPTS);
+            off += (size_t)n;
+        }
+        total += (size_t)got;
     }
+    close(in);
     close(out);
 }
 
