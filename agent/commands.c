@@ -42,6 +42,13 @@ void request_reset(void)
     agent_argv_n = agent_env_n = 0;
 }
 
+void commands_drop_scratch(void)
+{
+    arena_used = 0;
+    agent_drop_pages(arena, sizeof arena);
+    agent_drop_pages(agent_chunk, sizeof agent_chunk);
+}
+
 static char *arena_alloc(size_t n)
 {
     if (n > sizeof arena - arena_used)

@@ -19,9 +19,11 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -299,6 +301,23 @@ static bool read_full(int fd, uint8_t *p, size_t n)
         n -= (size_t)r;
     }
     return true;
+}
+
+void agent_drop_pages(void *p, size_t n)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+void agent_drop_scratch(void)
+{
+    agent_drop_pages(rx, sizeof rx);
+    agent_drop_pages(tx, sizeof tx);
+    agent_drop_pages(&requests, sizeof requests);
+    agent_drop_pages(&agent_ev, sizeof agent_ev);
+    commands_drop_scratch();
 }
 
 static void handle_client(int ci)
@@ -673,6 +692,7 @@ int agent_serve(const agent_config *config)
     agent_cfg = *config;
     if (serve_setup() != 0)
         return 1;
+    int64_t trimmed_at = -1; /* agent_last_activity_ms when the buffers were last given back */
     for (;;) {
         int clients_open = 0;
         int64_t now = now_ms(), wake = -1;
@@ -683,6 +703,18 @@ int agent_serve(const agent_config *config)
                 return 0;
             if (wake < 0 || agent_shutdown_at_ms < wake)
                 wake = agent_shutdown_at_ms;
+        }
+        /* No request for AGENT_TRIM_IDLE_MS: the per-request buffers' pages go back to the
+         * host (most of an idle agent's private memory); a burst of requests keeps them. Clients
+         * may stay connected and commands run: nothing in those buffers outlives a request. */
+        if (trimmed_at != agent_last_activity_ms) {
+            int64_t trim_at = agent_last_activity_ms + AGENT_TRIM_IDLE_MS;
+            if (now >= trim_at) {
+                agent_drop_scratch();
+                trimmed_at = agent_last_activity_ms;
+            } else if (wake < 0 || trim_at < wake) {
+                wake = trim_at;
+            }
         }
         if (agent_cfg.idle_ttl_s > 0 && clients_open == 0 && running == 0) {
             int64_t idle_end = agent_last_activity_ms + agent_cfg.idle_ttl_s * 1000;

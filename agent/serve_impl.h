@@ -100,6 +100,12 @@ typedef struct kernel {
 #define AGENT_ARENA_BYTES (AGENT_MAX_FRAME + AGENT_MAX_ENV * 2 + 4096)
 
 /* serve.c */
+/* Gives back the pages wholly inside [p, p + n) (MADV_DONTNEED): the next use faults in zeroes. */
+void agent_drop_pages(void *p, size_t n);
+/* Gives back the pages of every buffer one request uses and none keeps between requests (the
+ * frames in and out, the decoded requests, the event, the env arena, the output chunk): an idle
+ * agent (serve.c) and a spare, which never reads them (spawn.c), hold none of them. */
+void agent_drop_scratch(void);
 extern agent_config agent_cfg;
 extern client agent_clients[AGENT_MAX_CLIENTS];
 extern uid_t agent_uid;
@@ -145,6 +151,8 @@ uint32_t errno_code(int e);
 
 /* commands.c */
 void request_reset(void);
+/* Gives back the pages of commands.c's per-request buffers (the env arena, the output chunk). */
+void commands_drop_scratch(void);
 bool collect_env(const sbx_v1_AgentEnv *env, pb_size_t n);
 void sub_del(command *c, int ci);
 bool pump(command *c, int stream);

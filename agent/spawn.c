@@ -270,6 +270,10 @@ void spare_make(void)
         close_all_but(keep, sizeof keep / sizeof keep[0]);
         if (write(procs, "0", 1) != 1)
             _exit(126);
+        /* The agent's per-request buffers are nothing to a spare (its job comes through the
+         * shared mapping): dropping its copies frees the pages they pinned and spares the
+         * agent a page copy on its next write to each. */
+        agent_drop_scratch();
         /* What does not depend on the job is done while nothing waits for it; a failure
          * ends the spare (exit 126) and the next exec spawns as without one. */
         confine_prepare(agent_cfg.rlimit_nofile);

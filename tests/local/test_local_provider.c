@@ -72,11 +72,10 @@ static void test_local_program_runs_as_unprivileged_uid(void **state)
     lt_destroy(e, sb);
 }
 
-/* The CapBnd line of the agent (PID 1) of the one sandbox in e's runtime dir, read from the
- * host (a program of the sandbox cannot see PID 1 in its /proc). */
-static void agent_cap_bnd(const lt_env *e, char *out, size_t cap)
+/* The host pid of the agent (PID 1) of the one sandbox in e's runtime dir, from its meta file;
+ * 0 when there is none. */
+static long agent_pid(const lt_env *e)
 {
-    out[0] = '\0';
     DIR *d = opendir(e->runtime_dir);
     assert_non_null(d);
     char meta[512] = "";
@@ -84,7 +83,7 @@ static void agent_cap_bnd(const lt_env *e, char *out, size_t cap)
         if (strncmp(de->d_name, "l-", 2) == 0)
             snprintf(meta, sizeof meta, "%s/%s/meta", e->runtime_dir, de->d_name);
     closedir(d);
-    char line[200], status[64];
+    char line[200];
     long pid = 0;
     FILE *f = meta[0] != '\0' ? fopen(meta, "r") : NULL;
     while (f != NULL && fgets(line, sizeof line, f) != NULL)
@@ -92,10 +91,19 @@ static void agent_cap_bnd(const lt_env *e, char *out, size_t cap)
             pid = strtol(line + 4, NULL, 10);
     if (f != NULL)
         fclose(f);
+    return pid;
+}
+
+/* The line of /proc/PID/status starting with key, read from the host (a program of the sandbox
+ * cannot see PID 1 in its /proc); "" when there is none. */
+static void agent_status(long pid, const char *key, char *out, size_t cap)
+{
+    char line[200], status[64];
+    out[0] = '\0';
     snprintf(status, sizeof status, "/proc/%ld/status", pid);
-    f = pid > 1 ? fopen(status, "r") : NULL;
+    FILE *f = pid > 1 ? fopen(status, "r") : NULL;
     while (f != NULL && fgets(line, sizeof line, f) != NULL)
-        if (strncmp(line, "CapBnd:", 7) == 0)
+        if (strncmp(line, key, strlen(key)) == 0)
             snprintf(out, cap, "%s", line);
     if (f != NULL)
         fclose(f);
@@ -109,7 +117,7 @@ static void test_local_agent_keeps_an_empty_bounding_set(void **state)
     lt_env *e = *state;
     sbx_sandbox *sb = lt_create(e);
     char bnd[256];
-    agent_cap_bnd(e, bnd, sizeof bnd);
+    agent_status(agent_pid(e), "CapBnd:", bnd, sizeof bnd);
     sbx_result *r = lt_run(e, sb, "grep CapBnd /proc/self/status; echo ran");
     bool ran = lt_stdout_has(r, "CapBnd:\t0000000000000000") && lt_stdout_has(r, "ran");
     sbx_message_free((ProtobufCMessage *)r);
@@ -153,6 +161,32 @@ static void test_local_an_exec_inherits_nothing_of_the_previous_one(void **state
     lt_destroy(e, sb);
     assert_true(first);
     assert_true(second);
+}
+
+/* An agent with no request for a second gives back the pages of its per-request buffers (an
+ * exec's decoded request alone is 59 KiB), and serves the next request as before. */
+static void test_local_idle_agent_gives_back_its_request_buffers(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r = lt_run(e, sb, "echo one");
+    sbx_message_free((ProtobufCMessage *)r);
+    char line[256];
+    long pid = agent_pid(e), busy_kb = 0, idle_kb = 0;
+    agent_status(pid, "RssAnon:", line, sizeof line);
+    sscanf(line, "RssAnon: %ld", &busy_kb);
+    usleep(1600 * 1000); /* the agent's AGENT_TRIM_IDLE_MS is 1 s */
+    agent_status(pid, "RssAnon:", line, sizeof line);
+    sscanf(line, "RssAnon: %ld", &idle_kb);
+    r = lt_run(e, sb, "echo two");
+    bool again = lt_stdout_has(r, "two\n");
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+    if (idle_kb > busy_kb - 40)
+        fprintf(stderr, "agent RssAnon after an exec %ld KiB, idle %ld KiB\n", busy_kb, idle_kb);
+    assert_true(busy_kb > 0 && idle_kb > 0);
+    assert_true(idle_kb <= busy_kb - 40);
+    assert_true(again);
 }
 
 /* Each sandbox maps its ids to a host range of its own (its uid slot), so the kernel's per-user
@@ -812,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
         cmocka_unit_test(test_local_agent_keeps_an_empty_bounding_set),
         cmocka_unit_test(test_local_an_exec_inherits_nothing_of_the_previous_one),
+        cmocka_unit_test(test_local_idle_agent_gives_back_its_request_buffers),
         cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
         cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
         cmocka_unit_test(test_local_spare_is_forked_at_start_and_not_after_a_one_shot),
