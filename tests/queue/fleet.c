@@ -18,6 +18,8 @@
 
 /* How long a process may take to come up on a loaded machine. */
 #define FLEET_START_WAIT_MS 60000
+/* How long a signalled worker may take to exit (its drain included) before it is killed. */
+#define FLEET_STOP_WAIT_MS 60000
 
 static void die(const char *what)
 {
@@ -255,11 +257,32 @@ void fleet_start_worker(fleet *f, int i)
 
 void fleet_kill_worker(fleet *f, int i, int sig)
 {
-    if (f->worker_pid[i] > 0) {
-        kill(f->worker_pid[i], sig);
-        waitpid(f->worker_pid[i], NULL, 0);
-        f->worker_pid[i] = 0;
+    if (f->worker_pid[i] <= 0)
+        return;
+    kill(f->worker_pid[i], sig);
+    /* Bounded: a worker whose shutdown hangs (once, in libnats' natsConnection_Close) made the
+     * test wait for its whole ctest timeout (15 minutes) and say nothing. */
+    int waited = 0;
+    while (waitpid(f->worker_pid[i], NULL, WNOHANG) == 0) {
+        if (waited >= FLEET_STOP_WAIT_MS) {
+            kill(f->worker_pid[i], SIGKILL);
+            waitpid(f->worker_pid[i], NULL, 0);
+            f->worker_pid[i] = 0;
+            fprintf(stderr,
+                    "fleet: worker %d did not exit within %d ms of signal %d (killed); "
+                    "the end of its log:\n",
+                    i, FLEET_STOP_WAIT_MS, sig);
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "tail -n 20 '%s/worker-%d.log' >&2", f->dir, i);
+            if (system(cmd) != 0)
+                fprintf(stderr, "fleet: (no log)\n");
+            f->stop_hung = true; /* fails the test once fleet_stop has cleaned up */
+            return;
+        }
+        sleep_ms(50);
+        waited += 50;
     }
+    f->worker_pid[i] = 0;
 }
 
 sbx_broker *fleet_broker(fleet *f, const char *token_env)
@@ -320,4 +343,6 @@ void fleet_stop(fleet *f)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     if (system(cmd) != 0)
         fprintf(stderr, "fleet: could not remove %s\n", f->dir);
+    if (f->stop_hung)
+        die("a worker did not exit on its signal (above); everything else was stopped");
 }

@@ -35,6 +35,7 @@ typedef struct fleet {
     int threads;                      /* workers' broker.threads (their capacity) */
     const char *serve;                /* workers' worker.serve: "queue" (default) or "both" */
     int grpc_port[FLEET_MAX_WORKERS]; /* serve "both": each worker's gRPC port */
+    bool stop_hung;                   /* a worker did not exit on its signal (fleet_kill_worker) */
     bool no_record;                   /* workers do not record executions (benchmarks) */
     sbx_config *client_cfg;           /* the brokers' configuration (kept for its queue block) */
 } fleet;
