@@ -47,8 +47,9 @@
 /* A host that starts a frame must finish it within this time, and must read what the agent
  * sends within it; otherwise the connection is dropped (the agent never waits forever). */
 #define AGENT_IO_TIMEOUT_MS 10000
-/* Idle this long (no client, nothing running), an agent gives back the pages of its per-request
- * buffers: an idle sandbox costs the host less, and a burst of requests never refaults them. */
+/* No request for this long (clients may stay connected, commands may run), an agent gives back
+ * the pages of its per-request buffers: an idle sandbox costs the host less, and a burst of
+ * requests never refaults them. */
 #define AGENT_TRIM_IDLE_MS 1000
 /* Paths handled by the file API. */
 #define AGENT_MAX_PATH 1024

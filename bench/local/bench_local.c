@@ -381,7 +381,7 @@ int main(int argc, char **argv)
         run_true(all[alive]); /* idle after one use, like a session between calls */
     }
     /* Idle means idle: an agent gives back its per-request buffers after a second without a
-     * client (the agent's AGENT_TRIM_IDLE_MS); the last sandboxes made have had no second yet. */
+     * request (the agent's AGENT_TRIM_IDLE_MS); the last sandboxes made have had no second yet. */
     usleep(BENCH_IDLE_WAIT_MS * 1000);
     long rss_sum = 0, pss_sum = 0, rss_max = 0, spare_sum = 0;
     for (size_t i = 0; i < alive; i++) {
