@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ typedef struct spawn_args {
     gid_t g;
     bool keep;
     int in, out, err, extra3, extra4;
+    int hold;      /* an fd (close-on-exec) left open until execve, or -1 */
     int cg_procs;  /* the command's cgroup.procs to join first, or -1 */
     bool prepared; /* confine_prepare and the filter ran (a spare): confine_identity_filtered */
 } spawn_args;
@@ -43,6 +45,16 @@ typedef struct spawn_args {
 /* The child's own stack (it shares our memory until execve). 64 KiB: confinement and libc's
  * error paths need a few KiB. */
 static char spawn_stack[64 * 1024] __attribute__((aligned(16)));
+
+/* Closes fds from..to (to ~0u: every fd from `from` up). */
+static void close_from_to(unsigned from, unsigned to)
+{
+    if (from > to)
+        return;
+    if (syscall(SYS_close_range, from, to, 0) < 0)
+        for (unsigned fd = from; fd <= to && fd < 1024; fd++)
+            close((int)fd);
+}
 
 static int spawn_child(void *arg)
 {
@@ -68,9 +80,11 @@ static int spawn_child(void *arg)
         _exit(126);
     /* Nothing else of the agent's leaks in: sockets, the root fd, other pipes. */
     int first = e4 >= 0 ? 5 : (e3 >= 0 ? 4 : 3);
-    if (syscall(SYS_close_range, first, ~0u, 0) < 0)
-        for (int fd = first; fd < 1024; fd++)
-            close(fd);
+    if (a->hold >= first) { /* a spare's go socket: execve closes it (spare_take) */
+        close_from_to(first, a->hold - 1);
+        first = a->hold + 1;
+    }
+    close_from_to(first, ~0u);
     if (a->prepared)
         confine_identity_filtered(a->u, a->g, a->keep);
     else
@@ -102,8 +116,8 @@ pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u,
         return -e;
     }
     const char *path = resolve_exec(argv[0], env, env_count);
-    spawn_args sa = {argv,  env,   cwd,    path,   u,        g,    keep, with_stdin ? pi[0] : -1,
-                     po[1], pe[1], extra3, extra4, cg_procs, false};
+    spawn_args sa = {argv,  env,   cwd,    path,   u,  g,        keep, with_stdin ? pi[0] : -1,
+                     po[1], pe[1], extra3, extra4, -1, cg_procs, false};
     /* A plain fork (no CLONE_VM|CLONE_VFORK): with vfork the agent sleeps until the child
      * execs, so a program that SIGSTOPs every process of its uid (kill(-1, SIGSTOP)) catches
      * the child between setresuid and execve and wedges PID 1 forever. The page-table copy of
@@ -141,7 +155,8 @@ pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u,
  * before (measured: 7-12 ms on a loaded host, against 8 us back to back), which every exec
  * would pay on its critical path. So after each command starts, the agent forks the next
  * one's first process ahead of time: it joins a fresh cgroup while nothing waits for it, then
- * blocks until an exec hands it what to run through a shared mapping and one byte on a pipe.
+ * blocks until an exec hands it what to run through a shared mapping and one byte on a socket
+ * (the mapping is written again only once that spare has execed: job_reader).
  * Its stdout/stderr/stdin pipes are made before the fork, so no descriptor has to be passed.
  * It runs as the agent (root of the sandbox, non-dumpable) until then, like any child between
  * fork and confinement, but with confine_prepare's part done and the seccomp filter loaded: its
@@ -162,7 +177,7 @@ typedef struct spare_job {
 
 typedef struct spare {
     pid_t pid;    /* 0: none */
-    int go_fd;    /* write end: one byte starts it */
+    int go_fd;    /* its end of a socket pair: one byte starts it, EOF says it let go of the job */
     int out_r[2]; /* read ends of its stdout and stderr pipes */
     int in_w;     /* write end of its stdin pipe */
     int cg_fd;    /* its cgroup */
@@ -171,6 +186,27 @@ typedef struct spare {
 
 static spare_job *job; /* MAP_SHARED: the spare sees what the agent writes after the fork */
 static spare next_spare = {0, -1, {-1, -1}, -1, -1, ""};
+
+/* The go socket of the spare last handed the job, until it lets go of it: every spare shares
+ * the one job mapping, and a spare reads its argv and env from it until execve has copied them
+ * (on a loaded host, long after the agent has answered and taken the next request). Its end of
+ * the pair is close-on-exec and kept open until execve (spawn_args.hold), so EOF here means the
+ * job may be rewritten. -1: nobody reads it. */
+static int job_reader = -1;
+
+/* Whether the job mapping may be written: nobody reads it, or its reader execed or died. */
+static bool job_free(void)
+{
+    if (job_reader < 0)
+        return true;
+    char b;
+    ssize_t r = recv(job_reader, &b, 1, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return false; /* still reading it */
+    close(job_reader);
+    job_reader = -1;
+    return true;
+}
 
 /* The cgroup.procs of the cgroup cgroup_probe made, kept for the first spare (spare_make):
  * one cgroup made and removed fewer per sandbox. -1 once used or dropped. */
@@ -252,7 +288,7 @@ void spare_make(void)
         return;
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, go[2] = {-1, -1};
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(pi, O_CLOEXEC) < 0 ||
-        pipe2(go, O_CLOEXEC) < 0) {
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0) {
         int all[] = {po[0], po[1], pe[0], pe[1], pi[0], pi[1], go[0], go[1], procs};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             if (all[i] >= 0)
@@ -299,6 +335,7 @@ void spare_make(void)
                          pe[1],
                          -1,
                          -1,
+                         go[0],
                          -1,
                          true};
         spawn_child(&sa);
@@ -340,12 +377,13 @@ static char *job_string(const char *s, size_t *used)
     return d;
 }
 
-/* Hands the command to the waiting spare; false (nothing changed) when there is none or the
- * command does not fit the job, and the caller spawns directly. */
+/* Hands the command to the waiting spare; false (nothing changed) when there is none, when the
+ * spare before it has not taken its job yet (job_free), or when the command does not fit the
+ * job, and the caller spawns directly. */
 bool spare_take(command *c, char **argv, char **env, size_t env_count, const char *cwd, uid_t u,
                 gid_t g, bool keep, bool with_stdin)
 {
-    if (next_spare.pid <= 0)
+    if (next_spare.pid <= 0 || !job_free())
         return false;
     size_t used = 0, i = 0;
     for (; i < AGENT_MAX_ARGV + 3 && argv[i]; i++)
@@ -379,7 +417,7 @@ bool spare_take(command *c, char **argv, char **env, size_t env_count, const cha
     }
     c->cg_fd = next_spare.cg_fd;
     memcpy(c->cg_name, next_spare.cg_name, sizeof c->cg_name);
-    close(next_spare.go_fd);
+    job_reader = next_spare.go_fd; /* the job stays its own until it lets go */
     next_spare = (spare){0, -1, {-1, -1}, -1, -1, ""};
     return true;
 }

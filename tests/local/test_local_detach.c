@@ -6,6 +6,7 @@
  * the end, also of a command that ended already.
  */
 #include <pthread.h>
+#include <signal.h>
 
 #include "local_helpers.h"
 
@@ -221,6 +222,88 @@ static void test_detach_cancel_of_an_ended_command_reports_its_end(void **state)
     lt_close(&e);
 }
 
+/* ---- a spare slow to take its job -------------------------------------------------------- */
+
+/* The agent's pid (host view), from the sandbox's meta file. */
+static long agent_pid_of(sbx_sandbox *sb)
+{
+    char meta[512], line[200];
+    snprintf(meta, sizeof meta, "%s/meta", sbx_local_state_dir(sb));
+    FILE *f = fopen(meta, "r");
+    assert_non_null(f);
+    long pid = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "pid ", 4) == 0)
+            pid = strtol(line + 4, NULL, 10);
+    fclose(f);
+    assert_true(pid > 1);
+    return pid;
+}
+
+/* The agent's only child (its spare, in a session with nothing running), waited for; 0 when
+ * there is none after a while (no delegated cgroup: no spare). */
+static long the_spare(long agent)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", agent, agent);
+    for (int i = 0; i < 1000; i++) {
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        long kid = 0, more = 0;
+        int n = fscanf(f, "%ld %ld", &kid, &more);
+        fclose(f);
+        if (n == 1)
+            return kid;
+        usleep(10 * 1000);
+    }
+    return 0;
+}
+
+/* A command handed to a spare that has not yet taken its job (a loaded host: the spare is not
+ * scheduled before the next request arrives) runs what it was given, not the next command: the
+ * job the agent writes for the next spare must not be the one the first still reads. The first
+ * spare is held stopped from the host while the next command starts and ends. */
+static void test_detach_a_slow_spare_runs_its_own_command_not_the_next(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: no delegated cgroup, no spare */
+    lt_env e = {0};
+    e.ops = sbx_provider_lookup("local");
+    snprintf(e.runtime_dir, sizeof e.runtime_dir, "/tmp/sbxt-XXXXXX");
+    assert_non_null(mkdtemp(e.runtime_dir));
+    sbx_provider_ctx ctx = {0};
+    ctx.profile = "test-session";
+    ctx.runtime_dir = e.runtime_dir;
+    ctx.node = "test";
+    ctx.scope = SBX_SCOPE_PER_SESSION;
+    sbx_error err = {0};
+    assert_int_equal(e.ops->open(&ctx, &e.state, &err), SBX_OK);
+    sbx_sandbox *sb = lt_create(&e);
+    long spare = the_spare(agent_pid_of(sb));
+    if (spare <= 0) {
+        lt_destroy(&e, sb);
+        lt_close(&e);
+        skip(); /* no spare on this host */
+    }
+    assert_int_equal(kill((pid_t)spare, SIGSTOP), 0);
+    uint64_t id = start_detached(&e, sb, "echo first");
+    sbx_result *r = lt_run(&e, sb, "echo second");
+    bool second = lt_stdout_has(r, "second");
+    sbx_message_free(&r->base);
+    assert_int_equal(kill((pid_t)spare, SIGCONT), 0);
+    assert_int_equal(follow(&e, sb, id, 0, 0, NULL, &r, &err), SBX_OK);
+    bool first = r->stdout.len == 6 && memcmp(r->stdout.data, "first\n", 6) == 0;
+    if (!first)
+        fprintf(stderr, "the first command printed: %.*s\n", (int)r->stdout.len,
+                (const char *)r->stdout.data);
+    sbx_message_free(&r->base);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    assert_true(second);
+    assert_true(first);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_detach_offset_older_than_the_journal_is_refused),
         cmocka_unit_test(test_detach_follower_deadline_never_stops_the_command),
         cmocka_unit_test(test_detach_cancel_of_an_ended_command_reports_its_end),
+        cmocka_unit_test(test_detach_a_slow_spare_runs_its_own_command_not_the_next),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
