@@ -4,6 +4,8 @@
  * from the environment at connect time and never kept or printed. */
 #include "broker/jetstream.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,6 +411,85 @@ sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_co
     c->max_payload = natsConnection_GetMaxPayload(c->nc);
     *out = c;
     return SBX_OK;
+}
+
+typedef struct close_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sbxq_conn *c;
+    bool done;
+    int refs; /* the closing thread and the waiter: the last one frees */
+} close_wait;
+
+static void close_wait_release(close_wait *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool last = --w->refs == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (last) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+    }
+}
+
+static void *close_thread(void *arg)
+{
+    close_wait *w = arg;
+    sbxq_close(w->c);
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    close_wait_release(w);
+    return NULL;
+}
+
+bool sbxq_close_within(sbxq_conn *c, int ms)
+{
+    if (c == NULL)
+        return true;
+    close_wait *w = calloc(1, sizeof *w);
+    pthread_t tid;
+    pthread_attr_t attr;
+    bool threaded = false;
+    if (w != NULL && pthread_attr_init(&attr) == 0) {
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&w->cv, &ca);
+        pthread_condattr_destroy(&ca);
+        w->c = c;
+        w->refs = 2;
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        threaded = pthread_create(&tid, &attr, close_thread, w) == 0;
+        pthread_attr_destroy(&attr);
+        if (!threaded) {
+            pthread_cond_destroy(&w->cv);
+            pthread_mutex_destroy(&w->mu);
+        }
+    }
+    if (!threaded) { /* no thread to wait on: close here, unbounded */
+        free(w);
+        sbxq_close(c);
+        return true;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT) {
+    }
+    bool done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    close_wait_release(w);
+    return done;
 }
 
 void sbxq_close(sbxq_conn *c)

@@ -62,6 +62,10 @@ sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_co
                         sbx_error *err);
 /* Closes and frees. NULL is fine. */
 void sbxq_close(sbxq_conn *c);
+/* sbxq_close, waiting at most ms for it: true when it finished. Otherwise the close goes on in
+ * a thread of its own and c is left to it (a process about to exit does not wait for a client
+ * library that never returns; libnats 3.4 once hung in natsConnection_Close). */
+bool sbxq_close_within(sbxq_conn *c, int ms);
 
 /* The key of (subject, task_id). */
 void sbxq_key(const char *subject, const char *task_id, char out[SBXQ_KEY_LEN]);

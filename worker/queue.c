@@ -38,6 +38,10 @@
  * a leader); then the message stays unacknowledged and is redelivered. */
 #define QUEUE_STORE_ATTEMPTS 120
 #define QUEUE_STORE_RETRY_MS 250
+/* How long a stopping worker waits for its NATS connection to close once every in-flight
+ * request is done and acknowledged; then it exits without it (a close takes milliseconds, but
+ * libnats 3.4 once hung in it forever, and the worker with it). */
+#define QUEUE_CLOSE_WAIT_MS 5000
 /* Attempts at reading a task's record while the bucket does not answer (30 s: longer than a
  * JetStream leader election). */
 #define QUEUE_BUCKET_ATTEMPTS 120
@@ -624,7 +628,11 @@ void worker_queue_stop(worker_queue *q)
         pthread_join(q->hb, NULL);
     }
     free(q->threads);
-    sbxq_close(q->q);
+    if (!sbxq_close_within(q->q, QUEUE_CLOSE_WAIT_MS))
+        note(q,
+             "the NATS connection did not close within %d ms of the drain (the client library "
+             "hangs in it); going on without it",
+             QUEUE_CLOSE_WAIT_MS);
     worker_auth_free(&q->auth);
     pthread_cond_destroy(&q->hb_cv);
     pthread_mutex_destroy(&q->mu);

@@ -2,9 +2,10 @@
  * sbx-worker processes consuming it, queue brokers in this process. Sessions follow their
  * node, retries join the first completion fleet-wide, reused task ids are refused or kept
  * apart by principal, the workers' callers table applies, a node that is down is reported as
- * unavailable naming it, output streams, and result() works from another connection.
+ * unavailable naming it, output streams, and result() works from another connection; a worker
+ * whose NATS client hangs in its close still exits on SIGTERM.
  *
- * usage: test_queue_fleet PATH/sbx-worker
+ * usage: test_queue_fleet PATH/sbx-worker PATH/hang_nats_close.so
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 #include <cmocka.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "queue/fleet.h"
 #include "sbx/broker.h"
@@ -30,6 +33,7 @@
 #define WAIT_MS 120000
 
 static const char *worker_bin;
+static const char *hang_close_so; /* natsConnection_Close never returns (LD_PRELOAD) */
 static fleet F;
 static sbx_broker *B;
 
@@ -486,13 +490,65 @@ static void test_queue_session_of_a_stopped_node_ends_unavailable_naming_it(void
     sbx_request_free(m);
 }
 
+/* A worker's shutdown does not wait forever on its NATS client: libnats 3.4 once hung in
+ * natsConnection_Close after the drain, and the worker never exited on SIGTERM. Here a worker
+ * whose natsConnection_Close never returns (preloaded) exits 0 within the bound, saying so. */
+static void test_queue_worker_exits_on_sigterm_when_the_nats_close_hangs(void **state)
+{
+    (void)state;
+    const int slot = 3;
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *saved = asan != NULL ? strdup(asan) : NULL;
+    char opts[512];
+    /* ASan checks that its runtime is the first library loaded; the preload comes first */
+    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    setenv("LD_PRELOAD", hang_close_so, 1);
+    fleet_start_worker(&F, slot);
+    unsetenv("LD_PRELOAD");
+    if (saved != NULL)
+        setenv("ASAN_OPTIONS", saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(saved);
+    pid_t pid = F.worker_pid[slot];
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int status = 0, waited = 0;
+    pid_t got = 0;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && waited < 30000) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        waited += 50;
+    }
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    F.worker_pid[slot] = 0;
+    char log[600], line[512];
+    snprintf(log, sizeof log, "%s/worker-%d.log", F.dir, slot);
+    FILE *f = fopen(log, "r");
+    bool said = false;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        said = said || strstr(line, "NATS connection did not close within") != NULL;
+    if (f != NULL)
+        fclose(f);
+    if (got != pid)
+        fail_msg("the worker did not exit within 30 s of SIGTERM (killed)");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(said);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH/sbx-worker\n", argv[0]);
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s PATH/sbx-worker PATH/hang_nats_close.so\n", argv[0]);
         return 2;
     }
     worker_bin = argv[1];
+    hang_close_so = argv[2];
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_one_shot_runs_on_a_worker_delivered_once),
@@ -508,6 +564,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_pending_task_is_collected_later_with_result),
         cmocka_unit_test(test_queue_cancellation_ends_the_call),
         cmocka_unit_test(test_queue_session_of_a_stopped_node_ends_unavailable_naming_it),
+        cmocka_unit_test(test_queue_worker_exits_on_sigterm_when_the_nats_close_hangs),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
