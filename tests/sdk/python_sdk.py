@@ -258,7 +258,8 @@ class Plain(unittest.TestCase):
                                                                       r.stderr)
                 except sbx.TimeoutError:
                     why = "it still runs"
-                self.fail("the server in the sandbox never listened: " + why)
+                self.fail("the server in the sandbox never listened: %s (the probe ended with %d, "
+                          "stderr %r)" % (why, ready.exit_code, ready.stderr[-400:]))
             url, token = box.expose(8000)
             self.assertEqual(token, "")
             with urllib.request.urlopen(url + "f.txt", timeout=20) as r:
