@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,9 +20,26 @@
 #define KERNEL_MAX_VALUE 4000
 
 kernel agent_py = {0, -1, -1, {-1, -1}, -1, false, -1};
-static uint8_t code_buf[AGENT_MAX_CODE];
+static uint8_t code_buf[AGENT_MAX_CODE]; /* the run_code being started: filled and used at once */
 static size_t code_len;
-static uint64_t code_req;
+static size_t code_touched; /* bytes of code_buf written since its pages were last given back */
+
+void kernel_drop_scratch(void)
+{
+    if (code_touched > 0) /* whole pages within code_buf only (agent_drop_pages rounds in) */
+        agent_drop_pages(code_buf,
+                         code_touched < sizeof code_buf ? code_touched + 1 : sizeof code_buf);
+    code_touched = 0;
+}
+
+/* Takes the whole code into code_buf. */
+static void code_take(const uint8_t *p, size_t n)
+{
+    memcpy(code_buf, p, n);
+    code_len = n;
+    if (n > code_touched)
+        code_touched = n;
+}
 
 void kernel_reset(void)
 {
@@ -110,24 +128,64 @@ void kernel_stdin_end(command *c)
 
 static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x);
 
+void code_drop(client *cl)
+{
+    free(cl->cbuf);
+    cl->cbuf = NULL;
+    cl->clen = 0;
+    cl->creq = 0;
+    cl->crefused_req = 0;
+}
+
+/* Refuses client ci's run_code id: the rest of its chunks, if more follow, is dropped unrun. */
+static void code_refuse(int ci, uint64_t id, bool more, const char *why)
+{
+    client *cl = &agent_clients[ci];
+    code_drop(cl);
+    cl->crefused_req = more ? id : 0;
+    send_error(ci, id, EC_RESOURCE_EXHAUSTED, "%s", why);
+}
+
 void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x)
 {
-    /* Chunks accumulate until `more` is false. A new request id starts a new buffer. */
-    if (code_req != id) {
-        code_req = id;
-        code_len = 0;
+    client *cl = &agent_clients[ci];
+    /* Chunks of one request gather, per client, until `more` is false. Another request of the
+     * client drops what an unfinished one left; the chunks after a refusal are dropped, never
+     * run on their own (a tail of a program is not the program). */
+    if (cl->crefused_req != 0) {
+        if (cl->crefused_req == id) {
+            if (!x->more)
+                cl->crefused_req = 0;
+            return;
+        }
+        cl->crefused_req = 0;
     }
-    if (code_len + x->code.size > sizeof code_buf) {
-        code_req = 0;
-        send_error(ci, id, EC_RESOURCE_EXHAUSTED, "code is larger than %u bytes",
-                   (unsigned)sizeof code_buf);
+    if (cl->creq != id)
+        code_drop(cl);
+    if (cl->clen == 0 && !x->more) { /* the whole code in one frame */
+        code_take(x->code.bytes, x->code.size);
+        handle_code_complete(ci, id, x);
         return;
     }
-    memcpy(code_buf + code_len, x->code.bytes, x->code.size);
-    code_len += x->code.size;
+    if (cl->clen + x->code.size > AGENT_MAX_CODE) {
+        char why[64];
+        snprintf(why, sizeof why, "code is larger than %u bytes", (unsigned)AGENT_MAX_CODE);
+        code_refuse(ci, id, x->more, why);
+        return;
+    }
+    /* Room for the largest code at once: malloc maps it, and only the pages the chunks fill
+     * are ever touched; freed when the code starts or is dropped. */
+    if (cl->cbuf == NULL && (cl->cbuf = malloc(AGENT_MAX_CODE)) == NULL) {
+        code_refuse(ci, id, x->more, "out of memory gathering the code's chunks");
+        return;
+    }
+    cl->creq = id;
+    memcpy(cl->cbuf + cl->clen, x->code.bytes, x->code.size);
+    cl->clen += x->code.size;
     if (x->more)
         return;
-    code_req = 0;
+    code_take(cl->cbuf, cl->clen);
+    code_drop(cl);
     handle_code_complete(ci, id, x);
 }
 

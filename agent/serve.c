@@ -163,6 +163,7 @@ static void drop_client(int ci)
     if (cl->wfd >= 0)
         close(cl->wfd);
     cl->wfd = -1;
+    code_drop(cl);
     for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
         if (agent_commands[i].used)
             sub_del(&agent_commands[i], ci); /* keeps running; reattach by id */
@@ -318,6 +319,7 @@ void agent_drop_scratch(void)
     agent_drop_pages(&requests, sizeof requests);
     agent_drop_pages(&agent_ev, sizeof agent_ev);
     commands_drop_scratch();
+    kernel_drop_scratch();
 }
 
 static void handle_client(int ci)

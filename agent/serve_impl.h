@@ -85,6 +85,11 @@ typedef struct client {
     int wfd;
     uint64_t wreq, woffset, wfailed_req;
     char wpath[AGENT_MAX_PATH];
+    /* an in-progress chunked run_code (AgentCode.more): each client's chunks gather in a buffer
+     * of its own (request ids are per connection: two clients' chunks must never meet) */
+    uint64_t creq, crefused_req; /* its request; a refused one whose rest is dropped */
+    uint8_t *cbuf;               /* malloc'd, at most AGENT_MAX_CODE bytes */
+    size_t clen;
 } client;
 
 typedef struct kernel {
@@ -153,6 +158,8 @@ uint32_t errno_code(int e);
 void request_reset(void);
 /* Gives back the pages of commands.c's per-request buffers (the env arena, the output chunk). */
 void commands_drop_scratch(void);
+/* Gives back the pages of the last run_code's buffer (agent_drop_scratch). */
+void kernel_drop_scratch(void);
 bool collect_env(const sbx_v1_AgentEnv *env, pb_size_t n);
 void sub_del(command *c, int ci);
 bool pump(command *c, int stream);
@@ -192,6 +199,8 @@ void kill_tree(command *c);
 void kernel_reset(void);
 bool kernel_stdin(command *c, const uint8_t *p, size_t n);
 void kernel_stdin_end(command *c);
+/* Drops client ci's chunked run_code in progress, if any. */
+void code_drop(client *cl);
 void handle_code(int ci, uint64_t id, sbx_v1_AgentCode *x);
 void kernel_reply(void);
 void kernel_output(int s);

@@ -7,8 +7,12 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "local_helpers.h"
+
+#include "providers/common/agent_client.h"
 
 /* Output of the journal-overflow test: more than the agent keeps (AGENT_JOURNAL_BYTES). */
 #define JOURNAL_BYTES (256u * 1024u)
@@ -259,6 +263,36 @@ static long the_spare(long agent)
     return 0;
 }
 
+/* The provider with session scope (an agent that keeps forking spares). */
+static void open_sessions(lt_env *e)
+{
+    memset(e, 0, sizeof *e);
+    e->ops = sbx_provider_lookup("local");
+    snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
+    assert_non_null(mkdtemp(e->runtime_dir));
+    sbx_provider_ctx ctx = {0};
+    ctx.profile = "test-session";
+    ctx.runtime_dir = e->runtime_dir;
+    ctx.node = "test";
+    ctx.scope = SBX_SCOPE_PER_SESSION;
+    sbx_error err = {0};
+    assert_int_equal(e->ops->open(&ctx, &e->state, &err), SBX_OK);
+}
+
+/* Stops sb's waiting spare with SIGSTOP from the host and returns its pid; skips the test
+ * (after cleaning up) where there is none. */
+static long stop_the_spare(lt_env *e, sbx_sandbox *sb)
+{
+    long spare = the_spare(agent_pid_of(sb));
+    if (spare <= 0) {
+        lt_destroy(e, sb);
+        lt_close(e);
+        skip(); /* no spare on this host */
+    }
+    assert_int_equal(kill((pid_t)spare, SIGSTOP), 0);
+    return spare;
+}
+
 /* A command handed to a spare that has not yet taken its job (a loaded host: the spare is not
  * scheduled before the next request arrives) runs what it was given, not the next command: the
  * job the agent writes for the next spare must not be the one the first still reads. The first
@@ -268,25 +302,11 @@ static void test_detach_a_slow_spare_runs_its_own_command_not_the_next(void **st
     (void)state;
     if (getuid() != 0)
         skip(); /* rootless: no delegated cgroup, no spare */
-    lt_env e = {0};
-    e.ops = sbx_provider_lookup("local");
-    snprintf(e.runtime_dir, sizeof e.runtime_dir, "/tmp/sbxt-XXXXXX");
-    assert_non_null(mkdtemp(e.runtime_dir));
-    sbx_provider_ctx ctx = {0};
-    ctx.profile = "test-session";
-    ctx.runtime_dir = e.runtime_dir;
-    ctx.node = "test";
-    ctx.scope = SBX_SCOPE_PER_SESSION;
+    lt_env e;
+    open_sessions(&e);
     sbx_error err = {0};
-    assert_int_equal(e.ops->open(&ctx, &e.state, &err), SBX_OK);
     sbx_sandbox *sb = lt_create(&e);
-    long spare = the_spare(agent_pid_of(sb));
-    if (spare <= 0) {
-        lt_destroy(&e, sb);
-        lt_close(&e);
-        skip(); /* no spare on this host */
-    }
-    assert_int_equal(kill((pid_t)spare, SIGSTOP), 0);
+    long spare = stop_the_spare(&e, sb);
     uint64_t id = start_detached(&e, sb, "echo first");
     sbx_result *r = lt_run(&e, sb, "echo second");
     bool second = lt_stdout_has(r, "second");
@@ -304,6 +324,184 @@ static void test_detach_a_slow_spare_runs_its_own_command_not_the_next(void **st
     assert_true(first);
 }
 
+/* ---- run_code in chunks, from two connections ----------------------------------------- */
+
+static int raw_connect(sbx_sandbox *sb)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s/box/agent.sock", sbx_local_state_dir(sb));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+static void raw_send(int fd, const Sbx__V1__AgentRequest *r)
+{
+    size_t n = sbx__v1__agent_request__get_packed_size(r);
+    uint8_t *buf = malloc(4 + n);
+    assert_non_null(buf);
+    buf[0] = (uint8_t)n;
+    buf[1] = (uint8_t)(n >> 8);
+    buf[2] = (uint8_t)(n >> 16);
+    buf[3] = (uint8_t)(n >> 24);
+    sbx__v1__agent_request__pack(r, buf + 4);
+    assert_int_equal(write(fd, buf, 4 + n), (ssize_t)(4 + n));
+    free(buf);
+}
+
+static void raw_read_all(int fd, uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        assert_true(r > 0);
+        p += r;
+        n -= (size_t)r;
+    }
+}
+
+/* The next event on fd (caller frees). */
+static Sbx__V1__AgentEvent *raw_event(int fd)
+{
+    uint8_t h[4];
+    raw_read_all(fd, h, 4);
+    uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    assert_true(n <= SBX_AGENT_MAX_FRAME);
+    uint8_t *buf = malloc(n ? n : 1);
+    assert_non_null(buf);
+    raw_read_all(fd, buf, n);
+    Sbx__V1__AgentEvent *ev = sbx__v1__agent_event__unpack(NULL, n, buf);
+    free(buf);
+    assert_non_null(ev);
+    return ev;
+}
+
+/* Sends one chunk of a shell run_code with request id 1. */
+static void code_chunk(int fd, const char *code, bool more)
+{
+    Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
+    Sbx__V1__AgentCode x = SBX__V1__AGENT_CODE__INIT;
+    r.id = 1;
+    r.body_case = SBX__V1__AGENT_REQUEST__BODY_CODE;
+    r.code = &x;
+    x.language = "sh";
+    x.code.data = (uint8_t *)code;
+    x.code.len = strlen(code);
+    x.more = more;
+    raw_send(fd, &r);
+}
+
+/* Pings with request id 2 and waits for the pong: every frame sent before it was handled. */
+static void ping_through(int fd)
+{
+    Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
+    Sbx__V1__AgentPing p = SBX__V1__AGENT_PING__INIT;
+    r.id = 2;
+    r.body_case = SBX__V1__AGENT_REQUEST__BODY_PING;
+    r.ping = &p;
+    raw_send(fd, &r);
+    for (;;) {
+        Sbx__V1__AgentEvent *ev = raw_event(fd);
+        bool pong = ev->id == 2 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_PONG;
+        sbx__v1__agent_event__free_unpacked(ev, NULL);
+        if (pong)
+            return;
+    }
+}
+
+/* What request 1 printed on stdout until its end (or its error, as "error: ..."). */
+static void code_output(int fd, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (;;) {
+        Sbx__V1__AgentEvent *ev = raw_event(fd);
+        bool end = false;
+        if (ev->id == 1 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_OUTPUT &&
+            ev->output->stream == SBX__V1__AGENT_STREAM__AGENT_STREAM_STDOUT) {
+            size_t n = ev->output->data.len < cap - 1 - len ? ev->output->data.len : cap - 1 - len;
+            memcpy(out + len, ev->output->data.data, n);
+            out[len += n] = '\0';
+        } else if (ev->id == 1 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_ERROR) {
+            snprintf(out, cap, "error: %s", ev->error->message);
+            end = true;
+        } else if (ev->id == 1 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_EXIT) {
+            end = true;
+        }
+        sbx__v1__agent_event__free_unpacked(ev, NULL);
+        if (end)
+            return;
+    }
+}
+
+/* Two connections of one sandbox each send a chunked run_code with the same request id (ids
+ * are per connection), interleaved: each runs its own code and prints only its own output.
+ * The chunks gathered in one buffer for the whole agent, keyed by request id: the second
+ * connection's code ran appended to the first's chunk and the first ran its tail alone. */
+static void test_detach_chunked_code_of_two_connections_never_meets(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    int a = raw_connect(sb), b = raw_connect(sb);
+    code_chunk(a, "echo A1\n", true);
+    ping_through(a);
+    code_chunk(b, "echo B1\n", true);
+    ping_through(b);
+    code_chunk(a, "echo A2\n", false);
+    char out_a[256], out_b[256];
+    code_output(a, out_a, sizeof out_a);
+    code_chunk(b, "echo B2\n", false);
+    code_output(b, out_b, sizeof out_b);
+    close(a);
+    close(b);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    assert_string_equal(out_a, "A1\nA2\n");
+    assert_string_equal(out_b, "B1\nB2\n");
+}
+
+/* A chunked run_code refused for its size is refused whole: the chunks after the refusal are
+ * dropped, not run as a program of their own (the tail of the code started a new one). */
+static void test_detach_code_refused_for_its_size_runs_no_tail(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    int a = raw_connect(sb);
+    static char chunk[32768];
+    memset(chunk, '#', sizeof chunk - 2);
+    chunk[sizeof chunk - 2] = '\n';
+    chunk[sizeof chunk - 1] = '\0';
+    for (int i = 0; i < 40; i++) /* 40 x 32 KiB: past the 1 MiB the agent gathers */
+        code_chunk(a, chunk, true);
+    code_chunk(a, "echo TAIL-RAN\n", false);
+    char out[256];
+    code_output(a, out, sizeof out); /* up to the refusal */
+    /* A tail started as a program would have answered Started before the agent reads the ping
+     * sent after it. */
+    Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
+    Sbx__V1__AgentPing p = SBX__V1__AGENT_PING__INIT;
+    r.id = 2;
+    r.body_case = SBX__V1__AGENT_REQUEST__BODY_PING;
+    r.ping = &p;
+    raw_send(a, &r);
+    int started = 0;
+    for (bool pong = false; !pong;) {
+        Sbx__V1__AgentEvent *ev = raw_event(a);
+        started += ev->id == 1 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_STARTED;
+        pong = ev->id == 2 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_PONG;
+        sbx__v1__agent_event__free_unpacked(ev, NULL);
+    }
+    close(a);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    assert_non_null(strstr(out, "error: code is larger than"));
+    assert_int_equal(started, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +510,8 @@ int main(void)
         cmocka_unit_test(test_detach_follower_deadline_never_stops_the_command),
         cmocka_unit_test(test_detach_cancel_of_an_ended_command_reports_its_end),
         cmocka_unit_test(test_detach_a_slow_spare_runs_its_own_command_not_the_next),
+        cmocka_unit_test(test_detach_chunked_code_of_two_connections_never_meets),
+        cmocka_unit_test(test_detach_code_refused_for_its_size_runs_no_tail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
