@@ -598,7 +598,7 @@ void handle_signal(int ci, uint64_t id, sbx_v1_AgentSignal *x)
     if (x->signo == SIGKILL) {
         kill_tree(c);
     } else {
-        kill(-c->pid, x->signo);
+        signal_group(c->pid, x->signo);
     }
 }
 

@@ -429,7 +429,7 @@ static void handle_signals(void)
             continue;
         for (int i = 0; i < AGENT_MAX_COMMANDS; i++)
             if (agent_commands[i].used && agent_commands[i].running && agent_commands[i].pid > 0)
-                kill(-agent_commands[i].pid, (int)si.ssi_signo);
+                signal_group(agent_commands[i].pid, (int)si.ssi_signo);
         if (agent_py.pid > 0)
             kill(-agent_py.pid, (int)si.ssi_signo);
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT || si.ssi_signo == SIGHUP ||

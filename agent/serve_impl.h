@@ -194,6 +194,10 @@ int cgroup_create(char name[32], int *dir_fd);
 int cgroup_make(command *c);
 void cgroup_release(command *c);
 void kill_tree(command *c);
+/* Sends sig to the process group of a command's first process (pid: a child of ours not yet
+ * reaped), or to that process alone while it has not made the group yet: between its fork and
+ * its setsid nothing else of it exists, and a kill(-pid) would fail with ESRCH and be lost. */
+void signal_group(pid_t pid, int sig);
 
 /* kernel.c */
 void kernel_reset(void);

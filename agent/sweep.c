@@ -175,12 +175,18 @@ void cgroup_release(command *c)
 /* Kills c's whole process tree: its session/process group, and anything that moved to
  * another group but kept the session. When c is the only thing running (the usual case),
  * also every process that escaped with setsid, except the idle python kernel. */
+void signal_group(pid_t pid, int sig)
+{
+    if (kill(-pid, sig) < 0 && errno == ESRCH)
+        kill(pid, sig);
+}
+
 void kill_tree(command *c)
 {
     if (c->pid <= 0)
         return;
     pid_t target = c->pid;
-    kill(-target, SIGKILL);
+    signal_group(target, SIGKILL);
     if (c->cg_fd >= 0 && cgroup_kill(c->cg_fd))
         return; /* the cgroup held every process the command ever started, and is empty */
     each_process(kill_if_in_session, &target);

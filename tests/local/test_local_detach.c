@@ -324,6 +324,39 @@ static void test_detach_a_slow_spare_runs_its_own_command_not_the_next(void **st
     assert_true(first);
 }
 
+/* A signal sent to a command before its first process made its process group (a spare not
+ * yet scheduled: between fork and setsid) reaches it: kill(-pid) failed with ESRCH and the
+ * signal was lost, so a command cancelled with SIGTERM right after its start ran on. */
+static void test_detach_a_signal_before_the_command_runs_still_reaches_it(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: no delegated cgroup, no spare */
+    lt_env e;
+    open_sessions(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    long spare = stop_the_spare(&e, sb);
+    uint64_t id = start_detached(&e, sb, "sleep 1; echo survived");
+    char sock[256];
+    snprintf(sock, sizeof sock, "%s/box/agent.sock", sbx_local_state_dir(sb));
+    sbx_agent_conn *c = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_agent_connect(sock, 0, &c, &err), SBX_OK);
+    assert_int_equal(sbx_agent_signal(c, id, SIGTERM, &err), SBX_OK);
+    sbx_agent_close(c);
+    assert_int_equal(kill((pid_t)spare, SIGCONT), 0);
+    sbx_result *r;
+    assert_int_equal(follow(&e, sb, id, 0, 0, NULL, &r, &err), SBX_OK);
+    int outcome = r->outcome, signo = r->signal;
+    bool survived = r->stdout.len > 0;
+    sbx_message_free(&r->base);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    assert_false(survived);
+    assert_int_equal(outcome, SBX__V1__OUTCOME__OUTCOME_SIGNALED);
+    assert_int_equal(signo, SIGTERM);
+}
+
 /* ---- run_code in chunks, from two connections ----------------------------------------- */
 
 static int raw_connect(sbx_sandbox *sb)
@@ -510,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_detach_follower_deadline_never_stops_the_command),
         cmocka_unit_test(test_detach_cancel_of_an_ended_command_reports_its_end),
         cmocka_unit_test(test_detach_a_slow_spare_runs_its_own_command_not_the_next),
+        cmocka_unit_test(test_detach_a_signal_before_the_command_runs_still_reaches_it),
         cmocka_unit_test(test_detach_chunked_code_of_two_connections_never_meets),
         cmocka_unit_test(test_detach_code_refused_for_its_size_runs_no_tail),
     };
