@@ -387,49 +387,60 @@ static bool recv_exact(sbx_agent_conn *c, uint8_t *p, size_t n, int64_t deadline
 
 /* Receives the next event for request id `id` (events for other ids are stale and skipped).
  * *ev is freed by the caller with sbx__v1__agent_event__free_unpacked. */
-static sbx_status recv_event(sbx_agent_conn *c, uint64_t id, int64_t deadline,
-                             const volatile int *cancel, Sbx__V1__AgentEvent **ev, sbx_error *err)
+/* The next event, whatever request it answers (the caller tells its own from stale ones). */
+static sbx_status recv_one(sbx_agent_conn *c, int64_t deadline, const volatile int *cancel,
+                           Sbx__V1__AgentEvent **ev, sbx_error *err)
 {
     *ev = NULL;
     if (c->broken)
         return sbx_error_set(err, SBX_E_PROVISION, "the agent connection failed earlier");
+    uint8_t hdr[4];
+    sbx_status st = SBX_OK;
+    /* A hostile agent that keeps the socket full (stale events, endless output) must not
+     * hold us past the deadline: recv_exact only notices it when no data is waiting. */
+    if (remaining_ms(deadline) == 0)
+        return sbx_error_set(err, SBX_E_TIMEOUT, "the agent did not answer in time");
+    if (cancel && *cancel)
+        return sbx_error_set(err, SBX_E_TIMEOUT, "cancelled");
+    if (!recv_exact(c, hdr, 4, deadline, &st, err, cancel))
+        return st;
+    uint32_t n =
+        (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+    if (n > SBX_AGENT_MAX_FRAME) {
+        c->broken = true;
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "the agent sent a frame of %u bytes (limit %u): refusing a "
+                             "misbehaving agent",
+                             n, SBX_AGENT_MAX_FRAME);
+    }
+    /* a frame, once started, must arrive whole even past a cancel */
+    if (!recv_exact(c, c->rx, n, deadline + SBX_AGENT_DEADLINE_GRACE_MS, &st, err, NULL)) {
+        c->broken = true;
+        return st;
+    }
+    Sbx__V1__AgentEvent *e = sbx__v1__agent_event__unpack(NULL, n, c->rx);
+    if (!e) {
+        c->broken = true;
+        return sbx_error_set(err, SBX_E_PROVISION, "the agent sent a malformed event (%u bytes)",
+                             n);
+    }
+    *ev = e;
+    return SBX_OK;
+}
+
+/* The next event answering request id; events of other (earlier) requests are dropped. */
+static sbx_status recv_event(sbx_agent_conn *c, uint64_t id, int64_t deadline,
+                             const volatile int *cancel, Sbx__V1__AgentEvent **ev, sbx_error *err)
+{
     for (;;) {
-        uint8_t hdr[4];
-        sbx_status st = SBX_OK;
-        /* A hostile agent that keeps the socket full (stale events, endless output) must not
-         * hold us past the deadline: recv_exact only notices it when no data is waiting. */
-        if (remaining_ms(deadline) == 0)
-            return sbx_error_set(err, SBX_E_TIMEOUT, "the agent did not answer in time");
-        if (cancel && *cancel)
-            return sbx_error_set(err, SBX_E_TIMEOUT, "cancelled");
-        if (!recv_exact(c, hdr, 4, deadline, &st, err, cancel))
+        sbx_status st = recv_one(c, deadline, cancel, ev, err);
+        if (st != SBX_OK)
             return st;
-        uint32_t n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
-                     (uint32_t)hdr[3] << 24;
-        if (n > SBX_AGENT_MAX_FRAME) {
-            c->broken = true;
-            return sbx_error_set(err, SBX_E_PROVISION,
-                                 "the agent sent a frame of %u bytes (limit %u): refusing a "
-                                 "misbehaving agent",
-                                 n, SBX_AGENT_MAX_FRAME);
-        }
-        /* a frame, once started, must arrive whole even past a cancel */
-        if (!recv_exact(c, c->rx, n, deadline + SBX_AGENT_DEADLINE_GRACE_MS, &st, err, NULL)) {
-            c->broken = true;
-            return st;
-        }
-        Sbx__V1__AgentEvent *e = sbx__v1__agent_event__unpack(NULL, n, c->rx);
-        if (!e) {
-            c->broken = true;
-            return sbx_error_set(err, SBX_E_PROVISION,
-                                 "the agent sent a malformed event (%u bytes)", n);
-        }
-        if (e->id != id || e->body_case == SBX__V1__AGENT_EVENT__BODY__NOT_SET) {
-            sbx__v1__agent_event__free_unpacked(e, NULL);
-            continue;
-        }
-        *ev = e;
-        return SBX_OK;
+        Sbx__V1__AgentEvent *e = *ev;
+        if (e->id == id && e->body_case != SBX__V1__AGENT_EVENT__BODY__NOT_SET)
+            return SBX_OK;
+        sbx__v1__agent_event__free_unpacked(e, NULL);
+        *ev = NULL;
     }
 }
 
@@ -1030,6 +1041,7 @@ sbx_status sbx_agent_write_file(sbx_agent_conn *c, const Sbx__V1__WriteFile *op,
     uint64_t id = c->next_id++;
     size_t off = 0;
     sbx_status st = SBX_OK;
+    Sbx__V1__AgentEvent *early = NULL; /* our answer, read while still sending */
     do {
         Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
         Sbx__V1__AgentFileWrite w = SBX__V1__AGENT_FILE_WRITE__INIT;
@@ -1052,13 +1064,25 @@ sbx_status sbx_agent_write_file(sbx_agent_conn *c, const Sbx__V1__WriteFile *op,
         st = send_request(c, &r, deadline, err);
         if (st != SBX_OK)
             return st;
-        /* an early error (path refused) arrives while we still send: notice it */
+        /* An early error (path refused) arrives while we still send: notice it. What else is
+         * waiting answers earlier requests (the end of a command that timed out, the output of
+         * one a cancel's signal left running) and is dropped: stopping for it left the agent
+         * waiting for the rest and the file cut at its first chunk. */
         struct pollfd p = {c->fd, POLLIN, 0};
-        if (!w.last && poll(&p, 1, 0) == 1)
-            break;
-    } while (off < op->content.len);
-    Sbx__V1__AgentEvent *e;
-    st = recv_event(c, id, deadline, NULL, &e, err);
+        while (early == NULL && !w.last && poll(&p, 1, 0) == 1) {
+            Sbx__V1__AgentEvent *ev;
+            st = recv_one(c, deadline, NULL, &ev, err);
+            if (st != SBX_OK)
+                return st;
+            if (ev->id == id && ev->body_case != SBX__V1__AGENT_EVENT__BODY__NOT_SET)
+                early = ev;
+            else
+                sbx__v1__agent_event__free_unpacked(ev, NULL);
+        }
+    } while (early == NULL && off < op->content.len);
+    Sbx__V1__AgentEvent *e = early;
+    if (e == NULL)
+        st = recv_event(c, id, deadline, NULL, &e, err);
     if (st != SBX_OK)
         return st;
     if (e->body_case == SBX__V1__AGENT_EVENT__BODY_WRITTEN) {

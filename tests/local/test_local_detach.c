@@ -535,6 +535,59 @@ static void test_detach_code_refused_for_its_size_runs_no_tail(void **state)
     assert_int_equal(started, 0);
 }
 
+/* A file written on a connection that still follows a command (a cancel whose signal the
+ * command handled leaves it followed, and its end comes later) is written whole: the client
+ * took any waiting event for an early answer to the write, stopped sending after the first
+ * chunk, and then waited for an answer the agent never sent (the file cut at 32 KiB, the write
+ * a timeout). */
+static void test_detach_a_write_while_the_end_of_a_followed_command_waits(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    uint64_t id = start_detached(&e, sb, "trap '' TERM; touch /tmp/ready; sleep 1; exit 0");
+    bool ready = false;
+    for (int i = 0; i < 100 && !ready; i++) { /* its trap is set */
+        sbx_result *t = lt_run(&e, sb, "test -e /tmp/ready && echo yes");
+        ready = lt_stdout_has(t, "yes");
+        sbx_message_free(&t->base);
+    }
+    assert_true(ready);
+    Sbx__V1__CancelCommand op = SBX__V1__CANCEL_COMMAND__INIT;
+    op.command_id = id;
+    op.signal = SIGTERM;
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(500, NULL);
+    sbx_error err = {0};
+    assert_int_equal(e.ops->cancel_command(sb, &op, &o, r, &err), SBX_OK);
+    bool handled = false; /* the cancel's notice: the command still runs */
+    for (size_t i = 0; i < r->n_provider_data; i++)
+        handled = handled || strcmp(r->provider_data[i]->key, "notice") == 0;
+    sbx_message_free(&r->base);
+    usleep(1500 * 1000); /* its end waits on the connection */
+    static uint8_t data[100 * 1024];
+    memset(data, 'w', sizeof data);
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.path = "/tmp/big";
+    w.content.data = data;
+    w.content.len = sizeof data;
+    o = lt_opts(10000, NULL);
+    r = sbx_result_new();
+    sbx_status st = e.ops->write_file(sb, &w, &o, r, &err);
+    if (st != SBX_OK)
+        fprintf(stderr, "write: %s\n", err.message);
+    sbx_message_free(&r->base);
+    r = lt_run(&e, sb, "wc -c < /tmp/big");
+    bool whole = lt_stdout_has(r, "102400");
+    sbx_message_free(&r->base);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    assert_true(handled);
+    assert_int_equal(st, SBX_OK);
+    assert_true(whole);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_detach_a_signal_before_the_command_runs_still_reaches_it),
         cmocka_unit_test(test_detach_chunked_code_of_two_connections_never_meets),
         cmocka_unit_test(test_detach_code_refused_for_its_size_runs_no_tail),
+        cmocka_unit_test(test_detach_a_write_while_the_end_of_a_followed_command_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
