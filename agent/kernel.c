@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "serve_impl.h"
@@ -287,6 +288,15 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
     if (!agent_seccomp_ready) {
         send_error(ci, id, EC_INTERNAL, "the seccomp filter could not be built on this kernel");
         return;
+    }
+    /* An idle kernel that died since the last poll round (killed, out of memory, its own
+     * os._exit) is not reaped yet: reap it here, or this call would be bound to a dead process
+     * and end with that process's status without having run. */
+    int dead;
+    if (agent_py.pid > 0 && waitpid(agent_py.pid, &dead, WNOHANG) == agent_py.pid) {
+        agent_py.pid = 0;
+        agent_py.died_before = true;
+        kernel_reset();
     }
     bool restarted = false;
     if (agent_py.pid == 0) {

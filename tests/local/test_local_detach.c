@@ -3,11 +3,16 @@
  * followers of one command each get its live output and its end (the agent serves every
  * attached client, none steals another's); an offset older than the journal is refused naming
  * the range kept; a follower's deadline stops following, never the command; a cancel reports
- * the end, also of a command that ended already.
+ * the end, also of a command that ended already. And the orders a loaded host can produce,
+ * forced by holding a process stopped from the host or by raw frames on two connections: a
+ * spare that has not taken its job, a signal before the command made its process group,
+ * chunked code from two connections, a refused code's tail, a file write while an earlier
+ * request's end waits, a call after the python kernel died unreaped.
  */
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 
 #include "local_helpers.h"
@@ -409,19 +414,25 @@ static Sbx__V1__AgentEvent *raw_event(int fd)
     return ev;
 }
 
-/* Sends one chunk of a shell run_code with request id 1. */
-static void code_chunk(int fd, const char *code, bool more)
+/* Sends one chunk of a run_code with request id 1. */
+static void code_frame(int fd, const char *language, bool stateful, const char *code, bool more)
 {
     Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
     Sbx__V1__AgentCode x = SBX__V1__AGENT_CODE__INIT;
     r.id = 1;
     r.body_case = SBX__V1__AGENT_REQUEST__BODY_CODE;
     r.code = &x;
-    x.language = "sh";
+    x.language = (char *)language;
+    x.stateful = stateful;
     x.code.data = (uint8_t *)code;
     x.code.len = strlen(code);
     x.more = more;
     raw_send(fd, &r);
+}
+
+static void code_chunk(int fd, const char *code, bool more)
+{
+    code_frame(fd, "sh", false, code, more);
 }
 
 /* Pings with request id 2 and waits for the pong: every frame sent before it was handled. */
@@ -442,8 +453,9 @@ static void ping_through(int fd)
     }
 }
 
-/* What request 1 printed on stdout until its end (or its error, as "error: ..."). */
-static void code_output(int fd, char *out, size_t cap)
+/* What request 1 printed on stdout until its end (or its error, as "error: ..."); *restarted
+ * (if asked) is its end's kernel_restarted. */
+static void code_output_end(int fd, char *out, size_t cap, bool *restarted)
 {
     size_t len = 0;
     out[0] = '\0';
@@ -459,12 +471,19 @@ static void code_output(int fd, char *out, size_t cap)
             snprintf(out, cap, "error: %s", ev->error->message);
             end = true;
         } else if (ev->id == 1 && ev->body_case == SBX__V1__AGENT_EVENT__BODY_EXIT) {
+            if (restarted != NULL)
+                *restarted = ev->exit->kernel_restarted;
             end = true;
         }
         sbx__v1__agent_event__free_unpacked(ev, NULL);
         if (end)
             return;
     }
+}
+
+static void code_output(int fd, char *out, size_t cap)
+{
+    code_output_end(fd, out, cap, NULL);
 }
 
 /* Two connections of one sandbox each send a chunked run_code with the same request id (ids
@@ -588,6 +607,109 @@ static void test_detach_a_write_while_the_end_of_a_followed_command_waits(void *
     assert_true(whole);
 }
 
+/* The pid of a child of parent whose comm is name, 0 when there is none. */
+static long child_named(long parent, const char *name)
+{
+    char path[64], comm[64];
+    snprintf(path, sizeof path, "/proc/%ld/task/%ld/children", parent, parent);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    long kid, found = 0;
+    while (found == 0 && fscanf(f, "%ld", &kid) == 1) {
+        snprintf(path, sizeof path, "/proc/%ld/comm", kid);
+        FILE *c = fopen(path, "r");
+        if (c != NULL && fgets(comm, sizeof comm, c) != NULL &&
+            strncmp(comm, name, strlen(name)) == 0 && comm[strlen(name)] == '\n')
+            found = kid;
+        if (c != NULL)
+            fclose(c);
+    }
+    fclose(f);
+    return found;
+}
+
+/* Whether pid is in state (its /proc stat letter: 'Z' dead and not reaped, 'T' stopped),
+ * waited for up to 5 s. */
+static bool reaches_state(long pid, char state)
+{
+    char path[64], line[256], want[8];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    snprintf(want, sizeof want, ") %c ", state);
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            return false;
+        bool in = fgets(line, sizeof line, f) != NULL && strstr(line, want) != NULL;
+        fclose(f);
+        if (in)
+            return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
+/* Whether pid sleeps in poll(2) (its /proc syscall is SYS_poll), waited for up to 5 s. */
+static bool in_poll(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/syscall", pid);
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        long nr = -1;
+        if (f == NULL || fscanf(f, "%ld", &nr) != 1)
+            nr = -1;
+        if (f != NULL)
+            fclose(f);
+#ifdef SYS_poll
+        if (nr == SYS_poll || nr == SYS_ppoll)
+#else
+        if (nr == SYS_ppoll)
+#endif
+            return true;
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
+/* A stateful call that arrives after the idle python kernel died, before the agent reaped it
+ * (both in one poll round: here the agent is held stopped meanwhile), runs in a new kernel and
+ * says so: it was bound to the dead one and ended with that process's status, never run. */
+static void test_detach_a_call_after_the_kernel_died_unreaped_runs_in_a_new_one(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(lt_py(&e, sb, "x = 1", &r, &err), SBX_OK);
+    sbx_message_free(&r->base);
+    long agent = agent_pid_of(sb), kernel = child_named(agent, "python3");
+    assert_true(kernel > 0);
+    int a = raw_connect(sb);
+    ping_through(a); /* accepted */
+    /* stopped in its poll (not still ending the ping's round, which reaps last): the death and
+     * the call then meet in one round */
+    bool polling = in_poll(agent);
+    assert_int_equal(kill((pid_t)agent, SIGSTOP), 0);
+    bool stopped = reaches_state(agent, 'T');
+    assert_int_equal(kill((pid_t)kernel, SIGKILL), 0);
+    bool died = reaches_state(kernel, 'Z');
+    code_frame(a, "python", true, "print(6 * 7)", false);
+    assert_int_equal(kill((pid_t)agent, SIGCONT), 0);
+    char out[256];
+    bool restarted = false;
+    code_output_end(a, out, sizeof out, &restarted);
+    close(a);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    assert_true(polling);
+    assert_true(stopped);
+    assert_true(died);
+    assert_string_equal(out, "42\n");
+    assert_true(restarted);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_detach_chunked_code_of_two_connections_never_meets),
         cmocka_unit_test(test_detach_code_refused_for_its_size_runs_no_tail),
         cmocka_unit_test(test_detach_a_write_while_the_end_of_a_followed_command_waits),
+        cmocka_unit_test(test_detach_a_call_after_the_kernel_died_unreaped_runs_in_a_new_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
