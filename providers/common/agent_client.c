@@ -300,8 +300,16 @@ static sbx_status broken(sbx_agent_conn *c, sbx_error *err, const char *what)
 }
 
 /* Sends one request frame before the deadline. */
-static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r, int64_t deadline,
-                               sbx_error *err)
+/* Reads what the agent sent while a request waits for room in the socket (send_request_reading):
+ * one event; anything but SBX_OK stops the sending. */
+typedef sbx_status (*reader_fn)(void *arg, sbx_error *err);
+
+/* Sends r whole; while the socket has no room and reader is given, what the agent sends
+ * meanwhile goes to reader (an agent writing a program's output to us reads no more of our
+ * frames until we read, so a sender that only waits would wait for ever). */
+static sbx_status send_request_reading(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r,
+                                       int64_t deadline, reader_fn reader, void *reader_arg,
+                                       sbx_error *err)
 {
     if (c->broken)
         return sbx_error_set(err, SBX_E_PROVISION,
@@ -331,12 +339,17 @@ static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && errno == EAGAIN) {
-            struct pollfd p = {c->fd, POLLOUT, 0};
+            struct pollfd p = {c->fd, (short)(reader ? POLLOUT | POLLIN : POLLOUT), 0};
             int ms = remaining_ms(deadline);
             if (ms == 0 || poll(&p, 1, ms) == 0) {
                 st = sbx_error_set(err, SBX_E_TIMEOUT, "the agent did not take a request in time");
                 c->broken = true;
                 break;
+            }
+            if (reader && (p.revents & (POLLIN | POLLHUP | POLLERR)) && !(p.revents & POLLOUT)) {
+                st = reader(reader_arg, err);
+                if (st != SBX_OK)
+                    break;
             }
             continue;
         }
@@ -345,6 +358,12 @@ static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r
     }
     free(buf);
     return st;
+}
+
+static sbx_status send_request(sbx_agent_conn *c, const Sbx__V1__AgentRequest *r, int64_t deadline,
+                               sbx_error *err)
+{
+    return send_request_reading(c, r, deadline, NULL, NULL, err);
 }
 
 static bool recv_exact(sbx_agent_conn *c, uint8_t *p, size_t n, int64_t deadline, sbx_status *st,
@@ -513,6 +532,47 @@ static void fill_exit(sbx_result *r, const Sbx__V1__AgentExit *x, run_state *rs)
         sbx_result_set_data(r, "kernel_restarted", "true");
 }
 
+/* Takes one event of the command's request into rs and result. */
+static sbx_status take_event(const Sbx__V1__AgentEvent *e, const sbx_exec_opts *o,
+                             sbx_result *result, uint64_t *command_id, run_state *rs,
+                             sbx_error *err)
+{
+    switch (e->body_case) {
+    case SBX__V1__AGENT_EVENT__BODY_STARTED:
+        rs->command_id = e->started->command_id;
+        if (command_id)
+            *command_id = rs->command_id;
+        return SBX_OK;
+    case SBX__V1__AGENT_EVENT__BODY_OUTPUT: {
+        const Sbx__V1__AgentOutput *out = e->output;
+        int s = out->stream == SBX__V1__AGENT_STREAM__AGENT_STREAM_STDOUT   ? 0
+                : out->stream == SBX__V1__AGENT_STREAM__AGENT_STREAM_STDERR ? 1
+                                                                            : -1;
+        if (s < 0 || out->data.len > SBX_AGENT_CHUNK || out->offset > (1ull << 62))
+            return SBX_OK; /* junk: ignore the chunk, keep following */
+        if (!out_append(&rs->out[s], out->offset, out->data.data, out->data.len))
+            return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory for output");
+        /* the hook sees each byte once, from the offset asked for on */
+        uint64_t end = out->offset + out->data.len;
+        if (o && o->on_output && end > rs->want[s]) {
+            size_t skip = out->offset < rs->want[s] ? (size_t)(rs->want[s] - out->offset) : 0;
+            o->on_output(o->on_output_arg,
+                         s == 0 ? SBX__V1__STREAM__STREAM_STDOUT : SBX__V1__STREAM__STREAM_STDERR,
+                         out->data.data + skip, out->data.len - skip, out->offset + skip);
+        }
+        if (end > rs->want[s])
+            rs->want[s] = end;
+        return SBX_OK;
+    }
+    case SBX__V1__AGENT_EVENT__BODY_EXIT:
+        fill_exit(result, e->exit, rs);
+        rs->exited = true;
+        return SBX_OK;
+    case SBX__V1__AGENT_EVENT__BODY_ERROR: return agent_error(e->error, err);
+    default: return SBX_OK; /* events of other kinds cannot belong to a command: ignore */
+    }
+}
+
 /* Collects events for one command until it exits (or the deadline passes). */
 static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o, sbx_result *result,
                          uint64_t *command_id, run_state *rs, sbx_error *err)
@@ -522,50 +582,14 @@ static sbx_status follow(sbx_agent_conn *c, uint64_t id, const sbx_exec_opts *o,
                                        : sbx_monotonic_ms() + (int64_t)365 * 24 * 3600 * 1000;
     const volatile int *cancel = o ? o->cancel : NULL;
     sbx_status st = SBX_OK;
-    for (;;) {
+    while (!rs->exited) { /* its end may have come while its stdin was sent */
         Sbx__V1__AgentEvent *e;
         st = recv_event(c, id, wait_until, cancel, &e, err);
         if (st != SBX_OK)
             break;
-        switch (e->body_case) {
-        case SBX__V1__AGENT_EVENT__BODY_STARTED:
-            rs->command_id = e->started->command_id;
-            if (command_id)
-                *command_id = rs->command_id;
-            break;
-        case SBX__V1__AGENT_EVENT__BODY_OUTPUT: {
-            Sbx__V1__AgentOutput *out = e->output;
-            int s = out->stream == SBX__V1__AGENT_STREAM__AGENT_STREAM_STDOUT   ? 0
-                    : out->stream == SBX__V1__AGENT_STREAM__AGENT_STREAM_STDERR ? 1
-                                                                                : -1;
-            if (s < 0 || out->data.len > SBX_AGENT_CHUNK || out->offset > (1ull << 62))
-                break; /* junk: ignore the chunk, keep following */
-            if (!out_append(&rs->out[s], out->offset, out->data.data, out->data.len)) {
-                st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory for output");
-                break;
-            }
-            /* the hook sees each byte once, from the offset asked for on */
-            uint64_t end = out->offset + out->data.len;
-            if (o && o->on_output && end > rs->want[s]) {
-                size_t skip = out->offset < rs->want[s] ? (size_t)(rs->want[s] - out->offset) : 0;
-                o->on_output(o->on_output_arg,
-                             s == 0 ? SBX__V1__STREAM__STREAM_STDOUT
-                                    : SBX__V1__STREAM__STREAM_STDERR,
-                             out->data.data + skip, out->data.len - skip, out->offset + skip);
-            }
-            if (end > rs->want[s])
-                rs->want[s] = end;
-            break;
-        }
-        case SBX__V1__AGENT_EVENT__BODY_EXIT:
-            fill_exit(result, e->exit, rs);
-            rs->exited = true;
-            break;
-        case SBX__V1__AGENT_EVENT__BODY_ERROR: st = agent_error(e->error, err); break;
-        default: break; /* events of other kinds cannot belong to a command: ignore */
-        }
+        st = take_event(e, o, result, command_id, rs, err);
         sbx__v1__agent_event__free_unpacked(e, NULL);
-        if (st != SBX_OK || rs->exited)
+        if (st != SBX_OK)
             break;
     }
     if (st == SBX_E_TIMEOUT && rs->follower) {
@@ -661,12 +685,40 @@ static Sbx__V1__AgentEnv **env_from_map(size_t n, char *const *keys, size_t key_
         }                                                                                          \
     } while (0)
 
-/* Sends stdin in chunks after the agent reported the start. */
+/* What a run does with the events that arrive while its stdin is still being sent. */
+typedef struct stdin_reader {
+    sbx_agent_conn *c;
+    uint64_t id;
+    int64_t deadline;
+    const sbx_exec_opts *o;
+    sbx_result *result;
+    uint64_t *command_id;
+    run_state *rs;
+} stdin_reader;
+
+static sbx_status read_while_sending(void *arg, sbx_error *err)
+{
+    stdin_reader *sr = arg;
+    Sbx__V1__AgentEvent *e;
+    sbx_status st = recv_one(sr->c, sr->deadline, NULL, &e, err);
+    if (st != SBX_OK)
+        return st;
+    if (e->id == sr->id && e->body_case != SBX__V1__AGENT_EVENT__BODY__NOT_SET)
+        st = take_event(e, sr->o, sr->result, sr->command_id, sr->rs, err);
+    sbx__v1__agent_event__free_unpacked(e, NULL);
+    return st;
+}
+
+/* Sends stdin in chunks after the agent reported the start; with sr, the command's events that
+ * arrive meanwhile are taken (its output, maybe its end: then the rest is not sent). */
 static sbx_status send_stdin(sbx_agent_conn *c, uint64_t id, uint64_t command_id,
-                             const ProtobufCBinaryData *data, int64_t deadline, sbx_error *err)
+                             const ProtobufCBinaryData *data, int64_t deadline, stdin_reader *sr,
+                             sbx_error *err)
 {
     size_t off = 0;
     do {
+        if (sr != NULL && sr->rs->exited)
+            return SBX_OK; /* it ended (the agent drops stdin for it anyway) */
         Sbx__V1__AgentRequest r = SBX__V1__AGENT_REQUEST__INIT;
         Sbx__V1__AgentStdin in = SBX__V1__AGENT_STDIN__INIT;
         r.id = id;
@@ -678,7 +730,8 @@ static sbx_status send_stdin(sbx_agent_conn *c, uint64_t id, uint64_t command_id
         in.data.len = n;
         off += n;
         in.eof = off >= data->len;
-        sbx_status st = send_request(c, &r, deadline, err);
+        sbx_status st =
+            send_request_reading(c, &r, deadline, sr ? read_while_sending : NULL, sr, err);
         if (st != SBX_OK)
             return st;
     } while (off < data->len);
@@ -717,7 +770,7 @@ static sbx_status start_detached(sbx_agent_conn *c, Sbx__V1__AgentRequest *r,
     if (st == SBX_OK)
         st = await_started(c, r->id, io_deadline, rs, command_id, err);
     if (st == SBX_OK && stdin_data && stdin_data->len)
-        st = send_stdin(c, r->id, rs->command_id, stdin_data, io_deadline, err);
+        st = send_stdin(c, r->id, rs->command_id, stdin_data, io_deadline, NULL, err);
     for (int s = 0; s < 2; s++)
         free(rs->out[s].data);
     if (st != SBX_OK)
@@ -740,8 +793,11 @@ static sbx_status run_request(sbx_agent_conn *c, Sbx__V1__AgentRequest *r,
         return st;
     if (stdin_data && stdin_data->len) {
         st = await_started(c, r->id, io_deadline, rs, command_id, err);
+        /* Its output is taken while the stdin goes (cat of a large input), and its end if it
+         * ends first; the stdin's own deadline is the operation's. */
+        stdin_reader sr = {c, r->id, io_deadline, o, result, command_id, rs};
         if (st == SBX_OK)
-            st = send_stdin(c, r->id, rs->command_id, stdin_data, io_deadline, err);
+            st = send_stdin(c, r->id, rs->command_id, stdin_data, io_deadline, &sr, err);
         if (st != SBX_OK) {
             for (int s = 0; s < 2; s++)
                 free(rs->out[s].data);

@@ -543,6 +543,41 @@ static void test_local_stdin_reaches_the_program(void **state)
     lt_destroy(e, sb);
 }
 
+/* A program that echoes its stdin (cat) gets all of it and prints all of it back: the client
+ * sent the whole stdin before reading any output, the agent (writing the output to the
+ * client) stopped reading the client's stdin frames, and past what the pipes and the socket
+ * buffers hold both waited until the agent's send timeout dropped the client. */
+static void test_local_stdin_echoed_back_in_full(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
+    char *argv[] = {"cat"};
+    op.n_argv = 1;
+    op.argv = argv;
+    size_t n = 3 * 1024 * 1024;
+    uint8_t *data = malloc(n);
+    assert_non_null(data);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (uint8_t)('a' + i % 26);
+    op.stdin.data = data;
+    op.stdin.len = n;
+    sbx_result *r = sbx_result_new();
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    sbx_status st = e->ops->run_command(sb, &op, &o, r, &err);
+    if (st != SBX_OK)
+        fprintf(stderr, "cat of %zu bytes: %s\n", n, err.message);
+    bool same = r->stdout.len == n && memcmp(r->stdout.data, data, n) == 0;
+    int code = r->exit_code;
+    free(data);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+    assert_int_equal(st, SBX_OK);
+    assert_int_equal(code, 0);
+    assert_true(same);
+}
+
 static void test_local_file_round_trip_of_multi_mib_file(void **state)
 {
     lt_env *e = *state;
@@ -856,6 +891,7 @@ int main(void)
         cmocka_unit_test(test_local_bash_code_runs_through_a_shell),
         cmocka_unit_test(test_local_timeout_kills_the_whole_tree),
         cmocka_unit_test(test_local_stdin_reaches_the_program),
+        cmocka_unit_test(test_local_stdin_echoed_back_in_full),
         cmocka_unit_test(test_local_long_argv_and_many_env_still_run),
         cmocka_unit_test(test_local_file_round_trip_of_multi_mib_file),
         cmocka_unit_test(test_local_list_files_names_entries),
