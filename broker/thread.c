@@ -430,15 +430,21 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     switch (how) {
     case TB_ANSWERED: break;
     case TB_JOIN:
+        t->refs++; /* ours across wake_pending's unlock, as below */
         wake_pending(tb);
         bt_wait(&tb->store, t, wait_ms, out);
+        bt_release(t);
         break;
     case TB_NEW:
         t->hooks = hooks; /* broker.h: the caller keeps them valid until the completion */
         if (!forever) {
+            /* Ours until we waited: wake_pending releases the lock to wake an executor, which
+             * may run t to its end meanwhile, and a discard or the completion LRU then free it. */
+            t->refs++;
             enqueue(tb, t);
             wake_pending(tb);
             bt_wait(&tb->store, t, wait_ms, out);
+            bt_release(t);
             break;
         }
         t->owner_runs = true;

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <semaphore.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -993,6 +995,83 @@ static void test_brokers_thread_without_an_executor_answers_at_once(void **state
 #endif
 }
 
+/* ---- a finite wait across the submitter's unlock ----------------------------------------- */
+
+/* This binary's pthread_cond_signal: the real one, then, once armed on the calling thread, a
+ * stop until released. A submitter signals the executors between releasing the store's lock and
+ * taking it back, so the stop holds it exactly there. */
+static __thread bool hold_after_signal;
+static sem_t signal_held, signal_released;
+
+int pthread_cond_signal(pthread_cond_t *cv)
+{
+    static int (*real)(pthread_cond_t *);
+    if (real == NULL)
+        real = (int (*)(pthread_cond_t *))dlsym(RTLD_NEXT, "pthread_cond_signal");
+    int r = real(cv);
+    if (hold_after_signal) {
+        hold_after_signal = false;
+        sem_post(&signal_held);
+        while (sem_wait(&signal_released) != 0) {
+        }
+    }
+    return r;
+}
+
+typedef struct held_submit {
+    sbx_broker *b;
+    sbx_request *r;
+    sbx_status st;
+    sbx_completion *c;
+} held_submit;
+
+static void *held_submit_main(void *arg)
+{
+    held_submit *h = arg;
+    hold_after_signal = true;
+    h->st = sbx_broker_submit(h->b, h->r, 0, NULL, &h->c);
+    hold_after_signal = false;
+    return NULL;
+}
+
+/* A submit with a finite wait keeps its task alive across the moment it releases the store's
+ * lock to wake an executor: meanwhile the executor may run the task to its end and a discard
+ * (or the completion LRU) free it, and the submitter then waited on freed memory (a use after
+ * free, then a double free of the task and its completion). */
+static void test_brokers_thread_finite_wait_keeps_its_task_across_the_wake(void **state)
+{
+    env *t = *state;
+    warm(t, NULL);
+    sbx_broker *b = thread_broker(t, 2, 8, 1);
+    assert_int_equal(sem_init(&signal_held, 0, 0), 0);
+    assert_int_equal(sem_init(&signal_released, 0, 0), 0);
+    held_submit h = {b, fx_shell("default", "echo held"), SBX_OK, NULL};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, held_submit_main, &h), 0);
+    while (sem_wait(&signal_held) != 0) {
+    }
+    /* the submitter is stopped outside the lock: the executor runs the task to its end */
+    sbx_broker_load load = {0};
+    for (int i = 0; i < 60000; i++) {
+        assert_true(sbx_broker_get_load(b, &load));
+        if (load.running == 0 && load.queued == 0)
+            break;
+        sleep_ms(1);
+    }
+    sbx_broker_discard(b, sbx_request_subject(h.r), h.r->task_id);
+    sem_post(&signal_released);
+    pthread_join(th, NULL);
+    assert_int_equal(load.running + load.queued, 0);
+    assert_int_equal(h.st, SBX_OK);
+    assert_non_null(h.c);
+    assert_int_equal(h.c->status, OK_STATUS);
+    sbx_completion_free(h.c);
+    sbx_request_free(h.r);
+    sbx_broker_free(b);
+    sem_destroy(&signal_held);
+    sem_destroy(&signal_released);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1010,6 +1089,7 @@ int main(void)
         T(test_brokers_thread_reused_id_refused_while_first_is_pending),
         T(test_brokers_thread_lru_evicts_oldest_completion),
         T(test_brokers_thread_lru_is_bounded_by_bytes),
+        T(test_brokers_thread_finite_wait_keeps_its_task_across_the_wake),
         T(test_brokers_embedded_lru_is_broker_lru_size),
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),
