@@ -378,7 +378,10 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
     bool follows = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
                    req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
     const char *sid = req->session != NULL && !follows ? req->session->session_id : NULL;
-    bt_session *s = sid != NULL && sid[0] != '\0' ? session_get(tb, sid) : NULL;
+    /* One queue per session of a principal: session ids are the caller's choice */
+    char skey[SBX_SCOPED_KEY_MAX];
+    bt_session *s =
+        sid != NULL && sid[0] != '\0' ? session_get(tb, sbx_scoped_key(skey, subject, sid)) : NULL;
     /* A discarded entry with this id may still be running: the new entry is inserted at the
      * head of the bucket chain and shadows it; the old one finishes unseen. */
     bt_task *nt = (copy && owned == NULL) || (sid != NULL && sid[0] != '\0' && s == NULL)

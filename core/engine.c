@@ -747,6 +747,15 @@ static const char *subject_of(const run *r)
     return r->principal.subject != NULL ? r->principal.subject : "";
 }
 
+/* The session's key in the engine's tables (its lock, its idle record): its id within its
+ * principal's namespace. Session ids are the caller's choice, so two principals may use the
+ * same one; keyed by the id alone, one's requests waited for the other's and one's idle record
+ * replaced the other's (that sandbox then never paused). */
+static const char *session_key(const run *r, char buf[SBX_SCOPED_KEY_MAX])
+{
+    return sbx_scoped_key(buf, subject_of(r), r->handle->session_id);
+}
+
 static bool managed(const profile_slot *s)
 {
     return s->profile->environment == SBX_ENV_MANAGED;
@@ -974,7 +983,8 @@ static sbx_completion *owner_checks(run *r, const char *action, session_lock **l
     }
     if (elsewhere(r))
         return wrong_node(r);
-    *lock = lock_session(r->e, h->session_id);
+    char key[SBX_SCOPED_KEY_MAX];
+    *lock = lock_session(r->e, session_key(r, key));
     if (*lock == NULL) {
         sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
         return fail(r->req, &r->err, r->req->session);
@@ -1006,8 +1016,9 @@ static sbx_completion *do_pause(run *r)
         return fail(r->req, &r->err, r->req->session);
     }
     h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
+    char key[SBX_SCOPED_KEY_MAX];
     if (r->e->idle != NULL && r->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_PAUSE)
-        idle_paused(r->e->idle, h->session_id);
+        idle_paused(r->e->idle, session_key(r, key));
     else
         idle_note(r, h, SBX_OK, NULL);
     finish_handle(r);
@@ -1144,7 +1155,9 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
 
     /* Step 5: the session lock (a freshly minted id is known to nobody else). */
     session_lock *lock = NULL;
-    if (!fresh && !follows_command(r->req) && (lock = lock_session(r->e, h->session_id)) == NULL) {
+    char key[SBX_SCOPED_KEY_MAX];
+    if (!fresh && !follows_command(r->req) &&
+        (lock = lock_session(r->e, session_key(r, key))) == NULL) {
         sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED, "out of memory taking a session lock");
         return fail_owned(r->req, &r->err, h, NULL);
     }
@@ -1298,8 +1311,9 @@ static sbx_completion *do_destroy(run *r)
     unlock_session(r->e, lock);
     if (st != SBX_OK)
         return fail(r->req, &r->err, r->req->session);
+    char key[SBX_SCOPED_KEY_MAX];
     if (r->e->idle != NULL)
-        idle_forget(r->e->idle, h->session_id);
+        idle_forget(r->e->idle, session_key(r, key));
     /* Attached: only the binding is dropped; the environment itself is never touched. */
     sbx_set_string(&h->sandbox_id, NULL);
     sbx_set_string(&h->profile, s->profile->name);
@@ -1668,8 +1682,10 @@ static void idle_note(run *r, const sbx_session_handle *h, sbx_status st, const 
 {
     if (r->e->idle == NULL || !r->slot->profile->idle_pause)
         return;
+    char key[SBX_SCOPED_KEY_MAX];
+    sbx_scoped_key(key, subject_of(r), h->session_id);
     if (h->status == SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED || !str_set(h->sandbox_id)) {
-        idle_forget(r->e->idle, h->session_id);
+        idle_forget(r->e->idle, key);
         return;
     }
     int delta = 0;
@@ -1680,8 +1696,8 @@ static void idle_note(run *r, const sbx_session_handle *h, sbx_status st, const 
     else if (follows_command(req) && res != NULL &&
              res->outcome != SBX__V1__OUTCOME__OUTCOME_UNSPECIFIED)
         delta = -1; /* one was seen ending */
-    idle_touch(r->e->idle, h->session_id, h->sandbox_id, (size_t)(r->slot - r->e->slots),
-               sbx_monotonic_ms(), delta);
+    idle_touch(r->e->idle, key, h->sandbox_id, (size_t)(r->slot - r->e->slots), sbx_monotonic_ms(),
+               delta);
 }
 
 sbx_status sbx_engine_idle_pass(sbx_engine *e, sbx_strlist *paused, sbx_error *err)

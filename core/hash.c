@@ -3,6 +3,7 @@
 #include "core/hash.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -110,4 +111,10 @@ uint64_t sbx_hash_pair(const char *a, const char *b)
     sip_update(&s, a, strlen(a) + 1); /* with its NUL: the separator */
     sip_update(&s, b, strlen(b));
     return sip_final(&s);
+}
+
+const char *sbx_scoped_key(char out[SBX_SCOPED_KEY_MAX], const char *subject, const char *name)
+{
+    snprintf(out, SBX_SCOPED_KEY_MAX, "%zu:%s/%s", strlen(subject), subject, name);
+    return out;
 }

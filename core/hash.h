@@ -17,4 +17,12 @@ uint64_t sbx_hash_str(const char *s);
 /* The keyed hash of the pair (a, b): a, one NUL byte (which neither string holds), then b. */
 uint64_t sbx_hash_pair(const char *a, const char *b);
 
+/* Longest key sbx_scoped_key writes (with its NUL). */
+#define SBX_SCOPED_KEY_MAX 1024
+/* The key of name within subject's namespace, "<length of subject>:<subject>/<name>", into out
+ * (SBX_SCOPED_KEY_MAX bytes; a longer one is cut, which can only merge names of one subject).
+ * Tables keyed by a name the caller chooses (session ids: the CLI names its sessions
+ * "default:<profile>") use it, so two principals' equal names never share an entry. */
+const char *sbx_scoped_key(char out[SBX_SCOPED_KEY_MAX], const char *subject, const char *name);
+
 #endif

@@ -478,6 +478,43 @@ static void test_brokers_thread_serializes_one_session(void **state)
     sbx_broker_free(b);
 }
 
+/* Session ids are the caller's choice (the CLI names its sessions "default:<profile>"): two
+ * principals using the same id have two sessions, which run in parallel. Keyed by the id
+ * alone, one principal's request waited for the other's, in the broker's session queue and in
+ * the engine's session lock. */
+static void test_brokers_thread_one_session_id_of_two_principals_runs_in_parallel(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 4, 16, 16);
+    sbx_fake_set_gate(f, true);
+    const char *who[2] = {"alice", "bob"};
+    sbx_request *r[2];
+    sbx_completion *c = NULL;
+    for (int i = 0; i < 2; i++) {
+        r[i] = fx_shell("default", "echo s");
+        fx_subject(r[i], who[i]);
+        r[i]->session = sbx_session_handle_new();
+        sbx_set_string(&r[i]->session->session_id, "default:shared");
+        assert_int_equal(sbx_broker_submit(b, r[i], 0, NULL, &c), SBX_OK);
+    }
+    for (int i = 0; i < 5000 && sbx_fake_ops(f) < base + 2; i++)
+        sleep_ms(1);
+    uint64_t inside = sbx_fake_ops(f) - base; /* both in the provider at once */
+    sbx_fake_set_gate(f, false);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(
+            sbx_broker_result(b, sbx_request_subject(r[i]), r[i]->task_id, SBX_WAIT_FOREVER, &c),
+            SBX_OK);
+        assert_int_equal(c->status, OK_STATUS);
+        sbx_completion_free(c);
+        sbx_request_free(r[i]);
+    }
+    sbx_broker_free(b);
+    assert_true(inside >= 2);
+}
+
 static void test_brokers_thread_runs_sessions_in_parallel(void **state)
 {
     env *t = *state;
@@ -1090,6 +1127,7 @@ int main(void)
         T(test_brokers_thread_lru_evicts_oldest_completion),
         T(test_brokers_thread_lru_is_bounded_by_bytes),
         T(test_brokers_thread_finite_wait_keeps_its_task_across_the_wake),
+        T(test_brokers_thread_one_session_id_of_two_principals_runs_in_parallel),
         T(test_brokers_embedded_lru_is_broker_lru_size),
         T(test_brokers_thread_serializes_one_session),
         T(test_brokers_thread_runs_sessions_in_parallel),
