@@ -348,8 +348,11 @@ static sbx_status send_request_reading(sbx_agent_conn *c, const Sbx__V1__AgentRe
             }
             if (reader && (p.revents & (POLLIN | POLLHUP | POLLERR)) && !(p.revents & POLLOUT)) {
                 st = reader(reader_arg, err);
-                if (st != SBX_OK)
+                if (st != SBX_OK) {
+                    if (off > 0)
+                        c->broken = true; /* a frame cut short: the stream is out of step */
                     break;
+                }
             }
             continue;
         }
