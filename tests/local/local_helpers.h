@@ -31,20 +31,28 @@ typedef struct lt_env {
     char runtime_dir[64];
 } lt_env;
 
-static inline void lt_open(lt_env *e)
+/* Opens the provider on a fresh runtime dir for profile `profile` of the given scope (per
+ * session: an agent that keeps forking spares; per call: a one-shot agent). */
+static inline void lt_open_scoped(lt_env *e, const char *profile, sbx_scope scope)
 {
     e->ops = sbx_provider_lookup("local");
     assert_non_null(e->ops);
     snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
     assert_non_null(mkdtemp(e->runtime_dir));
     sbx_provider_ctx ctx = {0};
-    ctx.profile = "test";
+    ctx.profile = profile;
     ctx.runtime_dir = e->runtime_dir;
     ctx.node = "test";
+    ctx.scope = scope;
     sbx_error err = {0};
     sbx_status st = e->ops->open(&ctx, &e->state, &err);
     if (st != SBX_OK)
         fail_msg("open local provider: %s", err.message);
+}
+
+static inline void lt_open(lt_env *e)
+{
+    lt_open_scoped(e, "test", SBX_SCOPE_PER_CALL);
 }
 
 /* Removes a runtime dir the tests made, with the provider's sweep stamp in it. */

@@ -268,22 +268,6 @@ static long the_spare(long agent)
     return 0;
 }
 
-/* The provider with session scope (an agent that keeps forking spares). */
-static void open_sessions(lt_env *e)
-{
-    memset(e, 0, sizeof *e);
-    e->ops = sbx_provider_lookup("local");
-    snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
-    assert_non_null(mkdtemp(e->runtime_dir));
-    sbx_provider_ctx ctx = {0};
-    ctx.profile = "test-session";
-    ctx.runtime_dir = e->runtime_dir;
-    ctx.node = "test";
-    ctx.scope = SBX_SCOPE_PER_SESSION;
-    sbx_error err = {0};
-    assert_int_equal(e->ops->open(&ctx, &e->state, &err), SBX_OK);
-}
-
 /* Stops sb's waiting spare with SIGSTOP from the host and returns its pid; skips the test
  * (after cleaning up) where there is none. */
 static long stop_the_spare(lt_env *e, sbx_sandbox *sb)
@@ -308,7 +292,7 @@ static void test_detach_a_slow_spare_runs_its_own_command_not_the_next(void **st
     if (getuid() != 0)
         skip(); /* rootless: no delegated cgroup, no spare */
     lt_env e;
-    open_sessions(&e);
+    lt_open_scoped(&e, "test-session", SBX_SCOPE_PER_SESSION);
     sbx_error err = {0};
     sbx_sandbox *sb = lt_create(&e);
     long spare = stop_the_spare(&e, sb);
@@ -338,7 +322,7 @@ static void test_detach_a_signal_before_the_command_runs_still_reaches_it(void *
     if (getuid() != 0)
         skip(); /* rootless: no delegated cgroup, no spare */
     lt_env e;
-    open_sessions(&e);
+    lt_open_scoped(&e, "test-session", SBX_SCOPE_PER_SESSION);
     sbx_sandbox *sb = lt_create(&e);
     long spare = stop_the_spare(&e, sb);
     uint64_t id = start_detached(&e, sb, "sleep 1; echo survived");

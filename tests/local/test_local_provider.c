@@ -330,16 +330,8 @@ static void test_local_spare_is_forked_at_start_and_not_after_a_one_shot(void **
         skip(); /* rootless: no delegated cgroup, no spare */
     for (int one_shot = 0; one_shot < 2; one_shot++) {
         lt_env env = {0};
-        env.ops = sbx_provider_lookup("local");
-        snprintf(env.runtime_dir, sizeof env.runtime_dir, "/tmp/sbxt-XXXXXX");
-        assert_non_null(mkdtemp(env.runtime_dir));
-        sbx_provider_ctx ctx = {0};
-        ctx.profile = one_shot ? "test-one-shot" : "test-session";
-        ctx.runtime_dir = env.runtime_dir;
-        ctx.node = "test";
-        ctx.scope = one_shot ? SBX_SCOPE_PER_CALL : SBX_SCOPE_PER_SESSION;
-        sbx_error err = {0};
-        assert_int_equal(env.ops->open(&ctx, &env.state, &err), SBX_OK);
+        lt_open_scoped(&env, one_shot ? "test-one-shot" : "test-session",
+                       one_shot ? SBX_SCOPE_PER_CALL : SBX_SCOPE_PER_SESSION);
         sbx_sandbox *sb = lt_create(&env);
         int at_start = wait_procs(sb, 2); /* the agent and its spare, no command yet */
         /* the spare's cgroup is the one the agent's start-up probe made (none made and
