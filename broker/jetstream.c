@@ -2,6 +2,7 @@
  * connection options (TLS, user/password, nkey), the stream and the completion bucket, the
  * names, and the task record with its bounded decoder. Secrets (password, nkey seed) are read
  * from the environment at connect time and never kept or printed. */
+#include "core/clock.h"
 #include "broker/jetstream.h"
 
 #include <errno.h>
@@ -455,11 +456,7 @@ bool sbxq_close_within(sbxq_conn *c, int ms)
     bool threaded = false;
     if (w != NULL && pthread_attr_init(&attr) == 0) {
         pthread_mutex_init(&w->mu, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&w->cv, &ca);
-        pthread_condattr_destroy(&ca);
+        sbx_cond_init_mono(&w->cv);
         w->c = c;
         w->refs = 2;
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -475,14 +472,7 @@ bool sbxq_close_within(sbxq_conn *c, int ms)
         sbxq_close(c);
         return true;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = sbx_mono_after_ms(ms);
     pthread_mutex_lock(&w->mu);
     while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) != ETIMEDOUT) {
     }

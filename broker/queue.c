@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "broker/jetstream.h"
 #include "broker/tasks.h"
 #include "broker/broker_impl.h"
@@ -276,15 +277,7 @@ static sbx_status await(queue_broker *b, waiter *w, const char *key, const char 
             wake = since + b->cfg.node_wait_ms;
         if (hooks != NULL && hooks->cancel != NULL && now + 50 < wake)
             wake = now + 50; /* cancellation is a flag: look at it often */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t delta = wake > now ? wake - now : 0;
-        ts.tv_sec += delta / 1000;
-        ts.tv_nsec += (delta % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = sbx_mono_after_ms(wake - now);
         pthread_mutex_lock(&w->mu);
         if (w->record == NULL)
             pthread_cond_timedwait(&w->cv, &w->mu, &ts);
@@ -316,11 +309,7 @@ static waiter *waiter_new(const sbx_engine_hooks *hooks)
     if (w == NULL)
         return NULL;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    sbx_cond_init_mono(&w->cv);
     w->hooks = hooks;
     w->refs = 1;
     return w;

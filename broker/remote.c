@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "core/clock.h"
 #include "broker/remote_wire.h"
 #include "broker/tasks.h"
 #include "core/grpc_wire.h"
@@ -781,16 +782,7 @@ static sbx_completion *collect(remote_broker *r, rtask *t)
 /* Waits (lock held) until t is done or wait_ms passes. */
 static void wait_done(remote_broker *r, rtask *t, int64_t wait_ms)
 {
-    struct timespec until;
-    if (wait_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (wait_ms % 1000) * 1000000;
-        if (until.tv_nsec >= 1000000000) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000;
-        }
-    }
+    struct timespec until = sbx_mono_after_ms(wait_ms);
     t->blocked++; /* t is not freed while this caller waits on it (task_forget) */
     while (!t->done) {
         if (wait_ms < 0)
@@ -1195,11 +1187,7 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
         remote->connect_timeout_ms > 0 ? (long)remote->connect_timeout_ms : 5000L;
     r->max_message = REMOTE_MAX_MESSAGE;
     pthread_mutex_init(&r->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    sbx_cond_init_mono(&r->cond);
     if (remote->token_env && remote->token_env[0]) {
         const char *token = getenv(remote->token_env);
         if (!token || !token[0]) {

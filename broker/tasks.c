@@ -1,4 +1,5 @@
 /* tasks.c - the in-process brokers' task table and completion LRU (see tasks.h). */
+#include "core/clock.h"
 #include "broker/tasks.h"
 
 #include <errno.h>
@@ -64,11 +65,7 @@ bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
     memcpy(t->key + slen + 1, task_id, len + 1);
     t->id = t->key + slen + 1;
     memcpy(t->digest, digest, SBX_REQUEST_DIGEST_LEN);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->done, &attr);
-    pthread_condattr_destroy(&attr);
+    sbx_cond_init_mono(&t->done);
     t->hash = sbx_hash_pair(subject, task_id);
     __atomic_store_n(&t->state, BT_QUEUED, __ATOMIC_RELEASE);
     t->in_table = true;
@@ -231,14 +228,7 @@ void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out)
         while (t->state != BT_DONE)
             pthread_cond_wait(&t->done, &s->mu);
     } else if (wait_ms > 0 && t->state != BT_DONE) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = sbx_mono_after_ms(wait_ms);
         while (t->state != BT_DONE)
             if (pthread_cond_timedwait(&t->done, &s->mu, &until) == ETIMEDOUT)
                 break;

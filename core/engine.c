@@ -6,6 +6,7 @@
  * lazily once per profile and cached; the hot path does no config parsing and no syscalls of
  * its own beyond the clock reads it needs. This file must not know about brokers or the wire.
  */
+#include "core/clock.h"
 #include "sbx/engine.h"
 
 #include <errno.h>
@@ -1750,14 +1751,7 @@ static void *idle_main(void *arg)
     sbx_engine *e = arg;
     pthread_mutex_lock(&e->idle_mu);
     while (!e->idle_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += e->idle_every_ms / 1000;
-        until.tv_nsec += (e->idle_every_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = sbx_mono_after_ms(e->idle_every_ms);
         while (!e->idle_stop &&
                pthread_cond_timedwait(&e->idle_cv, &e->idle_mu, &until) != ETIMEDOUT) {
         }
@@ -1804,11 +1798,7 @@ static void idle_start(sbx_engine *e)
         e->idle_every_ms = ENGINE_IDLE_EVERY_MIN_MS;
     if (e->idle_every_ms > ENGINE_IDLE_EVERY_MAX_MS)
         e->idle_every_ms = ENGINE_IDLE_EVERY_MAX_MS;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&e->idle_cv, &ca);
-    pthread_condattr_destroy(&ca);
+    sbx_cond_init_mono(&e->idle_cv);
     pthread_mutex_init(&e->idle_mu, NULL);
     e->idle_running = pthread_create(&e->idle_thread, NULL, idle_main, e) == 0;
     if (!e->idle_running) {

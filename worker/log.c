@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "worker/observe.h"
 
 /* Bytes queued for the writer: about 2,000 call lines, several seconds of a busy worker, so a
@@ -81,13 +82,7 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&log->mu);
     for (;;) {
         while (log->len == 0 && !log->stop && !log->reopen) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += LOG_FLUSH_MS * 1000000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
+            struct timespec until = sbx_mono_after_ms(LOG_FLUSH_MS);
             pthread_cond_timedwait(&log->cond, &log->mu, &until);
         }
         if (log->reopen) {
@@ -152,7 +147,7 @@ sbx_status worker_log_open(const char *path, worker_log_level level, worker_log 
         }
     }
     pthread_mutex_init(&log->mu, NULL);
-    pthread_cond_init(&log->cond, NULL);
+    sbx_cond_init_mono(&log->cond);
     if (!log->ring || (path && !log->path) ||
         pthread_create(&log->thread, NULL, writer_main, log) != 0) {
         if (path && log->fd >= 0)

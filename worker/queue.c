@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "broker/jetstream.h"
 #include "worker/worker_internal.h"
 #include "worker/worker_queue.h"
@@ -135,14 +136,7 @@ static void *heartbeat_main(void *arg)
         every = 1;
     pthread_mutex_lock(&q->mu);
     while (!q->hb_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += every / 1000;
-        ts.tv_nsec += (every % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = sbx_mono_after_ms(every);
         pthread_cond_timedwait(&q->hb_cv, &q->mu, &ts);
         for (inflight *f = q->inflight; f != NULL && !q->hb_stop; f = f->next)
             natsMsg_InProgress(f->msg, NULL);
@@ -567,7 +561,7 @@ sbx_status worker_queue_start(const sbx_config *cfg, sbx_broker *broker, int cap
     if (q->capacity < 1)
         q->capacity = 1;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->hb_cv, NULL);
+    sbx_cond_init_mono(&q->hb_cv);
     sbx_status st = worker_auth_init(&q->auth, &cfg->worker, err);
     char client[512];
     snprintf(client, sizeof client, "sbx-worker %s", cfg->node);

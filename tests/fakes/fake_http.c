@@ -2,6 +2,7 @@
  * with one thread per connection. Routes, faults, a request log, chunked and delayed bodies.
  * It must never execute anything on the host; handlers only interpret requests.
  */
+#include "core/clock.h"
 #include "fakes/fake_http.h"
 
 #include <arpa/inet.h>
@@ -593,11 +594,7 @@ fake_http *fake_http_start(void)
 {
     fake_http *f = xcalloc(1, sizeof *f);
     pthread_mutex_init(&f->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    sbx_cond_init_mono(&f->wake);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     f->daemon = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0,
@@ -649,12 +646,7 @@ int fake_http_port(const fake_http *f)
 
 bool fake_http_sleep(fake_http *f, int ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L)
-        until.tv_sec++, until.tv_nsec -= 1000000000L;
+    struct timespec until = sbx_mono_after_ms(ms);
     pthread_mutex_lock(&f->lock);
     while (!f->stopping) {
         if (pthread_cond_timedwait(&f->wake, &f->lock, &until) == ETIMEDOUT)
