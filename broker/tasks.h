@@ -66,7 +66,11 @@ typedef struct bt_task {
     const sbx_request *req;        /* the request to run (req_owned or the caller's) */
     sbx_request *req_owned;        /* our copy when the caller may stop waiting */
     const sbx_engine_hooks *hooks; /* the submitter's; valid until the completion (broker.h) */
-    sbx_engine_hooks own_hooks;    /* an asynchronous submitter's, by value (hooks points here) */
+    sbx_engine_hooks own_hooks;    /* an asynchronous submitter's, by value (hooks points here),
+                                    * or the relay to a lent one's (thread.c) */
+    sbx_engine_hooks lent;         /* a bounded-wait submitter's hooks, valid while lent_valid */
+    bool lent_valid;               /* cleared (under the relay's lock) when that submit returns */
+    volatile int cancelled;        /* the relay's cancel flag: the lent flag as last seen */
     bt_waiter *waiters;            /* asynchronous submitters to call back on completion */
     bool owner_runs;               /* thread broker: its blocking submitter runs it when granted */
     uint32_t granted;              /* thread broker: futex word, 1 once the owner may run it */

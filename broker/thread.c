@@ -403,6 +403,62 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
     return TB_NEW;
 }
 
+/* ---- hooks lent by a submit with a bounded wait -------------------------------------------
+ * Such a submit may return before its task ends, and the caller's hooks are valid only until it
+ * returns (broker.h): the task runs with a relay (own_hooks) instead. The relay passes output on
+ * while the submit waits and drops it after; the submitter copies the caller's cancel flag into
+ * the task's own while it waits. As the remote and queue brokers do. */
+#define TB_CANCEL_POLL_MS 50
+
+static pthread_mutex_t lent_mu = PTHREAD_MUTEX_INITIALIZER; /* lent, lent_valid */
+
+static void relay_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                         uint64_t offset)
+{
+    bt_task *t = arg;
+    pthread_mutex_lock(&lent_mu);
+    if (t->lent_valid && t->lent.on_output != NULL)
+        t->lent.on_output(t->lent.on_output_arg, stream, data, len, offset);
+    pthread_mutex_unlock(&lent_mu);
+}
+
+static void lend_hooks(bt_task *t, const sbx_engine_hooks *hooks)
+{
+    t->lent = *hooks;
+    t->lent_valid = true;
+    t->cancelled = hooks->cancel != NULL && *hooks->cancel;
+    t->own_hooks.on_output = hooks->on_output != NULL ? relay_output : NULL;
+    t->own_hooks.on_output_arg = t;
+    t->own_hooks.cancel = &t->cancelled;
+    t->hooks = &t->own_hooks;
+}
+
+/* Waits (store.mu held) as bt_wait does, looking at the lent cancel flag every
+ * TB_CANCEL_POLL_MS; then takes the hooks back: no relay calls them once this returns. The
+ * caller holds a reference to t. */
+static void wait_lent(thread_broker *tb, bt_task *t, int64_t wait_ms, sbx_completion **out)
+{
+    if (t->lent.cancel == NULL) {
+        bt_wait(&tb->store, t, wait_ms, out);
+    } else {
+        int64_t end = sbx_monotonic_ms() + wait_ms;
+        for (;;) {
+            if (*t->lent.cancel)
+                t->cancelled = 1;
+            int64_t left = end - sbx_monotonic_ms();
+            bt_wait(&tb->store, t, left < TB_CANCEL_POLL_MS ? left : TB_CANCEL_POLL_MS, out);
+            if (*out != NULL || t->state == BT_DONE || left <= TB_CANCEL_POLL_MS)
+                break;
+        }
+    }
+    /* Not under store.mu: a caller's on_output may call into the broker. */
+    pthread_mutex_unlock(&tb->store.mu);
+    pthread_mutex_lock(&lent_mu);
+    t->lent_valid = false;
+    pthread_mutex_unlock(&lent_mu);
+    pthread_mutex_lock(&tb->store.mu);
+}
+
 static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
                             const sbx_engine_hooks *hooks, sbx_completion **out)
 {
@@ -439,17 +495,22 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
         bt_release(t);
         break;
     case TB_NEW:
-        t->hooks = hooks; /* broker.h: the caller keeps them valid until the completion */
         if (!forever) {
             /* Ours until we waited: wake_pending releases the lock to wake an executor, which
              * may run t to its end meanwhile, and a discard or the completion LRU then free it. */
             t->refs++;
+            if (hooks != NULL && (hooks->on_output != NULL || hooks->cancel != NULL))
+                lend_hooks(t, hooks);
             enqueue(tb, t);
             wake_pending(tb);
-            bt_wait(&tb->store, t, wait_ms, out);
+            if (t->hooks != NULL)
+                wait_lent(tb, t, wait_ms, out);
+            else
+                bt_wait(&tb->store, t, wait_ms, out);
             bt_release(t);
             break;
         }
+        t->hooks = hooks; /* broker.h: valid until this (forever) submit returns */
         t->owner_runs = true;
         t->refs++; /* ours until we copied the completion */
         enqueue(tb, t);

@@ -62,8 +62,9 @@ const char *sbx_broker_flavor(const sbx_broker *b);
  * gets its stored completion) instead of running twice; the same task_id with a different
  * request (sbx_request_digest) gets an INVALID_ARGUMENT completion, never the first one's.
  * A full queue or a closed broker is an error status with *out = a FAILED completion saying so.
- * hooks (may be NULL) stream output and carry cancellation; they must stay valid until the
- * completion is produced (so pass NULL when wait_ms may elapse). */
+ * hooks (may be NULL) stream output and carry cancellation while the call waits: they must stay
+ * valid until it returns, and are not used after it (a task still running when wait_ms elapses
+ * streams no more output to them and no longer reads their cancel flag). */
 sbx_status sbx_broker_submit(sbx_broker *b, const sbx_request *req, int64_t wait_ms,
                              const sbx_engine_hooks *hooks, sbx_completion **out);
 /* What submit_async calls back. on_done is called exactly once per submit_async, with

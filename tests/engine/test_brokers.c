@@ -677,6 +677,58 @@ static void test_brokers_hooks_stream_output_chunks(void **state)
     sbx_broker_free(b);
 }
 
+/* A submit with a bounded wait lends its hooks only while it waits: a task still running when
+ * it returns calls them no more (the caller may have freed what they point to). Before: the
+ * executor called the returned submit's on_output when the task printed, later. */
+static void test_brokers_hooks_are_not_called_after_a_bounded_submit_returned(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 4, 4);
+    chunks ch = {0};
+    sbx_engine_hooks hooks = {collect, &ch, NULL};
+    sbx_request *r = fx_shell("default", "echo early; sleep 300; echo late");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, 150, &hooks, &c), SBX_OK);
+    assert_null(c); /* pending */
+    size_t seen = ch.n;
+    assert_true(seen == 0 || strcmp(ch.text, "early\n") == 0);
+    /* Joining the task waits for its end: the output printed after the return went nowhere. */
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "early\nlate\n");
+    assert_int_equal(ch.n, seen);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+static void *set_flag_soon(void *arg)
+{
+    usleep(100 * 1000);
+    *(volatile int *)arg = 1;
+    return NULL;
+}
+
+/* The cancel flag of a bounded-wait submit still ends its task while it waits. */
+static void test_brokers_cancel_flag_of_a_bounded_submit_ends_the_task(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 4, 4);
+    volatile int cancel = 0;
+    sbx_engine_hooks hooks = {NULL, NULL, &cancel};
+    sbx_request *r = fx_shell("default", "sleep 30000");
+    pthread_t th;
+    pthread_create(&th, NULL, set_flag_soon, (void *)&cancel);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, 20000, &hooks, &c), SBX_OK);
+    pthread_join(th, NULL);
+    assert_non_null(c);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    assert_non_null(strstr(c->error, "cancel"));
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_cancel_hook_abandons_execution(void **state)
 {
     env *t = *state;
@@ -1137,6 +1189,8 @@ int main(void)
         T(test_brokers_open_by_flavor),
         T(test_brokers_thread_records_frames_that_replay_identically),
         T(test_brokers_hooks_stream_output_chunks),
+        T(test_brokers_hooks_are_not_called_after_a_bounded_submit_returned),
+        T(test_brokers_cancel_flag_of_a_bounded_submit_ends_the_task),
         T(test_brokers_cancel_hook_abandons_execution),
         T(test_brokers_thread_async_streams_output_and_calls_back),
         T(test_brokers_thread_async_retry_joins_and_done_task_answers_at_once),
