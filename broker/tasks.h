@@ -49,7 +49,9 @@ typedef struct bt_waiter {
     struct bt_waiter *next;
     sbx_broker_done_fn on_done;
     void *arg;
-    sbx_completion *c; /* filled by bt_complete, handed over by bt_fire */
+    sbx_completion *c;          /* filled by bt_complete, handed over by bt_fire */
+    const volatile int *cancel; /* a joiner's: set, it stops waiting (thread.c prune_gone) */
+    bool creator;               /* the task's creator: its hooks run the task, never pruned */
 } bt_waiter;
 
 typedef struct bt_task {

@@ -531,6 +531,29 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     return st;
 }
 
+/* Takes off t's waiters (store.mu held) the joiners whose cancel flag is set, each with a
+ * completion saying so, for the caller to fire once unlocked. A joiner's cancel does not stop a
+ * task others wait for, and a worker's client that joins a long task and resets its stream,
+ * again and again, would otherwise pile up one waiter (its call and its request, charged to the
+ * worker's buffer budget) per join until the task ends; each join prunes the ones gone before. */
+static bt_waiter *prune_gone(bt_task *t)
+{
+    bt_waiter *gone = NULL;
+    for (bt_waiter **pp = &t->waiters; *pp != NULL;) {
+        bt_waiter *w = *pp;
+        if (w->creator || w->cancel == NULL || !*w->cancel) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        w->c = sbx_completion_fail(t->id, SBX_E_TIMEOUT,
+                                   "cancelled while waiting for the task (the caller went away)");
+        w->next = gone;
+        gone = w;
+    }
+    return gone;
+}
+
 static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const sbx_broker_async *cb)
 {
     thread_broker *tb = sbx_broker_impl(b);
@@ -552,6 +575,7 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
     }
     w->on_done = cb->on_done;
     w->arg = cb->arg;
+    w->cancel = cb->cancel;
     bt_task *t = NULL;
     sbx_completion *answer = NULL;
     sbx_status st;
@@ -567,7 +591,11 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
         }
         how = TB_ANSWERED;
     }
+    bt_waiter *gone = NULL;
+    if (how == TB_JOIN)
+        gone = prune_gone(t);
     if (how != TB_ANSWERED) {
+        w->creator = how == TB_NEW;
         w->next = t->waiters;
         t->waiters = w;
         w = NULL;
@@ -582,6 +610,7 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
         enqueue(tb, t);
     }
     unlock_wake(tb);
+    bt_fire(gone);
     if (how == TB_ANSWERED) {
         free(w);
         cb->on_done(cb->arg, st, answer);

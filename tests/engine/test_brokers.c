@@ -868,6 +868,49 @@ static void test_brokers_thread_async_retry_joins_and_done_task_answers_at_once(
     sbx_broker_free(b);
 }
 
+/* A joiner that went away (its cancel flag set) stops waiting at the next join of the task: a
+ * client joining a long task and resetting, again and again, held one waiter per join until the
+ * task ended (the worker's calls and their budget). The creator, whose hooks run the task, waits
+ * on; the task runs once. Before: the gone joiner was answered only when the task ended. */
+static void test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones creator, gone, last;
+    dones_init(&creator);
+    dones_init(&gone);
+    dones_init(&last);
+    volatile int creator_gone = 0, joiner_gone = 0;
+    sbx_broker_async cb = {.cancel = &creator_gone, .on_done = on_done, .arg = &creator};
+    sbx_broker_async j1 = {.cancel = &joiner_gone, .on_done = on_done, .arg = &gone};
+    sbx_broker_async j2 = {.on_done = on_done, .arg = &last};
+    sbx_request *r = fx_shell("default", "echo once");
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK);
+    wait_ops(f, base + 1);
+    assert_int_equal(sbx_broker_submit_async(b, r, &j1), SBX_OK);
+    joiner_gone = 1;
+    assert_int_equal(sbx_broker_submit_async(b, r, &j2), SBX_OK);
+    assert_int_equal(dones_count(&gone), 1); /* answered by the join, the task still gated */
+    assert_non_null(strstr(gone.c[0]->error, "went away"));
+    assert_int_equal(dones_count(&creator), 0);
+    assert_int_equal(dones_count(&last), 0);
+    sbx_fake_set_gate(f, false);
+    wait_dones(&creator, 1);
+    wait_dones(&last, 1);
+    assert_string_equal(fx_stdout(creator.c[0]), "once\n");
+    assert_string_equal(fx_stdout(last.c[0]), "once\n");
+    assert_int_equal(dones_count(&gone), 1);
+    assert_int_equal(sbx_fake_ops(f), base + 1);
+    dones_free(&creator);
+    dones_free(&gone);
+    dones_free(&last);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_thread_async_full_queue_and_cancelled_task(void **state)
 {
     env *t = *state;
@@ -1194,6 +1237,7 @@ int main(void)
         T(test_brokers_cancel_hook_abandons_execution),
         T(test_brokers_thread_async_streams_output_and_calls_back),
         T(test_brokers_thread_async_retry_joins_and_done_task_answers_at_once),
+        T(test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join),
         T(test_brokers_thread_async_full_queue_and_cancelled_task),
         T(test_brokers_embedded_async_calls_back_before_returning),
         T(test_brokers_thread_blocking_callers_stay_within_the_slots),
