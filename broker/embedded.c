@@ -53,6 +53,8 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
     }
     *out = sbx_completion_copy(c);
     pthread_mutex_lock(&e->store.mu);
+    if (bt_abandoned(hooks, c))
+        t->discarded = true; /* answers those waiting, not kept (tasks.h) */
     bt_task *dead = NULL;
     bt_waiter *fire = bt_complete(&e->store, t, c, NULL, &dead); /* none: joiners here block */
     pthread_mutex_unlock(&e->store.mu);

@@ -121,6 +121,12 @@ static void drop(bt_store *s, bt_task *t, bt_task **dead)
     *dead = t;
 }
 
+bool bt_abandoned(const sbx_engine_hooks *hooks, const sbx_completion *c)
+{
+    return hooks != NULL && hooks->cancel != NULL && *hooks->cancel && c != NULL &&
+           c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED;
+}
+
 void bt_free_dead(bt_task *dead)
 {
     while (dead != NULL) {

@@ -117,6 +117,11 @@ sbx_completion *bt_conflict(const char *subject, const char *task_id);
  * *dead (may be NULL: freed at once) for bt_free_dead after the lock is released. */
 bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
                        bt_task **dead);
+/* True when c ended its task because the caller went away (the hooks' cancel flag is set and c
+ * did not succeed): an answer nobody asked for, which the brokers give to those waiting now but
+ * do not keep for the task id (they mark the task discarded before bt_complete), so a retry --
+ * the remote broker resends after the broken connection that cancelled it -- runs anew. */
+bool bt_abandoned(const sbx_engine_hooks *hooks, const sbx_completion *c);
 /* Frees the tasks bt_complete put on a dead list (without s->mu). */
 void bt_free_dead(bt_task *dead);
 /* Adds an asynchronous waiter to a task that is not done; false on ENOMEM. */

@@ -282,6 +282,7 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
         c = sbx_engine_process(tb->engine, req, hooks);
     if (c == NULL)
         c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
+    bool abandoned = bt_abandoned(hooks, c); /* answers those waiting, not kept (tasks.h) */
     sbx_broker_record(tb->self, req, c, t->started_at_ms, 0);
     /* Whoever is known to want the completion (the blocking owner, the asynchronous creator)
      * gets a copy made here, not under the lock every submitter contends for. */
@@ -291,6 +292,8 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     bt_session *s = t->session;
     t->session = NULL;
     bt_task *dead = NULL;
+    if (abandoned)
+        t->discarded = true;
     bt_waiter *fire = bt_complete(&tb->store, t, c, &spare, &dead);
     if (locked)
         bt_release(t); /* may free t (discarded, no waiter) */

@@ -61,6 +61,8 @@ const char *sbx_broker_flavor(const sbx_broker *b);
  * Idempotent: the same principal submitting the same task_id again joins the first task (or
  * gets its stored completion) instead of running twice; the same task_id with a different
  * request (sbx_request_digest) gets an INVALID_ARGUMENT completion, never the first one's.
+ * A task its caller cancelled (the hooks' cancel flag) and that did not succeed is not stored:
+ * the same task_id again runs anew (a retry after the broken connection that cancelled it).
  * A full queue or a closed broker is an error status with *out = a FAILED completion saying so.
  * hooks (may be NULL) stream output and carry cancellation while the call waits: they must stay
  * valid until it returns, and are not used after it (a task still running when wait_ms elapses

@@ -746,6 +746,28 @@ static void test_brokers_cancel_hook_abandons_execution(void **state)
     sbx_broker_free(b);
 }
 
+/* The embedded broker keeps no cancelled completion for the task id either: the same request
+ * without the flag runs. Before: it got the stored "cancelled". */
+static void test_brokers_embedded_cancelled_task_is_not_the_answer_to_its_retry(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_embedded(t->e, &b, NULL), SBX_OK);
+    volatile int cancel = 1;
+    sbx_engine_hooks hooks = {NULL, NULL, &cancel};
+    sbx_request *r = fx_shell("default", "echo once");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, &hooks, &c), SBX_OK);
+    assert_int_not_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "once\n");
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
 /* ---- asynchronous submit and describe ---------------------------------------------------- */
 
 /* What on_done callbacks received, for a test to wait on. */
@@ -907,6 +929,37 @@ static void test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join
     dones_free(&creator);
     dones_free(&gone);
     dones_free(&last);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+/* A task ended because its caller went away is not the stored answer of its task id: the
+ * same request again (a retry after the broken connection that cancelled it) runs anew. Before:
+ * the retry got "the caller went away" for as long as the completion was stored. */
+static void test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones d;
+    dones_init(&d);
+    volatile int gone = 0;
+    sbx_broker_async cb = {.cancel = &gone, .on_done = on_done, .arg = &d};
+    sbx_request *r = fx_shell("default", "echo once");
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK);
+    wait_ops(f, base + 1);
+    gone = 1;
+    wait_dones(&d, 1);
+    assert_int_equal(d.c[0]->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    sbx_fake_set_gate(f, false);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_string_equal(fx_stdout(c), "once\n");
+    sbx_completion_free(c);
+    dones_free(&d);
     sbx_request_free(r);
     sbx_broker_free(b);
 }
@@ -1235,9 +1288,11 @@ int main(void)
         T(test_brokers_hooks_are_not_called_after_a_bounded_submit_returned),
         T(test_brokers_cancel_flag_of_a_bounded_submit_ends_the_task),
         T(test_brokers_cancel_hook_abandons_execution),
+        T(test_brokers_embedded_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_streams_output_and_calls_back),
         T(test_brokers_thread_async_retry_joins_and_done_task_answers_at_once),
         T(test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join),
+        T(test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_full_queue_and_cancelled_task),
         T(test_brokers_embedded_async_calls_back_before_returning),
         T(test_brokers_thread_blocking_callers_stay_within_the_slots),
