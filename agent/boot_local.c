@@ -237,6 +237,13 @@ static void copy_fd(int fd, const char *dst)
     close(out);
 }
 
+/* The inode cap of a writable tmpfs of mb MiB (SBX_TMPFS_INODES_PER_MB, core/limits.h). */
+static unsigned long tmpfs_inodes(unsigned long mb)
+{
+    unsigned long long n = mb * SBX_TMPFS_INODES_PER_MB;
+    return (unsigned long)(n < SBX_TMPFS_INODES_MIN ? SBX_TMPFS_INODES_MIN : n);
+}
+
 static void tmpfs(const char *dst, unsigned long flags, const char *opts)
 {
     mkdirs(dst, 0755);
@@ -408,17 +415,19 @@ static void child_setup(const boot_opts *o)
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
         if (symlink(links[i][0], links[i][1]) < 0)
             fail("symlink %s", links[i][1]);
-    char opts[128];
-    snprintf(opts, sizeof opts, "size=%lum,mode=1777", o->shm_mb);
+    char opts[160];
+    snprintf(opts, sizeof opts, "size=%lum,nr_inodes=%lu,mode=1777", o->shm_mb,
+             tmpfs_inodes(o->shm_mb));
     tmpfs("./dev/shm", MS_NOSUID | MS_NODEV, opts);
     if (mount(NULL, "./dev", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) <
         0)
         fail("remount /dev read-only");
     /* Writable, size-bounded places: private /tmp and the workspace. */
-    snprintf(opts, sizeof opts, "size=%lum,mode=1777", o->tmp_mb);
+    snprintf(opts, sizeof opts, "size=%lum,nr_inodes=%lu,mode=1777", o->tmp_mb,
+             tmpfs_inodes(o->tmp_mb));
     tmpfs("./tmp", MS_NOSUID | MS_NODEV, opts);
-    snprintf(opts, sizeof opts, "size=%lum,mode=0755,uid=%u,gid=%u", o->ws_mb,
-             (unsigned)o->agent.prog_uid, (unsigned)o->agent.prog_gid);
+    snprintf(opts, sizeof opts, "size=%lum,nr_inodes=%lu,mode=0755,uid=%u,gid=%u", o->ws_mb,
+             tmpfs_inodes(o->ws_mb), (unsigned)o->agent.prog_uid, (unsigned)o->agent.prog_gid);
     snprintf(dst, sizeof dst, ".%s", o->agent.workdir);
     tmpfs(dst, MS_NOSUID | MS_NODEV, opts);
     place_binds(o, true);

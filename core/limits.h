@@ -24,6 +24,14 @@
 _Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
                "an agent frame must hold a data chunk with room for its envelope");
 
+/* Inodes of a sandbox's writable tmpfs mounts (local: /tmp, the workspace, /dev/shm; docker:
+ * /tmp, the workdir, fs_write paths) per MiB of their size, one per 4 KiB page: as many files as
+ * a full mount of small files holds. Without a cap an empty file costs no size, and the
+ * kernel's default (half the host's RAM pages) lets a program hold millions of inodes, about
+ * 1 KiB of kernel memory each. At least SBX_TMPFS_INODES_MIN, for the smallest mounts. */
+#define SBX_TMPFS_INODES_PER_MB 256ull
+#define SBX_TMPFS_INODES_MIN 1024ull
+
 /* An agent that also listens on TCP (a pod, reached over the pod network) takes a client only
  * after its first bytes are SBX_AGENT_AUTH_MAGIC followed by the sandbox's SBX_AGENT_TOKEN_LEN
  * byte credential, compared in constant time; anything else is dropped before one frame is

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
 #include "providers/common/proc.h"
@@ -648,8 +649,12 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     /* Owned by the program's uid: Docker copies the image directory's own mode onto a tmpfs
      * mounted over it (its "tmpcopyup"), so mode= alone does not make /workspace writable. exec
      * overrides Docker's default noexec: programs build and run things in their workspace. */
-    snprintf(opts, sizeof(opts), "rw,exec,nosuid,nodev,size=%llum,mode=1777,uid=%u,gid=%u",
-             (unsigned long long)mb, program_id, program_id);
+    unsigned long long inodes = mb * SBX_TMPFS_INODES_PER_MB; /* core/limits.h */
+    if (inodes < SBX_TMPFS_INODES_MIN)
+        inodes = SBX_TMPFS_INODES_MIN;
+    snprintf(opts, sizeof(opts),
+             "rw,exec,nosuid,nodev,size=%llum,nr_inodes=%llu,mode=1777,uid=%u,gid=%u",
+             (unsigned long long)mb, inodes, program_id, program_id);
     json_object_set_new(tmpfs, "/tmp", json_string(opts));
     json_object_set_new(tmpfs, p->workdir, json_string(opts));
     if (policy->n_fs_write > 0 || policy->disk_mb > 0) {

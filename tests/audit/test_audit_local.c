@@ -419,6 +419,34 @@ static void test_audit_programs_carry_the_highest_oom_score(void **state)
     free(out);
 }
 
+/* The writable tmpfs mounts cap their inodes at one per 4 KiB of their size: empty files cost
+ * no size, and /dev/shm (64 MiB) held 40,000 of them (the kernel's default cap is half the host's
+ * RAM pages, about 1 KiB of kernel memory each). Before: all 40,000 were made. */
+static void test_audit_tmpfs_inodes_are_capped(void **state)
+{
+    (void)state;
+    char *out = py_out("import os\n"
+                       "n = 0\n"
+                       "try:\n"
+                       "    while n < 40000:\n"
+                       "        os.close(os.open('/dev/shm/f%d' % n, os.O_CREAT | os.O_WRONLY))\n"
+                       "        n += 1\n"
+                       "except OSError as e:\n"
+                       "    print('errno', e.errno)\n"
+                       "print('made', n)\n"
+                       "for i in range(n):\n"
+                       "    os.unlink('/dev/shm/f%d' % i)\n");
+    expect_in(out, "errno 28", "creating 40,000 empty files in /dev/shm (64 MiB)");
+    expect_not_in(out, "made 40000", "creating 40,000 empty files in /dev/shm (64 MiB)");
+    free(out);
+    out = sh_out("grep -E ' /(tmp|workspace|dev/shm) ' /proc/self/mounts");
+    expect_in(out, "/tmp tmpfs", "/tmp's mount");
+    for (const char *p = out; (p = strstr(p, "tmpfs")) != NULL; p++)
+        if (strstr(p, "nr_inodes=") == NULL || strchr(p, '\n') < strstr(p, "nr_inodes="))
+            fail_msg("a writable tmpfs without nr_inodes in:\n%s", out);
+    free(out);
+}
+
 /* ---- the allow-list ---------------------------------------------------------------------- */
 
 /* A syscall the filter does not name is refused with ENOSYS before the kernel sees it: each of
@@ -934,6 +962,7 @@ int main(void)
         cmocka_unit_test(test_audit_syscalls_outside_the_allow_list_are_refused),
         cmocka_unit_test(test_audit_mknod_allows_fifos_only),
         cmocka_unit_test(test_audit_programs_carry_the_highest_oom_score),
+        cmocka_unit_test(test_audit_tmpfs_inodes_are_capped),
         cmocka_unit_test(test_audit_no_agent_fds_leak_into_programs),
         cmocka_unit_test(test_audit_host_fds_do_not_reach_the_sandbox),
         cmocka_unit_test(test_audit_every_capability_set_is_empty),

@@ -139,6 +139,7 @@ static void test_docker_managed_policy_is_what_the_daemon_recorded(void **state)
     const char *tmp = json_string_value(json_object_get(json_object_get(hc, "Tmpfs"), "/tmp"));
     assert_non_null(tmp);
     assert_non_null(strstr(tmp, "size=32m"));
+    assert_non_null(strstr(tmp, "nr_inodes=8192")); /* 256 per MiB: core/limits.h */
     assert_non_null(json_object_get(json_object_get(hc, "Tmpfs"), "/workspace"));
     json_t *drop = json_object_get(hc, "CapDrop");
     assert_int_equal(json_array_size(drop), 1);
