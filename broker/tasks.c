@@ -38,6 +38,11 @@ static void task_free(bt_task *t)
 void bt_store_destroy(bt_store *s)
 {
     for (size_t b = 0; b < BT_BUCKETS; b++)
+        for (bt_owner *o = s->owners[b], *next; o != NULL; o = next) {
+            next = o->next;
+            free(o);
+        }
+    for (size_t b = 0; b < BT_BUCKETS; b++)
         for (bt_task *t = s->buckets[b], *next; t != NULL; t = next) {
             next = t->hnext;
             task_free(t);
@@ -87,6 +92,73 @@ static void unlink_table(bt_store *s, bt_task *t)
     t->in_table = false;
 }
 
+/* The owner record of subject, made if missing (NULL on ENOMEM). */
+static bt_owner *owner_get(bt_store *s, const char *subject)
+{
+    uint64_t h = sbx_hash_str(subject);
+    bt_owner **bucket = &s->owners[h & (BT_BUCKETS - 1)];
+    for (bt_owner *o = *bucket; o != NULL; o = o->next)
+        if (o->hash == h && strcmp(o->subject, subject) == 0)
+            return o;
+    size_t len = strlen(subject);
+    bt_owner *o = calloc(1, sizeof(*o) + len + 1);
+    if (o == NULL)
+        return NULL;
+    memcpy(o->subject, subject, len + 1);
+    o->hash = h;
+    o->next = *bucket;
+    *bucket = o;
+    s->n_owners++;
+    return o;
+}
+
+/* Takes t off its owner's list; forgets an owner left with none. */
+static void owner_unlink(bt_store *s, bt_task *t)
+{
+    bt_owner *o = t->owner;
+    if (o == NULL)
+        return;
+    if (t->own_prev != NULL)
+        t->own_prev->own_next = t->own_next;
+    else
+        o->head = t->own_next;
+    if (t->own_next != NULL)
+        t->own_next->own_prev = t->own_prev;
+    else
+        o->tail = t->own_prev;
+    t->own_prev = t->own_next = NULL;
+    t->owner = NULL;
+    o->n_done--;
+    o->bytes -= t->lru_bytes;
+    if (o->n_done > 0)
+        return;
+    bt_owner **pp = &s->owners[o->hash & (BT_BUCKETS - 1)];
+    while (*pp != o)
+        pp = &(*pp)->next;
+    *pp = o->next;
+    free(o);
+    s->n_owners--;
+}
+
+static bool over_share(const bt_store *s, const bt_owner *o)
+{
+    size_t n = s->n_owners > 0 ? s->n_owners : 1;
+    return o->n_done > s->lru_max / n || o->bytes > BT_LRU_BYTES_MAX / n;
+}
+
+/* The entry to evict from a store over its bounds after `last` entered it: the oldest of
+ * last's owner when that owner is over its fair share, else the oldest entry whose owner is
+ * (one is, unless every share was rounded down), else the oldest. */
+static bt_task *eviction_victim(bt_store *s, const bt_task *last)
+{
+    if (last->owner != NULL && over_share(s, last->owner))
+        return last->owner->head;
+    for (bt_task *t = s->lru_head; t != NULL; t = t->lru_next)
+        if (t->owner != NULL && over_share(s, t->owner))
+            return t;
+    return s->lru_head;
+}
+
 static void unlink_lru(bt_store *s, bt_task *t)
 {
     if (t->lru_prev != NULL)
@@ -100,6 +172,7 @@ static void unlink_lru(bt_store *s, bt_task *t)
     else
         s->lru_tail = t->lru_prev;
     t->lru_prev = t->lru_next = NULL;
+    owner_unlink(s, t);
     s->n_done--;
     s->lru_bytes -= t->lru_bytes;
     t->lru_bytes = 0;
@@ -187,7 +260,8 @@ bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completio
     /* The borrowed request belonged to a submitter that is returning now. */
     t->req = t->req_owned;
     pthread_cond_broadcast(&t->done);
-    if (t->discarded) {
+    bt_owner *o = t->discarded ? NULL : owner_get(s, t->key);
+    if (o == NULL) { /* discarded, or no memory to account for it: not kept */
         drop(s, t, dead);
         return fire;
     }
@@ -203,8 +277,17 @@ bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completio
         (c != NULL ? protobuf_c_message_get_packed_size(&c->base) : 0) +
         (t->req_owned != NULL ? protobuf_c_message_get_packed_size(&t->req_owned->base) : 0);
     s->lru_bytes += t->lru_bytes;
+    t->owner = o;
+    t->own_prev = o->tail;
+    if (o->tail != NULL)
+        o->tail->own_next = t;
+    else
+        o->head = t;
+    o->tail = t;
+    o->n_done++;
+    o->bytes += t->lru_bytes;
     while (s->n_done > s->lru_max || s->lru_bytes > BT_LRU_BYTES_MAX)
-        drop(s, s->lru_head, dead);
+        drop(s, eviction_victim(s, t), dead);
     return fire;
 }
 

@@ -43,6 +43,18 @@ _Static_assert(BT_BUCKETS >= SBX_BROKER_DEFAULT_LRU_SIZE + SBX_BROKER_DEFAULT_QU
 
 typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
 
+/* A principal's share of the LRU: its done entries, oldest first, and what they hold. The LRU
+ * is one store for every principal, so a principal over its fair share (the bounds divided by
+ * the principals holding entries) is evicted first, oldest first: one tenant's flood of
+ * requests evicts its own completions, never the one another keeps for its retry. */
+typedef struct bt_owner {
+    struct bt_owner *next; /* hash chain */
+    uint64_t hash;
+    struct bt_task *head, *tail;
+    size_t n_done, bytes;
+    char subject[];
+} bt_owner;
+
 /* An asynchronous submitter (sbx_broker_submit_async) waiting for a task: called back once
  * with its own copy of the completion. */
 typedef struct bt_waiter {
@@ -57,6 +69,8 @@ typedef struct bt_waiter {
 typedef struct bt_task {
     struct bt_task *hnext;               /* hash chain */
     struct bt_task *lru_prev, *lru_next; /* done tasks, oldest first */
+    struct bt_task *own_prev, *own_next; /* its owner's done tasks, oldest first */
+    bt_owner *owner;                     /* while in the LRU */
     struct bt_task *qnext;               /* ready queue or session backlog (thread broker) */
     struct bt_session *session;          /* thread broker: the session it serializes on, or NULL */
     uint64_t hash;
@@ -90,6 +104,8 @@ typedef struct bt_store {
     bt_task *buckets[BT_BUCKETS];
     bt_task *lru_head, *lru_tail;
     size_t n_done, lru_max;
+    bt_owner *owners[BT_BUCKETS]; /* principals with done entries, by subject */
+    size_t n_owners;
     size_t lru_bytes; /* of the done entries in the LRU, at most BT_LRU_BYTES_MAX */
     int spinners;     /* waiters spinning now (atomic; never more than BT_MAX_SPINNERS) */
 } bt_store;

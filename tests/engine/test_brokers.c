@@ -416,6 +416,49 @@ static void test_brokers_thread_lru_evicts_oldest_completion(void **state)
     sbx_broker_free(b);
 }
 
+/* One principal's flood evicts its own completions, not the one another keeps for its retry:
+ * the LRU (8 here) is one store for every principal, and eviction took the oldest entry,
+ * whoever's it was, so tenant-b's retry ran its task a second time. */
+static void test_brokers_thread_lru_flood_of_one_principal_evicts_its_own(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    sbx_broker *b = thread_broker(t, 1, 8, 8);
+    sbx_request *kept = fx_shell("default", "echo once");
+    fx_subject(kept, "tenant-b");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, kept, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    sbx_completion_free(c);
+    sbx_request *flood[20];
+    for (int i = 0; i < 20; i++) {
+        flood[i] = fx_shell("default", "echo x");
+        fx_subject(flood[i], "tenant-a");
+        c = NULL;
+        assert_int_equal(sbx_broker_submit(b, flood[i], SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+    }
+    uint64_t ops = sbx_fake_ops(f);
+    c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-b", kept->task_id, 0, &c), SBX_OK);
+    assert_non_null(c);
+    sbx_completion_free(c);
+    c = NULL;
+    assert_int_equal(sbx_broker_submit(b, kept, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "once\n");
+    assert_int_equal(sbx_fake_ops(f), ops); /* answered from the store: not run again */
+    sbx_completion_free(c);
+    /* The flood is bounded: tenant-a's oldest went, its newest is kept. */
+    c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-a", flood[0]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
+    assert_int_equal(sbx_broker_result(b, "tenant-a", flood[19]->task_id, 0, &c), SBX_OK);
+    sbx_completion_free(c);
+    for (int i = 0; i < 20; i++)
+        sbx_request_free(flood[i]);
+    sbx_request_free(kept);
+    sbx_broker_free(b);
+}
+
 /* The LRU is bounded by bytes too: completions of 2 MB each (`yes 1000000`) push the oldest
  * out long before broker.lru_size (1,000) is reached. */
 #define BIG_TASKS 48
@@ -1273,6 +1316,7 @@ int main(void)
         T(test_brokers_thread_same_principal_other_request_is_refused),
         T(test_brokers_thread_reused_id_refused_while_first_is_pending),
         T(test_brokers_thread_lru_evicts_oldest_completion),
+        T(test_brokers_thread_lru_flood_of_one_principal_evicts_its_own),
         T(test_brokers_thread_lru_is_bounded_by_bytes),
         T(test_brokers_thread_finite_wait_keeps_its_task_across_the_wake),
         T(test_brokers_thread_one_session_id_of_two_principals_runs_in_parallel),
