@@ -437,6 +437,18 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
     if (!ephemeral && !follows && !p->idle_pause && h->sandbox_id[0] != '\0' && idle_ms > 0 &&
         sbx_now_ms() - h->last_used_at_ms > idle_ms) {
         sbx_completion *d = destroy_through_broker(s, h, req->principal);
+        if (d != NULL && (sbx_status)d->error_code == SBX_E_PERMISSION_DENIED) {
+            /* Another principal's session (one store per OS account, sessions by name): refused
+             * as the request itself would be, and its handle left as it is. Before, the failed
+             * destroy cleared it, this caller got a new sandbox under the name, and its owner
+             * was locked out of its own session. */
+            *out = sbx_completion_fail(req->task_id, SBX_E_PERMISSION_DENIED,
+                                       "session '%s' is not yours to use: %s", h->session_id,
+                                       d->error != NULL ? d->error : "");
+            sbx_completion_free(d);
+            sbx_message_free(&h->base);
+            return SBX_E_PERMISSION_DENIED;
+        }
         if (succeeded(d) && d->session != NULL) {
             sbx_message_free(&h->base);
             h = (sbx_session_handle *)sbx_message_copy(&d->session->base);

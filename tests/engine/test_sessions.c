@@ -208,6 +208,40 @@ static void test_sessions_idle_managed_session_is_reset_with_notice(void **state
     sbx_completion_free(c2);
 }
 
+/* An idle session used by another principal (the store is one per OS account, sessions are
+ * found by name) is refused and left to its owner. Before: the other's failed destroy cleared
+ * the handle, it got a new sandbox under the name, and the owner was refused its own session. */
+static void test_sessions_idle_session_of_another_principal_stays_its_owners(void **state)
+{
+    env *t = *state;
+    sbx_session_handle *h = NULL;
+    assert_int_equal(sbx_sessions_create(t->s, "idle", NULL, &h, NULL), SBX_OK);
+    sbx_request *r = fx_shell("", "echo mine");
+    fx_subject(r, "tenant-b");
+    sbx_completion *c = NULL;
+    sbx_sessions_execute(t->s, r, h->session_id, SBX_WAIT_FOREVER, &c, NULL);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    age(t, h->session_id);
+    r = fx_shell("", "echo theirs");
+    fx_subject(r, "tenant-a");
+    c = NULL;
+    sbx_sessions_execute(t->s, r, h->session_id, SBX_WAIT_FOREVER, &c, NULL);
+    assert_int_equal(c->error_code, SBX_E_PERMISSION_DENIED);
+    assert_non_null(strstr(c->error, "not yours"));
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    r = fx_shell("", "echo mine again");
+    fx_subject(r, "tenant-b");
+    c = NULL;
+    sbx_sessions_execute(t->s, r, h->session_id, SBX_WAIT_FOREVER, &c, NULL);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_message_free(&h->base);
+}
+
 /* idle_action: pause: an idle session is never reset on its next use (the engine pauses it
  * instead and that use resumes it): the same sandbox, its workspace, no reset notice. */
 static void test_sessions_idle_pause_profile_is_not_reset(void **state)
@@ -339,6 +373,7 @@ int main(void)
         T(test_sessions_create_refuses_per_call_profile),
         T(test_sessions_per_runtime_shares_one_sandbox),
         T(test_sessions_idle_managed_session_is_reset_with_notice),
+        T(test_sessions_idle_session_of_another_principal_stays_its_owners),
         T(test_sessions_idle_attached_session_resets_binding_only),
         T(test_sessions_idle_pause_profile_is_not_reset),
         T(test_sessions_store_persists_handles_privately),
