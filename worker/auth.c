@@ -117,6 +117,17 @@ bool worker_caller_may_assert(const worker_caller *caller, const char *subject)
     return false;
 }
 
+bool worker_caller_may_choose_identity(const worker_caller *caller, const sbx_principal *p)
+{
+    if (p == NULL || (p->n_credentials == 0 && p->n_groups == 0))
+        return true;
+    const sbx_worker_caller *c = caller->config;
+    for (size_t i = 0; i < c->n_subjects; i++)
+        if (strcmp(c->subjects[i], "*") == 0)
+            return true;
+    return false;
+}
+
 static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                        const unsigned char *in, unsigned int inlen, void *arg)
 {

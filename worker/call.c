@@ -419,6 +419,11 @@ static void call_dispatch_body(call *c)
                                caller->config->name ? caller->config->name : "?", subject);
             return;
         }
+        if (caller && !worker_caller_may_choose_identity(caller, c->req->principal)) {
+            worker_call_decide(c, SBX_GRPC_PERMISSION_DENIED, WORKER_IDENTITY_REFUSAL,
+                               caller->config->name ? caller->config->name : "?");
+            return;
+        }
     }
     if (c->method == RPC_EXECUTE_STREAM)
         worker_call_start_response(c); /* headers now: the client sees the stream open */

@@ -323,6 +323,9 @@ static void handle(worker_queue *q, natsMsg *msg, bool node_bound)
                               "caller '%s' may not assert principal '%s'; add it to the caller's "
                               "subjects",
                               caller->config->name, subject);
+        else if (!worker_caller_may_choose_identity(caller, req->principal))
+            verdict = refusal(req, SBX_E_PERMISSION_DENIED, WORKER_IDENTITY_REFUSAL,
+                              caller->config->name);
     }
     if (verdict == NULL && node_bound &&
         wall_ms() - published_ms > q->cfg->broker.queue.node_wait_ms)

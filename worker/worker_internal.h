@@ -65,6 +65,16 @@ const worker_caller *worker_auth_by_token(const worker_auth *auth, const char *v
 const worker_caller *worker_auth_by_cert(const worker_auth *auth, const char *cn);
 /* True when caller may assert the principal subject (its list has it, or "*"). */
 bool worker_caller_may_assert(const worker_caller *caller, const char *subject);
+/* True when caller may send the principal's credentials and groups: none are set, or its
+ * subjects include "*". They choose the identity a provider acts as in user mode (kubernetes
+ * impersonates credentials.user and the groups, ec2_ssm assumes credentials.role_arn), so a
+ * caller held to a few subjects that could set them would act as anyone. */
+bool worker_caller_may_choose_identity(const worker_caller *caller, const sbx_principal *p);
+/* The refusal of such a principal (for worker_call_decide and the queue's refusal). */
+#define WORKER_IDENTITY_REFUSAL                                                                    \
+    "caller '%s' may not set the principal's credentials or groups: they choose whom a "           \
+    "provider acts as (credentials.user, credentials.role_arn, groups); only a caller whose "      \
+    "subjects include '*' may send them"
 
 /* Builds the server TLS context: TLS 1.2+, ALPN `h2` only, the server certificate and key, and
  * when client_ca is set, client certificates verified against it (required when no token caller

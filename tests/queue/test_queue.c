@@ -296,6 +296,19 @@ static void test_queue_caller_may_not_assert_an_unlisted_principal(void **state)
     sbx_request_free(r);
 }
 
+/* ... nor choose the identity a provider acts as (credentials, groups): refused. */
+static void test_queue_caller_held_to_subjects_may_not_choose_the_identity(void **state)
+{
+    (void)state;
+    sbx_request *r = shell("oneshot", "alice", "echo never");
+    sbx_add_string(&r->principal->n_groups, &r->principal->groups, "system:masters");
+    sbx_completion *c = submit(B, r, NULL);
+    assert_int_equal(c->error_code, SBX_E_PERMISSION_DENIED);
+    assert_non_null(strstr(c->error, "credentials or groups"));
+    sbx_completion_free(c);
+    sbx_request_free(r);
+}
+
 /* ---- streaming and pending results -------------------------------------------------------- */
 
 typedef struct collected {
@@ -558,6 +571,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_same_principal_other_request_same_id_is_refused),
         cmocka_unit_test(test_queue_message_without_a_valid_token_is_unauthenticated),
         cmocka_unit_test(test_queue_caller_may_not_assert_an_unlisted_principal),
+        cmocka_unit_test(test_queue_caller_held_to_subjects_may_not_choose_the_identity),
         cmocka_unit_test(test_queue_streams_output_chunks_then_the_completion),
         cmocka_unit_test(test_queue_slow_output_consumer_gets_every_chunk),
         cmocka_unit_test(test_queue_async_submit_hands_output_and_completion_to_callbacks),

@@ -120,6 +120,50 @@ static void test_worker_auth_principal_the_caller_may_not_assert_is_denied(void 
     fixture_stop(&f);
 }
 
+/* A caller held to some subjects may not choose the identity a provider acts as: the
+ * principal's credentials (kubernetes impersonates credentials.user, ec2_ssm assumes
+ * credentials.role_arn) and groups are refused from it. Before: alice's caller could run as
+ * credentials.user 'cluster-admin' in the groups 'system:masters'. */
+static sbx_completion *call_as(sbx_broker *b, const char *subject, const char *cred_key,
+                               const char *group)
+{
+    sbx_request *req = fixture_command("echo authorised", subject);
+    if (cred_key != NULL) {
+        Sbx__V1__Principal__CredentialsEntry *e = malloc(sizeof(*e));
+        assert_non_null(e);
+        sbx__v1__principal__credentials_entry__init(e);
+        e->key = strdup(cred_key);
+        e->value = strdup("cluster-admin");
+        req->principal->credentials = malloc(sizeof(*req->principal->credentials));
+        assert_non_null(req->principal->credentials);
+        req->principal->credentials[0] = e;
+        req->principal->n_credentials = 1;
+    }
+    if (group != NULL)
+        sbx_add_string(&req->principal->n_groups, &req->principal->groups, group);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, req, 60000, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    sbx_request_free(req);
+    return c;
+}
+
+static void test_worker_auth_caller_held_to_subjects_may_not_choose_the_identity(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    sbx_broker *b = fixture_client(&f, "client.pem", "client.key", NULL);
+    sbx_completion *c = call_as(b, "alice", "user", NULL);
+    assert_non_null(strstr(c->error, "credentials or groups"));
+    assert_code(c, SBX_E_PERMISSION_DENIED);
+    assert_code(call_as(b, "alice", "role_arn", NULL), SBX_E_PERMISSION_DENIED);
+    assert_code(call_as(b, "alice", NULL, "system:masters"), SBX_E_PERMISSION_DENIED);
+    assert_code(call_as(b, "alice", NULL, NULL), SBX_OK);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
 static void start_token(worker_fixture *f)
 {
     setenv(TOKEN_ENV, "s3cret-token-for-tests", 1);
@@ -171,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_worker_auth_certificate_from_another_ca_is_refused),
         cmocka_unit_test(test_worker_auth_certificate_of_unknown_subject_is_unauthenticated),
         cmocka_unit_test(test_worker_auth_principal_the_caller_may_not_assert_is_denied),
+        cmocka_unit_test(test_worker_auth_caller_held_to_subjects_may_not_choose_the_identity),
         cmocka_unit_test(test_worker_auth_right_token_is_accepted),
         cmocka_unit_test(test_worker_auth_wrong_token_is_unauthenticated),
         cmocka_unit_test(test_worker_auth_no_token_is_unauthenticated),
