@@ -82,6 +82,10 @@ static void fail(const char *fmt, ...)
     _exit(1);
 }
 
+/* Said after a mountpoint the sandbox cannot make: a rootfs directory belongs to the host, and
+ * the sandbox's root (another host uid) may not write to it. Empty without --rootfs. */
+static const char *mountpoint_hint = "";
+
 static void mkdirs(const char *path, mode_t mode)
 {
     char buf[4096];
@@ -91,11 +95,11 @@ static void mkdirs(const char *path, mode_t mode)
             continue;
         *p = '\0';
         if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            fail("mkdir %s", buf);
+            fail("mkdir %s%s", buf, mountpoint_hint);
         *p = '/';
     }
     if (mkdir(buf, mode) < 0 && errno != EEXIST)
-        fail("mkdir %s", buf);
+        fail("mkdir %s%s", buf, mountpoint_hint);
 }
 
 static void write_file(const char *path, const char *content)
@@ -372,6 +376,21 @@ static void child_setup(const boot_opts *o)
         snprintf(src, sizeof src, "/proc/self/fd/%d", rootfs_fd);
         if (mount(src, root, NULL, MS_BIND | MS_REC, NULL) < 0)
             fail("bind the rootfs directory %s", o->rootfs);
+        mountpoint_hint = " (a rootfs directory needs its mountpoints made beforehand, owned by "
+                          "root: /proc, /dev, /tmp, /.sbx and the workdir)";
+        /* MS_REC brought the host's mounts below the directory along (a tmpfs, another disk),
+         * writable: all of them read-only and nosuid now, as the root itself is made at the
+         * end; the top one stays writable until then for the mountpoints. */
+        struct mount_attr attr;
+        memset(&attr, 0, sizeof attr);
+        attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID;
+        if (syscall(SYS_mount_setattr, AT_FDCWD, root, AT_RECURSIVE, &attr, sizeof attr) < 0)
+            fail("make the mounts below the rootfs directory read-only (mount_setattr, Linux "
+                 "5.12+)");
+        memset(&attr, 0, sizeof attr);
+        attr.attr_clr = MOUNT_ATTR_RDONLY;
+        if (syscall(SYS_mount_setattr, AT_FDCWD, root, 0, &attr, sizeof attr) < 0)
+            fail("make the rootfs directory writable for its mountpoints");
     } else if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, BOOT_ROOT_TMPFS_OPTS) < 0) {
         fail("mount the root tmpfs");
     }

@@ -53,7 +53,8 @@ extern char **environ;
 static const sbx_option_spec local_options[] = {
     {"rootfs", SBX_OPT_STRING, "host", NULL, 0, 0,
      "'host': a minimal root of read-only host binds (see binds); else a directory used as the "
-     "read-only root"},
+     "read-only root (with the mounts below it), which needs the mountpoints /proc, /dev, /tmp, "
+     "/.sbx and the workdir"},
     {"binds", SBX_OPT_LIST, LOCAL_DEFAULT_BINDS, NULL, 0, 0,
      "host paths bound read-only at the same place (absent ones are skipped)"},
     {"extra_binds", SBX_OPT_LIST, "", NULL, 0, 0, "more read-only host paths, added to binds"},

@@ -5,7 +5,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -759,6 +761,72 @@ static void test_local_reattach_replays_a_commands_journal(void **state)
     lt_destroy(e, sb);
 }
 
+/* The rootfs option: a host mount below the root directory (here a tmpfs) is read-only in the
+ * sandbox, as the root itself is. Before: only the top mount was remounted read-only, and a
+ * program wrote through the tmpfs below it to the host. Runs in a private mount namespace of
+ * this test process, so nothing it mounts reaches the host's mount table. */
+static void test_local_rootfs_mounts_below_the_root_are_read_only(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    assert_int_equal(unshare(CLONE_NEWNS), 0);
+    assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+    char root[] = "/tmp/sbxroot-XXXXXX", path[128];
+    assert_non_null(mkdtemp(root));
+    assert_int_equal(chmod(root, 0755), 0); /* the sandbox's root maps to another host uid */
+    snprintf(path, sizeof path, "%s/usr", root);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(mount("/usr", path, NULL, MS_BIND | MS_REC, NULL), 0);
+    static const char *links[][2] = {
+        {"usr/bin", "bin"}, {"usr/lib", "lib"}, {"usr/lib64", "lib64"}, {"usr/sbin", "sbin"}};
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, links[i][1]);
+        assert_int_equal(symlink(links[i][0], path), 0);
+    }
+    static const char *mountpoints[] = {"proc", "dev", "tmp", "workspace", ".sbx", "scratch"};
+    for (size_t i = 0; i < sizeof mountpoints / sizeof mountpoints[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, mountpoints[i]);
+        assert_int_equal(mkdir(path, 0755), 0);
+    }
+    assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=1m,mode=1777"), 0); /* scratch */
+
+    lt_env e;
+    e.ops = sbx_provider_lookup("local");
+    snprintf(e.runtime_dir, sizeof e.runtime_dir, "/tmp/sbxt-XXXXXX");
+    assert_non_null(mkdtemp(e.runtime_dir));
+    sbx_options *opts = sbx_options_new(e.ops->options);
+    sbx_error err = {0};
+    assert_int_equal(sbx_options_set(opts, "rootfs", root, &err), SBX_OK);
+    sbx_provider_ctx ctx = {0};
+    ctx.runtime_dir = e.runtime_dir;
+    ctx.options = opts;
+    ctx.scope = SBX_SCOPE_PER_CALL;
+    assert_int_equal(e.ops->open(&ctx, &e.state, &err), SBX_OK);
+    sbx_sandbox *sb = lt_create(&e);
+    sbx_result *r =
+        lt_run(&e, sb, "echo escaped > /scratch/x; echo rc=$?; touch /probe; echo rc=$?");
+    bool refused = lt_stdout_has(r, "rc=1\nrc=1\n") || lt_stdout_has(r, "rc=2\nrc=1\n");
+    if (!refused)
+        print_message("stdout: %.*s stderr: %.*s\n", (int)r->stdout.len, r->stdout.data,
+                      (int)r->stderr.len, r->stderr.data);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&e, sb);
+    lt_close(&e);
+    sbx_options_free(opts);
+    snprintf(path, sizeof path, "%s/scratch/x", root);
+    bool written = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/scratch", root);
+    umount2(path, MNT_DETACH);
+    snprintf(path, sizeof path, "%s/usr", root);
+    umount2(path, MNT_DETACH);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    assert_false(written);
+    assert_true(refused);
+}
+
 static void test_local_idle_sandbox_tears_itself_down(void **state)
 {
     (void)state;
@@ -895,6 +963,7 @@ int main(void)
         cmocka_unit_test(test_local_allowlist_entry_it_cannot_enforce_is_refused),
         cmocka_unit_test(test_local_reattach_replays_a_commands_journal),
         cmocka_unit_test(test_local_idle_sandbox_tears_itself_down),
+        cmocka_unit_test(test_local_rootfs_mounts_below_the_root_are_read_only),
         cmocka_unit_test_setup_teardown(test_local_open_sweeps_at_most_every_ten_seconds, setup,
                                         teardown),
     };
