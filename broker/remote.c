@@ -591,22 +591,38 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
     t->done_seq = ++r->seq;
     t->hooks_valid = false;
     r->n_done++;
+    /* (copied: the eviction below may free t) */
+    char *subject = t->discarded ? NULL : strdup(t->subject);
     if (t->discarded) { /* its submitter does not want it: unlink now (joiners may) */
         r->n_done--;
         task_forget(r, t);
     }
-    /* Bounded memory: forget the oldest collected-or-not completions beyond the LRU size. */
+    /* Bounded memory: forget the oldest collected-or-not completions beyond the LRU size. One
+     * store for every principal this client carries: a principal holding half of it or more
+     * (a flood) loses its own oldest, so it cannot push the others' below the other half. */
     while (r->n_done > r->lru_size) {
-        rtask **oldest = NULL;
-        for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next)
-            if ((*pp)->done && (!oldest || (*pp)->done_seq < (*oldest)->done_seq))
+        rtask **oldest = NULL, **own = NULL;
+        size_t mine = 0;
+        for (rtask **pp = &r->tasks; *pp; pp = &(*pp)->next) {
+            if (!(*pp)->done)
+                continue;
+            if (!oldest || (*pp)->done_seq < (*oldest)->done_seq)
                 oldest = pp;
+            if (subject != NULL && strcmp((*pp)->subject, subject) == 0) {
+                mine++;
+                if (!own || (*pp)->done_seq < (*own)->done_seq)
+                    own = pp;
+            }
+        }
+        if (own != NULL && 2 * mine >= r->n_done)
+            oldest = own;
         if (!oldest)
             break;
         rtask *o = *oldest;
         r->n_done--;
         task_forget(r, o);
     }
+    free(subject);
     pthread_cond_broadcast(&r->cond);
     return fire;
 }

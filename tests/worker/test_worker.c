@@ -576,6 +576,49 @@ static void test_remote_keeps_broker_lru_size_completions(void **state)
     fixture_stop(&f);
 }
 
+/* One principal's flood through a remote broker (a gateway carrying many principals) evicts
+ * its own kept completions first once it holds half of them: tenant-b's survives tenant-a's six
+ * through an LRU of 4. Before: the oldest went, tenant-b's first. */
+static void test_remote_lru_flood_of_one_principal_evicts_its_own(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "sandbox:\n"
+             "  broker: { flavor: remote, lru_size: 4, remote: { endpoint: '%s' } }\n"
+             "  profiles:\n"
+             "    fake: { type: fake, scope: per_call }\n",
+             f.endpoint);
+    sbx_config *cfg = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "lru.yaml", &cfg, &err), SBX_OK);
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open(cfg, NULL, &b, &err), SBX_OK);
+    sbx_request *r[7];
+    for (int i = 0; i < 7; i++) {
+        r[i] = fixture_command("sleep 200; echo kept", i == 0 ? "tenant-b" : "tenant-a");
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, r[i], 0, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+        c = run(b, r[i], NULL); /* joins the task: a copy, the task stays kept */
+        sbx_completion_free(c);
+    }
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-b", r[0]->task_id, 0, &c), SBX_OK);
+    assert_non_null(c);
+    sbx_completion_free(c);
+    c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-a", r[1]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
+    for (int i = 0; i < 7; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+    sbx_config_free(cfg);
+    fixture_stop(&f);
+}
+
 /* A blocking submitter of a task another caller already sent (a joiner), on its own thread. */
 typedef struct joiner {
     sbx_broker *b;
@@ -670,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_remote_unreachable_worker_is_a_broker_failure),
         cmocka_unit_test(test_remote_plaintext_to_a_non_loopback_host_is_refused),
         cmocka_unit_test(test_remote_keeps_broker_lru_size_completions),
+        cmocka_unit_test(test_remote_lru_flood_of_one_principal_evicts_its_own),
         cmocka_unit_test(test_remote_blocking_joiners_all_get_the_completion),
         cmocka_unit_test(test_remote_joiner_gets_the_completion_its_submitter_discarded),
     };
