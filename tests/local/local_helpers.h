@@ -19,6 +19,7 @@
 
 #include "local/leftovers.h"
 #include "providers/local/local.h"
+#include "sbx/config.h"
 #include "sbx/contract.h"
 #include "sbx/provider.h"
 
@@ -48,6 +49,25 @@ static inline void lt_open_scoped(lt_env *e, const char *profile, sbx_scope scop
     sbx_status st = e->ops->open(&ctx, &e->state, &err);
     if (st != SBX_OK)
         fail_msg("open local provider: %s", err.message);
+}
+
+/* Opens the provider (per call) on a fresh runtime dir with one option set; *opts is the
+ * caller's to free after lt_close. */
+static inline void lt_open_with(lt_env *e, const char *key, const char *value, sbx_options **opts)
+{
+    e->ops = sbx_provider_lookup("local");
+    assert_non_null(e->ops);
+    snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
+    assert_non_null(mkdtemp(e->runtime_dir));
+    *opts = sbx_options_new(e->ops->options);
+    sbx_error err = {0};
+    assert_int_equal(sbx_options_set(*opts, key, value, &err), SBX_OK);
+    sbx_provider_ctx ctx = {0};
+    ctx.runtime_dir = e->runtime_dir;
+    ctx.options = *opts;
+    ctx.scope = SBX_SCOPE_PER_CALL;
+    if (e->ops->open(&ctx, &e->state, &err) != SBX_OK)
+        fail_msg("open local provider with %s=%s: %s", key, value, err.message);
 }
 
 static inline void lt_open(lt_env *e)

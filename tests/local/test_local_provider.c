@@ -792,17 +792,8 @@ static void test_local_rootfs_mounts_below_the_root_are_read_only(void **state)
     assert_int_equal(mount("tmpfs", path, "tmpfs", 0, "size=1m,mode=1777"), 0); /* scratch */
 
     lt_env e;
-    e.ops = sbx_provider_lookup("local");
-    snprintf(e.runtime_dir, sizeof e.runtime_dir, "/tmp/sbxt-XXXXXX");
-    assert_non_null(mkdtemp(e.runtime_dir));
-    sbx_options *opts = sbx_options_new(e.ops->options);
-    sbx_error err = {0};
-    assert_int_equal(sbx_options_set(opts, "rootfs", root, &err), SBX_OK);
-    sbx_provider_ctx ctx = {0};
-    ctx.runtime_dir = e.runtime_dir;
-    ctx.options = opts;
-    ctx.scope = SBX_SCOPE_PER_CALL;
-    assert_int_equal(e.ops->open(&ctx, &e.state, &err), SBX_OK);
+    sbx_options *opts = NULL;
+    lt_open_with(&e, "rootfs", root, &opts);
     sbx_sandbox *sb = lt_create(&e);
     sbx_result *r =
         lt_run(&e, sb, "echo escaped > /scratch/x; echo rc=$?; touch /probe; echo rc=$?");
@@ -831,16 +822,9 @@ static void test_local_idle_sandbox_tears_itself_down(void **state)
 {
     (void)state;
     lt_env e;
-    e.ops = sbx_provider_lookup("local");
-    snprintf(e.runtime_dir, sizeof e.runtime_dir, "/tmp/sbxt-XXXXXX");
-    assert_non_null(mkdtemp(e.runtime_dir));
-    sbx_options *opts = sbx_options_new(e.ops->options);
+    sbx_options *opts = NULL;
+    lt_open_with(&e, "idle_ttl_s", "1", &opts);
     sbx_error err = {0};
-    assert_int_equal(sbx_options_set(opts, "idle_ttl_s", "1", &err), SBX_OK);
-    sbx_provider_ctx ctx = {0};
-    ctx.runtime_dir = e.runtime_dir;
-    ctx.options = opts;
-    assert_int_equal(e.ops->open(&ctx, &e.state, &err), SBX_OK);
     sbx_sandbox *sb = lt_create(&e);
     char id[64];
     snprintf(id, sizeof id, "%s", sb->id);

@@ -532,6 +532,23 @@ static void test_remote_plaintext_to_a_non_loopback_host_is_refused(void **state
     assert_non_null(strstr(err.message, "https://"));
 }
 
+/* A remote broker to f's worker keeping lru_size completions (its config in *cfg). */
+static sbx_broker *remote_with_lru(const worker_fixture *f, int lru_size, sbx_config **cfg)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "sandbox:\n"
+             "  broker: { flavor: remote, lru_size: %d, remote: { endpoint: '%s' } }\n"
+             "  profiles:\n"
+             "    fake: { type: fake, scope: per_call }\n",
+             lru_size, f->endpoint);
+    sbx_error err = {0};
+    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "lru.yaml", cfg, &err), SBX_OK);
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open(*cfg, NULL, &b, &err), SBX_OK);
+    return b;
+}
+
 /* broker.lru_size bounds the remote broker's completions kept for result() as it bounds the
  * in-process brokers' (it was a fixed 1024). A task joined by a second submit stays kept, so
  * three of them done with lru_size 2 evict the oldest. */
@@ -540,18 +557,8 @@ static void test_remote_keeps_broker_lru_size_completions(void **state)
     (void)state;
     worker_fixture f;
     fixture_start(&f, NULL);
-    char yaml[512];
-    snprintf(yaml, sizeof yaml,
-             "sandbox:\n"
-             "  broker: { flavor: remote, lru_size: 2, remote: { endpoint: '%s' } }\n"
-             "  profiles:\n"
-             "    fake: { type: fake, scope: per_call }\n",
-             f.endpoint);
     sbx_config *cfg = NULL;
-    sbx_error err = {0};
-    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "lru.yaml", &cfg, &err), SBX_OK);
-    sbx_broker *b = NULL;
-    assert_int_equal(sbx_broker_open(cfg, NULL, &b, &err), SBX_OK);
+    sbx_broker *b = remote_with_lru(&f, 2, &cfg);
     sbx_request *r[3];
     for (int i = 0; i < 3; i++) {
         /* slow enough that the submit without waiting never finds it done (it would then be
@@ -584,18 +591,8 @@ static void test_remote_lru_flood_of_one_principal_evicts_its_own(void **state)
     (void)state;
     worker_fixture f;
     fixture_start(&f, NULL);
-    char yaml[512];
-    snprintf(yaml, sizeof yaml,
-             "sandbox:\n"
-             "  broker: { flavor: remote, lru_size: 4, remote: { endpoint: '%s' } }\n"
-             "  profiles:\n"
-             "    fake: { type: fake, scope: per_call }\n",
-             f.endpoint);
     sbx_config *cfg = NULL;
-    sbx_error err = {0};
-    assert_int_equal(sbx_config_load_string(yaml, strlen(yaml), "lru.yaml", &cfg, &err), SBX_OK);
-    sbx_broker *b = NULL;
-    assert_int_equal(sbx_broker_open(cfg, NULL, &b, &err), SBX_OK);
+    sbx_broker *b = remote_with_lru(&f, 4, &cfg);
     sbx_request *r[7];
     for (int i = 0; i < 7; i++) {
         r[i] = fixture_command("sleep 200; echo kept", i == 0 ? "tenant-b" : "tenant-a");
