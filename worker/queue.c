@@ -266,6 +266,33 @@ static uint8_t *done_record(worker_queue *q, const sbx_request *req, const uint8
     return r;
 }
 
+/* The refusal of a message whose caller the workers' callers table does not accept (no valid
+ * token, a subject it may not assert, an identity it may not choose), or NULL. */
+static sbx_completion *caller_verdict(worker_queue *q, natsMsg *msg, const sbx_request *req,
+                                      const char *subject)
+{
+    if (!q->auth.required)
+        return NULL;
+    const char *auth = NULL;
+    const worker_caller *caller = NULL;
+    if (natsMsgHeader_Get(msg, SBXQ_HDR_AUTH, &auth) == NATS_OK && auth != NULL)
+        caller = worker_auth_by_token(&q->auth, auth, strlen(auth));
+    if (caller == NULL)
+        return refusal(req, SBX_E_UNAUTHENTICATED,
+                       "the queue message carries no valid bearer token (%s); set "
+                       "sandbox.broker.queue.token_env to a token of "
+                       "sandbox.worker.auth.callers",
+                       SBXQ_HDR_AUTH);
+    if (!worker_caller_may_assert(caller, subject))
+        return refusal(req, SBX_E_PERMISSION_DENIED,
+                       "caller '%s' may not assert principal '%s'; add it to the caller's "
+                       "subjects",
+                       caller->config->name, subject);
+    if (!worker_caller_may_choose_identity(caller, req->principal))
+        return refusal(req, SBX_E_PERMISSION_DENIED, WORKER_IDENTITY_REFUSAL, caller->config->name);
+    return NULL;
+}
+
 /* Long because it is one queue message's life in order (decode, heartbeat, the refusals decided
  * before a claim, the claim loop, run, store, ack), and the heartbeat started early must stop at
  * its one exit. */
@@ -306,27 +333,7 @@ static void handle(worker_queue *q, natsMsg *msg, bool node_bound)
     sbx_request_digest(req, digest);
 
     /* Decided before any claim: requests that will not run. */
-    sbx_completion *verdict = NULL;
-    if (q->auth.required) {
-        const char *auth = NULL;
-        const worker_caller *caller = NULL;
-        if (natsMsgHeader_Get(msg, SBXQ_HDR_AUTH, &auth) == NATS_OK && auth != NULL)
-            caller = worker_auth_by_token(&q->auth, auth, strlen(auth));
-        if (caller == NULL)
-            verdict = refusal(req, SBX_E_UNAUTHENTICATED,
-                              "the queue message carries no valid bearer token (%s); set "
-                              "sandbox.broker.queue.token_env to a token of "
-                              "sandbox.worker.auth.callers",
-                              SBXQ_HDR_AUTH);
-        else if (!worker_caller_may_assert(caller, subject))
-            verdict = refusal(req, SBX_E_PERMISSION_DENIED,
-                              "caller '%s' may not assert principal '%s'; add it to the caller's "
-                              "subjects",
-                              caller->config->name, subject);
-        else if (!worker_caller_may_choose_identity(caller, req->principal))
-            verdict = refusal(req, SBX_E_PERMISSION_DENIED, WORKER_IDENTITY_REFUSAL,
-                              caller->config->name);
-    }
+    sbx_completion *verdict = caller_verdict(q, msg, req, subject);
     if (verdict == NULL && node_bound &&
         wall_ms() - published_ms > q->cfg->broker.queue.node_wait_ms)
         verdict = sbxq_unavailable(req->task_id, q->cfg->node, q->cfg->broker.queue.node_wait_ms);
