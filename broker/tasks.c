@@ -140,23 +140,27 @@ static void owner_unlink(bt_store *s, bt_task *t)
     s->n_owners--;
 }
 
+/* Whether o holds more than its fair share: the bounds over the principals holding entries
+ * (at least one entry each, so more principals than lru_max entries share by age). */
 static bool over_share(const bt_store *s, const bt_owner *o)
 {
     size_t n = s->n_owners > 0 ? s->n_owners : 1;
-    return o->n_done > s->lru_max / n || o->bytes > BT_LRU_BYTES_MAX / n;
+    size_t count_share = s->lru_max / n > 0 ? s->lru_max / n : 1;
+    return o->n_done > count_share || o->bytes > BT_LRU_BYTES_MAX / n;
 }
 
 /* The entry to evict from a store over its bounds after `last` entered it: the oldest of
- * last's owner when that owner is over its fair share, else the oldest entry whose owner is
- * (one is, unless every share was rounded down), else the oldest. */
+ * last's owner when that owner is over its fair share, else the oldest entry whose owner is,
+ * else the oldest; never `last` itself while another entry is there (a retry of the task
+ * that just ended must find it). */
 static bt_task *eviction_victim(bt_store *s, const bt_task *last)
 {
-    if (last->owner != NULL && over_share(s, last->owner))
+    if (last->owner != NULL && over_share(s, last->owner) && last->owner->head != last)
         return last->owner->head;
     for (bt_task *t = s->lru_head; t != NULL; t = t->lru_next)
-        if (t->owner != NULL && over_share(s, t->owner))
+        if (t != last && t->owner != NULL && over_share(s, t->owner))
             return t;
-    return s->lru_head;
+    return s->lru_head; /* last is the newest: the head only when it is alone */
 }
 
 static void unlink_lru(bt_store *s, bt_task *t)

@@ -459,6 +459,37 @@ static void test_brokers_thread_lru_flood_of_one_principal_evicts_its_own(void *
     sbx_broker_free(b);
 }
 
+/* More principals than the LRU holds, one completion each: the oldest goes, never the one that
+ * just ended (its retry must find it). With a fair share rounded down to nothing, every newest
+ * entry evicted itself. */
+static void test_brokers_thread_lru_of_many_principals_keeps_the_newest(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 8, 2);
+    sbx_request *r[4];
+    char who[16];
+    for (int i = 0; i < 4; i++) {
+        r[i] = fx_shell("default", "echo x");
+        snprintf(who, sizeof who, "tenant-%d", i);
+        fx_subject(r[i], who);
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, r[i], SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+    }
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-3", r[3]->task_id, 0, &c), SBX_OK);
+    sbx_completion_free(c);
+    c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-2", r[2]->task_id, 0, &c), SBX_OK);
+    sbx_completion_free(c);
+    c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-0", r[0]->task_id, 0, &c),
+                     SBX_E_INVALID_ARGUMENT);
+    for (int i = 0; i < 4; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
 /* The LRU is bounded by bytes too: completions of 2 MB each (`yes 1000000`) push the oldest
  * out long before broker.lru_size (1,000) is reached. */
 #define BIG_TASKS 48
@@ -1317,6 +1348,7 @@ int main(void)
         T(test_brokers_thread_reused_id_refused_while_first_is_pending),
         T(test_brokers_thread_lru_evicts_oldest_completion),
         T(test_brokers_thread_lru_flood_of_one_principal_evicts_its_own),
+        T(test_brokers_thread_lru_of_many_principals_keeps_the_newest),
         T(test_brokers_thread_lru_is_bounded_by_bytes),
         T(test_brokers_thread_finite_wait_keeps_its_task_across_the_wake),
         T(test_brokers_thread_one_session_id_of_two_principals_runs_in_parallel),
