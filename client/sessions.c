@@ -442,12 +442,12 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
              * as the request itself would be, and its handle left as it is. Before, the failed
              * destroy cleared it, this caller got a new sandbox under the name, and its owner
              * was locked out of its own session. */
-            *out = sbx_completion_fail(req->task_id, SBX_E_PERMISSION_DENIED,
-                                       "session '%s' is not yours to use: %s", h->session_id,
-                                       d->error != NULL ? d->error : "");
+            st = sbx_error_set(err, SBX_E_PERMISSION_DENIED, "session '%s' is not yours to use: %s",
+                               h->session_id, d->error != NULL ? d->error : "");
+            *out = sbx_completion_from_error(req->task_id, err);
             sbx_completion_free(d);
             sbx_message_free(&h->base);
-            return SBX_E_PERMISSION_DENIED;
+            return st;
         }
         if (succeeded(d) && d->session != NULL) {
             sbx_message_free(&h->base);
