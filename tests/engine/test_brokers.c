@@ -490,6 +490,33 @@ static void test_brokers_thread_lru_of_many_principals_keeps_the_newest(void **s
     sbx_broker_free(b);
 }
 
+/* The byte bound is shared the same way: tenant-a's 2 MB completions past 64 MiB evict its own,
+ * never tenant-b's small one stored first. */
+static void test_brokers_thread_lru_bytes_of_one_principal_evict_its_own(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = thread_broker(t, 1, 8, 1000);
+    sbx_request *kept = fx_shell("default", "echo once");
+    fx_subject(kept, "tenant-b");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, kept, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    sbx_completion_free(c);
+    for (int i = 0; i < 40; i++) {
+        sbx_request *big = fx_shell("default", "yes 1000000");
+        fx_subject(big, "tenant-a");
+        c = NULL;
+        assert_int_equal(sbx_broker_submit(b, big, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+        sbx_completion_free(c);
+        sbx_request_free(big);
+    }
+    c = NULL;
+    assert_int_equal(sbx_broker_result(b, "tenant-b", kept->task_id, 0, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "once\n");
+    sbx_completion_free(c);
+    sbx_request_free(kept);
+    sbx_broker_free(b);
+}
+
 /* The LRU is bounded by bytes too: completions of 2 MB each (`yes 1000000`) push the oldest
  * out long before broker.lru_size (1,000) is reached. */
 #define BIG_TASKS 48
@@ -1349,6 +1376,7 @@ int main(void)
         T(test_brokers_thread_lru_evicts_oldest_completion),
         T(test_brokers_thread_lru_flood_of_one_principal_evicts_its_own),
         T(test_brokers_thread_lru_of_many_principals_keeps_the_newest),
+        T(test_brokers_thread_lru_bytes_of_one_principal_evict_its_own),
         T(test_brokers_thread_lru_is_bounded_by_bytes),
         T(test_brokers_thread_finite_wait_keeps_its_task_across_the_wake),
         T(test_brokers_thread_one_session_id_of_two_principals_runs_in_parallel),
