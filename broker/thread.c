@@ -14,6 +14,9 @@
  * session lock while other sessions starve). Different sessions run in parallel. A task_id seen
  * again by the same principal joins the existing task (queued, running or done) instead of
  * running twice; reused with a different request it is refused (tasks.h).
+ * Principals share the queue fairly: one may hold all but a quarter of queue_depth (the rest
+ * is kept for others), and free slots go round-robin over the principals with ready tasks, so
+ * one principal's backlog never stands between another's request and the next free slot.
  * Executor threads start on demand, up to N: none at open (a process whose callers all wait
  * runs every task on the callers' threads), the first with the first task nobody waits for.
  * Locking: everything below is guarded by store.mu; executors run requests without it.
@@ -44,6 +47,23 @@
  * this is rarely more than one. */
 #define WAKE_MAX 8
 
+/* Principal buckets: a power of two above the principals one worker serves at once. */
+#define TENANT_BUCKETS 256
+
+/* A principal with accepted tasks not yet granted a slot: its share of the queue and its ready
+ * tasks. Slots go round-robin over the principals with ready tasks (the ring), oldest first
+ * within each, so one principal's backlog delays another's task by at most one task per
+ * principal ahead of it, never by the whole backlog. Freed when it has nothing queued. */
+typedef struct tb_tenant {
+    struct tb_tenant *next;  /* hash chain */
+    struct tb_tenant *rnext; /* the ring of principals with ready tasks */
+    uint64_t hash;
+    int queued; /* its tasks accepted, not yet granted a slot (ready + session backlogs) */
+    bool in_ring;
+    bt_task *ready_head, *ready_tail; /* may run, waiting for a slot */
+    char subject[];
+} tb_tenant;
+
 /* A session with work queued or running. Freed when idle (nothing running, empty backlog). */
 typedef struct bt_session {
     struct bt_session *next;
@@ -59,13 +79,15 @@ typedef struct thread_broker {
     bt_store store;                   /* its mu guards every field below */
     pthread_cond_t work;              /* executor queue non-empty, or closing */
     pthread_cond_t idle;              /* queued + running reached zero */
-    bt_task *ready_head, *ready_tail; /* may run, waiting for a slot */
-    bt_task *exec_head, *exec_tail;   /* granted a slot, waiting for an executor thread */
+    tb_tenant *ring_head, *ring_tail; /* principals with ready tasks, next to be granted first */
+    tb_tenant *tenants[TENANT_BUCKETS];
+    bt_task *exec_head, *exec_tail; /* granted a slot, waiting for an executor thread */
     bt_session *sessions[SESSION_BUCKETS];
     int queued;  /* accepted, not yet granted a slot (ready + backlogs) */
     int running; /* granted a slot: running on an executor or on its blocking submitter */
     int slots;   /* the configured threads: at most this many requests run at once */
     int queue_depth;
+    int queue_share; /* the most one principal may hold of queue_depth (tenant_share) */
     bool closing;
     pthread_t *threads; /* slots long; the first n_threads are started */
     int n_threads;
@@ -184,27 +206,101 @@ static void session_release(thread_broker *tb, bt_session *s)
     free(s);
 }
 
-static void ready_push(thread_broker *tb, bt_task *t)
+/* The most one principal may hold of a queue of depth places: all but a quarter, so others
+ * always find room while one floods it (a depth under 4 reserves nothing). */
+static int tenant_share(int depth)
 {
-    t->qnext = NULL;
-    if (tb->ready_tail != NULL)
-        tb->ready_tail->qnext = t;
-    else
-        tb->ready_head = t;
-    tb->ready_tail = t;
+    return depth - depth / 4;
 }
 
-/* Grants free slots to ready tasks, oldest first. A task whose blocking submitter waits for it
- * is run by that submitter: one wake-up, of the thread that wants the answer anyway (none when
- * a slot is free at submit). Any other task goes to an executor thread. */
+/* subject's record, made when absent (NULL on ENOMEM). */
+static tb_tenant *tenant_get(thread_broker *tb, const char *subject)
+{
+    uint64_t h = sbx_hash_str(subject);
+    tb_tenant **bucket = &tb->tenants[h & (TENANT_BUCKETS - 1)];
+    for (tb_tenant *p = *bucket; p != NULL; p = p->next)
+        if (p->hash == h && strcmp(p->subject, subject) == 0)
+            return p;
+    size_t len = strlen(subject);
+    tb_tenant *p = calloc(1, sizeof(*p) + len + 1);
+    if (p == NULL)
+        return NULL;
+    memcpy(p->subject, subject, len + 1);
+    p->hash = h;
+    p->next = *bucket;
+    *bucket = p;
+    return p;
+}
+
+/* Forgets p once it holds nothing queued (then nothing ready either). */
+static void tenant_tidy(thread_broker *tb, tb_tenant *p)
+{
+    if (p->queued > 0 || p->in_ring)
+        return;
+    tb_tenant **pp = &tb->tenants[p->hash & (TENANT_BUCKETS - 1)];
+    while (*pp != p)
+        pp = &(*pp)->next;
+    *pp = p->next;
+    free(p);
+}
+
+static void ring_append(thread_broker *tb, tb_tenant *p)
+{
+    p->rnext = NULL;
+    p->in_ring = true;
+    if (tb->ring_tail != NULL)
+        tb->ring_tail->rnext = p;
+    else
+        tb->ring_head = p;
+    tb->ring_tail = p;
+}
+
+/* t may run: behind its principal's other ready tasks, its principal in the ring. */
+static void ready_push(thread_broker *tb, bt_task *t)
+{
+    tb_tenant *p = t->tenant;
+    t->qnext = NULL;
+    if (p->ready_tail != NULL)
+        p->ready_tail->qnext = t;
+    else
+        p->ready_head = t;
+    p->ready_tail = t;
+    if (!p->in_ring)
+        ring_append(tb, p);
+}
+
+/* The next task to grant a slot: the oldest ready task of the principal at the ring's head,
+ * which then goes to the ring's tail if it has more (round-robin). NULL: none ready. */
+static bt_task *ready_pop(thread_broker *tb)
+{
+    tb_tenant *p = tb->ring_head;
+    if (p == NULL)
+        return NULL;
+    bt_task *t = p->ready_head;
+    p->ready_head = t->qnext;
+    if (p->ready_head == NULL)
+        p->ready_tail = NULL;
+    t->qnext = NULL;
+    tb->ring_head = p->rnext;
+    if (tb->ring_head == NULL)
+        tb->ring_tail = NULL;
+    p->in_ring = false;
+    if (p->ready_head != NULL)
+        ring_append(tb, p);
+    p->queued--;
+    t->tenant = NULL;
+    tenant_tidy(tb, p);
+    return t;
+}
+
+/* Grants free slots to ready tasks, round-robin over their principals (ready_pop). A task whose
+ * blocking submitter waits for it is run by that submitter: one wake-up, of the thread that wants
+ * the answer anyway (none when a slot is free at submit). Any other task goes to an executor
+ * thread. */
 static void dispatch(thread_broker *tb)
 {
-    while (tb->running < tb->slots && tb->ready_head != NULL) {
-        bt_task *t = tb->ready_head;
-        tb->ready_head = t->qnext;
-        if (tb->ready_head == NULL)
-            tb->ready_tail = NULL;
-        t->qnext = NULL;
+    bt_task *t;
+    while (tb->running < tb->slots && (t = ready_pop(tb)) != NULL) {
         tb->queued--;
         tb->running++;
         __atomic_store_n(&t->state, BT_RUNNING, __ATOMIC_RELEASE);
@@ -223,10 +319,12 @@ static void dispatch(thread_broker *tb)
     }
 }
 
-/* Queues t: to the ready queue, or behind its session's running task; then grants slots. */
+/* Queues t (its tenant set by tb_accept): to its principal's ready tasks, or behind its
+ * session's running task; then grants slots. */
 static void enqueue(thread_broker *tb, bt_task *t)
 {
     tb->queued++;
+    t->tenant->queued++;
     bt_session *s = t->session;
     if (s != NULL && s->busy) {
         t->qnext = NULL;
@@ -375,6 +473,22 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
                                       tb->queue_depth);
         return TB_ANSWERED;
     }
+    tb_tenant *p = tenant_get(tb, subject);
+    if (p == NULL) {
+        *st = SBX_E_RESOURCE_EXHAUSTED;
+        *answer = sbx_completion_fail(id, *st, "out of memory queueing a request");
+        return TB_ANSWERED;
+    }
+    if (p->queued >= tb->queue_share) {
+        *st = SBX_E_RESOURCE_EXHAUSTED;
+        *answer = sbx_completion_fail(
+            id, *st,
+            "principal '%s' already has %d requests waiting in the thread broker's queue, the "
+            "most one principal may hold (%d of broker.queue_depth %d: the rest is kept for "
+            "others); retry once some have run, or raise broker.queue_depth",
+            subject, p->queued, tb->queue_share, tb->queue_depth);
+        return TB_ANSWERED;
+    }
     sbx_request *owned = copy ? sbx_request_copy(req) : NULL;
     /* Attach and cancel follow a command that runs while the session serves other requests
      * (a cancel must reach a command an attach follows): never queued behind the session. */
@@ -393,6 +507,7 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
     if (nt == NULL) {
         if (s != NULL && !s->busy && s->backlog_head == NULL)
             session_release(tb, s);
+        tenant_tidy(tb, p);
         sbx_request_free(owned);
         *st = SBX_E_RESOURCE_EXHAUSTED;
         *answer = sbx_completion_fail(id, *st, "out of memory queueing a request");
@@ -401,6 +516,7 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
     nt->req_owned = owned;
     nt->req = copy ? owned : req;
     nt->session = s;
+    nt->tenant = p;
     nt->started_at_ms = sbx_broker_record_start(tb->self);
     *tp = nt;
     return TB_NEW;
@@ -724,6 +840,7 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     }
     tb->engine = engine;
     tb->queue_depth = depth;
+    tb->queue_share = tenant_share(depth);
     tb->slots = threads;
     bt_store_init(&tb->store, (size_t)lru);
     pthread_cond_init(&tb->work, NULL);

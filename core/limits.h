@@ -44,7 +44,8 @@ _Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
 
 /* broker.threads: executor threads of the thread broker. */
 #define SBX_BROKER_DEFAULT_THREADS 16
-/* broker.queue_depth: requests queued, not yet running; beyond it RESOURCE_EXHAUSTED. */
+/* broker.queue_depth: requests queued, not yet running; beyond it RESOURCE_EXHAUSTED. One
+ * principal may hold all but a quarter of it (broker/thread.c tenant_share). */
 #define SBX_BROKER_DEFAULT_QUEUE_DEPTH 1024
 /* broker.lru_size: completions every broker keeps for result() (DESIGN §6). */
 #define SBX_BROKER_DEFAULT_LRU_SIZE 1024

@@ -34,7 +34,8 @@ typedef struct sbx_broker sbx_broker;
 
 typedef struct sbx_thread_broker_opts {
     int threads;     /* executor threads (>= 1) */
-    int queue_depth; /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED */
+    int queue_depth; /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED; one
+                      * principal may hold all but a quarter of it (from 4 up) */
     int lru_size;    /* completions kept for result() */
 } sbx_thread_broker_opts;
 

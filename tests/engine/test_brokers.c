@@ -1100,6 +1100,90 @@ static void test_brokers_thread_async_full_queue_and_cancelled_task(void **state
     sbx_broker_free(b);
 }
 
+/* One principal's flood cannot take the whole queue: past its share (all but a quarter of
+ * queue_depth) its next request is refused, naming the principal, and another principal's
+ * request still finds room. Before: tenant-a filled all 8 places and tenant-b was refused. */
+static void test_brokers_thread_one_principal_cannot_fill_the_queue(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 1, 8, 16);
+    sbx_fake_set_gate(f, true);
+    sbx_request *a[8];
+    sbx_completion *c = NULL;
+    for (int i = 0; i < 8; i++) {
+        a[i] = fx_shell("default", "echo a");
+        fx_subject(a[i], "tenant-a");
+    }
+    assert_int_equal(sbx_broker_submit(b, a[0], 0, NULL, &c), SBX_OK);
+    wait_ops(f, base + 1); /* the only slot holds a[0] at the gate */
+    for (int i = 1; i <= 6; i++) {
+        assert_int_equal(sbx_broker_submit(b, a[i], 0, NULL, &c), SBX_OK);
+        assert_null(c);
+    }
+    assert_int_equal(sbx_broker_submit(b, a[7], 0, NULL, &c), SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(c);
+    assert_non_null(strstr(c->error, "principal 'tenant-a'"));
+    assert_non_null(strstr(c->error, "queue_depth"));
+    sbx_completion_free(c);
+    c = NULL;
+    sbx_request *other = fx_shell("default", "echo b");
+    fx_subject(other, "tenant-b");
+    assert_int_equal(sbx_broker_submit(b, other, 0, NULL, &c), SBX_OK);
+    assert_null(c); /* queued */
+    sbx_fake_set_gate(f, false);
+    assert_int_equal(sbx_broker_result(b, "tenant-b", other->task_id, SBX_WAIT_FOREVER, &c),
+                     SBX_OK);
+    assert_string_equal(fx_stdout(c), "b\n");
+    sbx_completion_free(c);
+    for (int i = 0; i <= 6; i++) {
+        assert_int_equal(sbx_broker_result(b, "tenant-a", a[i]->task_id, SBX_WAIT_FOREVER, &c),
+                         SBX_OK);
+        assert_string_equal(fx_stdout(c), "a\n");
+        sbx_completion_free(c);
+    }
+    for (int i = 0; i < 8; i++)
+        sbx_request_free(a[i]);
+    sbx_request_free(other);
+    sbx_broker_free(b);
+}
+
+/* Slots go round-robin over principals: tenant-b's one request, queued behind tenant-a's five,
+ * runs after at most one more of tenant-a's, not after all of them (before: oldest first, so
+ * it ran last). */
+static void test_brokers_thread_grants_slots_round_robin_by_principal(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 1, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_done = on_done, .arg = &d};
+    sbx_request *r[7];
+    for (int i = 0; i < 7; i++) {
+        r[i] = fx_shell("default", i < 6 ? "echo a" : "echo b");
+        fx_subject(r[i], i < 6 ? "tenant-a" : "tenant-b");
+    }
+    assert_int_equal(sbx_broker_submit_async(b, r[0], &cb), SBX_OK);
+    wait_ops(f, base + 1); /* the only slot holds r[0] at the gate */
+    for (int i = 1; i < 7; i++)
+        assert_int_equal(sbx_broker_submit_async(b, r[i], &cb), SBX_OK);
+    sbx_fake_set_gate(f, false);
+    wait_dones(&d, 7);
+    int b_at = -1;
+    for (int i = 0; i < 7; i++)
+        if (strcmp(fx_stdout(d.c[i]), "b\n") == 0)
+            b_at = i;
+    assert_int_equal(b_at, 2); /* r[0], then one of tenant-a's, then tenant-b's */
+    dones_free(&d);
+    for (int i = 0; i < 7; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_embedded_async_calls_back_before_returning(void **state)
 {
     env *t = *state;
@@ -1398,6 +1482,8 @@ int main(void)
         T(test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join),
         T(test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_full_queue_and_cancelled_task),
+        T(test_brokers_thread_one_principal_cannot_fill_the_queue),
+        T(test_brokers_thread_grants_slots_round_robin_by_principal),
         T(test_brokers_embedded_async_calls_back_before_returning),
         T(test_brokers_thread_blocking_callers_stay_within_the_slots),
         T(test_brokers_describe_lists_the_engine_profiles),
