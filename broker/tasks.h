@@ -64,6 +64,8 @@ typedef struct bt_waiter {
     sbx_completion *c;          /* filled by bt_complete, handed over by bt_fire */
     const volatile int *cancel; /* a joiner's: set, it stops waiting (thread.c prune_gone) */
     bool creator;               /* the task's creator: its hooks run the task, never pruned */
+    const sbx_request *req;     /* its request, borrowed until on_done: an heir runs it */
+    sbx_output_fn on_output;    /* its output callback, once it is the creator (thread.c) */
 } bt_waiter;
 
 typedef struct bt_task {

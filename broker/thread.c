@@ -358,6 +358,44 @@ static void session_done(thread_broker *tb, bt_session *s)
     session_release(tb, s);
 }
 
+/* The asynchronous creator of t went away and c, its cancellation, is all it gets; a joiner
+ * still waiting (a retry from a client that reconnected after the broken connection that
+ * cancelled the creator) would get the same cancellation for a request it still wants. The
+ * first such joiner becomes the creator, with its own request (the same, by digest) and hooks,
+ * and its caller runs t again on this slot. false: no joiner waits for t. */
+static bool hand_over(thread_broker *tb, bt_task *t, const sbx_completion *c)
+{
+    pthread_mutex_lock(&tb->store.mu);
+    bt_waiter *heir = NULL;
+    for (bt_waiter *w = t->waiters; w != NULL && heir == NULL; w = w->next)
+        if (!w->creator && w->req != NULL && (w->cancel == NULL || !*w->cancel))
+            heir = w;
+    bt_waiter *gone = NULL;
+    if (heir != NULL) {
+        for (bt_waiter **pp = &t->waiters; *pp != NULL;) {
+            bt_waiter *w = *pp;
+            if (!w->creator) {
+                pp = &w->next;
+                continue;
+            }
+            *pp = w->next;
+            w->next = gone;
+            gone = w;
+        }
+        heir->creator = true;
+        t->req = heir->req; /* before the creator's on_done ends the loan of its own */
+        t->own_hooks.on_output = heir->on_output;
+        t->own_hooks.on_output_arg = heir->arg;
+        t->own_hooks.cancel = heir->cancel;
+        t->started_at_ms = sbx_broker_record_start(tb->self);
+    }
+    unlock_wake(tb);
+    for (bt_waiter *w = gone; w != NULL; w = w->next)
+        w->c = sbx_completion_copy(c);
+    bt_fire(gone);
+    return heir != NULL;
+}
+
 /* Runs a granted task (an executor's or its owner's) and publishes its completion; returns with
  * store.mu held (released while the engine runs and while waiters are called back). locked:
  * called with store.mu held, and t may be freed on return unless the caller holds a reference;
@@ -373,13 +411,20 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     const sbx_engine_hooks *hooks = t->hooks;
 
     sbx_completion *c;
-    if (hooks != NULL && hooks->cancel != NULL && *hooks->cancel)
-        c = sbx_completion_fail(t->id, SBX_E_TIMEOUT,
-                                "cancelled before it ran (the caller went away)");
-    else
-        c = sbx_engine_process(tb->engine, req, hooks);
-    if (c == NULL)
-        c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
+    for (;;) {
+        if (hooks != NULL && hooks->cancel != NULL && *hooks->cancel)
+            c = sbx_completion_fail(t->id, SBX_E_TIMEOUT,
+                                    "cancelled before it ran (the caller went away)");
+        else
+            c = sbx_engine_process(tb->engine, req, hooks);
+        if (c == NULL)
+            c = sbx_completion_fail(t->id, SBX_E_INTERNAL, "out of memory producing a completion");
+        if (!t->async_owner || !bt_abandoned(hooks, c) || !hand_over(tb, t, c))
+            break;
+        sbx_completion_free(c); /* ran again for the heir */
+        req = t->req;
+        hooks = t->hooks;
+    }
     bool abandoned = bt_abandoned(hooks, c); /* answers those waiting, not kept (tasks.h) */
     sbx_broker_record(tb->self, req, c, t->started_at_ms, 0);
     /* Whoever is known to want the completion (the blocking owner, the asynchronous creator)
@@ -695,6 +740,8 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
     w->on_done = cb->on_done;
     w->arg = cb->arg;
     w->cancel = cb->cancel;
+    w->req = req;
+    w->on_output = cb->on_output;
     bt_task *t = NULL;
     sbx_completion *answer = NULL;
     sbx_status st;

@@ -1065,6 +1065,49 @@ static void test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry(
     sbx_broker_free(b);
 }
 
+/* A retry that joined while its creator's call went away gets the task run for it, not the
+ * creator's cancellation: the remote broker resends after the broken connection that cancelled
+ * the first call, and the resend arrives while that call is still being cancelled. Before: the
+ * joiner got the creator's TIMED_OUT "the caller went away". */
+static void test_brokers_thread_a_live_joiner_inherits_a_cancelled_task(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones first, retry;
+    dones_init(&first);
+    dones_init(&retry);
+    volatile int gone = 0, here = 0;
+    sbx_broker_async cb1 = {.cancel = &gone, .on_done = on_done, .arg = &first};
+    sbx_broker_async cb2 = {.cancel = &here, .on_done = on_done, .arg = &retry};
+    sbx_request *r = fx_shell("default", "echo once");
+    sbx_request *again = (sbx_request *)sbx_message_copy(&r->base);
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb1), SBX_OK);
+    wait_ops(f, base + 1); /* running, held at the gate */
+    assert_int_equal(sbx_broker_submit_async(b, again, &cb2), SBX_OK); /* joins */
+    gone = 1;
+    wait_dones(&first, 1);
+    assert_int_equal(first.c[0]->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
+    sbx_request_free(r); /* the creator's loan ended with its on_done */
+    sbx_fake_set_gate(f, false);
+    wait_dones(&retry, 1);
+    assert_int_equal(retry.c[0]->status, OK_STATUS);
+    assert_string_equal(fx_stdout(retry.c[0]), "once\n");
+    /* And the task id now answers with that run. */
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(again), again->task_id, 0, &c),
+                     SBX_OK);
+    assert_non_null(c);
+    assert_string_equal(fx_stdout(c), "once\n");
+    sbx_completion_free(c);
+    dones_free(&first);
+    dones_free(&retry);
+    sbx_request_free(again);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_thread_async_full_queue_and_cancelled_task(void **state)
 {
     env *t = *state;
@@ -1482,6 +1525,7 @@ int main(void)
         T(test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join),
         T(test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_full_queue_and_cancelled_task),
+        T(test_brokers_thread_a_live_joiner_inherits_a_cancelled_task),
         T(test_brokers_thread_one_principal_cannot_fill_the_queue),
         T(test_brokers_thread_grants_slots_round_robin_by_principal),
         T(test_brokers_embedded_async_calls_back_before_returning),
