@@ -4,7 +4,11 @@
 function(sbx_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV;ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE sbx PkgConfig::CMOCKA ${T_LIBS})
+  # Every test binary prints its backtrace when it dies of a fatal signal (tests/support).
+  if(NOT TARGET sbx_test_crash_trace)
+    add_library(sbx_test_crash_trace OBJECT ${CMAKE_SOURCE_DIR}/tests/support/crash_trace.c)
+  endif()
+  target_link_libraries(${T_NAME} PRIVATE sbx_test_crash_trace sbx PkgConfig::CMOCKA ${T_LIBS})
   target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests)
   add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS})
   if(NOT T_TIMEOUT)
