@@ -44,6 +44,15 @@ static worker_rpc rpc_of(enum rpc_method m)
                                      : WORKER_RPC_OTHER;
 }
 
+/* The request bytes c's caller holds, when its share is counted (several callers), or NULL. */
+static size_t *caller_held(const call *c)
+{
+    sbx_worker *w = c->w;
+    return c->caller != NULL && w->caller_buffered != NULL
+               ? &w->caller_buffered[c->caller - w->auth.callers]
+               : NULL;
+}
+
 void worker_call_unref(call *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -55,6 +64,9 @@ void worker_call_unref(call *c)
                                          : SBX_GRPC_CANCELLED;
     worker_call_obs_end(c->w->obs, &c->obs, rpc_of(c->method), c->req, final_status, c->w->cfg);
     c->w->buffered -= c->req_charge; /* the body went at worker_call_detach */
+    size_t *held = caller_held(c);
+    if (held != NULL)
+        *held -= c->req_charge;
     free(c->authorization);
     free(c->in);
     free(c->out);
@@ -71,6 +83,9 @@ static void call_release_in(call *c)
     c->w->buffered -= c->in_cap;
     if (!c->authenticated)
         c->w->unauth_buffered -= c->in_cap;
+    size_t *held = caller_held(c);
+    if (held != NULL)
+        *held -= c->in_cap;
     free(c->in);
     c->in = NULL;
     c->in_len = c->in_cap = 0;
@@ -411,6 +426,9 @@ static void call_dispatch_body(call *c)
         }
         c->req_charge = mlen; /* held until the call is freed; its body goes now */
         w->buffered += mlen;
+        size_t *held = caller_held(c);
+        if (held != NULL)
+            *held += mlen;
         const char *subject =
             c->req->principal && c->req->principal->subject ? c->req->principal->subject : "";
         if (caller && !worker_caller_may_assert(caller, subject)) {
@@ -586,6 +604,17 @@ static bool budget_admits(call *c, size_t grow)
                            w->buffered, w->limits.buffer_total_max);
         return false;
     }
+    size_t *held = caller_held(c);
+    size_t share = WORKER_CALLER_SHARE(w->limits.buffer_total_max);
+    if (held != NULL && *held + grow > share) {
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "caller '%s' holds %zu bytes of requests and this one needs %zu more "
+                           "(one caller may hold %zu of the worker's %zu; the rest is kept for "
+                           "other callers): send fewer large requests at once",
+                           c->caller->config->name ? c->caller->config->name : "?", *held, grow,
+                           share, w->limits.buffer_total_max);
+        return false;
+    }
     if (!c->authenticated && w->unauth_buffered + grow > WORKER_UNAUTHENTICATED_BUFFER_MAX) {
         worker_call_decide(
             c, SBX_GRPC_RESOURCE_EXHAUSTED,
@@ -644,6 +673,9 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
         w->buffered += grow;
         if (!c->authenticated)
             w->unauth_buffered += grow;
+        size_t *held = caller_held(c);
+        if (held != NULL)
+            *held += grow;
         c->in = p;
         c->in_cap = cap;
     }

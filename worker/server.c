@@ -304,6 +304,13 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     sbx_status st = worker_auth_init(&w->auth, wc, err);
     if (st != SBX_OK)
         goto fail;
+    if (w->auth.n_callers > 1) {
+        w->caller_buffered = calloc(w->auth.n_callers, sizeof *w->caller_buffered);
+        if (w->caller_buffered == NULL) {
+            st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+            goto fail;
+        }
+    }
     st = worker_obs_new(cfg, sample_gauges, w, &w->obs, err);
     if (st != SBX_OK)
         goto fail;
@@ -513,6 +520,7 @@ void sbx_worker_free(sbx_worker *w)
         SSL_CTX_free(w->tls);
     worker_obs_free(w->obs); /* after the calls: closing them wrote their lines */
     worker_auth_free(&w->auth);
+    free(w->caller_buffered);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

@@ -77,6 +77,9 @@
  * that requires authentication) may buffer together, and the largest message one of them may
  * send: they need a few bytes, and must not take the room of callers that authenticated. */
 #define WORKER_UNAUTHENTICATED_BUFFER_MAX (4u << 20)
+/* Of that total, what one configured caller may hold when there are several: all but a quarter,
+ * so one tenant's held or large requests cannot refuse every other tenant's. */
+#define WORKER_CALLER_SHARE(total) ((total) - (total) / 4)
 #define WORKER_UNAUTHENTICATED_MESSAGE_MAX (16u << 10)
 /* SETTINGS_MAX_HEADER_LIST_SIZE: gRPC suggests headers stay under 8 KiB; twice that leaves
  * room for a long bearer token and proxy metadata. */
@@ -222,9 +225,11 @@ struct sbx_worker {
     conn *conns;
     conn *dead; /* closed during this epoll batch, freed after it */
     size_t n_conns;
-    worker_limits limits;   /* read by the loop thread only */
-    size_t buffered;        /* request bytes held, WORKER_BUFFER_TOTAL_MAX (loop thread) */
-    size_t unauth_buffered; /* of them, by unauthenticated streams (loop thread) */
+    worker_limits limits;    /* read by the loop thread only */
+    size_t buffered;         /* request bytes held, WORKER_BUFFER_TOTAL_MAX (loop thread) */
+    size_t unauth_buffered;  /* of them, by unauthenticated streams (loop thread) */
+    size_t *caller_buffered; /* of them, by each configured caller (auth.callers' order), when
+                              * there are two or more: one may hold WORKER_CALLER_SHARE */
     atomic_int shutdown_requested;
     bool draining;
     int64_t drain_deadline_us;

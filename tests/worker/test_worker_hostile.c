@@ -160,6 +160,7 @@ typedef struct h2peer {
     int statuses;    /* grpc-status values received */
     size_t sent;     /* bytes written to the socket */
     h2body *bodies;
+    const char *authorization; /* sent as the authorization header when set */
 } h2peer;
 
 static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
@@ -312,7 +313,9 @@ static int32_t peer_call_data(h2peer *p, const char *path, uint32_t announced, s
         HNV(":authority", "127.0.0.1"),
         {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), NGHTTP2_NV_FLAG_NONE},
         HNV("content-type", "application/grpc"),
-        HNV("te", "trailers")};
+        HNV("te", "trailers"),
+        {(uint8_t *)"authorization", (uint8_t *)p->authorization, 13,
+         p->authorization ? strlen(p->authorization) : 0, NGHTTP2_NV_FLAG_NONE}};
     h2body *b = calloc(1, sizeof *b);
     assert_non_null(b);
     b->next = p->bodies;
@@ -327,7 +330,8 @@ static int32_t peer_call_data(h2peer *p, const char *path, uint32_t announced, s
     b->hold = end == BODY_HELD;
     b->data = data;
     nghttp2_data_provider prd = {.source.ptr = b, .read_callback = peer_body};
-    int32_t id = nghttp2_submit_request(p->s, NULL, hdrs, sizeof hdrs / sizeof hdrs[0], &prd, p);
+    size_t n_hdrs = sizeof hdrs / sizeof hdrs[0] - (p->authorization ? 0 : 1);
+    int32_t id = nghttp2_submit_request(p->s, NULL, hdrs, n_hdrs, &prd, p);
     assert_true(id > 0);
     return id;
 }
@@ -644,6 +648,89 @@ static void test_worker_held_requests_on_many_connections_stay_within_the_total(
     fixture_stop(&f);
 }
 
+#define TENANT_A_ENV "SBX_HOSTILE_TENANT_A_TOKEN"
+#define TENANT_B_ENV "SBX_HOSTILE_TENANT_B_TOKEN"
+#define SHARE_CONNECTIONS 6
+#define SHARE_WRITE (4608u << 10) /* 4.5 MiB: more than a quarter of TEST_BUFFER_TOTAL is left */
+
+/* One caller's held requests cannot refuse another caller's: tenant-a holds 2 MiB streams on six
+ * connections (each charges 4 MiB, one per connection fits its 8 MiB) until it stalls; it may
+ * hold three quarters of the worker's 24 MiB, so tenant-b's 4.5 MiB write still fits. Before:
+ * tenant-a's streams took five sixths of the total and tenant-b got RESOURCE_EXHAUSTED. */
+static void test_worker_one_caller_cannot_take_every_callers_buffer_room(void **state)
+{
+    (void)state;
+    setenv(TENANT_A_ENV, "tenant-a-token-0123456789", 1);
+    setenv(TENANT_B_ENV, "tenant-b-token-0123456789", 1);
+    char dir[] = "/tmp/sbx-hostile-share-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[sizeof dir + 16];
+    snprintf(path, sizeof path, "%s/worker.yaml", dir);
+    FILE *cf = fopen(path, "w");
+    assert_non_null(cf);
+    fprintf(cf,
+            "sandbox:\n"
+            "  default_profile: fake\n"
+            "  secret_file: %s/secret\n"
+            "  runtime_dir: %s/run\n"
+            "  broker: { flavor: thread, threads: 4, queue_depth: 4096 }\n"
+            "  worker:\n"
+            "    auth:\n"
+            "      callers:\n"
+            "        - { name: tenant-a, token_env: " TENANT_A_ENV ", subjects: [tenant-a] }\n"
+            "        - { name: tenant-b, token_env: " TENANT_B_ENV ", subjects: [tenant-b] }\n"
+            "  profiles:\n"
+            "    fake: { type: fake, scope: per_call }\n",
+            dir, dir);
+    fclose(cf);
+    worker_fixture f;
+    worker_fixture_opts o = {.config_path = path, .before_run = small_buffers};
+    fixture_start(&f, &o);
+    h2peer peers[SHARE_CONNECTIONS];
+    for (int i = 0; i < SHARE_CONNECTIONS; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.0.%d", 40 + i);
+        peer_open(&peers[i], src, f.port);
+        peers[i].authorization = "Bearer tenant-a-token-0123456789";
+        for (int k = 0; k < 2; k++)
+            peer_call(&peers[i], "/sbx.v1.Execution/Execute", 2 * HELD_BYTES, HELD_BYTES,
+                      BODY_HELD);
+        push_until_stalled(&peers[i], SIZE_MAX);
+    }
+    sbx_broker *b = fixture_client(&f, NULL, NULL, TENANT_B_ENV);
+    sbx_request *r = fixture_command("true", "tenant-b");
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
+    sbx__v1__run_command__free_unpacked(r->run_command, NULL);
+    r->run_command = NULL;
+    r->write_file = malloc(sizeof(*r->write_file));
+    sbx__v1__write_file__init(r->write_file);
+    sbx_set_string(&r->write_file->path, "/work/big.bin");
+    uint8_t *big = calloc(1, SHARE_WRITE);
+    assert_non_null(big);
+    sbx_set_bytes(&r->write_file->content, big, SHARE_WRITE);
+    free(big);
+    r->write_file->mkdirs = 1;
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, 60000, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fprintf(stderr, "tenant-b: %s: %s\n", sbx_status_name((sbx_status)c->error_code), c->error);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+    int refused = 0;
+    for (int i = 0; i < SHARE_CONNECTIONS; i++) {
+        peer_pump(&peers[i], 100);
+        refused += peers[i].statuses;
+        peer_free(&peers[i]);
+    }
+    fprintf(stderr, "tenant-a: %d of %d held streams refused\n", refused, 2 * SHARE_CONNECTIONS);
+    fixture_stop(&f);
+    unlink(path);
+    rmdir(dir);
+}
+
 #define TOKEN_ENV "SBX_HOSTILE_TEST_TOKEN"
 
 /* On a worker that requires authentication, a caller without credentials gets UNAUTHENTICATED
@@ -737,6 +824,7 @@ int main(void)
         cmocka_unit_test(test_worker_unproven_connection_may_hold_only_a_few_streams),
         cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
+        cmocka_unit_test(test_worker_one_caller_cannot_take_every_callers_buffer_room),
         cmocka_unit_test(test_worker_unauthenticated_streams_buffer_nothing),
         cmocka_unit_test(test_worker_request_with_millions_of_empty_args_is_refused_undecoded),
     };
