@@ -344,6 +344,8 @@ sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_co
      * waits on one subscription per task, and a thread each would not scale. */
     if (s == NATS_OK && (what = "message delivery", 1))
         s = natsOptions_UseGlobalMessageDelivery(o, true);
+    if (s == NATS_OK && cfg->inbox_prefix != NULL && (what = "inbox_prefix", 1))
+        s = natsOptions_SetCustomInboxPrefix(o, cfg->inbox_prefix);
     if (s == NATS_OK && (what = "reconnect policy", 1))
         s = natsOptions_SetMaxReconnect(o, QUEUE_MAX_RECONNECT);
     if (s == NATS_OK)

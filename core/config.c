@@ -105,6 +105,7 @@ void sbx_config_free(sbx_config *cfg)
     free(q->nkey_seed_env);
     free(q->token_env);
     free(q->name);
+    free(q->inbox_prefix);
     free(cfg->worker.serve);
     free(cfg->worker.listen);
     free(cfg->worker.tls_cert_file);

@@ -58,6 +58,8 @@
  * pause worth waiting for). TTL: up to a month, like the longest idle session. */
 #define DEFAULT_QUEUE_NAME "sbx"
 #define QUEUE_NAME_MAX 32
+/* Longest sandbox.broker.queue.inbox_prefix: the library appends a unique token of ~22 bytes. */
+#define QUEUE_INBOX_PREFIX_MAX 128
 #define MAX_QUEUE_REPLICAS 5
 #define DEFAULT_QUEUE_ACK_WAIT_MS 30000
 #define MIN_QUEUE_ACK_WAIT_MS 100

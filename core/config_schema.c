@@ -3,6 +3,7 @@
  * a non-loopback worker, the credentials of a remote or queue broker, the default profile) and
  * the top level. Profiles are config_profile.c's.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,7 @@ static const field queue_fields[] = {
     ENVF(sbx_queue_config, nkey_seed_env, "nkey_seed_env"),
     ENVF(sbx_queue_config, token_env, "token_env"),
     STRD(sbx_queue_config, name, "name", DEFAULT_QUEUE_NAME),
+    STR(sbx_queue_config, inbox_prefix, "inbox_prefix"),
     INTF(sbx_queue_config, replicas, "replicas", 1, MAX_QUEUE_REPLICAS, 1),
     INTF(sbx_queue_config, ack_wait_ms, "ack_wait_ms", MIN_QUEUE_ACK_WAIT_MS, MAX_QUEUE_WAIT_MS,
          DEFAULT_QUEUE_ACK_WAIT_MS),
@@ -189,6 +191,21 @@ static sbx_status check_queue(loader *L, const config_node *map, const char *pat
                 "'%s' is not a queue name; use lowercase letters, digits and '-', at most "
                 "%d (it prefixes subjects, the stream and the bucket)",
                 q->name, QUEUE_NAME_MAX);
+    }
+    const config_node *inbox_node = config_field_node(queue_fields, at, "inbox_prefix");
+    if (inbox_node != NULL) {
+        /* NATS subject tokens separated by dots: no wildcard, no empty token. */
+        const char *s = q->inbox_prefix;
+        bool ok = s[0] != '\0' && strlen(s) <= QUEUE_INBOX_PREFIX_MAX;
+        for (const char *c = s; ok && *c; c++)
+            ok = isalnum((unsigned char)*c) || *c == '_' || *c == '-' ||
+                 (*c == '.' && c != s && c[1] != '\0' && c[1] != '.');
+        if (!ok)
+            return config_fail(L, inbox_node, "sandbox.broker.queue.inbox_prefix",
+                               "'%s' is not an inbox prefix; use NATS subject tokens of letters, "
+                               "digits, '_' and '-' separated by dots, at most %d bytes (e.g. "
+                               "_INBOX_tenant-a)",
+                               s, QUEUE_INBOX_PREFIX_MAX);
     }
     if (url_node != NULL) {
         bool tls_configured = q->ca_file != NULL || q->cert_file != NULL;

@@ -85,6 +85,8 @@ SBX_LAZY(nats, natsStatus, natsOptions_LoadCATrustedCertificates,
          (natsOptions * a0, const char *a1), (a0, a1))
 SBX_LAZY(nats, natsStatus, natsOptions_LoadCertificatesChain,
          (natsOptions * a0, const char *a1, const char *a2), (a0, a1, a2))
+SBX_LAZY(nats, natsStatus, natsOptions_SetCustomInboxPrefix, (natsOptions * a0, const char *a1),
+         (a0, a1))
 SBX_LAZY(nats, natsStatus, natsOptions_SetMaxReconnect, (natsOptions * a0, int a1), (a0, a1))
 SBX_LAZY(nats, natsStatus, natsOptions_SetNKey,
          (natsOptions * a0, const char *a1, natsSignatureHandler a2, void *a3), (a0, a1, a2, a3))

@@ -129,6 +129,8 @@ typedef struct sbx_queue_config {
     char *nkey_seed_env;  /* name of the env var holding the nkey seed (SU...) */
     char *token_env;      /* name of the env var holding the bearer token the workers check */
     char *name;           /* stream, bucket and subject prefix; default "sbx" */
+    char *inbox_prefix;   /* the connection's reply subjects (NATS permissions can give each
+                             tenant its own); NULL = the library's _INBOX */
     int64_t replicas;     /* JetStream replicas of the stream and bucket; default 1 */
     int64_t ack_wait_ms;  /* redelivery after a worker stops acknowledging; default 30000 */
     int64_t node_wait_ms; /* how long a node-bound request waits for its node; 30000 */

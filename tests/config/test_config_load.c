@@ -484,7 +484,7 @@ static void test_config_each_section_lists_its_keys(void **state)
                NULL);
     load_fails("sandbox:\n  broker: {queue: {zzz: 1}}\n", "sandbox.broker.queue: unknown key 'zzz'",
                "accepted keys here: url, ca_file, cert_file, key_file, user, password_env, nkey, "
-               "nkey_seed_env, token_env, name, replicas, ack_wait_ms, node_wait_ms, "
+               "nkey_seed_env, token_env, name, inbox_prefix, replicas, ack_wait_ms, node_wait_ms, "
                "completion_ttl_s, dedup_window_s, connect_timeout_ms",
                NULL);
     load_fails("sandbox:\n  worker: {zzz: 1}\n", "sandbox.worker: unknown key 'zzz'",
@@ -574,6 +574,25 @@ static void test_config_remote_endpoint_needs_tls_off_loopback(void **state)
     remote_endpoint_refused("workers.example:7443", "is not an endpoint");
 }
 
+/* An inbox prefix is NATS subject tokens: a wildcard or an empty token would take replies meant
+ * for other connections, or none. */
+static void test_config_queue_inbox_prefix_is_subject_tokens(void **state)
+{
+    (void)state;
+    const char *bad[] = {"_INBOX.>", "a..b", ".a", "a.", "a b", "x*"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, "sandbox:\n  broker:\n    queue: {inbox_prefix: '%s'}\n",
+                 bad[i]);
+        load_fails(yaml, "sandbox.broker.queue.inbox_prefix", "is not an inbox prefix",
+                   "_INBOX_tenant-a", NULL);
+    }
+    sbx_config *cfg =
+        load_ok("sandbox:\n  broker:\n    queue: {inbox_prefix: _INBOX_tenant-a.replies}\n");
+    assert_string_equal(cfg->broker.queue.inbox_prefix, "_INBOX_tenant-a.replies");
+    sbx_config_free(cfg);
+}
+
 static void test_config_worker_off_loopback_needs_tls_and_callers(void **state)
 {
     (void)state;
@@ -632,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_config_near_misses_get_a_suggestion),
         cmocka_unit_test(test_config_inline_secret_points_to_env_form),
         cmocka_unit_test(test_config_remote_endpoint_needs_tls_off_loopback),
+        cmocka_unit_test(test_config_queue_inbox_prefix_is_subject_tokens),
         cmocka_unit_test(test_config_worker_off_loopback_needs_tls_and_callers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

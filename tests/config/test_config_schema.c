@@ -40,6 +40,7 @@ static const char file_a[] =
     "      password_env: QP\n"
     "      token_env: QT\n"
     "      name: jobs-1\n"
+    "      inbox_prefix: _INBOX_jobs.tenant-a\n"
     "      replicas: 3\n"
     "      ack_wait_ms: 101\n"
     "      node_wait_ms: 7\n"
@@ -204,6 +205,7 @@ static void test_config_schema_rows_land_in_their_members(void **state)
     assert_string_equal(q->password_env, "QP");
     assert_string_equal(q->token_env, "QT");
     assert_string_equal(q->name, "jobs-1");
+    assert_string_equal(q->inbox_prefix, "_INBOX_jobs.tenant-a");
     assert_int_equal(q->replicas, 3);
     assert_int_equal(q->ack_wait_ms, 101);
     assert_int_equal(q->node_wait_ms, 7);
