@@ -5,6 +5,7 @@
 #include "core/clock.h"
 #include "broker/jetstream.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -46,25 +47,47 @@ sbx_status sbxq_fail(sbx_error *err, sbx_status code, natsStatus s, const char *
                          last != NULL && last[0] ? " (" : "", last != NULL && last[0] ? ")" : "");
 }
 
-void sbxq_key(const char *subject, const char *task_id, char out[SBXQ_KEY_LEN])
+/* SHA-256 of a, a NUL, then b (NULL: a alone), as hex_len hex digits into out (NUL ended). */
+static void sha256_hex(const char *a, const char *b, char *out, int hex_len)
 {
     unsigned char md[32];
     unsigned int n = 0;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    /* subject NUL task_id: no (subject, task_id) pair shares its bytes with another. */
+    /* a NUL b: no (a, b) pair shares its bytes with another. */
     bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-              EVP_DigestUpdate(ctx, subject, strlen(subject) + 1) == 1 &&
-              EVP_DigestUpdate(ctx, task_id, strlen(task_id)) == 1 &&
+              EVP_DigestUpdate(ctx, a, strlen(a) + (b != NULL ? 1 : 0)) == 1 &&
+              (b == NULL || EVP_DigestUpdate(ctx, b, strlen(b)) == 1) &&
               EVP_DigestFinal_ex(ctx, md, &n) == 1 && n == 32;
     EVP_MD_CTX_free(ctx);
     if (!ok)
         memset(md, 0, sizeof md); /* never happens with OpenSSL's built-in SHA-256 */
     static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
+    for (int i = 0; i < hex_len; i++)
+        out[i] = hex[i % 2 == 0 ? md[i / 2] >> 4 : md[i / 2] & 15];
+    out[hex_len] = '\0';
+}
+
+void sbxq_partition(const char *subject, char out[SBXQ_PARTITION_LEN])
+{
+    size_t n = strlen(subject);
+    bool plain = n >= 1 && n <= SBXQ_PARTITION_LEN - 3;
+    for (size_t i = 0; plain && i < n; i++)
+        plain = isalnum((unsigned char)subject[i]) || subject[i] == '_' || subject[i] == '-';
+    if (plain) {
+        snprintf(out, SBXQ_PARTITION_LEN, "s-%s", subject);
+        return;
     }
-    out[64] = '\0';
+    out[0] = 'h';
+    out[1] = '-';
+    sha256_hex(subject, NULL, out + 2, 32);
+}
+
+void sbxq_key(const char *subject, const char *task_id, char out[SBXQ_KEY_LEN])
+{
+    sbxq_partition(subject, out);
+    size_t n = strlen(out);
+    out[n] = '.';
+    sha256_hex(subject, task_id, out + n + 1, 64);
 }
 
 void sbxq_subject(const sbxq_conn *c, const char *verb, const char *key, char out[SBXQ_SUBJECT_MAX])

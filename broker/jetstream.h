@@ -28,9 +28,15 @@
 #include "sbx/contract.h"
 #include "sbx/status.h"
 
-/* A key: 64 hex digits of SHA-256 and the NUL. Hashing keeps any subject and task_id within
- * the characters NATS allows in a subject token, a message id and a bucket key. */
-#define SBXQ_KEY_LEN 65
+/* A principal's partition: "s-<subject>" when the subject is 1 to 64 of [A-Za-z0-9_-] (so an
+ * operator can read it in NATS permissions), else "h-" and 32 hex digits of its SHA-256. The
+ * prefixes keep the two forms apart, and the token is one NATS subject token. */
+#define SBXQ_PARTITION_LEN 67
+/* A key: the partition, a dot, 64 hex digits of SHA-256 of (subject, task_id), and the NUL.
+ * Every record, output and cancel of a principal lives below its partition ("N.out.<p>.<hash>",
+ * bucket key "<p>.<hash>"), so NATS permissions can give each tenant its own and nobody else's
+ * (deploy/README); the hash keeps any task_id within the characters NATS allows. */
+#define SBXQ_KEY_LEN (SBXQ_PARTITION_LEN + 65)
 /* Longest subject we build: the prefix (a NATS name, at most 32 bytes by config), a verb and a
  * key or an escaped node (a 253-byte DNS name escaped at 3 bytes per character). */
 #define SBXQ_SUBJECT_MAX 1024
@@ -67,7 +73,9 @@ void sbxq_close(sbxq_conn *c);
  * library that never returns; libnats 3.4 once hung in natsConnection_Close). */
 bool sbxq_close_within(sbxq_conn *c, int ms);
 
-/* The key of (subject, task_id). */
+/* The partition of a principal subject (see SBXQ_PARTITION_LEN). */
+void sbxq_partition(const char *subject, char out[SBXQ_PARTITION_LEN]);
+/* The key of (subject, task_id): "<partition>.<hash>". */
 void sbxq_key(const char *subject, const char *task_id, char out[SBXQ_KEY_LEN]);
 /* "N.<verb>.<key>" into out. */
 void sbxq_subject(const sbxq_conn *c, const char *verb, const char *key,

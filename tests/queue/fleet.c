@@ -61,6 +61,8 @@ static bool file_has(const char *path, const char *needle)
     return found;
 }
 
+#define FLEET_WORKER_PASSWORD_ENV "SBX_TEST_NATS_WORKER_PASSWORD"
+
 static pid_t spawn(char *const argv[], const char *log)
 {
     pid_t pid = fork();
@@ -91,6 +93,7 @@ void fleet_init(fleet *f, const char *worker_bin)
     f->threads = 4;
     f->serve = "queue";
     setenv(FLEET_TOKEN_ENV, "fleet-test-token-0123456789", 1);
+    setenv(FLEET_WORKER_PASSWORD_ENV, "worker-pass", 1);
 }
 
 static const char *nats_server(void)
@@ -102,6 +105,31 @@ static const char *nats_server(void)
             return candidates[i];
     die("nats-server is not installed (scripts/install-deps.sh installs it)");
     return NULL;
+}
+
+/* The users of a fleet with tenants: the workers may do everything; each tenant only what a
+ * submitter needs, within its partition (broker/jetstream.h) and its own inbox: the permissions
+ * deploy/README gives operators. */
+static void write_users(FILE *fp, const fleet *f)
+{
+    (void)f;
+    fprintf(fp, "authorization {\n  users: [\n"
+                "    { user: worker, password: worker-pass }\n");
+    static const char *const tenants[] = {"tenant-a", "tenant-b"};
+    for (int i = 0; i < 2; i++) {
+        const char *t = tenants[i];
+        fprintf(fp,
+                "    { user: %s, password: %s-pass, permissions: {\n"
+                "      publish: { allow: [\"sbx.work\", \"sbx.node.*\", \"sbx.cancel.s-%s.*\",\n"
+                "        \"sbx.done.s-%s.*\", \"$KV.sbx_done.s-%s.*\",\n"
+                "        \"$JS.API.STREAM.INFO.sbx_tasks\", \"$JS.API.STREAM.INFO.KV_sbx_done\",\n"
+                "        \"$JS.API.DIRECT.GET.KV_sbx_done.$KV.sbx_done.s-%s.*\"] }\n"
+                "      subscribe: { allow: [\"_INBOX_%s.>\", \"sbx.done.s-%s.*\", "
+                "\"sbx.out.s-%s.*\"] }\n"
+                "    } }\n",
+                t, t, t, t, t, t, t, t, t);
+    }
+    fprintf(fp, "  ]\n}\n");
 }
 
 static void start_server(fleet *f, int i)
@@ -117,6 +145,8 @@ static void start_server(fleet *f, int i)
             "server_name: s%d\nhost: 127.0.0.1\nport: %d\n"
             "jetstream { store_dir: \"%s\" }\n",
             i, f->nats_port[i], store);
+    if (f->tenants)
+        write_users(fp, f);
     if (f->n_servers > 1) {
         fprintf(fp, "cluster { name: sbxtest\n  host: 127.0.0.1\n  port: %d\n  routes: [",
                 f->cluster_port[i]);
@@ -200,6 +230,8 @@ static void write_config(fleet *f, const char *path, const char *node, bool work
             "      token_env: %s\n",
             node, f->dir, f->dir, node, worker ? "thread" : "queue", f->threads, f->url,
             f->ack_wait_ms, f->node_wait_ms, f->replicas, FLEET_TOKEN_ENV);
+    if (worker && f->tenants)
+        fprintf(fp, "      user: worker\n      password_env: %s\n", FLEET_WORKER_PASSWORD_ENV);
     if (worker)
         fprintf(fp,
                 "  worker:\n"
@@ -283,6 +315,33 @@ void fleet_kill_worker(fleet *f, int i, int sig)
         waited += 50;
     }
     f->worker_pid[i] = 0;
+}
+
+sbx_broker *fleet_tenant_broker(fleet *f, const char *user)
+{
+    char cfg[512], inbox[64], password[64];
+    snprintf(cfg, sizeof cfg, "%s/client-%s.yaml", f->dir, user);
+    write_config(f, cfg, "client", false);
+    sbx_config *c = NULL;
+    sbx_error err;
+    if (sbx_config_load(cfg, &c, &err) != SBX_OK) {
+        fprintf(stderr, "fleet: %s\n", err.message);
+        abort();
+    }
+    snprintf(inbox, sizeof inbox, "_INBOX_%s", user);
+    snprintf(password, sizeof password, "%s-pass", user);
+    setenv(FLEET_TENANT_PASSWORD_ENV, password, 1); /* read once, at the connect below */
+    sbx_queue_config *q = &c->broker.queue;
+    q->user = strdup(user);
+    q->password_env = strdup(FLEET_TENANT_PASSWORD_ENV);
+    q->inbox_prefix = strdup(inbox);
+    sbx_broker *b = NULL;
+    if (sbx_broker_open_queue(q, &b, &err) != SBX_OK) {
+        fprintf(stderr, "fleet: queue broker of %s: %s\n", user, err.message);
+        abort();
+    }
+    sbx_config_free(c);
+    return b;
 }
 
 sbx_broker *fleet_broker(fleet *f, const char *token_env)

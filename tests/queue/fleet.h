@@ -38,7 +38,13 @@ typedef struct fleet {
     bool stop_hung;                   /* a worker did not exit on its signal (fleet_kill_worker) */
     bool no_record;                   /* workers do not record executions (benchmarks) */
     sbx_config *client_cfg;           /* the brokers' configuration (kept for its queue block) */
+    bool tenants; /* NATS users: "worker" (everything) and, per FLEET_TENANTS, a tenant that
+                   * may use only its own partition and inbox (deploy/README's permissions) */
 } fleet;
+
+/* The tenants of a fleet with tenants set: NATS user (and principal subject) tenant-a and
+ * tenant-b, password "<user>-pass", inbox prefix _INBOX_<user>. */
+#define FLEET_TENANT_PASSWORD_ENV "SBX_TEST_NATS_TENANT_PASSWORD"
 
 /* Sets defaults and makes the temp dir; worker_bin is the sbx-worker executable. */
 void fleet_init(fleet *f, const char *worker_bin);
@@ -55,6 +61,8 @@ void fleet_kill_worker(fleet *f, int i, int sig);
 /* A queue broker on the fleet (token from FLEET_TOKEN_ENV unless token_env overrides it; ""
  * for none). */
 sbx_broker *fleet_broker(fleet *f, const char *token_env);
+/* A queue broker logged in to NATS as tenant user (fleet with tenants), with its inbox prefix. */
+sbx_broker *fleet_tenant_broker(fleet *f, const char *user);
 /* Executions per task id recorded by worker i (worker.record): calls fn for each. */
 void fleet_recorded(fleet *f, int i, void (*fn)(void *arg, const char *task_id), void *arg);
 /* Stops every process and removes the temp dir. */

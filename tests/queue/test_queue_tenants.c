@@ -1,0 +1,274 @@
+/* test_queue_tenants.c - the NATS queue as a tenant boundary: a real nats-server whose users are
+ * the workers (every right) and two tenants that hold only the rights deploy/README gives a
+ * submitter (their partition's subjects and bucket keys, their own inbox), one sbx-worker, and
+ * queue brokers logged in as the tenants. A tenant's work runs with those rights alone (the
+ * template is enough), and another tenant's connection cannot read its output, its completion
+ * notices or its records, nor cancel its task.
+ *
+ * usage: test_queue_tenants PATH/sbx-worker
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "broker/jetstream.h"
+#include "queue/fleet.h"
+#include "sbx/broker.h"
+
+#define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
+#define WAIT_MS 60000
+
+static const char *worker_bin;
+static fleet F;
+
+static sbx_request *shell(const char *profile, const char *subject, const char *line)
+{
+    sbx_request *r = sbx_request_new();
+    sbx_set_string(&r->profile, profile);
+    r->principal = sbx_principal_new();
+    sbx_set_string(&r->principal->subject, subject);
+    r->run_command = malloc(sizeof(*r->run_command));
+    sbx__v1__run_command__init(r->run_command);
+    sbx_set_string(&r->run_command->shell, line);
+    r->op_case = SBX__V1__EXECUTION_REQUEST__OP_RUN_COMMAND;
+    return r;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    fleet_init(&F, worker_bin);
+    F.tenants = true;
+    fleet_start_nats(&F, 1);
+    fleet_start_worker(&F, 0);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    fleet_stop(&F);
+    return 0;
+}
+
+typedef struct chunks {
+    pthread_mutex_t mu;
+    char text[256];
+    size_t len;
+} chunks;
+
+static void on_chunk(void *arg, Sbx__V1__Stream stream, const uint8_t *data, size_t len,
+                     uint64_t offset)
+{
+    (void)stream;
+    (void)offset;
+    chunks *c = arg;
+    pthread_mutex_lock(&c->mu);
+    if (len > sizeof c->text - 1 - c->len)
+        len = sizeof c->text - 1 - c->len;
+    memcpy(c->text + c->len, data, len);
+    c->len += len;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Runs line as tenant-a through b and checks its completion and its streamed output. */
+static void run_as_tenant_a(sbx_broker *b, const char *line, const char *expect)
+{
+    sbx_request *r = shell("oneshot", "tenant-a", line);
+    chunks got = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sbx_engine_hooks hooks = {.on_output = on_chunk, .on_output_arg = &got};
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, WAIT_MS, &hooks, &c), SBX_OK);
+    assert_non_null(c);
+    if (c->status != OK_STATUS)
+        fprintf(stderr, "tenant-a: %s\n", c->error);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, strlen(expect));
+    assert_memory_equal(c->result->stdout.data, expect, strlen(expect));
+    assert_string_equal(got.text, expect);
+    sbx_completion_free(c);
+    c = NULL; /* and result() reads its record back */
+    assert_int_equal(sbx_broker_result(b, "tenant-a", r->task_id, WAIT_MS, &c), SBX_OK);
+    assert_non_null(c);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+}
+
+/* A tenant's broker needs no right beyond its partition and its inbox. */
+static void test_queue_tenant_runs_with_its_partition_rights_alone(void **state)
+{
+    (void)state;
+    sbx_broker *a = fleet_tenant_broker(&F, "tenant-a");
+    run_as_tenant_a(a, "echo work of tenant-a", "work of tenant-a\n");
+    sbx_broker_free(a);
+    sbx_broker *b = fleet_tenant_broker(&F, "tenant-b");
+    sbx_request *r = shell("oneshot", "tenant-b", "echo work of tenant-b");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, WAIT_MS, NULL, &c), SBX_OK);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+/* ---- tenant-b's own NATS connection, looking for tenant-a's data ------------------------- */
+
+typedef struct spy {
+    pthread_mutex_t mu;
+    int messages;   /* delivered to its subscriptions */
+    int violations; /* permission errors the server sent it */
+} spy;
+
+static void spy_msg(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+    (void)nc;
+    (void)sub;
+    spy *s = closure;
+    pthread_mutex_lock(&s->mu);
+    s->messages++;
+    pthread_mutex_unlock(&s->mu);
+    natsMsg_Destroy(msg);
+}
+
+static void spy_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *closure)
+{
+    (void)nc;
+    (void)sub;
+    spy *s = closure;
+    pthread_mutex_lock(&s->mu);
+    if (err == NATS_NOT_PERMITTED)
+        s->violations++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static natsConnection *spy_connect(spy *s)
+{
+    natsOptions *o = NULL;
+    assert_int_equal(natsOptions_Create(&o), NATS_OK);
+    const char *url = F.url;
+    assert_int_equal(natsOptions_SetServers(o, &url, 1), NATS_OK);
+    assert_int_equal(natsOptions_SetUserInfo(o, "tenant-b", "tenant-b-pass"), NATS_OK);
+    assert_int_equal(natsOptions_SetCustomInboxPrefix(o, "_INBOX_tenant-b"), NATS_OK);
+    assert_int_equal(natsOptions_SetErrorHandler(o, spy_error, s), NATS_OK);
+    natsConnection *nc = NULL;
+    assert_int_equal(natsConnection_Connect(&nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    return nc;
+}
+
+static int spy_count(spy *s, int *violations)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->messages;
+    *violations = s->violations;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* tenant-b subscribes to every subject tenant-a's output, completion notices and records travel
+ * on: the server refuses each subscription, and nothing of tenant-a's task reaches it. */
+static void test_queue_tenant_cannot_read_another_tenants_output_or_records(void **state)
+{
+    (void)state;
+    spy s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    natsConnection *nc = spy_connect(&s);
+    static const char *const subjects[] = {
+        "sbx.out.>",      "sbx.done.>", "sbx.out.s-tenant-a.*", "sbx.done.s-tenant-a.*",
+        "$KV.sbx_done.>", "_INBOX.>",   "_INBOX_tenant-a.>"};
+    natsSubscription *subs[sizeof subjects / sizeof subjects[0]];
+    for (size_t i = 0; i < sizeof subjects / sizeof subjects[0]; i++)
+        assert_int_equal(natsConnection_Subscribe(&subs[i], nc, subjects[i], spy_msg, &s), NATS_OK);
+    natsConnection_Flush(nc);
+    sbx_broker *a = fleet_tenant_broker(&F, "tenant-a");
+    sbx_request *r = shell("oneshot", "tenant-a", "echo secret of tenant-a");
+    run_as_tenant_a(a, "echo secret of tenant-a", "secret of tenant-a\n");
+    sleep_ms(200); /* anything published reaches the subscriptions it may reach by now */
+    int violations = 0;
+    assert_int_equal(spy_count(&s, &violations), 0);
+    assert_true(violations >= (int)(sizeof subjects / sizeof subjects[0]));
+
+    /* Its records: reading the key of a task of tenant-a's from the bucket is refused. */
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(a, r, WAIT_MS, NULL, &c), SBX_OK);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    char key[SBXQ_KEY_LEN];
+    sbxq_key("tenant-a", r->task_id, key);
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    kvStore *kv = NULL;
+    assert_int_equal(js_KeyValue(&kv, js, "sbx_done"), NATS_OK);
+    kvEntry *e = NULL;
+    natsStatus got = kvStore_Get(&e, kv, key);
+    fprintf(stderr, "tenant-b reading tenant-a's record: %s\n", natsStatus_GetText(got));
+    assert_int_not_equal(got, NATS_OK);
+    assert_null(e);
+    kvStore_Destroy(kv);
+    jsCtx_Destroy(js);
+    for (size_t i = 0; i < sizeof subjects / sizeof subjects[0]; i++)
+        natsSubscription_Destroy(subs[i]);
+    natsConnection_Destroy(nc);
+    sbx_request_free(r);
+    sbx_broker_free(a);
+}
+
+/* tenant-b publishes the cancel of tenant-a's running task: refused, and the task ends well. */
+static void test_queue_tenant_cannot_cancel_another_tenants_task(void **state)
+{
+    (void)state;
+    spy s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    natsConnection *nc = spy_connect(&s);
+    sbx_broker *a = fleet_tenant_broker(&F, "tenant-a");
+    sbx_request *r = shell("sleepy", "tenant-a", "echo survived");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(a, r, 0, NULL, &c), SBX_OK);
+    assert_null(c); /* pending: it runs for 3 s */
+    sleep_ms(1000);
+    char key[SBXQ_KEY_LEN], subject[SBXQ_SUBJECT_MAX];
+    sbxq_key("tenant-a", r->task_id, key);
+    snprintf(subject, sizeof subject, "sbx.cancel.%s", key);
+    natsConnection_Publish(nc, subject, NULL, 0);
+    natsConnection_Flush(nc);
+    assert_int_equal(sbx_broker_result(a, "tenant-a", r->task_id, WAIT_MS, &c), SBX_OK);
+    assert_non_null(c);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, strlen("survived\n"));
+    int violations = 0;
+    spy_count(&s, &violations);
+    assert_true(violations >= 1);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(a);
+    natsConnection_Destroy(nc);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/sbx-worker\n", argv[0]);
+        return 2;
+    }
+    worker_bin = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_queue_tenant_runs_with_its_partition_rights_alone),
+        cmocka_unit_test(test_queue_tenant_cannot_read_another_tenants_output_or_records),
+        cmocka_unit_test(test_queue_tenant_cannot_cancel_another_tenants_task),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
