@@ -63,10 +63,12 @@ void worker_call_unref(call *c)
                        : c->final        ? c->grpc_status
                                          : SBX_GRPC_CANCELLED;
     worker_call_obs_end(c->w->obs, &c->obs, rpc_of(c->method), c->req, final_status, c->w->cfg);
-    c->w->buffered -= c->req_charge; /* the body went at worker_call_detach */
+    c->w->buffered -= c->req_charge + c->out_charge; /* the body went at worker_call_detach */
+    if (!c->authenticated)
+        c->w->unauth_buffered -= c->out_charge;
     size_t *held = caller_held(c);
     if (held != NULL)
-        *held -= c->req_charge;
+        *held -= c->req_charge + c->out_charge;
     free(c->authorization);
     free(c->in);
     free(c->out);
@@ -308,6 +310,30 @@ static const worker_caller *authenticate(call *c, bool *ok)
 
 /* ---- reflection (a stream that outlives one message) ------------------------------------ */
 
+/* Charges the growth of a reflection stream's answer buffer to the worker's budgets; false (the
+ * call decided RESOURCE_EXHAUSTED) past one of them. */
+static bool charge_answers(call *c)
+{
+    if (c->out_cap <= c->out_charge)
+        return true;
+    size_t grow = c->out_cap - c->out_charge;
+    sbx_worker *w = c->w;
+    c->out_charge += grow;
+    w->buffered += grow;
+    if (!c->authenticated)
+        w->unauth_buffered += grow;
+    size_t *held = caller_held(c);
+    if (held != NULL)
+        *held += grow;
+    if (w->buffered > w->limits.buffer_total_max ||
+        (!c->authenticated && w->unauth_buffered > WORKER_UNAUTHENTICATED_BUFFER_MAX)) {
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "the worker holds too many unsent answers: retry later");
+        return false;
+    }
+    return true;
+}
+
 /* ServerReflectionInfo is a bidirectional stream: each complete request message is answered at
  * once, before the client half-closes (grpcurl and others wait for each answer). */
 static void reflection_feed(call *c)
@@ -326,6 +352,20 @@ static void reflection_feed(call *c)
         }
         if (c->in_len - SBX_GRPC_PREFIX_LEN < mlen)
             return; /* the rest of this message is still on its way */
+        if (c->out_len - c->out_off >= WORKER_REFLECTION_PENDING_MAX) {
+            worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                               "%zu bytes of reflection answers are waiting for the client to "
+                               "read them (limit %u): read each answer before sending more",
+                               c->out_len - c->out_off, WORKER_REFLECTION_PENDING_MAX);
+            /* Its trailers would wait behind the unread answers for ever: reset the stream,
+             * which frees the call and what it holds. */
+            if (c->conn != NULL) {
+                nghttp2_submit_rst_stream(c->conn->h2, NGHTTP2_FLAG_NONE, c->stream_id,
+                                          NGHTTP2_ENHANCE_YOUR_CALM);
+                mark_dirty(c->conn);
+            }
+            return;
+        }
         size_t len = 0;
         uint8_t *answer = worker_reflection_answer(c->in + SBX_GRPC_PREFIX_LEN, mlen, &len);
         if (!answer || !worker_call_append(c, answer, len)) {
@@ -334,6 +374,8 @@ static void reflection_feed(call *c)
             return;
         }
         free(answer);
+        if (!charge_answers(c))
+            return;
         size_t used = SBX_GRPC_PREFIX_LEN + mlen;
         memmove(c->in, c->in + used, c->in_len - used);
         c->in_len -= used;
@@ -637,6 +679,10 @@ static bool call_body(call *c, const uint8_t *data, size_t len)
     }
     size_t max_message = c->authenticated ? w->max_message : WORKER_UNAUTHENTICATED_MESSAGE_MAX;
     size_t limit = SBX_GRPC_PREFIX_LEN + max_message;
+    /* A reflection stream carries message after message: its buffer holds the start of the
+     * next one and the frame that brought it, whatever the frames' boundaries. */
+    if (c->method == RPC_REFLECTION)
+        limit += WORKER_MAX_FRAME;
     if (len > limit - c->in_len) {
         worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
                            "request message larger than the worker's max_message_bytes (%zu)",

@@ -80,6 +80,15 @@
 /* Of that total, what one configured caller may hold when there are several: all but a quarter,
  * so one tenant's held or large requests cannot refuse every other tenant's. */
 #define WORKER_CALLER_SHARE(total) ((total) - (total) / 4)
+/* Reflection answers one stream may hold unsent: a client that sends requests but does not read
+ * the answers (a zero window) is stopped here, RESOURCE_EXHAUSTED, instead of growing the
+ * worker's memory ~275 bytes per byte it sends (an answer is ~8 KiB, a request 29 bytes).
+ * Real clients (grpcurl, grpcio) wait for each answer. The buffer the answers take is charged
+ * to the worker's budgets (and an unauthenticated stream's to theirs). */
+#define WORKER_REFLECTION_PENDING_MAX (64u << 10)
+/* The largest DATA frame a peer may send (HTTP/2's SETTINGS_MAX_FRAME_SIZE, not raised): a
+ * reflection stream's buffer holds a partial message and at most one frame more. */
+#define WORKER_MAX_FRAME 16384
 #define WORKER_UNAUTHENTICATED_MESSAGE_MAX (16u << 10)
 /* SETTINGS_MAX_HEADER_LIST_SIZE: gRPC suggests headers stay under 8 KiB; twice that leaves
  * room for a long bearer token and proxy metadata. */
@@ -156,6 +165,7 @@ struct call {
     bool decided, response_started, final, deferred, job_running;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
+    size_t out_charge; /* of out_cap, charged to the worker's budgets (reflection answers) */
     int grpc_status;
     char *grpc_message;
     /* the job */

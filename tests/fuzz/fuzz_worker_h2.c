@@ -318,6 +318,10 @@ static void request_headers(rd *r, hdrs *h, int force_path, bool force_auth)
         fuzzed_value(r, h->fz[fz], sizeof h->fz[fz], &h->fzlen[fz]);
         add(h, ":path", h->fz[fz], h->fzlen[fz]);
         fz++;
+    } else if (b & 0x80) { /* the streams that outlive one message */
+        addz(h, ":path",
+             (b & 0x40) ? "/grpc.health.v1.Health/Watch"
+                        : "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo");
     }
     switch (a >> 5 & 7) {
     case 0:

@@ -765,6 +765,60 @@ static void test_worker_unauthenticated_streams_buffer_nothing(void **state)
     fixture_stop(&f);
 }
 
+#define REFLECTION_REQUESTS 20000
+#define REFLECTION_FILE "sbx/v1/execution.proto"
+#define REFLECTION_PATH "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+
+/* A client that does not authenticate sends reflection requests on one stream and reads none of
+ * the answers (its window is 0): the answers it leaves unread stop at the stream's limit, the
+ * stream is reset (RESOURCE_EXHAUSTED in the worker's log), and an authenticated caller is
+ * served. Before: each 29-byte
+ * request left an 8 KiB answer in the worker, 20,000 of them about 160 MB (audit: 1.2 GB from
+ * 5 MB sent, before the first-request deadline). */
+static void test_worker_unread_reflection_answers_are_bounded(void **state)
+{
+    (void)state;
+    setenv(TOKEN_ENV, "hostile-test-token", 1);
+    worker_fixture f;
+    worker_fixture_opts o = {.token_env = TOKEN_ENV, .subjects = "*"};
+    fixture_start(&f, &o);
+    long rss0 = rss_start();
+    h2peer p;
+    peer_open(&p, "127.0.0.7", f.port);
+    nghttp2_settings_entry zero = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+    assert_int_equal(nghttp2_submit_settings(p.s, NGHTTP2_FLAG_NONE, &zero, 1), 0);
+    /* ServerReflectionRequest{file_by_filename (3): REFLECTION_FILE}, framed, many times */
+    size_t body = 2 + strlen(REFLECTION_FILE), one = 5 + body;
+    uint8_t *msgs = malloc(one * REFLECTION_REQUESTS);
+    assert_non_null(msgs);
+    for (size_t i = 0; i < REFLECTION_REQUESTS; i++) {
+        uint8_t *m = msgs + i * one;
+        m[0] = m[1] = m[2] = m[3] = 0;
+        m[4] = (uint8_t)body;
+        m[5] = 0x1a;
+        m[6] = (uint8_t)strlen(REFLECTION_FILE);
+        memcpy(m + 7, REFLECTION_FILE, strlen(REFLECTION_FILE));
+    }
+    /* The first prefix is the call's own; the rest of the bytes follow it as its body. */
+    peer_call_data(&p, REFLECTION_PATH, (uint32_t)body, one * REFLECTION_REQUESTS - 5, BODY_HELD,
+                   msgs + 5);
+    push_until_stalled(&p, SIZE_MAX);
+    peer_pump(&p, 200);
+    long grown = rss_peak_growth(rss0);
+    fprintf(stderr,
+            "%d reflection requests with no answer read: %zu bytes sent, grpc-status %d, RSS "
+            "peak grew by %ld kB\n",
+            REFLECTION_REQUESTS, p.sent, p.grpc_status, grown);
+    assert_int_equal(p.responses, 1); /* reset: its trailers could not pass its zero window */
+    assert_true(grown < HOSTILE_RSS_GROWTH_MAX_KB / 4);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, TOKEN_ENV);
+    assert_served(b);
+    sbx_broker_free(b);
+    peer_free(&p);
+    free(msgs);
+    fixture_stop(&f);
+}
+
 /* ---- decoded size ------------------------------------------------------------------------ */
 
 #define EMPTY_ARGS (4u << 20)
@@ -826,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
         cmocka_unit_test(test_worker_one_caller_cannot_take_every_callers_buffer_room),
         cmocka_unit_test(test_worker_unauthenticated_streams_buffer_nothing),
+        cmocka_unit_test(test_worker_unread_reflection_answers_are_bounded),
         cmocka_unit_test(test_worker_request_with_millions_of_empty_args_is_refused_undecoded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
