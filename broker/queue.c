@@ -120,8 +120,14 @@ static void on_output(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
     (void)nc;
     (void)sub;
     waiter *w = closure;
-    Sbx__V1__OutputChunk *chunk = sbx__v1__output_chunk__unpack(
-        NULL, (size_t)natsMsg_GetDataLength(msg), (const uint8_t *)natsMsg_GetData(msg));
+    ProtobufCMessage *m = NULL;
+    sbx_error err;
+    size_t n = (size_t)natsMsg_GetDataLength(msg);
+    Sbx__V1__OutputChunk *chunk =
+        sbx_message_decode(&sbx__v1__output_chunk__descriptor,
+                           (const uint8_t *)natsMsg_GetData(msg), n, n, &m, &err) == SBX_OK
+            ? (Sbx__V1__OutputChunk *)m
+            : NULL;
     /* Under mu: the call clears hooks before it returns, and the hooks are only valid until. */
     pthread_mutex_lock(&w->mu);
     if (chunk != NULL && w->hooks != NULL && w->hooks->on_output != NULL)

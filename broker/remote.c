@@ -179,8 +179,13 @@ static void decode_stream(remote_broker *r, rtask *t)
         }
         if (t->resp_len - off - SBX_GRPC_PREFIX_LEN < n)
             break;
+        ProtobufCMessage *m = NULL;
+        sbx_error e;
         Sbx__V1__ExecuteEvent *ev =
-            sbx__v1__execute_event__unpack(NULL, n, t->resp + off + SBX_GRPC_PREFIX_LEN);
+            sbx_message_decode(&sbx__v1__execute_event__descriptor,
+                               t->resp + off + SBX_GRPC_PREFIX_LEN, n, n, &m, &e) == SBX_OK
+                ? (Sbx__V1__ExecuteEvent *)m
+                : NULL; /* bounded like every decoding of what a worker sends */
         off += SBX_GRPC_PREFIX_LEN + n;
         if (!ev) {
             t->bad_frame = true;
@@ -1019,8 +1024,9 @@ static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out
             t->grpc_message ? t->grpc_message : "");
     else if (t->resp_len < SBX_GRPC_PREFIX_LEN || t->resp[0] != 0 ||
              sbx_grpc_frame_len(t->resp) != t->resp_len - SBX_GRPC_PREFIX_LEN ||
-             !(*out = sbx__v1__describe_response__unpack(NULL, t->resp_len - SBX_GRPC_PREFIX_LEN,
-                                                         t->resp + SBX_GRPC_PREFIX_LEN)))
+             sbx_message_decode(&sbx__v1__describe_response__descriptor,
+                                t->resp + SBX_GRPC_PREFIX_LEN, t->resp_len - SBX_GRPC_PREFIX_LEN,
+                                t->resp_len, (ProtobufCMessage **)out, &(sbx_error){0}) != SBX_OK)
         st = sbx_error_set(err, SBX_E_BROKER,
                            "remote broker: worker %s sent a malformed DescribeResponse",
                            r->url_base);

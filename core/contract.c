@@ -683,8 +683,10 @@ static void budget_free(void *data, void *ptr)
     free(ptr); /* what it frees came from malloc: sbx_message_free frees it the same way */
 }
 
-/* max_list > 0: lists are checked (and the strictness pass runs) before decoding, and decoding
- * may allocate at most SBX_REQUEST_DECODE_FACTOR x len + SBX_REQUEST_DECODE_SLACK bytes. */
+/* Decoding may allocate at most SBX_REQUEST_DECODE_FACTOR x len + SBX_REQUEST_DECODE_SLACK
+ * bytes, whatever the message (completions come from workers, the queue's bucket and recording
+ * files, as untrusted as requests). max_list > 0: lists are checked (and the strictness pass
+ * runs) before decoding. */
 static sbx_status message_decode(const ProtobufCMessageDescriptor *desc, const uint8_t *buf,
                                  size_t len, size_t max_len, size_t max_list,
                                  ProtobufCMessage **out, sbx_error *err)
@@ -707,7 +709,7 @@ static sbx_status message_decode(const ProtobufCMessageDescriptor *desc, const u
                      : SIZE_MAX};
     ProtobufCAllocator counted = {
         .alloc = budget_alloc, .free = budget_free, .allocator_data = &budget};
-    ProtobufCMessage *m = protobuf_c_message_unpack(desc, max_list > 0 ? &counted : NULL, len, buf);
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, &counted, len, buf);
     if (m == NULL && budget.exceeded)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
                              "%s of %zu bytes would take more than %zu bytes once decoded (%dx "

@@ -690,6 +690,31 @@ static void test_request_decode_bounds_what_decoding_allocates(void **state)
     free(msg);
 }
 
+/* Completions come from workers, the queue's bucket and recording files: what decoding one
+ * allocates is bounded too. 1,000,000 empty Result.files entries (2 MB on the wire, a File each
+ * once decoded: ~120 MB before) are RESOURCE_EXHAUSTED. */
+static void test_completion_decode_bounds_what_decoding_allocates(void **state)
+{
+    (void)state;
+    size_t n = 1000000, inner = 2 * n, len = 1 + 3 + inner; /* inner < 2^21: 3 varint bytes */
+    uint8_t *msg = malloc(len);
+    assert_non_null(msg);
+    msg[0] = 0x1a; /* result (3), length-delimited, the length as a 3-byte varint */
+    msg[1] = (uint8_t)(0x80 | (inner & 0x7f));
+    msg[2] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+    msg[3] = (uint8_t)(inner >> 14);
+    for (size_t i = 0; i < n; i++) { /* files (8), an empty File */
+        msg[4 + 2 * i] = 0x42;
+        msg[4 + 2 * i + 1] = 0x00;
+    }
+    sbx_completion *c = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_completion_decode(msg, len, SIZE_MAX, &c, &err), SBX_E_RESOURCE_EXHAUSTED);
+    assert_null(c);
+    assert_non_null(strstr(err.message, "once decoded"));
+    free(msg);
+}
+
 /* protobuf-c takes field number 0 written as two bytes (80 00) and then cannot pack it back. */
 static void test_request_decode_refuses_field_number_zero_in_any_form(void **state)
 {
@@ -1045,6 +1070,7 @@ int main(void)
         cmocka_unit_test(test_request_builders_cover_the_session_operations),
         cmocka_unit_test(test_request_decode_refuses_a_list_over_the_limit_naming_it),
         cmocka_unit_test(test_request_decode_bounds_what_decoding_allocates),
+        cmocka_unit_test(test_completion_decode_bounds_what_decoding_allocates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
