@@ -267,9 +267,23 @@ char *worker_metrics_render(worker_metrics *m, size_t *len)
 
 /* ---- the scrape listener --------------------------------------------------------------- */
 
-static void send_all(int fd, const char *p, size_t n)
+/* Sets fd's receive and send timeouts to what is left until deadline (monotonic us); false once
+ * it passed. SO_RCVTIMEO bounds one recv, not the request: a client sending a byte every few
+ * seconds would otherwise hold the scrape thread for hours. */
+static bool time_left(int fd, int64_t deadline)
 {
-    while (n > 0) {
+    int64_t left = deadline - sbx_monotonic_us();
+    if (left <= 0)
+        return false;
+    struct timeval tv = {.tv_sec = left / 1000000, .tv_usec = left % 1000000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return true;
+}
+
+static void send_all(int fd, const char *p, size_t n, int64_t deadline)
+{
+    while (n > 0 && time_left(fd, deadline)) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
@@ -283,24 +297,24 @@ static void send_all(int fd, const char *p, size_t n)
 static void respond(int fd, const char *status, const char *ctype, const char *body, size_t len,
                     bool head_only)
 {
+    /* The answer has a deadline of its own, as the request had. */
+    int64_t deadline = sbx_monotonic_us() + METRICS_IO_TIMEOUT_S * 1000000LL;
     char hdr[256];
     int n = snprintf(hdr, sizeof hdr,
                      "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n",
                      status, ctype, len);
-    send_all(fd, hdr, (size_t)n);
+    send_all(fd, hdr, (size_t)n, deadline);
     if (!head_only)
-        send_all(fd, body, len);
+        send_all(fd, body, len, deadline);
 }
 
 static void serve_one(worker_metrics *m, int fd)
 {
-    struct timeval tv = {.tv_sec = METRICS_IO_TIMEOUT_S};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int64_t deadline = sbx_monotonic_us() + METRICS_IO_TIMEOUT_S * 1000000LL;
     char req[METRICS_MAX_REQUEST + 1];
     size_t got = 0;
-    while (got < METRICS_MAX_REQUEST) {
+    while (got < METRICS_MAX_REQUEST && time_left(fd, deadline)) {
         ssize_t n = recv(fd, req + got, METRICS_MAX_REQUEST - got, 0);
         if (n < 0 && errno == EINTR)
             continue;

@@ -291,6 +291,37 @@ class ObservedWorker(unittest.TestCase):
             scrape(self.w.metrics_port, "/")
         self.assertEqual(cm.exception.code, 404)
 
+    def test_a_scraper_sending_a_byte_at_a_time_holds_the_listener_5_s_at_most(self):
+        """The scrape thread serves one scraper at a time: one that trickles its request (a
+        byte every 0.4 s, never done) is dropped 5 s after it connected, and a real scrape
+        behind it is answered. Before, each byte renewed the 5 s socket timeout, so it held
+        the thread for as long as it kept trickling (here 14 s) and the scrape timed out."""
+        import socket
+        slow = socket.create_connection(("127.0.0.1", self.w.metrics_port))
+        self.addCleanup(slow.close)
+        stop = threading.Event()
+
+        def trickle():
+            for ch in b"GET /metrics HTTP/1.1\r\nX-Slow: " + b"a" * 20:
+                if stop.wait(0.4):
+                    return
+                try:
+                    slow.send(bytes([ch]))
+                except OSError:
+                    return
+
+        t = threading.Thread(target=trickle, daemon=True)
+        t.start()
+        time.sleep(0.3)  # the trickler holds the scrape thread now
+        started = time.monotonic()
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.w.metrics_port,
+                                    timeout=9) as r:
+            self.assertEqual(r.status, 200)
+        waited = time.monotonic() - started
+        stop.set()
+        t.join()
+        self.assertLess(waited, 8.0)
+
 
 class LogSettings(unittest.TestCase):
     def setUp(self):
