@@ -86,6 +86,39 @@ static void fail(const char *fmt, ...)
  * the sandbox's root (another host uid) may not write to it. Empty without --rootfs. */
 static const char *mountpoint_hint = "";
 
+/* Reads C's one-line report from ready_pipe into reply (NUL-ended): until a newline, or EOF once
+ * C is gone (P closed its own write end after the clone). */
+static void read_reply(char *reply, size_t cap)
+{
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(ready_pipe[0], reply + got, cap - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        if (got >= cap - 1 || memchr(reply, '\n', got))
+            break;
+    }
+    reply[got] = '\0';
+}
+
+/* C ended before P was done with it (P's write to go_pipe failed, or the cgroup move found it
+ * gone): C's own report says why (a rootfs without its mountpoints, say), else fallback. Before,
+ * the write to the closed go_pipe killed P with SIGPIPE and the provider saw no message at all
+ * (a race C won under ASan). */
+static int child_failed(pid_t pid, const char *fallback)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    char reply[1024];
+    read_reply(reply, sizeof reply);
+    if (strncmp(reply, "ERR ", 4) == 0)
+        fprintf(stderr, "sbx-agent boot: sandbox setup failed: %s", reply + 4);
+    else
+        fprintf(stderr, "sbx-agent boot: %s\n", fallback);
+    return 1;
+}
+
 static void mkdirs(const char *path, mode_t mode)
 {
     char buf[4096];
@@ -682,6 +715,9 @@ int boot_local_main(int argc, char **argv)
         child_setup(&o);
     close(go_pipe[0]);
     close(ready_pipe[1]);
+    /* A write to C's go_pipe after C died must fail (EPIPE), not kill P: P then says what C
+     * reported. Only P ignores it: C, cloned before, keeps the default its programs expect. */
+    signal(SIGPIPE, SIG_IGN);
     char map[128];
     int rc;
     if (o.rootless) {
@@ -710,11 +746,8 @@ int boot_local_main(int argc, char **argv)
         waitpid(pid, NULL, 0);
         return 1;
     }
-    if (write(go_pipe[1], "g", 1) != 1) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return 1;
-    }
+    if (write(go_pipe[1], "g", 1) != 1)
+        return child_failed(pid, "the sandbox init exited before its setup began");
     /* Move C (and so everything it will ever start) into the sandbox's cgroups while it sets
      * up its mounts; then let it enter its cgroup namespace. */
     char pidtext[32];
@@ -722,32 +755,22 @@ int boot_local_main(int argc, char **argv)
     for (int i = 0; i < n_cgroups; i++) {
         int fd = open(cgroup_procs[i], O_WRONLY | O_CLOEXEC);
         if (fd < 0 || write(fd, pidtext, strlen(pidtext)) != (ssize_t)strlen(pidtext)) {
-            fprintf(stderr, "sbx-agent boot: cannot move the sandbox into cgroup %s: %s\n",
-                    cgroup_procs[i], strerror(errno));
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            return 1;
+            char why[600];
+            snprintf(why, sizeof why, "cannot move the sandbox into cgroup %s: %s", cgroup_procs[i],
+                     strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            return child_failed(pid, why);
         }
         close(fd);
     }
-    if (write(go_pipe[1], "c", 1) != 1) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        return 1;
-    }
+    if (write(go_pipe[1], "c", 1) != 1)
+        return child_failed(pid, "the sandbox init exited during setup");
     close(go_pipe[1]);
     alarm(BOOT_READY_TIMEOUT_S); /* a wedged child must not hang the provider forever */
     char reply[1024];
-    size_t got = 0;
-    for (;;) {
-        ssize_t r = read(ready_pipe[0], reply + got, sizeof reply - 1 - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-        if (got >= sizeof reply - 1 || memchr(reply, '\n', got))
-            break;
-    }
-    reply[got] = '\0';
+    read_reply(reply, sizeof reply);
+    size_t got = strlen(reply);
     if (strncmp(reply, "OK", 2) != 0) {
         fprintf(stderr, "sbx-agent boot: sandbox setup failed: %s\n",
                 got > 4 ? reply + 4 : "the sandbox init exited during setup");
