@@ -317,10 +317,11 @@ void fleet_kill_worker(fleet *f, int i, int sig)
     f->worker_pid[i] = 0;
 }
 
-sbx_broker *fleet_tenant_broker(fleet *f, const char *user)
+/* The brokers' configuration, written to dir/<name>.yaml and loaded (aborts on failure). */
+static sbx_config *client_config(fleet *f, const char *name)
 {
-    char cfg[512], inbox[64], password[64];
-    snprintf(cfg, sizeof cfg, "%s/client-%s.yaml", f->dir, user);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "%s/%s.yaml", f->dir, name);
     write_config(f, cfg, "client", false);
     sbx_config *c = NULL;
     sbx_error err;
@@ -328,6 +329,15 @@ sbx_broker *fleet_tenant_broker(fleet *f, const char *user)
         fprintf(stderr, "fleet: %s\n", err.message);
         abort();
     }
+    return c;
+}
+
+sbx_broker *fleet_tenant_broker(fleet *f, const char *user)
+{
+    char name[64], inbox[64], password[64];
+    snprintf(name, sizeof name, "client-%s", user);
+    sbx_config *c = client_config(f, name);
+    sbx_error err;
     snprintf(inbox, sizeof inbox, "_INBOX_%s", user);
     snprintf(password, sizeof password, "%s-pass", user);
     setenv(FLEET_TENANT_PASSWORD_ENV, password, 1); /* read once, at the connect below */
@@ -346,15 +356,8 @@ sbx_broker *fleet_tenant_broker(fleet *f, const char *user)
 
 sbx_broker *fleet_broker(fleet *f, const char *token_env)
 {
-    char cfg[512];
-    snprintf(cfg, sizeof cfg, "%s/client.yaml", f->dir);
-    write_config(f, cfg, "client", false);
-    sbx_config *c = NULL;
+    sbx_config *c = client_config(f, "client");
     sbx_error err;
-    if (sbx_config_load(cfg, &c, &err) != SBX_OK) {
-        fprintf(stderr, "fleet: %s\n", err.message);
-        abort();
-    }
     if (token_env != NULL) {
         free(c->broker.queue.token_env);
         c->broker.queue.token_env = token_env[0] ? strdup(token_env) : NULL;
