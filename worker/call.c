@@ -117,6 +117,22 @@ void worker_call_detach(call *c)
     worker_call_unref(c);
 }
 
+/* Charges the growth of c's answer buffer to the worker's budgets (the total, the
+ * unauthenticated one, c's caller's share); worker_call_unref gives it back. What a client does
+ * not read stays in the worker, so it counts like the requests it sends. */
+static void charge_out(call *c)
+{
+    size_t grow = c->out_cap - c->out_charge;
+    sbx_worker *w = c->w;
+    c->out_charge = c->out_cap;
+    w->buffered += grow;
+    if (!c->authenticated)
+        w->unauth_buffered += grow;
+    size_t *held = caller_held(c);
+    if (held != NULL)
+        *held += grow;
+}
+
 bool worker_call_append(call *c, const uint8_t *data, size_t len)
 {
     if (c->out_off > 0 && c->out_off == c->out_len)
@@ -136,6 +152,7 @@ bool worker_call_append(call *c, const uint8_t *data, size_t len)
                 return false;
             c->out = p;
             c->out_cap = cap;
+            charge_out(c);
         }
     }
     memcpy(c->out + c->out_len, data, len);
@@ -310,28 +327,45 @@ static const worker_caller *authenticate(call *c, bool *ok)
 
 /* ---- reflection (a stream that outlives one message) ------------------------------------ */
 
-/* Charges the growth of a reflection stream's answer buffer to the worker's budgets; false (the
- * call decided RESOURCE_EXHAUSTED) past one of them. */
-static bool charge_answers(call *c)
+/* Resets c's stream (loop thread): its trailers would wait behind answers its client does not
+ * read, for ever; the reset frees the call and what it holds, and cancels its job. */
+static void reset_stream(call *c)
 {
-    if (c->out_cap <= c->out_charge)
-        return true;
-    size_t grow = c->out_cap - c->out_charge;
-    sbx_worker *w = c->w;
-    c->out_charge += grow;
-    w->buffered += grow;
-    if (!c->authenticated)
-        w->unauth_buffered += grow;
-    size_t *held = caller_held(c);
-    if (held != NULL)
-        *held += grow;
-    if (w->buffered > w->limits.buffer_total_max ||
-        (!c->authenticated && w->unauth_buffered > WORKER_UNAUTHENTICATED_BUFFER_MAX)) {
-        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
-                           "the worker holds too many unsent answers: retry later");
-        return false;
+    c->cancel = 1;
+    if (c->conn != NULL) {
+        nghttp2_submit_rst_stream(c->conn->h2, NGHTTP2_FLAG_NONE, c->stream_id,
+                                  NGHTTP2_ENHANCE_YOUR_CALM);
+        mark_dirty(c->conn);
     }
-    return true;
+}
+
+bool worker_call_out_admitted(call *c)
+{
+    sbx_worker *w = c->w;
+    size_t *held = caller_held(c);
+    size_t share = WORKER_CALLER_SHARE(w->limits.buffer_total_max);
+    if (w->buffered > w->limits.buffer_total_max)
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "the worker holds %zu bytes of requests and of answers their clients "
+                           "have not read (limit %zu): read each answer as it arrives, or retry "
+                           "later or on another worker",
+                           w->buffered, w->limits.buffer_total_max);
+    else if (held != NULL && *held > share)
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "caller '%s' holds %zu bytes of requests and of answers it has not "
+                           "read (one caller may hold %zu of the worker's %zu; the rest is kept "
+                           "for other callers): read each answer as it arrives",
+                           c->caller->config->name ? c->caller->config->name : "?", *held, share,
+                           w->limits.buffer_total_max);
+    else if (!c->authenticated && w->unauth_buffered > WORKER_UNAUTHENTICATED_BUFFER_MAX)
+        worker_call_decide(c, SBX_GRPC_RESOURCE_EXHAUSTED,
+                           "unauthenticated calls hold %zu bytes of unread answers (limit %u): "
+                           "read each answer as it arrives",
+                           w->unauth_buffered, WORKER_UNAUTHENTICATED_BUFFER_MAX);
+    else
+        return true;
+    reset_stream(c);
+    return false;
 }
 
 /* ServerReflectionInfo is a bidirectional stream: each complete request message is answered at
@@ -357,13 +391,7 @@ static void reflection_feed(call *c)
                                "%zu bytes of reflection answers are waiting for the client to "
                                "read them (limit %u): read each answer before sending more",
                                c->out_len - c->out_off, WORKER_REFLECTION_PENDING_MAX);
-            /* Its trailers would wait behind the unread answers for ever: reset the stream,
-             * which frees the call and what it holds. */
-            if (c->conn != NULL) {
-                nghttp2_submit_rst_stream(c->conn->h2, NGHTTP2_FLAG_NONE, c->stream_id,
-                                          NGHTTP2_ENHANCE_YOUR_CALM);
-                mark_dirty(c->conn);
-            }
+            reset_stream(c);
             return;
         }
         size_t len = 0;
@@ -374,7 +402,7 @@ static void reflection_feed(call *c)
             return;
         }
         free(answer);
-        if (!charge_answers(c))
+        if (!worker_call_out_admitted(c))
             return;
         size_t used = SBX_GRPC_PREFIX_LEN + mlen;
         memmove(c->in, c->in + used, c->in_len - used);

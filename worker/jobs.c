@@ -250,7 +250,9 @@ void worker_drain_posted(sbx_worker *w)
                 worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory framing output");
             else if (p->bytes && !worker_call_append(c, p->bytes, p->len))
                 worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory queueing output");
-            else if (p->final && p->grpc_status != SBX_GRPC_OK)
+            else if (p->bytes && !worker_call_out_admitted(c)) {
+                /* reset: its client does not read the answers it has already */
+            } else if (p->final && p->grpc_status != SBX_GRPC_OK)
                 worker_call_decide(c, p->grpc_status, "%s", p->grpc_message ? p->grpc_message : "");
             else if (p->final) {
                 c->decided = true;

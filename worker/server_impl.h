@@ -69,9 +69,10 @@
  * (before, 64 streams that never end held 64 x 16 MiB). */
 #define WORKER_CONN_BUFFER_MAX (32u << 20)
 /* Request bytes the whole worker holds: unfinished requests on every connection plus the wire
- * size of the decoded requests waiting for or running on an executor. Past it new request bytes
- * are refused the same way: memory is bounded by this total, not by connections x streams x
- * message size. */
+ * size of the decoded requests waiting for or running on an executor, plus the answers (output,
+ * completions) their clients have not read yet. Past it new request bytes are refused the same
+ * way, and a call whose answer passes it is reset RESOURCE_EXHAUSTED: memory is bounded by this
+ * total, not by connections x streams x message size, nor by calls x output limit. */
 #define WORKER_BUFFER_TOTAL_MAX (256u << 20)
 /* Of that total, what the streams that did not authenticate (Health and reflection on a worker
  * that requires authentication) may buffer together, and the largest message one of them may
@@ -165,7 +166,7 @@ struct call {
     bool decided, response_started, final, deferred, job_running;
     uint8_t *out;
     size_t out_len, out_off, out_cap;
-    size_t out_charge; /* of out_cap, charged to the worker's budgets (reflection answers) */
+    size_t out_charge; /* of out_cap, charged to the worker's budgets (worker_call_append) */
     int grpc_status;
     char *grpc_message;
     /* the job */
@@ -268,6 +269,10 @@ void worker_call_decide(call *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Queues len response bytes (framed messages) on c; false when out of memory. */
 bool worker_call_append(call *c, const uint8_t *data, size_t len);
+/* After appending: true when the answers c holds keep the worker within its budgets (its total,
+ * the caller's share, the unauthenticated budget); otherwise c is decided RESOURCE_EXHAUSTED, its
+ * job cancelled and its stream reset, and false. */
+bool worker_call_out_admitted(call *c);
 /* Sends c's response headers if not yet sent (messages follow as they are appended). */
 void worker_call_start_response(call *c);
 /* Lets nghttp2 send what was appended to c since it last ran dry. */

@@ -158,6 +158,7 @@ typedef struct h2peer {
     int responses;   /* streams the worker ended */
     int grpc_status; /* of the last one, -1 none */
     int statuses;    /* grpc-status values received */
+    int resets;      /* streams the worker reset (RST_STREAM with an error code) */
     size_t sent;     /* bytes written to the socket */
     h2body *bodies;
     const char *authorization; /* sent as the authorization header when set */
@@ -208,9 +209,10 @@ static int peer_close(nghttp2_session *s, int32_t stream_id, uint32_t code, void
 {
     (void)s;
     (void)stream_id;
-    (void)code;
     h2peer *p = arg;
     p->responses++;
+    if (code != NGHTTP2_NO_ERROR)
+        p->resets++;
     return 0;
 }
 
@@ -653,19 +655,15 @@ static void test_worker_held_requests_on_many_connections_stay_within_the_total(
 #define SHARE_CONNECTIONS 6
 #define SHARE_WRITE (4608u << 10) /* 4.5 MiB: more than a quarter of TEST_BUFFER_TOTAL is left */
 
-/* One caller's held requests cannot refuse another caller's: tenant-a holds 2 MiB streams on six
- * connections (each charges 4 MiB, one per connection fits its 8 MiB) until it stalls; it may
- * hold three quarters of the worker's 24 MiB, so tenant-b's 4.5 MiB write still fits. Before:
- * tenant-a's streams took five sixths of the total and tenant-b got RESOURCE_EXHAUSTED. */
-static void test_worker_one_caller_cannot_take_every_callers_buffer_room(void **state)
+/* A worker configuration in a new directory made from the template dir (path receives the
+ * file's name): the fake provider, a thread broker, two token callers, tenant-a and tenant-b,
+ * each allowed its own subject. */
+static void write_two_tenants(char *dir, char *path, size_t path_size)
 {
-    (void)state;
     setenv(TENANT_A_ENV, "tenant-a-token-0123456789", 1);
     setenv(TENANT_B_ENV, "tenant-b-token-0123456789", 1);
-    char dir[] = "/tmp/sbx-hostile-share-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    char path[sizeof dir + 16];
-    snprintf(path, sizeof path, "%s/worker.yaml", dir);
+    snprintf(path, path_size, "%s/worker.yaml", dir);
     FILE *cf = fopen(path, "w");
     assert_non_null(cf);
     fprintf(cf,
@@ -683,21 +681,12 @@ static void test_worker_one_caller_cannot_take_every_callers_buffer_room(void **
             "    fake: { type: fake, scope: per_call }\n",
             dir, dir);
     fclose(cf);
-    worker_fixture f;
-    worker_fixture_opts o = {.config_path = path, .before_run = small_buffers};
-    fixture_start(&f, &o);
-    h2peer peers[SHARE_CONNECTIONS];
-    for (int i = 0; i < SHARE_CONNECTIONS; i++) {
-        char src[32];
-        snprintf(src, sizeof src, "127.0.0.%d", 40 + i);
-        peer_open(&peers[i], src, f.port);
-        peers[i].authorization = "Bearer tenant-a-token-0123456789";
-        for (int k = 0; k < 2; k++)
-            peer_call(&peers[i], "/sbx.v1.Execution/Execute", 2 * HELD_BYTES, HELD_BYTES,
-                      BODY_HELD);
-        push_until_stalled(&peers[i], SIZE_MAX);
-    }
-    sbx_broker *b = fixture_client(&f, NULL, NULL, TENANT_B_ENV);
+}
+
+/* tenant-b writes a SHARE_WRITE file through the worker, and it succeeds. */
+static void assert_tenant_b_writes(worker_fixture *f)
+{
+    sbx_broker *b = fixture_client(f, NULL, NULL, TENANT_B_ENV);
     sbx_request *r = fixture_command("true", "tenant-b");
     r->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
     sbx__v1__run_command__free_unpacked(r->run_command, NULL);
@@ -719,6 +708,33 @@ static void test_worker_one_caller_cannot_take_every_callers_buffer_room(void **
     sbx_completion_free(c);
     sbx_request_free(r);
     sbx_broker_free(b);
+}
+
+/* One caller's held requests cannot refuse another caller's: tenant-a holds 2 MiB streams on six
+ * connections (each charges 4 MiB, one per connection fits its 8 MiB) until it stalls; it may
+ * hold three quarters of the worker's 24 MiB, so tenant-b's 4.5 MiB write still fits. Before:
+ * tenant-a's streams took five sixths of the total and tenant-b got RESOURCE_EXHAUSTED. */
+static void test_worker_one_caller_cannot_take_every_callers_buffer_room(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-hostile-share-XXXXXX";
+    char path[sizeof dir + 16];
+    write_two_tenants(dir, path, sizeof path);
+    worker_fixture f;
+    worker_fixture_opts o = {.config_path = path, .before_run = small_buffers};
+    fixture_start(&f, &o);
+    h2peer peers[SHARE_CONNECTIONS];
+    for (int i = 0; i < SHARE_CONNECTIONS; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.0.%d", 40 + i);
+        peer_open(&peers[i], src, f.port);
+        peers[i].authorization = "Bearer tenant-a-token-0123456789";
+        for (int k = 0; k < 2; k++)
+            peer_call(&peers[i], "/sbx.v1.Execution/Execute", 2 * HELD_BYTES, HELD_BYTES,
+                      BODY_HELD);
+        push_until_stalled(&peers[i], SIZE_MAX);
+    }
+    assert_tenant_b_writes(&f);
     int refused = 0;
     for (int i = 0; i < SHARE_CONNECTIONS; i++) {
         peer_pump(&peers[i], 100);
@@ -726,6 +742,56 @@ static void test_worker_one_caller_cannot_take_every_callers_buffer_room(void **
         peer_free(&peers[i]);
     }
     fprintf(stderr, "tenant-a: %d of %d held streams refused\n", refused, 2 * SHARE_CONNECTIONS);
+    fixture_stop(&f);
+    unlink(path);
+    rmdir(dir);
+}
+
+#define UNREAD_CALLS 24
+#define UNREAD_OUTPUT "yes 1000000" /* 2 MB of stdout: a 2 MiB answer buffer */
+#define UNREAD_ANSWER (2u << 20)
+
+/* One caller's unread answers cannot take the room every caller's requests need: tenant-a runs
+ * 24 commands that print 2 MB each (half Execute, half ExecuteStream) on a connection whose
+ * stream windows are 0, so it reads nothing. Its answers may hold three quarters of the
+ * worker's 24 MiB; the calls whose answers pass that are reset (RESOURCE_EXHAUSTED in the log,
+ * their jobs cancelled), and tenant-b's 4.5 MiB write is served. Before: every answer stayed in
+ * the worker, charged to nothing (24 x 2 MiB here; calls x output limit in general), and no
+ * stream was reset. */
+static void test_worker_unread_answers_of_one_caller_are_bounded_by_its_share(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-hostile-unread-XXXXXX";
+    char path[sizeof dir + 16];
+    write_two_tenants(dir, path, sizeof path);
+    worker_fixture f;
+    worker_fixture_opts o = {.config_path = path, .before_run = small_buffers};
+    fixture_start(&f, &o);
+    h2peer p;
+    peer_open(&p, "127.0.0.60", f.port);
+    p.authorization = "Bearer tenant-a-token-0123456789";
+    nghttp2_settings_entry zero = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+    assert_int_equal(nghttp2_submit_settings(p.s, NGHTTP2_FLAG_NONE, &zero, 1), 0);
+    sbx_request *r = fixture_command(UNREAD_OUTPUT, "tenant-a");
+    size_t len = 0;
+    uint8_t *msg = sbx_message_pack(&r->base, &len);
+    assert_non_null(msg);
+    for (int i = 0; i < UNREAD_CALLS; i++)
+        peer_call_data(&p, i % 2 ? "/sbx.v1.Execution/ExecuteStream" : "/sbx.v1.Execution/Execute",
+                       (uint32_t)len, len, BODY_ENDS, msg);
+    /* tenant-a may keep this many answers (its share, WORKER_CALLER_SHARE); the rest are reset */
+    int kept = (int)((TEST_BUFFER_TOTAL - TEST_BUFFER_TOTAL / 4) / UNREAD_ANSWER);
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (p.resets < UNREAD_CALLS - kept && now_ms() < until && peer_pump(&p, 50)) {
+    }
+    fprintf(stderr, "tenant-a: %d calls of 2 MB unread: %d reset, %d kept at most\n", UNREAD_CALLS,
+            p.resets, kept);
+    /* all but `kept` (less one: the requests themselves count too) */
+    assert_in_range(p.resets, UNREAD_CALLS - kept, UNREAD_CALLS - kept + 1);
+    assert_tenant_b_writes(&f);
+    peer_free(&p);
+    free(msg);
+    sbx_request_free(r);
     fixture_stop(&f);
     unlink(path);
     rmdir(dir);
@@ -879,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
         cmocka_unit_test(test_worker_one_caller_cannot_take_every_callers_buffer_room),
+        cmocka_unit_test(test_worker_unread_answers_of_one_caller_are_bounded_by_its_share),
         cmocka_unit_test(test_worker_unauthenticated_streams_buffer_nothing),
         cmocka_unit_test(test_worker_unread_reflection_answers_are_bounded),
         cmocka_unit_test(test_worker_request_with_millions_of_empty_args_is_refused_undecoded),
