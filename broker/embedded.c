@@ -52,6 +52,7 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
         return SBX_OK;
     }
     *out = sbx_completion_copy(c);
+    t->lru_bytes = bt_entry_bytes(t, c); /* t is ours until bt_complete publishes it */
     pthread_mutex_lock(&e->store.mu);
     if (bt_abandoned(hooks, c))
         t->discarded = true; /* answers those waiting, not kept (tasks.h) */

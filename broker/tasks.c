@@ -245,6 +245,12 @@ void bt_release(bt_task *t)
         task_free(t);
 }
 
+size_t bt_entry_bytes(const bt_task *t, const sbx_completion *c)
+{
+    return (c != NULL ? protobuf_c_message_get_packed_size(&c->base) : 0) +
+           (t->req_owned != NULL ? protobuf_c_message_get_packed_size(&t->req_owned->base) : 0);
+}
+
 bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
                        bt_task **dead)
 {
@@ -277,9 +283,6 @@ bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completio
         s->lru_head = t;
     s->lru_tail = t;
     s->n_done++;
-    t->lru_bytes =
-        (c != NULL ? protobuf_c_message_get_packed_size(&c->base) : 0) +
-        (t->req_owned != NULL ? protobuf_c_message_get_packed_size(&t->req_owned->base) : 0);
     s->lru_bytes += t->lru_bytes;
     t->owner = o;
     t->own_prev = o->tail;

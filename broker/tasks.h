@@ -95,8 +95,9 @@ typedef struct bt_task {
     uint32_t granted;              /* thread broker: futex word, 1 once the owner may run it */
     bool async_owner;              /* created by submit_async: its creator waits in waiters */
     int64_t started_at_ms;
-    sbx_completion *completion;             /* BT_DONE */
-    size_t lru_bytes;                       /* charged to the store while in the LRU */
+    sbx_completion *completion; /* BT_DONE */
+    size_t lru_bytes;           /* charged to the store while in the LRU (bt_entry_bytes, set before
+                                 * bt_complete) */
     uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* of the request that created the entry */
     const char *id;                         /* the task_id (points into key) */
     char key[];                             /* subject NUL task_id NUL */
@@ -136,6 +137,9 @@ sbx_completion *bt_conflict(const char *subject, const char *task_id);
  * *dead (may be NULL: freed at once) for bt_free_dead after the lock is released. */
 bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
                        bt_task **dead);
+/* What t's entry will cost the LRU with completion c (their packed sizes), for t->lru_bytes:
+ * measured before the lock is taken (it walks both messages), without s->mu. */
+size_t bt_entry_bytes(const bt_task *t, const sbx_completion *c);
 /* True when c ended its task because the caller went away (the hooks' cancel flag is set and c
  * did not succeed): an answer nobody asked for, which the brokers give to those waiting now but
  * do not keep for the task id (they mark the task discarded before bt_complete), so a retry --

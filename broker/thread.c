@@ -427,9 +427,11 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     }
     bool abandoned = bt_abandoned(hooks, c); /* answers those waiting, not kept (tasks.h) */
     sbx_broker_record(tb->self, req, c, t->started_at_ms, 0);
-    /* Whoever is known to want the completion (the blocking owner, the asynchronous creator)
-     * gets a copy made here, not under the lock every submitter contends for. */
-    sbx_completion *spare = t->owner_runs || t->async_owner ? sbx_completion_copy(c) : NULL;
+    /* The asynchronous creator gets a copy made here, not under the lock every submitter
+     * contends for. A blocking owner copies its own after this returns (tb_submit), once its
+     * slot went to the next task: the copy is not on the path every queued task waits on. */
+    sbx_completion *spare = t->async_owner ? sbx_completion_copy(c) : NULL;
+    t->lru_bytes = bt_entry_bytes(t, c); /* running: only this thread writes t's entry */
 
     pthread_mutex_lock(&tb->store.mu);
     bt_session *s = t->session;
@@ -684,8 +686,12 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
         while (__atomic_load_n(&t->granted, __ATOMIC_ACQUIRE) == 0)
             syscall(SYS_futex, &t->granted, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
         *out = run_task(tb, t, false);
-        if (*out == NULL)
+        if (*out == NULL) {
+            /* Unlocked: our reference keeps t and its completion (never changed once done). */
+            unlock_wake(tb);
             *out = sbx_completion_copy(t->completion);
+            pthread_mutex_lock(&tb->store.mu);
+        }
         bt_release(t);
         if (*out == NULL)
             *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
