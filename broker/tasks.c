@@ -59,8 +59,8 @@ bt_task *bt_find(bt_store *s, const char *subject, const char *task_id)
     return NULL;
 }
 
-bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
-                   const uint8_t digest[SBX_REQUEST_DIGEST_LEN])
+bt_task *bt_task_new(const char *subject, const char *task_id,
+                     const uint8_t digest[SBX_REQUEST_DIGEST_LEN])
 {
     size_t slen = strlen(subject), len = strlen(task_id);
     bt_task *t = calloc(1, sizeof(*t) + slen + 1 + len + 1);
@@ -73,10 +73,29 @@ bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
     sbx_cond_init_mono(&t->done);
     t->hash = sbx_hash_pair(subject, task_id);
     __atomic_store_n(&t->state, BT_QUEUED, __ATOMIC_RELEASE);
+    return t;
+}
+
+void bt_insert_task(bt_store *s, bt_task *t)
+{
     t->in_table = true;
     bt_task **bucket = &s->buckets[t->hash & (BT_BUCKETS - 1)];
     t->hnext = *bucket;
     *bucket = t;
+}
+
+void bt_task_unused(bt_task *t)
+{
+    if (t != NULL)
+        task_free(t);
+}
+
+bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
+                   const uint8_t digest[SBX_REQUEST_DIGEST_LEN])
+{
+    bt_task *t = bt_task_new(subject, task_id, digest);
+    if (t != NULL)
+        bt_insert_task(s, t);
     return t;
 }
 

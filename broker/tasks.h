@@ -122,6 +122,13 @@ void bt_store_destroy(bt_store *s);
 bt_task *bt_find(bt_store *s, const char *subject, const char *task_id);
 /* A new BT_QUEUED entry for (subject, task_id) (not yet present) made by the request with this
  * digest. NULL on ENOMEM. */
+/* A task for (subject, task_id) with its request's digest, in no table yet: made before the
+ * store's lock is taken (it allocates), entered with bt_insert_task (s->mu held), or freed with
+ * bt_task_unused when it was not needed. NULL on ENOMEM. */
+bt_task *bt_task_new(const char *subject, const char *task_id,
+                     const uint8_t digest[SBX_REQUEST_DIGEST_LEN]);
+void bt_insert_task(bt_store *s, bt_task *t);
+void bt_task_unused(bt_task *t);
 bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
                    const uint8_t digest[SBX_REQUEST_DIGEST_LEN]);
 /* Whether t was made by a request with this digest (a retry) rather than another request

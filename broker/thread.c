@@ -179,19 +179,57 @@ static bool first_executor(thread_broker *tb, const char *id, sbx_completion **a
     return false;
 }
 
-static bt_session *session_get(thread_broker *tb, const char *id)
+/* What a submit allocates before it takes store.mu: its task and, for a request that queues
+ * behind its session, an entry for the session (used when the session has none yet). tb_accept
+ * takes what it uses; tb_prep_free frees the rest, unlocked. */
+typedef struct tb_prep {
+    bt_task *task;       /* NULL: out of memory */
+    bt_session *session; /* NULL: out of memory, or no session */
+    const char *sid;     /* the session id the request queues behind, or NULL */
+    uint64_t shash;
+    char skey[SBX_SCOPED_KEY_MAX]; /* one queue per session of a principal: ids are the caller's */
+} tb_prep;
+
+static void tb_prepare(const sbx_request *req, const char *subject, const char *id,
+                       const uint8_t digest[SBX_REQUEST_DIGEST_LEN], tb_prep *p)
 {
-    uint64_t h = sbx_hash_str(id);
-    bt_session **bucket = &tb->sessions[h & (SESSION_BUCKETS - 1)];
+    p->task = bt_task_new(subject, id, digest);
+    /* Attach and cancel follow a command that runs while the session serves other requests
+     * (a cancel must reach a command an attach follows): never queued behind the session. */
+    bool follows = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
+                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+    const char *sid = req->session != NULL && !follows ? req->session->session_id : NULL;
+    p->sid = sid != NULL && sid[0] != '\0' ? sid : NULL;
+    p->session = NULL;
+    if (p->sid == NULL)
+        return;
+    sbx_scoped_key(p->skey, subject, p->sid);
+    p->shash = sbx_hash_str(p->skey);
+    size_t len = strlen(p->skey);
+    p->session = calloc(1, sizeof(*p->session) + len + 1);
+    if (p->session != NULL) {
+        memcpy(p->session->id, p->skey, len + 1);
+        p->session->hash = p->shash;
+    }
+}
+
+static void tb_prep_free(tb_prep *p)
+{
+    bt_task_unused(p->task);
+    free(p->session);
+}
+
+/* The entry of p's session (store.mu held): the one there, or p's, entered now; NULL on ENOMEM. */
+static bt_session *session_get(thread_broker *tb, tb_prep *p)
+{
+    bt_session **bucket = &tb->sessions[p->shash & (SESSION_BUCKETS - 1)];
     for (bt_session *s = *bucket; s != NULL; s = s->next)
-        if (s->hash == h && strcmp(s->id, id) == 0)
+        if (s->hash == p->shash && strcmp(s->id, p->skey) == 0)
             return s;
-    size_t len = strlen(id);
-    bt_session *s = calloc(1, sizeof(*s) + len + 1);
+    bt_session *s = p->session;
     if (s == NULL)
         return NULL;
-    memcpy(s->id, id, len + 1);
-    s->hash = h;
+    p->session = NULL;
     s->next = *bucket;
     *bucket = s;
     return s;
@@ -396,11 +434,12 @@ static bool hand_over(thread_broker *tb, bt_task *t, const sbx_completion *c)
     return heir != NULL;
 }
 
-/* Runs a granted task (an executor's or its owner's) and publishes its completion; returns with
- * store.mu held (released while the engine runs and while waiters are called back). locked:
- * called with store.mu held, and t may be freed on return unless the caller holds a reference;
- * otherwise called without it by an owner whose reference keeps t alive. Returns a copy of the
- * completion made outside the lock for the task's owner, or NULL (then the owner copies). */
+/* Runs a granted task (an executor's or its owner's) and publishes its completion. locked:
+ * called with store.mu held, and returns with it held (released while the engine runs and while
+ * waiters are called back); t may be freed on return unless the caller holds a reference.
+ * Otherwise called without it by an owner whose reference keeps t alive, and returns without it
+ * (the owner copies its completion unlocked). Returns a copy of the completion made outside the
+ * lock for the task's asynchronous creator, or NULL. */
 static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
 {
     if (locked) {
@@ -449,11 +488,12 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
         pthread_cond_broadcast(&tb->idle);
     if (tb->closing && tb->queued == 0)
         pthread_cond_broadcast(&tb->work);
-    if (fire != NULL || dead != NULL) {
+    if (!locked || fire != NULL || dead != NULL) {
         unlock_wake(tb);
         bt_fire(fire);
         bt_free_dead(dead);
-        pthread_mutex_lock(&tb->store.mu);
+        if (locked)
+            pthread_mutex_lock(&tb->store.mu);
     }
     return spare;
 }
@@ -493,8 +533,8 @@ typedef enum tb_accepted { TB_NEW, TB_JOIN, TB_ANSWERED } tb_accepted;
  * or a new task (not yet queued; copy: it owns a copy of req), or an immediate answer in
  * *answer with its status in *st (a conflict, a closed broker, a full queue, no memory). */
 static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const char *subject,
-                             const uint8_t digest[SBX_REQUEST_DIGEST_LEN], bool copy, bt_task **tp,
-                             sbx_completion **answer, sbx_status *st)
+                             const uint8_t digest[SBX_REQUEST_DIGEST_LEN], bool copy, tb_prep *prep,
+                             bt_task **tp, sbx_completion **answer, sbx_status *st)
 {
     const char *id = req->task_id;
     *st = SBX_OK;
@@ -537,20 +577,14 @@ static tb_accepted tb_accept(thread_broker *tb, const sbx_request *req, const ch
         return TB_ANSWERED;
     }
     sbx_request *owned = copy ? sbx_request_copy(req) : NULL;
-    /* Attach and cancel follow a command that runs while the session serves other requests
-     * (a cancel must reach a command an attach follows): never queued behind the session. */
-    bool follows = req->op_case == SBX__V1__EXECUTION_REQUEST__OP_ATTACH_COMMAND ||
-                   req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
-    const char *sid = req->session != NULL && !follows ? req->session->session_id : NULL;
-    /* One queue per session of a principal: session ids are the caller's choice */
-    char skey[SBX_SCOPED_KEY_MAX];
-    bt_session *s =
-        sid != NULL && sid[0] != '\0' ? session_get(tb, sbx_scoped_key(skey, subject, sid)) : NULL;
+    bt_session *s = prep->sid != NULL ? session_get(tb, prep) : NULL;
     /* A discarded entry with this id may still be running: the new entry is inserted at the
      * head of the bucket chain and shadows it; the old one finishes unseen. */
-    bt_task *nt = (copy && owned == NULL) || (sid != NULL && sid[0] != '\0' && s == NULL)
-                      ? NULL
-                      : bt_insert(&tb->store, subject, id, digest);
+    bt_task *nt = (copy && owned == NULL) || (prep->sid != NULL && s == NULL) ? NULL : prep->task;
+    if (nt != NULL) {
+        bt_insert_task(&tb->store, nt);
+        prep->task = NULL;
+    }
     if (nt == NULL) {
         if (s != NULL && !s->busy && s->backlog_head == NULL)
             session_release(tb, s);
@@ -648,9 +682,11 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
     bool forever = wait_ms == SBX_WAIT_FOREVER;
     bt_task *t = NULL;
     sbx_status st;
+    tb_prep prep;
+    tb_prepare(req, subject, id, digest, &prep);
     pthread_mutex_lock(&tb->store.mu);
     tb_accepted how = forever || first_executor(tb, id, out, &st)
-                          ? tb_accept(tb, req, subject, digest, !forever, &t, out, &st)
+                          ? tb_accept(tb, req, subject, digest, !forever, &prep, &t, out, &st)
                           : TB_ANSWERED;
     switch (how) {
     case TB_ANSWERED: break;
@@ -685,19 +721,19 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
         unlock_wake(tb);
         while (__atomic_load_n(&t->granted, __ATOMIC_ACQUIRE) == 0)
             syscall(SYS_futex, &t->granted, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        /* Returns unlocked, the slot passed on: our reference keeps t and its completion
+         * (never changed once done) while we copy it. */
         *out = run_task(tb, t, false);
-        if (*out == NULL) {
-            /* Unlocked: our reference keeps t and its completion (never changed once done). */
-            unlock_wake(tb);
+        if (*out == NULL)
             *out = sbx_completion_copy(t->completion);
-            pthread_mutex_lock(&tb->store.mu);
-        }
+        pthread_mutex_lock(&tb->store.mu);
         bt_release(t);
         if (*out == NULL)
             *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
         break;
     }
     unlock_wake(tb);
+    tb_prep_free(&prep);
     return st;
 }
 
@@ -751,9 +787,11 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
     bt_task *t = NULL;
     sbx_completion *answer = NULL;
     sbx_status st;
+    tb_prep prep;
+    tb_prepare(req, subject, id, digest, &prep);
     pthread_mutex_lock(&tb->store.mu);
     tb_accepted how = first_executor(tb, id, &answer, &st)
-                          ? tb_accept(tb, req, subject, digest, false, &t, &answer, &st)
+                          ? tb_accept(tb, req, subject, digest, false, &prep, &t, &answer, &st)
                           : TB_ANSWERED;
     if (how == TB_JOIN && t->state == BT_DONE) {
         answer = sbx_completion_copy(t->completion);
@@ -782,6 +820,7 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
         enqueue(tb, t);
     }
     unlock_wake(tb);
+    tb_prep_free(&prep);
     bt_fire(gone);
     if (how == TB_ANSWERED) {
         free(w);
