@@ -281,6 +281,32 @@ static unsigned long tmpfs_inodes(unsigned long mb)
     return (unsigned long)(n < SBX_TMPFS_INODES_MIN ? SBX_TMPFS_INODES_MIN : n);
 }
 
+/* Per-user kernel counts of the sandbox's user namespace (/proc/sys/user, Linux 4.9): each uid
+ * inside may hold at most these, whatever the host's sysctls allow (the kernel checks every
+ * namespace up to the host's, where the whole sandbox counts as its own host uid). Only root
+ * of the namespace, with CAP_SYS_RESOURCE in it, may set them: set here, before the agent
+ * drops its capabilities, so no program can raise them.
+ *   inotify instances: the host default is 128 per user; a file watcher needs one or a few
+ *   inotify watches: ~1 KiB of kernel memory each; the kernel's old default, 8 MiB in all
+ * Namespaces need no count here: the seccomp filter refuses creating any. */
+#define BOOT_INOTIFY_INSTANCES "64"
+#define BOOT_INOTIFY_WATCHES "8192"
+
+static void limit_user_counts(void)
+{
+    static const char *const limits[][2] = {
+        {"./proc/sys/user/max_inotify_instances", BOOT_INOTIFY_INSTANCES},
+        {"./proc/sys/user/max_inotify_watches", BOOT_INOTIFY_WATCHES},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        int fd = open(limits[i][0], O_WRONLY | O_CLOEXEC);
+        size_t len = strlen(limits[i][1]);
+        if (fd < 0 || write(fd, limits[i][1], len) != (ssize_t)len)
+            fail("set %s to %s", limits[i][0] + 1, limits[i][1]);
+        close(fd);
+    }
+}
+
 static void tmpfs(const char *dst, unsigned long flags, const char *opts)
 {
     mkdirs(dst, 0755);
@@ -489,6 +515,7 @@ static void child_setup(const boot_opts *o)
     if (mount("proc", "./proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0 &&
         mount("proc", "./proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
         fail("mount /proc (a host /proc with locked over-mounts forbids it)");
+    limit_user_counts();
     /* The agent's own directory: the socket the host reaches. */
     bind_fd(box_fd, "./.sbx", false, true);
     close(box_fd);

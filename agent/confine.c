@@ -28,6 +28,9 @@
 /* Largest single file a program may write: the writable mounts are size-bounded tmpfs anyway;
  * this stops a runaway write from filling them with one file. 4 GiB. */
 #define CONFINE_RLIMIT_FSIZE (4ull << 30)
+/* Signals queued to the program's uid: the host default (~1/12 of RAM pages' worth) lets one uid
+ * pin ~100k; ample for any program (docker's DOCKER_ULIMIT_SIGPENDING is the same). */
+#define CONFINE_RLIMIT_SIGPENDING 1024
 
 static void die(const char *what, int err)
 {
@@ -100,6 +103,9 @@ void confine_prepare(uint64_t nofile)
     rl.rlim_cur = rl.rlim_max = (rlim_t)CONFINE_RLIMIT_FSIZE;
     if (setrlimit(RLIMIT_FSIZE, &rl) < 0 && errno != EPERM)
         die("RLIMIT_FSIZE", errno);
+    rl.rlim_cur = rl.rlim_max = CONFINE_RLIMIT_SIGPENDING;
+    if (setrlimit(RLIMIT_SIGPENDING, &rl) < 0 && errno != EPERM)
+        die("RLIMIT_SIGPENDING", errno);
     if (nofile) {
         rl.rlim_cur = rl.rlim_max = (rlim_t)nofile;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && errno != EPERM)
