@@ -113,8 +113,33 @@ uint64_t sbx_hash_pair(const char *a, const char *b)
     return sip_final(&s);
 }
 
+/* Appends len bytes of s at out + *n, as far as SBX_SCOPED_KEY_MAX - 1 bytes in all. */
+static void key_append(char *out, size_t *n, const char *s, size_t len)
+{
+    size_t room = SBX_SCOPED_KEY_MAX - 1 - *n;
+    if (len > room)
+        len = room;
+    memcpy(out + *n, s, len);
+    *n += len;
+}
+
+/* "%zu:%s/%s" of (strlen(subject), subject, name), cut where snprintf would cut it, by hand:
+ * it is on every request's path twice (the engine's session lock, the broker's session queue),
+ * where snprintf was 2% of a no-op request. */
 const char *sbx_scoped_key(char out[SBX_SCOPED_KEY_MAX], const char *subject, const char *name)
 {
-    snprintf(out, SBX_SCOPED_KEY_MAX, "%zu:%s/%s", strlen(subject), subject, name);
+    size_t slen = strlen(subject), n = 0;
+    char digits[24];
+    size_t d = sizeof digits;
+    do {
+        digits[--d] = (char)('0' + slen % 10);
+        slen /= 10;
+    } while (slen > 0);
+    key_append(out, &n, digits + d, sizeof digits - d);
+    key_append(out, &n, ":", 1);
+    key_append(out, &n, subject, strlen(subject));
+    key_append(out, &n, "/", 1);
+    key_append(out, &n, name, strlen(name));
+    out[n] = '\0';
     return out;
 }

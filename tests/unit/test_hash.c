@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -65,10 +66,31 @@ static void test_hash_is_stable_and_separates_inputs(void **state)
     }
 }
 
+/* sbx_scoped_key writes what snprintf("%zu:%s/%s") would, cut at the same place. */
+static void test_scoped_key_is_snprintf_exactly(void **state)
+{
+    (void)state;
+    static char subject[3000], name[3000];
+    static const size_t lens[] = {0, 1, 9, 10, 99, 100, 1000, 1017, 1018, 1019, 1020, 1023, 2999};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+        for (size_t j = 0; j < sizeof lens / sizeof lens[0]; j += 3) {
+            memset(subject, 'a' + (int)(i % 26), lens[i]);
+            subject[lens[i]] = '\0';
+            memset(name, 'A' + (int)(j % 26), lens[j]);
+            name[lens[j]] = '\0';
+            char want[8192], got[SBX_SCOPED_KEY_MAX];
+            snprintf(want, sizeof want, "%zu:%s/%s", strlen(subject), subject, name);
+            want[SBX_SCOPED_KEY_MAX - 1] = '\0'; /* where snprintf into the key's size cuts */
+            assert_ptr_equal(sbx_scoped_key(got, subject, name), got);
+            assert_string_equal(got, want);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_is_keyed_per_process),
+        cmocka_unit_test(test_scoped_key_is_snprintf_exactly),
         cmocka_unit_test(test_hash_is_stable_and_separates_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
