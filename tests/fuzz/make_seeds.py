@@ -657,10 +657,6 @@ def write_worker_seeds():
             fh.write(data)
 
 
-if __name__ == "__main__":
-    main()
-
-
 def write_expose_head_seeds():
     """fuzz_expose_head: first bytes of a connection to an exposed port (token 0123...cdef)."""
     tok = b"0123456789abcdef0123456789abcdef"
@@ -680,3 +676,7 @@ def write_expose_head_seeds():
         "end_only": b"\r\n\r\n",
     }
     write_dir("fuzz_expose_head", seeds)
+
+
+if __name__ == "__main__":
+    main()
