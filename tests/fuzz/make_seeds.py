@@ -133,6 +133,7 @@ def main():
     write_docker_api_seeds()
     write_egress_seeds()
     write_expose_head_seeds()
+    write_kubernetes_seeds()
     for t in ("fuzz_e2b", "fuzz_daytona", "fuzz_ssm"):
         write_cloud_variants(t)
 
@@ -676,6 +677,137 @@ def write_expose_head_seeds():
         "end_only": b"\r\n\r\n",
     }
     write_dir("fuzz_expose_head", seeds)
+
+
+def write_kubernetes_seeds():
+    """fuzz_kubernetes: byte 0 picks the provider (bits 0-1: 0 managed, 1 attached through the
+    exec API, 2 attached with the agent) and flags (4 user mode, 8 the agent closes at the first
+    operation, 16 a sweep, 32 network allowlist); then answers [kind][2-byte big-endian length]
+    [bytes] in the order the provider calls: kind & 3 0 JSON with status index kind >> 2 (0 200,
+    2 201, 4 202, 5 404, 6 400, 7 401, 8 403, 9 409, 10 410, 11 422, 12 429, 13 500), 1 raw
+    bytes to an exec request, 2 a computed 101 head (4 v4, 8 wrong accept, 16 no subprotocol)
+    and frames [ctl][2-byte length][payload] (ctl: opcode, 16 masked, 32 64-bit length, 64 a
+    lying length, 128 not FIN), 3 a computed 101 head and raw bytes. Shapes from fake_k8s.py."""
+    import json
+
+    def js(status_index, obj):
+        body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        return bytes([status_index << 2]) + len(body).to_bytes(2, "big") + body
+
+    def ws(frames, kind=2):
+        return bytes([kind]) + len(frames).to_bytes(2, "big") + frames
+
+    def raw(data):
+        return b"\x01" + len(data).to_bytes(2, "big") + data
+
+    def fr(opcode, payload, ctl=0):
+        return bytes([ctl | opcode]) + len(payload).to_bytes(2, "big") + payload
+
+    def status(code, reason, message):
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": reason, "code": code}
+
+    def pod(name, phase="Running", ip="127.0.0.1", labels=True, extra_status=None, meta=None):
+        m = {"name": name, "namespace": "sbx", "uid": "u-1", "resourceVersion": "7"}
+        if labels:
+            m["labels"] = {"app.kubernetes.io/managed-by": "sbx", "sbx.dev/sandbox": "true",
+                           "sbx.dev/profile": "fuzz", "sbx.dev/node": "n1"}
+        m.update(meta or {})
+        st = {"phase": phase}
+        if ip:
+            st["podIP"] = ip
+        st.update(extra_status or {})
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": m, "status": st}
+
+    name = "sbx-sandbox-0123456789abcdef"
+    ok = {"metadata": {}, "status": "Success"}
+    nonzero = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+               "message": "command terminated with non-zero exit code: exit status 3",
+               "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}}
+    close = fr(8, b"\x03\xe8")
+
+    def run(out, st=ok, extra=b""):
+        return ws(fr(2, b"\x01" + out) + extra + fr(2, b"\x03" + json.dumps(st).encode()) + close)
+
+    created = js(2, {"kind": "Secret"}) + js(2, {"kind": "NetworkPolicy"}) + js(2, pod(name, "Pending", None))
+    deleted = js(0, pod(name)) + js(0, {"kind": "Status", "status": "Success"}) * 3
+    attach = js(0, pod("target")) * 2  # attach reads the pod, then waits for it to run
+    pending = js(0, pod("target", "Pending", None, extra_status={"containerStatuses": [
+        {"name": "sandbox", "state": {"waiting": {"reason": "ContainerCreating"}}}]}))
+    failed = js(0, pod("target", "Failed", None, extra_status={
+        "containerStatuses": [{"state": {"terminated": {"reason": "Error", "message": "exit 1"}}}],
+        "conditions": [{"type": "Ready", "reason": "PodFailed", "message": "failed"}]}))
+    forbidden = js(8, status(403, "Forbidden", 'pods "target" is forbidden: User "alice" cannot '
+                             'create resource "pods/exec"'))
+    old = "2020-01-01T00:00:00Z"
+    pods = {"kind": "PodList", "items": [
+        pod(name, "Failed"),
+        pod("sbx-sandbox-1111111111111111", labels=True, meta={
+            "labels": {"app.kubernetes.io/managed-by": "sbx", "sbx.dev/sandbox": "true",
+                       "sbx.dev/node": "n1", "sbx.dev/scope": "per_call"},
+            "annotations": {"sbx.dev/owner-process": "1 123"}}),
+        pod("sbx-sandbox-2222222222222222", meta={"deletionTimestamp": old}),
+        pod("someone-else", "Failed"),
+        {"metadata": {"name": 7}}, 12]}
+    secrets = {"kind": "SecretList", "items": [
+        {"metadata": {"name": "sbx-sandbox-3333333333333333", "creationTimestamp": old}},
+        {"metadata": {"name": name, "creationTimestamp": old}},
+        {"metadata": {"name": "sbx-sandbox-4444444444444444", "creationTimestamp": "yesterday"}}]}
+    seeds = {
+        "managed_create_ops_destroy": b"\x00" + created + js(0, pod(name)) + deleted,
+        "managed_user_mode_allowlist": b"\x24" + created + js(0, pod(name)) + deleted,
+        "managed_pending_then_running": b"\x00" + created + js(0, pod(name, "Pending", None))
+        + js(0, pod(name)) + deleted,
+        "managed_pod_failed": b"\x00" + created + js(0, pod(name, "Failed", None, extra_status={
+            "initContainerStatuses": [{"state": {"terminated": {"reason": "ErrImagePull",
+                                                               "message": "no such image"}}}]}))
+        + js(0, {}) * 3,
+        "managed_conflict": b"\x00" + js(9, status(409, "AlreadyExists", "secrets already exists")),
+        "managed_namespace_missing": b"\x00" + js(5, status(404, "NotFound", "namespaces not found")),
+        "managed_invalid": b"\x00" + js(2, {}) + js(2, {}) + js(11, status(422, "Invalid",
+                                                                      "Pod is invalid")) + js(0, {}) * 3,
+        "managed_unauthorized": b"\x00" + js(7, status(401, "Unauthorized", "Unauthorized")),
+        "managed_agent_breaks": b"\x08" + created + js(0, pod(name)) + js(0, pod(name)) * 6 + deleted,
+        "managed_agent_breaks_pod_gone": b"\x08" + created + js(0, pod(name)) + js(5, status(
+            404, "NotFound", "gone")) + js(0, pod(name, meta={"deletionTimestamp": old})) + deleted,
+        "managed_destroy_not_ours": b"\x00" + created + js(0, pod(name)) + js(0, pod(name, labels=False)),
+        "managed_sweep": b"\x10" + js(8, status(403, "Forbidden", "no")) + js(5, {})
+        + js(0, pods) + js(0, {"kind": "Status"}) * 9 + js(0, secrets) + js(0, {}) * 2
+        + js(0, {"kind": "NetworkPolicyList", "items": []}),
+        "managed_sweep_no_items": b"\x10" + js(8, {}) + js(5, {}) + js(0, {"items": 3}),
+        "managed_not_json": b"\x00" + js(13, b"<html>502 Bad Gateway</html>"),
+        "exec_ok": b"\x01" + attach + run(b"hello world\n") + run(b"input\ndone\n", nonzero)
+        + run(b"1\n") + run(b"1\n"),
+        "exec_user_mode": b"\x05" + attach + run(b"hi\n"),
+        "exec_ping_fragments": b"\x01" + attach + ws(
+            fr(9, b"ping") + fr(2, b"\x01hel", 128) + fr(10, b"") + fr(0, b"lo\n")
+            + fr(2, b"\x02err\n", 16) + fr(1, b"\x03" + json.dumps(ok).encode(), 32)),
+        "exec_misordered_fragment": b"\x01" + attach + ws(fr(0, b"\x01x")) + ws(
+            fr(2, b"\x01a", 128) + fr(2, b"\x01b")),
+        "exec_lying_length": b"\x01" + attach + ws(fr(2, b"\x01abc", 64)),
+        "exec_close_without_status": b"\x01" + attach + ws(fr(2, b"\x01out") + close),
+        "exec_output_over_limit": b"\x01" + attach + run(b"o" * 5000),
+        "exec_v4_stdin_refused": b"\x01" + attach + run(b"x") + ws(fr(2, b"\x01y"), kind=6),
+        "exec_wrong_accept": b"\x01" + attach + ws(fr(2, b"\x03{}"), kind=10),
+        "exec_no_subprotocol": b"\x01" + attach + run(b"a") + ws(fr(2, b"\x01y"), kind=18),
+        "exec_forbidden": b"\x01" + attach + forbidden + attach,
+        "exec_refusal_by_hand": b"\x01" + attach + raw(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 60"
+            b"\r\n\r\n" + json.dumps(status(400, "BadRequest", "pod is not running"))[:60].encode()),
+        "exec_head_unended": b"\x01" + attach + raw(b"HTTP/1.1 101 Switching Protocols\r\n"),
+        "exec_raw_stream": b"\x01" + attach + bytes([3]) + (10).to_bytes(2, "big")
+        + b"\x82\x03\x01hi\x82\x03\x03{}",
+        "exec_rsv_bits": b"\x01" + attach + bytes([3]) + (4).to_bytes(2, "big") + b"\xf2\x01\x01a",
+        "exec_status_exitcode_over_range": b"\x01" + attach + run(b"", {
+            "status": "Failure", "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": "256"}]}}),
+        "exec_pending_then_failed": b"\x01" + pending * 2 + failed,
+        "exec_gone": b"\x01" + js(5, status(404, "NotFound", 'pods "target" not found')),
+        "agent_attached": b"\x02" + attach,
+        "agent_attached_breaks": b"\x0a" + attach + attach * 7,
+        "empty": b"",
+    }
+    write_dir("fuzz_kubernetes", seeds)
 
 
 if __name__ == "__main__":
