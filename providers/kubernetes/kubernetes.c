@@ -1560,7 +1560,9 @@ static sbx_status k8s_sweep(void *state, sbx_strlist *removed, sbx_error *err)
     {
         json_t *meta = json_object_get(pod, "metadata");
         const char *name = json_string_value(json_object_get(meta, "name"));
-        if (name == NULL || strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0)
+        /* a listed name goes into a DELETE path: only a Kubernetes name of ours */
+        if (name == NULL || !dns_subdomain(name) ||
+            strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0)
             continue;
         json_t *labels = json_object_get(meta, "labels");
         const char *pn = json_string_value(json_object_get(labels, LABEL_NODE));
@@ -1598,8 +1600,9 @@ static sbx_status k8s_sweep(void *state, sbx_strlist *removed, sbx_error *err)
             json_t *meta = json_object_get(obj, "metadata");
             const char *name = json_string_value(json_object_get(meta, "name"));
             int64_t made = timestamp(json_string_value(json_object_get(meta, "creationTimestamp")));
-            if (name == NULL || strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0 ||
-                made < 0 || now - made < K8S_ORPHAN_AGE_S)
+            if (name == NULL || !dns_subdomain(name) ||
+                strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0 || made < 0 ||
+                now - made < K8S_ORPHAN_AGE_S)
                 continue;
             bool has_pod = false;
             size_t m;

@@ -775,6 +775,14 @@ def write_kubernetes_seeds():
         + js(0, pods) + js(0, {"kind": "Status"}) * 9 + js(0, secrets) + js(0, {}) * 2
         + js(0, {"kind": "NetworkPolicyList", "items": []}),
         "managed_sweep_no_items": b"\x10" + js(8, {}) + js(5, {}) + js(0, {"items": 3}),
+        # found by fuzz_kubernetes: the sweep put listed names into DELETE paths as they were
+        # (a pod "sbx-sandbox-012345$789abcdef"; with "../" in a name curl deleted another object)
+        "sweep_names_not_kubernetes": b"\x10" + js(8, {}) + js(5, {}) + js(0, {"items": [
+            pod("sbx-sandbox-012345$789abcdef", "Failed"),
+            pod("sbx-sandbox-x/../../secrets/victim", "Failed"),
+            pod("sbx-sandbox-Upper", "Failed")]}) + js(0, {"items": [
+                {"metadata": {"name": "sbx-sandbox-y/../victim2", "creationTimestamp": old}}]})
+        + js(0, {"items": []}),
         "managed_not_json": b"\x00" + js(13, b"<html>502 Bad Gateway</html>"),
         "exec_ok": b"\x01" + attach + run(b"hello world\n") + run(b"input\ndone\n", nonzero)
         + run(b"1\n") + run(b"1\n"),

@@ -33,6 +33,9 @@ Test control (not part of the Kubernetes API), under /_fake/:
   POST /_fake/pods/NS/NAME/cont     SIGCONT it
   POST /_fake/external              {"namespace", "name", "token"}: a pod sbx did not make,
                                      running an agent with that credential (attach_to)
+  POST /_fake/object                {"group", "resource", "object"}: the object stored as it is,
+                                     unvalidated and without a kubelet (what a broken or lying
+                                     API server lists)
 
 Prints "PORT <n>" on stdout once it listens; stops (killing every agent) on SIGTERM.
 """
@@ -722,6 +725,13 @@ class Handler(BaseHTTPRequestHandler):
             with st.lock:
                 st.objects[("", "pods", ns, name)] = pod
             self.server.kubelet.start(ns, name)
+            return {}
+        if path == "/_fake/object":
+            obj = copy.deepcopy(body["object"])
+            meta = obj.setdefault("metadata", {})
+            ns = meta.setdefault("namespace", st.args.namespace[0])
+            with st.lock:
+                st.objects[(body.get("group", ""), body["resource"], ns, meta["name"])] = obj
             return {}
         m = re.match(r"^/_fake/pods/([^/]+)/([^/]+)/(end|stop|cont)$", path)
         if m:

@@ -681,6 +681,48 @@ static void test_k8s_sweep_removes_ended_and_orphaned_per_call_pods(void **state
     kt_env_close(&e);
 }
 
+/* A list answer's names are the API server's bytes: the sweep deletes only Kubernetes names.
+ * Found by fuzz_kubernetes: listed names went into DELETE paths as they were, and curl resolved
+ * a pod "sbx-sandbox-x/../../secrets/victim" to the secret victim. */
+static void test_k8s_sweep_deletes_only_kubernetes_names(void **state)
+{
+    kt_fake *f = *state;
+    static const char labels[] = "\"labels\": {\"app.kubernetes.io/managed-by\": \"sbx\", "
+                                 "\"sbx.dev/sandbox\": \"true\", \"sbx.dev/profile\": \"k\"}";
+    kt_fake_control(f, "object",
+                    "{\"resource\": \"secrets\", \"object\": {\"metadata\": "
+                    "{\"name\": \"victim\"}}}");
+    kt_fake_control(f, "object",
+                    "{\"resource\": \"secrets\", \"object\": {\"metadata\": "
+                    "{\"name\": \"victim2\"}}}");
+    char obj[1024];
+    snprintf(obj, sizeof(obj),
+             "{\"resource\": \"pods\", \"object\": {\"metadata\": {\"name\": "
+             "\"sbx-sandbox-x/../../secrets/victim\", %s}, \"status\": {\"phase\": \"Failed\"}}}",
+             labels);
+    kt_fake_control(f, "object", obj);
+    snprintf(obj, sizeof(obj),
+             "{\"resource\": \"secrets\", \"object\": {\"metadata\": {\"name\": "
+             "\"sbx-sandbox-y/../victim2\", \"creationTimestamp\": \"2020-01-01T00:00:00Z\", %s}}}",
+             labels);
+    kt_fake_control(f, "object", obj);
+    char *y = kt_yaml(f, NULL, "network_egress: allow", NULL);
+    kt_env e;
+    kt_env_open(&e, f, y);
+    free(y);
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(e.engine, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 0);
+    sbx_strlist_clear(&removed);
+    assert_int_equal(kt_fake_get(f, "/api/v1/namespaces/" KT_NS "/secrets/victim", NULL), 200);
+    assert_int_equal(kt_fake_get(f, "/api/v1/namespaces/" KT_NS "/secrets/victim2", NULL), 200);
+    json_t *dels = kt_requests_matching(f, "DELETE", "/");
+    assert_int_equal(json_array_size(dels), 0);
+    json_decref(dels);
+    kt_env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -705,6 +747,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_k8s_timeouts_end_the_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_k8s_sweep_removes_ended_and_orphaned_per_call_pods,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_k8s_sweep_deletes_only_kubernetes_names, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
