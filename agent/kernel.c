@@ -13,12 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernel_reply.h"
 #include "serve_impl.h"
-
-/* Bytes of the kernel's reply header: status, exit code, value length (3 x u32). */
-#define KERNEL_REPLY_HEADER 12
-/* Longest value display the kernel may send (it cuts at 4000; AgentExit.value holds 4096). */
-#define KERNEL_MAX_VALUE 4000
 
 kernel agent_py = {0, -1, -1, {-1, -1}, -1, false, -1};
 static uint8_t code_buf[AGENT_MAX_CODE]; /* the run_code being started: filled and used at once */
@@ -338,7 +334,7 @@ static void handle_code_complete(int ci, uint64_t id, sbx_v1_AgentCode *x)
 /* The kernel replied (or its reply pipe closed). */
 void kernel_reply(void)
 {
-    static uint8_t rep[KERNEL_REPLY_HEADER + KERNEL_MAX_VALUE + 1];
+    static uint8_t rep[KERNEL_REPLY_BUF];
     ssize_t r = read(agent_py.rep_fd, rep, sizeof rep - 1);
     if (r < 0 && (errno == EAGAIN || errno == EINTR))
         return;
@@ -358,21 +354,11 @@ void kernel_reply(void)
         }
         return;
     }
-    uint32_t status = get_u32(rep), code = get_u32(rep + 4), vlen = get_u32(rep + 8);
-    if (vlen > KERNEL_MAX_VALUE || (size_t)r < KERNEL_REPLY_HEADER + vlen)
-        vlen = (size_t)r >= KERNEL_REPLY_HEADER ? (uint32_t)((size_t)r - KERNEL_REPLY_HEADER) : 0;
-    if (vlen > KERNEL_MAX_VALUE)
-        vlen = KERNEL_MAX_VALUE;
-    rep[KERNEL_REPLY_HEADER + vlen] = '\0';
-    /* the value is the program's text: it must be a C string for AgentExit.value */
-    for (uint32_t i = 0; i < vlen; i++)
-        if (rep[KERNEL_REPLY_HEADER + i] == '\0')
-            rep[KERNEL_REPLY_HEADER + i] = '?';
-    int exit_code = status == 0 ? 0 : (int)(code & 0xff);
-    if (status != 0 && exit_code == 0 && status == 1)
-        exit_code = 1;
+    int exit_code;
+    const char *value;
+    kernel_reply_parse(rep, (size_t)r, &exit_code, &value);
     agent_py.busy = -1;
-    finish(c, exit_code, true, (const char *)rep + KERNEL_REPLY_HEADER);
+    finish(c, exit_code, true, value);
 }
 
 /* Output of the kernel on stream s (0 stdout, 1 stderr): the busy call's, or between calls (a

@@ -8,7 +8,8 @@
  *               program, its end; the exec, stdin, signal and attach requests
  *   spawn.c     forking a confined program, and the spare forked ahead of the next command
  *   sweep.c     per-command cgroups and the kill sweeps that end a command's whole tree
- *   kernel.c    the driver of the persistent python kernel (kernel_python.c) for run_code
+ *   kernel.c    the driver of the persistent python kernel (kernel_python.c) for run_code;
+ *               kernel_reply.c reads its replies (kernel_reply.h, the fuzz harness's too)
  *   file_ops.c  the file API's requests (write, read, list) on what files.c resolves
  *
  * Everything here is static storage with a bound (see agent.h): the state that more than one
