@@ -134,6 +134,7 @@ def main():
     write_egress_seeds()
     write_expose_head_seeds()
     write_kubernetes_seeds()
+    write_kernel_reply_seeds()
     for t in ("fuzz_e2b", "fuzz_daytona", "fuzz_ssm"):
         write_cloud_variants(t)
 
@@ -816,6 +817,37 @@ def write_kubernetes_seeds():
         "empty": b"",
     }
     write_dir("fuzz_kubernetes", seeds)
+
+
+def write_kernel_reply_seeds():
+    """fuzz_agent_kernel_reply: one read of the python kernel's reply pipe: u32 status (0 ok,
+    1 exception, 2 SystemExit), i32 exit code, u32 value length, the value (little endian)."""
+    import struct
+
+    def rep(status, code, value, claimed=None):
+        n = len(value) if claimed is None else claimed
+        return struct.pack("<IiI", status, code, n) + value
+
+    seeds = {
+        "ok_value": rep(0, 0, b"42"),
+        "ok_no_value": rep(0, 0, b""),
+        "exception": rep(1, 1, b""),
+        "exception_code_0": rep(1, 0, b""),
+        "exception_code_256": rep(1, 256, b""),
+        "system_exit_3": rep(2, 3, b""),
+        "system_exit_0": rep(2, 0, b""),
+        "unknown_status": rep(7, -1, b"x"),
+        "value_claims_more": rep(0, 0, b"short", 100),
+        "value_claims_huge": rep(0, 0, b"v" * 50, 0xFFFFFFFF),
+        "value_at_max": rep(0, 0, b"v" * 4000),
+        "value_over_max": rep(0, 0, b"v" * 4000, 5000),
+        "value_with_nul": rep(0, 0, b"a\x00b\x00c"),
+        "value_utf8_cut": rep(0, 0, ("'" + "\u00e9" * 2100).encode()[:4000]),
+        "two_replies": rep(0, 0, b"1") + rep(1, 1, b"2"),
+        "header_only_short": b"\x00" * 11,
+        "empty": b"",
+    }
+    write_dir("fuzz_agent_kernel_reply", seeds)
 
 
 if __name__ == "__main__":
