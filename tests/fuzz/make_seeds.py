@@ -135,6 +135,7 @@ def main():
     write_expose_head_seeds()
     write_kubernetes_seeds()
     write_kernel_reply_seeds()
+    write_worker_metrics_seeds()
     for t in ("fuzz_e2b", "fuzz_daytona", "fuzz_ssm"):
         write_cloud_variants(t)
 
@@ -659,6 +660,8 @@ def write_worker_seeds():
             fh.write(data)
 
 
+
+
 def write_expose_head_seeds():
     """fuzz_expose_head: first bytes of a connection to an exposed port (token 0123...cdef)."""
     tok = b"0123456789abcdef0123456789abcdef"
@@ -819,6 +822,7 @@ def write_kubernetes_seeds():
     write_dir("fuzz_kubernetes", seeds)
 
 
+
 def write_kernel_reply_seeds():
     """fuzz_agent_kernel_reply: one read of the python kernel's reply pipe: u32 status (0 ok,
     1 exception, 2 SystemExit), i32 exit code, u32 value length, the value (little endian)."""
@@ -848,6 +852,38 @@ def write_kernel_reply_seeds():
         "empty": b"",
     }
     write_dir("fuzz_agent_kernel_reply", seeds)
+
+
+
+def write_worker_metrics_seeds():
+    """fuzz_worker_metrics: byte 0 is where the request is cut in two sends (0: one send), then
+    the request a scraper (or anyone reaching metrics_listen) sends."""
+    prom = (b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9464\r\nUser-Agent: Prometheus/2.45.0\r\n"
+            b"Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+            b"\r\nAccept-Encoding: gzip\r\nX-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n")
+    seeds = {
+        "prometheus": b"\x00" + prom,
+        "prometheus_split_in_head_end": bytes([len(prom) - 2]) + prom,
+        "prometheus_split_in_path": b"\x07" + prom,
+        "head": b"\x00HEAD /metrics HTTP/1.1\r\n\r\n",
+        "head_not_found": b"\x00HEAD /nope HTTP/1.1\r\n\r\n",
+        "query": b"\x00GET /metrics?name[]=up HTTP/1.1\r\n\r\n",
+        "root": b"\x00GET / HTTP/1.1\r\n\r\n",
+        "longer_path": b"\x00GET /metricsx HTTP/1.1\r\n\r\n",
+        "tab_after_path": b"\x00GET /metrics\t HTTP/1.1\r\n\r\n",
+        "two_spaces": b"\x00GET  /metrics HTTP/1.1\r\n\r\n",
+        "post": b"\x00POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\n",
+        "lowercase_method": b"\x00get /metrics HTTP/1.1\r\n\r\n",
+        "bare_lf": b"\x00GET /metrics HTTP/1.0\n\n",
+        "http09": b"\x00GET /metrics\r\n\r\n",
+        "no_head_end": b"\x00GET /metrics HTTP/1.1\r\nHost: x",
+        "nul_before_head_end": b"\x00GET /metrics\x00 HTTP/1.1\r\n\r\n",
+        "oversize": b"\x00GET /metrics HTTP/1.1\r\nX-Pad: " + b"p" * 8500,
+        "oversize_path": b"\x00GET /" + b"m" * 8300,
+        "nothing": b"\x00",
+        "head_end_only": b"\x00\r\n\r\n",
+    }
+    write_dir("fuzz_worker_metrics", seeds)
 
 
 if __name__ == "__main__":
