@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sbx/recorder.h"
+#include "support/die_with_parent.h"
 
 /* How long a process may take to come up on a loaded machine. */
 #define FLEET_START_WAIT_MS 60000
@@ -63,12 +64,17 @@ static bool file_has(const char *path, const char *needle)
 
 #define FLEET_WORKER_PASSWORD_ENV "SBX_TEST_NATS_WORKER_PASSWORD"
 
+/* Forked from the test's main thread (die_with_parent.h): nats-server and the workers die with
+ * the test, even one killed before fleet_stop. SIGKILL for both: the store and the recordings
+ * are in the fleet's temp dir, which nothing else reads. */
 static pid_t spawn(char *const argv[], const char *log)
 {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
     if (pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
             dup2(fd, 1);
