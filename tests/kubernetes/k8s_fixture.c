@@ -20,6 +20,8 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "support/die_with_parent.h"
+
 const char *kt_agent(void)
 {
     const char *a = getenv("SBX_AGENT");
@@ -94,9 +96,13 @@ static void start(kt_fake *f, const char *const *extra, bool tls)
     assert_int_equal(chmod(f->tmp, 0755), 0);
     int out[2];
     assert_int_equal(pipe(out), 0);
+    /* SIGTERM, as kt_fake_stop sends: the fake then kills the agents it started and removes
+     * its pods' dirs. Forked from the test's main thread (die_with_parent.h). */
+    pid_t parent = getpid();
     f->pid = fork();
     assert_true(f->pid >= 0);
     if (f->pid == 0) {
+        sbx_test_die_with_parent(parent, SIGTERM);
         dup2(out[1], 1);
         close(out[0]);
         close(out[1]);

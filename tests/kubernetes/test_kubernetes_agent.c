@@ -24,6 +24,7 @@
 
 #include "kubernetes/k8s_fixture.h"
 #include "providers/common/agent_client.h"
+#include "support/die_with_parent.h"
 
 #define TOKEN_HEX "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
@@ -56,9 +57,11 @@ static void agent_start(agent_proc *a)
     char sock[128], listen[64];
     snprintf(sock, sizeof(sock), "%s/agent.sock", a->dir);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", a->port);
+    pid_t parent = getpid();
     a->pid = fork();
     assert_true(a->pid >= 0);
     if (a->pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         /* not our output pipes: a test that fails before agent_stop must not hold ctest */
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 1);
