@@ -24,6 +24,7 @@
 
 #include "providers/common/agent_client.h"
 #include "sbx/contract.h"
+#include "support/die_with_parent.h"
 
 #define KNOWN_ESCAPE(...)                                                                          \
     do {                                                                                           \
@@ -107,9 +108,11 @@ static void impostor_start(impostor *im, impostor_fn fn)
     memcpy(sa.sun_path, im->path, strlen(im->path) + 1);
     assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof sa), 0);
     assert_int_equal(listen(ls, 1), 0);
+    pid_t parent = getpid();
     im->pid = fork();
     assert_true(im->pid >= 0);
     if (im->pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         alarm((IMPOSTOR_MAX_MS + 5000) / 1000); /* never outlive the test */
         int fd = accept(ls, NULL, NULL);
         if (fd < 0)

@@ -31,6 +31,7 @@
 #include "docker_test.h"
 #include "providers/common/egress.h"
 #include "providers/common/egress_parse.h"
+#include "support/die_with_parent.h"
 #include "sbx/contract.h"
 
 static atomic_int hits_refused;
@@ -228,8 +229,10 @@ int main(void)
         print_message("skipped: needs root (network namespaces)\n");
         return 0;
     }
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         if (unshare(CLONE_NEWNET) != 0) {
             perror("unshare");
             _exit(1);

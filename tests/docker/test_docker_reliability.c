@@ -20,6 +20,7 @@
 #include "docker_test.h"
 #include "engine/fixture.h"
 #include "sbx/engine.h"
+#include "support/die_with_parent.h"
 
 /* per_call executes that must leave no container (containers are slow to make: fewer than the
  * local provider's 100). */
@@ -194,9 +195,11 @@ static void test_docker_owner_killed_mid_exec_is_swept(void **state)
         skip();
     int ready[2];
     assert_int_equal(pipe(ready), 0);
+    pid_t parent = getpid();
     pid_t child = fork();
     assert_true(child >= 0);
     if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         close(ready[0]);
         sbx_engine *e = fx_engine(f->cfg);
         sbx_request *r = fx_shell(once(f), "sleep 120");

@@ -6,6 +6,7 @@
  * Most attempts share one sandbox (group setup); the bombs get a fresh one each.
  */
 #include "tests/local/local_helpers.h"
+#include "support/die_with_parent.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -115,8 +116,10 @@ static void test_escape_host_tmp_is_not_shared(void **state)
 static void test_escape_cannot_see_or_signal_host_processes(void **state)
 {
     (void)state;
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         execl("/bin/sleep", "sleep", "97.531", (char *)NULL);
         _exit(127);
     }

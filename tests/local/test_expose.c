@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "providers/common/expose.h"
+#include "support/die_with_parent.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
 
@@ -133,9 +134,11 @@ static pid_t park_server(unsigned *port)
 {
     int p[2];
     assert_int_equal(pipe(p), 0);
+    pid_t parent = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         close(p[0]);
         unsigned got = 0;
         int l = -1;

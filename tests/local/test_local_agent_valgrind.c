@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include "providers/common/agent_client.h"
+#include "support/die_with_parent.h"
 
 #define VALGRIND "/usr/bin/valgrind"
 
@@ -39,8 +40,10 @@ static void test_local_agent_protocol_is_valgrind_clean(void **state)
     snprintf(log, sizeof log, "%s/valgrind.log", dir);
     assert_int_equal(mkdir(ws, 0777), 0);
     chmod(ws, 0777);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
         dup2(fd, 1);

@@ -33,6 +33,7 @@
 #include "local_helpers.h"
 #include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
+#include "support/die_with_parent.h"
 #include "providers/common/egress_parse.h"
 #include "sbx/config.h"
 
@@ -517,8 +518,10 @@ int main(void)
         print_message("skipped: needs root (network namespaces, the local provider as root)\n");
         return 0;
     }
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         if (unshare(CLONE_NEWNET) != 0) {
             perror("unshare");
             _exit(1);

@@ -24,6 +24,7 @@
 #include "engine/fixture.h"
 #include "sbx/engine.h"
 #include "sbx/provider.h"
+#include "support/die_with_parent.h"
 
 /* Clients of one session at once: twice the agent's old table of 8, the case that lost
  * appended lines. */
@@ -312,9 +313,11 @@ static void test_raw_per_call_executes_leave_no_sandbox(void **state)
 static void test_owner_killed_mid_exec_is_swept(void **state)
 {
     lr *f = *state;
+    pid_t parent = getpid();
     pid_t child = fork();
     assert_true(child >= 0);
     if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         sbx_engine *e = fx_engine(f->cfg);
         sbx_request *r = fx_shell("once", "sleep 60");
         sbx_completion *c = sbx_engine_process(e, r, NULL);
@@ -377,9 +380,11 @@ static int processes_of(const char *sandbox_id)
 static void test_owner_killed_while_the_sandbox_boots_is_swept(void **state)
 {
     lr *f = *state;
+    pid_t parent = getpid();
     pid_t child = fork();
     assert_true(child >= 0);
     if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         sbx_engine *e = fx_engine(f->cfg);
         sbx_request *r = fx_shell("once", "sleep 60");
         sbx_completion *c = sbx_engine_process(e, r, NULL);
@@ -488,9 +493,11 @@ static pid_t cli_sleeping(lr *f)
     assert_non_null(sbx);
     char cfg[600];
     cli_config(f, cfg, sizeof(cfg));
+    pid_t parent = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         setenv("SBX_CONFIG", cfg, 1);
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
@@ -553,9 +560,11 @@ static void test_sandbox_shut_down_under_a_program_is_a_failure_not_signal_15(vo
     lr *f = *state;
     sbx_session_handle *h = new_session(f);
     long pid = agent_pid(f, h->sandbox_id);
+    pid_t parent = getpid();
     pid_t killer = fork();
     assert_true(killer >= 0);
     if (killer == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         /* once the program runs (PID 1 has a child), stop the sandbox from outside, as a
          * daemon restart or `docker stop` does */
         char path[128], buf[256];

@@ -25,15 +25,18 @@
 #include <unistd.h>
 
 #include "providers/common/netns.h"
+#include "support/die_with_parent.h"
 
 /* A child parked in a network namespace of its own. */
 static pid_t park(void)
 {
     int p[2];
     assert_int_equal(pipe(p), 0);
+    pid_t parent = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
         close(p[0]);
         char ok = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
         (void)!write(p[1], &ok, 1);
