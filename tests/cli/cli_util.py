@@ -15,6 +15,9 @@ import tempfile
 import threading
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from die_with_parent import die_with_parent  # noqa: E402 (tests/support)
+
 SBX = os.environ.get("SBX_CLI", "")
 WORKER = os.environ.get("SBX_WORKER_BIN", "")
 
@@ -57,7 +60,7 @@ class Env:
 
     def popen(self, *args, env=None, **kw):
         e = dict(self.env, **(env or {}))
-        return subprocess.Popen([SBX] + list(args), env=e, **kw)
+        return subprocess.Popen([SBX] + list(args), env=e, preexec_fn=die_with_parent(), **kw)
 
     def close(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -81,9 +84,11 @@ class Worker:
                     "    drain_timeout_ms: 20000\n"
                     "%s"
                     "  profiles:\n%s" % (profiles.split(":")[0].strip(), tmp, extra, profiles))
+        # SIGTERM: it serves local sandboxes, and stops as on stop() when the test dies.
         self.proc = subprocess.Popen([WORKER, "--config", cfg], stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True,
-                                     env=dict(os.environ, **(env or {})))
+                                     env=dict(os.environ, **(env or {})),
+                                     preexec_fn=die_with_parent(signal.SIGTERM))
         line = self.proc.stderr.readline()
         m = re.search(r"listening on port (\d+)", line)
         if not m:

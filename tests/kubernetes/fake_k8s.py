@@ -62,6 +62,9 @@ import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from die_with_parent import die_with_parent  # noqa: E402 (tests/support)
+
 AGENT_IN_POD = "/.sbx-bin/sbx-agent"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -214,8 +217,11 @@ class Kubelet:
             self.set_status(ns, name, phase="Running", podIP=ip, startTime=now_rfc3339())
             self.container_state(ns, name, {"running": {"startedAt": now_rfc3339()}})
             return
+        # Started from this pod's thread, which waits for it below: the agent dies with the
+        # fake (die_with_parent), not when some shorter-lived thread ends.
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=sys.stderr)
+                                stdout=subprocess.DEVNULL, stderr=sys.stderr,
+                                preexec_fn=die_with_parent())
         with self.st.lock:
             self.st.procs[(ns, name)] = proc
             self.st.dirs[(ns, name)] = d
@@ -512,9 +518,10 @@ class Handler(BaseHTTPRequestHandler):
         self.ws_lock = threading.Lock()
         want_stdin = (query.get("stdin") or ["false"])[0] == "true"
         try:
+            # this request's thread waits for it below (die_with_parent)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if want_stdin else
                                     subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+                                    stderr=subprocess.PIPE, preexec_fn=die_with_parent())
         except OSError as e:
             msg = json.dumps({"metadata": {}, "status": "Failure", "message":
                               "exec: %s" % e, "reason": "InternalError"}).encode()

@@ -24,6 +24,9 @@ import threading
 import unittest
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from die_with_parent import die_with_parent  # noqa: E402 (tests/support)
+
 ARGS = None
 TOKEN = "sdk-token-0123456789abcdef"
 BIG = 10 * 1024 * 1024 + 4096  # a little over 10 MiB of output
@@ -113,8 +116,10 @@ class Worker:
                 "  profiles:\n"
                 "%s"
                 % (default, tmp, tmp, tmp, worker_yaml, profiles))
+        # SIGTERM: it may serve local sandboxes, and stops as on stop() when the test dies.
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
-                                     text=True, env=dict(os.environ, **(env or {})))
+                                     text=True, env=dict(os.environ, **(env or {})),
+                                     preexec_fn=die_with_parent(signal.SIGTERM))
         first = self.proc.stderr.readline()
         m = re.search(r"listening on port (\d+)", first)
         if not m:
@@ -473,7 +478,8 @@ def main():
         tmp = tempfile.mkdtemp(prefix="sbx-sdk-venv-")
         try:
             python = install(tmp)
-            r = subprocess.run([python, os.path.abspath(__file__), "--installed"] + sys.argv[1:])
+            r = subprocess.run([python, os.path.abspath(__file__), "--installed"] + sys.argv[1:],
+                               preexec_fn=die_with_parent())
             return r.returncode
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -18,6 +18,9 @@ import threading
 import time
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from die_with_parent import die_with_parent  # noqa: E402 (tests/support)
+
 ARGS = None
 
 
@@ -54,7 +57,8 @@ class Worker:
                 "    fake: { type: fake, scope: per_call }\n"
                 "%s" % (tmp, tmp, node, extra_worker_yaml, extra_profiles_yaml))
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg], stderr=subprocess.PIPE,
-                                     env=dict(os.environ, **(env or {})), text=True)
+                                     env=dict(os.environ, **(env or {})), text=True,
+                                     preexec_fn=die_with_parent())
         line = self.proc.stderr.readline()
         m = re.search(r"listening on port (\d+)", line)
         if not m:
@@ -298,7 +302,8 @@ class CliRemote(unittest.TestCase):
         with open(cls.config, "w") as f:
             f.write(text.replace("sandbox:\n", "sandbox:\n  secret_file: %s/secret\n" % cls.tmp, 1))
         cls.proc = subprocess.Popen([ARGS.worker, "--config", cls.config, "--listen",
-                                     "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+                                     "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=die_with_parent())
         m = re.search(r"listening on port (\d+)", cls.proc.stderr.readline())
         if not m:
             cls.proc.kill()

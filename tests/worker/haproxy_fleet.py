@@ -24,6 +24,9 @@ import time
 import unittest
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from die_with_parent import die_with_parent  # noqa: E402 (tests/support)
+
 import grpc_interop as gi
 
 
@@ -66,7 +69,8 @@ class HaproxyFleet(unittest.TestCase):
                    SBX_WORKER2="127.0.0.1:%d" % cls.workers[1].port,
                    SBX_LB_NODE_MAP=node_map)
         cls.haproxy = subprocess.Popen([ARGS.haproxy, "-db", "-f", ARGS.config], env=env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       preexec_fn=die_with_parent())
         deadline = time.time() + 30
         while time.time() < deadline:
             try:

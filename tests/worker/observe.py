@@ -23,6 +23,9 @@ import unittest
 import urllib.error
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from die_with_parent import die_with_parent  # noqa: E402 (tests/support)
+
 ARGS = None
 TOKEN = "observe-token-0123456789abcdef"
 
@@ -61,7 +64,8 @@ class Worker:
         cfg = write_config(tmp, worker_yaml, "worker-%d.yaml" % id(self))
         self.proc = subprocess.Popen([ARGS.worker, "--config", cfg] + list(args),
                                      stderr=subprocess.PIPE, text=True,
-                                     env=dict(os.environ, **(env or {})))
+                                     env=dict(os.environ, **(env or {})),
+                                     preexec_fn=die_with_parent())
         first = self.proc.stderr.readline()
         m = re.search(r"listening on port (\d+)", first)
         if not m:
@@ -478,7 +482,7 @@ class CommandLine(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stderr)
         # ...but --listen replaces it before validation, so the worker starts.
         w = subprocess.Popen([ARGS.worker, "--config", cfg, "--listen", "127.0.0.1:0"],
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
         first = w.stderr.readline()
         w.send_signal(signal.SIGTERM)
         rest = w.stderr.read()
