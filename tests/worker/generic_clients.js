@@ -14,6 +14,8 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 
+const SETPRIV = '/usr/bin/setpriv';
+
 function arg(name) {
   const i = process.argv.indexOf(name);
   if (i < 0 || i + 1 >= process.argv.length) {
@@ -52,7 +54,14 @@ function startWorker(dir) {
     '  profiles:',
     '    fake: { type: fake, scope: per_call }',
     ''].join('\n'));
-  const proc = spawn(workerBin, ['--config', cfg], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // Through setpriv (util-linux), which sets the worker's parent-death signal and execs it (same
+  // pid): the worker dies with this script even when ctest's timeout kills it. Node has no
+  // hook between fork and exec; the C and Python fixtures use tests/support/die_with_parent.*.
+  const argv = [workerBin, '--config', cfg];
+  if (fs.existsSync(SETPRIV)) {
+    argv.unshift(SETPRIV, '--pdeathsig', 'KILL', '--');
+  }
+  const proc = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe'] });
   return new Promise((resolve, reject) => {
     let buf = '';
     const onData = (d) => {
