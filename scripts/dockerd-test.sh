@@ -15,6 +15,13 @@
 # STATE is a file of shell assignments (SBX_DOCKER_SOCKET, DOCKER_HOST, SBX_DOCKER_IMAGE_*,
 # ...) that the tests read. SBX_DOCKERD_IMAGES=busybox skips the python image (faster start).
 #
+# SBX_DOCKERD_OWNER=PID at start: the daemon belongs to that process (a test binary), and a
+# watchdog stops it as `stop` does once that process is gone, so a test killed by ctest's timeout
+# or a crash leaves no daemon behind. dockerd's parent is this script, which exits at once, so
+# a parent-death signal (tests/support/die_with_parent.h) cannot tie it to its test; and it
+# must stop its containers and unmount, which SIGKILL would not let it do. Without it (the ctest
+# fixture's shared daemon, meant to outlive the test that starts it) nothing watches.
+#
 # Note: /usr/local/bin/docker on dev machines is an unrelated client; we only ever run
 # /usr/sbin/dockerd and /usr/bin/docker from Debian's docker.io.
 set -euo pipefail
@@ -32,6 +39,9 @@ STOP_TIMEOUT_S=30
 die() { echo "dockerd-test: $*" >&2; exit 1; }
 
 usage() { sed -n '9,15p' "$0" >&2; exit 2; }
+
+# How often the watchdog checks its owner (seconds).
+WATCH_INTERVAL_S=1
 
 [ $# -eq 2 ] || usage
 cmd=$1
@@ -179,7 +189,45 @@ stop_daemon() {
   rm -f "$dir/dockerd.realpid"
 }
 
+# The start time of process $1 (field 22 of its stat, after the command name, which may hold
+# spaces), or nothing when it is gone.
+start_time() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  st=${st##*) }
+  echo "$st" | cut -d' ' -f20
+}
+
+# Starts the watchdog of owner $SBX_DOCKERD_OWNER (see the top), detached from our streams.
+watch_owner() {
+  local owner=$SBX_DOCKERD_OWNER since
+  since=$(start_time "$owner")
+  [ -n "$since" ] || die "SBX_DOCKERD_OWNER=$owner is not a running process"
+  SBX_DOCKERD_OWNER_START=$since setsid "$0" watch "$state" </dev/null >>"$dir/watchdog.log" 2>&1 &
+  echo $! >"$dir/watchdog.pid"
+}
+
+# Ends the watchdog, unless this is it.
+stop_watchdog() {
+  local w=""
+  [ -f "$dir/watchdog.pid" ] && w=$(cat "$dir/watchdog.pid")
+  if [ -n "$w" ] && [ "$w" != "$$" ]; then
+    kill -KILL "$w" 2>/dev/null || true
+  fi
+  rm -f "$dir/watchdog.pid"
+}
+
 case "$cmd" in
+  watch)
+    load_state
+    while [ "$(start_time "$SBX_DOCKERD_OWNER")" = "$SBX_DOCKERD_OWNER_START" ]; do
+      sleep "$WATCH_INTERVAL_S"
+    done
+    echo "dockerd-test: owner $SBX_DOCKERD_OWNER is gone; stopping the daemon"
+    stop_daemon
+    rm -rf "$dir"
+    rm -f "$state"
+    ;;
   start)
     [ -x "$DOCKERD" ] || die "$DOCKERD missing: install Debian's docker.io (scripts/install-deps.sh)"
     [ -x "$DOCKER" ] || die "$DOCKER missing: install Debian's docker.io (scripts/install-deps.sh)"
@@ -211,6 +259,7 @@ case "$cmd" in
     fi
     rm -rf "$dir/rootfs-busybox"
     write_state
+    [ -z "${SBX_DOCKERD_OWNER:-}" ] || watch_owner
     echo "dockerd-test: daemon up on $dir/docker.sock ($(cat "$dir/driver"))"
     ;;
   stop)
@@ -219,6 +268,7 @@ case "$cmd" in
       exit 0
     fi
     load_state
+    stop_watchdog
     stop_daemon
     rm -rf "$dir"
     rm -f "$state"

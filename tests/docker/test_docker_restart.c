@@ -3,7 +3,8 @@
  * dead container removed); an attached session is GONE and nothing is recreated.
  *
  * This test runs its own private daemon (scripts/dockerd-test.sh with a state file of its own),
- * so restarting it cannot disturb the docker tests that share the fixture's daemon. */
+ * so restarting it cannot disturb the docker tests that share the fixture's daemon; owned by
+ * this process (SBX_DOCKERD_OWNER), so it does not outlive a killed test. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +42,10 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof(*f));
     f->dir = dt_tempdir();
     snprintf(f->state, sizeof(f->state), "%s/dockerd.state", f->dir);
+    /* The daemon is this process's: the script's watchdog stops it if this test is killed. */
+    char owner[32];
+    snprintf(owner, sizeof(owner), "%d", (int)getpid());
+    setenv("SBX_DOCKERD_OWNER", owner, 1);
     script(f, "start");
     setenv("SBX_DOCKERD_STATE", f->state, 1);
     dt_env_load(&f->env);
