@@ -121,6 +121,10 @@ def main():
     aevt["deep_nesting"] = nest(100, 2)
     # found by fuzz_agent_event_nanopb: started{42, 7} then started{unknown field}
     aevt["oneof_member_twice"] = bytes.fromhex("1204082a10071204f8de1007")
+    # found by fuzz_agent_event_nanopb: an entry whose kind is 0xc91fffff on the wire (signed
+    # to protobuf-c, unsigned to nanopb: the same 32 bits, codec_compare)
+    aevt["enum_value_over_int32_max"] = bytes.fromhex(
+        "080332200a0ad985d8b128add8a8d8a710ffffffc80c18032880e6d6ffffffffff013001")
     write("fuzz_agent_event_nanopb", aevt, ("agent_evt_",))
     write_recording_seeds()
     write_worker_seeds()

@@ -160,6 +160,13 @@ static bool cmp_element(cmp_ctx *c, const ProtobufCFieldDescriptor *f, const voi
         if (ltype == PB_LTYPE_STRING || ltype == PB_LTYPE_BYTES || ltype == PB_LTYPE_SUBMESSAGE)
             return cmp_fail(c, "scalar in protobuf-c, nanopb type %#x", (unsigned)ltype);
         uint64_t pv = codec_pbc_scalar(f->type, pp), nv = nano_scalar(it, np);
+        /* An enum is an int32 on the wire. protobuf-c holds it signed; nanopb holds an enum
+         * without negative values unsigned (UVARINT), so a wire value of 2^31 or more (unknown
+         * to both) is the same 32 bits read as -x by one and 2^32-x by the other. */
+        if (f->type == PROTOBUF_C_TYPE_ENUM) {
+            pv = (uint32_t)pv;
+            nv = (uint32_t)nv;
+        }
         if (pv != nv)
             return cmp_fail(c, "protobuf-c %#" PRIx64 " != nanopb %#" PRIx64, pv, nv);
         return true;
