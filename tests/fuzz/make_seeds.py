@@ -393,6 +393,9 @@ def write_local_meta_seeds():
         "long_line": b"cgroup /sys/fs/cgroup/" + b"a/" * 600 + b"l-0123456789abcdef\n",
         "no_newline": b"pid 77",
         "empty": b"",
+        # the owner, scope and uid_slot lines a sandbox's meta has carried since the sweep
+        "owner_per_call": b"pid 4242\nstart 123456\nowner 777 99887766\nscope per_call\n"
+                          b"uid_slot 3\ncgroup /sys/fs/cgroup/pids/sbx/l-0123456789abcdef\n",
     }
     write_dir("fuzz_local_meta", seeds, ext=".meta")
 
