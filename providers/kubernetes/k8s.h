@@ -108,7 +108,8 @@ sbx_status k8s_call(const k8s_cluster *c, const char *method, const char *path, 
 /* An error for a failed call from the Status object the API server sent (reason, message):
  * "kubernetes: POST /api/v1/... answered 403 (Forbidden): pods is forbidden: ...". Codes:
  * 401 -> CONFIG, 403 -> PERMISSION_DENIED, 404/410 -> GONE, 409 -> PROVISION, 400/422 ->
- * INVALID_ARGUMENT, 429 -> RESOURCE_EXHAUSTED, else PROVISION. */
+ * INVALID_ARGUMENT, 429 -> RESOURCE_EXHAUSTED, else PROVISION; a 2xx without a JSON object
+ * (body NULL: a proxy's page) says so, PROVISION. */
 sbx_status k8s_status_error(const char *method, const char *path, long status, const json_t *body,
                             sbx_error *err);
 

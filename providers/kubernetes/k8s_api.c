@@ -217,6 +217,11 @@ sbx_status k8s_call(const k8s_cluster *c, const char *method, const char *path, 
 sbx_status k8s_status_error(const char *method, const char *path, long status, const json_t *body,
                             sbx_error *err)
 {
+    if (status >= 200 && status < 300 && body == NULL) /* success, but not the API's answer */
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "kubernetes: %s %s answered %ld with a body that is not a JSON object "
+                             "(a proxy's page? check the server address of the kubeconfig)",
+                             method, path, status);
     const char *reason = json_string_value(json_object_get(body, "reason"));
     const char *message = json_string_value(json_object_get(body, "message"));
     sbx_status code;

@@ -27,7 +27,8 @@ Test control (not part of the Kubernetes API), under /_fake/:
   GET  /_fake/requests              every API request so far (method, path, user, groups, body)
   POST /_fake/config                {"pod_mode": "run"|"pending"|"fail", "allowed_users": [...],
                                      "fail": [{"method", "path" (regex), "status", "reason",
-                                     "message", "count"}]}
+                                     "message", "count", "raw"}]} ("raw": that text, as
+                                     text/html, instead of a Status: a proxy's page)
   POST /_fake/pods/NS/NAME/end      the pod's container exits (phase Failed, like an eviction)
   POST /_fake/pods/NS/NAME/stop     SIGSTOP the pod's agent (a running pod, unavailable agent)
   POST /_fake/pods/NS/NAME/cont     SIGCONT it
@@ -378,6 +379,13 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def send_raw(self, code, data):
+        self.send_response(code)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def read_body(self):
         n = int(self.headers.get("Content-Length") or 0)
         if n == 0:
@@ -416,14 +424,21 @@ class Handler(BaseHTTPRequestHandler):
             entry.update({"auth_user": user, "user": imp_user, "groups": groups})
             body = self.read_body()
             entry["body"] = body
+            raw = None
             with self.st.lock:
                 self.st.requests.append(entry)
                 for f in self.st.fail:
                     if f.get("count", 1) > 0 and f.get("method", method) == method and \
                             re.search(f["path"], path):
                         f["count"] = f.get("count", 1) - 1
+                        if "raw" in f:
+                            raw = f
+                            break
                         raise ApiError(f["status"], f.get("reason", "InternalError"),
                                        f.get("message", "injected failure"))
+            if raw is not None:
+                entry["status"] = raw["status"]
+                return self.send_raw(raw["status"], raw["raw"].encode())
             code, out = self.api(method, path, query, body, imp_user)
             entry["status"] = code
             return self.send_json(code, out)

@@ -355,6 +355,10 @@ static void test_k8s_api_errors_map_and_leave_nothing(void **state)
         {"{\"method\": \"GET\", \"path\": \"/pods/\", \"status\": 403, \"reason\": "
          "\"Forbidden\", \"message\": \"pods is forbidden: get\"}",
          SBX_E_PERMISSION_DENIED, "forbidden: get"},
+        /* a proxy in front of the API server answering its own page */
+        {"{\"method\": \"GET\", \"path\": \"/pods/\", \"status\": 200, \"raw\": "
+         "\"<html>sign in</html>\"}",
+         SBX_E_PROVISION, "answered 200 with a body that is not a JSON object"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char cfg[512];
