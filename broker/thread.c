@@ -73,11 +73,19 @@ typedef struct bt_session {
     char id[];
 } bt_session;
 
+/* An executor asleep for want of work, on its own futex word (not a condition variable of
+ * store.mu, as the owners below, and for the same reason: glibc's pthread_cond_wait takes the
+ * mutex back marked contended, so every wake-up cost an extra FUTEX_WAKE at the next unlock,
+ * and the signal a third syscall). Lives on the executor's stack; off the list once woken. */
+typedef struct tb_park {
+    struct tb_park *next;
+    uint32_t woken; /* 0 asleep, 1 taken off the list by a waker */
+} tb_park;
+
 typedef struct thread_broker {
     sbx_broker *self;                 /* wrapper, for recording */
     sbx_engine *engine;               /* borrowed */
     bt_store store;                   /* its mu guards every field below */
-    pthread_cond_t work;              /* executor queue non-empty, or closing */
     pthread_cond_t idle;              /* queued + running reached zero */
     tb_tenant *ring_head, *ring_tail; /* principals with ready tasks, next to be granted first */
     tb_tenant *tenants[TENANT_BUCKETS];
@@ -95,7 +103,7 @@ typedef struct thread_broker {
     int exec_waiting;         /* tasks in the exec queue */
     uint32_t *wake[WAKE_MAX]; /* granted owners' futex words, to wake once mu is released */
     int n_wake;
-    int work_signals; /* executors to signal once mu is released (tasks put in the exec queue) */
+    tb_park *parked; /* executors asleep, none of them woken yet */
 } thread_broker;
 
 static void *executor(void *arg);
@@ -120,26 +128,39 @@ static void grant_owner(thread_broker *tb, bt_task *t)
         futex_wake(&t->granted);
 }
 
-/* pthread_mutex_unlock(&tb->store.mu), then the owners granted meanwhile are woken and the
- * executors signalled for the tasks queued meanwhile. */
+/* Wakes one sleeping executor, if any, for a task put in the exec queue (store.mu held). None
+ * asleep: every executor is running a task or about to look at the queue, and takes it then. */
+static void wake_executor(thread_broker *tb)
+{
+    tb_park *p = tb->parked;
+    if (p == NULL)
+        return;
+    tb->parked = p->next;
+    __atomic_store_n(&p->woken, 1, __ATOMIC_RELEASE);
+    if (tb->n_wake < WAKE_MAX)
+        tb->wake[tb->n_wake++] = &p->woken;
+    else
+        futex_wake(&p->woken);
+}
+
+/* pthread_mutex_unlock(&tb->store.mu), then the owners granted and the executors given work
+ * meanwhile are woken. */
 static void unlock_wake(thread_broker *tb)
 {
     uint32_t *wake[WAKE_MAX];
-    int n = tb->n_wake, signals = tb->work_signals;
+    int n = tb->n_wake;
     memcpy(wake, tb->wake, (size_t)n * sizeof(wake[0]));
     tb->n_wake = 0;
-    tb->work_signals = 0;
     pthread_mutex_unlock(&tb->store.mu);
     for (int i = 0; i < n; i++)
         futex_wake(wake[i]);
-    for (int i = 0; i < signals; i++)
-        pthread_cond_signal(&tb->work); /* the executors' condition: tb outlives every caller */
 }
 
-/* Before sleeping on a condition of store.mu: nobody granted may wait for our wake-up. */
+/* Before sleeping (on a condition of store.mu, or parked): nobody granted may wait for our
+ * wake-up. */
 static void wake_pending(thread_broker *tb)
 {
-    if (tb->n_wake > 0 || tb->work_signals > 0) {
+    if (tb->n_wake > 0) {
         unlock_wake(tb);
         pthread_mutex_lock(&tb->store.mu);
     }
@@ -353,7 +374,7 @@ static void dispatch(thread_broker *tb)
         tb->exec_tail = t;
         tb->exec_waiting++;
         grow(tb);
-        tb->work_signals++; /* after the unlock, like the owners' wake-ups */
+        wake_executor(tb); /* after the unlock, like the owners' wake-ups */
     }
 }
 
@@ -487,7 +508,8 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     if (tb->queued == 0 && tb->running == 0)
         pthread_cond_broadcast(&tb->idle);
     if (tb->closing && tb->queued == 0)
-        pthread_cond_broadcast(&tb->work);
+        while (tb->parked != NULL)
+            wake_executor(tb);
     if (!locked || fire != NULL || dead != NULL) {
         unlock_wake(tb);
         bt_fire(fire);
@@ -498,6 +520,21 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     return spare;
 }
 
+/* Sleeps until a waker takes this executor off the parked list (store.mu held on entry and on
+ * return, released while asleep). A FUTEX_WAKE meant for an earlier park at the same address
+ * only makes it look at its word again. */
+static void park(thread_broker *tb)
+{
+    tb_park me = {.next = tb->parked, .woken = 0};
+    /* Off the list before this returns: only a waker takes it off, and it returns once woken. */
+    // cppcheck-suppress autoVariables
+    tb->parked = &me;
+    unlock_wake(tb);
+    while (__atomic_load_n(&me.woken, __ATOMIC_ACQUIRE) == 0)
+        syscall(SYS_futex, &me.woken, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    pthread_mutex_lock(&tb->store.mu);
+}
+
 static void *executor(void *arg)
 {
     thread_broker *tb = arg;
@@ -505,7 +542,7 @@ static void *executor(void *arg)
     for (;;) {
         wake_pending(tb);
         while (tb->exec_head == NULL && !(tb->closing && tb->queued == 0))
-            pthread_cond_wait(&tb->work, &tb->store.mu);
+            park(tb);
         bt_task *t = tb->exec_head;
         if (t == NULL)
             break; /* closing and drained */
@@ -863,7 +900,8 @@ static void tb_close(sbx_broker *b)
     thread_broker *tb = sbx_broker_impl(b);
     pthread_mutex_lock(&tb->store.mu);
     tb->closing = true;
-    pthread_cond_broadcast(&tb->work);
+    while (tb->parked != NULL)
+        wake_executor(tb);
     wake_pending(tb);
     while (tb->queued > 0 || tb->running > 0)
         pthread_cond_wait(&tb->idle, &tb->store.mu);
@@ -879,7 +917,6 @@ static void tb_destroy(sbx_broker *b)
     if (tb == NULL)
         return;
     bt_store_destroy(&tb->store);
-    pthread_cond_destroy(&tb->work);
     pthread_cond_destroy(&tb->idle);
     free(tb->threads);
     free(tb);
@@ -935,7 +972,6 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     tb->queue_share = tenant_share(depth);
     tb->slots = threads;
     bt_store_init(&tb->store, (size_t)lru);
-    pthread_cond_init(&tb->work, NULL);
     pthread_cond_init(&tb->idle, NULL);
     sbx_broker *b = sbx_broker_wrap(&thread_vtable, tb);
     if (b == NULL) {
