@@ -197,6 +197,7 @@ sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker
             .threads = (int)cfg->broker.threads,
             .queue_depth = (int)cfg->broker.queue_depth,
             .lru_size = (int)cfg->broker.lru_size,
+            .principal_threads = (int)cfg->broker.principal_threads,
         };
         return sbx_broker_open_thread(engine, &o, out, err);
     }

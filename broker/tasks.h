@@ -75,7 +75,7 @@ typedef struct bt_task {
     bt_owner *owner;                     /* while in the LRU */
     struct bt_task *qnext;               /* ready queue or session backlog (thread broker) */
     struct bt_session *session;          /* thread broker: the session it serializes on, or NULL */
-    struct tb_tenant *tenant;            /* thread broker: its principal's queue, while queued */
+    struct tb_tenant *tenant;            /* thread broker: its principal, while queued or running */
     uint64_t hash;
     bt_state state;
     bool in_table;                 /* reachable by task_id */

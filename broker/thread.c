@@ -16,7 +16,9 @@
  * running twice; reused with a different request it is refused (tasks.h).
  * Principals share the queue fairly: one may hold all but a quarter of queue_depth (the rest
  * is kept for others), and free slots go round-robin over the principals with ready tasks, so
- * one principal's backlog never stands between another's request and the next free slot.
+ * one principal's backlog never stands between another's request and the next free slot. One
+ * principal's tasks hold at most principal_threads slots at once (default all but a quarter of
+ * threads), so a principal whose commands run for minutes cannot take every slot either.
  * Executor threads start on demand, up to N: none at open (a process whose callers all wait
  * runs every task on the callers' threads), the first with the first task nobody waits for.
  * Locking: everything below is guarded by store.mu; executors run requests without it.
@@ -50,15 +52,18 @@
 /* Principal buckets: a power of two above the principals one worker serves at once. */
 #define TENANT_BUCKETS 256
 
-/* A principal with accepted tasks not yet granted a slot: its share of the queue and its ready
- * tasks. Slots go round-robin over the principals with ready tasks (the ring), oldest first
- * within each, so one principal's backlog delays another's task by at most one task per
- * principal ahead of it, never by the whole backlog. Freed when it has nothing queued. */
+/* A principal with accepted tasks not yet granted a slot, or with tasks running: its share of
+ * the queue, its ready tasks and its slots. Slots go round-robin over the principals with ready
+ * tasks (the ring), oldest first within each, so one principal's backlog delays another's task
+ * by at most one task per principal ahead of it, never by the whole backlog; and one principal
+ * holds at most principal_slots at once, so its long commands cannot take every slot from the
+ * others. Freed when it has nothing queued or running. */
 typedef struct tb_tenant {
     struct tb_tenant *next;  /* hash chain */
     struct tb_tenant *rnext; /* the ring of principals with ready tasks */
     uint64_t hash;
-    int queued; /* its tasks accepted, not yet granted a slot (ready + session backlogs) */
+    int queued;  /* its tasks accepted, not yet granted a slot (ready + session backlogs) */
+    int running; /* its tasks granted a slot, not yet finished */
     bool in_ring;
     bt_task *ready_head, *ready_tail; /* may run, waiting for a slot */
     char subject[];
@@ -95,7 +100,8 @@ typedef struct thread_broker {
     int running; /* granted a slot: running on an executor or on its blocking submitter */
     int slots;   /* the configured threads: at most this many requests run at once */
     int queue_depth;
-    int queue_share; /* the most one principal may hold of queue_depth (tenant_share) */
+    int queue_share;     /* the most one principal may hold of queue_depth (tenant_share) */
+    int principal_slots; /* the most slots one principal's tasks hold at once */
     bool closing;
     pthread_t *threads; /* slots long; the first n_threads are started */
     int n_threads;
@@ -265,8 +271,8 @@ static void session_release(thread_broker *tb, bt_session *s)
     free(s);
 }
 
-/* The most one principal may hold of a queue of depth places: all but a quarter, so others
- * always find room while one floods it (a depth under 4 reserves nothing). */
+/* The most one principal may hold of a queue of depth places, or of depth threads: all but a
+ * quarter, so others always find room while one floods it (under 4 reserves nothing). */
 static int tenant_share(int depth)
 {
     return depth - depth / 4;
@@ -291,10 +297,10 @@ static tb_tenant *tenant_get(thread_broker *tb, const char *subject)
     return p;
 }
 
-/* Forgets p once it holds nothing queued (then nothing ready either). */
+/* Forgets p once it holds nothing queued (then nothing ready either) and nothing running. */
 static void tenant_tidy(thread_broker *tb, tb_tenant *p)
 {
-    if (p->queued > 0 || p->in_ring)
+    if (p->queued > 0 || p->in_ring || p->running > 0)
         return;
     tb_tenant **pp = &tb->tenants[p->hash & (TENANT_BUCKETS - 1)];
     while (*pp != p)
@@ -329,10 +335,20 @@ static void ready_push(thread_broker *tb, bt_task *t)
 }
 
 /* The next task to grant a slot: the oldest ready task of the principal at the ring's head,
- * which then goes to the ring's tail if it has more (round-robin). NULL: none ready. */
+ * which then goes to the ring's tail if it has more (round-robin). A principal already holding
+ * its principal_slots leaves the ring until one of its tasks ends (task_ended). NULL: none
+ * ready, or only those of principals at their share. The task keeps its tenant while it runs. */
 static bt_task *ready_pop(thread_broker *tb)
 {
-    tb_tenant *p = tb->ring_head;
+    tb_tenant *p;
+    while ((p = tb->ring_head) != NULL) {
+        tb->ring_head = p->rnext;
+        if (tb->ring_head == NULL)
+            tb->ring_tail = NULL;
+        p->in_ring = false;
+        if (p->running < tb->principal_slots)
+            break;
+    }
     if (p == NULL)
         return NULL;
     bt_task *t = p->ready_head;
@@ -340,16 +356,25 @@ static bt_task *ready_pop(thread_broker *tb)
     if (p->ready_head == NULL)
         p->ready_tail = NULL;
     t->qnext = NULL;
-    tb->ring_head = p->rnext;
-    if (tb->ring_head == NULL)
-        tb->ring_tail = NULL;
-    p->in_ring = false;
     if (p->ready_head != NULL)
         ring_append(tb, p);
     p->queued--;
-    t->tenant = NULL;
-    tenant_tidy(tb, p);
+    p->running++;
     return t;
+}
+
+/* t, granted a slot by ready_pop, ended (store.mu held): its principal's ready tasks may have a
+ * slot again. */
+static void task_ended(thread_broker *tb, bt_task *t)
+{
+    tb_tenant *p = t->tenant;
+    if (p == NULL)
+        return;
+    t->tenant = NULL;
+    p->running--;
+    if (p->ready_head != NULL && !p->in_ring)
+        ring_append(tb, p);
+    tenant_tidy(tb, p);
 }
 
 /* Grants free slots to ready tasks, round-robin over their principals (ready_pop). A task whose
@@ -496,6 +521,7 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     pthread_mutex_lock(&tb->store.mu);
     bt_session *s = t->session;
     t->session = NULL;
+    task_ended(tb, t); /* before bt_release, which may free t */
     bt_task *dead = NULL;
     if (abandoned)
         t->discarded = true;
@@ -955,6 +981,14 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     int depth =
         opts != NULL && opts->queue_depth > 0 ? opts->queue_depth : SBX_BROKER_DEFAULT_QUEUE_DEPTH;
     int lru = opts != NULL && opts->lru_size > 0 ? opts->lru_size : SBX_BROKER_DEFAULT_LRU_SIZE;
+    int share = opts != NULL && opts->principal_threads > 0 ? opts->principal_threads
+                                                            : tenant_share(threads);
+    if (share > threads)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "thread broker: principal_threads %d is more than threads %d; one "
+                             "principal holds at most every thread (lower principal_threads, or "
+                             "0 for all but a quarter of threads)",
+                             share, threads);
     if (threads > THREAD_BROKER_MAX_THREADS || depth > THREAD_BROKER_MAX_QUEUE ||
         lru > THREAD_BROKER_MAX_LRU)
         return sbx_error_set(err, SBX_E_CONFIG,
@@ -970,6 +1004,7 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     tb->engine = engine;
     tb->queue_depth = depth;
     tb->queue_share = tenant_share(depth);
+    tb->principal_slots = share;
     tb->slots = threads;
     bt_store_init(&tb->store, (size_t)lru);
     pthread_cond_init(&tb->idle, NULL);

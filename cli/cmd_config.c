@@ -118,7 +118,7 @@ static int print_json(const sbx_config *cfg)
     }
     const sbx_remote_config *r = &cfg->broker.remote;
     json_t *j = json_pack(
-        "{s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:{s:s,s:I,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:I}},"
+        "{s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:{s:s,s:I,s:I,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:I}},"
         "s:{s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o},s:o}",
         "path", nullable(cfg->path), "default_profile", cfg->default_profile, "node", cfg->node,
         "secret_file", cfg->secret_file, "runtime_dir", cfg->runtime_dir, "snapshot_dir",
@@ -126,11 +126,12 @@ static int print_json(const sbx_config *cfg)
         cfg->broker.flavor, "threads", (json_int_t)cfg->broker.threads, "queue_depth",
         (json_int_t)cfg->broker.queue_depth, "wait_timeout_ms",
         (json_int_t)cfg->broker.wait_timeout_ms, "lru_size", (json_int_t)cfg->broker.lru_size,
-        "remote", "endpoint", nullable(r->endpoint), "ca_file", nullable(r->ca_file), "cert_file",
-        nullable(r->cert_file), "key_file", nullable(r->key_file), "token_env",
-        nullable(r->token_env), "connect_timeout_ms", (json_int_t)r->connect_timeout_ms, "worker",
-        "listen", cfg->worker.listen, "tls_cert_file", nullable(cfg->worker.tls_cert_file),
-        "tls_key_file", nullable(cfg->worker.tls_key_file), "tls_client_ca_file",
+        "principal_threads", (json_int_t)cfg->broker.principal_threads, "remote", "endpoint",
+        nullable(r->endpoint), "ca_file", nullable(r->ca_file), "cert_file", nullable(r->cert_file),
+        "key_file", nullable(r->key_file), "token_env", nullable(r->token_env),
+        "connect_timeout_ms", (json_int_t)r->connect_timeout_ms, "worker", "listen",
+        cfg->worker.listen, "tls_cert_file", nullable(cfg->worker.tls_cert_file), "tls_key_file",
+        nullable(cfg->worker.tls_key_file), "tls_client_ca_file",
         nullable(cfg->worker.tls_client_ca_file), "callers", callers, "max_message_bytes",
         (json_int_t)cfg->worker.max_message_bytes, "drain_timeout_ms",
         (json_int_t)cfg->worker.drain_timeout_ms, "record", nullable(cfg->worker.record),
@@ -196,8 +197,12 @@ static int print_human(const sbx_config *cfg)
            cfg->runtime_dir);
     printf("snapshots: %s, at most %" PRId64 " MiB each\n", cfg->snapshot_dir,
            cfg->snapshot_max_mb);
-    printf("broker: %s, %" PRId64 " threads, queue %" PRId64 ", wait %" PRId64 " ms\n",
-           cfg->broker.flavor, cfg->broker.threads, cfg->broker.queue_depth,
+    char share[64] = "all but a quarter";
+    if (cfg->broker.principal_threads > 0)
+        snprintf(share, sizeof share, "at most %" PRId64, cfg->broker.principal_threads);
+    printf("broker: %s, %" PRId64 " threads (%s for one principal), queue %" PRId64
+           ", wait %" PRId64 " ms\n",
+           cfg->broker.flavor, cfg->broker.threads, share, cfg->broker.queue_depth,
            cfg->broker.wait_timeout_ms);
     if (cfg->broker.remote.endpoint != NULL)
         printf("  remote: %s%s%s\n", cfg->broker.remote.endpoint,

@@ -62,7 +62,8 @@ int cmd_replay(int argc, char **argv)
             st = sbx_broker_open_embedded(engine, &b, &err);
         } else if (st == SBX_OK) {
             sbx_thread_broker_opts o = {(int)cfg->broker.threads, (int)cfg->broker.queue_depth,
-                                        (int)cfg->broker.lru_size};
+                                        (int)cfg->broker.lru_size,
+                                        (int)cfg->broker.principal_threads};
             st = sbx_broker_open_thread(engine, &o, &b, &err);
         }
     }

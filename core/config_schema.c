@@ -247,6 +247,7 @@ static const field broker_fields[] = {
     INTF(sbx_broker_config, wait_timeout_ms, "wait_timeout_ms", 0, MAX_BROKER_WAIT_MS,
          DEFAULT_BROKER_WAIT_MS),
     INTF(sbx_broker_config, lru_size, "lru_size", 0, MAX_BROKER_LRU, SBX_BROKER_DEFAULT_LRU_SIZE),
+    INTF(sbx_broker_config, principal_threads, "principal_threads", 0, MAX_BROKER_THREADS, 0),
     SECTIONF("remote", offsetof(sbx_broker_config, remote), remote_fields, check_remote),
     SECTIONF("queue", offsetof(sbx_broker_config, queue), queue_fields, check_queue),
     FIELDS_END,
@@ -257,8 +258,15 @@ static sbx_status check_broker(loader *L, const config_node *map, const char *pa
 {
     const sbx_broker_config *b = section;
     const config_node *flavor_node = config_field_node(broker_fields, at, "flavor");
+    const config_node *share_node = config_field_node(broker_fields, at, "principal_threads");
     (void)map;
     (void)path;
+    if (share_node != NULL && b->principal_threads > b->threads)
+        return config_fail(L, share_node, "sandbox.broker.principal_threads",
+                           "%lld is more than sandbox.broker.threads (%lld): one principal "
+                           "holds at most every thread; lower it, or use 0 for all but a "
+                           "quarter of the threads",
+                           (long long)b->principal_threads, (long long)b->threads);
     if (flavor_node != NULL && strcmp(b->flavor, "remote") == 0 && b->remote.endpoint == NULL)
         return config_fail(
             L, flavor_node, "sandbox.broker.flavor",

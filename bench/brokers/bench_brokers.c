@@ -332,7 +332,7 @@ int main(int argc, char **argv)
     cfg->secret_file = strdup(secret);
     sbx_engine *e = NULL;
     sbx_broker *emb = NULL, *thr = NULL;
-    sbx_thread_broker_opts o = {threads, 4096, 1024};
+    sbx_thread_broker_opts o = {threads, 4096, 1024, 0};
     if (sbx_engine_new(cfg, &e, &err) || sbx_broker_open_embedded(e, &emb, &err) ||
         sbx_broker_open_thread(e, &o, &thr, &err)) {
         fprintf(stderr, "%s\n", err.message);

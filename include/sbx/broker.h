@@ -33,10 +33,12 @@ typedef struct sbx_broker sbx_broker;
 #define SBX_WAIT_FOREVER (-1)
 
 typedef struct sbx_thread_broker_opts {
-    int threads;     /* executor threads (>= 1) */
-    int queue_depth; /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED; one
-                      * principal may hold all but a quarter of it (from 4 up) */
-    int lru_size;    /* completions kept for result() */
+    int threads;           /* executor threads (>= 1) */
+    int queue_depth;       /* queued, not yet running requests; full -> RESOURCE_EXHAUSTED; one
+                            * principal may hold all but a quarter of it (from 4 up) */
+    int lru_size;          /* completions kept for result() */
+    int principal_threads; /* the most threads one principal's requests hold at once (<= threads);
+                            * 0: all but a quarter of threads (all of them below 4) */
 } sbx_thread_broker_opts;
 
 /* engine is borrowed and must outlive the broker. */

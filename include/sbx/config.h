@@ -140,11 +140,12 @@ typedef struct sbx_queue_config {
 } sbx_queue_config;
 
 typedef struct sbx_broker_config {
-    char *flavor;            /* embedded | thread | remote | queue; default thread */
-    int64_t threads;         /* default 16 */
-    int64_t queue_depth;     /* default 1024 */
-    int64_t wait_timeout_ms; /* default 60000 */
-    int64_t lru_size;        /* completions kept for result(); default 1024 */
+    char *flavor;              /* embedded | thread | remote | queue; default thread */
+    int64_t threads;           /* default 16 */
+    int64_t queue_depth;       /* default 1024 */
+    int64_t wait_timeout_ms;   /* default 60000 */
+    int64_t lru_size;          /* completions kept for result(); default 1024 */
+    int64_t principal_threads; /* most threads one principal holds; 0 (default): all but 1/4 */
     sbx_remote_config remote;
     sbx_queue_config queue;
 } sbx_broker_config;

@@ -475,8 +475,12 @@ static void test_config_each_section_lists_its_keys(void **state)
                "accepted: 1 to 1048576", NULL);
     load_fails("sandbox:\n  broker: {zzz: 1}\n", "sandbox.broker: unknown key 'zzz'",
                "accepted keys here: flavor, threads, queue_depth, wait_timeout_ms, lru_size, "
-               "remote, queue",
+               "principal_threads, remote, queue",
                NULL);
+    load_fails("sandbox:\n  broker: {threads: 4, principal_threads: 5}\n",
+               "test.yaml:2:43: sandbox.broker.principal_threads: 5 is more than "
+               "sandbox.broker.threads (4)",
+               "lower it, or use 0 for all but a quarter of the threads", NULL);
     load_fails("sandbox:\n  broker: {remote: {zzz: 1}}\n",
                "sandbox.broker.remote: unknown key 'zzz'",
                "accepted keys here: endpoint, ca_file, cert_file, key_file, token_env, "

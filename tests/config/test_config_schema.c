@@ -24,6 +24,7 @@ static const char file_a[] =
     "    queue_depth: 3\n"
     "    wait_timeout_ms: 4\n"
     "    lru_size: 5\n"
+    "    principal_threads: 2\n"
     "    remote:\n"
     "      endpoint: https://w.example:7443\n"
     "      ca_file: /ca\n"

@@ -83,7 +83,7 @@ static void test_replay_corpus_identical_through_embedded(void **state)
 static void test_replay_corpus_identical_through_thread(void **state)
 {
     env *t = *state;
-    sbx_thread_broker_opts o = {4, 64, 64};
+    sbx_thread_broker_opts o = {4, 64, 64, 0};
     sbx_broker *b = NULL;
     assert_int_equal(sbx_broker_open_thread(t->e, &o, &b, NULL), SBX_OK);
     replay_expect_identical(t, b);

@@ -55,9 +55,17 @@ static int teardown(void **state)
     return 0;
 }
 
+static sbx_broker *thread_broker_share(env *t, int threads, int depth, int lru, int share)
+{
+    sbx_thread_broker_opts o = {threads, depth, lru, share};
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open_thread(t->e, &o, &b, NULL), SBX_OK);
+    return b;
+}
+
 static sbx_broker *thread_broker(env *t, int threads, int depth, int lru)
 {
-    sbx_thread_broker_opts o = {threads, depth, lru};
+    sbx_thread_broker_opts o = {threads, depth, lru, 0};
     sbx_broker *b = NULL;
     assert_int_equal(sbx_broker_open_thread(t->e, &o, &b, NULL), SBX_OK);
     return b;
@@ -623,7 +631,8 @@ static void test_brokers_thread_runs_sessions_in_parallel(void **state)
     env *t = *state;
     sbx_fake *f = warm(t, NULL);
     uint64_t base = sbx_fake_ops(f);
-    sbx_broker *b = thread_broker(t, 4, 16, 16);
+    /* One principal's: principal_threads 4 gives it every thread (by default, 3 of 4). */
+    sbx_broker *b = thread_broker_share(t, 4, 16, 16, 4);
     sbx_fake_set_gate(f, true);
     sbx_request *r[4];
     sbx_completion *c = NULL;
@@ -686,6 +695,19 @@ static void test_brokers_embedded_lru_is_broker_lru_size(void **state)
     for (int i = 0; i < 3; i++)
         sbx_request_free(r[i]);
     sbx_broker_free(b);
+}
+
+/* principal_threads above threads is refused at open, naming both (config.c refuses it in a
+ * file; this is an embedder's opts). */
+static void test_brokers_thread_principal_threads_above_threads_is_refused(void **state)
+{
+    env *t = *state;
+    sbx_thread_broker_opts o = {2, 8, 8, 3};
+    sbx_broker *b = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_broker_open_thread(t->e, &o, &b, &err), SBX_E_CONFIG);
+    assert_null(b);
+    assert_non_null(strstr(err.message, "principal_threads 3 is more than threads 2"));
 }
 
 static void test_brokers_open_by_flavor(void **state)
@@ -1229,6 +1251,49 @@ static void test_brokers_thread_grants_slots_round_robin_by_principal(void **sta
     sbx_broker_free(b);
 }
 
+/* One principal's tasks hold at most principal_threads slots (by default all but a quarter of
+ * threads): tenant-a's five long commands take three of four slots, and tenant-b's request
+ * runs at once on the fourth. Before: tenant-a's took all four, and tenant-b's waited until
+ * one of them ended (minutes, for a command that runs that long). */
+static void test_brokers_thread_one_principal_cannot_hold_every_slot(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 4, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_done = on_done, .arg = &d};
+    sbx_request *r[6];
+    for (int i = 0; i < 6; i++) {
+        r[i] = fx_shell("default", i < 5 ? "echo a" : "echo b");
+        fx_subject(r[i], i < 5 ? "tenant-a" : "tenant-b");
+    }
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sbx_broker_submit_async(b, r[i], &cb), SBX_OK);
+    wait_ops(f, base + 3); /* three of tenant-a's at the gate */
+    sbx_broker_load load = {0};
+    assert_true(sbx_broker_get_load(b, &load));
+    assert_int_equal(load.running, 3);
+    assert_int_equal(load.queued, 2);
+    assert_int_equal(sbx_broker_submit_async(b, r[5], &cb), SBX_OK);
+    wait_ops(f, base + 4); /* tenant-b's, on the fourth slot */
+    assert_true(sbx_broker_get_load(b, &load));
+    assert_int_equal(load.running, 4);
+    assert_int_equal(load.queued, 2); /* tenant-a's last two still wait for one of its own */
+    sbx_fake_set_gate(f, false);
+    wait_dones(&d, 6); /* and every one ends: a principal at its share gets its slots back */
+    int bs = 0;
+    for (int i = 0; i < 6; i++)
+        bs += strcmp(fx_stdout(d.c[i]), "b\n") == 0;
+    assert_int_equal(bs, 1);
+    dones_free(&d);
+    for (int i = 0; i < 6; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_embedded_async_calls_back_before_returning(void **state)
 {
     env *t = *state;
@@ -1555,6 +1620,8 @@ int main(void)
         T(test_brokers_thread_a_live_joiner_inherits_a_cancelled_task),
         T(test_brokers_thread_one_principal_cannot_fill_the_queue),
         T(test_brokers_thread_grants_slots_round_robin_by_principal),
+        T(test_brokers_thread_one_principal_cannot_hold_every_slot),
+        T(test_brokers_thread_principal_threads_above_threads_is_refused),
         T(test_brokers_embedded_async_calls_back_before_returning),
         T(test_brokers_thread_blocking_callers_stay_within_the_slots),
         T(test_brokers_describe_lists_the_engine_profiles),

@@ -327,7 +327,7 @@ static void test_sessions_destroy_removes_session_and_is_idempotent(void **state
 static void test_sessions_pending_completion_is_ingested_later(void **state)
 {
     env *t = *state;
-    sbx_thread_broker_opts o = {2, 8, 8};
+    sbx_thread_broker_opts o = {2, 8, 8, 0};
     sbx_broker *tb = NULL;
     assert_int_equal(sbx_broker_open_thread(t->e, &o, &tb, NULL), SBX_OK);
     sbx_sessions *s = NULL;
