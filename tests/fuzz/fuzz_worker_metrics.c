@@ -6,17 +6,18 @@
  *
  * Input: byte 0 is where the request is cut in two sends with a pause between (0: one send),
  * the rest is the request. What is sent is what the server reads: the bytes up to the end of
- * the first "\r\n\r\n" or "\n\n" before any NUL, at most 8 KiB (bytes past them would stay
- * unread, and closing over unread bytes resets the connection). The client half-closes only
+ * the first "\r\n\r\n" or "\n\n", or up to a NUL before it (answered 400 as soon as it is
+ * read), at most 8 KiB (bytes past them would stay unread, and closing over unread bytes
+ * resets the connection). The client half-closes only
  * when the server would otherwise wait for more (no head end, under 8 KiB), so a server that
  * missed a head end hangs the input.
  *
  * Properties: no crash, leak or hang; every connection gets an answer within 3 s, one
  * well-formed HTTP/1.1 head (a status line, Content-Type, a Content-Length, Connection: close)
  * with exactly that many body bytes (none for HEAD); the status is the one a reading of the
- * request as the endpoint documents it gives (405 for a method other than GET or HEAD, 200 for
- * the path /metrics up to a space, '?' or line end, 404 otherwise); a 200 carries the
- * exposition. */
+ * request as the endpoint documents it gives (400 for a NUL before the head's end, 405 for a
+ * method other than GET or HEAD, 200 for the path /metrics up to a space, '?' or line end, 404
+ * otherwise); a 200 carries the exposition. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -92,15 +93,16 @@ static int expected_status(const char *req, bool *head)
     return plen == 8 && memcmp(path, "/metrics", 8) == 0 ? 200 : 404;
 }
 
-/* Where the server stops reading: the end of the first head end before any NUL, at most the
- * request bound. *ended says whether a head end is there. */
-static size_t request_extent(const uint8_t *p, size_t n, bool *ended)
+/* Where the server stops reading: the end of the first head end, or a NUL before it (then
+ * *nul), at most the request bound. *ended says whether a head end or a NUL is there. */
+static size_t request_extent(const uint8_t *p, size_t n, bool *ended, bool *nul_first)
 {
     if (n > FUZZ_METRICS_MAX_REQUEST)
         n = FUZZ_METRICS_MAX_REQUEST;
     const uint8_t *nul = memchr(p, 0, n);
     size_t text = nul ? (size_t)(nul - p) : n;
     *ended = false;
+    *nul_first = false;
     for (size_t i = 0; i < text; i++) {
         if (i + 2 <= text && p[i] == '\n' && p[i + 1] == '\n') {
             *ended = true;
@@ -110,6 +112,10 @@ static size_t request_extent(const uint8_t *p, size_t n, bool *ended)
             *ended = true;
             return i + 4;
         }
+    }
+    if (nul != NULL) {
+        *ended = *nul_first = true;
+        return text + 1;
     }
     return n;
 }
@@ -201,8 +207,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     size_t cut = data[0];
     const uint8_t *req = data + 1;
-    bool ended = false;
-    size_t n = request_extent(req, size - 1, &ended);
+    bool ended = false, nul_first = false;
+    size_t n = request_extent(req, size - 1, &ended, &nul_first);
     char *text = malloc(n + 1);
     if (!text)
         abort();
@@ -210,6 +216,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[n] = '\0';
     bool head = false;
     int want = expected_status(text, &head);
+    if (nul_first) {
+        want = 400;
+        head = false; /* the refusal carries its reason, HEAD or not */
+    }
     free(text);
 
     int fd = connect_endpoint();

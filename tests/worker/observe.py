@@ -295,6 +295,23 @@ class ObservedWorker(unittest.TestCase):
             scrape(self.w.metrics_port, "/")
         self.assertEqual(cm.exception.code, 404)
 
+    def test_a_nul_byte_in_the_request_is_400_at_once(self):
+        """A NUL in the request is refused with 400 as soon as it arrives. Before, the search for
+        the end of the head stopped at the NUL, so the one scrape thread waited out its 5 s
+        deadline and then served /metrics anyway (the path ended at the NUL)."""
+        import socket
+        s = socket.create_connection(("127.0.0.1", self.w.metrics_port), timeout=4)
+        self.addCleanup(s.close)
+        s.sendall(b"GET /metrics\x00 HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while True:
+            chunk = s.recv(4096)  # socket.timeout (a failure) if nothing comes within 4 s
+            if not chunk:
+                break
+            answer += chunk
+        self.assertTrue(answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:80])
+        self.assertIn(b"NUL", answer)
+
     def test_a_scraper_sending_a_byte_at_a_time_holds_the_listener_5_s_at_most(self):
         """The scrape thread serves one scraper at a time: one that trickles its request (a
         byte every 0.4 s, never done) is dropped 5 s after it connected, and a real scrape
