@@ -31,6 +31,13 @@
 /* Signals queued to the program's uid: the host default (~1/12 of RAM pages' worth) lets one uid
  * pin ~100k; ample for any program (docker's DOCKER_ULIMIT_SIGPENDING is the same). */
 #define CONFINE_RLIMIT_SIGPENDING 1024
+/* Locked memory and POSIX message-queue bytes of the program's uid: the kernel's own defaults
+ * (8 MiB since Linux 5.16; 800 KiB), set here so a sandbox never inherits what the process that
+ * started it was given (a worker under LimitMEMLOCK=infinity, a root shell's `ulimit -l
+ * unlimited`): unlimited mlock pins host memory the kernel can never reclaim, and rootless
+ * sandboxes have no memory cgroup to bound it. Only ever lowered, never raised. */
+#define CONFINE_RLIMIT_MEMLOCK (8ull << 20)
+#define CONFINE_RLIMIT_MSGQUEUE 819200ull
 
 static void die(const char *what, int err)
 {
@@ -95,6 +102,22 @@ void confine_empty_bounding(void)
         bounding_empty = empty;
 }
 
+/* resource at most max (soft and hard): lowered when above, left alone when already below. */
+static void lower_rlimit(int resource, const char *name, rlim_t max)
+{
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) < 0)
+        die(name, errno);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= max && rl.rlim_cur <= max)
+        return;
+    if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > max)
+        rl.rlim_max = max;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > rl.rlim_max)
+        rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(resource, &rl) < 0)
+        die(name, errno);
+}
+
 void confine_prepare(uint64_t nofile)
 {
     struct rlimit rl = {CONFINE_RLIMIT_CORE, CONFINE_RLIMIT_CORE};
@@ -106,6 +129,8 @@ void confine_prepare(uint64_t nofile)
     rl.rlim_cur = rl.rlim_max = CONFINE_RLIMIT_SIGPENDING;
     if (setrlimit(RLIMIT_SIGPENDING, &rl) < 0 && errno != EPERM)
         die("RLIMIT_SIGPENDING", errno);
+    lower_rlimit(RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", (rlim_t)CONFINE_RLIMIT_MEMLOCK);
+    lower_rlimit(RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", (rlim_t)CONFINE_RLIMIT_MSGQUEUE);
     if (nofile) {
         rl.rlim_cur = rl.rlim_max = (rlim_t)nofile;
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && errno != EPERM)
