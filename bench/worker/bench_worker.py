@@ -65,21 +65,37 @@ def cpu_ns(pid):
     return total
 
 
+def switches(pid):
+    """Context switches of the process so far, all threads (voluntary: it slept, for a wake-up;
+    involuntary: preempted)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if "ctxt_switches:" in line:
+                        total += int(line.split()[-1])
+        except (OSError, ValueError):
+            pass  # a thread that just exited
+    return total
+
+
 def load(load_bin, pid, port, connections, in_flight, calls, same_id):
     argv = [load_bin, "--target", "127.0.0.1:%d" % port, "--calls", str(calls),
             "--concurrency", str(in_flight), "--connections", str(connections),
             "--threads", "1" if in_flight == 1 else "2", "--warmup", str(WARMUP_CALLS)]
     if same_id:
         argv.append("--same-id")
-    before = cpu_ns(pid)
+    before, sw_before = cpu_ns(pid), switches(pid)
     out = subprocess.run(argv, capture_output=True, text=True)
-    used = cpu_ns(pid) - before
+    used, sw = cpu_ns(pid) - before, switches(pid) - sw_before
     if out.returncode != 0:
         raise RuntimeError("grpc_load failed: %s" % out.stderr.strip())
     r = json.loads(out.stdout)
     # The server's CPU per call, warmup included (it ran in the same window): on a host shared
     # with other work the wall-clock columns measure the neighbours too, this one does not.
     r["cpu_us"] = used / 1000.0 / (calls + WARMUP_CALLS)
+    r["switches"] = sw / (calls + WARMUP_CALLS)
     return r
 
 
@@ -124,16 +140,17 @@ def main():
         sbx, peer_name = servers[0][0], servers[1][0]
         print("\nworker: no-op Execute over h2c loopback; gRPC C++ client, a unique task_id per "
               "call (median of %d rounds)" % args.rounds)
-        print("%-22s %-28s %10s %10s %12s %14s" % (
-            "shape", "server", "mean us", "p99 us", "calls/s", "server CPU us"))
+        print("%-22s %-28s %10s %10s %12s %14s %10s" % (
+            "shape", "server", "mean us", "p99 us", "calls/s", "server CPU us", "switches"))
         for label, _, _, _, _ in SHAPES:
             for name, _, _ in servers:
                 r = rows[label][name]
-                print("%-22s %-28s %10.1f %10.1f %12.0f %14.1f%s" % (
-                    label, name, r["mean_us"], r["p99_us"], r["rps"], r["cpu_us"],
+                print("%-22s %-28s %10.1f %10.1f %12.0f %14.1f %10.2f%s" % (
+                    label, name, r["mean_us"], r["p99_us"], r["rps"], r["cpu_us"], r["switches"],
                     "  (FAILURES)" if r["failures"] else ""))
         print("(server CPU us = the server process's CPU time per call; calls/s a server could "
-              "sustain on 2 cores = 2e6 / it)")
+              "sustain on 2 cores = 2e6 / it; switches = its context switches per call, the "
+              "wake-ups a hand-off between threads costs)")
         s, p = rows["serial"][sbx], rows["serial"][peer_name]
         print("serial mean sbx/peer: %.2f (target <= 1.0)" % (s["mean_us"] / p["mean_us"]))
         s, p = rows["8 concurrent"][sbx], rows["8 concurrent"][peer_name]
