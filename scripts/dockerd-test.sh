@@ -19,8 +19,10 @@
 # watchdog stops it as `stop` does once that process is gone, so a test killed by ctest's timeout
 # or a crash leaves no daemon behind. dockerd's parent is this script, which exits at once, so
 # a parent-death signal (tests/support/die_with_parent.h) cannot tie it to its test; and it
-# must stop its containers and unmount, which SIGKILL would not let it do. Without it (the ctest
-# fixture's shared daemon, meant to outlive the test that starts it) nothing watches.
+# must stop its containers and unmount, which SIGKILL would not let it do.
+# SBX_DOCKERD_OWNER=parent: the process that ran this script owns it. The ctest fixture's shared
+# daemon is started so: it outlives the test that starts it, as a fixture must, and is stopped by
+# the cleanup test, or by the watchdog once ctest itself is gone (killed by a CI timeout).
 #
 # Note: /usr/local/bin/docker on dev machines is an unrelated client; we only ever run
 # /usr/sbin/dockerd and /usr/bin/docker from Debian's docker.io.
@@ -201,9 +203,16 @@ start_time() {
 # Starts the watchdog of owner $SBX_DOCKERD_OWNER (see the top), detached from our streams.
 watch_owner() {
   local owner=$SBX_DOCKERD_OWNER since
+  [ "$owner" != parent ] || owner=$PPID
   since=$(start_time "$owner")
-  [ -n "$since" ] || die "SBX_DOCKERD_OWNER=$owner is not a running process"
-  SBX_DOCKERD_OWNER_START=$since setsid "$0" watch "$state" </dev/null >>"$dir/watchdog.log" 2>&1 &
+  if [ -z "$since" ]; then # gone already: nobody to serve, and nobody would stop it
+    stop_daemon
+    rm -rf "$dir"
+    rm -f "$state"
+    die "SBX_DOCKERD_OWNER=$owner is not a running process; the daemon was stopped"
+  fi
+  SBX_DOCKERD_OWNER=$owner SBX_DOCKERD_OWNER_START=$since setsid "$0" watch "$state" \
+    </dev/null >>"$dir/watchdog.log" 2>&1 &
   echo $! >"$dir/watchdog.pid"
 }
 
