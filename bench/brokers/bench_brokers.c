@@ -6,7 +6,10 @@
  *                 (dispatch overhead = thread median - engine median)
  *   thread xN     N callers, each on its own session, against T executor threads: requests/s
  *   floor xN      the same callers through the least hand-off of that shape (gate_enter)
- * Prints one table row per line. Usage: bench_brokers [REQUESTS] [SESSIONS] [THREADS]
+ * The three N-caller runs go round by round (thread, pipelined, floor; ROUNDS times), and each
+ * row is the median round, the broker/floor ratio the median of the rounds' own ratios: a VM
+ * whose speed moves by a third within seconds (this one) then moves both sides of a ratio.
+ * Prints one table row per line. Usage: bench_brokers [REQUESTS] [SESSIONS] [THREADS] [ROUNDS]
  */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -309,13 +312,74 @@ static double pipelined(sbx_engine *e, sbx_broker *b, int sessions, int drivers,
     return (double)(rounds * (size_t)(sessions / drivers) * (size_t)drivers) / secs;
 }
 
+/* Rounds of the N-caller runs (the fourth argument; at most BENCH_MAX_ROUNDS). */
+#define BENCH_ROUNDS 5
+#define BENCH_MAX_ROUNDS 31
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double min_of(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+static double max_of(const double *v, int n)
+{
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+static double median_of(const double *v, int n)
+{
+    double s[BENCH_MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof(*s));
+    qsort(s, (size_t)n, sizeof(*s), cmp_double);
+    return s[n / 2];
+}
+
+/* The N-caller runs of one round: rates (requests/s), CPU per request (us), and the blocking
+ * run's latencies. */
+typedef struct round_result {
+    double rps, prps, frps, blocking_cpu, pipelined_cpu, floor_cpu;
+    stats par, flat;
+} round_result;
+
+static round_result one_round(sbx_engine *e, sbx_broker *thr, int sessions, int threads, size_t n)
+{
+    round_result r;
+    size_t per = n / (size_t)sessions > 50 ? n / (size_t)sessions : 50;
+    double c0 = cpu_us();
+    r.rps = throughput(e, thr, sessions, per * 5, &r.par);
+    double c1 = cpu_us();
+    r.prps = pipelined(e, thr, sessions, 2, n * 10);
+    double c2 = cpu_us();
+    gate.free_slots = threads;
+    r.frps = throughput(e, NULL, sessions, per * 5, &r.flat);
+    double c3 = cpu_us();
+    r.floor_cpu = (c3 - c2) / ((double)sessions * (double)(per * 5));
+    r.blocking_cpu = (c1 - c0) / ((double)sessions * (double)(per * 5));
+    r.pipelined_cpu = (c2 - c1) / (double)((n * 10 / (size_t)sessions) * (size_t)sessions);
+    return r;
+}
+
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
     int sessions = argc > 2 ? atoi(argv[2]) : 64;
     int threads = argc > 3 ? atoi(argv[3]) : 2;
-    if (n < 100 || sessions < 1 || threads < 1) {
-        fprintf(stderr, "usage: %s [REQUESTS>=100] [SESSIONS] [THREADS]\n", argv[0]);
+    int rounds = argc > 4 ? atoi(argv[4]) : BENCH_ROUNDS;
+    if (n < 100 || sessions < 1 || threads < 1 || rounds < 1 || rounds > BENCH_MAX_ROUNDS) {
+        fprintf(stderr, "usage: %s [REQUESTS>=100] [SESSIONS] [THREADS] [ROUNDS 1..%d]\n", argv[0],
+                BENCH_MAX_ROUNDS);
         return 2;
     }
     sbx_config *cfg = NULL;
@@ -342,20 +406,22 @@ int main(int argc, char **argv)
     stats eng = latency(e, NULL, n);
     stats em = latency(e, emb, n);
     stats th = latency(e, thr, n);
-    stats par;
-    size_t per = n / (size_t)sessions > 50 ? n / (size_t)sessions : 50;
-    double c0 = cpu_us();
-    double rps = throughput(e, thr, sessions, per * 5, &par);
-    double c1 = cpu_us();
-    double prps = pipelined(e, thr, sessions, 2, n * 10);
-    double c2 = cpu_us();
-    gate.free_slots = threads;
-    stats flat;
-    double frps = throughput(e, NULL, sessions, per * 5, &flat);
-    double c3 = cpu_us();
-    double floor_cpu = (c3 - c2) / ((double)sessions * (double)(per * 5));
-    double blocking_cpu = (c1 - c0) / ((double)sessions * (double)(per * 5));
-    double pipelined_cpu = (c2 - c1) / (double)((n * 10 / (size_t)sessions) * (size_t)sessions);
+    double v[8][BENCH_MAX_ROUNDS], ratio[BENCH_MAX_ROUNDS], p99[2][BENCH_MAX_ROUNDS];
+    for (int i = 0; i < rounds; i++) {
+        round_result r = one_round(e, thr, sessions, threads, n);
+        double row[8] = {r.rps,           r.prps,      r.frps,          r.blocking_cpu,
+                         r.pipelined_cpu, r.floor_cpu, r.par.median_us, r.flat.median_us};
+        for (int k = 0; k < 8; k++)
+            v[k][i] = row[k];
+        ratio[i] = r.rps / r.frps;
+        p99[0][i] = r.par.p99_us;
+        p99[1][i] = r.flat.p99_us;
+    }
+    double rps = median_of(v[0], rounds), prps = median_of(v[1], rounds);
+    double frps = median_of(v[2], rounds), blocking_cpu = median_of(v[3], rounds);
+    double pipelined_cpu = median_of(v[4], rounds), floor_cpu = median_of(v[5], rounds);
+    stats par = {median_of(v[6], rounds), median_of(p99[0], rounds)};
+    stats flat = {median_of(v[7], rounds), median_of(p99[1], rounds)};
     printf("%-34s %12s %12s %14s\n", "brokers (no-op requests, fake)", "median us", "p99 us",
            "requests/s");
     printf("%-34s %12.2f %12.2f %14s\n", "engine direct", eng.median_us, eng.p99_us, "-");
@@ -374,12 +440,13 @@ int main(int argc, char **argv)
     printf("%-34s %12.2f %12.2f %14.0f\n", label, flat.median_us, flat.p99_us, frps);
     printf("%-34s %12.2f %12s %14.0f\n", "  CPU us/request floor; 2-core cap", floor_cpu, "-",
            2e6 / floor_cpu);
-    printf("%-34s %12.2f %12s %14s\n", "  thread broker / floor, blocking", rps / frps, "-",
-           "(1.00 = the floor)");
+    printf("%-34s %12.2f %12s %14s\n", "  thread broker / floor, blocking",
+           median_of(ratio, rounds), "-", "(1.00 = the floor)");
     printf("%-34s %12.2f %12s %14s\n", "thread dispatch overhead (median)",
            th.median_us - eng.median_us, "-", "(target <= 20 us)");
-    printf("(target >= 100000 requests/s on 2 cores with 64 sessions; this host has %ld cores)\n",
-           sysconf(_SC_NPROCESSORS_ONLN));
+    printf("(target >= 100000 requests/s on 2 cores with 64 sessions; this host has %ld cores; "
+           "N-caller rows: median of %d rounds, blocking rates %.0f..%.0f)\n",
+           sysconf(_SC_NPROCESSORS_ONLN), rounds, min_of(v[0], rounds), max_of(v[0], rounds));
     sbx_broker_free(thr);
     sbx_broker_free(emb);
     sbx_engine_free(e);
