@@ -62,8 +62,9 @@ typedef struct tb_tenant {
     struct tb_tenant *next;  /* hash chain */
     struct tb_tenant *rnext; /* the ring of principals with ready tasks */
     uint64_t hash;
-    int queued;  /* its tasks accepted, not yet granted a slot (ready + session backlogs) */
-    int running; /* its tasks granted a slot, not yet finished */
+    int queued;        /* its tasks accepted, not yet granted a slot (ready + session backlogs) */
+    int running;       /* its tasks granted a slot, not yet finished */
+    int ready_cancels; /* CancelCommands among its ready tasks (may pass its share) */
     bool in_ring;
     bt_task *ready_head, *ready_tail; /* may run, waiting for a slot */
     char subject[];
@@ -320,11 +321,19 @@ static void ring_append(thread_broker *tb, tb_tenant *p)
     tb->ring_tail = p;
 }
 
+/* A CancelCommand: quick, and what ends the long commands (followed by attaches) that may hold
+ * its principal's share; so it may take a free slot past that share (ready_pop). */
+static bool is_cancel(const bt_task *t)
+{
+    return t->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+}
+
 /* t may run: behind its principal's other ready tasks, its principal in the ring. */
 static void ready_push(thread_broker *tb, bt_task *t)
 {
     tb_tenant *p = t->tenant;
     t->qnext = NULL;
+    p->ready_cancels += is_cancel(t);
     if (p->ready_tail != NULL)
         p->ready_tail->qnext = t;
     else
@@ -334,29 +343,51 @@ static void ready_push(thread_broker *tb, bt_task *t)
         ring_append(tb, p);
 }
 
+/* Takes p's oldest ready CancelCommand out of its ready tasks (p->ready_cancels > 0). */
+static bt_task *take_cancel(tb_tenant *p)
+{
+    bt_task **pp = &p->ready_head, *prev = NULL;
+    while (!is_cancel(*pp)) {
+        prev = *pp;
+        pp = &(*pp)->qnext;
+    }
+    bt_task *t = *pp;
+    *pp = t->qnext;
+    if (p->ready_tail == t)
+        p->ready_tail = prev;
+    return t;
+}
+
 /* The next task to grant a slot: the oldest ready task of the principal at the ring's head,
  * which then goes to the ring's tail if it has more (round-robin). A principal already holding
- * its principal_slots leaves the ring until one of its tasks ends (task_ended). NULL: none
- * ready, or only those of principals at their share. The task keeps its tenant while it runs. */
+ * its principal_slots leaves the ring until one of its tasks ends (task_ended), except for its
+ * CancelCommands, which pass its other tasks and its share: the commands its share is spent on
+ * (attaches following them, for minutes) may be the very ones they end. NULL: none ready, or
+ * only those of principals at their share. The task keeps its tenant while it runs. */
 static bt_task *ready_pop(thread_broker *tb)
 {
     tb_tenant *p;
+    bool past_share = false;
     while ((p = tb->ring_head) != NULL) {
         tb->ring_head = p->rnext;
         if (tb->ring_head == NULL)
             tb->ring_tail = NULL;
         p->in_ring = false;
-        if (p->running < tb->principal_slots)
+        past_share = p->running >= tb->principal_slots;
+        if (!past_share || p->ready_cancels > 0)
             break;
     }
     if (p == NULL)
         return NULL;
-    bt_task *t = p->ready_head;
-    p->ready_head = t->qnext;
-    if (p->ready_head == NULL)
-        p->ready_tail = NULL;
+    bt_task *t = past_share ? take_cancel(p) : p->ready_head;
+    if (!past_share) {
+        p->ready_head = t->qnext;
+        if (p->ready_head == NULL)
+            p->ready_tail = NULL;
+    }
     t->qnext = NULL;
-    if (p->ready_head != NULL)
+    p->ready_cancels -= is_cancel(t);
+    if (p->ready_head != NULL && (!past_share || p->ready_cancels > 0))
         ring_append(tb, p);
     p->queued--;
     p->running++;

@@ -1294,6 +1294,49 @@ static void test_brokers_thread_one_principal_cannot_hold_every_slot(void **stat
     sbx_broker_free(b);
 }
 
+/* A CancelCommand of a principal at its share takes a free slot past it, ahead of the
+ * principal's other waiting tasks: the long commands its share is spent on (attaches following
+ * them) may be the very ones it ends. Before, it waited behind them until one ended. */
+static void test_brokers_thread_cancel_passes_its_principals_share(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 4, 16, 16);
+    sbx_fake_set_gate(f, true);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_done = on_done, .arg = &d};
+    sbx_request *r[5];
+    for (int i = 0; i < 5; i++) {
+        r[i] = fx_shell("default", "echo a");
+        fx_subject(r[i], "tenant-a");
+    }
+    /* the last one a CancelCommand (the fake cannot cancel: the engine answers it at once) */
+    sbx__v1__run_command__free_unpacked(r[4]->run_command, NULL);
+    r[4]->cancel_command = malloc(sizeof(*r[4]->cancel_command));
+    sbx__v1__cancel_command__init(r[4]->cancel_command);
+    r[4]->cancel_command->command_id = 1;
+    r[4]->op_case = SBX__V1__EXECUTION_REQUEST__OP_CANCEL_COMMAND;
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(sbx_broker_submit_async(b, r[i], &cb), SBX_OK);
+    wait_ops(f, base + 3); /* tenant-a's share, at the gate; its fourth waits */
+    assert_int_equal(sbx_broker_submit_async(b, r[4], &cb), SBX_OK);
+    for (int i = 0; i < 10000 && dones_count(&d) < 1; i++)
+        sleep_ms(1);
+    int answered_before_the_gate = dones_count(&d);
+    sbx_broker_load load = {0};
+    assert_true(sbx_broker_get_load(b, &load));
+    sbx_fake_set_gate(f, false);
+    wait_dones(&d, 5);
+    assert_int_equal(answered_before_the_gate, 1); /* the cancel, while the others were held */
+    assert_int_equal(load.queued, 1);              /* tenant-a's fourth command still waits */
+    dones_free(&d);
+    for (int i = 0; i < 5; i++)
+        sbx_request_free(r[i]);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_embedded_async_calls_back_before_returning(void **state)
 {
     env *t = *state;
@@ -1622,6 +1665,7 @@ int main(void)
         T(test_brokers_thread_grants_slots_round_robin_by_principal),
         T(test_brokers_thread_one_principal_cannot_hold_every_slot),
         T(test_brokers_thread_principal_threads_above_threads_is_refused),
+        T(test_brokers_thread_cancel_passes_its_principals_share),
         T(test_brokers_embedded_async_calls_back_before_returning),
         T(test_brokers_thread_blocking_callers_stay_within_the_slots),
         T(test_brokers_describe_lists_the_engine_profiles),
