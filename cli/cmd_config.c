@@ -118,11 +118,12 @@ static int print_json(const sbx_config *cfg)
     }
     const sbx_remote_config *r = &cfg->broker.remote;
     json_t *j = json_pack(
-        "{s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:{s:s,s:I,s:I,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:I}},"
+        "{s:o,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:{s:s,s:I,s:I,s:I,s:I,s:I,s:{s:o,s:o,s:o,s:o,s:o,s:I}},"
         "s:{s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o},s:o}",
         "path", nullable(cfg->path), "default_profile", cfg->default_profile, "node", cfg->node,
         "secret_file", cfg->secret_file, "runtime_dir", cfg->runtime_dir, "snapshot_dir",
-        cfg->snapshot_dir, "snapshot_max_mb", (json_int_t)cfg->snapshot_max_mb, "broker", "flavor",
+        cfg->snapshot_dir, "snapshot_max_mb", (json_int_t)cfg->snapshot_max_mb,
+        "principal_sandboxes", (json_int_t)cfg->principal_sandboxes, "broker", "flavor",
         cfg->broker.flavor, "threads", (json_int_t)cfg->broker.threads, "queue_depth",
         (json_int_t)cfg->broker.queue_depth, "wait_timeout_ms",
         (json_int_t)cfg->broker.wait_timeout_ms, "lru_size", (json_int_t)cfg->broker.lru_size,
@@ -197,6 +198,11 @@ static int print_human(const sbx_config *cfg)
            cfg->runtime_dir);
     printf("snapshots: %s, at most %" PRId64 " MiB each\n", cfg->snapshot_dir,
            cfg->snapshot_max_mb);
+    if (cfg->principal_sandboxes > 0)
+        printf("sandboxes: at most %" PRId64 " of per_session profiles per principal\n",
+               cfg->principal_sandboxes);
+    else
+        printf("sandboxes: no limit per principal (principal_sandboxes: 0)\n");
     char share[64] = "all but a quarter";
     if (cfg->broker.principal_threads > 0)
         snprintf(share, sizeof share, "at most %" PRId64, cfg->broker.principal_threads);

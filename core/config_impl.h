@@ -88,6 +88,9 @@
 #define DEFAULT_SNAPSHOT_MAX_MB 1024
 /* Highest snapshot_max_mb accepted: 1 TiB, beyond what one host should copy per request. */
 #define SNAPSHOT_MAX_MB_LIMIT (1024 * 1024)
+/* Highest principal_sandboxes accepted: far beyond what one host holds (local's uid slots are
+ * at most 65,536), so any host-sized limit fits. */
+#define MAX_PRINCIPAL_SANDBOXES (1024 * 1024)
 
 /* ---- the loader ------------------------------------------------------------------------ */
 

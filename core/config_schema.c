@@ -492,6 +492,7 @@ const field config_sandbox_fields[] = {
     PATHF(sbx_config, snapshot_dir, "snapshot_dir"),
     INTF(sbx_config, snapshot_max_mb, "snapshot_max_mb", 1, SNAPSHOT_MAX_MB_LIMIT,
          DEFAULT_SNAPSHOT_MAX_MB),
+    INTF(sbx_config, principal_sandboxes, "principal_sandboxes", 0, MAX_PRINCIPAL_SANDBOXES, 0),
     SECTIONF("broker", offsetof(sbx_config, broker), broker_fields, check_broker),
     SECTIONF("worker", offsetof(sbx_config, worker), worker_fields, check_worker),
     CUSTOM_OF("profiles", get_profiles, config_profile_fields),

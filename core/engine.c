@@ -19,6 +19,7 @@
 
 #include "core/binding.h"
 #include "core/hash.h"
+#include "core/holdings.h"
 #include "core/idle.h"
 #include "core/policy.h"
 #include "core/snapshot.h"
@@ -91,6 +92,7 @@ struct sbx_engine {
     bool idle_running, idle_stop;
     pthread_mutex_t idle_mu;
     pthread_cond_t idle_cv;
+    holdings *holdings; /* sandbox.principal_sandboxes; NULL: no limit */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -212,6 +214,11 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
         if (sbx_binding_derive_provider_key(e->key, s->ops->name, s->credential_key))
             s->ctx.credential_key = s->credential_key;
     }
+    if (cfg->principal_sandboxes > 0 &&
+        (e->holdings = holdings_new((size_t)cfg->principal_sandboxes)) == NULL) {
+        sbx_engine_free(e);
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory creating the engine");
+    }
     idle_start(e);
     *out = e;
     return SBX_OK;
@@ -232,6 +239,7 @@ void sbx_engine_free(sbx_engine *e)
     }
     idle_free(e->idle);
     free(e->idle_timeout_ms);
+    holdings_free(e->holdings);
     for (size_t i = 0; e->slots != NULL && i < e->n_slots; i++) {
         profile_slot *s = &e->slots[i];
         if (atomic_load(&s->opened) && s->ops->close != NULL)
@@ -802,6 +810,60 @@ static bool provider_fault(sbx_status st)
            st == SBX_E_BROKER;
 }
 
+/* Whether a sandbox made for r counts against its principal's sandbox.principal_sandboxes:
+ * per_session profiles' only (a per_call sandbox ends with its request; a per_runtime one is the
+ * profile's, shared by every caller). */
+static bool counted(const run *r)
+{
+    return r->e->holdings != NULL && r->slot->profile->scope == SBX_SCOPE_PER_SESSION;
+}
+
+static size_t slot_index(const run *r)
+{
+    return (size_t)(r->slot - r->e->slots);
+}
+
+/* Frees the places of the principal's sandboxes that ended without the engine (an idle TTL, a
+ * sweep, a host restart): each one it holds is reached, and dropped when proved gone. A live
+ * sandbox that does not answer (paused, busy) keeps its place. */
+static void check_holdings(run *r)
+{
+    holding *list;
+    size_t n = holdings_due_check(r->e->holdings, subject_of(r), sbx_monotonic_ms(), &list);
+    for (size_t i = 0; i < n; i++) {
+        profile_slot *s = &r->e->slots[list[i].slot];
+        if (!atomic_load_explicit(&s->opened, memory_order_acquire) || s->ops->attach == NULL)
+            continue;
+        sbx_sandbox *sb = NULL;
+        sbx_error aerr;
+        sbx_error_clear(&aerr);
+        sbx_status st =
+            s->ops->attach(s->state, list[i].sandbox_id, &r->principal, r->policy, &sb, &aerr);
+        if (st == SBX_OK && sb != NULL && s->ops->sandbox_close != NULL)
+            s->ops->sandbox_close(sb);
+        else if (st == SBX_E_GONE)
+            holdings_drop(r->e->holdings, subject_of(r), list[i].slot, list[i].sandbox_id);
+    }
+    holdings_list_free(list, n);
+}
+
+/* A place among the principal's sandboxes for the one acquire is about to make, or the
+ * refusal: one tenant of a shared worker never makes the sandboxes another needs. */
+static sbx_status hold_place(run *r)
+{
+    size_t held;
+    if (holdings_reserve(r->e->holdings, subject_of(r), &held))
+        return SBX_OK;
+    check_holdings(r);
+    if (holdings_reserve(r->e->holdings, subject_of(r), &held))
+        return SBX_OK;
+    return sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED,
+                         "principal '%s' holds %zu sandboxes of per_session profiles on node "
+                         "'%s', the most sandbox.principal_sandboxes allows; destroy the sessions "
+                         "it no longer uses (DestroySandbox, `sbx session rm`), or raise the limit",
+                         subject_of(r), held, r->e->cfg->node);
+}
+
 /* Acquires the session's sandbox: attach (self-heal on GONE for managed), or create. */
 static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
 {
@@ -822,6 +884,8 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
         sbx_status st = ops->attach(s->state, target, &r->principal, r->policy, sb, &r->err);
         if (st != SBX_E_GONE)
             return st;
+        if (counted(r))
+            holdings_drop(r->e->holdings, subject_of(r), slot_index(r), target);
         if (follows_command(r->req))
             return sbx_error_set(&r->err, SBX_E_GONE,
                                  "the sandbox behind session %s no longer exists, and every "
@@ -846,7 +910,14 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                              "profile '%s': provider '%s' cannot create sandboxes; use "
                              "environment: attached",
                              s->profile->name, ops->name);
+    bool count = counted(r);
+    sbx_status held = count ? hold_place(r) : SBX_OK;
+    if (held != SBX_OK)
+        return held;
     sbx_status st = ops->create(s->state, h, &r->principal, r->policy, sb, &r->err);
+    if (count)
+        holdings_settle(r->e->holdings, subject_of(r), slot_index(r),
+                        st == SBX_OK && *sb != NULL ? (*sb)->id : NULL);
     if (target == NULL && provider_fault(st)) /* a new sandbox, none to lose: may fall back */
         r->a->provision_fault = true;
     if (st == SBX_OK) {
@@ -1241,6 +1312,8 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
         sbx_error_clear(&derr);
         if (s->ops->destroy(s->state, h->sandbox_id, &derr) == SBX_OK) {
             atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed);
+            if (counted(r))
+                holdings_drop(r->e->holdings, subject_of(r), slot_index(r), h->sandbox_id);
             sbx_set_string(&h->sandbox_id, NULL);
             h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED;
         } else {
@@ -1308,6 +1381,8 @@ static sbx_completion *do_destroy(run *r)
             st = s->ops->destroy(s->state, h->sandbox_id, &r->err);
         if (st == SBX_OK)
             atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed);
+        if (st == SBX_OK && counted(r))
+            holdings_drop(r->e->holdings, subject_of(r), slot_index(r), h->sandbox_id);
     }
     unlock_session(r->e, lock);
     if (st != SBX_OK)

@@ -197,6 +197,8 @@ typedef struct sbx_config {
                                     default /var/lib/sbx/snapshots (root) or
                                     $XDG_STATE_HOME/sbx/snapshots */
     int64_t snapshot_max_mb;     /* largest snapshot (packed workspace); default 1024 */
+    int64_t principal_sandboxes; /* the most sandboxes of per_session profiles one principal
+                                    holds on this engine at once; 0 (default): no limit */
     sbx_broker_config broker;
     sbx_worker_config worker;
     sbx_profile_config *profiles;

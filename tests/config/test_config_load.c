@@ -103,6 +103,7 @@ static const char every_key[] =
     "  runtime_dir: /srv/run\n"
     "  snapshot_dir: /srv/snapshots\n"
     "  snapshot_max_mb: 77\n"
+    "  principal_sandboxes: 64\n"
     "  broker:\n"
     "    flavor: remote\n"
     "    threads: 3\n"
@@ -161,6 +162,7 @@ static void test_config_every_key_is_parsed_into_its_field(void **state)
     assert_string_equal(cfg->runtime_dir, "/srv/run");
     assert_string_equal(cfg->snapshot_dir, "/srv/snapshots");
     assert_int_equal(cfg->snapshot_max_mb, 77);
+    assert_int_equal(cfg->principal_sandboxes, 64);
     assert_string_equal(cfg->broker.flavor, "remote");
     assert_int_equal(cfg->broker.threads, 3);
     assert_int_equal(cfg->broker.queue_depth, 9);
@@ -220,7 +222,7 @@ static void test_config_every_key_is_parsed_into_its_field(void **state)
     const char *const *tags;
     assert_int_equal(sbx_options_get_list(p->options, "tags", &tags), 1);
     assert_string_equal(tags[0], "x");
-    assert_int_equal(p->line, 32);
+    assert_int_equal(p->line, 33);
     assert_int_equal(p->column, 5);
 
     const sbx_profile_config *d = sbx_config_profile(cfg, NULL);
@@ -469,10 +471,12 @@ static void test_config_each_section_lists_its_keys(void **state)
     (void)state;
     load_fails("sandbox:\n  zzz: 1\n", "test.yaml:2:3: sandbox: unknown key 'zzz'",
                "accepted keys here: default_profile, secret_file, node, runtime_dir, "
-               "snapshot_dir, snapshot_max_mb, broker, worker, profiles",
+               "snapshot_dir, snapshot_max_mb, principal_sandboxes, broker, worker, profiles",
                NULL);
     load_fails("sandbox:\n  snapshot_max_mb: 0\n", "sandbox.snapshot_max_mb: 0 is out of range",
                "accepted: 1 to 1048576", NULL);
+    load_fails("sandbox:\n  principal_sandboxes: -1\n",
+               "sandbox.principal_sandboxes: -1 is out of range", "accepted: 0 to 1048576", NULL);
     load_fails("sandbox:\n  broker: {zzz: 1}\n", "sandbox.broker: unknown key 'zzz'",
                "accepted keys here: flavor, threads, queue_depth, wait_timeout_ms, lru_size, "
                "principal_threads, remote, queue",

@@ -18,6 +18,7 @@ static const char file_a[] =
     "  runtime_dir: /run/x\n"
     "  snapshot_dir: /snap\n"
     "  snapshot_max_mb: 5\n"
+    "  principal_sandboxes: 9\n"
     "  broker:\n"
     "    flavor: remote\n"
     "    threads: 2\n"

@@ -630,6 +630,78 @@ static void test_engine_file_names_that_are_not_utf8_become_replacement_characte
     sbx_completion_free(c2);
 }
 
+/* sandbox.principal_sandboxes: one principal's per_session sandboxes are bounded, another's are
+ * not touched by it, and a place is freed by a destroy, by a sandbox found gone on reuse, and
+ * by the check at the limit (a sandbox that ended without the engine). */
+static int setup_quota(void **state)
+{
+    env *t = calloc(1, sizeof(*t));
+    t->cfg = fx_config_new();
+    t->cfg->principal_sandboxes = 2;
+    fx_add_profile(t->cfg, "default", "fake");
+    fx_add_profile(t->cfg, "percall", "fake")->scope = SBX_SCOPE_PER_CALL;
+    t->e = fx_engine(t->cfg);
+    *state = t;
+    return 0;
+}
+
+static sbx_completion *as(env *t, const char *subject, const char *profile,
+                          const sbx_session_handle *h)
+{
+    sbx_request *r = fx_shell(profile, "echo hi");
+    fx_subject(r, subject);
+    if (h != NULL)
+        fx_session(r, h);
+    return run(t, r);
+}
+
+static void test_engine_principal_sandboxes_bounds_each_principal(void **state)
+{
+    env *t = *state;
+    sbx_completion *s1 = as(t, "tenant-a", "default", NULL);
+    sbx_fake *f = sbx_fake_get("default"); /* opened by the first request */
+    sbx_completion *s2 = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(s1->status, OK_STATUS);
+    assert_int_equal(s2->status, OK_STATUS);
+    /* s2's sandbox ends without the engine: the check at the limit frees its place */
+    sbx_fake_vanish(f, s2->session->sandbox_id);
+    sbx_completion *s3 = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(s3->status, OK_STATUS);
+    /* holds s1 and s3: a third is refused, and nothing is made */
+    size_t made = sbx_fake_created_count(f);
+    sbx_completion *no = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(no->status, FAILED);
+    assert_int_equal(no->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(no->error, "principal 'tenant-a' holds 2 sandboxes"));
+    assert_non_null(strstr(no->error, "sandbox.principal_sandboxes"));
+    assert_int_equal(sbx_fake_created_count(f), made);
+    /* another principal, a per_call profile and the sessions it holds are not refused */
+    sbx_completion *b = as(t, "tenant-b", "default", NULL);
+    assert_int_equal(b->status, OK_STATUS);
+    sbx_completion *pc = as(t, "tenant-a", "percall", NULL);
+    assert_int_equal(pc->status, OK_STATUS);
+    sbx_completion *again = as(t, "tenant-a", "default", s1->session);
+    assert_int_equal(again->status, OK_STATUS);
+    /* a destroy frees a place at once */
+    sbx_request *d = fx_destroy(s1->session);
+    fx_subject(d, "tenant-a");
+    sbx_completion *gone = run(t, d);
+    assert_int_equal(gone->status, OK_STATUS);
+    sbx_completion *s4 = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(s4->status, OK_STATUS);
+    /* s3's sandbox ended: reusing its session makes a new one in the old one's place (the check
+     * at the limit ran less than a second ago, so only the drop on GONE frees it) */
+    sbx_fake_vanish(f, s3->session->sandbox_id);
+    sbx_completion *healed = as(t, "tenant-a", "default", s3->session);
+    assert_int_equal(healed->status, OK_STATUS);
+    assert_string_not_equal(healed->session->sandbox_id, s3->session->sandbox_id);
+    sbx_completion *no2 = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(no2->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    sbx_completion *cs[] = {s1, s2, s3, no, b, pc, again, gone, s4, healed, no2};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        sbx_completion_free(cs[i]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -668,6 +740,8 @@ int main(void)
         T(test_engine_describe_lists_profiles_with_capabilities),
         T(test_engine_managed_reconnect_needs_attach_capability),
         T(test_engine_expose_port),
+        cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_bounds_each_principal,
+                                        setup_quota, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,123 @@
+/* test_holdings.c - each principal's count of live sandboxes (core/holdings.c): requests of
+ * one principal racing to make sandboxes get at most its limit of places between them, a
+ * settled failure or a drop gives a place back, principals do not share places, and the check
+ * at the limit lists a principal's sandboxes at most once per HOLDINGS_CHECK_EVERY_MS. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/holdings.h"
+
+#define RACERS 8
+#define ROUNDS 2000
+
+typedef struct racer {
+    holdings *h;
+    int got;
+} racer;
+
+/* Reserves and gives back, over and over: a place is never held by more than the limit. */
+static void *race(void *arg)
+{
+    racer *r = arg;
+    for (int i = 0; i < ROUNDS; i++) {
+        size_t held;
+        if (holdings_reserve(r->h, "tenant-a", &held)) {
+            r->got++;
+            holdings_settle(r->h, "tenant-a", 0, NULL);
+        }
+    }
+    return NULL;
+}
+
+static void test_holdings_racing_reservations_never_pass_the_limit(void **state)
+{
+    (void)state;
+    holdings *h = holdings_new(3);
+    /* two places taken for good: the racers share one */
+    size_t held;
+    assert_true(holdings_reserve(h, "tenant-a", &held));
+    holdings_settle(h, "tenant-a", 0, "sb-1");
+    assert_true(holdings_reserve(h, "tenant-a", &held));
+    holdings_settle(h, "tenant-a", 0, "sb-2");
+    racer r[RACERS];
+    pthread_t th[RACERS];
+    for (int i = 0; i < RACERS; i++) {
+        r[i] = (racer){.h = h};
+        assert_int_equal(pthread_create(&th[i], NULL, race, &r[i]), 0);
+    }
+    int got = 0;
+    for (int i = 0; i < RACERS; i++) {
+        pthread_join(th[i], NULL);
+        got += r[i].got;
+    }
+    assert_true(got > 0);
+    /* every racer's place was given back: one is free, and only one */
+    assert_true(holdings_reserve(h, "tenant-a", &held));
+    assert_int_equal(held, 2);
+    assert_false(holdings_reserve(h, "tenant-a", &held));
+    assert_int_equal(held, 3);
+    holdings_settle(h, "tenant-a", 0, NULL);
+    holdings_free(h);
+}
+
+static void test_holdings_places_are_per_principal_and_dropped_by_slot_and_id(void **state)
+{
+    (void)state;
+    holdings *h = holdings_new(1);
+    size_t held;
+    assert_true(holdings_reserve(h, "tenant-a", &held));
+    holdings_settle(h, "tenant-a", 0, "sb-1");
+    assert_false(holdings_reserve(h, "tenant-a", &held));
+    assert_true(holdings_reserve(h, "tenant-b", &held)); /* another principal's own place */
+    holdings_settle(h, "tenant-b", 0, "sb-1");
+    /* a drop names the principal, the profile slot and the id: another slot's or principal's
+     * sandbox of the same id is not it */
+    holdings_drop(h, "tenant-a", 1, "sb-1");
+    holdings_drop(h, "tenant-c", 0, "sb-1");
+    assert_false(holdings_reserve(h, "tenant-a", &held));
+    holdings_drop(h, "tenant-a", 0, "sb-1");
+    assert_true(holdings_reserve(h, "tenant-a", &held));
+    assert_int_equal(held, 0);
+    holdings_free(h); /* frees what is still held and reserved */
+}
+
+static void test_holdings_check_lists_at_most_once_a_second(void **state)
+{
+    (void)state;
+    holdings *h = holdings_new(2);
+    holding *list;
+    assert_int_equal(holdings_due_check(h, "tenant-a", 5000, &list), 0); /* holds none */
+    size_t held;
+    assert_true(holdings_reserve(h, "tenant-a", &held));
+    holdings_settle(h, "tenant-a", 3, "sb-1");
+    assert_true(holdings_reserve(h, "tenant-a", &held)); /* being made: not listed */
+    assert_int_equal(holdings_due_check(h, "tenant-a", 5000, &list), 1);
+    assert_string_equal(list[0].sandbox_id, "sb-1");
+    assert_int_equal(list[0].slot, 3);
+    holdings_list_free(list, 1);
+    assert_int_equal(holdings_due_check(h, "tenant-a", 5000 + HOLDINGS_CHECK_EVERY_MS - 1, &list),
+                     0);
+    assert_null(list);
+    assert_int_equal(holdings_due_check(h, "tenant-a", 5000 + HOLDINGS_CHECK_EVERY_MS, &list), 1);
+    holdings_list_free(list, 1);
+    holdings_free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_holdings_racing_reservations_never_pass_the_limit),
+        cmocka_unit_test(test_holdings_places_are_per_principal_and_dropped_by_slot_and_id),
+        cmocka_unit_test(test_holdings_check_lists_at_most_once_a_second),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
