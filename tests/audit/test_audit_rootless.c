@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "providers/common/agent_client.h"
+#include "support/die_with_parent.h"
 
 #define KNOWN_ESCAPE(...)                                                                          \
     do {                                                                                           \
@@ -61,12 +62,14 @@ static void remove_agent_copy(void)
 static int run_unprivileged(int (*body)(void))
 {
     copy_agent();
+    pid_t parent = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         if (getuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
                               setresuid(65534, 65534, 65534) < 0))
             _exit(CHILD_FAILED);
+        sbx_test_die_with_parent(parent, SIGKILL); /* after the uid change, which clears it */
         setenv("SBX_AGENT", agent_copy, 1);
         unsetenv("XDG_RUNTIME_DIR");
         _exit(body());

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "providers/common/agent_client.h"
+#include "support/die_with_parent.h"
 
 /* Exit status of a child that found unprivileged user namespaces disabled. */
 #define ROOTLESS_UNSUPPORTED 77
@@ -74,10 +75,12 @@ static void drop_privileges(void)
 static void run_rootless(void (*body)(void))
 {
     copy_agent();
+    pid_t parent = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         drop_privileges();
+        sbx_test_die_with_parent(parent, SIGKILL); /* after the uid change, which clears it */
         body();
         _exit(0);
     }
