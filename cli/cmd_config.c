@@ -199,7 +199,8 @@ static int print_human(const sbx_config *cfg)
     printf("snapshots: %s, at most %" PRId64 " MiB each\n", cfg->snapshot_dir,
            cfg->snapshot_max_mb);
     if (cfg->principal_sandboxes > 0)
-        printf("sandboxes: at most %" PRId64 " of per_session profiles per principal\n",
+        printf("sandboxes: at most %" PRId64 " of per_session profiles per principal, counted "
+               "by each engine (a worker's for its life)\n",
                cfg->principal_sandboxes);
     else
         printf("sandboxes: no limit per principal (principal_sandboxes: 0)\n");
