@@ -91,8 +91,8 @@ launch() {
 # Builds a root filesystem in $1: busybox with its applet links (and /bin/sh), empty /tmp etc.
 make_busybox_rootfs() {
   local r=$1 applet
-  mkdir -p "$r/bin" "$r/tmp" "$r/proc" "$r/sys" "$r/dev" "$r/etc" "$r/workspace" "$r/root"
-  chmod 1777 "$r/tmp"
+  mkdir -p "$r/bin" "$r/tmp" "$r/var/tmp" "$r/proc" "$r/sys" "$r/dev" "$r/etc" "$r/workspace" "$r/root"
+  chmod 1777 "$r/tmp" "$r/var/tmp" # world-writable, as in Debian's and Ubuntu's images
   cp "$BUSYBOX" "$r/bin/busybox"
   for applet in $("$BUSYBOX" --list); do
     [ "$applet" = busybox ] || ln -sf busybox "$r/bin/$applet"

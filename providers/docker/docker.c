@@ -114,8 +114,8 @@ static const sbx_option_spec docker_options[] = {
      .default_value = "256",
      .min = 1,
      .max = 1048576,
-     .help = "size in MiB of the workdir and /tmp tmpfs of managed containers when the "
-             "policy sets no disk_mb"},
+     .help = "size in MiB of each writable tmpfs of managed containers (the workdir, /tmp, "
+             "/var/tmp; their root is read-only) when the policy sets no disk_mb"},
     {.key = "uid_base",
      .type = SBX_OPT_INT,
      .default_value = "1400000000",
@@ -638,11 +638,13 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     if (policy->pids > 0)
         json_object_set_new(hc, "PidsLimit", json_integer((json_int_t)policy->pids));
 
-    /* The workdir and /tmp are always tmpfs of disk_mb (or tmpfs_mb) each, writable by the
-     * program's uid: the workspace is bounded, and the image's own /tmp (on the
-     * unbounded container layer) is out of reach. A filesystem policy (fs_write) or a disk
-     * limit makes the image's root read-only (no other unbounded place to write), with each
-     * fs_write path another such tmpfs. */
+    /* The image's root is read-only, and the places programs may write are tmpfs of disk_mb
+     * (or tmpfs_mb) each, writable by the program's uid: the workdir, /tmp and /var/tmp (the
+     * world-writable directories of an image's filesystem layout), and each fs_write path.
+     * Nothing a program or the file API writes reaches the container's writable layer, which
+     * only the daemon's storage bounds: before, without fs_write or disk_mb the root stayed
+     * writable, and a program wrote through /var/tmp (1777 in Debian and Ubuntu images) to that
+     * layer as much as the daemon's disk held. */
     json_t *tmpfs = json_object();
     uint64_t mb = policy->disk_mb > 0 ? policy->disk_mb : (uint64_t)p->tmpfs_mb;
     char opts[128];
@@ -656,13 +658,12 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
              "rw,exec,nosuid,nodev,size=%llum,nr_inodes=%llu,mode=1777,uid=%u,gid=%u",
              (unsigned long long)mb, inodes, program_id, program_id);
     json_object_set_new(tmpfs, "/tmp", json_string(opts));
+    json_object_set_new(tmpfs, "/var/tmp", json_string(opts));
     json_object_set_new(tmpfs, p->workdir, json_string(opts));
-    if (policy->n_fs_write > 0 || policy->disk_mb > 0) {
-        json_object_set_new(hc, "ReadonlyRootfs", json_true());
-        for (size_t i = 0; i < policy->n_fs_write; i++)
-            if (policy->fs_write[i][0] == '/')
-                json_object_set_new(tmpfs, policy->fs_write[i], json_string(opts));
-    }
+    json_object_set_new(hc, "ReadonlyRootfs", json_true());
+    for (size_t i = 0; i < policy->n_fs_write; i++)
+        if (policy->fs_write[i][0] == '/')
+            json_object_set_new(tmpfs, policy->fs_write[i], json_string(opts));
     json_object_set_new(hc, "Tmpfs", tmpfs);
     /* Capabilities: all dropped but what the agent (PID 1, root in the container) needs to run
      * programs as an unprivileged uid and to manage them: SETUID/SETGID to switch to it, KILL

@@ -409,6 +409,36 @@ static void test_docker_escape_file_api_cannot_leave_the_container(void **state)
     }
 }
 
+/* Nothing a program or the file API writes lands on the container's writable layer, which only
+ * the daemon's storage bounds (its disk, shared with every container and the host): the root
+ * is read-only, and the image's world-writable /var/tmp is a size-bounded tmpfs like /tmp and
+ * the workspace. The fixture's policy sets neither fs_write nor disk_mb; before, its root was
+ * writable and /var/tmp was on that layer. */
+static void test_docker_escape_program_cannot_fill_the_daemons_disk(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    int code = -1;
+    const char *out = sh(f,
+                         "echo x > /var/tmp/f && grep -c '^[^ ]* /var/tmp tmpfs .*size=' "
+                         "/proc/mounts; grep -c '^[^ ]* / [^ ]* ro[, ]' /proc/mounts",
+                         &code);
+    assert_string_equal(out, "1\n1\n");
+    assert_int_equal(code, 0);
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.path = "/etc/sbx-escape";
+    w.content.data = (uint8_t *)"x";
+    w.content.len = 1;
+    sbx_exec_opts o = {.principal = f->principal,
+                       .policy = f->policy,
+                       .deadline_mono_ms = sbx_monotonic_ms() + 60000};
+    sbx_result *r = sbx_result_new();
+    sbx_error err;
+    assert_int_not_equal(ops->write_file(f->sb, &w, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_string_equal(sh(f, "cat /etc/sbx-escape 2>/dev/null; echo end", NULL), "end\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_docker_escape_pids_limit_holds_a_fork_bomb),
         cmocka_unit_test(test_docker_escape_memory_bomb_is_killed_with_outcome_oom),
         cmocka_unit_test(test_docker_escape_file_api_cannot_leave_the_container),
+        cmocka_unit_test(test_docker_escape_program_cannot_fill_the_daemons_disk),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
