@@ -849,13 +849,13 @@ static void check_holdings(run *r)
 
 /* A place among the principal's sandboxes for the one acquire is about to make, or the
  * refusal: one tenant of a shared worker never makes the sandboxes another needs. */
-static sbx_status hold_place(run *r)
+static sbx_status hold_place(run *r, holding_place *place)
 {
     size_t held;
-    if (holdings_reserve(r->e->holdings, subject_of(r), &held))
+    if (holdings_reserve(r->e->holdings, subject_of(r), &held, place))
         return SBX_OK;
     check_holdings(r);
-    if (holdings_reserve(r->e->holdings, subject_of(r), &held))
+    if (holdings_reserve(r->e->holdings, subject_of(r), &held, place))
         return SBX_OK;
     return sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED,
                          "principal '%s' holds %zu sandboxes of per_session profiles on node "
@@ -910,13 +910,13 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                              "profile '%s': provider '%s' cannot create sandboxes; use "
                              "environment: attached",
                              s->profile->name, ops->name);
-    bool count = counted(r);
-    sbx_status held = count ? hold_place(r) : SBX_OK;
+    holding_place place = {.counted = false};
+    sbx_status held = counted(r) ? hold_place(r, &place) : SBX_OK;
     if (held != SBX_OK)
         return held;
     sbx_status st = ops->create(s->state, h, &r->principal, r->policy, sb, &r->err);
-    if (count)
-        holdings_settle(r->e->holdings, subject_of(r), slot_index(r),
+    if (place.counted)
+        holdings_settle(r->e->holdings, subject_of(r), place, slot_index(r),
                         st == SBX_OK && *sb != NULL ? (*sb)->id : NULL);
     if (target == NULL && provider_fault(st)) /* a new sandbox, none to lose: may fall back */
         r->a->provision_fault = true;

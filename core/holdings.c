@@ -90,26 +90,26 @@ static void rec_tidy(holdings *h, principal_rec *p)
         }
 }
 
-bool holdings_reserve(holdings *h, const char *subject, size_t *held)
+bool holdings_reserve(holdings *h, const char *subject, size_t *held, holding_place *place)
 {
     pthread_mutex_lock(&h->mu);
     principal_rec *p = rec_get(h, subject, true);
     bool ok = p == NULL || p->n + p->reserved < h->limit; /* no memory: not counted (above) */
-    if (p != NULL && ok)
+    place->counted = p != NULL && ok;
+    if (place->counted)
         p->reserved++;
-    *held = p != NULL ? p->n + p->reserved - (ok ? 1 : 0) : 0;
+    *held = p != NULL ? p->n + p->reserved - (place->counted ? 1 : 0) : 0;
     pthread_mutex_unlock(&h->mu);
     return ok;
 }
 
-void holdings_settle(holdings *h, const char *subject, size_t slot, const char *sandbox_id)
+void holdings_settle(holdings *h, const char *subject, holding_place place, size_t slot,
+                     const char *sandbox_id)
 {
-    pthread_mutex_lock(&h->mu);
-    principal_rec *p = rec_get(h, subject, false);
-    if (p == NULL) { /* its reservation was not counted (out of memory) */
-        pthread_mutex_unlock(&h->mu);
+    if (!place.counted)
         return;
-    }
+    pthread_mutex_lock(&h->mu);
+    principal_rec *p = rec_get(h, subject, false); /* kept by the reservation */
     p->reserved--;
     if (sandbox_id != NULL) {
         if (p->n == p->cap) {

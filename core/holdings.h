@@ -26,13 +26,19 @@ typedef struct holding {
 holdings *holdings_new(size_t limit);
 void holdings_free(holdings *h);
 
+/* A place holdings_reserve took: settle it exactly once. */
+typedef struct holding_place {
+    bool counted; /* false: out of memory, nothing was taken (nor is the sandbox counted: the
+                     other side would refuse a tenant for the engine's own shortage) */
+} holding_place;
+
 /* Takes a place for a sandbox subject is about to make. false: subject holds limit already
  * (made, or being made by its other requests); *held then says how many. */
-bool holdings_reserve(holdings *h, const char *subject, size_t *held);
+bool holdings_reserve(holdings *h, const char *subject, size_t *held, holding_place *place);
 /* Settles a reserved place: the sandbox was made (sandbox_id, now held) or not (NULL: the
- * place is given back). Out of memory: the sandbox is not counted (the conservative side would
- * refuse a tenant for the engine's own shortage). */
-void holdings_settle(holdings *h, const char *subject, size_t slot, const char *sandbox_id);
+ * place is given back). Out of memory: the sandbox is not counted. */
+void holdings_settle(holdings *h, const char *subject, holding_place place, size_t slot,
+                     const char *sandbox_id);
 /* The sandbox ended (destroyed, or found gone): its place is free. One not held is ignored. */
 void holdings_drop(holdings *h, const char *subject, size_t slot, const char *sandbox_id);
 

@@ -30,9 +30,10 @@ static void *race(void *arg)
     racer *r = arg;
     for (int i = 0; i < ROUNDS; i++) {
         size_t held;
-        if (holdings_reserve(r->h, "tenant-a", &held)) {
+        holding_place pl;
+        if (holdings_reserve(r->h, "tenant-a", &held, &pl)) {
             r->got++;
-            holdings_settle(r->h, "tenant-a", 0, NULL);
+            holdings_settle(r->h, "tenant-a", pl, 0, NULL);
         }
     }
     return NULL;
@@ -44,10 +45,11 @@ static void test_holdings_racing_reservations_never_pass_the_limit(void **state)
     holdings *h = holdings_new(3);
     /* two places taken for good: the racers share one */
     size_t held;
-    assert_true(holdings_reserve(h, "tenant-a", &held));
-    holdings_settle(h, "tenant-a", 0, "sb-1");
-    assert_true(holdings_reserve(h, "tenant-a", &held));
-    holdings_settle(h, "tenant-a", 0, "sb-2");
+    holding_place pl;
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
+    holdings_settle(h, "tenant-a", pl, 0, "sb-1");
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
+    holdings_settle(h, "tenant-a", pl, 0, "sb-2");
     racer r[RACERS];
     pthread_t th[RACERS];
     for (int i = 0; i < RACERS; i++) {
@@ -61,11 +63,11 @@ static void test_holdings_racing_reservations_never_pass_the_limit(void **state)
     }
     assert_true(got > 0);
     /* every racer's place was given back: one is free, and only one */
-    assert_true(holdings_reserve(h, "tenant-a", &held));
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
     assert_int_equal(held, 2);
-    assert_false(holdings_reserve(h, "tenant-a", &held));
+    assert_false(holdings_reserve(h, "tenant-a", &held, &pl));
     assert_int_equal(held, 3);
-    holdings_settle(h, "tenant-a", 0, NULL);
+    holdings_settle(h, "tenant-a", pl, 0, NULL);
     holdings_free(h);
 }
 
@@ -74,18 +76,19 @@ static void test_holdings_places_are_per_principal_and_dropped_by_slot_and_id(vo
     (void)state;
     holdings *h = holdings_new(1);
     size_t held;
-    assert_true(holdings_reserve(h, "tenant-a", &held));
-    holdings_settle(h, "tenant-a", 0, "sb-1");
-    assert_false(holdings_reserve(h, "tenant-a", &held));
-    assert_true(holdings_reserve(h, "tenant-b", &held)); /* another principal's own place */
-    holdings_settle(h, "tenant-b", 0, "sb-1");
+    holding_place pl;
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
+    holdings_settle(h, "tenant-a", pl, 0, "sb-1");
+    assert_false(holdings_reserve(h, "tenant-a", &held, &pl));
+    assert_true(holdings_reserve(h, "tenant-b", &held, &pl)); /* another principal's own place */
+    holdings_settle(h, "tenant-b", pl, 0, "sb-1");
     /* a drop names the principal, the profile slot and the id: another slot's or principal's
      * sandbox of the same id is not it */
     holdings_drop(h, "tenant-a", 1, "sb-1");
     holdings_drop(h, "tenant-c", 0, "sb-1");
-    assert_false(holdings_reserve(h, "tenant-a", &held));
+    assert_false(holdings_reserve(h, "tenant-a", &held, &pl));
     holdings_drop(h, "tenant-a", 0, "sb-1");
-    assert_true(holdings_reserve(h, "tenant-a", &held));
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
     assert_int_equal(held, 0);
     holdings_free(h); /* frees what is still held and reserved */
 }
@@ -97,9 +100,10 @@ static void test_holdings_check_lists_at_most_once_a_second(void **state)
     holding *list;
     assert_int_equal(holdings_due_check(h, "tenant-a", 5000, &list), 0); /* holds none */
     size_t held;
-    assert_true(holdings_reserve(h, "tenant-a", &held));
-    holdings_settle(h, "tenant-a", 3, "sb-1");
-    assert_true(holdings_reserve(h, "tenant-a", &held)); /* being made: not listed */
+    holding_place pl;
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
+    holdings_settle(h, "tenant-a", pl, 3, "sb-1");
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl)); /* being made: not listed */
     assert_int_equal(holdings_due_check(h, "tenant-a", 5000, &list), 1);
     assert_string_equal(list[0].sandbox_id, "sb-1");
     assert_int_equal(list[0].slot, 3);
