@@ -188,6 +188,18 @@ static void print_options(const sbx_profile_config *p)
     printf("\n");
 }
 
+/* Whether the worker's callers act for more than one principal (tenants that share it). */
+static bool shared_by_principals(const sbx_config *cfg)
+{
+    if (cfg->worker.n_callers > 1)
+        return true;
+    for (size_t i = 0; i < cfg->worker.n_callers; i++)
+        for (size_t j = 0; j < cfg->worker.callers[i].n_subjects; j++)
+            if (strcmp(cfg->worker.callers[i].subjects[j], "*") == 0)
+                return true;
+    return false;
+}
+
 static int print_human(const sbx_config *cfg)
 {
     if (cfg->path != NULL)
@@ -204,6 +216,9 @@ static int print_human(const sbx_config *cfg)
                cfg->principal_sandboxes);
     else
         printf("sandboxes: no limit per principal (principal_sandboxes: 0)\n");
+    if (cfg->principal_sandboxes == 0 && shared_by_principals(cfg))
+        printf("  note: the worker's callers act for several principals, and one of them may "
+               "hold every sandbox the host can make; set principal_sandboxes\n");
     char share[64] = "all but a quarter";
     if (cfg->broker.principal_threads > 0)
         snprintf(share, sizeof share, "at most %" PRId64, cfg->broker.principal_threads);

@@ -112,6 +112,15 @@ usage)
     { grep -q "built-in default" "$out/o" || fail "no-file check does not say built-in default"; }
   expect_rc 0 env -u SBX_CONFIG "$sbx" config check --json &&
     { /usr/bin/python3 -m json.tool <"$out/o" >/dev/null || fail "--json after the command"; }
+  # A worker whose callers act for several principals: the check says when nothing bounds the
+  # sandboxes one of them holds, and prints the bound when one is set.
+  printf 'sandbox:\n  worker:\n    auth:\n      callers:\n        - {name: a, token_env: SBX_T_A, subjects: [tenant-a]}\n        - {name: b, token_env: SBX_T_B, subjects: [tenant-b]}\n' >"$out/tenants.yaml"
+  expect_rc 0 env SBX_T_A=x SBX_T_B=y "$sbx" config check "$out/tenants.yaml" &&
+    { grep -q "^  note: .*set principal_sandboxes" "$out/o" || fail "no note on an unbounded shared worker"; }
+  printf '  principal_sandboxes: 8\n' >>"$out/tenants.yaml"
+  expect_rc 0 env SBX_T_A=x SBX_T_B=y "$sbx" config check "$out/tenants.yaml" &&
+    { grep -q "^sandboxes: at most 8 " "$out/o" && ! grep -q "note: .*principal_sandboxes" "$out/o" ||
+        fail "a bounded shared worker: the bound is not printed, or the note still is"; }
   ;;
 *) echo "usage: check_cli.sh bad-exact|bad|good|good-builtin|usage SBX DIR"; exit 2 ;;
 esac
