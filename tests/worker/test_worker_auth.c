@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -206,6 +207,45 @@ static void test_worker_auth_no_token_is_unauthenticated(void **state)
     fixture_stop(&f);
 }
 
+/* sandbox.principal_sandboxes through the worker: what is counted is the principal the
+ * authenticated caller asserted, so one tenant at its bound never refuses another's session. */
+static void test_worker_auth_principal_sandboxes_bound_each_asserted_principal(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-worker-quota-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[sizeof dir + 16];
+    snprintf(path, sizeof path, "%s/c.yaml", dir);
+    FILE *fp = fopen(path, "we");
+    assert_non_null(fp);
+    fprintf(fp,
+            "sandbox:\n  principal_sandboxes: 1\n  runtime_dir: %s/run\n  profiles:\n"
+            "    fake: { type: fake, scope: per_session }\n",
+            dir);
+    fclose(fp);
+    worker_fixture f;
+    worker_fixture_opts o = {.tls = true,
+                             .mtls = true,
+                             .cert_subject = "agent-1",
+                             .subjects = "alice,bob",
+                             .config_path = path};
+    fixture_start(&f, &o);
+    sbx_broker *b = fixture_client(&f, "client.pem", "client.key", NULL);
+    assert_code(call(b, "alice"), SBX_OK); /* frees the completion */
+    sbx_completion *second = call(b, "alice");
+    assert_int_equal(second->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_int_equal(second->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(second->error, "principal 'alice' holds 1 sandboxes"));
+    assert_code(call(b, "bob"), SBX_OK);
+    sbx_completion_free(second);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/run", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_worker_auth_certificate_of_unknown_subject_is_unauthenticated),
         cmocka_unit_test(test_worker_auth_principal_the_caller_may_not_assert_is_denied),
         cmocka_unit_test(test_worker_auth_caller_held_to_subjects_may_not_choose_the_identity),
+        cmocka_unit_test(test_worker_auth_principal_sandboxes_bound_each_asserted_principal),
         cmocka_unit_test(test_worker_auth_right_token_is_accepted),
         cmocka_unit_test(test_worker_auth_wrong_token_is_unauthenticated),
         cmocka_unit_test(test_worker_auth_no_token_is_unauthenticated),
