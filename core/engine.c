@@ -825,12 +825,22 @@ static size_t slot_index(const run *r)
 
 /* Frees the places of the principal's sandboxes that ended without the engine (an idle TTL, a
  * sweep, a host restart): each one it holds is reached, and dropped when proved gone. A live
- * sandbox that does not answer (paused, busy) keeps its place. */
+ * sandbox that does not answer (paused, busy) keeps its place. The whole check has
+ * HOLDINGS_CHECK_BUDGET_MS: a paused local agent does not answer until its attach's own bound
+ * (10 s), and 64 of them would hold this executor for minutes. A sandbox whose PID 1 is gone
+ * is still found gone past the budget (local looks before it connects); the others are reached
+ * from a different place in the list each time, so none is always left beyond it. */
 static void check_holdings(run *r)
 {
     holding *list;
-    size_t n = holdings_due_check(r->e->holdings, subject_of(r), sbx_monotonic_ms(), &list);
-    for (size_t i = 0; i < n; i++) {
+    int64_t now = sbx_monotonic_ms();
+    size_t n = holdings_due_check(r->e->holdings, subject_of(r), now, &list);
+    int64_t outer = sbx_provider_deadline_ms();
+    int64_t budget = now + HOLDINGS_CHECK_BUDGET_MS;
+    sbx_provider_set_deadline_ms(outer > 0 && outer < budget ? outer : budget);
+    size_t first = n > 0 ? (size_t)now % n : 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (first + k) % n;
         profile_slot *s = &r->e->slots[list[i].slot];
         if (!atomic_load_explicit(&s->opened, memory_order_acquire) || s->ops->attach == NULL)
             continue;
@@ -844,6 +854,7 @@ static void check_holdings(run *r)
         else if (st == SBX_E_GONE)
             holdings_drop(r->e->holdings, subject_of(r), list[i].slot, list[i].sandbox_id);
     }
+    sbx_provider_set_deadline_ms(outer);
     holdings_list_free(list, n);
 }
 

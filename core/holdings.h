@@ -51,5 +51,8 @@ void holdings_list_free(holding *list, size_t n);
  * without the engine (an idle TTL, a sweep, a host restart): a principal retrying at its limit
  * costs one attach per sandbox it holds at most this often. */
 #define HOLDINGS_CHECK_EVERY_MS 1000
+/* How long one such check may take in all: a sandbox that has not answered by then keeps its
+ * place this time. */
+#define HOLDINGS_CHECK_BUDGET_MS 2000
 
 #endif

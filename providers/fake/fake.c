@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "providers/fake/fake.h"
 #include "providers/fake/fake_internal.h"
+#include "sbx/contract.h"
 #include "sbx/provider.h"
 
 static const sbx_option_spec fake_option_specs[] = {
@@ -53,7 +55,7 @@ struct sbx_fake {
     size_t n_external;
     sbx_strlist created, destroyed;
     size_t destroy_calls;
-    bool fail_create, gone, expose_token;
+    bool fail_create, gone, expose_token, attach_stalls;
     int64_t slow_ms;
     int64_t last_deadline;
     int running, max_parallel;
@@ -359,6 +361,18 @@ static sbx_status fake_attach(void *state, const char *sandbox_id, const sbx_pri
     (void)policy;
     struct sbx_fake *f = state;
     *out = NULL;
+    pthread_mutex_lock(&f->mu);
+    bool stalls = f->attach_stalls;
+    pthread_mutex_unlock(&f->mu);
+    if (stalls) { /* a live sandbox that does not answer (a paused agent): until the deadline */
+        int64_t until = sbx_provider_step_deadline(FAKE_ATTACH_STALL_MS);
+        while (sbx_monotonic_ms() < until) {
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        return sbx_error_set(err, SBX_E_TIMEOUT, "fake: sandbox '%s' does not answer (stalled)",
+                             sandbox_id);
+    }
     pthread_mutex_lock(&f->mu);
     fake_box *b = f->gone ? NULL : box_find(f, sandbox_id, NULL);
     sbx_status st =
@@ -768,6 +782,11 @@ void sbx_fake_set_fail_create(sbx_fake *f, bool on)
 void sbx_fake_set_gone(sbx_fake *f, bool on)
 {
     FAKE_LOCKED(f, f->gone = on);
+}
+
+void sbx_fake_set_attach_stalls(sbx_fake *f, bool on)
+{
+    FAKE_LOCKED(f, f->attach_stalls = on);
 }
 
 void sbx_fake_set_gate(sbx_fake *f, bool closed)

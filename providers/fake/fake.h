@@ -34,6 +34,10 @@ void sbx_fake_vanish(sbx_fake *f, const char *sandbox_id);
 void sbx_fake_set_fail_create(sbx_fake *f, bool on);
 void sbx_fake_set_gone(sbx_fake *f, bool on);
 void sbx_fake_set_slow_ms(sbx_fake *f, int64_t ms);
+/* Every attach waits until its deadline (the engine's, or FAKE_ATTACH_STALL_MS) and fails
+ * with TIMEOUT: a live sandbox that does not answer, as a paused local agent. */
+#define FAKE_ATTACH_STALL_MS 10000
+void sbx_fake_set_attach_stalls(sbx_fake *f, bool on);
 /* A closed gate holds every operation (after it is counted in sbx_fake_ops) until opened. */
 void sbx_fake_set_gate(sbx_fake *f, bool closed);
 

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "engine/fixture.h"
+#include "core/holdings.h"
 #include "providers/fake/fake.h"
 
 typedef struct env {
@@ -702,6 +703,28 @@ static void test_engine_principal_sandboxes_bounds_each_principal(void **state)
         sbx_completion_free(cs[i]);
 }
 
+/* The check at the limit has a budget: sandboxes that do not answer (a paused local agent
+ * waits out its attach's own 10 s) keep their places, and the refusal comes within it. */
+static void test_engine_principal_sandboxes_check_is_bounded(void **state)
+{
+    env *t = *state;
+    sbx_completion *s1 = as(t, "tenant-a", "default", NULL);
+    sbx_completion *s2 = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(s2->status, OK_STATUS);
+    sbx_fake *f = sbx_fake_get("default");
+    sbx_fake_set_attach_stalls(f, true);
+    int64_t t0 = sbx_monotonic_ms();
+    sbx_completion *no = as(t, "tenant-a", "default", NULL);
+    int64_t took = sbx_monotonic_ms() - t0;
+    sbx_fake_set_attach_stalls(f, false);
+    assert_int_equal(no->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_true(took >= HOLDINGS_CHECK_BUDGET_MS - 100); /* the check did wait for them */
+    assert_true(took < 3 * HOLDINGS_CHECK_BUDGET_MS);    /* before: 10 s per sandbox */
+    sbx_completion_free(s1);
+    sbx_completion_free(s2);
+    sbx_completion_free(no);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -741,6 +764,8 @@ int main(void)
         T(test_engine_managed_reconnect_needs_attach_capability),
         T(test_engine_expose_port),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_bounds_each_principal,
+                                        setup_quota, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_check_is_bounded,
                                         setup_quota, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
