@@ -22,6 +22,7 @@
 
 #include "providers/common/egress.h"
 #include "providers/common/netns.h"
+#include "providers/local/local.h"
 #include "sbx/config.h"
 #include "sbx/contract.h"
 #include "sbx/provider.h"
@@ -242,6 +243,9 @@ static int run(int runs)
     ops->sandbox_close(sb);
     ops->destroy(state, id, &err);
     ops->close(state);
+    char stamp[64];
+    snprintf(stamp, sizeof stamp, "%s/%s", rt, SBX_LOCAL_SWEEP_STAMP);
+    unlink(stamp); /* the provider's sweep stamp: else the rmdir fails and the dir stays */
     rmdir(rt);
     free(direct);
     free(proxied);
