@@ -49,6 +49,7 @@
 /* One profile's provider, opened on first use. `mu` guards opening; once `opened` is set
  * (release) state/caps are immutable and read without the lock. */
 typedef struct profile_slot {
+    struct sbx_engine *engine; /* its engine (seeding its holdings at open) */
     const sbx_profile_config *profile;
     const sbx_provider_ops *ops;
     sbx_provider_ctx ctx;
@@ -92,7 +93,8 @@ struct sbx_engine {
     bool idle_running, idle_stop;
     pthread_mutex_t idle_mu;
     pthread_cond_t idle_cv;
-    holdings *holdings; /* sandbox.principal_sandboxes; NULL: no limit */
+    holdings *holdings;          /* sandbox.principal_sandboxes; NULL: no limit */
+    atomic_bool holdings_listed; /* every listing profile was asked to open (hold_place) */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -181,6 +183,7 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
         const sbx_profile_config *p = &cfg->profiles[i];
         profile_slot *s = &e->slots[i];
         pthread_mutex_init(&s->mu, NULL);
+        s->engine = e;
         s->profile = p;
         if (i > 0)
             strcat(e->profile_names, ", ");
@@ -280,6 +283,35 @@ static profile_slot *find_slot(sbx_engine *e, const char *name)
     return NULL;
 }
 
+typedef struct listed_arg {
+    holdings *holdings;
+    size_t slot;
+} listed_arg;
+
+static void count_listed(void *arg, const char *sandbox_id, const char *subject)
+{
+    listed_arg *a = arg;
+    if (sandbox_id != NULL && sandbox_id[0] != '\0' && subject != NULL)
+        holdings_add(a->holdings, subject, a->slot, sandbox_id);
+}
+
+/* When principal_sandboxes bounds the engine: counts what each principal already holds under
+ * the profile being opened (state), made before this engine (a restarted worker). Before the
+ * slot is marked open, so no request of this profile creates until it is done. A failed
+ * listing fails the open (retried on the next request): a bound it cannot count is not
+ * enforced silently. */
+static sbx_status count_held(profile_slot *s, void *state, sbx_error *err)
+{
+    holdings *h = s->engine->holdings;
+    if (h == NULL || s->profile->scope != SBX_SCOPE_PER_SESSION || s->ops->list_held == NULL)
+        return SBX_OK;
+    listed_arg a = {.holdings = h, .slot = (size_t)(s - s->engine->slots)};
+    sbx_status st = s->ops->list_held(state, count_listed, &a, err);
+    if (st != SBX_OK)
+        sbx_error_prefix(err, "listing the sandboxes principals hold (principal_sandboxes): ");
+    return st;
+}
+
 /* Opens the slot's provider once. A failed open is retried on the next request (the daemon or
  * API behind it may come back). */
 static sbx_status slot_open(profile_slot *s, sbx_error *err)
@@ -291,6 +323,8 @@ static sbx_status slot_open(profile_slot *s, sbx_error *err)
     if (!atomic_load_explicit(&s->opened, memory_order_relaxed)) {
         void *state = NULL;
         st = s->ops->open != NULL ? s->ops->open(&s->ctx, &state, err) : SBX_OK;
+        if (st == SBX_OK && (st = count_held(s, state, err)) != SBX_OK && s->ops->close != NULL)
+            s->ops->close(state);
         if (st == SBX_OK) {
             s->caps = malloc(sizeof(*s->caps));
             if (s->caps == NULL) {
@@ -862,6 +896,20 @@ static void check_holdings(run *r)
  * refusal: one tenant of a shared worker never makes the sandboxes another needs. */
 static sbx_status hold_place(run *r, holding_place *place)
 {
+    sbx_engine *e = r->e;
+    /* Each profile counts what it lists when it opens; a principal's sandboxes of a profile not
+     * used since the engine started count too, so every listing one opens first (once; one
+     * that fails to open counts when it opens). */
+    if (!atomic_load_explicit(&e->holdings_listed, memory_order_acquire)) {
+        for (size_t i = 0; i < e->n_slots; i++) {
+            profile_slot *s = &e->slots[i];
+            sbx_error ignored;
+            sbx_error_clear(&ignored);
+            if (s->profile->scope == SBX_SCOPE_PER_SESSION && s->ops->list_held != NULL)
+                (void)slot_open(s, &ignored);
+        }
+        atomic_store_explicit(&e->holdings_listed, true, memory_order_release);
+    }
     size_t held;
     if (holdings_reserve(r->e->holdings, subject_of(r), &held, place))
         return SBX_OK;
@@ -869,10 +917,10 @@ static sbx_status hold_place(run *r, holding_place *place)
     if (holdings_reserve(r->e->holdings, subject_of(r), &held, place))
         return SBX_OK;
     return sbx_error_set(&r->err, SBX_E_RESOURCE_EXHAUSTED,
-                         "principal '%s' holds %zu sandboxes of per_session profiles on node "
+                         "principal '%s' holds %zu sandbox%s of per_session profiles on node "
                          "'%s', the most sandbox.principal_sandboxes allows; destroy the sessions "
                          "it no longer uses (DestroySandbox, `sbx session rm`), or raise the limit",
-                         subject_of(r), held, r->e->cfg->node);
+                         subject_of(r), held, held == 1 ? "" : "es", r->e->cfg->node);
 }
 
 /* Acquires the session's sandbox: attach (self-heal on GONE for managed), or create. */

@@ -90,6 +90,22 @@ static void rec_tidy(holdings *h, principal_rec *p)
         }
 }
 
+/* Records that p holds sandbox_id (h->mu held). Out of memory: not recorded. */
+static void rec_append(principal_rec *p, size_t slot, const char *sandbox_id)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 4;
+        holding *grown = realloc(p->held, cap * sizeof(*grown));
+        if (grown != NULL) {
+            p->held = grown;
+            p->cap = cap;
+        }
+    }
+    char *id = p->n < p->cap ? strdup(sandbox_id) : NULL;
+    if (id != NULL)
+        p->held[p->n++] = (holding){.sandbox_id = id, .slot = slot};
+}
+
 bool holdings_reserve(holdings *h, const char *subject, size_t *held, holding_place *place)
 {
     pthread_mutex_lock(&h->mu);
@@ -111,20 +127,23 @@ void holdings_settle(holdings *h, const char *subject, holding_place place, size
     pthread_mutex_lock(&h->mu);
     principal_rec *p = rec_get(h, subject, false); /* kept by the reservation */
     p->reserved--;
-    if (sandbox_id != NULL) {
-        if (p->n == p->cap) {
-            size_t cap = p->cap ? p->cap * 2 : 4;
-            holding *grown = realloc(p->held, cap * sizeof(*grown));
-            if (grown != NULL) {
-                p->held = grown;
-                p->cap = cap;
-            }
-        }
-        char *id = p->n < p->cap ? strdup(sandbox_id) : NULL;
-        if (id != NULL)
-            p->held[p->n++] = (holding){.sandbox_id = id, .slot = slot};
-    }
+    if (sandbox_id != NULL)
+        rec_append(p, slot, sandbox_id);
     rec_tidy(h, p);
+    pthread_mutex_unlock(&h->mu);
+}
+
+void holdings_add(holdings *h, const char *subject, size_t slot, const char *sandbox_id)
+{
+    pthread_mutex_lock(&h->mu);
+    principal_rec *p = rec_get(h, subject, true);
+    bool known = false;
+    for (size_t i = 0; p != NULL && i < p->n && !known; i++)
+        known = p->held[i].slot == slot && strcmp(p->held[i].sandbox_id, sandbox_id) == 0;
+    if (p != NULL && !known)
+        rec_append(p, slot, sandbox_id);
+    if (p != NULL)
+        rec_tidy(h, p);
     pthread_mutex_unlock(&h->mu);
 }
 

@@ -3,9 +3,10 @@
  * shared worker could make sandboxes until the host's uid slots (local, docker) or the cloud
  * account's quota ran out, and every other tenant's new session would then fail.
  *
- * Only what this engine made and has not seen end: a sandbox counts from its create until a
+ * What this engine made or found at open and has not seen end: a sandbox counts from its create
+ * (or from the open of its profile, for one a provider lists: provider_ops.list_held) until a
  * destroy through the engine, or until the engine finds it gone (an attach, the check at the
- * limit). A restarted engine starts empty. Thread-safe.
+ * limit). Thread-safe.
  */
 #ifndef SBX_CORE_HOLDINGS_H
 #define SBX_CORE_HOLDINGS_H
@@ -39,6 +40,10 @@ bool holdings_reserve(holdings *h, const char *subject, size_t *held, holding_pl
  * place is given back). Out of memory: the sandbox is not counted. */
 void holdings_settle(holdings *h, const char *subject, holding_place place, size_t slot,
                      const char *sandbox_id);
+/* Counts a sandbox subject already holds that this engine did not make (one a provider listed
+ * when the engine opened its profile: made before a restart), whatever the limit. One held
+ * already is not counted twice. Out of memory: not counted. */
+void holdings_add(holdings *h, const char *subject, size_t slot, const char *sandbox_id);
 /* The sandbox ended (destroyed, or found gone): its place is free. One not held is ignored. */
 void holdings_drop(holdings *h, const char *subject, size_t slot, const char *sandbox_id);
 

@@ -165,6 +165,15 @@ typedef struct sbx_provider_ops {
      * (a restarted worker finds them again by their handles). NULL: nothing to sweep. */
     sbx_status (*sweep)(void *state, sbx_strlist *removed, sbx_error *err);
 
+    /* Lists the live sandboxes this provider made on this node for this profile's per_session
+     * sessions (never per_call ones), calling held(arg, sandbox_id, subject) for each with the
+     * subject of the principal it was made for. An engine that bounds principal_sandboxes
+     * counts them when it opens the profile, so a restarted worker finds what each principal
+     * already holds. NULL: not listed (a restarted engine counts only what it makes). */
+    sbx_status (*list_held)(void *state,
+                            void (*held)(void *arg, const char *sandbox_id, const char *subject),
+                            void *arg, sbx_error *err);
+
     /* Pause and resume (declared by Capabilities.pause), by sandbox id: a paused sandbox cannot
      * be attached (its agent is frozen), so neither needs a handle. pause freezes every process
      * of the sandbox and returns once they are frozen; resume thaws them and sets *was_paused

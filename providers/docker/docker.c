@@ -1130,14 +1130,11 @@ static bool owner_alive(const char *owner)
     return sbx_proc_live_start_time(pid) == start;
 }
 
-/* GET /containers/json?all=1 with label filters (API v1.41 ContainerList): this node's managed
- * containers of this profile. A stopped one is dead (its agent and programs are gone); a
- * per_call one whose owner process is gone is reachable by nobody. Both are removed. */
-static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err)
+/* The containers sbx made on this node for this profile: GET /containers/json?all=1 with label
+ * filters (API v1.41 ContainerList). *list gets the daemon's array. */
+static sbx_status list_managed(docker_provider *p, json_t **list, sbx_error *err)
 {
-    docker_provider *p = state;
-    if (!p->managed)
-        return SBX_OK;
+    *list = NULL;
     char node_f[300], profile_f[300];
     snprintf(node_f, sizeof(node_f), "%s=%.250s", LABEL_NODE, p->node);
     snprintf(profile_f, sizeof(profile_f), "%s=%.250s", LABEL_PROFILE, p->profile);
@@ -1154,16 +1151,67 @@ static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err
     free(esc);
     if (path == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
-    json_t *list = NULL;
     long status = 0;
-    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &list, err);
+    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, list, err);
     free(path);
-    if (st == SBX_OK && (status != 200 || !json_is_array(list)))
+    if (st == SBX_OK && (status != 200 || !json_is_array(*list)))
         st = sbx_error_set(err, SBX_E_PROVISION,
                            "Docker daemon answered the container list with HTTP %ld", status);
+    if (st != SBX_OK) {
+        json_decref(*list);
+        *list = NULL;
+    }
+    return st;
+}
+
+/* Whether a listed container's State is one that may run again (not exited or dead). */
+static bool state_live(const char *cstate)
+{
+    return strcmp(cstate, "running") == 0 || strcmp(cstate, "created") == 0 ||
+           strcmp(cstate, "restarting") == 0 || strcmp(cstate, "paused") == 0;
+}
+
+/* The live containers of this profile's per_session sessions, with the principal each was made
+ * for (its sbx.owner label, set at create). */
+static sbx_status
+docker_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const char *subject),
+                 void *arg, sbx_error *err)
+{
+    docker_provider *p = state;
+    if (!p->managed || p->per_call)
+        return SBX_OK;
+    json_t *list;
+    sbx_status st = list_managed(p, &list, err);
     size_t i;
     json_t *c;
-    json_array_foreach(st == SBX_OK ? list : NULL, i, c)
+    json_array_foreach(list, i, c)
+    {
+        const char *id = json_string_value(json_object_get(c, "Id"));
+        const char *cstate = json_string_value(json_object_get(c, "State"));
+        json_t *labels = json_object_get(c, "Labels");
+        const char *scope = json_string_value(json_object_get(labels, LABEL_SCOPE));
+        const char *subject = json_string_value(json_object_get(labels, LABEL_OWNER));
+        if (id != NULL && ref_ok(id) && cstate != NULL && state_live(cstate) && subject != NULL &&
+            scope == NULL)
+            held(arg, id, subject);
+    }
+    json_decref(list);
+    return st;
+}
+
+/* This node's managed containers of this profile: a stopped one is dead (its agent and programs
+ * are gone); a per_call one whose owner process is gone is reachable by nobody. Both are
+ * removed. */
+static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err)
+{
+    docker_provider *p = state;
+    if (!p->managed)
+        return SBX_OK;
+    json_t *list;
+    sbx_status st = list_managed(p, &list, err);
+    size_t i;
+    json_t *c;
+    json_array_foreach(list, i, c)
     {
         const char *id = json_string_value(json_object_get(c, "Id"));
         const char *cstate = json_string_value(json_object_get(c, "State"));
@@ -1173,8 +1221,7 @@ static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err
         const char *sd = json_string_value(json_object_get(labels, LABEL_STATE));
         if (id == NULL || !ref_ok(id) || cstate == NULL)
             continue;
-        bool dead = strcmp(cstate, "running") != 0 && strcmp(cstate, "created") != 0 &&
-                    strcmp(cstate, "restarting") != 0 && strcmp(cstate, "paused") != 0;
+        bool dead = !state_live(cstate);
         bool orphan =
             scope != NULL && strcmp(scope, "per_call") == 0 && owner != NULL && !owner_alive(owner);
         if (!dead && !orphan)
@@ -1417,6 +1464,7 @@ const sbx_provider_ops sbx_provider_docker = {
     .list_files = docker_list_files,
     .sandbox_close = docker_sandbox_close,
     .sweep = docker_sweep,
+    .list_held = docker_list_held,
     .attach_command = docker_attach_command,
     .cancel_command = docker_cancel_command,
     .pause = docker_pause,

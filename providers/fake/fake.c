@@ -40,6 +40,10 @@ static const sbx_option_spec fake_option_specs[] = {
     {"fail_create", SBX_OPT_BOOL, "false", NULL, 0, 0, "fault: every create fails (PROVISION)"},
     {"gone", SBX_OPT_BOOL, "false", NULL, 0, 0, "fault: every attach is GONE"},
     {"slow_ms", SBX_OPT_INT, "0", NULL, 0, 3600000, "fault: every operation sleeps this long"},
+    {"held", SBX_OPT_LIST, "", NULL, 0, 0,
+     "SUBJECT=ID sandboxes made before this engine: live, and listed (list_held) as that "
+     "principal's"},
+    {"fail_list", SBX_OPT_BOOL, "false", NULL, 0, 0, "fault: list_held fails (PROVISION)"},
     {NULL, SBX_OPT_STRING, NULL, NULL, 0, 0, NULL},
 };
 
@@ -55,7 +59,8 @@ struct sbx_fake {
     size_t n_external;
     sbx_strlist created, destroyed;
     size_t destroy_calls;
-    bool fail_create, gone, expose_token, attach_stalls;
+    sbx_strlist held_ids, held_subjects; /* the "held" option, immutable after open */
+    bool fail_create, gone, expose_token, attach_stalls, fail_list;
     int64_t slow_ms;
     int64_t last_deadline;
     int running, max_parallel;
@@ -229,6 +234,7 @@ static sbx_status fake_open(const sbx_provider_ctx *ctx, void **state, sbx_error
     c->expose = opt_bool(o, "expose");
     f->expose_token = opt_bool(o, "expose_token");
     f->fail_create = opt_bool(o, "fail_create");
+    f->fail_list = opt_bool(o, "fail_list");
     f->gone = opt_bool(o, "gone");
     f->slow_ms = o != NULL ? sbx_options_get_int(o, "slow_ms") : 0;
     /* An attached profile's environment exists before sbx: the fake pretends it does. */
@@ -236,6 +242,29 @@ static sbx_status fake_open(const sbx_provider_ctx *ctx, void **state, sbx_error
         f->external = calloc(1, sizeof(*f->external));
         ok = f->external != NULL && (f->external[0] = box_new(ctx->attach_to)) != NULL;
         f->n_external = ok ? 1 : 0;
+    }
+    /* Sandboxes made before this engine (a restarted worker): live boxes it can attach. */
+    const char *const *held = NULL;
+    size_t n_held = o != NULL ? sbx_options_get_list(o, "held", &held) : 0;
+    for (size_t i = 0; ok && i < n_held; i++) {
+        const char *eq = strchr(held[i], '=');
+        if (eq == NULL || eq == held[i] || eq[1] == '\0') {
+            fake_close(f);
+            return sbx_error_set(err, SBX_E_CONFIG, "fake: held entry '%s' is not SUBJECT=ID",
+                                 held[i]);
+        }
+        char *subject = strndup(held[i], (size_t)(eq - held[i]));
+        fake_box **grown = realloc(f->external, (f->n_external + 1) * sizeof(*grown));
+        if (grown != NULL)
+            f->external = grown;
+        ok = subject != NULL && grown != NULL &&
+             (f->external[f->n_external] = box_new(eq + 1)) != NULL;
+        if (ok) {
+            f->n_external++;
+            ok = sbx_strlist_add(&f->held_ids, eq + 1) &&
+                 sbx_strlist_add(&f->held_subjects, subject);
+        }
+        free(subject);
     }
     if (!ok) {
         fake_close(f);
@@ -269,11 +298,31 @@ static void fake_close(void *state)
     free(f->external);
     sbx_strlist_clear(&f->created);
     sbx_strlist_clear(&f->destroyed);
+    sbx_strlist_clear(&f->held_ids);
+    sbx_strlist_clear(&f->held_subjects);
     if (f->caps != NULL)
         protobuf_c_message_free_unpacked(&f->caps->base, NULL);
     pthread_mutex_destroy(&f->mu);
     free(f->profile);
     free(f);
+}
+
+/* The "held" sandboxes not destroyed since, as their principals'. */
+static sbx_status
+fake_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const char *subject),
+               void *arg, sbx_error *err)
+{
+    struct sbx_fake *f = state;
+    if (f->fail_list)
+        return sbx_error_set(err, SBX_E_PROVISION,
+                             "fake: listing failed (fault injected by "
+                             "fail_list)");
+    pthread_mutex_lock(&f->mu);
+    for (size_t i = 0; i < f->held_ids.n; i++)
+        if (box_find(f, f->held_ids.items[i], NULL) != NULL)
+            held(arg, f->held_ids.items[i], f->held_subjects.items[i]);
+    pthread_mutex_unlock(&f->mu);
+    return SBX_OK;
 }
 
 static void fake_capabilities(void *state, sbx_capabilities *caps)
@@ -704,6 +753,7 @@ const sbx_provider_ops sbx_provider_fake = {
     .create = fake_create,
     .attach = fake_attach,
     .destroy = fake_destroy,
+    .list_held = fake_list_held,
     .run_code = fake_op_run_code,
     .run_command = fake_op_run_command,
     .install_packages = fake_install_packages,

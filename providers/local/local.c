@@ -183,8 +183,9 @@ typedef struct local_provider {
     /* Parent of the sandboxes' freezer cgroups (pause/resume): v1's freezer hierarchy, v2's
      * sandbox cgroups themselves (cgroup.freeze); "" where pausing is not possible. */
     char freezer_base[LOCAL_MAX_CGROUP_DIR];
-    bool per_call;  /* the profile's sandboxes live for one call (ctx->scope) */
-    long owner_pid; /* this process: the owner recorded in each meta */
+    bool per_call; /* the profile's sandboxes live for one call (ctx->scope) */
+    char profile[LOCAL_META_MAX_NAME + 1]; /* ctx->profile, recorded in each meta ("" = none) */
+    long owner_pid;                        /* this process: the owner recorded in each meta */
     unsigned long long owner_start;
     sbx_expose_cfg expose; /* exposed ports: where relays listen, what URLs name */
     pthread_mutex_t swept_mu;
@@ -458,6 +459,8 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     }
     detect_cgroups(lp);
     lp->per_call = ctx && ctx->scope == SBX_SCOPE_PER_CALL;
+    if (ctx && ctx->profile && strlen(ctx->profile) <= LOCAL_META_MAX_NAME)
+        memcpy(lp->profile, ctx->profile, strlen(ctx->profile) + 1);
     lp->owner_pid = (long)getpid();
     lp->owner_start = sbx_proc_start_time(lp->owner_pid, NULL);
     pthread_mutex_init(&lp->swept_mu, NULL);
@@ -695,6 +698,34 @@ static void sweep_stale(local_provider *lp, sbx_strlist *removed)
     char path[LOCAL_MAX_RUNTIME_DIR + 32];
     uid_slot_path(lp, -1, path, sizeof path);
     sbx_uid_slot_sweep(path);
+}
+
+/* The live per_session sandboxes of this profile in the runtime dir, with the principal each was
+ * made for (its meta). One that is being made (no PID 1 yet) is not listed: the engine that is
+ * making it counts it. */
+static sbx_status
+local_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const char *subject),
+                void *arg, sbx_error *err)
+{
+    local_provider *lp = state;
+    DIR *d = opendir(lp->runtime_dir);
+    if (!d)
+        return errno == ENOENT ? SBX_OK
+                               : sbx_error_set(err, SBX_E_PROVISION, "cannot list %s: %s",
+                                               lp->runtime_dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!valid_id(de->d_name))
+            continue;
+        char dir[LOCAL_MAX_RUNTIME_DIR + 32];
+        state_paths(lp, de->d_name, dir, sizeof dir);
+        meta m;
+        if (meta_read(dir, &m) && m.has_principal && !m.per_call &&
+            strcmp(m.profile, lp->profile) == 0 && meta_alive(&m))
+            held(arg, de->d_name, m.subject);
+    }
+    closedir(d);
+    return SBX_OK;
 }
 
 static void remove_state_dir(const char *dir)
@@ -987,6 +1018,11 @@ static sbx_status write_meta(const local_provider *lp, const char *state_dir, co
                            lp->per_call ? "scope per_call\n" : "");
     if (m->uid_slot >= 0)
         tl += (size_t)snprintf(text + tl, sizeof text - tl, "uid_slot %ld\n", m->uid_slot);
+    char subject_hex[2 * LOCAL_META_MAX_NAME + 1], profile_hex[2 * LOCAL_META_MAX_NAME + 1];
+    if (m->has_principal && local_meta_hex(m->subject, subject_hex) &&
+        local_meta_hex(m->profile, profile_hex))
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "principal %s\nprofile %s\n",
+                               subject_hex, profile_hex);
     for (int i = 0; i < m->n_cg; i++)
         tl += (size_t)snprintf(text + tl, sizeof text - tl, "cgroup %s\n", m->cg[i]);
     int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -1016,7 +1052,6 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
                                sbx_sandbox **out, sbx_error *err)
 {
     (void)session;
-    (void)principal;
     local_provider *lp = state;
     *out = NULL;
     static const sbx_policy empty = SBX__V1__POLICY__INIT;
@@ -1050,6 +1085,14 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
     meta m;
     memset(&m, 0, sizeof m);
     m.uid_slot = -1;
+    /* whose it is, so a restarted engine counts it (local_list_held); a subject too long to
+     * record cannot come through the engine (it bounds subjects to 256 bytes) */
+    const char *subject = principal != NULL && principal->subject ? principal->subject : "";
+    if (!lp->per_call && lp->profile[0] && strlen(subject) <= LOCAL_META_MAX_NAME) {
+        m.has_principal = true;
+        memcpy(m.subject, subject, strlen(subject) + 1);
+        memcpy(m.profile, lp->profile, sizeof m.profile);
+    }
     if (st == SBX_OK) /* the owner first, so a sweep can tell whose half-made sandbox this is */
         st = write_meta(lp, sb->state_dir, &m, err);
     /* the slot after the state dir: a sweep frees a slot whose sandbox has no dir */
@@ -1670,6 +1713,7 @@ const sbx_provider_ops sbx_provider_local = {
     .list_files = local_list_files,
     .sandbox_close = local_sandbox_close,
     .sweep = local_sweep,
+    .list_held = local_list_held,
     .attach_command = local_attach_command,
     .cancel_command = local_cancel_command,
     .pause = local_pause,

@@ -41,8 +41,45 @@ static bool cgroup_ok(const char *path, const char *sandbox_id)
     return false;
 }
 
+bool local_meta_hex(const char *s, char out[2 * LOCAL_META_MAX_NAME + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t n = strlen(s);
+    if (n > LOCAL_META_MAX_NAME)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[(unsigned char)s[i] >> 4];
+        out[2 * i + 1] = digits[(unsigned char)s[i] & 15];
+    }
+    out[2 * n] = '\0';
+    return true;
+}
+
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Decodes the lowercase hex filling the rest of the line into out (LOCAL_META_MAX_NAME + 1
+ * bytes): false for an odd length, a longer name, a byte that is not a digit, or a NUL. */
+static bool hex_name(const char *hex, char *out)
+{
+    size_t n = strlen(hex);
+    if (n % 2 != 0 || n / 2 > LOCAL_META_MAX_NAME)
+        return false;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0 || (hi | lo) == 0)
+            return false;
+        out[i] = (char)(hi << 4 | lo);
+    }
+    out[n / 2] = '\0';
+    return true;
+}
+
 bool local_meta_parse(char *text, const char *sandbox_id, meta *m)
 {
+    bool subject_ok = false, profile_ok = false;
     memset(m, 0, sizeof *m);
     m->uid_slot = -1;
     for (char *save, *line = strtok_r(text, "\n", &save); line;
@@ -71,7 +108,14 @@ bool local_meta_parse(char *text, const char *sandbox_id, meta *m)
         } else if (strncmp(line, "cgroup ", 7) == 0 && m->n_cg < LOCAL_META_MAX_CGROUPS &&
                    cgroup_ok(line + 7, sandbox_id)) {
             snprintf(m->cg[m->n_cg++], sizeof m->cg[0], "%s", line + 7);
+        } else if (strncmp(line, "principal ", 10) == 0) {
+            subject_ok = hex_name(line + 10, m->subject);
+        } else if (strncmp(line, "profile ", 8) == 0) {
+            profile_ok = hex_name(line + 8, m->profile) && m->profile[0] != '\0';
         }
     }
+    m->has_principal = subject_ok && profile_ok;
+    if (!m->has_principal)
+        m->subject[0] = m->profile[0] = '\0';
     return m->pid > 1;
 }

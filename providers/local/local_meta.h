@@ -14,6 +14,9 @@
 
 /* Longest cgroup directory the provider uses (its own cgroup's path plus room). */
 #define LOCAL_MAX_CGROUP_DIR 1024
+/* Longest principal subject and profile name a meta file records (the engine's own bounds are
+ * 256 and 128 bytes); each is written as hex, since a subject may hold any byte but NUL. */
+#define LOCAL_META_MAX_NAME 256
 /* Cgroup directories per sandbox: v1 memory, pids, cpu; v2 one. */
 #define LOCAL_META_MAX_CGROUPS 4 /* v1: memory, pids, cpu and freezer */
 
@@ -26,13 +29,23 @@ typedef struct meta {
     char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
     int n_cg;
     long uid_slot; /* -1: none (rootless) */
+    /* made for a per_session (or per_runtime) session of profile `profile` on behalf of the
+     * principal `subject` (provider_ops.list_held); false: no such lines (or not well formed) */
+    bool has_principal;
+    char subject[LOCAL_META_MAX_NAME + 1];
+    char profile[LOCAL_META_MAX_NAME + 1];
 } meta;
 
 /* Parses the meta text of sandbox sandbox_id (NUL-terminated; modified). Lines: "pid N",
  * "start N", "uid_slot N", "owner PID START", "scope per_call",
- * "cgroup /sys/fs/cgroup/.../<sandbox_id>"; unknown lines are
+ * "cgroup /sys/fs/cgroup/.../<sandbox_id>", "principal HEX" and "profile HEX" (both or neither:
+ * has_principal; hex of at most LOCAL_META_MAX_NAME bytes, none of them NUL); unknown lines are
  * ignored, a cgroup line that is not exactly that shape is dropped (a uid_slot that is not a
  * whole number is -1, none). True when it names a usable PID 1 (pid > 1). */
 bool local_meta_parse(char *text, const char *sandbox_id, meta *m);
+
+/* Writes s (at most LOCAL_META_MAX_NAME bytes; longer is false) as lowercase hex into out
+ * (2 * LOCAL_META_MAX_NAME + 1 bytes). */
+bool local_meta_hex(const char *s, char out[2 * LOCAL_META_MAX_NAME + 1]);
 
 #endif

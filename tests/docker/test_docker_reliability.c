@@ -285,6 +285,55 @@ static void test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated(void
     sbx_message_free(&h->base);
 }
 
+/* A session of the per_session profile made, or refused, for principal subject. */
+static sbx_completion *made_for(fixture *f, const char *subject, const sbx_session_handle *h)
+{
+    sbx_request *r = fx_shell(f->profile, "true");
+    fx_subject(r, subject);
+    if (h != NULL)
+        fx_session(r, h);
+    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
+    sbx_request_free(r);
+    assert_non_null(c);
+    return c;
+}
+
+static void destroy_for(fixture *f, const char *subject, sbx_session_handle *h)
+{
+    sbx_request *r = fx_destroy(h);
+    fx_subject(r, subject);
+    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_message_free(&h->base);
+}
+
+/* sandbox.principal_sandboxes across a restart of the engine (a worker): the container a
+ * principal made through the first engine still counts in the next, which finds it by its
+ * labels (sbx.owner) when it opens the profile. Before, the new engine counted from zero. */
+static void test_docker_principal_sandboxes_count_what_a_restarted_engine_finds(void **state)
+{
+    fixture *f = *state;
+    if (f == NULL)
+        skip();
+    sbx_engine_free(f->e);
+    f->cfg->principal_sandboxes = 1;
+    f->e = fx_engine(f->cfg);
+    sbx_session_handle *held = handle_of(made_for(f, "tenant-a", NULL));
+    sbx_engine_free(f->e); /* the worker restarts; the container lives on */
+    f->e = fx_engine(f->cfg);
+    sbx_completion *c = made_for(f, "tenant-a", NULL);
+    assert_int_equal(c->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(c->error, "principal 'tenant-a' holds 1 sandbox of per_session"));
+    sbx_completion_free(c);
+    assert_int_equal(containers(f, f->profile), 1);
+    destroy_for(f, "tenant-a", held); /* through the new engine: its place is free */
+    held = handle_of(made_for(f, "tenant-a", NULL));
+    destroy_for(f, "tenant-a", held);
+    assert_int_equal(containers(f, f->profile), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +345,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_docker_principal_sandboxes_count_what_a_restarted_engine_finds, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -725,6 +726,71 @@ static void test_engine_principal_sandboxes_check_is_bounded(void **state)
     sbx_completion_free(no);
 }
 
+/* Sandboxes made before this engine (a restarted worker) count: each profile lists what it
+ * holds when it opens (provider list_held), and every listing profile opens at a principal's
+ * first counted create, so tenant-a, holding two under profile "old", is refused a session of
+ * "default" although no request named "old". Before, a restarted engine counted from zero. */
+static int setup_quota_held(void **state)
+{
+    env *t = calloc(1, sizeof(*t));
+    t->cfg = fx_config_new();
+    t->cfg->principal_sandboxes = 2;
+    fx_add_profile(t->cfg, "default", "fake");
+    sbx_profile_config *old = fx_add_profile(t->cfg, "old", "fake");
+    fx_opt(old, "held", "tenant-a=old-1");
+    fx_opt(old, "held", "tenant-a=old-2");
+    fx_opt(old, "held", "tenant-b=old-3");
+    t->e = fx_engine(t->cfg);
+    *state = t;
+    return 0;
+}
+
+static void test_engine_principal_sandboxes_count_what_providers_list(void **state)
+{
+    env *t = *state;
+    sbx_completion *no = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(no->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(no->error, "principal 'tenant-a' holds 2 sandboxes"));
+    assert_int_equal(sbx_fake_created_count(sbx_fake_get("default")), 0);
+    sbx_completion *b = as(t, "tenant-b", "default", NULL); /* holds 1 of 2 */
+    assert_int_equal(b->status, OK_STATUS);
+    sbx_completion *b2 = as(t, "tenant-b", "default", NULL);
+    assert_int_equal(b2->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(b2->error, "principal 'tenant-b' holds 2 sandboxes"));
+    /* one of tenant-a's ends: the next check at the limit (at most one a second) finds it gone
+     * and frees its place */
+    sbx_fake_vanish(sbx_fake_get("old"), "old-1");
+    usleep((HOLDINGS_CHECK_EVERY_MS + 100) * 1000);
+    sbx_completion *a = as(t, "tenant-a", "default", NULL);
+    assert_int_equal(a->status, OK_STATUS);
+    sbx_completion *cs[] = {no, b, b2, a};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        sbx_completion_free(cs[i]);
+}
+
+/* A provider that cannot list what principals hold fails the profile's open: a bound the engine
+ * cannot count is refused, never silently widened. Without a bound nothing is listed. */
+static void test_engine_principal_sandboxes_refuses_what_it_cannot_count(void **state)
+{
+    env *t = *state;
+    sbx_profile_config *p = fx_add_profile(t->cfg, "unlisted", "fake");
+    fx_opt(p, "fail_list", "true");
+    sbx_engine_free(t->e);
+    t->cfg->principal_sandboxes = 2;
+    t->e = fx_engine(t->cfg);
+    sbx_completion *no = as(t, "tenant-a", "unlisted", NULL);
+    assert_int_equal(no->status, FAILED);
+    assert_non_null(strstr(no->error, "principal_sandboxes"));
+    assert_non_null(strstr(no->error, "fail_list"));
+    sbx_completion_free(no);
+    sbx_engine_free(t->e);
+    t->cfg->principal_sandboxes = 0;
+    t->e = fx_engine(t->cfg);
+    sbx_completion *ok = as(t, "tenant-a", "unlisted", NULL);
+    assert_int_equal(ok->status, OK_STATUS);
+    sbx_completion_free(ok);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -767,6 +833,10 @@ int main(void)
                                         setup_quota, teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_check_is_bounded,
                                         setup_quota, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_count_what_providers_list,
+                                        setup_quota_held, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_principal_sandboxes_refuses_what_it_cannot_count, setup_quota, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

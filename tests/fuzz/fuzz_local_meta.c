@@ -4,7 +4,9 @@
  *
  * Properties: no crash; at most LOCAL_META_MAX_CGROUPS cgroups; every accepted cgroup is a
  * directory under /sys/fs/cgroup/ without an empty, "." or ".." component whose last component
- * is the sandbox id; an accepted pid or owner pid is a real one (2 .. 2^22). */
+ * is the sandbox id; an accepted pid or owner pid is a real one (2 .. 2^22); a principal is
+ * recorded only with a profile, and both are names the provider could have written (at most
+ * LOCAL_META_MAX_NAME bytes, the profile not empty). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_REQUIRE(m.pid > 1 && m.pid <= (1L << 22), "pid %ld accepted", m.pid);
     FUZZ_REQUIRE(m.owner_pid == 0 || (m.owner_pid > 1 && m.owner_pid <= (1L << 22)),
                  "owner pid %ld accepted", m.owner_pid);
+    char hex[2 * LOCAL_META_MAX_NAME + 1];
+    if (m.has_principal)
+        FUZZ_REQUIRE(m.profile[0] != '\0' && local_meta_hex(m.subject, hex) &&
+                         local_meta_hex(m.profile, hex),
+                     "principal '%s' of profile '%s' accepted", m.subject, m.profile);
+    else
+        FUZZ_REQUIRE(m.subject[0] == '\0' && m.profile[0] == '\0', "a half principal kept");
     for (int i = 0; i < m.n_cg; i++) {
         const char *p = m.cg[i];
         size_t n = strlen(p);

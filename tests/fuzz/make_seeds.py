@@ -396,6 +396,13 @@ def write_local_meta_seeds():
         # the owner, scope and uid_slot lines a sandbox's meta has carried since the sweep
         "owner_per_call": b"pid 4242\nstart 123456\nowner 777 99887766\nscope per_call\n"
                           b"uid_slot 3\ncgroup /sys/fs/cgroup/pids/sbx/l-0123456789abcdef\n",
+        # whose a per_session sandbox is (provider list_held): the subject and profile in hex
+        "principal": b"pid 4242\nstart 1\nowner 777 1\nprincipal " + b"tenant-a\n".hex().encode()
+                     + b"\nprofile " + b"default".hex().encode() + b"\n",
+        "principal_odd_hex": b"pid 4242\nstart 1\nprincipal 616\nprofile 61\n",
+        "principal_nul": b"pid 4242\nstart 1\nprincipal 6100\nprofile 61\n",
+        "principal_long": b"pid 4242\nstart 1\nprincipal " + b"61" * 257 + b"\nprofile 61\n",
+        "principal_upper": b"pid 4242\nstart 1\nprincipal 4A\nprofile 61\n",
     }
     write_dir("fuzz_local_meta", seeds, ext=".meta")
 

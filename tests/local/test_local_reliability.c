@@ -609,6 +609,77 @@ static bool running(long pid)
     return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
+/* A session of `profile` made, or refused, for principal subject through engine e. */
+static sbx_completion *made_for(sbx_engine *e, const char *subject, const sbx_session_handle *h)
+{
+    sbx_request *r = fx_shell("l", "true");
+    fx_subject(r, subject);
+    if (h != NULL)
+        fx_session(r, h);
+    sbx_completion *c = sbx_engine_process(e, r, NULL);
+    sbx_request_free(r);
+    assert_non_null(c);
+    return c;
+}
+
+/* Destroys subject's session h through engine e. */
+static void destroy_for(sbx_engine *e, const char *subject, const sbx_session_handle *h)
+{
+    sbx_request *d = fx_destroy(h);
+    fx_subject(d, subject);
+    sbx_completion *c = sbx_engine_process(e, d, NULL);
+    if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
+        fail_msg("destroy: %s", c->error);
+    sbx_completion_free(c);
+    sbx_request_free(d);
+}
+
+/* sandbox.principal_sandboxes across a restart: what a principal made through one engine still
+ * counts in the next engine on the same host (a restarted worker), which finds it in each
+ * sandbox's meta when it opens the profile. Before, the new engine counted from zero and let
+ * the principal make its bound again on every restart. */
+static void test_principal_sandboxes_count_what_a_restarted_engine_finds(void **state)
+{
+    lr *f = *state;
+    sbx_engine_free(f->e);
+    f->cfg->principal_sandboxes = 1;
+    f->e = fx_engine(f->cfg);
+    sbx_completion *c = made_for(f->e, "tenant-a", NULL);
+    assert_true(succeeded(c));
+    sbx_session_handle *held = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+
+    sbx_engine_free(f->e); /* the worker restarts; its sandboxes live on */
+    f->e = fx_engine(f->cfg);
+    c = made_for(f->e, "tenant-a", NULL);
+    assert_int_equal(c->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(c->error, "principal 'tenant-a' holds 1 sandbox of per_session"));
+    sbx_completion_free(c);
+    assert_int_equal(sandboxes(f), 1); /* nothing was made for the refused request */
+
+    /* another principal is not refused, and the held session still runs through the new engine */
+    c = made_for(f->e, "tenant-b", NULL);
+    assert_true(succeeded(c));
+    sbx_session_handle *other = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    destroy_for(f->e, "tenant-b", other);
+    sbx_message_free(&other->base);
+    c = made_for(f->e, "tenant-a", held);
+    assert_true(succeeded(c));
+    assert_string_equal(c->session->sandbox_id, held->sandbox_id);
+    sbx_completion_free(c);
+
+    /* destroying it through the new engine frees its place */
+    destroy_for(f->e, "tenant-a", held);
+    sbx_message_free(&held->base);
+    c = made_for(f->e, "tenant-a", NULL);
+    assert_true(succeeded(c));
+    held = (sbx_session_handle *)sbx_message_copy(&c->session->base);
+    sbx_completion_free(c);
+    destroy_for(f->e, "tenant-a", held);
+    sbx_message_free(&held->base);
+}
+
 /* A test that fails between creating a session and destroying it (an assertion leaves it at
  * once) must not leave the sandbox on the host: fx_config_free, run by the teardown, destroys
  * it. Seen in CI: the sixteen-clients test failed, and its session's agent went on running
@@ -657,6 +728,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_interrupted_cleans_up_and_exits_128_plus_n,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_killed_is_swept, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_principal_sandboxes_count_what_a_restarted_engine_finds, setup, teardown),
         cmocka_unit_test(test_fixture_destroys_a_session_a_failed_test_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

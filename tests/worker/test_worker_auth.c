@@ -235,7 +235,7 @@ static void test_worker_auth_principal_sandboxes_bound_each_asserted_principal(v
     sbx_completion *second = call(b, "alice");
     assert_int_equal(second->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
     assert_int_equal(second->error_code, SBX_E_RESOURCE_EXHAUSTED);
-    assert_non_null(strstr(second->error, "principal 'alice' holds 1 sandboxes"));
+    assert_non_null(strstr(second->error, "principal 'alice' holds 1 sandbox of per_session"));
     assert_code(call(b, "bob"), SBX_OK);
     sbx_completion_free(second);
     sbx_broker_free(b);
