@@ -1164,11 +1164,32 @@ static sbx_status list_managed(docker_provider *p, json_t **list, sbx_error *err
     return st;
 }
 
-/* Whether a listed container's State is one that may run again (not exited or dead). */
-static bool state_live(const char *cstate)
+/* One entry of the container list, as the labels sbx set at create tell it (strings borrowed
+ * from the list). */
+typedef struct listed {
+    const char *id;
+    bool live;                 /* State is one that may run again (not exited or dead) */
+    const char *scope;         /* "per_call", or NULL for a per_session container */
+    const char *owner_process; /* per_call: "<pid> <start time>" of the process that made it */
+    const char *subject;       /* the principal it was made for */
+    const char *state_dir;
+} listed;
+
+/* Reads one entry of the list; false when it has no usable Id or State. */
+static bool listed_of(json_t *c, listed *l)
 {
-    return strcmp(cstate, "running") == 0 || strcmp(cstate, "created") == 0 ||
-           strcmp(cstate, "restarting") == 0 || strcmp(cstate, "paused") == 0;
+    json_t *labels = json_object_get(c, "Labels");
+    const char *cstate = json_string_value(json_object_get(c, "State"));
+    l->id = json_string_value(json_object_get(c, "Id"));
+    l->scope = json_string_value(json_object_get(labels, LABEL_SCOPE));
+    l->owner_process = json_string_value(json_object_get(labels, LABEL_OWNER_PROCESS));
+    l->subject = json_string_value(json_object_get(labels, LABEL_OWNER));
+    l->state_dir = json_string_value(json_object_get(labels, LABEL_STATE));
+    if (l->id == NULL || !ref_ok(l->id) || cstate == NULL)
+        return false;
+    l->live = strcmp(cstate, "running") == 0 || strcmp(cstate, "created") == 0 ||
+              strcmp(cstate, "restarting") == 0 || strcmp(cstate, "paused") == 0;
+    return true;
 }
 
 /* The live containers of this profile's per_session sessions, with the principal each was made
@@ -1184,16 +1205,11 @@ docker_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, co
     sbx_status st = list_managed(p, &list, err);
     size_t i;
     json_t *c;
+    listed l;
     json_array_foreach(list, i, c)
     {
-        const char *id = json_string_value(json_object_get(c, "Id"));
-        const char *cstate = json_string_value(json_object_get(c, "State"));
-        json_t *labels = json_object_get(c, "Labels");
-        const char *scope = json_string_value(json_object_get(labels, LABEL_SCOPE));
-        const char *subject = json_string_value(json_object_get(labels, LABEL_OWNER));
-        if (id != NULL && ref_ok(id) && cstate != NULL && state_live(cstate) && subject != NULL &&
-            scope == NULL)
-            held(arg, id, subject);
+        if (listed_of(c, &l) && l.live && l.subject != NULL && l.scope == NULL)
+            held(arg, l.id, l.subject);
     }
     json_decref(list);
     return st;
@@ -1211,29 +1227,23 @@ static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err
     sbx_status st = list_managed(p, &list, err);
     size_t i;
     json_t *c;
+    listed l;
     json_array_foreach(list, i, c)
     {
-        const char *id = json_string_value(json_object_get(c, "Id"));
-        const char *cstate = json_string_value(json_object_get(c, "State"));
-        json_t *labels = json_object_get(c, "Labels");
-        const char *scope = json_string_value(json_object_get(labels, LABEL_SCOPE));
-        const char *owner = json_string_value(json_object_get(labels, LABEL_OWNER_PROCESS));
-        const char *sd = json_string_value(json_object_get(labels, LABEL_STATE));
-        if (id == NULL || !ref_ok(id) || cstate == NULL)
+        if (!listed_of(c, &l))
             continue;
-        bool dead = !state_live(cstate);
-        bool orphan =
-            scope != NULL && strcmp(scope, "per_call") == 0 && owner != NULL && !owner_alive(owner);
-        if (!dead && !orphan)
+        bool orphan = l.scope != NULL && strcmp(l.scope, "per_call") == 0 &&
+                      l.owner_process != NULL && !owner_alive(l.owner_process);
+        if (l.live && !orphan)
             continue;
         sbx_error ignored;
-        if (remove_container(p, id, &ignored) != SBX_OK)
+        if (remove_container(p, l.id, &ignored) != SBX_OK)
             continue;
         char xdir[1200];
-        expose_dir(p, id, xdir, sizeof xdir);
+        expose_dir(p, l.id, xdir, sizeof xdir);
         sbx_expose_close_all(xdir);
-        remove_state_dir(p, sd);
-        sbx_strlist_add(removed, id);
+        remove_state_dir(p, l.state_dir);
+        sbx_strlist_add(removed, l.id);
     }
     json_decref(list);
     /* slots whose state dir is gone without a release (a crash between claim and cleanup) */

@@ -661,15 +661,16 @@ static bool owner_alive(const meta *m)
     return start != 0 && start == m->owner_start && state != 'Z' && state != 'X';
 }
 
-/* Sandboxes whose agent ended on its own (idle TTL, OOM of PID 1, host reboot) leave their
- * state dir and cgroups behind, and a per_call sandbox whose owner was killed mid-call is
- * reachable by nobody: each provider open and each local_sweep remove those (ids appended to
- * removed when non-NULL). Live sandboxes of live owners and every per_session one stay. */
-static void sweep_stale(local_provider *lp, sbx_strlist *removed)
+/* Calls fn for each sandbox state dir in the runtime dir with its meta (have: read, and naming
+ * a PID 1). -1 (errno set): the runtime dir cannot be read. */
+static int each_sandbox(local_provider *lp,
+                        void (*fn)(local_provider *lp, const char *id, const char *dir,
+                                   const meta *m, bool have, void *arg),
+                        void *arg)
 {
     DIR *d = opendir(lp->runtime_dir);
     if (!d)
-        return;
+        return -1;
     struct dirent *de;
     while ((de = readdir(d))) {
         if (!valid_id(de->d_name))
@@ -677,20 +678,38 @@ static void sweep_stale(local_provider *lp, sbx_strlist *removed)
         char dir[LOCAL_MAX_RUNTIME_DIR + 32];
         state_paths(lp, de->d_name, dir, sizeof dir);
         meta m;
-        struct stat st;
         bool have = meta_read(dir, &m);
-        /* a sandbox being created has no PID 1 in its meta yet: leave young ones alone, unless
-         * the owner that was creating it (per_call) is gone */
-        bool creator_gone = m.per_call && m.owner_pid > 0 && !owner_alive(&m);
-        if (!have && !creator_gone && stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
-            continue;
-        if (!have || !meta_alive(&m) || (m.per_call && !owner_alive(&m))) {
-            local_destroy(lp, de->d_name, NULL);
-            if (removed)
-                sbx_strlist_add(removed, de->d_name);
-        }
+        fn(lp, de->d_name, dir, &m, have, arg);
     }
     closedir(d);
+    return 0;
+}
+
+static void sweep_one(local_provider *lp, const char *id, const char *dir, const meta *m, bool have,
+                      void *arg)
+{
+    sbx_strlist *removed = arg;
+    struct stat st;
+    /* a sandbox being created has no PID 1 in its meta yet: leave young ones alone, unless the
+     * owner that was creating it (per_call) is gone */
+    bool creator_gone = m->per_call && m->owner_pid > 0 && !owner_alive(m);
+    if (!have && !creator_gone && stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
+        return;
+    if (!have || !meta_alive(m) || (m->per_call && !owner_alive(m))) {
+        local_destroy(lp, id, NULL);
+        if (removed)
+            sbx_strlist_add(removed, id);
+    }
+}
+
+/* Sandboxes whose agent ended on its own (idle TTL, OOM of PID 1, host reboot) leave their
+ * state dir and cgroups behind, and a per_call sandbox whose owner was killed mid-call is
+ * reachable by nobody: each provider open and each local_sweep remove those (ids appended to
+ * removed when non-NULL). Live sandboxes of live owners and every per_session one stay. */
+static void sweep_stale(local_provider *lp, sbx_strlist *removed)
+{
+    if (each_sandbox(lp, sweep_one, removed) < 0)
+        return;
     if (lp->rootless)
         return;
     /* slots whose sandbox has no state dir any more (a crash between claim and cleanup, or a
@@ -698,6 +717,21 @@ static void sweep_stale(local_provider *lp, sbx_strlist *removed)
     char path[LOCAL_MAX_RUNTIME_DIR + 32];
     uid_slot_path(lp, -1, path, sizeof path);
     sbx_uid_slot_sweep(path);
+}
+
+typedef struct held_arg {
+    void (*held)(void *arg, const char *sandbox_id, const char *subject);
+    void *arg;
+} held_arg;
+
+static void list_one(local_provider *lp, const char *id, const char *dir, const meta *m, bool have,
+                     void *arg)
+{
+    (void)dir;
+    const held_arg *h = arg;
+    if (have && m->has_principal && !m->per_call && strcmp(m->profile, lp->profile) == 0 &&
+        meta_alive(m))
+        h->held(h->arg, id, m->subject);
 }
 
 /* The live per_session sandboxes of this profile in the runtime dir, with the principal each was
@@ -708,23 +742,10 @@ local_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, con
                 void *arg, sbx_error *err)
 {
     local_provider *lp = state;
-    DIR *d = opendir(lp->runtime_dir);
-    if (!d)
-        return errno == ENOENT ? SBX_OK
-                               : sbx_error_set(err, SBX_E_PROVISION, "cannot list %s: %s",
-                                               lp->runtime_dir, strerror(errno));
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!valid_id(de->d_name))
-            continue;
-        char dir[LOCAL_MAX_RUNTIME_DIR + 32];
-        state_paths(lp, de->d_name, dir, sizeof dir);
-        meta m;
-        if (meta_read(dir, &m) && m.has_principal && !m.per_call &&
-            strcmp(m.profile, lp->profile) == 0 && meta_alive(&m))
-            held(arg, de->d_name, m.subject);
-    }
-    closedir(d);
+    held_arg h = {held, arg};
+    if (each_sandbox(lp, list_one, &h) < 0 && errno != ENOENT)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot list %s: %s", lp->runtime_dir,
+                             strerror(errno));
     return SBX_OK;
 }
 

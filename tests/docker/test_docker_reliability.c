@@ -102,16 +102,25 @@ static char *once(const fixture *f)
     return name;
 }
 
-static sbx_completion *run_in(fixture *f, const char *profile, const sbx_session_handle *h,
-                              const char *line)
+/* line in profile, for principal subject (NULL: the fixture's). */
+static sbx_completion *run_as(fixture *f, const char *subject, const char *profile,
+                              const sbx_session_handle *h, const char *line)
 {
     sbx_request *r = fx_shell(profile, line);
+    if (subject != NULL)
+        fx_subject(r, subject);
     if (h != NULL)
         fx_session(r, h);
     sbx_completion *c = sbx_engine_process(f->e, r, NULL);
     sbx_request_free(r);
     assert_non_null(c);
     return c;
+}
+
+static sbx_completion *run_in(fixture *f, const char *profile, const sbx_session_handle *h,
+                              const char *line)
+{
+    return run_as(f, NULL, profile, h, line);
 }
 
 static sbx_session_handle *handle_of(sbx_completion *c)
@@ -288,14 +297,7 @@ static void test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated(void
 /* A session of the per_session profile made, or refused, for principal subject. */
 static sbx_completion *made_for(fixture *f, const char *subject, const sbx_session_handle *h)
 {
-    sbx_request *r = fx_shell(f->profile, "true");
-    fx_subject(r, subject);
-    if (h != NULL)
-        fx_session(r, h);
-    sbx_completion *c = sbx_engine_process(f->e, r, NULL);
-    sbx_request_free(r);
-    assert_non_null(c);
-    return c;
+    return run_as(f, subject, f->profile, h, "true");
 }
 
 static void destroy_for(fixture *f, const char *subject, sbx_session_handle *h)

@@ -120,16 +120,25 @@ static long agent_pid(const lr *f, const char *sandbox_id)
     return pid;
 }
 
-static sbx_completion *run_in(sbx_engine *e, const char *profile, const sbx_session_handle *h,
-                              const char *line)
+/* line in profile through engine e, for principal subject (NULL: the fixture's). */
+static sbx_completion *run_as(sbx_engine *e, const char *subject, const char *profile,
+                              const sbx_session_handle *h, const char *line)
 {
     sbx_request *r = fx_shell(profile, line);
+    if (subject != NULL)
+        fx_subject(r, subject);
     if (h != NULL)
         fx_session(r, h);
     sbx_completion *c = sbx_engine_process(e, r, NULL);
     sbx_request_free(r);
     assert_non_null(c);
     return c;
+}
+
+static sbx_completion *run_in(sbx_engine *e, const char *profile, const sbx_session_handle *h,
+                              const char *line)
+{
+    return run_as(e, NULL, profile, h, line);
 }
 
 static bool succeeded(const sbx_completion *c)
@@ -609,17 +618,10 @@ static bool running(long pid)
     return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
-/* A session of `profile` made, or refused, for principal subject through engine e. */
+/* A session of profile "l" made, or refused, for principal subject through engine e. */
 static sbx_completion *made_for(sbx_engine *e, const char *subject, const sbx_session_handle *h)
 {
-    sbx_request *r = fx_shell("l", "true");
-    fx_subject(r, subject);
-    if (h != NULL)
-        fx_session(r, h);
-    sbx_completion *c = sbx_engine_process(e, r, NULL);
-    sbx_request_free(r);
-    assert_non_null(c);
-    return c;
+    return run_as(e, subject, "l", h, "true");
 }
 
 /* Destroys subject's session h through engine e. */
