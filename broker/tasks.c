@@ -20,6 +20,8 @@ void bt_store_init(bt_store *s, size_t lru_max)
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
     pthread_mutex_init(&s->mu, &attr);
     pthread_mutexattr_destroy(&attr);
+    sbx_table_init(&s->tasks, s->task_buckets, BT_BUCKETS);
+    sbx_table_init(&s->owners, s->owner_buckets, BT_BUCKETS);
     s->lru_max = lru_max > 0 ? lru_max : 1;
 }
 
@@ -37,25 +39,25 @@ static void task_free(bt_task *t)
 
 void bt_store_destroy(bt_store *s)
 {
-    for (size_t b = 0; b < BT_BUCKETS; b++)
-        for (bt_owner *o = s->owners[b], *next; o != NULL; o = next) {
-            next = o->next;
-            free(o);
-        }
-    for (size_t b = 0; b < BT_BUCKETS; b++)
-        for (bt_task *t = s->buckets[b], *next; t != NULL; t = next) {
-            next = t->hnext;
-            task_free(t);
-        }
+    SBX_TABLE_EACH(&s->owners, l)
+    {
+        free(SBX_ENTRY(l, bt_owner, link));
+    }
+    SBX_TABLE_EACH(&s->tasks, l)
+    {
+        task_free(SBX_ENTRY(l, bt_task, link));
+    }
     pthread_mutex_destroy(&s->mu);
 }
 
 bt_task *bt_find(bt_store *s, const char *subject, const char *task_id)
 {
     uint64_t h = sbx_hash_pair(subject, task_id);
-    for (bt_task *t = s->buckets[h & (BT_BUCKETS - 1)]; t != NULL; t = t->hnext)
-        if (t->hash == h && strcmp(t->key, subject) == 0 && strcmp(t->id, task_id) == 0)
+    for (sbx_link *l = sbx_table_first(&s->tasks, h); l != NULL; l = l->next) {
+        bt_task *t = SBX_ENTRY(l, bt_task, link);
+        if (l->hash == h && strcmp(t->key, subject) == 0 && strcmp(t->id, task_id) == 0)
             return t;
+    }
     return NULL;
 }
 
@@ -71,7 +73,7 @@ bt_task *bt_task_new(const char *subject, const char *task_id,
     t->id = t->key + slen + 1;
     memcpy(t->digest, digest, SBX_REQUEST_DIGEST_LEN);
     sbx_cond_init_mono(&t->done);
-    t->hash = sbx_hash_pair(subject, task_id);
+    t->link.hash = sbx_hash_pair(subject, task_id);
     __atomic_store_n(&t->state, BT_QUEUED, __ATOMIC_RELEASE);
     return t;
 }
@@ -79,9 +81,7 @@ bt_task *bt_task_new(const char *subject, const char *task_id,
 void bt_insert_task(bt_store *s, bt_task *t)
 {
     t->in_table = true;
-    bt_task **bucket = &s->buckets[t->hash & (BT_BUCKETS - 1)];
-    t->hnext = *bucket;
-    *bucket = t;
+    sbx_table_add(&s->tasks, &t->link, t->link.hash);
 }
 
 void bt_task_unused(bt_task *t)
@@ -103,11 +103,7 @@ static void unlink_table(bt_store *s, bt_task *t)
 {
     if (!t->in_table)
         return;
-    bt_task **pp = &s->buckets[t->hash & (BT_BUCKETS - 1)];
-    while (*pp != t)
-        pp = &(*pp)->hnext;
-    *pp = t->hnext;
-    t->hnext = NULL;
+    sbx_table_del(&s->tasks, &t->link);
     t->in_table = false;
 }
 
@@ -115,18 +111,17 @@ static void unlink_table(bt_store *s, bt_task *t)
 static bt_owner *owner_get(bt_store *s, const char *subject)
 {
     uint64_t h = sbx_hash_str(subject);
-    bt_owner **bucket = &s->owners[h & (BT_BUCKETS - 1)];
-    for (bt_owner *o = *bucket; o != NULL; o = o->next)
-        if (o->hash == h && strcmp(o->subject, subject) == 0)
+    for (sbx_link *l = sbx_table_first(&s->owners, h); l != NULL; l = l->next) {
+        bt_owner *o = SBX_ENTRY(l, bt_owner, link);
+        if (l->hash == h && strcmp(o->subject, subject) == 0)
             return o;
+    }
     size_t len = strlen(subject);
     bt_owner *o = calloc(1, sizeof(*o) + len + 1);
     if (o == NULL)
         return NULL;
     memcpy(o->subject, subject, len + 1);
-    o->hash = h;
-    o->next = *bucket;
-    *bucket = o;
+    sbx_table_add(&s->owners, &o->link, h);
     s->n_owners++;
     return o;
 }
@@ -151,10 +146,7 @@ static void owner_unlink(bt_store *s, bt_task *t)
     o->bytes -= t->lru_bytes;
     if (o->n_done > 0)
         return;
-    bt_owner **pp = &s->owners[o->hash & (BT_BUCKETS - 1)];
-    while (*pp != o)
-        pp = &(*pp)->next;
-    *pp = o->next;
+    sbx_table_del(&s->owners, &o->link);
     free(o);
     s->n_owners--;
 }
@@ -213,7 +205,7 @@ static void drop(bt_store *s, bt_task *t, bt_task **dead)
         task_free(t);
         return;
     }
-    t->hnext = *dead;
+    t->link.next = *dead != NULL ? &(*dead)->link : NULL;
     *dead = t;
 }
 
@@ -226,7 +218,7 @@ bool bt_abandoned(const sbx_engine_hooks *hooks, const sbx_completion *c)
 void bt_free_dead(bt_task *dead)
 {
     while (dead != NULL) {
-        bt_task *next = dead->hnext;
+        bt_task *next = dead->link.next != NULL ? SBX_ENTRY(dead->link.next, bt_task, link) : NULL;
         task_free(dead);
         dead = next;
     }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "core/limits.h"
+#include "core/table.h"
 #include "broker/broker_impl.h"
 #include "sbx/contract.h"
 #include "sbx/engine.h"
@@ -48,8 +49,7 @@ typedef enum bt_state { BT_QUEUED, BT_RUNNING, BT_DONE } bt_state;
  * the principals holding entries) is evicted first, oldest first: one tenant's flood of
  * requests evicts its own completions, never the one another keeps for its retry. */
 typedef struct bt_owner {
-    struct bt_owner *next; /* hash chain */
-    uint64_t hash;
+    sbx_link link; /* in bt_store.owners, by subject */
     struct bt_task *head, *tail;
     size_t n_done, bytes;
     char subject[];
@@ -69,14 +69,13 @@ typedef struct bt_waiter {
 } bt_waiter;
 
 typedef struct bt_task {
-    struct bt_task *hnext;               /* hash chain */
+    sbx_link link; /* in bt_store.tasks, by (subject, task_id); once dropped, the dead list */
     struct bt_task *lru_prev, *lru_next; /* done tasks, oldest first */
     struct bt_task *own_prev, *own_next; /* its owner's done tasks, oldest first */
     bt_owner *owner;                     /* while in the LRU */
     struct bt_task *qnext;               /* ready queue or session backlog (thread broker) */
     struct bt_session *session;          /* thread broker: the session it serializes on, or NULL */
     struct tb_tenant *tenant;            /* thread broker: its principal, while queued or running */
-    uint64_t hash;
     bt_state state;
     bool in_table;                 /* reachable by task_id */
     bool discarded;                /* drop the completion when it arrives */
@@ -105,10 +104,12 @@ typedef struct bt_task {
 
 typedef struct bt_store {
     pthread_mutex_t mu;
-    bt_task *buckets[BT_BUCKETS];
+    sbx_table tasks;
+    sbx_link *task_buckets[BT_BUCKETS];
     bt_task *lru_head, *lru_tail;
     size_t n_done, lru_max;
-    bt_owner *owners[BT_BUCKETS]; /* principals with done entries, by subject */
+    sbx_table owners; /* principals with done entries, by subject */
+    sbx_link *owner_buckets[BT_BUCKETS];
     size_t n_owners;
     size_t lru_bytes; /* of the done entries in the LRU, at most BT_LRU_BYTES_MAX */
     int spinners;     /* waiters spinning now (atomic; never more than BT_MAX_SPINNERS) */

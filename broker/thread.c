@@ -33,6 +33,7 @@
 
 #include "broker/tasks.h"
 #include "core/hash.h"
+#include "core/table.h"
 #include "broker/broker_impl.h"
 
 /* Most executor threads: beyond this, threads cost memory and context switches while providers
@@ -59,9 +60,8 @@
  * holds at most principal_slots at once, so its long commands cannot take every slot from the
  * others. Freed when it has nothing queued or running. */
 typedef struct tb_tenant {
-    struct tb_tenant *next;  /* hash chain */
+    sbx_link link;           /* in thread_broker.tenants, by subject */
     struct tb_tenant *rnext; /* the ring of principals with ready tasks */
-    uint64_t hash;
     int queued;        /* its tasks accepted, not yet granted a slot (ready + session backlogs) */
     int running;       /* its tasks granted a slot, not yet finished */
     int ready_cancels; /* CancelCommands among its ready tasks (may pass its share) */
@@ -72,9 +72,8 @@ typedef struct tb_tenant {
 
 /* A session with work queued or running. Freed when idle (nothing running, empty backlog). */
 typedef struct bt_session {
-    struct bt_session *next;
-    uint64_t hash;
-    bool busy; /* one of its tasks is in the ready queue or running */
+    sbx_link link; /* in thread_broker.sessions, by key */
+    bool busy;     /* one of its tasks is in the ready queue or running */
     bt_task *backlog_head, *backlog_tail;
     char id[];
 } bt_session;
@@ -94,9 +93,11 @@ typedef struct thread_broker {
     bt_store store;                   /* its mu guards every field below */
     pthread_cond_t idle;              /* queued + running reached zero */
     tb_tenant *ring_head, *ring_tail; /* principals with ready tasks, next to be granted first */
-    tb_tenant *tenants[TENANT_BUCKETS];
+    sbx_table tenants;
+    sbx_link *tenant_buckets[TENANT_BUCKETS];
     bt_task *exec_head, *exec_tail; /* granted a slot, waiting for an executor thread */
-    bt_session *sessions[SESSION_BUCKETS];
+    sbx_table sessions;
+    sbx_link *session_buckets[SESSION_BUCKETS];
     int queued;  /* accepted, not yet granted a slot (ready + backlogs) */
     int running; /* granted a slot: running on an executor or on its blocking submitter */
     int slots;   /* the configured threads: at most this many requests run at once */
@@ -237,7 +238,6 @@ static void tb_prepare(const sbx_request *req, const char *subject, const char *
     p->session = calloc(1, sizeof(*p->session) + len + 1);
     if (p->session != NULL) {
         memcpy(p->session->id, p->skey, len + 1);
-        p->session->hash = p->shash;
     }
 }
 
@@ -250,25 +250,22 @@ static void tb_prep_free(tb_prep *p)
 /* The entry of p's session (store.mu held): the one there, or p's, entered now; NULL on ENOMEM. */
 static bt_session *session_get(thread_broker *tb, tb_prep *p)
 {
-    bt_session **bucket = &tb->sessions[p->shash & (SESSION_BUCKETS - 1)];
-    for (bt_session *s = *bucket; s != NULL; s = s->next)
-        if (s->hash == p->shash && strcmp(s->id, p->skey) == 0)
+    for (sbx_link *l = sbx_table_first(&tb->sessions, p->shash); l != NULL; l = l->next) {
+        bt_session *s = SBX_ENTRY(l, bt_session, link);
+        if (l->hash == p->shash && strcmp(s->id, p->skey) == 0)
             return s;
+    }
     bt_session *s = p->session;
     if (s == NULL)
         return NULL;
     p->session = NULL;
-    s->next = *bucket;
-    *bucket = s;
+    sbx_table_add(&tb->sessions, &s->link, p->shash);
     return s;
 }
 
 static void session_release(thread_broker *tb, bt_session *s)
 {
-    bt_session **pp = &tb->sessions[s->hash & (SESSION_BUCKETS - 1)];
-    while (*pp != s)
-        pp = &(*pp)->next;
-    *pp = s->next;
+    sbx_table_del(&tb->sessions, &s->link);
     free(s);
 }
 
@@ -283,18 +280,17 @@ static int tenant_share(int depth)
 static tb_tenant *tenant_get(thread_broker *tb, const char *subject)
 {
     uint64_t h = sbx_hash_str(subject);
-    tb_tenant **bucket = &tb->tenants[h & (TENANT_BUCKETS - 1)];
-    for (tb_tenant *p = *bucket; p != NULL; p = p->next)
-        if (p->hash == h && strcmp(p->subject, subject) == 0)
+    for (sbx_link *l = sbx_table_first(&tb->tenants, h); l != NULL; l = l->next) {
+        tb_tenant *p = SBX_ENTRY(l, tb_tenant, link);
+        if (l->hash == h && strcmp(p->subject, subject) == 0)
             return p;
+    }
     size_t len = strlen(subject);
     tb_tenant *p = calloc(1, sizeof(*p) + len + 1);
     if (p == NULL)
         return NULL;
     memcpy(p->subject, subject, len + 1);
-    p->hash = h;
-    p->next = *bucket;
-    *bucket = p;
+    sbx_table_add(&tb->tenants, &p->link, h);
     return p;
 }
 
@@ -303,10 +299,7 @@ static void tenant_tidy(thread_broker *tb, tb_tenant *p)
 {
     if (p->queued > 0 || p->in_ring || p->running > 0)
         return;
-    tb_tenant **pp = &tb->tenants[p->hash & (TENANT_BUCKETS - 1)];
-    while (*pp != p)
-        pp = &(*pp)->next;
-    *pp = p->next;
+    sbx_table_del(&tb->tenants, &p->link);
     free(p);
 }
 
@@ -1038,6 +1031,8 @@ sbx_status sbx_broker_open_thread(sbx_engine *engine, const sbx_thread_broker_op
     tb->principal_slots = share;
     tb->slots = threads;
     bt_store_init(&tb->store, (size_t)lru);
+    sbx_table_init(&tb->tenants, tb->tenant_buckets, TENANT_BUCKETS);
+    sbx_table_init(&tb->sessions, tb->session_buckets, SESSION_BUCKETS);
     pthread_cond_init(&tb->idle, NULL);
     sbx_broker *b = sbx_broker_wrap(&thread_vtable, tb);
     if (b == NULL) {

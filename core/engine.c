@@ -20,6 +20,7 @@
 #include "core/binding.h"
 #include "core/hash.h"
 #include "core/holdings.h"
+#include "core/table.h"
 #include "core/idle.h"
 #include "core/policy.h"
 #include "core/snapshot.h"
@@ -67,8 +68,7 @@ typedef struct profile_slot {
  * idle sessions cost nothing (lock objects are reclaimed when unused). Guarded by locks_mu
  * except `mu` itself. */
 typedef struct session_lock {
-    struct session_lock *next;
-    uint64_t hash;
+    sbx_link link; /* in sbx_engine.locks, by id */
     int refs;
     pthread_mutex_t mu;
     char id[];
@@ -81,7 +81,8 @@ struct sbx_engine {
     size_t n_slots;
     /* stripe b % ENGINE_LOCK_STRIPES guards bucket b and the refs of the locks in it */
     pthread_mutex_t locks_mu[ENGINE_LOCK_STRIPES];
-    session_lock *buckets[ENGINE_LOCK_BUCKETS];
+    sbx_table locks;
+    sbx_link *lock_buckets[ENGINE_LOCK_BUCKETS];
     char *profile_names; /* "a, b, c" for CONFIG errors */
     /* idle_action: pause. NULL/unused when no profile asks for it. The thread runs
      * sbx_engine_idle_pass every idle_every_ms until idle_stop (idle_mu guards it, idle_cv
@@ -163,6 +164,7 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
     if (e == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory creating the engine");
     e->cfg = cfg;
+    sbx_table_init(&e->locks, e->lock_buckets, ENGINE_LOCK_BUCKETS);
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
@@ -250,12 +252,12 @@ void sbx_engine_free(sbx_engine *e)
         sbx_message_free((ProtobufCMessage *)s->caps);
         pthread_mutex_destroy(&s->mu);
     }
-    for (size_t b = 0; b < ENGINE_LOCK_BUCKETS; b++)
-        for (session_lock *l = e->buckets[b], *next; l != NULL; l = next) {
-            next = l->next;
-            pthread_mutex_destroy(&l->mu);
-            free(l);
-        }
+    SBX_TABLE_EACH(&e->locks, link)
+    {
+        session_lock *l = SBX_ENTRY(link, session_lock, link);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+    }
     for (size_t i = 0; i < ENGINE_LOCK_STRIPES; i++)
         pthread_mutex_destroy(&e->locks_mu[i]);
     sbx_binding_key_free(e->key);
@@ -357,13 +359,12 @@ static sbx_status slot_open(profile_slot *s, sbx_error *err)
 static session_lock *lock_session(sbx_engine *e, const char *id)
 {
     uint64_t h = sbx_hash_str(id);
-    size_t b = h & (ENGINE_LOCK_BUCKETS - 1);
-    session_lock **bucket = &e->buckets[b];
-    pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
+    pthread_mutex_t *mu = &e->locks_mu[sbx_table_slot(&e->locks, h) % ENGINE_LOCK_STRIPES];
     pthread_mutex_lock(mu);
-    session_lock *l = *bucket;
-    while (l != NULL && (l->hash != h || strcmp(l->id, id) != 0))
-        l = l->next;
+    session_lock *l = NULL;
+    for (sbx_link *k = sbx_table_first(&e->locks, h); k != NULL && l == NULL; k = k->next)
+        if (k->hash == h && strcmp(SBX_ENTRY(k, session_lock, link)->id, id) == 0)
+            l = SBX_ENTRY(k, session_lock, link);
     if (l == NULL) {
         size_t len = strlen(id);
         l = malloc(sizeof(*l) + len + 1);
@@ -372,11 +373,9 @@ static session_lock *lock_session(sbx_engine *e, const char *id)
             return NULL;
         }
         memcpy(l->id, id, len + 1);
-        l->hash = h;
         l->refs = 0;
         pthread_mutex_init(&l->mu, NULL);
-        l->next = *bucket;
-        *bucket = l;
+        sbx_table_add(&e->locks, &l->link, h);
     }
     l->refs++;
     pthread_mutex_unlock(mu);
@@ -389,14 +388,11 @@ static void unlock_session(sbx_engine *e, session_lock *l)
     if (l == NULL)
         return;
     pthread_mutex_unlock(&l->mu);
-    size_t b = l->hash & (ENGINE_LOCK_BUCKETS - 1);
-    pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
+    pthread_mutex_t *mu =
+        &e->locks_mu[sbx_table_slot(&e->locks, l->link.hash) % ENGINE_LOCK_STRIPES];
     pthread_mutex_lock(mu);
     if (--l->refs == 0) {
-        session_lock **pp = &e->buckets[b];
-        while (*pp != l)
-            pp = &(*pp)->next;
-        *pp = l->next;
+        sbx_table_del(&e->locks, &l->link);
         pthread_mutex_destroy(&l->mu);
         free(l);
     }
@@ -409,7 +405,7 @@ size_t sbx_engine_session_locks(sbx_engine *e)
     for (size_t b = 0; b < ENGINE_LOCK_BUCKETS; b++) {
         pthread_mutex_t *mu = &e->locks_mu[b % ENGINE_LOCK_STRIPES];
         pthread_mutex_lock(mu);
-        for (session_lock *l = e->buckets[b]; l != NULL; l = l->next)
+        for (const sbx_link *l = e->lock_buckets[b]; l != NULL; l = l->next)
             n++;
         pthread_mutex_unlock(mu);
     }

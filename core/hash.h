@@ -1,5 +1,5 @@
-/* hash.h - the one string hash of libsbx's in-memory tables (the brokers' task stores and
- * session queues, the engine's session locks). Their keys are what callers choose (task ids,
+/* hash.h - the one string hash of libsbx's in-memory tables (core/table.h: the brokers' task stores
+ * and session queues, the engine's session locks). Their keys are what callers choose (task ids,
  * session ids, principal subjects), so the hash is keyed: SipHash-1-3 (as redis uses for its
  * dicts) with a random 128-bit key drawn once per process, so nobody outside can precompute
  * keys that fall into one bucket and turn a lookup into a walk of every entry. Internal to

@@ -7,11 +7,12 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/table.h"
 
 #define HOLDINGS_BUCKETS 256
 
 typedef struct principal_rec {
-    struct principal_rec *next;
+    sbx_link link; /* in holdings.table, by subject */
     char *subject;
     size_t reserved; /* places taken by requests making a sandbox now */
     holding *held;
@@ -22,7 +23,8 @@ typedef struct principal_rec {
 struct holdings {
     pthread_mutex_t mu;
     size_t limit;
-    principal_rec *buckets[HOLDINGS_BUCKETS];
+    sbx_table table;
+    sbx_link *buckets[HOLDINGS_BUCKETS];
 };
 
 holdings *holdings_new(size_t limit)
@@ -31,6 +33,7 @@ holdings *holdings_new(size_t limit)
     if (h == NULL)
         return NULL;
     pthread_mutex_init(&h->mu, NULL);
+    sbx_table_init(&h->table, h->buckets, HOLDINGS_BUCKETS);
     h->limit = limit;
     return h;
 }
@@ -48,11 +51,10 @@ void holdings_free(holdings *h)
 {
     if (h == NULL)
         return;
-    for (size_t b = 0; b < HOLDINGS_BUCKETS; b++)
-        for (principal_rec *p = h->buckets[b], *next; p != NULL; p = next) {
-            next = p->next;
-            rec_free(p);
-        }
+    SBX_TABLE_EACH(&h->table, l)
+    {
+        rec_free(SBX_ENTRY(l, principal_rec, link));
+    }
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -60,10 +62,12 @@ void holdings_free(holdings *h)
 /* subject's record (h->mu held); create: make it when absent (NULL only when out of memory). */
 static principal_rec *rec_get(holdings *h, const char *subject, bool create)
 {
-    principal_rec **head = &h->buckets[sbx_hash_str(subject) % HOLDINGS_BUCKETS];
-    for (principal_rec *p = *head; p != NULL; p = p->next)
-        if (strcmp(p->subject, subject) == 0)
+    uint64_t hash = sbx_hash_str(subject);
+    for (sbx_link *l = sbx_table_first(&h->table, hash); l != NULL; l = l->next) {
+        principal_rec *p = SBX_ENTRY(l, principal_rec, link);
+        if (l->hash == hash && strcmp(p->subject, subject) == 0)
             return p;
+    }
     if (!create)
         return NULL;
     principal_rec *p = calloc(1, sizeof(*p));
@@ -71,8 +75,7 @@ static principal_rec *rec_get(holdings *h, const char *subject, bool create)
         free(p);
         return NULL;
     }
-    p->next = *head;
-    *head = p;
+    sbx_table_add(&h->table, &p->link, hash);
     return p;
 }
 
@@ -81,13 +84,8 @@ static void rec_tidy(holdings *h, principal_rec *p)
 {
     if (p->n > 0 || p->reserved > 0)
         return;
-    for (principal_rec **pp = &h->buckets[sbx_hash_str(p->subject) % HOLDINGS_BUCKETS]; *pp != NULL;
-         pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            rec_free(p);
-            return;
-        }
+    sbx_table_del(&h->table, &p->link);
+    rec_free(p);
 }
 
 /* Records that p holds sandbox_id (h->mu held). Out of memory: not recorded. */

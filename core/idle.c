@@ -9,13 +9,14 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/table.h"
 
 /* Buckets: a power of two; chains stay short up to a few thousand sessions, and the pass walks
  * them all anyway. */
 #define IDLE_BUCKETS 1024
 
 typedef struct idle_entry {
-    struct idle_entry *next;
+    sbx_link link; /* in idle_table.table, by session id */
     char *session_id;
     char *sandbox_id;
     size_t slot;
@@ -26,15 +27,18 @@ typedef struct idle_entry {
 
 struct idle_table {
     pthread_mutex_t mu; /* guards everything below */
-    idle_entry *buckets[IDLE_BUCKETS];
+    sbx_table table;
+    sbx_link *buckets[IDLE_BUCKETS];
     size_t n;
 };
 
 idle_table *idle_new(void)
 {
     idle_table *t = calloc(1, sizeof *t);
-    if (t != NULL)
+    if (t != NULL) {
         pthread_mutex_init(&t->mu, NULL);
+        sbx_table_init(&t->table, t->buckets, IDLE_BUCKETS);
+    }
     return t;
 }
 
@@ -49,21 +53,22 @@ void idle_free(idle_table *t)
 {
     if (t == NULL)
         return;
-    for (size_t b = 0; b < IDLE_BUCKETS; b++)
-        for (idle_entry *e = t->buckets[b], *next; e != NULL; e = next) {
-            next = e->next;
-            entry_free(e);
-        }
+    SBX_TABLE_EACH(&t->table, l)
+    {
+        entry_free(SBX_ENTRY(l, idle_entry, link));
+    }
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
 
-static idle_entry **find(idle_table *t, const char *session_id)
+static idle_entry *find(idle_table *t, const char *session_id, uint64_t h)
 {
-    idle_entry **p = &t->buckets[sbx_hash_str(session_id) & (IDLE_BUCKETS - 1)];
-    while (*p != NULL && strcmp((*p)->session_id, session_id) != 0)
-        p = &(*p)->next;
-    return p;
+    for (sbx_link *l = sbx_table_first(&t->table, h); l != NULL; l = l->next) {
+        idle_entry *e = SBX_ENTRY(l, idle_entry, link);
+        if (l->hash == h && strcmp(e->session_id, session_id) == 0)
+            return e;
+    }
+    return NULL;
 }
 
 void idle_touch(idle_table *t, const char *session_id, const char *sandbox_id, size_t slot,
@@ -71,15 +76,16 @@ void idle_touch(idle_table *t, const char *session_id, const char *sandbox_id, s
 {
     if (t == NULL || session_id == NULL || sandbox_id == NULL || !session_id[0] || !sandbox_id[0])
         return;
+    uint64_t h = sbx_hash_str(session_id);
     pthread_mutex_lock(&t->mu);
-    idle_entry **p = find(t, session_id), *e = *p;
+    idle_entry *e = find(t, session_id, h);
     if (e == NULL && t->n < IDLE_MAX_SESSIONS && (e = calloc(1, sizeof *e)) != NULL) {
         e->session_id = strdup(session_id);
         if (e->session_id == NULL) {
             free(e);
             e = NULL;
         } else {
-            *p = e;
+            sbx_table_add(&t->table, &e->link, h);
             t->n++;
         }
     }
@@ -106,8 +112,9 @@ void idle_paused(idle_table *t, const char *session_id)
 {
     if (t == NULL || session_id == NULL)
         return;
+    uint64_t h = sbx_hash_str(session_id);
     pthread_mutex_lock(&t->mu);
-    idle_entry *e = *find(t, session_id);
+    idle_entry *e = find(t, session_id, h);
     if (e != NULL)
         e->paused = true;
     pthread_mutex_unlock(&t->mu);
@@ -117,10 +124,11 @@ void idle_forget(idle_table *t, const char *session_id)
 {
     if (t == NULL || session_id == NULL)
         return;
+    uint64_t h = sbx_hash_str(session_id);
     pthread_mutex_lock(&t->mu);
-    idle_entry **p = find(t, session_id), *e = *p;
+    idle_entry *e = find(t, session_id, h);
     if (e != NULL) {
-        *p = e->next;
+        sbx_table_del(&t->table, &e->link);
         entry_free(e);
         t->n--;
     }
@@ -141,29 +149,30 @@ size_t idle_due(idle_table *t, int64_t now_ms, const int64_t *timeout_ms, size_t
         return 0;
     size_t n = 0, cap = 0;
     pthread_mutex_lock(&t->mu);
-    for (size_t b = 0; b < IDLE_BUCKETS; b++)
-        for (idle_entry *e = t->buckets[b]; e != NULL; e = e->next) {
-            if (e->slot >= n_slots || !due(e, now_ms, timeout_ms[e->slot]))
-                continue;
-            if (n == cap) {
-                size_t grown_cap = cap ? cap * 2 : 16;
-                idle_due_entry *grown = realloc(*out, grown_cap * sizeof *grown);
-                if (grown == NULL)
-                    goto full;
-                *out = grown;
-                cap = grown_cap;
-            }
-            idle_due_entry *d = &(*out)[n];
-            d->session_id = strdup(e->session_id);
-            d->sandbox_id = strdup(e->sandbox_id);
-            d->slot = e->slot;
-            if (d->session_id == NULL || d->sandbox_id == NULL) {
-                free(d->session_id);
-                free(d->sandbox_id);
+    SBX_TABLE_EACH(&t->table, l)
+    {
+        const idle_entry *e = SBX_ENTRY(l, idle_entry, link);
+        if (e->slot >= n_slots || !due(e, now_ms, timeout_ms[e->slot]))
+            continue;
+        if (n == cap) {
+            size_t grown_cap = cap ? cap * 2 : 16;
+            idle_due_entry *grown = realloc(*out, grown_cap * sizeof *grown);
+            if (grown == NULL)
                 goto full;
-            }
-            n++;
+            *out = grown;
+            cap = grown_cap;
         }
+        idle_due_entry *d = &(*out)[n];
+        d->session_id = strdup(e->session_id);
+        d->sandbox_id = strdup(e->sandbox_id);
+        d->slot = e->slot;
+        if (d->session_id == NULL || d->sandbox_id == NULL) {
+            free(d->session_id);
+            free(d->sandbox_id);
+            goto full;
+        }
+        n++;
+    }
 full:
     pthread_mutex_unlock(&t->mu);
     return n;
@@ -182,8 +191,9 @@ bool idle_still_due(idle_table *t, const idle_due_entry *d, int64_t now_ms, int6
 {
     if (t == NULL)
         return false;
+    uint64_t h = sbx_hash_str(d->session_id);
     pthread_mutex_lock(&t->mu);
-    const idle_entry *e = *find(t, d->session_id);
+    const idle_entry *e = find(t, d->session_id, h);
     bool ok = e != NULL && e->sandbox_id != NULL && strcmp(e->sandbox_id, d->sandbox_id) == 0 &&
               due(e, now_ms, timeout_ms);
     pthread_mutex_unlock(&t->mu);
