@@ -389,8 +389,11 @@ int main(int argc, char **argv)
         return 1;
     }
     char dir[] = "/tmp/sbx-bench-XXXXXX", secret[64];
-    if (mkdtemp(dir) == NULL)
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        sbx_config_free(cfg);
         return 1;
+    }
     snprintf(secret, sizeof(secret), "%s/secret", dir);
     free(cfg->secret_file);
     cfg->secret_file = strdup(secret);
@@ -400,6 +403,11 @@ int main(int argc, char **argv)
     if (sbx_engine_new(cfg, &e, &err) || sbx_broker_open_embedded(e, &emb, &err) ||
         sbx_broker_open_thread(e, &o, &thr, &err)) {
         fprintf(stderr, "%s\n", err.message);
+        sbx_broker_free(emb);
+        sbx_engine_free(e);
+        sbx_config_free(cfg);
+        unlink(secret); /* the engine may have made it before the broker failed */
+        rmdir(dir);
         return 1;
     }
     latency(e, NULL, n / 10); /* warm up: provider opened, caches hot */
