@@ -59,6 +59,9 @@
 #define LABEL_NODE "sbx.dev/node"
 #define LABEL_SCOPE "sbx.dev/scope"
 #define ANNOTATION_OWNER "sbx.dev/owner-process"
+/* per_session pods: the subject of the principal it was made for (list_held; any bytes, so an
+ * annotation, not a label) */
+#define ANNOTATION_PRINCIPAL "sbx.dev/principal"
 /* Polling a pending pod: first after 100 ms, growing x1.5 to 1 s. */
 #define K8S_POLL_FIRST_MS 100
 #define K8S_POLL_MAX_MS 1000
@@ -911,7 +914,7 @@ static json_t *security_context(const k8s_provider *p)
 }
 
 static json_t *pod_for(const k8s_provider *p, const char *name, const char *ns,
-                       const sbx_policy *policy, json_t *labels)
+                       const sbx_policy *policy, json_t *labels, const char *subject)
 {
     char port[16], uid[24], listen[32];
     snprintf(port, sizeof(port), "%lld", (long long)p->agent_port);
@@ -998,6 +1001,10 @@ static json_t *pod_for(const k8s_provider *p, const char *name, const char *ns,
     json_object_set_new(json_object_get(meta, "labels"), "sbx.dev/sandbox-name", json_string(name));
     if (p->per_call)
         json_object_set_new(meta, "annotations", json_pack("{s:s}", ANNOTATION_OWNER, p->owner));
+    else
+        json_object_set_new(
+            meta, "annotations",
+            json_pack("{s:s}", ANNOTATION_PRINCIPAL, subject != NULL ? subject : ""));
     return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata", meta,
                      "spec", spec);
 }
@@ -1168,7 +1175,8 @@ static sbx_status k8s_create(void *state, const sbx_session_handle *session,
         free(b64);
     }
     json_t *netpol = network_policy_for(p, name, ns, policy, labels_for(p, session));
-    json_t *pod = pod_for(p, name, ns, policy, labels_for(p, session));
+    json_t *pod = pod_for(p, name, ns, policy, labels_for(p, session),
+                          principal != NULL ? principal->subject : NULL);
     bool made_any = false;
     if (secret == NULL || pod == NULL ||
         (p->network_policy && netpol == NULL &&
@@ -1542,6 +1550,45 @@ static bool owner_gone(const char *owner)
     return sbx_proc_live_start_time(pid) != start;
 }
 
+/* The live pods of this profile's per_session sessions made on this node, with the principal
+ * each was made for (its sbx.dev/principal annotation). */
+static sbx_status
+k8s_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const char *subject),
+              void *arg, sbx_error *err)
+{
+    k8s_provider *p = state;
+    if (!p->managed || p->per_call)
+        return SBX_OK;
+    json_t *pods = NULL, *doc = NULL;
+    sbx_status st = list_objects(p, K8S_CORE, "pods", step(K8S_CALL_TIMEOUT_MS), &pods, &doc, err);
+    if (st != SBX_OK)
+        return st;
+    char node[K8S_MAX_LABEL + 1];
+    label_value(p->node, node);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod)
+    {
+        json_t *meta = json_object_get(pod, "metadata");
+        const char *name = json_string_value(json_object_get(meta, "name"));
+        json_t *labels = json_object_get(meta, "labels");
+        const char *pn = json_string_value(json_object_get(labels, LABEL_NODE));
+        const char *subject = json_string_value(
+            json_object_get(json_object_get(meta, "annotations"), ANNOTATION_PRINCIPAL));
+        if (name == NULL || !dns_subdomain(name) ||
+            strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0 || pn == NULL ||
+            strcmp(pn, node) != 0 || subject == NULL ||
+            json_object_get(labels, LABEL_SCOPE) != NULL || pod_finished(pod) ||
+            json_object_get(meta, "deletionTimestamp") != NULL)
+            continue;
+        char id[K8S_MAX_NAME * 2 + 2];
+        snprintf(id, sizeof(id), "%s/%s", p->namespace, name);
+        held(arg, id, subject);
+    }
+    json_decref(doc);
+    return SBX_OK;
+}
+
 static sbx_status k8s_sweep(void *state, sbx_strlist *removed, sbx_error *err)
 {
     k8s_provider *p = state;
@@ -1642,4 +1689,5 @@ const sbx_provider_ops sbx_provider_kubernetes = {
     .list_files = k8s_list_files,
     .sandbox_close = k8s_sandbox_close,
     .sweep = k8s_sweep,
+    .list_held = k8s_list_held,
 };

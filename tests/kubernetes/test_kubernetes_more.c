@@ -323,6 +323,47 @@ static void test_k8s_ended_pod_is_gone_and_recreated_with_notice(void **state)
     done(&e, &s);
 }
 
+/* sandbox.principal_sandboxes across a restart of the engine (a worker): the pod a principal
+ * made through the first engine still counts in the next, which finds it by its
+ * sbx.dev/principal annotation when it opens the profile. Before, the new engine counted from
+ * zero and made a second pod. */
+static void test_k8s_principal_sandboxes_count_what_a_restarted_engine_finds(void **state)
+{
+    kt_fake *f = *state;
+    char *base = kt_yaml(f, NULL, "network_egress: allow", NULL);
+    char *y = NULL;
+    assert_true(
+        asprintf(&y, "sandbox:\n  principal_sandboxes: 1\n%s", base + strlen("sandbox:\n")) > 0);
+    free(base);
+    kt_env e;
+    kt_env_open(&e, f, y);
+    sbx_session_handle *held = NULL, *other = NULL;
+    sbx_completion *c = kt_shell(&e, &held, "echo one");
+    expect_ok(c);
+    sbx_completion_free(c);
+    kt_env_close(&e); /* the worker restarts; the pod lives on */
+    kt_env_open(&e, f, y);
+    size_t pods = count(f, "POST", "/api/v1/namespaces/" KT_NS "/pods");
+    c = kt_shell(&e, &other, "echo two");
+    assert_int_equal(c->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(c->error, "principal 'tester' holds 1 sandbox of per_session"));
+    sbx_completion_free(c);
+    assert_int_equal(count(f, "POST", "/api/v1/namespaces/" KT_NS "/pods"), pods);
+    /* the held session still runs through the new engine, and its destroy frees the place */
+    c = kt_shell(&e, &held, "echo again");
+    expect_ok(c);
+    sbx_completion_free(c);
+    c = destroy(&e, &held);
+    expect_ok(c);
+    sbx_completion_free(c);
+    sbx_message_free(&held->base);
+    c = kt_shell(&e, &other, "echo three");
+    expect_ok(c);
+    sbx_completion_free(c);
+    done(&e, &other);
+    free(y);
+}
+
 static void test_k8s_stopped_agent_is_unavailable_not_gone(void **state)
 {
     kt_fake *f = *state;
@@ -747,6 +788,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_k8s_timeouts_end_the_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_k8s_sweep_removes_ended_and_orphaned_per_call_pods,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_k8s_principal_sandboxes_count_what_a_restarted_engine_finds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_k8s_sweep_deletes_only_kubernetes_names, setup,
                                         teardown),
     };
