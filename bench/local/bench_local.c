@@ -15,6 +15,7 @@
  * Usage: bench_local [COLD_RUNS] [WARM_RUNS] [IDLE_SANDBOXES] [CLI_PAIRS]
  * Timing belongs here, never in pass/fail tests.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -50,9 +51,39 @@ static void *one_shot_state; /* scope per_call: create -> one call -> destroy (c
 static void *session_state;  /* scope per_session: a sandbox kept across calls (warm, idle) */
 static sbx_policy *policy;
 
+static char runtime_dir[] = "/tmp/sbxb-XXXXXX"; /* the bench's own: every sandbox it makes */
+
+/* Destroys every sandbox left in the bench's runtime dir and removes the dir. */
+static void clean_up(void)
+{
+    DIR *d = opendir(runtime_dir);
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        sbx_error ignored = {0};
+        if (strncmp(de->d_name, "l-", 2) == 0)
+            ops->destroy(one_shot_state != NULL ? one_shot_state : session_state, de->d_name,
+                         &ignored);
+    }
+    if (d != NULL)
+        closedir(d);
+    if (one_shot_state != NULL)
+        ops->close(one_shot_state);
+    if (session_state != NULL)
+        ops->close(session_state);
+    one_shot_state = session_state = NULL;
+    char stamp[64];
+    snprintf(stamp, sizeof stamp, "%s/%s", runtime_dir, SBX_LOCAL_SWEEP_STAMP);
+    unlink(stamp);
+    rmdir(runtime_dir);
+}
+
+/* A failed step ends the bench, leaving no sandbox (a one-shot agent idles for a day) and no
+ * runtime dir behind. */
 static void die(const char *what, const sbx_error *err)
 {
     fprintf(stderr, "bench_local: %s: %s\n", what, err ? err->message : "");
+    if (ops != NULL && (one_shot_state != NULL || session_state != NULL))
+        clean_up();
     exit(1);
 }
 
@@ -299,7 +330,7 @@ int main(int argc, char **argv)
     size_t idle_n = argc > 3 ? (size_t)atol(argv[3]) : 1000;
     size_t cli_n = argc > 4 ? (size_t)atol(argv[4]) : 40;
     ops = sbx_provider_lookup("local");
-    char rt[] = "/tmp/sbxb-XXXXXX";
+    char *rt = runtime_dir;
     if (!ops || !mkdtemp(rt))
         die("setup", NULL);
     sbx_provider_ctx ctx = {0};
@@ -403,12 +434,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < alive; i++)
         destroy(all[i]);
-    ops->close(one_shot_state);
-    ops->close(session_state);
-    char stamp[64];
-    snprintf(stamp, sizeof stamp, "%s/%s", rt, SBX_LOCAL_SWEEP_STAMP);
-    unlink(stamp);
-    rmdir(rt);
+    clean_up();
     free(all);
     free(sbx_us);
     free(c_us);
