@@ -1,7 +1,9 @@
 /* test_holdings.c - each principal's count of live sandboxes (core/holdings.c): requests of
  * one principal racing to make sandboxes get at most its limit of places between them, a
  * settled failure or a drop gives a place back, principals do not share places, and the check
- * at the limit lists a principal's sandboxes at most once per HOLDINGS_CHECK_EVERY_MS. */
+ * at the limit lists a principal's sandboxes at most once per HOLDINGS_CHECK_EVERY_MS; out of
+ * memory (strdup failing, through the linker's --wrap), nothing is counted that was not made
+ * and no place is taken back from another request. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,17 @@
 #include <cmocka.h>
 
 #include "core/holdings.h"
+
+/* The linker sends holdings.c's strdup here (-Wl,--wrap=strdup, tests/unit/CMakeLists.txt):
+ * while strdup_fails is set, every copy fails as on ENOMEM. */
+char *__real_strdup(const char *s);
+char *__wrap_strdup(const char *s);
+static volatile int strdup_fails;
+
+char *__wrap_strdup(const char *s)
+{
+    return strdup_fails ? NULL : __real_strdup(s);
+}
 
 #define RACERS 8
 #define ROUNDS 2000
@@ -116,12 +129,53 @@ static void test_holdings_check_lists_at_most_once_a_second(void **state)
     holdings_free(h);
 }
 
+static void test_holdings_out_of_memory_counts_nothing_it_did_not_record(void **state)
+{
+    (void)state;
+    holdings *h = holdings_new(1);
+    size_t held;
+    holding_place pl;
+    /* no record for the principal: the place is not counted, and its settle takes nothing */
+    strdup_fails = 1;
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
+    assert_false(pl.counted);
+    strdup_fails = 0;
+    holding_place other;
+    assert_true(holdings_reserve(h, "tenant-a", &held, &other)); /* a request meanwhile */
+    assert_true(other.counted);
+    holdings_settle(h, "tenant-a", pl, 0, "sb-uncounted");
+    holding_place third;
+    assert_false(holdings_reserve(h, "tenant-a", &held, &third)); /* other's place stands */
+    assert_int_equal(held, 1);
+    /* the sandbox's id cannot be copied: made, but not counted (the engine's shortage is never
+     * a tenant's refusal) */
+    strdup_fails = 1;
+    holdings_settle(h, "tenant-a", other, 0, "sb-1");
+    /* a sandbox listed at open is not counted either */
+    holdings_add(h, "tenant-b", 0, "sb-2");
+    strdup_fails = 0;
+    assert_true(holdings_reserve(h, "tenant-a", &held, &pl));
+    holdings_settle(h, "tenant-a", pl, 0, NULL);
+    assert_true(holdings_reserve(h, "tenant-b", &held, &pl));
+    holdings_settle(h, "tenant-b", pl, 0, NULL);
+    /* with memory back, a listed sandbox counts once however often it is listed */
+    holdings_add(h, "tenant-b", 0, "sb-2");
+    holdings_add(h, "tenant-b", 0, "sb-2");
+    assert_false(holdings_reserve(h, "tenant-b", &held, &pl));
+    assert_int_equal(held, 1);
+    holdings_drop(h, "tenant-b", 0, "sb-2");
+    assert_true(holdings_reserve(h, "tenant-b", &held, &pl));
+    holdings_settle(h, "tenant-b", pl, 0, NULL);
+    holdings_free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_holdings_racing_reservations_never_pass_the_limit),
         cmocka_unit_test(test_holdings_places_are_per_principal_and_dropped_by_slot_and_id),
         cmocka_unit_test(test_holdings_check_lists_at_most_once_a_second),
+        cmocka_unit_test(test_holdings_out_of_memory_counts_nothing_it_did_not_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
