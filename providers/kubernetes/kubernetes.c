@@ -1550,6 +1550,25 @@ static bool owner_gone(const char *owner)
     return sbx_proc_live_start_time(pid) != start;
 }
 
+/* This profile's pods (list_objects), and this node's name as its pods' label has it. */
+static sbx_status list_pods(k8s_provider *p, int64_t deadline, json_t **pods, json_t **doc,
+                            char node[K8S_MAX_LABEL + 1], sbx_error *err)
+{
+    label_value(p->node, node);
+    return list_objects(p, K8S_CORE, "pods", deadline, pods, doc, err);
+}
+
+/* A listed pod's name when it is a Kubernetes name of ours (what goes into a path), else NULL:
+ * a list answer's names are the API server's bytes. */
+static const char *our_pod_name(json_t *meta)
+{
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    return name != NULL && dns_subdomain(name) &&
+                   strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) == 0
+               ? name
+               : NULL;
+}
+
 /* The live pods of this profile's per_session sessions made on this node, with the principal
  * each was made for (its sbx.dev/principal annotation). */
 static sbx_status
@@ -1560,24 +1579,21 @@ k8s_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const
     if (!p->managed || p->per_call)
         return SBX_OK;
     json_t *pods = NULL, *doc = NULL;
-    sbx_status st = list_objects(p, K8S_CORE, "pods", step(K8S_CALL_TIMEOUT_MS), &pods, &doc, err);
+    char node[K8S_MAX_LABEL + 1];
+    sbx_status st = list_pods(p, step(K8S_CALL_TIMEOUT_MS), &pods, &doc, node, err);
     if (st != SBX_OK)
         return st;
-    char node[K8S_MAX_LABEL + 1];
-    label_value(p->node, node);
     size_t i;
     json_t *pod;
     json_array_foreach(pods, i, pod)
     {
         json_t *meta = json_object_get(pod, "metadata");
-        const char *name = json_string_value(json_object_get(meta, "name"));
+        const char *name = our_pod_name(meta);
         json_t *labels = json_object_get(meta, "labels");
         const char *pn = json_string_value(json_object_get(labels, LABEL_NODE));
         const char *subject = json_string_value(
             json_object_get(json_object_get(meta, "annotations"), ANNOTATION_PRINCIPAL));
-        if (name == NULL || !dns_subdomain(name) ||
-            strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0 || pn == NULL ||
-            strcmp(pn, node) != 0 || subject == NULL ||
+        if (name == NULL || pn == NULL || strcmp(pn, node) != 0 || subject == NULL ||
             json_object_get(labels, LABEL_SCOPE) != NULL || pod_finished(pod) ||
             json_object_get(meta, "deletionTimestamp") != NULL)
             continue;
@@ -1596,20 +1612,17 @@ static sbx_status k8s_sweep(void *state, sbx_strlist *removed, sbx_error *err)
         return SBX_OK;
     int64_t deadline = step(K8S_CALL_TIMEOUT_MS);
     json_t *pods = NULL, *doc = NULL;
-    sbx_status st = list_objects(p, K8S_CORE, "pods", deadline, &pods, &doc, err);
+    char node[K8S_MAX_LABEL + 1];
+    sbx_status st = list_pods(p, deadline, &pods, &doc, node, err);
     if (st != SBX_OK)
         return st;
-    char node[K8S_MAX_LABEL + 1];
-    label_value(p->node, node);
     size_t i;
     json_t *pod;
     json_array_foreach(pods, i, pod)
     {
         json_t *meta = json_object_get(pod, "metadata");
-        const char *name = json_string_value(json_object_get(meta, "name"));
-        /* a listed name goes into a DELETE path: only a Kubernetes name of ours */
-        if (name == NULL || !dns_subdomain(name) ||
-            strncmp(name, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0)
+        const char *name = our_pod_name(meta); /* it goes into a DELETE path */
+        if (name == NULL)
             continue;
         json_t *labels = json_object_get(meta, "labels");
         const char *pn = json_string_value(json_object_get(labels, LABEL_NODE));
