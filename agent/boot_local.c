@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -100,6 +101,31 @@ static void read_reply(char *reply, size_t cap)
             break;
     }
     reply[got] = '\0';
+}
+
+/* On cgroup v1, P joins each hierarchy itself before the clone, so C is born in the sandbox's
+ * cgroups: it writes "0" (itself, one thread: P has no other) to the cgroup's tasks file.
+ * Moving one thread that is the caller skips the kernel's global threadgroup lock, whose write
+ * side waits for an RCU grace period; writing a pid to cgroup.procs takes it: ~5 ms per
+ * create here, which the old move of C overlapped with C's mounts but C then waited for. A
+ * hierarchy this does not join (v2 has no tasks file; or the join failed) is left for the move
+ * of C by pid after the clone (pending[i]), which reports any error. */
+static void join_cgroups_early(bool pending[BOOT_MAX_CGROUPS])
+{
+    for (int i = 0; i < n_cgroups; i++) {
+        char tasks[PATH_MAX];
+        const char *slash = strrchr(cgroup_procs[i], '/');
+        int dir_len = slash ? (int)(slash - cgroup_procs[i]) : 0;
+        pending[i] = true;
+        if (!slash || snprintf(tasks, sizeof tasks, "%.*s/tasks", dir_len, cgroup_procs[i]) >=
+                          (int)sizeof tasks)
+            continue;
+        int fd = open(tasks, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        pending[i] = write(fd, "0", 1) != 1;
+        close(fd);
+    }
 }
 
 /* C ended before P was done with it (P's write to go_pipe failed, or the cgroup move found it
@@ -523,9 +549,9 @@ static void child_setup(const boot_opts *o)
         loopback_up();
     if (sethostname("sbx", 3) < 0)
         fail("set the hostname");
-    /* P moved us into the sandbox's cgroups while we mounted (a v1 migration waits for an RCU
-     * grace period: ~10 ms that now overlap with the setup above). Only now does our cgroup
-     * namespace begin, rooted at the sandbox's own cgroup. */
+    /* We were born in the sandbox's cgroups (v1), or P moved us there while we mounted (v2: a
+     * move of another process waits for an RCU grace period, which overlaps with the setup
+     * above). Only now does our cgroup namespace begin, rooted at the sandbox's own cgroup. */
     if (read(go_pipe[0], &c, 1) != 1 || c != 'c')
         fail("join the sandbox cgroups (the launcher could not)");
     close(go_pipe[0]);
@@ -701,6 +727,9 @@ int boot_local_main(int argc, char **argv)
                           SIGCHLD; /* CLONE_NEWCGROUP: after the cgroup move */
     if (o.net_deny)
         flags |= CLONE_NEWNET;
+    /* As root, before the effective ids change below. */
+    bool pending[BOOT_MAX_CGROUPS];
+    join_cgroups_early(pending);
     uid_t uid = getuid();
     gid_t gid = getgid();
     /* Root mode: the user namespace is created as the sandbox's own host uid (uid_base, the
@@ -775,11 +804,13 @@ int boot_local_main(int argc, char **argv)
     }
     if (write(go_pipe[1], "g", 1) != 1)
         return child_failed(pid, "the sandbox init exited before its setup began");
-    /* Move C (and so everything it will ever start) into the sandbox's cgroups while it sets
-     * up its mounts; then let it enter its cgroup namespace. */
+    /* Move C (and so everything it will ever start) into the sandbox's cgroups it was not born
+     * in (v2) while it sets up its mounts; then let it enter its cgroup namespace. */
     char pidtext[32];
     snprintf(pidtext, sizeof pidtext, "%d", (int)pid);
     for (int i = 0; i < n_cgroups; i++) {
+        if (!pending[i])
+            continue; /* joined before the clone: C was born there */
         int fd = open(cgroup_procs[i], O_WRONLY | O_CLOEXEC);
         if (fd < 0 || write(fd, pidtext, strlen(pidtext)) != (ssize_t)strlen(pidtext)) {
             char why[600];

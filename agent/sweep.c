@@ -128,8 +128,8 @@ static bool cgroup_kill(int dir_fd)
 }
 
 /* Makes a fresh child of the delegated cgroup, named into name; fills *dir_fd and returns a
- * write fd on its cgroup.procs for a child to join with, or -1 (no delegation: the /proc sweeps
- * remain). */
+ * write fd on its tasks (v1) or cgroup.procs (v2) for a child to join with, or -1 (no delegation:
+ * the /proc sweeps remain). */
 int cgroup_create(char name[32], int *dir_fd)
 {
     static uint64_t seq;
@@ -144,7 +144,13 @@ int cgroup_create(char name[32], int *dir_fd)
         unlinkat(agent_cfg.cgroup_fd, name, AT_REMOVEDIR);
         return -1;
     }
-    int procs = openat(*dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    /* v1: the tasks file. The child that joins writes "0", itself, and is one thread: the
+     * kernel then moves it without its global threadgroup lock, whose write side waits for an
+     * RCU grace period (~5 ms here, on every command after a quiet moment). v2 has no tasks
+     * file outside threaded subtrees: cgroup.procs. */
+    int procs = openat(*dir_fd, "tasks", O_WRONLY | O_CLOEXEC);
+    if (procs < 0)
+        procs = openat(*dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
     if (procs < 0) {
         close(*dir_fd);
         *dir_fd = -1;
