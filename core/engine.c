@@ -60,8 +60,11 @@ typedef struct profile_slot {
     void *state;
     sbx_capabilities *caps;
     /* sandboxes this engine created and removed (destroyed, or found gone) under the profile:
-     * their difference is what it holds alive (sbx_engine_stats) */
+     * with those listed below, what it holds alive (sbx_engine_stats) */
     atomic_uint_fast64_t made, removed;
+    /* per_session sandboxes the provider listed when the slot opened (made before this engine:
+     * a restarted worker), counted in sandboxes_live */
+    atomic_uint_fast64_t listed;
 } profile_slot;
 
 /* A session's lock. Lives in the engine's table while refs > 0; the last holder frees it, so
@@ -286,29 +289,47 @@ static profile_slot *find_slot(sbx_engine *e, const char *name)
 }
 
 typedef struct listed_arg {
-    holdings *holdings;
+    holdings *holdings; /* NULL: no bound, only counted */
     size_t slot;
+    uint64_t n;
 } listed_arg;
 
 static void count_listed(void *arg, const char *sandbox_id, const char *subject)
 {
     listed_arg *a = arg;
-    if (sandbox_id != NULL && sandbox_id[0] != '\0' && subject != NULL)
+    if (sandbox_id == NULL || sandbox_id[0] == '\0')
+        return;
+    a->n++;
+    if (a->holdings != NULL && subject != NULL)
         holdings_add(a->holdings, subject, a->slot, sandbox_id);
 }
 
+/* Counts the per_session sandboxes the provider (state) lists for the profile: made before
+ * this engine (a restarted worker), they are live (sandboxes_live), and under a bound (h) each
+ * counts for its principal. */
+static sbx_status list_live(profile_slot *s, void *state, holdings *h, sbx_error *err)
+{
+    if (s->profile->scope != SBX_SCOPE_PER_SESSION || s->ops->list_held == NULL)
+        return SBX_OK;
+    listed_arg a = {.holdings = h, .slot = (size_t)(s - s->engine->slots), .n = 0};
+    sbx_status st = s->ops->list_held(state, count_listed, &a, err);
+    if (st == SBX_OK)
+        atomic_store_explicit(&s->listed, a.n, memory_order_relaxed);
+    return st;
+}
+
 /* When principal_sandboxes bounds the engine: counts what each principal already holds under
- * the profile being opened (state), made before this engine (a restarted worker). Before the
- * slot is marked open, so no request of this profile creates until it is done. A failed
- * listing fails the open (retried on the next request): a bound it cannot count is not
- * enforced silently. */
+ * the profile being opened, before the slot is marked open, so no request of this profile
+ * creates until it is done. A failed listing fails the open (retried on the next request): a
+ * bound it cannot count is not enforced silently. Without a bound nothing is listed here (a
+ * one-shot CLI would read every sandbox's record on each run): a worker lists at its start
+ * (sbx_engine_sweep), for the live gauge only. */
 static sbx_status count_held(profile_slot *s, void *state, sbx_error *err)
 {
     holdings *h = s->engine->holdings;
-    if (h == NULL || s->profile->scope != SBX_SCOPE_PER_SESSION || s->ops->list_held == NULL)
+    if (h == NULL)
         return SBX_OK;
-    listed_arg a = {.holdings = h, .slot = (size_t)(s - s->engine->slots)};
-    sbx_status st = s->ops->list_held(state, count_listed, &a, err);
+    sbx_status st = list_live(s, state, h, err);
     if (st != SBX_OK)
         sbx_error_prefix(err, "listing the sandboxes principals hold (principal_sandboxes): ");
     return st;
@@ -1715,11 +1736,12 @@ size_t sbx_engine_stats(sbx_engine *e, sbx_engine_profile_stats *out, size_t cap
         const profile_slot *s = &e->slots[i];
         uint64_t made = atomic_load_explicit(&s->made, memory_order_relaxed);
         uint64_t removed = atomic_load_explicit(&s->removed, memory_order_relaxed);
+        uint64_t had = atomic_load_explicit(&s->listed, memory_order_relaxed) + made;
         out[n] = (sbx_engine_profile_stats){.profile = s->profile->name,
                                             .provider = s->ops->name,
                                             .sandboxes_created = made,
                                             .sandboxes_removed = removed,
-                                            .sandboxes_live = made > removed ? made - removed : 0};
+                                            .sandboxes_live = had > removed ? had - removed : 0};
     }
     return n;
 }
@@ -1731,7 +1753,7 @@ sbx_status sbx_engine_sweep(sbx_engine *e, sbx_strlist *removed, sbx_error *err)
     sbx_status first = SBX_OK;
     for (size_t i = 0; e != NULL && i < e->n_slots; i++) {
         profile_slot *s = &e->slots[i];
-        if (!managed(s) || s->ops->sweep == NULL)
+        if (!managed(s) || (s->ops->sweep == NULL && s->ops->list_held == NULL))
             continue;
         sbx_error open_err;
         if (slot_open(s, &open_err) != SBX_OK)
@@ -1739,7 +1761,12 @@ sbx_status sbx_engine_sweep(sbx_engine *e, sbx_strlist *removed, sbx_error *err)
         sbx_strlist ids = {0};
         sbx_error serr;
         sbx_error_clear(&serr);
-        sbx_status st = s->ops->sweep(s->state, &ids, &serr);
+        sbx_status st = s->ops->sweep != NULL ? s->ops->sweep(s->state, &ids, &serr) : SBX_OK;
+        /* what lives on after the sweep, for the live gauge (under a bound the open counted) */
+        sbx_error lerr;
+        sbx_error_clear(&lerr);
+        if (e->holdings == NULL)
+            (void)list_live(s, s->state, NULL, &lerr);
         for (size_t k = 0; k < ids.n; k++) {
             char line[REQ_PROFILE_MAX + REQ_SANDBOX_ID_MAX + 8];
             snprintf(line, sizeof(line), "%s: %s", s->profile->name, ids.items[k]);

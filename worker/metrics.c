@@ -234,8 +234,9 @@ char *worker_metrics_render(worker_metrics *m, size_t *len)
     sbx_strbuf_printf(&t, "sbx_worker_executions_queue_limit %llu\n",
                       (unsigned long long)g.queue_limit);
     header(&t, "sbx_sandboxes_live", "gauge",
-           "Sandboxes this worker created and has not removed, per profile (one per live "
-           "session of a per_session profile).");
+           "Sandboxes alive per profile as this worker knows them: those its provider listed "
+           "on this node at its start (made before a restart), plus those it "
+           "created, minus those it removed (one per live session of a per_session profile).");
     for (size_t i = 0; i < g.n_profiles; i++)
         sbx_strbuf_printf(&t, "sbx_sandboxes_live{profile=\"%s\",provider=\"%s\"} %llu\n",
                           g.profiles[i].profile, g.profiles[i].provider,

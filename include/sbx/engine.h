@@ -41,8 +41,12 @@ typedef struct sbx_engine_profile_stats {
     const char *provider;       /* its provider */
     uint64_t sandboxes_created; /* made by create (new sessions, one-shots, recreations) */
     uint64_t sandboxes_removed; /* destroyed by the engine, or found gone on reconnect */
-    uint64_t sandboxes_live;    /* created - removed: held alive (a provider's own idle expiry is
-                                   seen when the session next reconnects) */
+    uint64_t sandboxes_live;    /* listed + created - removed: held alive. listed: the
+                                   per_session sandboxes the provider reported alive on this node,
+                                   made before this engine; counted when the profile opens under
+                                   principal_sandboxes, else by sbx_engine_sweep (a worker's
+                                   start). A provider's own idle expiry is seen when the session
+                                   next reconnects. */
 } sbx_engine_profile_stats;
 
 /* Fills out[0..cap) with one entry per configured profile, in configuration order; returns the
@@ -64,7 +68,9 @@ sbx_status sbx_engine_describe(sbx_engine *engine, Sbx__V1__DescribeResponse **o
 /* Sweeps every managed profile whose provider can (ops->sweep): removes per_call sandboxes
  * whose owner process is gone and dead sandboxes, appending "profile: sandbox_id" of each to
  * *removed (the caller reports and clears it). A profile whose provider cannot open is
- * skipped; the first sweep error is returned after the others ran. Workers call it at start. */
+ * skipped; the first sweep error is returned after the others ran. Then it counts the
+ * per_session sandboxes each provider still lists (ops->list_held) for sandboxes_live. Workers
+ * call it at start. */
 sbx_status sbx_engine_sweep(sbx_engine *engine, sbx_strlist *removed, sbx_error *err);
 
 /* idle_action: pause. Pauses every session of such a profile that this engine saw used and that

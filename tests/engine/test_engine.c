@@ -768,6 +768,43 @@ static void test_engine_principal_sandboxes_count_what_providers_list(void **sta
         sbx_completion_free(cs[i]);
 }
 
+/* sbx_sandboxes_live after a restart: the sandboxes a profile's provider lists are live, counted
+ * when the profile opens under a bound, and by the sweep a worker runs at its start without one.
+ * Before, a restarted engine reported only what it had made itself (here 1 of 4), and each
+ * destroy of an older one took one more off the gauge. */
+static const sbx_engine_profile_stats *stats_of(sbx_engine *e, const char *profile,
+                                                sbx_engine_profile_stats *buf, size_t cap)
+{
+    size_t n = sbx_engine_stats(e, buf, cap);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(buf[i].profile, profile) == 0)
+            return &buf[i];
+    fail_msg("no stats for profile %s", profile);
+    return NULL;
+}
+
+static void test_engine_live_gauge_counts_what_providers_list(void **state)
+{
+    env *t = *state;
+    for (int bound = 2; bound >= 0; bound -= 2) {
+        sbx_engine_free(t->e);
+        t->cfg->principal_sandboxes = bound;
+        t->e = fx_engine(t->cfg);
+        sbx_strlist swept = {0};
+        sbx_error err;
+        assert_int_equal(sbx_engine_sweep(t->e, &swept, &err), SBX_OK);
+        assert_int_equal(swept.n, 0);
+        sbx_strlist_clear(&swept);
+        sbx_completion *c = as(t, "tenant-c", "old", NULL);
+        assert_int_equal(c->status, OK_STATUS);
+        sbx_engine_profile_stats buf[8];
+        const sbx_engine_profile_stats *st = stats_of(t->e, "old", buf, 8);
+        assert_int_equal(st->sandboxes_created, 1);
+        assert_int_equal(st->sandboxes_live, 4); /* old-1..3 and tenant-c's */
+        sbx_completion_free(c);
+    }
+}
+
 /* A provider that cannot list what principals hold fails the profile's open: a bound the engine
  * cannot count is refused, never silently widened. Without a bound nothing is listed. */
 static void test_engine_principal_sandboxes_refuses_what_it_cannot_count(void **state)
@@ -833,6 +870,8 @@ int main(void)
                                         setup_quota, teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_check_is_bounded,
                                         setup_quota, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_live_gauge_counts_what_providers_list,
+                                        setup_quota_held, teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_count_what_providers_list,
                                         setup_quota_held, teardown),
         cmocka_unit_test_setup_teardown(
