@@ -11,10 +11,11 @@
  * harness drives one of three providers opened once: managed (create, the operations through
  * the agent, destroy, sweep), attached through the exec API (attach, commands and code), and
  * attached with the agent. Input: byte 0, then answers [kind][2-byte big-endian length][bytes]:
- *   byte 0: bits 0-1 the provider (0 managed, 1 exec API, 2 attached agent, 3 managed), bit 2
- *           a user-mode principal (impersonation headers), bit 3 the fake agent closes at the
- *           first operation (after_op, sandbox_gone), bit 4 a sweep at the end, bit 5 policy
- *           network allowlist instead of deny.
+ *   byte 0: bits 0-1 the provider (0 managed, 1 exec API, 2 attached agent, 3 managed for
+ *           per_session sessions), bit 2 a user-mode principal (impersonation headers), bit 3
+ *           the fake agent closes at the first operation (after_op, sandbox_gone), bit 4 a
+ *           sweep at the end (per_session: then list_held), bit 5 policy network allowlist
+ *           instead of deny.
  *   kind & 3 == 0: JSON with status FUZZ_K8S_STATUSES[kind >> 2 & 15] and a true length;
  *   kind & 3 == 1: to an exec request, the bytes as they are (a hand-made head and stream);
  *   kind & 3 == 2: to an exec request, a 101 head with the accept computed from the request's
@@ -32,7 +33,8 @@
  * Properties: no crash, leak or hang; every failure carries its code and a text that never
  * shows the bearer token; a sandbox has an id NAMESPACE/POD; output within the limit and
  * within what the exec answers sent; an exec's exit code in 0..255; the sweep reports only
- * pods of the provider's namespace with its prefix; every DELETE the server sees names a pod,
+ * pods of the provider's namespace with its prefix, and list_held only such pods, each with a
+ * subject; every DELETE the server sees names a pod,
  * secret or NetworkPolicy sbx-sandbox-* of the provider's namespace, a Kubernetes name (the
  * provider deletes nothing it did not make, whatever a list answer names). */
 #include <errno.h>
@@ -82,7 +84,8 @@ extern const sbx_provider_ops sbx_provider_kubernetes;
 static const int FUZZ_K8S_STATUSES[16] = {200, 200, 201, 200, 202, 404, 400, 401,
                                           403, 409, 410, 422, 429, 500, 503, 200};
 
-enum { P_MANAGED = 0, P_EXEC = 1, P_AGENT = 2, P_COUNT = 3 };
+/* P_SESSION: managed, for per_session sessions (its pods carry the principal; list_held) */
+enum { P_MANAGED = 0, P_EXEC = 1, P_AGENT = 2, P_SESSION = 3, P_COUNT = 4 };
 
 static struct {
     char dir[80];
@@ -648,7 +651,7 @@ static void open_provider(int which)
                         "true",
                         "create_timeout_s",
                         "1",
-                        which == P_MANAGED ? "network_policy" : NULL,
+                        which == P_MANAGED || which == P_SESSION ? "network_policy" : NULL,
                         "true",
                         "worker_selector",
                         "app=sbx-worker",
@@ -664,12 +667,14 @@ static void open_provider(int which)
         sbx_options_set(g.opts[which], "attach_token_env", FUZZ_K8S_TOKEN_ENV, &err) != SBX_OK)
         abort();
     static const uint8_t key[SBX_PROVIDER_KEY_LEN] = {1, 2, 3, 4};
+    bool managed = which == P_MANAGED || which == P_SESSION;
     sbx_provider_ctx ctx = {.profile = "fuzz",
                             .options = g.opts[which],
-                            .environment = which == P_MANAGED ? SBX_ENV_MANAGED : SBX_ENV_ATTACHED,
-                            .attach_to = which == P_MANAGED ? NULL : "sbx/target",
+                            .environment = managed ? SBX_ENV_MANAGED : SBX_ENV_ATTACHED,
+                            .attach_to = managed ? NULL : "sbx/target",
                             .node = "n1",
-                            .scope = SBX_SCOPE_PER_CALL,
+                            .scope =
+                                which == P_SESSION ? SBX_SCOPE_PER_SESSION : SBX_SCOPE_PER_CALL,
                             .credential_key = key};
     if (sbx_provider_kubernetes.open(&ctx, &g.state[which], &err) != SBX_OK) {
         fprintf(stderr, "fuzz_kubernetes: open: %s\n", err.message);
@@ -874,17 +879,37 @@ static void run_op(int which, sbx_sandbox *sb, int op, const sbx_principal *pr,
     sbx_message_free(&res->base);
 }
 
-static void sweep(void)
+static void sweep(int which)
 {
     sbx_strlist removed = {0};
     sbx_error err = {0};
     call_deadline();
-    sbx_status st = sbx_provider_kubernetes.sweep(g.state[P_MANAGED], &removed, &err);
+    sbx_status st = sbx_provider_kubernetes.sweep(g.state[which], &removed, &err);
     check(st, &err);
     for (size_t i = 0; i < removed.n; i++)
         FUZZ_REQUIRE(strncmp(removed.items[i], "sbx/sbx-sandbox-", 16) == 0, "the sweep removed %s",
                      removed.items[i]);
     sbx_strlist_clear(&removed);
+}
+
+static void one_held(void *arg, const char *sandbox_id, const char *subject)
+{
+    (*(size_t *)arg)++;
+    FUZZ_REQUIRE(sandbox_id != NULL && strncmp(sandbox_id, "sbx/sbx-sandbox-", 16) == 0,
+                 "list_held listed %s", sandbox_id ? sandbox_id : "(null)");
+    FUZZ_REQUIRE(subject != NULL, "list_held listed %s without a subject", sandbox_id);
+}
+
+/* What a restarted engine counts for principal_sandboxes: only pods of ours, each with the
+ * principal read from its annotation (any bytes). */
+static void list_held(int which)
+{
+    sbx_error err = {0};
+    size_t n = 0;
+    call_deadline();
+    sbx_status st = sbx_provider_kubernetes.list_held(g.state[which], one_held, &n, &err);
+    check(st, &err);
+    FUZZ_REQUIRE(which == P_SESSION || n == 0, "a per_call provider listed %zu held pods", n);
 }
 
 static void drive(int which, uint8_t flags)
@@ -915,7 +940,7 @@ static void drive(int which, uint8_t flags)
     sbx_sandbox *sb = NULL;
     sbx_status st = SBX_E_CAPABILITY;
     call_deadline();
-    if (which == P_MANAGED) {
+    if (which == P_MANAGED || which == P_SESSION) {
         Sbx__V1__SessionHandle session = SBX__V1__SESSION_HANDLE__INIT;
         session.session_id = "fuzz-session";
         st = ops->create(state, &session, &pr, &policy, &sb, &err);
@@ -926,7 +951,9 @@ static void drive(int which, uint8_t flags)
         memset(&err, 0, sizeof err);
         call_deadline();
         st = ops->attach(state,
-                         which == P_MANAGED ? "sbx/sbx-sandbox-0123456789abcdef" : "sbx/target",
+                         which == P_MANAGED || which == P_SESSION
+                             ? "sbx/sbx-sandbox-0123456789abcdef"
+                             : "sbx/target",
                          &pr, &policy, &sb, &err);
         check(st, &err);
         FUZZ_REQUIRE(st == SBX_OK || sb == NULL, "a failed attach left a sandbox");
@@ -944,8 +971,10 @@ static void drive(int which, uint8_t flags)
         st = ops->destroy(state, id, &err);
         check(st, &err);
     }
-    if (which == P_MANAGED && (flags & 16))
-        sweep();
+    if ((which == P_MANAGED || which == P_SESSION) && (flags & 16)) {
+        sweep(which);
+        list_held(which);
+    }
     sbx_provider_set_deadline_ms(0);
 }
 
@@ -956,7 +985,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     uint8_t flags = data[0];
-    int which = (flags & 3) == 3 ? P_MANAGED : flags & 3;
+    int which = flags & 3;
     script(data + 1, size - 1, (flags & 8) != 0);
     drive(which, flags);
     return 0;

@@ -699,7 +699,7 @@ def write_expose_head_seeds():
 
 def write_kubernetes_seeds():
     """fuzz_kubernetes: byte 0 picks the provider (bits 0-1: 0 managed, 1 attached through the
-    exec API, 2 attached with the agent) and flags (4 user mode, 8 the agent closes at the first
+    exec API, 2 attached with the agent, 3 managed for per_session sessions) and flags (4 user mode, 8 the agent closes at the first
     operation, 16 a sweep, 32 network allowlist); then answers [kind][2-byte big-endian length]
     [bytes] in the order the provider calls: kind & 3 0 JSON with status index kind >> 2 (0 200,
     2 201, 4 202, 5 404, 6 400, 7 401, 8 403, 9 409, 10 410, 11 422, 12 429, 13 500), 1 raw
@@ -801,6 +801,21 @@ def write_kubernetes_seeds():
             pod("sbx-sandbox-Upper", "Failed")]}) + js(0, {"items": [
                 {"metadata": {"name": "sbx-sandbox-y/../victim2", "creationTimestamp": old}}]})
         + js(0, {"items": []}),
+        # per_session (provider 3): a pod with its principal's annotation, then the sweep and
+        # list_held over pods of ours, of another node, finishing, or without the annotation
+        "session_create_sweep_list_held": b"\x13" + created + js(0, pod(name)) + deleted
+        + js(0, {"items": []}) * 3 + js(0, {"items": [
+            pod(name, meta={"annotations": {"sbx.dev/principal": "alice \u00ff"}}),
+            pod("sbx-sandbox-5555555555555555", meta={"annotations": {"sbx.dev/principal": 7}}),
+            pod("sbx-sandbox-6666666666666666", meta={
+                "labels": {"app.kubernetes.io/managed-by": "sbx", "sbx.dev/sandbox": "true",
+                           "sbx.dev/node": "n2"},
+                "annotations": {"sbx.dev/principal": "bob"}}),
+            pod("sbx-sandbox-7777777777777777", meta={"deletionTimestamp": old,
+                                                     "annotations": {"sbx.dev/principal": "c"}}),
+            pod("sbx-sandbox-x/../victim", meta={"annotations": {"sbx.dev/principal": "d"}}),
+            pod("sbx-sandbox-8888888888888888")]}),
+        "session_list_held_error": b"\x13" + js(13, status(500, "InternalError", "etcd down")) * 8,
         "managed_not_json": b"\x00" + js(13, b"<html>502 Bad Gateway</html>"),
         "exec_ok": b"\x01" + attach + run(b"hello world\n") + run(b"input\ndone\n", nonzero)
         + run(b"1\n") + run(b"1\n"),
