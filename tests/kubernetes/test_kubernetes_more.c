@@ -326,7 +326,7 @@ static void test_k8s_ended_pod_is_gone_and_recreated_with_notice(void **state)
 /* sandbox.principal_sandboxes across a restart of the engine (a worker): the pod a principal
  * made through the first engine still counts in the next, which finds it by its
  * sbx.dev/principal annotation when it opens the profile. Before, the new engine counted from
- * zero and made a second pod. */
+ * zero and made a second pod. A listing the API server fails refuses the request. */
 static void test_k8s_principal_sandboxes_count_what_a_restarted_engine_finds(void **state)
 {
     kt_fake *f = *state;
@@ -344,6 +344,17 @@ static void test_k8s_principal_sandboxes_count_what_a_restarted_engine_finds(voi
     kt_env_close(&e); /* the worker restarts; the pod lives on */
     kt_env_open(&e, f, y);
     size_t pods = count(f, "POST", "/api/v1/namespaces/" KT_NS "/pods");
+    /* a listing that fails refuses the profile (the bound cannot be counted) and makes nothing;
+     * the next request lists again */
+    kt_fake_control(f, "config",
+                    "{\"fail\": [{\"method\": \"GET\", \"path\": \"^/api/v1/namespaces/" KT_NS
+                    "/pods$\", \"status\": 500, \"count\": 1}]}");
+    c = kt_shell(&e, &other, "echo two");
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+    assert_non_null(strstr(c->error, "principal_sandboxes"));
+    assert_non_null(strstr(c->error, "500"));
+    sbx_completion_free(c);
+    assert_int_equal(count(f, "POST", "/api/v1/namespaces/" KT_NS "/pods"), pods);
     c = kt_shell(&e, &other, "echo two");
     assert_int_equal(c->error_code, SBX_E_RESOURCE_EXHAUSTED);
     assert_non_null(strstr(c->error, "principal 'tester' holds 1 sandbox of per_session"));
