@@ -29,6 +29,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <linux/mount.h>
+#include <linux/sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -126,6 +127,49 @@ static void join_cgroups_early(bool pending[BOOT_MAX_CGROUPS])
         pending[i] = write(fd, "0", 1) != 1;
         close(fd);
     }
+}
+
+/* On cgroup v2 (one cgroup, no tasks file) P forks a second launcher into it with clone3's
+ * CLONE_INTO_CGROUP, which does the rest of P's work (the clone of C, its id maps, the
+ * handshake, the pid on stdout) while P waits for it and exits as it does: C is born in the
+ * cgroup. Without this P moves C there by pid, which waits for an RCU grace period (5-19 ms
+ * measured on this kernel, against 0.35-1.9 ms for the clone) that C, done with its mounts,
+ * then waits out. The second launcher dies with P. Returns in it, or in P when the kernel
+ * cannot (v1, an older kernel, a refusal: the move by pid remains); never returns in P
+ * otherwise. */
+static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
+{
+    char dir[PATH_MAX];
+    const char *slash = n_cgroups == 1 && pending[0] ? strrchr(cgroup_procs[0], '/') : NULL;
+    if (slash == NULL || snprintf(dir, sizeof dir, "%.*s", (int)(slash - cgroup_procs[0]),
+                                  cgroup_procs[0]) >= (int)sizeof dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct clone_args ca;
+    memset(&ca, 0, sizeof ca);
+    ca.flags = CLONE_INTO_CGROUP;
+    ca.exit_signal = SIGCHLD;
+    ca.cgroup = (uint64_t)fd;
+    pid_t launcher = getpid();
+    pid_t q = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+    close(fd);
+    if (q < 0)
+        return;
+    if (q == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != launcher)
+            _exit(1);
+        pending[0] = false;
+        return;
+    }
+    int st = 0;
+    while (waitpid(q, &st, 0) < 0 && errno == EINTR)
+        continue;
+    if (WIFSIGNALED(st))
+        fprintf(stderr, "sbx-agent boot: the launcher in the sandbox's cgroup died of signal %d\n",
+                WTERMSIG(st));
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
 }
 
 /* C ended before P was done with it (P's write to go_pipe failed, or the cgroup move found it
@@ -719,6 +763,11 @@ int boot_local_main(int argc, char **argv)
         o.agent.prog_gid = 0;
         o.agent.shared_uid = true;
     }
+    /* As root, before the effective ids change below; before the pipes, which a launcher
+     * forked into v2's cgroup (fork_into_v2) must be the only holder of. */
+    bool pending[BOOT_MAX_CGROUPS];
+    join_cgroups_early(pending);
+    fork_into_v2(pending);
     if (pipe2(ready_pipe, O_CLOEXEC) < 0 || pipe2(go_pipe, O_CLOEXEC) < 0) {
         fprintf(stderr, "sbx-agent boot: pipe: %s\n", strerror(errno));
         return 1;
@@ -727,9 +776,6 @@ int boot_local_main(int argc, char **argv)
                           SIGCHLD; /* CLONE_NEWCGROUP: after the cgroup move */
     if (o.net_deny)
         flags |= CLONE_NEWNET;
-    /* As root, before the effective ids change below. */
-    bool pending[BOOT_MAX_CGROUPS];
-    join_cgroups_early(pending);
     uid_t uid = getuid();
     gid_t gid = getgid();
     /* Root mode: the user namespace is created as the sandbox's own host uid (uid_base, the

@@ -477,7 +477,7 @@ void start_program(int ci, uint64_t req_id, char **argv, const char *cwd, uint32
     }
     int cg_procs = cgroup_make(c);
     pid_t pid = spawn(argv, agent_env_tab, agent_env_n, cwd && *cwd ? cwd : agent_cfg.workdir, u, g,
-                      keep, with_stdin, c->out_fd, &c->in_fd, -1, -1, cg_procs);
+                      keep, with_stdin, c->out_fd, &c->in_fd, -1, -1, cg_procs, c->cg_fd);
     if (cg_procs >= 0)
         close(cg_procs);
     if (pid < 0) {

