@@ -573,9 +573,8 @@ static int serve_setup(void)
         (void)w;
         close(agent_cfg.ready_fd);
     }
-    /* The first command's spare, forked once the host can connect: its cgroup join (on v2 an
-     * RCU wait, spawn.c) and its filter load overlap the host's connect and request instead of
-     * delaying that command. */
+    /* The first command's spare, forked once the host can connect: its filter load overlaps
+     * the host's connect and request instead of delaying that command. */
     spare_make();
     return 0;
 }

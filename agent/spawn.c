@@ -160,9 +160,9 @@ pid_t spawn(char **argv, char **env, size_t env_count, const char *cwd, uid_t u,
 /* ---- the spare: the next command's first process, forked ahead ------------------------- */
 
 /* Joining a cgroup by writing to cgroup.procs waits for an RCU grace period whenever no other
- * migration happened just before (measured: 5-12 ms, against 8 us back to back); on v1 a
- * spare writes "0" to tasks instead, which does not wait (cgroup_create), but v2 has no such
- * file, and loading the seccomp filter costs 0.3-0.4 ms. So after each command starts, the
+ * migration happened just before (measured: 5-19 ms, against 8 us back to back); a spare is
+ * born in its v2 cgroup (fork_into_cgroup) or writes "0" to v1's tasks, neither of which
+ * waits, but loading the seccomp filter costs 0.3-0.4 ms. So after each command starts, the
  * agent forks the next one's first process ahead of time: it joins a fresh cgroup and loads
  * the filter while nothing waits for it, then
  * blocks until an exec hands it what to run through a shared mapping and one byte on a socket
