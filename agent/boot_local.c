@@ -29,7 +29,6 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <linux/mount.h>
-#include <linux/sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -104,6 +103,15 @@ static void read_reply(char *reply, size_t cap)
     reply[got] = '\0';
 }
 
+/* The path of name (e.g. "/tasks"; "" for the directory itself) in the cgroup of
+ * cgroup_procs[i], into out; false when it does not fit. */
+static bool beside_procs(int i, const char *name, char *out, size_t cap)
+{
+    const char *slash = strrchr(cgroup_procs[i], '/');
+    return slash != NULL && snprintf(out, cap, "%.*s%s", (int)(slash - cgroup_procs[i]),
+                                     cgroup_procs[i], name) < (int)cap;
+}
+
 /* On cgroup v1, P joins each hierarchy itself before the clone, so C is born in the sandbox's
  * cgroups: it writes "0" (itself, one thread: P has no other) to the cgroup's tasks file.
  * Moving one thread that is the caller skips the kernel's global threadgroup lock, whose write
@@ -115,11 +123,8 @@ static void join_cgroups_early(bool pending[BOOT_MAX_CGROUPS])
 {
     for (int i = 0; i < n_cgroups; i++) {
         char tasks[PATH_MAX];
-        const char *slash = strrchr(cgroup_procs[i], '/');
-        int dir_len = slash ? (int)(slash - cgroup_procs[i]) : 0;
         pending[i] = true;
-        if (!slash || snprintf(tasks, sizeof tasks, "%.*s/tasks", dir_len, cgroup_procs[i]) >=
-                          (int)sizeof tasks)
+        if (!beside_procs(i, "/tasks", tasks, sizeof tasks))
             continue;
         int fd = open(tasks, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
@@ -129,31 +134,23 @@ static void join_cgroups_early(bool pending[BOOT_MAX_CGROUPS])
     }
 }
 
-/* On cgroup v2 (one cgroup, no tasks file) P forks a second launcher into it with clone3's
- * CLONE_INTO_CGROUP, which does the rest of P's work (the clone of C, its id maps, the
+/* On cgroup v2 (one cgroup, no tasks file) P forks a second launcher into it
+ * (agent_fork_into_cgroup), which does the rest of P's work (the clone of C, its id maps, the
  * handshake, the pid on stdout) while P waits for it and exits as it does: C is born in the
- * cgroup. Without this P moves C there by pid, which waits for an RCU grace period (5-19 ms
- * measured on this kernel, against 0.35-1.9 ms for the clone) that C, done with its mounts,
- * then waits out. The second launcher dies with P. Returns in it, or in P when the kernel
- * cannot (v1, an older kernel, a refusal: the move by pid remains); never returns in P
+ * cgroup. Without this P moves C there by pid, which waits for an RCU grace period that C, done
+ * with its mounts, then waits out. The second launcher dies with P. Returns in it, or in P when the
+ * kernel cannot (v1, an older kernel, a refusal: the move by pid remains); never returns in P
  * otherwise. */
 static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
 {
     char dir[PATH_MAX];
-    const char *slash = n_cgroups == 1 && pending[0] ? strrchr(cgroup_procs[0], '/') : NULL;
-    if (slash == NULL || snprintf(dir, sizeof dir, "%.*s", (int)(slash - cgroup_procs[0]),
-                                  cgroup_procs[0]) >= (int)sizeof dir)
+    if (n_cgroups != 1 || !pending[0] || !beside_procs(0, "", dir, sizeof dir))
         return;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return;
-    struct clone_args ca;
-    memset(&ca, 0, sizeof ca);
-    ca.flags = CLONE_INTO_CGROUP;
-    ca.exit_signal = SIGCHLD;
-    ca.cgroup = (uint64_t)fd;
     pid_t launcher = getpid();
-    pid_t q = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+    pid_t q = agent_fork_into_cgroup(fd);
     close(fd);
     if (q < 0)
         return;

@@ -173,21 +173,22 @@ static bool cgroup_v2(void)
     return v2 == 1;
 }
 
-/* Forks (fork() semantics: the child returns 0) into the v2 cgroup whose directory is dir_fd,
- * born there (clone3's CLONE_INTO_CGROUP): no move, so no wait for the RCU grace period a write
- * to cgroup.procs waits for (measured on this kernel: 0.35-1.9 ms for the clone against 5-19 ms
- * for fork + write). -1 when it cannot (v1, where a write to tasks does not wait; an older
- * kernel; a refusal): the caller forks and joins by a write, which reports the error. */
-pid_t fork_into_cgroup(int dir_fd)
+pid_t agent_fork_into_cgroup(int dir_fd)
 {
-    if (dir_fd < 0 || !cgroup_v2())
-        return -1;
     struct clone_args ca;
     memset(&ca, 0, sizeof ca);
     ca.flags = CLONE_INTO_CGROUP;
     ca.exit_signal = SIGCHLD;
     ca.cgroup = (uint64_t)dir_fd;
     return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+}
+
+/* A command's process (a spare, or one spawned directly) born in its cgroup dir_fd when the
+ * delegation is v2; -1 when not (v1, where a write to tasks does not wait; an older kernel; a
+ * refusal): the caller forks and joins by a write, which reports the error. */
+pid_t fork_into_cgroup(int dir_fd)
+{
+    return dir_fd >= 0 && cgroup_v2() ? agent_fork_into_cgroup(dir_fd) : -1;
 }
 
 int cgroup_make(command *c)
