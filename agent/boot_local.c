@@ -799,6 +799,14 @@ int boot_local_main(int argc, char **argv)
         }
         return 1;
     }
+    if (pid < 0 && errno == EAGAIN) {
+        fprintf(stderr,
+                "sbx-agent boot: no process left for the sandbox's init (clone: %s): the host's "
+                "process limits or the sandbox's pids limit, which its launcher counts against "
+                "while it boots, are reached\n",
+                strerror(EAGAIN));
+        return 1;
+    }
     if (pid < 0) {
         int e = errno;
         fprintf(stderr,

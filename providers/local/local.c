@@ -1090,6 +1090,13 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         free(list);
     }
     sbx_strlist_clear(&un);
+    /* The sandbox's init (its agent) is one of its processes, and while it boots so is its
+     * launcher, which joins its cgroups before the init's clone: a bound of 1 leaves nothing
+     * for a command (before, it failed at the first exec, or at the boot with a wrong reason). */
+    if (st == SBX_OK && policy->pids == 1 && lp->cg != CG_NONE)
+        st = sbx_error_set(err, SBX_E_POLICY,
+                           "pids 1 leaves no process for a command: the sandbox's init (its "
+                           "agent) is one of its processes; use 2 or more, or 0 for no limit");
     if (st != SBX_OK)
         return st;
     char id[19];

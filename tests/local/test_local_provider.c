@@ -708,6 +708,31 @@ static void test_local_network_allow_shares_host_network(void **state)
 
 /* ALLOWLIST is enforced by the egress proxy (test_local_egress); an entry it cannot enforce
  * (IPv6) is refused under strict, named. */
+/* pids 1: the sandbox's init is one of its processes, so nothing could ever run. Refused at
+ * create, naming the limit and the fix; before, the boot failed with "kernel feature missing:
+ * cannot create namespaces" (its launcher counts while it boots), and earlier the first exec
+ * with RESOURCE_EXHAUSTED. 2 runs a command. */
+static void test_local_pids_1_is_refused_2_runs(void **state)
+{
+    lt_env *e = *state;
+    if (getuid() != 0)
+        skip(); /* rootless: no cgroups, pids is refused as unenforceable (test_local_rootless) */
+    sbx_policy *p = lt_policy(0, 1);
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    assert_int_equal(e->ops->create(e->state, NULL, NULL, p, &sb, &err), SBX_E_POLICY);
+    assert_non_null(strstr(err.message, "pids 1"));
+    assert_non_null(strstr(err.message, "use 2 or more"));
+    assert_int_equal(lt_count_dir(e->runtime_dir), 0);
+    p->pids = 2;
+    sb = lt_create_with(e, p);
+    sbx_result *r = lt_run(e, sb, "echo ok");
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
 static void test_local_allowlist_entry_it_cannot_enforce_is_refused(void **state)
 {
     lt_env *e = *state;
@@ -936,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
         cmocka_unit_test(test_local_spare_is_forked_at_start_and_not_after_a_one_shot),
         cmocka_unit_test(test_local_cpu_memory_pids_limits_reach_the_cgroups),
+        cmocka_unit_test(test_local_pids_1_is_refused_2_runs),
         cmocka_unit_test(test_local_stateful_python_keeps_variables),
         cmocka_unit_test(test_local_python_exception_is_a_result_with_traceback),
         cmocka_unit_test(test_local_bash_code_runs_through_a_shell),
