@@ -161,8 +161,9 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
         return;
     }
     int st = 0;
-    while (waitpid(q, &st, 0) < 0 && errno == EINTR)
-        continue;
+    while (waitpid(q, &st, 0) < 0)
+        if (errno != EINTR)
+            _exit(1);
     if (WIFSIGNALED(st))
         fprintf(stderr, "sbx-agent boot: the launcher in the sandbox's cgroup died of signal %d\n",
                 WTERMSIG(st));
