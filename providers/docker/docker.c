@@ -710,6 +710,12 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
                              "profile '%s' is attached: docker creates containers only under "
                              "environment: managed",
                              p->profile);
+    /* The container's init (its agent) is one of its processes: a bound of 1 leaves nothing
+     * for a command (before, every exec failed with RESOURCE_EXHAUSTED). */
+    if (policy != NULL && policy->pids == 1)
+        return sbx_error_set(err, SBX_E_POLICY,
+                             "pids 1 leaves no process for a command: the container's init (its "
+                             "agent) is one of its processes; use 2 or more, or 0 for no limit");
     if (access(p->agent_path, X_OK) != 0)
         return sbx_error_set(
             err, SBX_E_PROVISION,

@@ -204,6 +204,23 @@ static void test_docker_managed_allowlist_ipv6_is_unenforceable(void **state)
     sbx_message_free((ProtobufCMessage *)p);
 }
 
+/* pids 1: the container's init (its agent) is one of its processes, so nothing could run. Refused
+ * at create, before any container is made; before, every exec failed with RESOURCE_EXHAUSTED. */
+static void test_docker_managed_pids_1_is_refused(void **state)
+{
+    fixture *f = *state;
+    sbx_policy *p = sbx_policy_new();
+    p->pids = 1;
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    assert_int_equal(ops->create(f->provider, f->session, f->principal, p, &sb, &err),
+                     SBX_E_POLICY);
+    assert_null(sb);
+    assert_non_null(strstr(err.message, "pids 1"));
+    assert_non_null(strstr(err.message, "use 2 or more"));
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
 static void test_docker_managed_missing_image_is_provision_with_the_daemons_words(void **state)
 {
     fixture *f = *state;
@@ -671,6 +688,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_policy_is_what_the_daemon_recorded),
         cmocka_unit_test(test_docker_managed_allow_uses_the_configured_network),
         cmocka_unit_test(test_docker_managed_allowlist_ipv6_is_unenforceable),
+        cmocka_unit_test(test_docker_managed_pids_1_is_refused),
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
         cmocka_unit_test(test_docker_managed_runs_a_command),
         cmocka_unit_test(test_docker_managed_pause_keeps_state_and_resume_thaws),
