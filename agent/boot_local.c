@@ -2,7 +2,9 @@
  * of Linux namespaces and becomes its PID 1 (the agent), detached from whoever started it.
  *
  *   P (this process, host namespaces)          C (clone: new user/pid/mount/ipc/uts/cgroup
- *     joins the sandbox's cgroups                    and, under DENY, net namespaces)
+ *     joins the sandbox's cgroups (v1: itself;       and, under DENY, net namespaces)
+ *     v2: forks itself into the cgroup, the fork
+ *     goes on as P: fork_into_v2)
  *     clone() ------------------------------------>  waits for "go"
  *     writes uid_map/gid_map, oom_score_adj -1000
  *     "go" --------------------------------------->  mounts a minimal root, pivot_root,
