@@ -244,7 +244,9 @@ typedef struct http_attempt {
     size_t streamed;
     char content_type[256];
     char retry_after[128];
-    int64_t deadline_mono_ms; /* of this attempt, for the progress callback */
+    char captured[SBX_HTTP_MAX_CAPTURED + 2]; /* req->capture_header's value; one byte more than
+                                                 allowed, to tell a value that was too long */
+    int64_t deadline_mono_ms;                 /* of this attempt, for the progress callback */
 } http_attempt;
 
 static bool http_append(http_attempt *a, const char *data, size_t len)
@@ -308,6 +310,7 @@ static size_t http_header_cb(char *data, size_t size, size_t nmemb, void *arg)
         /* A new response (after 1xx or a redirect): forget the previous one's headers. */
         a->content_type[0] = 0;
         a->retry_after[0] = 0;
+        a->captured[0] = 0;
         return len;
     }
     const char *colon = memchr(data, ':', len);
@@ -320,6 +323,9 @@ static size_t http_header_cb(char *data, size_t size, size_t nmemb, void *arg)
         http_copy_header_value(a->content_type, sizeof a->content_type, v, vlen);
     else if (nlen == 11 && strncasecmp(data, "retry-after", 11) == 0)
         http_copy_header_value(a->retry_after, sizeof a->retry_after, v, vlen);
+    else if (a->req->capture_header != NULL && nlen == strlen(a->req->capture_header) &&
+             strncasecmp(data, a->req->capture_header, nlen) == 0)
+        http_copy_header_value(a->captured, sizeof a->captured, v, vlen);
     return len;
 }
 
@@ -639,6 +645,9 @@ sbx_status sbx_http_do(sbx_http_client *c, const sbx_http_request *req, sbx_http
                 resp->body = a.body;
                 resp->body_len = a.body_len;
                 resp->content_type = a.content_type[0] ? strdup(a.content_type) : NULL;
+                resp->captured = a.captured[0] == 0                           ? NULL
+                                 : strlen(a.captured) > SBX_HTTP_MAX_CAPTURED ? strdup("")
+                                                                              : strdup(a.captured);
                 resp->attempts = attempt;
                 return SBX_OK;
             }
@@ -663,6 +672,7 @@ void sbx_http_response_clear(sbx_http_response *resp)
         return;
     free(resp->body);
     free(resp->content_type);
+    free(resp->captured);
     memset(resp, 0, sizeof *resp);
 }
 

@@ -115,7 +115,9 @@ typedef struct sbx_http_request {
     const volatile int *cancel; /* non-zero: abort (SBX_E_TIMEOUT, "cancelled") */
     sbx_http_body_fn on_body;   /* stream a 2xx body instead of buffering it; NULL = buffer */
     void *on_body_arg;
-    sbx_status *abort_status; /* where on_body leaves its reason; NULL = PROVISION */
+    sbx_status *abort_status;   /* where on_body leaves its reason; NULL = PROVISION */
+    const char *capture_header; /* name of a response header to keep (sbx_http_response.captured),
+                                   such as E2B's "X-Next-Token"; NULL = none */
 } sbx_http_request;
 
 typedef struct sbx_http_response {
@@ -124,7 +126,12 @@ typedef struct sbx_http_response {
     size_t body_len;
     char *content_type; /* NULL when absent */
     int attempts;       /* how many attempts were made */
+    char *captured;     /* the value of req->capture_header, NULL when absent; "" when longer
+                           than SBX_HTTP_MAX_CAPTURED bytes (never a truncated value) */
 } sbx_http_response;
+
+/* Longest value of a captured response header. */
+#define SBX_HTTP_MAX_CAPTURED 1024
 
 /* Performs the call with retries. SBX_OK means an HTTP response arrived (any status: the caller
  * interprets it, usually with sbx_http_check). Failures: SBX_E_TIMEOUT (deadline, per-attempt

@@ -32,6 +32,11 @@
 #define E2B_MAX_ALLOW_ENTRIES 64
 /* Metadata values longer than this are cut (E2B stores them as labels). */
 #define E2B_MAX_METADATA_VALUE 256
+/* list_held: sandboxes per page (E2B's maximum), and pages read before the listing is refused
+ * (10,000 sandboxes of one profile made on one node is more than a node runs; a server whose
+ * pages never end must not hold the open forever). */
+#define E2B_LIST_PAGE 100
+#define E2B_LIST_MAX_PAGES 100
 
 static const sbx_option_spec e2b_options[] = {
     {.key = "api_key_env",
@@ -95,6 +100,7 @@ static void e2b_provider_free(e2b_provider *p)
     free(p->template_id);
     free(p->user);
     free(p->key_env);
+    free(p->node);
     if (p->api_key) {
         volatile char *k = p->api_key;
         for (size_t i = 0; k[i]; i++)
@@ -127,6 +133,8 @@ static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     p->template_id = strdup(e2b_opt(ctx, "template", "code-interpreter-v1"));
     p->user = strdup(e2b_opt(ctx, "user", "user"));
     p->key_env = strdup(e2b_opt(ctx, "api_key_env", "E2B_API_KEY"));
+    p->node = strdup(ctx->node ? ctx->node : "");
+    p->lists_held = ctx->environment == SBX_ENV_MANAGED && ctx->scope == SBX_SCOPE_PER_SESSION;
     p->code_interpreter =
         ctx->options ? sbx_options_get_bool(ctx->options, "code_interpreter") : true;
     p->sandbox_timeout_s =
@@ -134,7 +142,7 @@ static sbx_status e2b_open(const sbx_provider_ctx *ctx, void **state, sbx_error 
     if (p->sandbox_timeout_s <= 0)
         p->sandbox_timeout_s = 300;
     if (!p->profile || !p->api_url || !p->domain || !p->template_id || !p->user || !p->key_env ||
-        (su && *su && !p->sandbox_url)) {
+        !p->node || (su && *su && !p->sandbox_url)) {
         e2b_provider_free(p);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     }
@@ -240,10 +248,12 @@ static sbx_status e2b_need_key(e2b_provider *p, sbx_error *err)
                          p->profile, p->key_env);
 }
 
-/* Performs a control-plane call with the API key; body may be NULL. */
-static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path, json_t *body,
-                          bool idempotent, sbx_http_request *req_out, char *url_buf, size_t url_cap,
-                          sbx_http_response *resp, sbx_error *err)
+/* Performs a control-plane call with the API key; body may be NULL; capture names a response
+ * header to keep (resp->captured), or is NULL. */
+static sbx_status e2b_api_capture(e2b_provider *p, const char *method, const char *path,
+                                  json_t *body, bool idempotent, const char *capture,
+                                  sbx_http_request *req_out, char *url_buf, size_t url_cap,
+                                  sbx_http_response *resp, sbx_error *err)
 {
     sbx_status s = e2b_need_key(p, err);
     if (s != SBX_OK) {
@@ -266,7 +276,8 @@ static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path,
                                   .n_headers = 3,
                                   .body = text,
                                   .body_len = text ? strlen(text) : 0,
-                                  .idempotent = idempotent};
+                                  .idempotent = idempotent,
+                                  .capture_header = capture};
     s = sbx_http_do(p->http, req_out, resp, err);
     /* headers and body go out of scope: the caller only uses method and url afterwards. */
     req_out->headers = NULL;
@@ -276,6 +287,14 @@ static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path,
     free(text);
     memset(key_header, 0, sizeof key_header);
     return s;
+}
+
+static sbx_status e2b_api(e2b_provider *p, const char *method, const char *path, json_t *body,
+                          bool idempotent, sbx_http_request *req_out, char *url_buf, size_t url_cap,
+                          sbx_http_response *resp, sbx_error *err)
+{
+    return e2b_api_capture(p, method, path, body, idempotent, NULL, req_out, url_buf, url_cap, resp,
+                           err);
 }
 
 static void e2b_sandbox_close(sbx_sandbox *sb);
@@ -386,6 +405,7 @@ static sbx_status e2b_create(void *state, const sbx_session_handle *session,
         e2b_meta_set(meta, "sbx.name", session->name);
     }
     e2b_meta_set(meta, "sbx.profile", p->profile);
+    e2b_meta_set(meta, "sbx.node", p->node);
     if (principal)
         e2b_meta_set(meta, "sbx.subject", principal->subject);
     json_object_set_new(body, "metadata", meta);
@@ -647,6 +667,133 @@ static void e2b_sandbox_close(sbx_sandbox *sb)
     free(e);
 }
 
+/* The `metadata` query of list_held: "sbx.profile=P&sbx.node=N" with each value URL-encoded
+ * (and cut as create cuts it), the whole URL-encoded again (reference §1.1). NULL: no memory. */
+static char *e2b_held_query(const e2b_provider *p)
+{
+    char prof[E2B_MAX_METADATA_VALUE + 1], node[E2B_MAX_METADATA_VALUE + 1];
+    snprintf(prof, sizeof prof, "%s", p->profile);
+    snprintf(node, sizeof node, "%s", p->node);
+    char *ep = sbx_http_url_escape(prof), *en = sbx_http_url_escape(node), *q = NULL;
+    if (ep && en) {
+        size_t n = strlen(ep) + strlen(en) + 32;
+        char *kv = malloc(n);
+        if (kv) {
+            snprintf(kv, n, "sbx.profile=%s&sbx.node=%s", ep, en);
+            q = sbx_http_url_escape(kv);
+            free(kv);
+        }
+    }
+    free(ep);
+    free(en);
+    return q;
+}
+
+/* One listed sandbox, kept in ids/subjects when it is this profile's, made on this node, with
+ * a subject. The list is the server's bytes: the filter is checked again, and an id that is not
+ * E2B's charset is skipped (it would become a host name). false: no memory. */
+static bool e2b_held_one(const e2b_provider *p, json_t *item, sbx_strlist *ids,
+                         sbx_strlist *subjects)
+{
+    json_t *meta = json_object_get(item, "metadata");
+    const char *id = json_string_value(json_object_get(item, "sandboxID"));
+    const char *prof = json_string_value(json_object_get(meta, "sbx.profile"));
+    const char *node = json_string_value(json_object_get(meta, "sbx.node"));
+    const char *subject = json_string_value(json_object_get(meta, "sbx.subject"));
+    const char *state = json_string_value(json_object_get(item, "state"));
+    char want_prof[E2B_MAX_METADATA_VALUE + 1], want_node[E2B_MAX_METADATA_VALUE + 1];
+    snprintf(want_prof, sizeof want_prof, "%s", p->profile);
+    snprintf(want_node, sizeof want_node, "%s", p->node);
+    if (id == NULL || !e2b_id_ok(id) || prof == NULL || strcmp(prof, want_prof) != 0 ||
+        node == NULL || strcmp(node, want_node) != 0 || subject == NULL || *subject == '\0' ||
+        (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "paused") != 0))
+        return true;
+    return sbx_strlist_add(ids, id) && sbx_strlist_add(subjects, subject);
+}
+
+/* The live (running or paused) sandboxes this profile made on this node for per_session
+ * sessions, with the principal each was made for (metadata sbx.subject): GET /v2/sandboxes
+ * filtered by sbx.profile and sbx.node, page by page (X-Next-Token), reported once every page
+ * is read. A listing that fails, or does not end within E2B_LIST_MAX_PAGES pages, reports
+ * nothing and fails: the engine then refuses to count from zero. */
+static sbx_status
+e2b_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const char *subject),
+              void *arg, sbx_error *err)
+{
+    e2b_provider *p = state;
+    if (!p->lists_held)
+        return SBX_OK;
+    char *query = e2b_held_query(p);
+    if (query == NULL)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    char next[SBX_HTTP_MAX_CAPTURED + 1] = "";
+    sbx_strlist ids = {0}, subjects = {0};
+    sbx_status s = SBX_OK;
+    for (int page = 0; s == SBX_OK; page++) {
+        if (page == E2B_LIST_MAX_PAGES) {
+            s = sbx_error_set(err, SBX_E_PROVISION,
+                              "e2b: profile '%s': listing its sandboxes did not end after %d "
+                              "pages of %d",
+                              p->profile, E2B_LIST_MAX_PAGES, E2B_LIST_PAGE);
+            break;
+        }
+        char *tok = next[0] ? sbx_http_url_escape(next) : NULL;
+        size_t plen = strlen(query) + (tok ? strlen(tok) : 0) + 96;
+        char *path = malloc(plen);
+        size_t ulen = plen + strlen(p->api_url) + 1;
+        char *url = malloc(ulen); /* the query is long when profile or node is */
+        if (path == NULL || url == NULL || (next[0] && tok == NULL)) {
+            free(tok);
+            free(path);
+            free(url);
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+            break;
+        }
+        snprintf(path, plen, "/v2/sandboxes?metadata=%s&state=running,paused&limit=%d%s%s", query,
+                 E2B_LIST_PAGE, tok ? "&nextToken=" : "", tok ? tok : "");
+        free(tok);
+        sbx_http_request req;
+        sbx_http_response resp;
+        s = e2b_api_capture(p, "GET", path, NULL, true, "X-Next-Token", &req, url, ulen, &resp,
+                            err);
+        free(path);
+        json_t *list = NULL;
+        if (s == SBX_OK)
+            s = sbx_http_check(p->http, &req, &resp, err);
+        if (s == SBX_OK)
+            s = sbx_http_parse_json(p->http, "GET /v2/sandboxes", resp.body, resp.body_len, &list,
+                                    err);
+        if (s == SBX_OK && !json_is_array(list))
+            s = sbx_error_set(err, SBX_E_PROVISION,
+                              "e2b: GET /v2/sandboxes: the answer is not a list of sandboxes");
+        const char *cap = resp.captured;
+        if (s == SBX_OK && cap != NULL && (*cap == '\0' || strcmp(cap, next) == 0))
+            s = sbx_error_set(err, SBX_E_PROVISION, "e2b: GET %s: X-Next-Token is %s", req.url,
+                              *cap == '\0' ? "too long" : "the page just read (a loop)");
+        size_t i;
+        json_t *item;
+        json_array_foreach(list, i, item)
+        {
+            if (s == SBX_OK && !e2b_held_one(p, item, &ids, &subjects))
+                s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+        }
+        bool more = s == SBX_OK && cap != NULL;
+        if (more)
+            snprintf(next, sizeof next, "%s", cap);
+        json_decref(list);
+        sbx_http_response_clear(&resp);
+        free(url);
+        if (!more)
+            break;
+    }
+    for (size_t k = 0; s == SBX_OK && k < ids.n; k++)
+        held(arg, ids.items[k], subjects.items[k]);
+    sbx_strlist_clear(&ids);
+    sbx_strlist_clear(&subjects);
+    free(query);
+    return s;
+}
+
 const sbx_provider_ops sbx_provider_e2b = {
     .name = "e2b",
     .summary = "E2B cloud micro-VMs (REST control plane + envd Connect-RPC)",
@@ -669,4 +816,5 @@ const sbx_provider_ops sbx_provider_e2b = {
     .pause = e2b_pause,
     .resume = e2b_resume,
     .expose = e2b_expose,
+    .list_held = e2b_list_held,
 };

@@ -32,6 +32,8 @@ typedef struct e2b_provider {
     bool code_interpreter;     /* python run_code through Jupyter (stateful) */
     char **env;                /* "K=V" sent as envVars on create */
     size_t n_env;
+    char *node;      /* this host's node name (metadata sbx.node) */
+    bool lists_held; /* managed per_session: list_held counts its sandboxes */
     sbx_http_client *http;
 } e2b_provider;
 

@@ -275,6 +275,45 @@ static void test_cloud_daytona_vanished_sandbox_is_recreated_by_the_engine(void 
     self_heal(f, false);
 }
 
+/* ---- principal_sandboxes across a restart ---- */
+
+/* A new engine (a restarted worker) on the same config, bounding each principal to `bound`
+ * per_session sandboxes. */
+static void fx_restart(fx *f, int64_t bound)
+{
+    sbx_broker_free(f->broker);
+    sbx_engine_free(f->engine);
+    f->cfg->principal_sandboxes = bound;
+    sbx_error err;
+    assert_int_equal(sbx_engine_new(f->cfg, &f->engine, &err), SBX_OK);
+    assert_int_equal(sbx_broker_open_embedded(f->engine, &f->broker, &err), SBX_OK);
+}
+
+/* The sandbox a principal made through one engine still counts in the next, which lists it
+ * (E2B: GET /v2/sandboxes by metadata; Daytona: GET /sandbox by labels) when it opens the
+ * profile. Before, E2B and Daytona listed nothing and the restart gave the principal its bound
+ * again. */
+static void restart_keeps_the_count(fx *f, const char *type)
+{
+    fx_engine(f, type, "{ network_egress: deny, cpu: 0, memory_mb: 0, pids: 0 }", NULL);
+    fx_restart(f, 1);
+    sbx_completion *c = run(f, NULL, "echo one");
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    sbx_completion_free(c);
+    fx_restart(f, 1); /* the worker restarts; the sandbox lives on */
+    c = run(f, NULL, "echo two");
+    assert_int_equal(c->error_code, SBX_E_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(c->error, "principal 'tester' holds 1 sandbox of per_session"));
+    sbx_completion_free(c);
+}
+
+static void test_cloud_e2b_principal_sandboxes_count_what_a_restarted_engine_finds(void **state)
+{
+    fx *f = *state;
+    restart_keeps_the_count(f, "e2b");
+    assert_int_equal(fake_e2b_live(f->e2b), 1);
+}
+
 /* ---- strict policy ---- */
 
 static void test_cloud_e2b_strict_refuses_memory_before_any_call(void **state)
@@ -383,6 +422,7 @@ int main(void)
         T(test_cloud_daytona_strict_refuses_domains),
         T(test_cloud_daytona_request_larger_than_snapshot_is_refused),
         T(test_cloud_secrets_absent_from_completions_and_recordings),
+        T(test_cloud_e2b_principal_sandboxes_count_what_a_restarted_engine_finds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

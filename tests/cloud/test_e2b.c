@@ -899,6 +899,127 @@ static void test_e2b_secrets_never_appear_in_errors(void **state)
     assert_null(strstr(all, tok));
 }
 
+/* ---- list_held: what a restarted engine counts ---- */
+
+typedef struct held_log {
+    char ids[8][64];
+    char subjects[8][64];
+    size_t n;
+} held_log;
+
+static void held_cb(void *arg, const char *sandbox_id, const char *subject)
+{
+    held_log *l = arg;
+    if (l->n < 8) {
+        snprintf(l->ids[l->n], sizeof l->ids[0], "%s", sandbox_id);
+        snprintf(l->subjects[l->n], sizeof l->subjects[0], "%s", subject);
+    }
+    l->n++;
+}
+
+/* A provider of profile/node/scope against the fixture's fake (closed by the caller). */
+static void *open_as(fx *f, const char *profile, const char *node, sbx_scope scope)
+{
+    sbx_provider_ctx ctx = {.profile = profile,
+                            .options = f->opts,
+                            .environment = SBX_ENV_MANAGED,
+                            .node = node,
+                            .scope = scope};
+    void *st = NULL;
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.open(&ctx, &st, &err), SBX_OK);
+    return st;
+}
+
+static void create_with(fx *f, void *st, const char *subject, char *id, size_t cap)
+{
+    sbx_principal *pr = sbx_principal_new();
+    sbx_set_string(&pr->subject, subject);
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    if (sbx_provider_e2b.create(st, f->session, pr, f->policy, &sb, &err) != SBX_OK)
+        fail_msg("create: %s", err.message);
+    snprintf(id, cap, "%s", sb->id);
+    sbx_provider_e2b.sandbox_close(sb);
+    sbx_message_free(&pr->base);
+}
+
+/* list_held lists the live sandboxes this profile made on this node, each with the principal it
+ * was made for, across pages (X-Next-Token), and reads back the filter it asked for: not
+ * another node's, another profile's, or a killed one. Before, E2B listed nothing, so a
+ * restarted worker counted every principal from zero. */
+static void test_e2b_list_held_lists_this_profile_and_node_across_pages(void **state)
+{
+    fx *f = *state;
+    void *a = open_as(f, "sess", "n1", SBX_SCOPE_PER_SESSION);
+    void *other_node = open_as(f, "sess", "n2", SBX_SCOPE_PER_SESSION);
+    void *other_prof = open_as(f, "other", "n1", SBX_SCOPE_PER_SESSION);
+    char alice[64], bob[64], gone[64], x[64];
+    create_with(f, a, "alice", alice, sizeof alice);
+    create_with(f, other_node, "alice", x, sizeof x);
+    create_with(f, a, "bob", bob, sizeof bob);
+    create_with(f, other_prof, "bob", x, sizeof x);
+    create_with(f, a, "carol", gone, sizeof gone);
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.destroy(a, gone, &err), SBX_OK);
+    fake_e2b_list_page(f->fake, 1);
+    fake_http_log_clear(fake_e2b_http(f->fake));
+    held_log l = {0};
+    if (sbx_provider_e2b.list_held(a, held_cb, &l, &err) != SBX_OK)
+        fail_msg("list_held: %s", err.message);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(l.ids[0], alice);
+    assert_string_equal(l.subjects[0], "alice");
+    assert_string_equal(l.ids[1], bob);
+    assert_string_equal(l.subjects[1], "bob");
+    /* one page per matching sandbox, each asked with the filter */
+    assert_true(fake_http_log_matching(fake_e2b_http(f->fake), "GET", "/v2/sandboxes") >= 2);
+    const fake_request *r = fake_http_log_last(fake_e2b_http(f->fake), "GET", "/v2/sandboxes");
+    assert_string_equal(fake_request_query(r, "metadata"), "sbx.profile=sess&sbx.node=n1");
+    assert_string_equal(fake_request_query(r, "state"), "running,paused");
+    sbx_provider_e2b.close(a);
+    sbx_provider_e2b.close(other_node);
+    sbx_provider_e2b.close(other_prof);
+}
+
+/* per_call sandboxes end with their request and are not counted: no call at all. */
+static void test_e2b_list_held_per_call_lists_nothing(void **state)
+{
+    fx *f = *state;
+    void *st = open_as(f, "calls", "n1", SBX_SCOPE_PER_CALL);
+    char id[64];
+    create_with(f, st, "alice", id, sizeof id);
+    fake_http_log_clear(fake_e2b_http(f->fake));
+    held_log l = {0};
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.list_held(st, held_cb, &l, &err), SBX_OK);
+    assert_int_equal(l.n, 0);
+    assert_int_equal(fake_http_log_count(fake_e2b_http(f->fake)), 0);
+    sbx_provider_e2b.close(st);
+}
+
+/* A listing that fails, or whose pages do not end, reports nothing and fails (the engine then
+ * refuses to count from zero): a 403, and more than 100 pages. */
+static void test_e2b_list_held_failure_reports_nothing(void **state)
+{
+    fx *f = *state;
+    void *st = open_as(f, "sess", "n1", SBX_SCOPE_PER_SESSION);
+    char id[64];
+    for (int i = 0; i < 101; i++)
+        create_with(f, st, "alice", id, sizeof id);
+    fake_e2b_list_page(f->fake, 1);
+    held_log l = {0};
+    sbx_error err;
+    assert_int_equal(sbx_provider_e2b.list_held(st, held_cb, &l, &err), SBX_E_PROVISION);
+    assert_non_null(strstr(err.message, "did not end after 100 pages"));
+    assert_int_equal(l.n, 0);
+    fake_fault ft = {.status = 403, .body = "{\"code\":403,\"message\":\"forbidden\"}"};
+    fake_http_fault(fake_e2b_http(f->fake), "GET", "/v2/sandboxes", &ft);
+    assert_int_equal(sbx_provider_e2b.list_held(st, held_cb, &l, &err), SBX_E_PERMISSION_DENIED);
+    assert_int_equal(l.n, 0);
+    sbx_provider_e2b.close(st);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -946,6 +1067,9 @@ int main(void)
         T(test_e2b_hostile_sandbox_id_is_refused),
         T(test_e2b_slow_control_plane_hits_the_deadline_of_exec),
         T(test_e2b_secrets_never_appear_in_errors),
+        T(test_e2b_list_held_lists_this_profile_and_node_across_pages),
+        T(test_e2b_list_held_per_call_lists_nothing),
+        T(test_e2b_list_held_failure_reports_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@ struct fake_e2b {
     unsigned next_pid;
     size_t kills;
     char next_id_override[64]; /* fake_e2b_next_id: the next create answers this id */
+    size_t list_page;          /* fake_e2b_list_page: most sandboxes per list page (0 = limit) */
 };
 
 static fe_sandbox *fe_find(fake_e2b *f, const char *id)
@@ -213,6 +214,103 @@ static void fe_get(void *arg, const fake_request *req, fake_response *resp)
         json_object_set(j, "network", s->network);
     pthread_mutex_unlock(&f->lock);
     fe_json(resp, 200, j);
+}
+
+/* Decodes %XX escapes of s (n bytes) into out (cap >= n + 1); false on a bad escape. */
+static bool fe_unescape(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n || !isxdigit((unsigned char)s[i + 1]) ||
+                !isxdigit((unsigned char)s[i + 2]))
+                return false;
+            char hex[3] = {s[i + 1], s[i + 2], 0};
+            out[o++] = (char)strtol(hex, NULL, 16);
+            i += 2;
+        } else {
+            out[o++] = s[i] == '+' ? ' ' : s[i];
+        }
+    }
+    out[o] = 0;
+    return true;
+}
+
+/* Whether a sandbox's metadata holds every k=v of the `metadata` query ("k=v&k=v", each key and
+ * value URL-encoded; reference §1.1). -1: the query is malformed. */
+static int fe_metadata_match(const json_t *meta, const char *query)
+{
+    for (const char *p = query; *p;) {
+        size_t n = strcspn(p, "&");
+        const char *eq = memchr(p, '=', n);
+        if (eq == NULL || n > 1024)
+            return -1;
+        char k[1025], v[1025];
+        if (!fe_unescape(p, (size_t)(eq - p), k) ||
+            !fe_unescape(eq + 1, n - (size_t)(eq - p) - 1, v))
+            return -1;
+        const char *have = json_string_value(json_object_get(meta, k));
+        if (have == NULL || strcmp(have, v) != 0)
+            return 0;
+        p += n + (p[n] == '&');
+    }
+    return 1;
+}
+
+/* GET /v2/sandboxes: [ListedSandbox] of the sandboxes matching `metadata` and `state`, `limit`
+ * (1..100, default 100) at a time from `nextToken`, with X-Next-Token when more follow. */
+static void fe_list_sandboxes(void *arg, const fake_request *req, fake_response *resp)
+{
+    fake_e2b *f = arg;
+    if (!fe_auth(f, req, resp))
+        return;
+    const char *meta_q = fake_request_query(req, "metadata");
+    const char *state_q = fake_request_query(req, "state");
+    const char *limit_q = fake_request_query(req, "limit");
+    const char *tok = fake_request_query(req, "nextToken");
+    long limit = limit_q ? strtol(limit_q, NULL, 10) : 100;
+    size_t from = 0;
+    if (limit < 1 || limit > 100) {
+        fe_error(resp, 400, "limit must be between 1 and 100");
+        return;
+    }
+    if (tok != NULL && sscanf(tok, "fe-next-%zu", &from) != 1) {
+        fe_error(resp, 400, "invalid nextToken");
+        return;
+    }
+    size_t page = f->list_page != 0 && f->list_page < (size_t)limit ? f->list_page : (size_t)limit;
+    json_t *out = json_array();
+    pthread_mutex_lock(&f->lock);
+    size_t i = from;
+    for (; i < f->n && json_array_size(out) < page; i++) {
+        fe_sandbox *s = &f->sb[i];
+        const char *st = s->paused ? "paused" : "running";
+        int m = meta_q ? fe_metadata_match(s->metadata, meta_q) : 1;
+        if (m < 0) {
+            pthread_mutex_unlock(&f->lock);
+            json_decref(out);
+            fe_error(resp, 400, "invalid metadata query");
+            return;
+        }
+        if (!s->alive || m == 0 || (state_q && strstr(state_q, st) == NULL))
+            continue;
+        json_t *j = fe_sandbox_json(s);
+        json_object_del(j, "envdAccessToken");
+        json_object_set_new(j, "state", json_string(st));
+        json_object_set_new(j, "startedAt", json_string("2026-01-01T00:00:00Z"));
+        json_object_set(j, "metadata", s->metadata ? s->metadata : json_object());
+        json_array_append_new(out, j);
+    }
+    bool more = false;
+    for (size_t k = i; k < f->n && !more; k++)
+        more = f->sb[k].alive;
+    pthread_mutex_unlock(&f->lock);
+    if (more) {
+        char next[64];
+        snprintf(next, sizeof next, "fe-next-%zu", i);
+        fake_response_header(resp, "X-Next-Token", next);
+    }
+    fe_json(resp, 200, out);
 }
 
 static void fe_connect(void *arg, const fake_request *req, fake_response *resp)
@@ -695,6 +793,7 @@ fake_e2b *fake_e2b_start(const char *api_key)
     fake_http *h = f->http;
     fake_http_route(h, "POST", "/sandboxes", fe_create, f);
     fake_http_route(h, "GET", "/sandboxes/*", fe_get, f);
+    fake_http_route(h, "GET", "/v2/sandboxes", fe_list_sandboxes, f);
     fake_http_route(h, "DELETE", "/sandboxes/*", fe_kill, f);
     fake_http_route(h, "POST", "/sandboxes/*/connect", fe_connect, f);
     fake_http_route(h, "POST", "/sandboxes/*/pause", fe_pause, f);
@@ -789,5 +888,12 @@ void fake_e2b_next_id(fake_e2b *f, const char *id)
 {
     pthread_mutex_lock(&f->lock);
     snprintf(f->next_id_override, sizeof f->next_id_override, "%s", id);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void fake_e2b_list_page(fake_e2b *f, size_t n)
+{
+    pthread_mutex_lock(&f->lock);
+    f->list_page = n;
     pthread_mutex_unlock(&f->lock);
 }

@@ -35,6 +35,9 @@ void fake_e2b_next_id(fake_e2b *f, const char *id);
 void fake_e2b_last_id(fake_e2b *f, char *buf, size_t cap);
 /* Copies the envdAccessToken of a sandbox ("" when unknown). */
 void fake_e2b_token(fake_e2b *f, const char *sandbox_id, char *buf, size_t cap);
+/* GET /v2/sandboxes answers at most n sandboxes per page (0: the request's limit), so a test
+ * reaches the next pages (X-Next-Token) without 100 sandboxes. */
+void fake_e2b_list_page(fake_e2b *f, size_t n);
 /* pids killed through process.Process/SendSignal so far. */
 size_t fake_e2b_kills(fake_e2b *f);
 

@@ -6,8 +6,10 @@
  *
  * Script format: records of [status byte][flags byte][2-byte big-endian body length][body].
  * The status byte indexes FUZZ_CLOUD_STATUSES (only answers the HTTP client does not retry, so
- * no input sleeps through a backoff); flags bit 0 chunks the body in two pieces. After the
- * script every request gets 404 {"message":"script ended"}.
+ * no input sleeps through a backoff); flags bit 0 chunks the body in two pieces, bit 1 adds
+ * the header X-Next-Token: fz-next (the same token each time: a server that loops), bit 2
+ * X-Next-Token: fz-next-<k> for the k-th answer (E2B's list pages). After the script every
+ * request gets 404 {"message":"script ended"}.
  *
  * Seeds are recorded from the project's fakes of each cloud (tests/fakes): with
  * SBX_FUZZ_RECORD=FILE a harness drives the same operations against the fake instead and
@@ -41,6 +43,7 @@ static const int FUZZ_CLOUD_STATUSES[16] = {200, 200, 200, 201, 204, 200, 400, 4
 typedef struct fuzz_cloud_response {
     int status;
     bool chunked;
+    uint8_t next_token; /* flags bits 1 and 2 */
     const uint8_t *body;
     size_t len;
 } fuzz_cloud_response;
@@ -90,10 +93,16 @@ static void fuzz_cloud_handler(void *arg, const fake_request *req, fake_response
         fake_response_json(resp, 404, "{\"message\":\"script ended\"}");
         return;
     }
+    size_t k = c->next;
     fuzz_cloud_response r = c->script[c->next++];
     pthread_mutex_unlock(&c->lock);
     fake_response_status(resp, r.status);
     fake_response_header(resp, "Content-Type", "application/json");
+    if (r.next_token) {
+        char tok[32];
+        snprintf(tok, sizeof tok, (r.next_token & 2) ? "fz-next-%zu" : "fz-next", k);
+        fake_response_header(resp, "X-Next-Token", tok);
+    }
     if (r.chunked && r.len > 1) {
         fake_response_chunk(resp, r.body, r.len / 2, 0);
         fake_response_chunk(resp, r.body + r.len / 2, r.len - r.len / 2, 0);
@@ -134,6 +143,7 @@ static void fuzz_cloud_script(fuzz_cloud *c, const uint8_t *data, size_t size)
         fuzz_cloud_response *r = &c->script[c->n++];
         r->status = FUZZ_CLOUD_STATUSES[data[off] & 15];
         r->chunked = data[off + 1] & 1;
+        r->next_token = (data[off + 1] >> 1) & 3;
         size_t len = (size_t)data[off + 2] << 8 | data[off + 3];
         off += 4;
         if (len > size - off)
@@ -178,6 +188,11 @@ static void fuzz_cloud_record(fake_http *h, const char *path)
         const uint8_t *body = b ? b : r->response;
         if (len > 0xffff)
             len = 0xffff;
+        /* a list page the provider asked the next page of had X-Next-Token (E2B) */
+        const fake_request *nx = i + 1 < n ? fake_http_log_at(h, i + 1) : NULL;
+        if (nx != NULL && strcmp(nx->path, r->path) == 0 &&
+            fake_request_query(nx, "nextToken") != NULL)
+            head[1] |= 4;
         head[2] = (uint8_t)(len >> 8);
         head[3] = (uint8_t)len;
         fwrite(head, 1, 4, f);
@@ -342,6 +357,53 @@ static void fuzz_cloud_drive(const sbx_provider_ops *ops, void *state, const cha
     sbx_message_free(&session->base);
     sbx_message_free(&principal->base);
     sbx_message_free(&policy->base);
+}
+
+/* Record mode: a sandbox of the per_session provider made for subject, left alive (list_held
+ * then finds it). */
+__attribute__((unused)) static void fuzz_cloud_drive_create(const sbx_provider_ops *ops,
+                                                            void *state, const char *subject)
+{
+    sbx_session_handle *session = sbx_session_handle_new();
+    sbx_principal *principal = sbx_principal_new();
+    sbx_policy *policy = sbx_policy_new();
+    if (!session || !principal || !policy)
+        abort();
+    sbx_set_string(&session->session_id, subject);
+    sbx_set_string(&principal->subject, subject);
+    policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    sbx_error err = {0};
+    sbx_sandbox *sb = NULL;
+    if (ops->create(state, session, principal, policy, &sb, &err) != SBX_OK) {
+        fprintf(stderr, "fuzz_cloud: create for %s: %s\n", subject, err.message);
+        abort();
+    }
+    ops->sandbox_close(sb);
+    sbx_message_free(&session->base);
+    sbx_message_free(&principal->base);
+    sbx_message_free(&policy->base);
+}
+
+static void fuzz_cloud_held(void *arg, const char *sandbox_id, const char *subject)
+{
+    (void)arg;
+    FUZZ_REQUIRE(sandbox_id != NULL && sandbox_id[0] != '\0', "list_held listed an empty id");
+    FUZZ_REQUIRE(strlen(sandbox_id) <= 256 && strpbrk(sandbox_id, "/?#@%: ") == NULL,
+                 "list_held listed an id that is not a name: %s", sandbox_id);
+    FUZZ_REQUIRE(subject != NULL && subject[0] != '\0', "list_held listed %s without a subject",
+                 sandbox_id);
+}
+
+/* list_held of a per_session provider (state): every listed sandbox has an id fit for a path
+ * or a host name and a subject; a failure carries a text without the secret. */
+__attribute__((unused)) static void fuzz_cloud_list_held(const sbx_provider_ops *ops, void *state,
+                                                         const char *secret)
+{
+    if (ops->list_held == NULL)
+        return;
+    sbx_error err = {0};
+    sbx_status st = ops->list_held(state, fuzz_cloud_held, NULL, &err);
+    fuzz_cloud_check(st, &err, secret);
 }
 
 #endif

@@ -5,8 +5,12 @@
  * answers the provider's calls in order with the input's responses. The provider is opened
  * once, with the code interpreter on, so run_code goes through Jupyter's /execute.
  *
+ * A second provider, for per_session sessions, then lists what it holds (list_held: GET
+ * /v2/sandboxes page by page, X-Next-Token).
+ *
  * Properties (fuzz_cloud.h): no crash, leak or hang; failures carry a text that never shows
- * the API key; output within the limit; a sandbox only with an id. */
+ * the API key; output within the limit; a sandbox only with an id; a listed sandbox only with
+ * an id fit for a host name and a subject. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +28,12 @@ extern const sbx_provider_ops sbx_provider_e2b;
 static fuzz_cloud server;
 static sbx_options *opts;
 static void *state;
+static void *session_state; /* per_session: list_held */
 
 static void at_exit(void)
 {
     sbx_provider_e2b.close(state);
+    sbx_provider_e2b.close(session_state);
     sbx_options_free(opts);
     fuzz_cloud_stop(&server);
 }
@@ -42,9 +48,17 @@ static void record(const char *path)
     if (!rf)
         abort();
     open_provider(fake_e2b_url(rf));
+    /* two sandboxes of the per_session provider (not part of the script), listed one per page
+     * after the drive */
+    fuzz_cloud_drive_create(&sbx_provider_e2b, session_state, "alice");
+    fuzz_cloud_drive_create(&sbx_provider_e2b, session_state, "bob");
+    fake_e2b_list_page(rf, 1);
+    fake_http_log_clear(fake_e2b_http(rf));
     fuzz_cloud_drive(&sbx_provider_e2b, state, FUZZ_KEY, "fuzz-sandbox-1");
+    fuzz_cloud_list_held(&sbx_provider_e2b, session_state, FUZZ_KEY);
     fuzz_cloud_record(fake_e2b_http(rf), path);
     sbx_provider_e2b.close(state);
+    sbx_provider_e2b.close(session_state);
     sbx_options_free(opts);
     fake_e2b_stop(rf);
     exit(0);
@@ -74,7 +88,10 @@ static void open_provider(const char *url)
         }
     sbx_provider_ctx ctx = {
         .profile = "fuzz", .options = opts, .environment = SBX_ENV_MANAGED, .node = "n1"};
-    if (sbx_provider_e2b.open(&ctx, &state, &err) != SBX_OK) {
+    sbx_provider_ctx sctx = ctx;
+    sctx.scope = SBX_SCOPE_PER_SESSION;
+    if (sbx_provider_e2b.open(&ctx, &state, &err) != SBX_OK ||
+        sbx_provider_e2b.open(&sctx, &session_state, &err) != SBX_OK) {
         fprintf(stderr, "fuzz_e2b: open: %s\n", err.message);
         abort();
     }
@@ -86,5 +103,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     fuzz_cloud_script(&server, data, size);
     fuzz_cloud_drive(&sbx_provider_e2b, state, FUZZ_KEY, "ifuzz0sandbox1");
+    fuzz_cloud_list_held(&sbx_provider_e2b, session_state, FUZZ_KEY);
     return 0;
 }
