@@ -39,6 +39,15 @@
 #define DAYTONA_POLL_MAX_MS 1000
 /* Labels are short strings in Daytona; longer values are cut. */
 #define DAYTONA_MAX_LABEL 63
+/* A subject longer than one label goes into sbx.subject and sbx.subject.1 .. .4 (the engine
+ * bounds subjects to 256 bytes: five labels hold 315), so list_held reads it back whole. */
+#define DAYTONA_SUBJECT_LABELS 5
+/* list_held: sandboxes per page (Daytona's maximum is 200), and pages read before the listing
+ * is refused (a server whose pages never end must not hold the open forever). */
+#define DAYTONA_LIST_PAGE 100
+#define DAYTONA_LIST_MAX_PAGES 100
+/* Longest cursor of a list answer that is followed. */
+#define DAYTONA_MAX_CURSOR 512
 
 static const sbx_option_spec daytona_options[] = {
     {.key = "api_key_env",
@@ -133,6 +142,7 @@ static void dt_provider_free(daytona_provider *p)
         free(p->env[i]);
     free(p->env);
     free(p->key_env);
+    free(p->node);
     dt_wipe_free(p->api_key);
     dt_wipe_free(p->auth_header);
     free(p);
@@ -154,6 +164,8 @@ static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *
     p->profile = strdup(ctx->profile ? ctx->profile : "");
     p->api_url = dt_strip_slash(url ? url : "https://app.daytona.io/api");
     p->key_env = strdup(key_env ? key_env : "DAYTONA_API_KEY");
+    p->node = strdup(ctx->node ? ctx->node : "");
+    p->lists_held = ctx->environment == SBX_ENV_MANAGED && ctx->scope == SBX_SCOPE_PER_SESSION;
     const char *t = dt_opt(ctx, "target"), *snap = dt_opt(ctx, "snapshot"),
                *img = dt_opt(ctx, "image");
     p->target = t ? strdup(t) : NULL;
@@ -164,8 +176,8 @@ static sbx_status dt_open(const sbx_provider_ctx *ctx, void **state, sbx_error *
     p->snap_disk_gb = dt_int(ctx, "snapshot_disk_gb", 3);
     p->auto_stop_min = dt_int(ctx, "auto_stop_minutes", 15);
     p->create_timeout_s = dt_int(ctx, "create_timeout_s", 180);
-    if (!p->profile || !p->api_url || !p->key_env || (t && !p->target) || (snap && !p->snapshot) ||
-        (img && !p->image)) {
+    if (!p->profile || !p->api_url || !p->key_env || !p->node || (t && !p->target) ||
+        (snap && !p->snapshot) || (img && !p->image)) {
         dt_provider_free(p);
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
     }
@@ -657,6 +669,20 @@ static void dt_label(json_t *labels, const char *k, const char *v)
     json_object_set_new(labels, k, json_string(cut));
 }
 
+/* sbx.subject, and the rest of a longer subject in sbx.subject.1, .2, ... (list_held joins
+ * them). */
+static void dt_subject_labels(json_t *labels, const char *subject)
+{
+    if (!subject)
+        return;
+    size_t n = strlen(subject);
+    for (size_t k = 0; k < DAYTONA_SUBJECT_LABELS && k * DAYTONA_MAX_LABEL < n; k++) {
+        char key[32];
+        snprintf(key, sizeof key, k == 0 ? "sbx.subject" : "sbx.subject.%zu", k);
+        dt_label(labels, key, subject + k * DAYTONA_MAX_LABEL);
+    }
+}
+
 static sbx_status dt_create(void *state, const sbx_session_handle *session,
                             const sbx_principal *principal, const sbx_policy *policy,
                             sbx_sandbox **out, sbx_error *err)
@@ -674,8 +700,9 @@ static sbx_status dt_create(void *state, const sbx_session_handle *session,
     if (session)
         dt_label(labels, "sbx.session", session->session_id);
     dt_label(labels, "sbx.profile", p->profile);
+    dt_label(labels, "sbx.node", p->node);
     if (principal)
-        dt_label(labels, "sbx.subject", principal->subject);
+        dt_subject_labels(labels, principal->subject);
     json_object_set_new(b, "labels", labels);
     if (p->snapshot)
         json_object_set_new(b, "snapshot", json_string(p->snapshot));
@@ -840,6 +867,146 @@ sbx_status dt_maybe_gone(daytona_sandbox *d, sbx_status s, sbx_error *err)
     return s;
 }
 
+/* A label as create wrote it (cut to DAYTONA_MAX_LABEL). */
+static void dt_label_cut(char out[DAYTONA_MAX_LABEL + 1], const char *v)
+{
+    snprintf(out, DAYTONA_MAX_LABEL + 1, "%s", v);
+}
+
+/* One listed sandbox, kept in ids/subjects when it is this profile's, made on this node, not
+ * being destroyed, with a subject (joined from its labels). The list is the server's bytes:
+ * the filter is checked again, and an id that is not Daytona's charset is skipped (it goes into
+ * URL paths). false: no memory. */
+static bool dt_held_one(const daytona_provider *p, json_t *item, sbx_strlist *ids,
+                        sbx_strlist *subjects)
+{
+    json_t *labels = json_object_get(item, "labels");
+    const char *id = json_string_value(json_object_get(item, "id"));
+    const char *prof = json_string_value(json_object_get(labels, "sbx.profile"));
+    const char *node = json_string_value(json_object_get(labels, "sbx.node"));
+    const char *state = json_string_value(json_object_get(item, "state"));
+    char want_prof[DAYTONA_MAX_LABEL + 1], want_node[DAYTONA_MAX_LABEL + 1];
+    dt_label_cut(want_prof, p->profile);
+    dt_label_cut(want_node, p->node);
+    if (id == NULL || !dt_id_ok(id) || prof == NULL || strcmp(prof, want_prof) != 0 ||
+        node == NULL || strcmp(node, want_node) != 0 ||
+        (state != NULL && (strcmp(state, "destroyed") == 0 || strcmp(state, "destroying") == 0)))
+        return true;
+    char subject[DAYTONA_SUBJECT_LABELS * DAYTONA_MAX_LABEL + 1];
+    size_t len = 0;
+    for (size_t k = 0; k < DAYTONA_SUBJECT_LABELS; k++) {
+        char key[32];
+        snprintf(key, sizeof key, k == 0 ? "sbx.subject" : "sbx.subject.%zu", k);
+        const char *part = json_string_value(json_object_get(labels, key));
+        size_t n = part != NULL ? strlen(part) : 0;
+        if (n == 0 || n > DAYTONA_MAX_LABEL)
+            break;
+        memcpy(subject + len, part, n);
+        len += n;
+        if (n < DAYTONA_MAX_LABEL)
+            break;
+    }
+    subject[len] = '\0';
+    if (len == 0)
+        return true;
+    return sbx_strlist_add(ids, id) && sbx_strlist_add(subjects, subject);
+}
+
+/* GET /sandbox?labels=...&limit=...[&cursor=...] into c (the labels filter: this profile's and
+ * this node's sandboxes, reference §2.1). */
+static sbx_status dt_list_url(daytona_provider *p, dt_call *c, const char *cursor, sbx_error *err)
+{
+    char prof[DAYTONA_MAX_LABEL + 1], node[DAYTONA_MAX_LABEL + 1];
+    dt_label_cut(prof, p->profile);
+    dt_label_cut(node, p->node);
+    json_t *filter = json_pack("{s:s,s:s}", "sbx.profile", prof, "sbx.node", node);
+    char *text = filter ? sbx_http_json_dump(filter) : NULL;
+    char *lq = text ? sbx_http_url_escape(text) : NULL;
+    char *cq = cursor[0] ? sbx_http_url_escape(cursor) : NULL;
+    json_decref(filter);
+    free(text);
+    sbx_status s = SBX_OK;
+    if (lq == NULL || (cursor[0] && cq == NULL))
+        s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    else if ((size_t)snprintf(c->url, sizeof c->url, "%s/sandbox?labels=%s&limit=%d%s%s",
+                              p->api_url, lq, DAYTONA_LIST_PAGE, cq ? "&cursor=" : "",
+                              cq ? cq : "") >= sizeof c->url)
+        s = sbx_error_set(err, SBX_E_CONFIG,
+                          "daytona: profile '%s': the URL listing its sandboxes is longer than "
+                          "%zu bytes (api_url, profile and node names are too long)",
+                          p->profile, sizeof c->url - 1);
+    free(lq);
+    free(cq);
+    return s;
+}
+
+/* The live sandboxes this profile made on this node for per_session sessions, with the
+ * principal each was made for (labels sbx.subject...): GET /sandbox filtered by the labels
+ * sbx.profile and sbx.node, page by page (nextCursor), reported once every page is read. A
+ * listing that fails, or does not end within DAYTONA_LIST_MAX_PAGES pages, reports nothing and
+ * fails: the engine then refuses to count from zero. */
+static sbx_status dt_list_held(void *state,
+                               void (*held)(void *arg, const char *sandbox_id, const char *subject),
+                               void *arg, sbx_error *err)
+{
+    daytona_provider *p = state;
+    if (!p->lists_held)
+        return SBX_OK;
+    char cursor[DAYTONA_MAX_CURSOR + 1] = "";
+    sbx_strlist ids = {0}, subjects = {0};
+    sbx_status s = SBX_OK;
+    for (int page = 0; s == SBX_OK; page++) {
+        if (page == DAYTONA_LIST_MAX_PAGES) {
+            s = sbx_error_set(err, SBX_E_PROVISION,
+                              "daytona: profile '%s': listing its sandboxes did not end after %d "
+                              "pages of %d",
+                              p->profile, DAYTONA_LIST_MAX_PAGES, DAYTONA_LIST_PAGE);
+            break;
+        }
+        dt_call c = {0};
+        json_t *j = NULL;
+        s = dt_list_url(p, &c, cursor, err);
+        if (s == SBX_OK)
+            s = dt_do(p, &c, "GET", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
+        if (s == SBX_OK)
+            s = sbx_http_check(p->http, &c.req, &c.resp, err);
+        if (s == SBX_OK)
+            s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
+        json_t *items = json_object_get(j, "items");
+        json_t *nc = json_object_get(j, "nextCursor");
+        const char *next = json_string_value(nc);
+        if (s == SBX_OK && (!json_is_array(items) ||
+                            (nc != NULL && !json_is_null(nc) && (next == NULL || next[0] == '\0'))))
+            s = sbx_error_set(err, SBX_E_PROVISION,
+                              "daytona: GET /sandbox: the answer has no items list or a "
+                              "nextCursor that is not a string");
+        if (s == SBX_OK && next != NULL &&
+            (strlen(next) > DAYTONA_MAX_CURSOR || strcmp(next, cursor) == 0))
+            s = sbx_error_set(err, SBX_E_PROVISION, "daytona: GET /sandbox: nextCursor is %s",
+                              strlen(next) > DAYTONA_MAX_CURSOR ? "too long"
+                                                                : "the page just read (a loop)");
+        size_t i;
+        json_t *item;
+        json_array_foreach(items, i, item)
+        {
+            if (s == SBX_OK && !dt_held_one(p, item, &ids, &subjects))
+                s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+        }
+        bool more = s == SBX_OK && next != NULL;
+        if (more)
+            snprintf(cursor, sizeof cursor, "%s", next);
+        json_decref(j);
+        dt_call_clear(&c);
+        if (!more)
+            break;
+    }
+    for (size_t k = 0; s == SBX_OK && k < ids.n; k++)
+        held(arg, ids.items[k], subjects.items[k]);
+    sbx_strlist_clear(&ids);
+    sbx_strlist_clear(&subjects);
+    return s;
+}
+
 const sbx_provider_ops sbx_provider_daytona = {
     .name = "daytona",
     .summary = "Daytona cloud sandboxes (REST API + toolbox)",
@@ -860,4 +1027,5 @@ const sbx_provider_ops sbx_provider_daytona = {
     .list_files = dt_list_files,
     .sandbox_close = dt_sandbox_close,
     .expose = dt_expose,
+    .list_held = dt_list_held,
 };

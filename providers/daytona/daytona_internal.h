@@ -35,6 +35,8 @@ typedef struct daytona_provider {
     char *key_env;
     char *api_key;
     char *auth_header; /* "Authorization: Bearer <key>" */
+    char *node;        /* this host's node name (label sbx.node) */
+    bool lists_held;   /* managed per_session: list_held counts its sandboxes */
     sbx_http_client *http;
 } daytona_provider;
 

@@ -314,6 +314,12 @@ static void test_cloud_e2b_principal_sandboxes_count_what_a_restarted_engine_fin
     assert_int_equal(fake_e2b_live(f->e2b), 1);
 }
 
+static void test_cloud_daytona_principal_sandboxes_count_what_a_restarted_engine_finds(void **state)
+{
+    fx *f = *state;
+    restart_keeps_the_count(f, "daytona");
+}
+
 /* ---- strict policy ---- */
 
 static void test_cloud_e2b_strict_refuses_memory_before_any_call(void **state)
@@ -423,6 +429,7 @@ int main(void)
         T(test_cloud_daytona_request_larger_than_snapshot_is_refused),
         T(test_cloud_secrets_absent_from_completions_and_recordings),
         T(test_cloud_e2b_principal_sandboxes_count_what_a_restarted_engine_finds),
+        T(test_cloud_daytona_principal_sandboxes_count_what_a_restarted_engine_finds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

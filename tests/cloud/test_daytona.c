@@ -607,6 +607,134 @@ static void test_daytona_invalid_json_is_provision(void **state)
     assert_non_null(strstr(err.message, "invalid JSON"));
 }
 
+/* ---- list_held: what a restarted engine counts ---- */
+
+typedef struct held_log {
+    char ids[8][128];
+    char subjects[8][300];
+    size_t n;
+} held_log;
+
+static void held_cb(void *arg, const char *sandbox_id, const char *subject)
+{
+    held_log *l = arg;
+    if (l->n < 8) {
+        snprintf(l->ids[l->n], sizeof l->ids[0], "%s", sandbox_id);
+        snprintf(l->subjects[l->n], sizeof l->subjects[0], "%s", subject);
+    }
+    l->n++;
+}
+
+/* A provider of profile/node/scope against the fixture's fake (closed by the caller). */
+static void *open_as(fx *f, const char *profile, const char *node, sbx_scope scope)
+{
+    sbx_provider_ctx ctx = {.profile = profile,
+                            .options = f->opts,
+                            .environment = SBX_ENV_MANAGED,
+                            .node = node,
+                            .scope = scope};
+    void *st = NULL;
+    sbx_error err;
+    assert_int_equal(ops->open(&ctx, &st, &err), SBX_OK);
+    return st;
+}
+
+static void create_with(fx *f, void *st, const char *subject, char *id, size_t cap)
+{
+    sbx_principal *pr = sbx_principal_new();
+    sbx_set_string(&pr->subject, subject);
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    if (ops->create(st, f->session, pr, f->policy, &sb, &err) != SBX_OK)
+        fail_msg("create: %s", err.message);
+    snprintf(id, cap, "%s", sb->id);
+    ops->sandbox_close(sb);
+    sbx_message_free(&pr->base);
+}
+
+/* list_held lists the live sandboxes this profile made on this node, each with the principal it
+ * was made for (a subject longer than one label, 63 bytes, whole), across pages (nextCursor),
+ * and reads back the filter it asked for: not another node's, another profile's, or a deleted
+ * one. Before, Daytona listed nothing, so a restarted worker counted every principal from
+ * zero. */
+static void test_daytona_list_held_lists_this_profile_and_node_across_pages(void **state)
+{
+    fx *f = *state;
+    void *a = open_as(f, "sess", "n1", SBX_SCOPE_PER_SESSION);
+    void *other_node = open_as(f, "sess", "n2", SBX_SCOPE_PER_SESSION);
+    void *other_prof = open_as(f, "other", "n1", SBX_SCOPE_PER_SESSION);
+    char longer[200];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    memcpy(longer, "tenant:", 7);
+    char alice[128], big[128], gone[128], x[128];
+    create_with(f, a, "alice", alice, sizeof alice);
+    create_with(f, other_node, "alice", x, sizeof x);
+    create_with(f, a, longer, big, sizeof big);
+    create_with(f, other_prof, "bob", x, sizeof x);
+    create_with(f, a, "carol", gone, sizeof gone);
+    sbx_error err;
+    assert_int_equal(ops->destroy(a, gone, &err), SBX_OK);
+    fake_daytona_list_page(f->fake, 1);
+    fake_http_log_clear(fake_daytona_http(f->fake));
+    held_log l = {0};
+    if (ops->list_held(a, held_cb, &l, &err) != SBX_OK)
+        fail_msg("list_held: %s", err.message);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(l.ids[0], alice);
+    assert_string_equal(l.subjects[0], "alice");
+    assert_string_equal(l.ids[1], big);
+    assert_string_equal(l.subjects[1], longer);
+    assert_true(fake_http_log_matching(fake_daytona_http(f->fake), "GET", "/sandbox") >= 2);
+    const fake_request *r = fake_http_log_last(fake_daytona_http(f->fake), "GET", "/sandbox");
+    assert_string_equal(fake_request_query(r, "labels"),
+                        "{\"sbx.profile\":\"sess\",\"sbx.node\":\"n1\"}");
+    ops->close(a);
+    ops->close(other_node);
+    ops->close(other_prof);
+}
+
+/* per_call sandboxes end with their request and are not counted: no call at all. */
+static void test_daytona_list_held_per_call_lists_nothing(void **state)
+{
+    fx *f = *state;
+    void *st = open_as(f, "calls", "n1", SBX_SCOPE_PER_CALL);
+    char id[128];
+    create_with(f, st, "alice", id, sizeof id);
+    fake_http_log_clear(fake_daytona_http(f->fake));
+    held_log l = {0};
+    sbx_error err;
+    assert_int_equal(ops->list_held(st, held_cb, &l, &err), SBX_OK);
+    assert_int_equal(l.n, 0);
+    assert_int_equal(fake_http_log_count(fake_daytona_http(f->fake)), 0);
+    ops->close(st);
+}
+
+/* A listing that fails, or whose cursor repeats, reports nothing (not even what its first page
+ * named) and fails: the engine then refuses to count from zero. */
+static void test_daytona_list_held_failure_reports_nothing(void **state)
+{
+    fx *f = *state;
+    void *st = open_as(f, "sess", "n1", SBX_SCOPE_PER_SESSION);
+    fake_fault loop = {.status = 200,
+                       .body = "{\"items\":[{\"id\":\"s1\",\"state\":\"started\",\"labels\":{"
+                               "\"sbx.profile\":\"sess\",\"sbx.node\":\"n1\",\"sbx.subject\":"
+                               "\"alice\"}}],\"nextCursor\":\"again\"}",
+                       .times = -1};
+    fake_http_fault(fake_daytona_http(f->fake), "GET", "/sandbox", &loop);
+    held_log l = {0};
+    sbx_error err;
+    assert_int_equal(ops->list_held(st, held_cb, &l, &err), SBX_E_PROVISION);
+    assert_non_null(strstr(err.message, "the page just read"));
+    assert_int_equal(l.n, 0);
+    fake_http_clear_faults(fake_daytona_http(f->fake));
+    fake_fault forbidden = {.status = 403};
+    fake_http_fault(fake_daytona_http(f->fake), "GET", "/sandbox", &forbidden);
+    assert_int_equal(ops->list_held(st, held_cb, &l, &err), SBX_E_PERMISSION_DENIED);
+    assert_int_equal(l.n, 0);
+    ops->close(st);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -641,6 +769,9 @@ int main(void)
         T(test_daytona_create_500_is_not_retried),
         T(test_daytona_invalid_json_is_provision),
         T(test_daytona_expose_is_the_preview_url),
+        T(test_daytona_list_held_lists_this_profile_and_node_across_pages),
+        T(test_daytona_list_held_per_call_lists_nothing),
+        T(test_daytona_list_held_failure_reports_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

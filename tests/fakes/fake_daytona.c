@@ -44,6 +44,7 @@ struct fake_daytona {
     size_t n;
     unsigned next_id;
     char *fail_reason;
+    size_t list_page; /* fake_daytona_list_page: most sandboxes per list page (0 = limit) */
 };
 
 static void fd_error(const fake_request *req, fake_response *resp, int status, const char *error,
@@ -537,6 +538,82 @@ static void fd_folder(void *arg, const fake_request *req, fake_response *resp)
     fake_response_status(resp, 201);
 }
 
+/* Whether a sandbox's labels hold every key and value of the `labels` filter (a JSON object).
+ * -1: the filter is not a JSON object of strings. */
+static int fd_labels_match(const json_t *labels, const char *filter)
+{
+    json_t *want = json_loads(filter, 0, NULL);
+    if (!json_is_object(want)) {
+        json_decref(want);
+        return -1;
+    }
+    int m = 1;
+    const char *k;
+    json_t *v;
+    json_object_foreach(want, k, v)
+    {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (!json_is_string(v)) {
+            m = -1;
+            break;
+        }
+        if (have == NULL || strcmp(have, json_string_value(v)) != 0)
+            m = 0;
+    }
+    json_decref(want);
+    return m;
+}
+
+/* GET /sandbox: {"items":[...], "nextCursor"} of the sandboxes matching `labels`, `limit`
+ * (1..200, default 100) at a time from `cursor`; destroyed ones are left out (reference §2.1). */
+static void fd_list_sandboxes(void *arg, const fake_request *req, fake_response *resp)
+{
+    fake_daytona *f = arg;
+    if (!fd_auth(f, req, resp))
+        return;
+    const char *labels_q = fake_request_query(req, "labels");
+    const char *limit_q = fake_request_query(req, "limit");
+    const char *cur = fake_request_query(req, "cursor");
+    long limit = limit_q ? strtol(limit_q, NULL, 10) : 100;
+    size_t from = 0;
+    if (limit < 1 || limit > 200) {
+        fd_error(req, resp, 400, "Bad Request", "limit must not be greater than 200");
+        return;
+    }
+    if (cur != NULL && sscanf(cur, "fd-cur-%zu", &from) != 1) {
+        fd_error(req, resp, 400, "Bad Request", "invalid cursor");
+        return;
+    }
+    size_t page = f->list_page != 0 && f->list_page < (size_t)limit ? f->list_page : (size_t)limit;
+    json_t *items = json_array();
+    pthread_mutex_lock(&f->lock);
+    size_t i = from;
+    for (; i < f->n && json_array_size(items) < page; i++) {
+        fd_sandbox *s = &f->sb[i];
+        int m = labels_q ? fd_labels_match(s->labels, labels_q) : 1;
+        if (m < 0) {
+            pthread_mutex_unlock(&f->lock);
+            json_decref(items);
+            fd_error(req, resp, 400, "Bad Request", "labels must be a JSON object of strings");
+            return;
+        }
+        if (s->alive && m == 1 && strcmp(s->state, "destroyed") != 0)
+            json_array_append_new(items, fd_sandbox_json(f, s));
+    }
+    bool more = false;
+    for (size_t k = i; k < f->n && !more; k++)
+        more = f->sb[k].alive;
+    pthread_mutex_unlock(&f->lock);
+    char next[64];
+    snprintf(next, sizeof next, "fd-cur-%zu", i);
+    json_t *out = json_pack("{s:o,s:o}", "items", items, "nextCursor",
+                            more ? json_string(next) : json_null());
+    char *t = json_dumps(out, JSON_COMPACT);
+    fake_response_json(resp, 200, "%s", t);
+    free(t);
+    json_decref(out);
+}
+
 fake_daytona *fake_daytona_start(const char *api_key)
 {
     fake_daytona *f = calloc(1, sizeof *f);
@@ -552,6 +629,7 @@ fake_daytona *fake_daytona_start(const char *api_key)
     pthread_mutex_init(&f->lock, NULL);
     fake_http *h = f->http;
     fake_http_route(h, "POST", "/sandbox", fd_create, f);
+    fake_http_route(h, "GET", "/sandbox", fd_list_sandboxes, f);
     fake_http_route(h, "GET", "/sandbox/*", fd_get, f);
     fake_http_route(h, "GET", "/sandbox/*/ports/*/preview-url", fd_preview, f);
     fake_http_route(h, "DELETE", "/sandbox/*", fd_delete, f);
@@ -636,5 +714,12 @@ void fake_daytona_last_id(fake_daytona *f, char *buf, size_t cap)
 {
     pthread_mutex_lock(&f->lock);
     snprintf(buf, cap, "%s", f->n ? f->sb[f->n - 1].id : "");
+    pthread_mutex_unlock(&f->lock);
+}
+
+void fake_daytona_list_page(fake_daytona *f, size_t n)
+{
+    pthread_mutex_lock(&f->lock);
+    f->list_page = n;
     pthread_mutex_unlock(&f->lock);
 }

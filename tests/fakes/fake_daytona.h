@@ -30,5 +30,8 @@ void fake_daytona_autostop(fake_daytona *f, const char *sandbox_id);
 /* The next create ends in state `error` with this reason (NULL = normal). */
 void fake_daytona_fail_next_create(fake_daytona *f, const char *reason);
 void fake_daytona_last_id(fake_daytona *f, char *buf, size_t cap);
+/* GET /sandbox answers at most n sandboxes per page (0: the request's limit), so a test reaches
+ * the next pages (nextCursor) without 100 sandboxes. */
+void fake_daytona_list_page(fake_daytona *f, size_t n);
 
 #endif

@@ -3,10 +3,13 @@
  * starts, the toolbox's process/execute, file download, listing and folder answers, NestJS
  * error bodies), through a scripted server (fuzz_cloud.h) that answers the provider's calls in
  * order with the input's responses. The provider is opened once; create_timeout_s is 1 so a
- * sandbox that never starts costs an input at most a second.
+ * sandbox that never starts costs an input at most a second. A second provider, for
+ * per_session sessions, then lists what it holds (list_held: GET /sandbox by labels, page by
+ * page through nextCursor).
  *
  * Properties (fuzz_cloud.h): no crash, leak or hang; failures carry a text that never shows
- * the API key; output within the limit; a sandbox only with an id. */
+ * the API key; output within the limit; a sandbox only with an id; a listed sandbox only with
+ * an id fit for a path and a subject. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +27,12 @@ extern const sbx_provider_ops sbx_provider_daytona;
 static fuzz_cloud server;
 static sbx_options *opts;
 static void *state;
+static void *session_state; /* per_session: list_held */
 
 static void at_exit(void)
 {
     sbx_provider_daytona.close(state);
+    sbx_provider_daytona.close(session_state);
     sbx_options_free(opts);
     fuzz_cloud_stop(&server);
 }
@@ -42,9 +47,17 @@ static void record(const char *path)
     if (!rf)
         abort();
     open_provider(fake_daytona_url(rf));
+    /* two sandboxes of the per_session provider (not part of the script), listed one per page
+     * after the drive */
+    fuzz_cloud_drive_create(&sbx_provider_daytona, session_state, "alice");
+    fuzz_cloud_drive_create(&sbx_provider_daytona, session_state, "bob");
+    fake_daytona_list_page(rf, 1);
+    fake_http_log_clear(fake_daytona_http(rf));
     fuzz_cloud_drive(&sbx_provider_daytona, state, FUZZ_KEY, "fuzz-sandbox-1");
+    fuzz_cloud_list_held(&sbx_provider_daytona, session_state, FUZZ_KEY);
     fuzz_cloud_record(fake_daytona_http(rf), path);
     sbx_provider_daytona.close(state);
+    sbx_provider_daytona.close(session_state);
     sbx_options_free(opts);
     fake_daytona_stop(rf);
     exit(0);
@@ -73,7 +86,10 @@ static void open_provider(const char *url)
         }
     sbx_provider_ctx ctx = {
         .profile = "fuzz", .options = opts, .environment = SBX_ENV_MANAGED, .node = "n1"};
-    if (sbx_provider_daytona.open(&ctx, &state, &err) != SBX_OK) {
+    sbx_provider_ctx sctx = ctx;
+    sctx.scope = SBX_SCOPE_PER_SESSION;
+    if (sbx_provider_daytona.open(&ctx, &state, &err) != SBX_OK ||
+        sbx_provider_daytona.open(&sctx, &session_state, &err) != SBX_OK) {
         fprintf(stderr, "fuzz_daytona: open: %s\n", err.message);
         abort();
     }
@@ -85,5 +101,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         setup();
     fuzz_cloud_script(&server, data, size);
     fuzz_cloud_drive(&sbx_provider_daytona, state, FUZZ_KEY, "fuzz-sandbox-1");
+    fuzz_cloud_list_held(&sbx_provider_daytona, session_state, FUZZ_KEY);
     return 0;
 }
