@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "providers/common/apikey.h"
+#include "providers/common/held.h"
 #include "providers/daytona/daytona_internal.h"
 
 /* Daytona's documented limits on allow lists (reference §2.1). */
@@ -873,12 +874,11 @@ static void dt_label_cut(char out[DAYTONA_MAX_LABEL + 1], const char *v)
     snprintf(out, DAYTONA_MAX_LABEL + 1, "%s", v);
 }
 
-/* One listed sandbox, kept in ids/subjects when it is this profile's, made on this node, not
- * being destroyed, with a subject (joined from its labels). The list is the server's bytes:
+/* One listed sandbox, kept when it is this profile's, made on this node, not being destroyed,
+ * with a subject (joined from its labels). The list is the server's bytes:
  * the filter is checked again, and an id that is not Daytona's charset is skipped (it goes into
  * URL paths). false: no memory. */
-static bool dt_held_one(const daytona_provider *p, json_t *item, sbx_strlist *ids,
-                        sbx_strlist *subjects)
+static bool dt_held_one(const daytona_provider *p, json_t *item, sbx_held_found *found)
 {
     json_t *labels = json_object_get(item, "labels");
     const char *id = json_string_value(json_object_get(item, "id"));
@@ -909,7 +909,7 @@ static bool dt_held_one(const daytona_provider *p, json_t *item, sbx_strlist *id
     subject[len] = '\0';
     if (len == 0)
         return true;
-    return sbx_strlist_add(ids, id) && sbx_strlist_add(subjects, subject);
+    return sbx_held_add(found, id, subject);
 }
 
 /* GET /sandbox?labels=...&limit=...[&cursor=...] into c (the labels filter: this profile's and
@@ -940,11 +940,47 @@ static sbx_status dt_list_url(daytona_provider *p, dt_call *c, const char *curso
     return s;
 }
 
+/* One page of GET /sandbox (sbx_held_page_fn): the next page's token is the answer's
+ * nextCursor. */
+static sbx_status dt_held_page(void *arg, const char *token, sbx_held_found *found, char **next,
+                               sbx_error *err)
+{
+    daytona_provider *p = arg;
+    dt_call c = {0};
+    json_t *j = NULL;
+    sbx_status s = dt_list_url(p, &c, token, err);
+    if (s == SBX_OK)
+        s = dt_do(p, &c, "GET", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
+    if (s == SBX_OK)
+        s = sbx_http_check(p->http, &c.req, &c.resp, err);
+    if (s == SBX_OK)
+        s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
+    json_t *items = json_object_get(j, "items");
+    json_t *nc = json_object_get(j, "nextCursor");
+    const char *cursor = json_string_value(nc);
+    if (s == SBX_OK && (!json_is_array(items) ||
+                        (nc != NULL && !json_is_null(nc) && (cursor == NULL || cursor[0] == '\0'))))
+        s = sbx_error_set(err, SBX_E_PROVISION,
+                          "daytona: GET /sandbox: the answer has no items list or a nextCursor "
+                          "that is not a string");
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item)
+    {
+        if (s == SBX_OK && !dt_held_one(p, item, found))
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    }
+    if (s == SBX_OK && cursor != NULL && (*next = strdup(cursor)) == NULL)
+        s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
+    json_decref(j);
+    dt_call_clear(&c);
+    return s;
+}
+
 /* The live sandboxes this profile made on this node for per_session sessions, with the
  * principal each was made for (labels sbx.subject...): GET /sandbox filtered by the labels
- * sbx.profile and sbx.node, page by page (nextCursor), reported once every page is read. A
- * listing that fails, or does not end within DAYTONA_LIST_MAX_PAGES pages, reports nothing and
- * fails: the engine then refuses to count from zero. */
+ * sbx.profile and sbx.node, page by page (nextCursor), reported once every page is read
+ * (providers/common/held.h). */
 static sbx_status dt_list_held(void *state,
                                void (*held)(void *arg, const char *sandbox_id, const char *subject),
                                void *arg, sbx_error *err)
@@ -952,59 +988,12 @@ static sbx_status dt_list_held(void *state,
     daytona_provider *p = state;
     if (!p->lists_held)
         return SBX_OK;
-    char cursor[DAYTONA_MAX_CURSOR + 1] = "";
-    sbx_strlist ids = {0}, subjects = {0};
-    sbx_status s = SBX_OK;
-    for (int page = 0; s == SBX_OK; page++) {
-        if (page == DAYTONA_LIST_MAX_PAGES) {
-            s = sbx_error_set(err, SBX_E_PROVISION,
-                              "daytona: profile '%s': listing its sandboxes did not end after %d "
-                              "pages of %d",
-                              p->profile, DAYTONA_LIST_MAX_PAGES, DAYTONA_LIST_PAGE);
-            break;
-        }
-        dt_call c = {0};
-        json_t *j = NULL;
-        s = dt_list_url(p, &c, cursor, err);
-        if (s == SBX_OK)
-            s = dt_do(p, &c, "GET", NULL, NULL, 0, NULL, true, 0, 0, NULL, err);
-        if (s == SBX_OK)
-            s = sbx_http_check(p->http, &c.req, &c.resp, err);
-        if (s == SBX_OK)
-            s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
-        json_t *items = json_object_get(j, "items");
-        json_t *nc = json_object_get(j, "nextCursor");
-        const char *next = json_string_value(nc);
-        if (s == SBX_OK && (!json_is_array(items) ||
-                            (nc != NULL && !json_is_null(nc) && (next == NULL || next[0] == '\0'))))
-            s = sbx_error_set(err, SBX_E_PROVISION,
-                              "daytona: GET /sandbox: the answer has no items list or a "
-                              "nextCursor that is not a string");
-        if (s == SBX_OK && next != NULL &&
-            (strlen(next) > DAYTONA_MAX_CURSOR || strcmp(next, cursor) == 0))
-            s = sbx_error_set(err, SBX_E_PROVISION, "daytona: GET /sandbox: nextCursor is %s",
-                              strlen(next) > DAYTONA_MAX_CURSOR ? "too long"
-                                                                : "the page just read (a loop)");
-        size_t i;
-        json_t *item;
-        json_array_foreach(items, i, item)
-        {
-            if (s == SBX_OK && !dt_held_one(p, item, &ids, &subjects))
-                s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "daytona: out of memory");
-        }
-        bool more = s == SBX_OK && next != NULL;
-        if (more)
-            snprintf(cursor, sizeof cursor, "%s", next);
-        json_decref(j);
-        dt_call_clear(&c);
-        if (!more)
-            break;
-    }
-    for (size_t k = 0; s == SBX_OK && k < ids.n; k++)
-        held(arg, ids.items[k], subjects.items[k]);
-    sbx_strlist_clear(&ids);
-    sbx_strlist_clear(&subjects);
-    return s;
+    const sbx_held_pager pager = {.provider = "daytona",
+                                  .profile = p->profile,
+                                  .page_size = DAYTONA_LIST_PAGE,
+                                  .max_pages = DAYTONA_LIST_MAX_PAGES,
+                                  .max_token = DAYTONA_MAX_CURSOR};
+    return sbx_held_list_pages(&pager, dt_held_page, p, held, arg, err);
 }
 
 const sbx_provider_ops sbx_provider_daytona = {

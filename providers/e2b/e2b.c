@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "providers/common/held.h"
 #include "providers/e2b/e2b_internal.h"
 
 /* E2B's SDK default idle timeout is 300 s (reference §1.1); one day is E2B's maximum for
@@ -689,11 +690,10 @@ static char *e2b_held_query(const e2b_provider *p)
     return q;
 }
 
-/* One listed sandbox, kept in ids/subjects when it is this profile's, made on this node, with
- * a subject. The list is the server's bytes: the filter is checked again, and an id that is not
- * E2B's charset is skipped (it would become a host name). false: no memory. */
-static bool e2b_held_one(const e2b_provider *p, json_t *item, sbx_strlist *ids,
-                         sbx_strlist *subjects)
+/* One listed sandbox, kept when it is this profile's, made on this node, with a subject. The
+ * list is the server's bytes: the filter is checked again, and an id that is not E2B's charset
+ * is skipped (it would become a host name). false: no memory. */
+static bool e2b_held_one(const e2b_provider *p, json_t *item, sbx_held_found *found)
 {
     json_t *meta = json_object_get(item, "metadata");
     const char *id = json_string_value(json_object_get(item, "sandboxID"));
@@ -708,14 +708,71 @@ static bool e2b_held_one(const e2b_provider *p, json_t *item, sbx_strlist *ids,
         node == NULL || strcmp(node, want_node) != 0 || subject == NULL || *subject == '\0' ||
         (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "paused") != 0))
         return true;
-    return sbx_strlist_add(ids, id) && sbx_strlist_add(subjects, subject);
+    return sbx_held_add(found, id, subject);
+}
+
+typedef struct e2b_held_arg {
+    e2b_provider *p;
+    char *query; /* e2b_held_query */
+} e2b_held_arg;
+
+/* One page of GET /v2/sandboxes (sbx_held_page_fn): the next page's token is the answer's
+ * X-Next-Token header. */
+static sbx_status e2b_held_page(void *arg, const char *token, sbx_held_found *found, char **next,
+                                sbx_error *err)
+{
+    e2b_held_arg *a = arg;
+    e2b_provider *p = a->p;
+    char *tok = token[0] ? sbx_http_url_escape(token) : NULL;
+    size_t plen = strlen(a->query) + (tok ? strlen(tok) : 0) + 96;
+    size_t ulen = plen + strlen(p->api_url) + 1;
+    char *path = malloc(plen), *url = malloc(ulen); /* long when profile or node is */
+    sbx_status s = SBX_OK;
+    if (path == NULL || url == NULL || (token[0] && tok == NULL)) {
+        free(tok);
+        free(path);
+        free(url);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    snprintf(path, plen, "/v2/sandboxes?metadata=%s&state=running,paused&limit=%d%s%s", a->query,
+             E2B_LIST_PAGE, tok ? "&nextToken=" : "", tok ? tok : "");
+    free(tok);
+    sbx_http_request req;
+    sbx_http_response resp;
+    s = e2b_api_capture(p, "GET", path, NULL, true, "X-Next-Token", &req, url, ulen, &resp, err);
+    free(path);
+    json_t *list = NULL;
+    if (s == SBX_OK)
+        s = sbx_http_check(p->http, &req, &resp, err);
+    if (s == SBX_OK)
+        s = sbx_http_parse_json(p->http, "GET /v2/sandboxes", resp.body, resp.body_len, &list, err);
+    if (s == SBX_OK && !json_is_array(list))
+        s = sbx_error_set(err, SBX_E_PROVISION,
+                          "e2b: GET /v2/sandboxes: the answer is not a list of sandboxes");
+    size_t i;
+    json_t *item;
+    json_array_foreach(list, i, item)
+    {
+        if (s == SBX_OK && !e2b_held_one(p, item, found))
+            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    }
+    const char *cap = resp.captured;
+    if (s == SBX_OK && cap != NULL && *cap == '\0')
+        s = sbx_error_set(err, SBX_E_PROVISION,
+                          "e2b: GET /v2/sandboxes: X-Next-Token is longer than %d bytes",
+                          SBX_HTTP_MAX_CAPTURED);
+    if (s == SBX_OK && cap != NULL && (*next = strdup(cap)) == NULL)
+        s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
+    json_decref(list);
+    sbx_http_response_clear(&resp);
+    free(url);
+    return s;
 }
 
 /* The live (running or paused) sandboxes this profile made on this node for per_session
  * sessions, with the principal each was made for (metadata sbx.subject): GET /v2/sandboxes
  * filtered by sbx.profile and sbx.node, page by page (X-Next-Token), reported once every page
- * is read. A listing that fails, or does not end within E2B_LIST_MAX_PAGES pages, reports
- * nothing and fails: the engine then refuses to count from zero. */
+ * is read (providers/common/held.h). */
 static sbx_status
 e2b_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const char *subject),
               void *arg, sbx_error *err)
@@ -723,74 +780,16 @@ e2b_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, const
     e2b_provider *p = state;
     if (!p->lists_held)
         return SBX_OK;
-    char *query = e2b_held_query(p);
-    if (query == NULL)
+    e2b_held_arg a = {.p = p, .query = e2b_held_query(p)};
+    if (a.query == NULL)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-    char next[SBX_HTTP_MAX_CAPTURED + 1] = "";
-    sbx_strlist ids = {0}, subjects = {0};
-    sbx_status s = SBX_OK;
-    for (int page = 0; s == SBX_OK; page++) {
-        if (page == E2B_LIST_MAX_PAGES) {
-            s = sbx_error_set(err, SBX_E_PROVISION,
-                              "e2b: profile '%s': listing its sandboxes did not end after %d "
-                              "pages of %d",
-                              p->profile, E2B_LIST_MAX_PAGES, E2B_LIST_PAGE);
-            break;
-        }
-        char *tok = next[0] ? sbx_http_url_escape(next) : NULL;
-        size_t plen = strlen(query) + (tok ? strlen(tok) : 0) + 96;
-        char *path = malloc(plen);
-        size_t ulen = plen + strlen(p->api_url) + 1;
-        char *url = malloc(ulen); /* the query is long when profile or node is */
-        if (path == NULL || url == NULL || (next[0] && tok == NULL)) {
-            free(tok);
-            free(path);
-            free(url);
-            s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-            break;
-        }
-        snprintf(path, plen, "/v2/sandboxes?metadata=%s&state=running,paused&limit=%d%s%s", query,
-                 E2B_LIST_PAGE, tok ? "&nextToken=" : "", tok ? tok : "");
-        free(tok);
-        sbx_http_request req;
-        sbx_http_response resp;
-        s = e2b_api_capture(p, "GET", path, NULL, true, "X-Next-Token", &req, url, ulen, &resp,
-                            err);
-        free(path);
-        json_t *list = NULL;
-        if (s == SBX_OK)
-            s = sbx_http_check(p->http, &req, &resp, err);
-        if (s == SBX_OK)
-            s = sbx_http_parse_json(p->http, "GET /v2/sandboxes", resp.body, resp.body_len, &list,
-                                    err);
-        if (s == SBX_OK && !json_is_array(list))
-            s = sbx_error_set(err, SBX_E_PROVISION,
-                              "e2b: GET /v2/sandboxes: the answer is not a list of sandboxes");
-        const char *cap = resp.captured;
-        if (s == SBX_OK && cap != NULL && (*cap == '\0' || strcmp(cap, next) == 0))
-            s = sbx_error_set(err, SBX_E_PROVISION, "e2b: GET %s: X-Next-Token is %s", req.url,
-                              *cap == '\0' ? "too long" : "the page just read (a loop)");
-        size_t i;
-        json_t *item;
-        json_array_foreach(list, i, item)
-        {
-            if (s == SBX_OK && !e2b_held_one(p, item, &ids, &subjects))
-                s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
-        }
-        bool more = s == SBX_OK && cap != NULL;
-        if (more)
-            snprintf(next, sizeof next, "%s", cap);
-        json_decref(list);
-        sbx_http_response_clear(&resp);
-        free(url);
-        if (!more)
-            break;
-    }
-    for (size_t k = 0; s == SBX_OK && k < ids.n; k++)
-        held(arg, ids.items[k], subjects.items[k]);
-    sbx_strlist_clear(&ids);
-    sbx_strlist_clear(&subjects);
-    free(query);
+    const sbx_held_pager pager = {.provider = "e2b",
+                                  .profile = p->profile,
+                                  .page_size = E2B_LIST_PAGE,
+                                  .max_pages = E2B_LIST_MAX_PAGES,
+                                  .max_token = SBX_HTTP_MAX_CAPTURED};
+    sbx_status s = sbx_held_list_pages(&pager, e2b_held_page, &a, held, arg, err);
+    free(a.query);
     return s;
 }
 

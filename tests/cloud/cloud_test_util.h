@@ -80,6 +80,58 @@ static sbx_exec_opts cloud_opts(const sbx_policy *policy, const sbx_principal *p
     return o;
 }
 
+/* What list_held reported, in order (the first 8). */
+typedef struct cloud_held_log {
+    char ids[8][128];
+    char subjects[8][300];
+    size_t n;
+} cloud_held_log;
+
+__attribute__((unused)) static void cloud_held_cb(void *arg, const char *sandbox_id,
+                                                  const char *subject)
+{
+    cloud_held_log *l = arg;
+    if (l->n < 8) {
+        snprintf(l->ids[l->n], sizeof l->ids[0], "%s", sandbox_id);
+        snprintf(l->subjects[l->n], sizeof l->subjects[0], "%s", subject);
+    }
+    l->n++;
+}
+
+/* A managed provider of profile, node and scope on opts; NULL when it does not open. */
+__attribute__((unused)) static void *cloud_open_as(const sbx_provider_ops *ops,
+                                                   const sbx_options *opts, const char *profile,
+                                                   const char *node, sbx_scope scope)
+{
+    sbx_provider_ctx ctx = {.profile = profile,
+                            .options = opts,
+                            .environment = SBX_ENV_MANAGED,
+                            .node = node,
+                            .scope = scope};
+    void *st = NULL;
+    sbx_error err;
+    return ops->open(&ctx, &st, &err) == SBX_OK ? st : NULL;
+}
+
+/* Creates a sandbox for subject (left alive) and copies its id into id. */
+__attribute__((unused)) static sbx_status cloud_create_for(const sbx_provider_ops *ops, void *state,
+                                                           const sbx_session_handle *session,
+                                                           const sbx_policy *policy,
+                                                           const char *subject, char *id,
+                                                           size_t cap, sbx_error *err)
+{
+    sbx_principal *pr = sbx_principal_new();
+    sbx_set_string(&pr->subject, subject);
+    sbx_sandbox *sb = NULL;
+    sbx_status st = ops->create(state, session, pr, policy, &sb, err);
+    if (st == SBX_OK) {
+        snprintf(id, cap, "%s", sb->id);
+        ops->sandbox_close(sb);
+    }
+    sbx_message_free(&pr->base);
+    return st;
+}
+
 static char *cloud_str(const ProtobufCBinaryData *b)
 {
     char *s = calloc(1, b->len + 1);

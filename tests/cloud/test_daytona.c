@@ -609,47 +609,19 @@ static void test_daytona_invalid_json_is_provision(void **state)
 
 /* ---- list_held: what a restarted engine counts ---- */
 
-typedef struct held_log {
-    char ids[8][128];
-    char subjects[8][300];
-    size_t n;
-} held_log;
-
-static void held_cb(void *arg, const char *sandbox_id, const char *subject)
-{
-    held_log *l = arg;
-    if (l->n < 8) {
-        snprintf(l->ids[l->n], sizeof l->ids[0], "%s", sandbox_id);
-        snprintf(l->subjects[l->n], sizeof l->subjects[0], "%s", subject);
-    }
-    l->n++;
-}
-
 /* A provider of profile/node/scope against the fixture's fake (closed by the caller). */
 static void *open_as(fx *f, const char *profile, const char *node, sbx_scope scope)
 {
-    sbx_provider_ctx ctx = {.profile = profile,
-                            .options = f->opts,
-                            .environment = SBX_ENV_MANAGED,
-                            .node = node,
-                            .scope = scope};
-    void *st = NULL;
-    sbx_error err;
-    assert_int_equal(ops->open(&ctx, &st, &err), SBX_OK);
+    void *st = cloud_open_as(ops, f->opts, profile, node, scope);
+    assert_non_null(st);
     return st;
 }
 
 static void create_with(fx *f, void *st, const char *subject, char *id, size_t cap)
 {
-    sbx_principal *pr = sbx_principal_new();
-    sbx_set_string(&pr->subject, subject);
-    sbx_sandbox *sb = NULL;
     sbx_error err;
-    if (ops->create(st, f->session, pr, f->policy, &sb, &err) != SBX_OK)
+    if (cloud_create_for(ops, st, f->session, f->policy, subject, id, cap, &err) != SBX_OK)
         fail_msg("create: %s", err.message);
-    snprintf(id, cap, "%s", sb->id);
-    ops->sandbox_close(sb);
-    sbx_message_free(&pr->base);
 }
 
 /* list_held lists the live sandboxes this profile made on this node, each with the principal it
@@ -677,8 +649,8 @@ static void test_daytona_list_held_lists_this_profile_and_node_across_pages(void
     assert_int_equal(ops->destroy(a, gone, &err), SBX_OK);
     fake_daytona_list_page(f->fake, 1);
     fake_http_log_clear(fake_daytona_http(f->fake));
-    held_log l = {0};
-    if (ops->list_held(a, held_cb, &l, &err) != SBX_OK)
+    cloud_held_log l = {0};
+    if (ops->list_held(a, cloud_held_cb, &l, &err) != SBX_OK)
         fail_msg("list_held: %s", err.message);
     assert_int_equal(l.n, 2);
     assert_string_equal(l.ids[0], alice);
@@ -702,9 +674,9 @@ static void test_daytona_list_held_per_call_lists_nothing(void **state)
     char id[128];
     create_with(f, st, "alice", id, sizeof id);
     fake_http_log_clear(fake_daytona_http(f->fake));
-    held_log l = {0};
+    cloud_held_log l = {0};
     sbx_error err;
-    assert_int_equal(ops->list_held(st, held_cb, &l, &err), SBX_OK);
+    assert_int_equal(ops->list_held(st, cloud_held_cb, &l, &err), SBX_OK);
     assert_int_equal(l.n, 0);
     assert_int_equal(fake_http_log_count(fake_daytona_http(f->fake)), 0);
     ops->close(st);
@@ -722,15 +694,15 @@ static void test_daytona_list_held_failure_reports_nothing(void **state)
                                "\"alice\"}}],\"nextCursor\":\"again\"}",
                        .times = -1};
     fake_http_fault(fake_daytona_http(f->fake), "GET", "/sandbox", &loop);
-    held_log l = {0};
+    cloud_held_log l = {0};
     sbx_error err;
-    assert_int_equal(ops->list_held(st, held_cb, &l, &err), SBX_E_PROVISION);
+    assert_int_equal(ops->list_held(st, cloud_held_cb, &l, &err), SBX_E_PROVISION);
     assert_non_null(strstr(err.message, "the page just read"));
     assert_int_equal(l.n, 0);
     fake_http_clear_faults(fake_daytona_http(f->fake));
     fake_fault forbidden = {.status = 403};
     fake_http_fault(fake_daytona_http(f->fake), "GET", "/sandbox", &forbidden);
-    assert_int_equal(ops->list_held(st, held_cb, &l, &err), SBX_E_PERMISSION_DENIED);
+    assert_int_equal(ops->list_held(st, cloud_held_cb, &l, &err), SBX_E_PERMISSION_DENIED);
     assert_int_equal(l.n, 0);
     ops->close(st);
 }

@@ -901,47 +901,20 @@ static void test_e2b_secrets_never_appear_in_errors(void **state)
 
 /* ---- list_held: what a restarted engine counts ---- */
 
-typedef struct held_log {
-    char ids[8][64];
-    char subjects[8][64];
-    size_t n;
-} held_log;
-
-static void held_cb(void *arg, const char *sandbox_id, const char *subject)
-{
-    held_log *l = arg;
-    if (l->n < 8) {
-        snprintf(l->ids[l->n], sizeof l->ids[0], "%s", sandbox_id);
-        snprintf(l->subjects[l->n], sizeof l->subjects[0], "%s", subject);
-    }
-    l->n++;
-}
-
 /* A provider of profile/node/scope against the fixture's fake (closed by the caller). */
 static void *open_as(fx *f, const char *profile, const char *node, sbx_scope scope)
 {
-    sbx_provider_ctx ctx = {.profile = profile,
-                            .options = f->opts,
-                            .environment = SBX_ENV_MANAGED,
-                            .node = node,
-                            .scope = scope};
-    void *st = NULL;
-    sbx_error err;
-    assert_int_equal(sbx_provider_e2b.open(&ctx, &st, &err), SBX_OK);
+    void *st = cloud_open_as(&sbx_provider_e2b, f->opts, profile, node, scope);
+    assert_non_null(st);
     return st;
 }
 
 static void create_with(fx *f, void *st, const char *subject, char *id, size_t cap)
 {
-    sbx_principal *pr = sbx_principal_new();
-    sbx_set_string(&pr->subject, subject);
-    sbx_sandbox *sb = NULL;
     sbx_error err;
-    if (sbx_provider_e2b.create(st, f->session, pr, f->policy, &sb, &err) != SBX_OK)
+    if (cloud_create_for(&sbx_provider_e2b, st, f->session, f->policy, subject, id, cap, &err) !=
+        SBX_OK)
         fail_msg("create: %s", err.message);
-    snprintf(id, cap, "%s", sb->id);
-    sbx_provider_e2b.sandbox_close(sb);
-    sbx_message_free(&pr->base);
 }
 
 /* list_held lists the live sandboxes this profile made on this node, each with the principal it
@@ -964,8 +937,8 @@ static void test_e2b_list_held_lists_this_profile_and_node_across_pages(void **s
     assert_int_equal(sbx_provider_e2b.destroy(a, gone, &err), SBX_OK);
     fake_e2b_list_page(f->fake, 1);
     fake_http_log_clear(fake_e2b_http(f->fake));
-    held_log l = {0};
-    if (sbx_provider_e2b.list_held(a, held_cb, &l, &err) != SBX_OK)
+    cloud_held_log l = {0};
+    if (sbx_provider_e2b.list_held(a, cloud_held_cb, &l, &err) != SBX_OK)
         fail_msg("list_held: %s", err.message);
     assert_int_equal(l.n, 2);
     assert_string_equal(l.ids[0], alice);
@@ -990,9 +963,9 @@ static void test_e2b_list_held_per_call_lists_nothing(void **state)
     char id[64];
     create_with(f, st, "alice", id, sizeof id);
     fake_http_log_clear(fake_e2b_http(f->fake));
-    held_log l = {0};
+    cloud_held_log l = {0};
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.list_held(st, held_cb, &l, &err), SBX_OK);
+    assert_int_equal(sbx_provider_e2b.list_held(st, cloud_held_cb, &l, &err), SBX_OK);
     assert_int_equal(l.n, 0);
     assert_int_equal(fake_http_log_count(fake_e2b_http(f->fake)), 0);
     sbx_provider_e2b.close(st);
@@ -1008,14 +981,15 @@ static void test_e2b_list_held_failure_reports_nothing(void **state)
     for (int i = 0; i < 101; i++)
         create_with(f, st, "alice", id, sizeof id);
     fake_e2b_list_page(f->fake, 1);
-    held_log l = {0};
+    cloud_held_log l = {0};
     sbx_error err;
-    assert_int_equal(sbx_provider_e2b.list_held(st, held_cb, &l, &err), SBX_E_PROVISION);
+    assert_int_equal(sbx_provider_e2b.list_held(st, cloud_held_cb, &l, &err), SBX_E_PROVISION);
     assert_non_null(strstr(err.message, "did not end after 100 pages"));
     assert_int_equal(l.n, 0);
     fake_fault ft = {.status = 403, .body = "{\"code\":403,\"message\":\"forbidden\"}"};
     fake_http_fault(fake_e2b_http(f->fake), "GET", "/v2/sandboxes", &ft);
-    assert_int_equal(sbx_provider_e2b.list_held(st, held_cb, &l, &err), SBX_E_PERMISSION_DENIED);
+    assert_int_equal(sbx_provider_e2b.list_held(st, cloud_held_cb, &l, &err),
+                     SBX_E_PERMISSION_DENIED);
     assert_int_equal(l.n, 0);
     sbx_provider_e2b.close(st);
 }
