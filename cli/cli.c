@@ -137,6 +137,71 @@ void cli_print_version(void)
         printf("sbx %s\n", SBX_VERSION);
 }
 
+/* Edits (insert, delete, replace a letter) between a[0..la) and b, up to 3 (more counts as 3). */
+static size_t opt_distance(const char *a, size_t la, const char *b)
+{
+    size_t lb = strlen(b);
+    if (la > 63 || lb > 63 || (la > lb ? la - lb : lb - la) > 2)
+        return 3;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb] < 3 ? row[lb] : 3;
+}
+
+/* How near a typed --name (len letters) is to an option's: 0 when one starts with the other
+ * (--timeout for --timeout-ms), else 1 + its edits when at most two and the name has four
+ * letters or more (--profle), else 9 (not near). */
+static size_t opt_nearness(const char *name, size_t len, const char *option)
+{
+    size_t ol = strlen(option);
+    if (len >= 3 && strncmp(option, name, len < ol ? len : ol) == 0)
+        return 0;
+    size_t d = len >= 4 ? opt_distance(name, len, option) : 3;
+    return d < 3 ? 1 + d : 9;
+}
+
+/* The option (the command's own or a global one) a mistyped --name most likely meant, or NULL
+ * when none is near or two are equally near. */
+static const char *opt_suggest(const cli_parser *p, const char *name, size_t len)
+{
+    const char *best = NULL;
+    size_t best_n = 9;
+    bool tie = false;
+    size_t n_own = 0;
+    while (p->options != NULL && p->options[n_own].name != NULL)
+        n_own++;
+    for (size_t k = 0; k < n_own + N_GLOBAL_OPTIONS + 2; k++) {
+        const char *o = k < n_own                       ? p->options[k].name
+                        : k < n_own + N_GLOBAL_OPTIONS  ? global_options[k - n_own].name
+                        : k == n_own + N_GLOBAL_OPTIONS ? "help"
+                                                        : "version";
+        size_t n = opt_nearness(name, len, o);
+        if (n < best_n) {
+            best = o;
+            best_n = n;
+            tie = false;
+        } else if (n == best_n && n < 9 && strcmp(o, best) != 0) {
+            tie = true;
+        }
+    }
+    return tie ? NULL : best;
+}
+
 static int opt_long(cli_parser *p, const char *word)
 {
     const char *name = word + 2;
@@ -181,6 +246,9 @@ static int opt_long(cli_parser *p, const char *word)
     }
     char shown[128];
     snprintf(shown, sizeof(shown), "--%.*s", (int)(len < 100 ? len : 100), name);
+    const char *near = opt_suggest(p, name, len);
+    if (near != NULL)
+        return opt_usage(p, "unknown option '%s'; did you mean --%s?", shown, near);
     return opt_usage(p, "unknown option '%s'", shown);
 }
 

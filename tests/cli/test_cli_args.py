@@ -49,6 +49,15 @@ class Arguments(unittest.TestCase):
         r = self.e.run("run", "--frobnicate", "true")
         self.assertEqual(r.returncode, 2)
         self.assertIn(b"unknown option '--frobnicate'", r.stderr)
+        self.assertNotIn(b"did you mean", r.stderr)
+        # a near miss names the option meant: a start of it, or a letter or two off
+        for typed, meant in (("--timeout=5", "--timeout-ms"), ("--profle=p", "--profile"),
+                             ("--conf=x", "--config")):
+            r = self.e.run("run", typed, "true")
+            self.assertEqual(r.returncode, 2, typed)
+            self.assertIn(b"did you mean " + meant.encode() + b"?", r.stderr, typed)
+        r = self.e.run("exec", "--sessio=s", "true")
+        self.assertIn(b"did you mean --session?", r.stderr)
         r = self.e.run("run", "--json=yes", "true")
         self.assertEqual(r.returncode, 2)
         self.assertIn(b"takes no value", r.stderr)
