@@ -2,7 +2,10 @@
  * of Linux namespaces and becomes its PID 1 (the agent), detached from whoever started it.
  *
  *   P (this process, host namespaces)          C (clone: new user/pid/mount/ipc/uts/cgroup
- *     joins the sandbox's cgroups (v1: itself;       and, under DENY, net namespaces)
+ *     waits for "go <uid base>" on stdin             and, under DENY, net namespaces)
+ *     (--wait-go: meanwhile the provider makes
+ *     the state dir, uid slot, cgroups and meta)
+ *     joins the sandbox's cgroups (v1: itself;
  *     v2: forks itself into the cgroup, the fork
  *     goes on as P: fork_into_v2)
  *     clone() ------------------------------------>  waits for "go"
@@ -678,11 +681,48 @@ static void add_bind(const char *path)
     n_binds++;
 }
 
+/* --wait-go: the provider starts the launcher before the sandbox's cgroups, state dir and uid
+ * slot exist (its exec overlaps making them) and then writes "go <uid base>\n" on its stdin.
+ * Until then nothing is touched. false: the provider gave up (its end closed, or anything
+ * else), and the launcher exits without a word. stdin is /dev/null afterwards, as the init
+ * and its programs expect. */
+static bool await_go(boot_opts *o)
+{
+    char line[64];
+    size_t n = 0;
+    while (n < sizeof line - 1) {
+        ssize_t r = read(0, line + n, sizeof line - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        n += (size_t)r;
+        if (memchr(line, '\n', n) != NULL)
+            break;
+    }
+    line[n] = '\0';
+    char *end = NULL;
+    if (strncmp(line, "go ", 3) != 0)
+        return false;
+    errno = 0;
+    unsigned long uid = strtoul(line + 3, &end, 10);
+    if (errno != 0 || end == line + 3 || *end != '\n' || uid > 0xfffffffful)
+        return false;
+    if (!o->rootless)
+        o->uid_base = uid;
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul < 0 || dup2(nul, 0) < 0)
+        return false;
+    close(nul);
+    return true;
+}
+
 /* Long because it is the boot's process choreography (parse, user namespace as the sandbox's uid,
  * the P/C handshake over pipes, cgroup move, exec of the agent), whose file descriptors and pids
  * are shared by every step. */
 int boot_local_main(int argc, char **argv)
 {
+    bool wait_go = false;
     boot_opts o;
     memset(&o, 0, sizeof o);
     o.agent.socket_path = "/.sbx/agent.sock";
@@ -707,6 +747,10 @@ int boot_local_main(int argc, char **argv)
         }
         if (strcmp(a, "--one-shot") == 0) {
             o.agent.one_shot = true;
+            continue;
+        }
+        if (strcmp(a, "--wait-go") == 0) {
+            wait_go = true;
             continue;
         }
         if (!v) {
@@ -763,6 +807,8 @@ int boot_local_main(int argc, char **argv)
         o.agent.prog_gid = 0;
         o.agent.shared_uid = true;
     }
+    if (wait_go && !await_go(&o))
+        return 1;
     /* As root, before the effective ids change below; before the pipes, which a launcher
      * forked into v2's cgroup (fork_into_v2) must be the only holder of. */
     bool pending[BOOT_MAX_CGROUPS];

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -834,20 +835,40 @@ static void wait_gone(long pid, unsigned long long start)
 
 /* ---- create ----------------------------------------------------------------------------- */
 
+/* The cgroup dirs of sandbox id, in the meta's order (v1: memory, pids, cpu, then the freezer
+ * when there is one; v2: one), named before they exist so the launcher can start meanwhile;
+ * returns how many. */
+static int plan_cgroups(const local_provider *lp, const char *id,
+                        char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32])
+{
+    if (lp->cg == CG_NONE)
+        return 0;
+    int n = lp->cg == CG_V1 ? 3 : 1;
+    for (int i = 0; i < n; i++)
+        snprintf(cg[i], sizeof cg[0], "%s/%s", lp->cg_base[i], id);
+    /* v1: a freezer cgroup of its own, which the boot puts PID 1 in like the others (v2's
+     * sandbox cgroup freezes itself) */
+    if (lp->cg == CG_V1 && lp->freezer_base[0])
+        snprintf(cg[n++], sizeof cg[0], "%s/%s", lp->freezer_base, id);
+    return n;
+}
+
+/* Creates the cgroups plan_cgroups named (cg, n_cg counting those made), with the policy's
+ * limits, and hands the per-command parent to the sandbox's uid. */
 static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_policy *p, uid_t uid,
-                                char cg[3][LOCAL_MAX_CGROUP_DIR + 32], int *n_cg, sbx_error *err)
+                                char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32],
+                                int *n_cg, sbx_error *err)
 {
     *n_cg = 0;
-    if (lp->cg == CG_NONE)
-        return SBX_OK;
-    int count = lp->cg == CG_V1 ? 3 : 1;
+    int count = plan_cgroups(lp, id, cg);
     for (int i = 0; i < count; i++) {
-        snprintf(cg[i], sizeof cg[0], "%s/%s", lp->cg_base[i], id);
         if (mkdir(cg[i], 0755) < 0)
             return sbx_error_set(err, SBX_E_PROVISION, "cannot create cgroup %s: %s", cg[i],
                                  strerror(errno));
         (*n_cg)++;
     }
+    if (lp->cg == CG_NONE)
+        return SBX_OK;
     char path[PATH_MAX + 64], val[64];
     bool ok = true;
     const char *what = "";
@@ -907,21 +928,98 @@ static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_po
     return delegate_cgroup(lp, cg[lp->cg == CG_V1 ? 1 : 0], uid, err);
 }
 
-/* Runs `sbx-agent boot ...`, collecting its stdout ("pid=N") and stderr (the reason of a
- * failure). Returns the sandbox's host pid or -1 with err set. */
-static long run_boot(local_provider *lp, char **argv, sbx_error *err)
+/* The launcher's command line (boot_argv) and the storage its values live in. */
+typedef struct boot_cmd {
+    char *argv[64 + 2 * 64];
+    char num[7][32];
+    char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32];
+    char procs[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 64];
+} boot_cmd;
+
+/* `sbx-agent boot --wait-go ...` for sandbox id: everything but the uid base, which comes with
+ * "go" (the uid slot is claimed after the launcher starts). */
+static void boot_argv(const local_provider *lp, const char *id, const char *box,
+                      const sbx_policy *policy, boot_cmd *c)
 {
-    int out[2], errp[2];
-    if (pipe2(out, O_CLOEXEC) < 0)
-        return sbx_error_set(err, SBX_E_PROVISION, "pipe: %s", strerror(errno)), -1;
-    if (pipe2(errp, O_CLOEXEC) < 0) {
-        close(out[0]);
-        close(out[1]);
-        return sbx_error_set(err, SBX_E_PROVISION, "pipe: %s", strerror(errno)), -1;
+    char **argv = c->argv;
+    int ac = 0;
+    argv[ac++] = "sbx-agent";
+    argv[ac++] = "boot";
+    argv[ac++] = "--wait-go";
+    argv[ac++] = "--box";
+    argv[ac++] = (char *)box;
+    if (lp->rootfs[0]) {
+        argv[ac++] = "--rootfs";
+        argv[ac++] = (char *)lp->rootfs;
+    } else {
+        for (size_t i = 0; i < lp->binds.n && i < 60; i++) {
+            argv[ac++] = "--bind";
+            argv[ac++] = lp->binds.items[i];
+        }
+    }
+    argv[ac++] = "--net";
+    argv[ac++] =
+        policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW ? "allow" : "deny";
+    uint64_t ws = policy->disk_mb ? policy->disk_mb : (uint64_t)lp->workspace_mb;
+    const struct {
+        const char *opt;
+        long long v;
+    } nums[] = {
+        {"--workspace-mb", (long long)ws},          {"--tmp-mb", (long long)lp->tmp_mb},
+        {"--idle-ttl", (long long)lp->idle_ttl_s},  {"--nofile", (long long)lp->nofile},
+        {"--prog-uid", (long long)lp->program_uid}, {"--prog-gid", (long long)lp->program_gid}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        if (lp->rootless && i >= 4) /* rootless maps one uid: prog-uid/gid do not apply */
+            break;
+        snprintf(c->num[i], sizeof c->num[i], "%lld", nums[i].v);
+        argv[ac++] = (char *)nums[i].opt;
+        argv[ac++] = c->num[i];
+    }
+    argv[ac++] = "--workdir";
+    argv[ac++] = (char *)lp->workdir;
+    if (lp->per_call) /* one call, then destroyed: no spare after its command */
+        argv[ac++] = "--one-shot";
+    if (lp->rootless)
+        argv[ac++] = "--rootless";
+    int n_cg = plan_cgroups(lp, id, c->cg);
+    for (int i = 0; i < n_cg; i++) {
+        snprintf(c->procs[i], sizeof c->procs[i], "%s/cgroup.procs", c->cg[i]);
+        argv[ac++] = "--cgroup-procs";
+        argv[ac++] = c->procs[i];
+    }
+    if (n_cg > 0) {
+        argv[ac++] = "--cgroup-delegate";
+        argv[ac++] = c->cg[lp->cg == CG_V1 ? 1 : 0];
+    }
+    argv[ac] = NULL;
+}
+
+/* A launcher started before what it waits for: its stdout ("pid=N") and stderr (the reason of
+ * a failure), read here, and the write end of its stdin, where "go" is sent. */
+typedef struct boot_proc {
+    pid_t pid;
+    int out, err, go;
+} boot_proc;
+
+/* Starts `sbx-agent boot` (argv from boot_argv), which waits for boot_finish. */
+static sbx_status boot_start(local_provider *lp, char **argv, boot_proc *bp, sbx_error *err)
+{
+    *bp = (boot_proc){.pid = -1, .out = -1, .err = -1, .go = -1};
+    int out[2] = {-1, -1}, errp[2] = {-1, -1}, go[2] = {-1, -1};
+    /* go: a socket, so a send to a launcher that already exited fails with EPIPE instead of
+     * raising SIGPIPE in the host process */
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0) {
+        int e = errno;
+        int all[] = {out[0], out[1], errp[0], errp[1], go[0], go[1]};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i] >= 0)
+                close(all[i]);
+        return sbx_error_set(err, SBX_E_PROVISION, "pipe: %s", strerror(e));
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, go[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
     /* The host process's other descriptors (an embedding program's sockets, a test runner's
@@ -935,23 +1033,48 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &all);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t boot;
     static char *const empty_env[] = {NULL};
-    int rc = posix_spawn(&boot, lp->agent_path, &fa, &at, argv, empty_env);
+    int rc = posix_spawn(&bp->pid, lp->agent_path, &fa, &at, argv, empty_env);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
+    close(go[0]);
     close(out[1]);
     close(errp[1]);
     if (rc != 0) {
+        close(go[1]);
         close(out[0]);
         close(errp[0]);
+        bp->pid = -1;
         return sbx_error_set(err, SBX_E_PROVISION, "cannot run %s: %s", lp->agent_path,
-                             strerror(rc)),
-               -1;
+                             strerror(rc));
+    }
+    bp->out = out[0];
+    bp->err = errp[0];
+    bp->go = go[1];
+    return SBX_OK;
+}
+
+/* go: sends "go <uid base>" and collects the launcher's report; returns the sandbox's host pid,
+ * or -1 with err set (a launcher that exited before it read "go" said why on its stderr). !go:
+ * the create failed before the boot; the launcher, seeing its stdin end, exits without doing
+ * anything, and err is left alone. */
+static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
+{
+    if (go) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "go %u\n", (unsigned)uid_base);
+        (void)!send(bp->go, line, (size_t)n, MSG_NOSIGNAL);
+    }
+    close(bp->go);
+    if (!go) {
+        close(bp->out);
+        close(bp->err);
+        waitpid(bp->pid, NULL, 0);
+        return -1;
     }
     char obuf[256] = "", ebuf[1200] = "";
     size_t olen = 0, elen = 0;
-    struct pollfd pf[2] = {{out[0], POLLIN, 0}, {errp[0], POLLIN, 0}};
+    struct pollfd pf[2] = {{bp->out, POLLIN, 0}, {bp->err, POLLIN, 0}};
     int64_t deadline = sbx_provider_step_deadline(LOCAL_BOOT_MS);
     while ((pf[0].fd >= 0 || pf[1].fd >= 0) && sbx_monotonic_ms() < deadline) {
         if (poll(pf, 2, 1000) < 0 && errno != EINTR)
@@ -962,12 +1085,12 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
             char *b = i == 0 ? obuf : ebuf;
             size_t *l = i == 0 ? &olen : &elen;
             size_t cap = i == 0 ? sizeof obuf : sizeof ebuf;
-            ssize_t n = read(pf[i].fd, b + *l, cap - 1 - *l);
-            if (n > 0) {
-                *l += (size_t)n;
+            ssize_t r = read(pf[i].fd, b + *l, cap - 1 - *l);
+            if (r > 0) {
+                *l += (size_t)r;
                 b[*l] = '\0';
             }
-            if (n <= 0 || *l >= cap - 1) {
+            if (r <= 0 || *l >= cap - 1) {
                 close(pf[i].fd);
                 pf[i].fd = -1;
             }
@@ -982,13 +1105,13 @@ static long run_boot(local_provider *lp, char **argv, sbx_error *err)
             close(pf[i].fd);
     int wst = 0;
     if (late) {
-        kill(boot, SIGKILL); /* the deadline passed mid-boot: its cgroups go with the create */
-        waitpid(boot, &wst, 0);
+        kill(bp->pid, SIGKILL); /* the deadline passed mid-boot: its cgroups go with the create */
+        waitpid(bp->pid, &wst, 0);
         return sbx_error_set(err, sbx_provider_deadline_ms() > 0 ? SBX_E_TIMEOUT : SBX_E_PROVISION,
                              "the sandbox did not boot before the deadline"),
                -1;
     }
-    waitpid(boot, &wst, 0);
+    waitpid(bp->pid, &wst, 0);
     char *nl = strchr(ebuf, '\n');
     if (nl)
         *nl = '\0';
@@ -1107,6 +1230,16 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         return st;
     char box[PATH_MAX + 8];
     snprintf(box, sizeof box, "%s/box", sb->state_dir);
+    /* The launcher first: its exec overlaps the state dir, uid slot, cgroups and meta below,
+     * which it waits for ("go", boot_finish) before it joins the cgroups or touches the box. */
+    boot_cmd cmd;
+    boot_argv(lp, id, box, policy, &cmd);
+    boot_proc bp;
+    st = boot_start(lp, cmd.argv, &bp, err);
+    if (st != SBX_OK) {
+        sandbox_free(sb);
+        return st;
+    }
     st = make_dir(sb->state_dir, 0700, err);
     if (st == SBX_OK)
         st = make_dir(box, 0700, err);
@@ -1134,92 +1267,19 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
                            sb->state_dir, (unsigned)host_uid, strerror(errno));
     if (st == SBX_OK)
         st = setup_cgroups(lp, id, policy, host_uid, m.cg, &m.n_cg, err);
-    /* v1: a freezer cgroup of its own, which the boot puts PID 1 in like the others (v2's
-     * sandbox cgroup freezes itself) */
-    if (st == SBX_OK && lp->cg == CG_V1 && lp->freezer_base[0] && m.n_cg < LOCAL_META_MAX_CGROUPS) {
-        snprintf(m.cg[m.n_cg], sizeof m.cg[0], "%s/%s", lp->freezer_base, id);
-        if (mkdir(m.cg[m.n_cg], 0755) < 0)
-            st = sbx_error_set(err, SBX_E_PROVISION, "cannot create cgroup %s: %s", m.cg[m.n_cg],
-                               strerror(errno));
-        else
-            m.n_cg++;
-    }
     /* the meta file names the uid slot and the cgroups before anything runs in them, so a
      * failed create is still cleaned up by destroy, and an owner killed while the sandbox
      * boots leaves a meta the sweep can act on (its cgroups hold whatever the boot started) */
     if (st == SBX_OK)
         st = write_meta(lp, sb->state_dir, &m, err);
-    if (st == SBX_OK) {
-        char *argv[64 + 2 * 64];
-        int ac = 0;
-        char a_ws[32], a_tmp[32], a_ttl[32], a_uid[32], a_pu[32], a_pg[32], a_nf[32];
-        char cgp[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 64];
-        argv[ac++] = "sbx-agent";
-        argv[ac++] = "boot";
-        argv[ac++] = "--box";
-        argv[ac++] = box;
-        if (lp->rootfs[0]) {
-            argv[ac++] = "--rootfs";
-            argv[ac++] = lp->rootfs;
-        } else {
-            for (size_t i = 0; i < lp->binds.n && i < 60; i++) {
-                argv[ac++] = "--bind";
-                argv[ac++] = lp->binds.items[i];
-            }
-        }
-        argv[ac++] = "--net";
-        argv[ac++] = policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
-                         ? "allow"
-                         : "deny";
-        uint64_t ws = policy->disk_mb ? policy->disk_mb : (uint64_t)lp->workspace_mb;
-        snprintf(a_ws, sizeof a_ws, "%llu", (unsigned long long)ws);
-        argv[ac++] = "--workspace-mb";
-        argv[ac++] = a_ws;
-        snprintf(a_tmp, sizeof a_tmp, "%lld", (long long)lp->tmp_mb);
-        argv[ac++] = "--tmp-mb";
-        argv[ac++] = a_tmp;
-        snprintf(a_ttl, sizeof a_ttl, "%lld", (long long)lp->idle_ttl_s);
-        argv[ac++] = "--idle-ttl";
-        argv[ac++] = a_ttl;
-        argv[ac++] = "--workdir";
-        argv[ac++] = lp->workdir;
-        snprintf(a_nf, sizeof a_nf, "%lld", (long long)lp->nofile);
-        argv[ac++] = "--nofile";
-        argv[ac++] = a_nf;
-        if (lp->per_call) /* one call, then destroyed: no spare after its command */
-            argv[ac++] = "--one-shot";
-        if (lp->rootless) {
-            argv[ac++] = "--rootless";
-        } else {
-            snprintf(a_uid, sizeof a_uid, "%u", (unsigned)host_uid);
-            argv[ac++] = "--uid-base";
-            argv[ac++] = a_uid;
-            snprintf(a_pu, sizeof a_pu, "%lld", (long long)lp->program_uid);
-            argv[ac++] = "--prog-uid";
-            argv[ac++] = a_pu;
-            snprintf(a_pg, sizeof a_pg, "%lld", (long long)lp->program_gid);
-            argv[ac++] = "--prog-gid";
-            argv[ac++] = a_pg;
-        }
-        for (int i = 0; i < m.n_cg; i++) {
-            snprintf(cgp[i], sizeof cgp[i], "%s/cgroup.procs", m.cg[i]);
-            argv[ac++] = "--cgroup-procs";
-            argv[ac++] = cgp[i];
-        }
-        if (m.n_cg > 0) {
-            argv[ac++] = "--cgroup-delegate";
-            argv[ac++] = m.cg[lp->cg == CG_V1 ? 1 : 0];
-        }
-        argv[ac] = NULL;
-        long pid = run_boot(lp, argv, err);
-        if (pid < 0) {
-            st = err ? err->code : SBX_E_PROVISION;
-            if (st == SBX_OK)
-                st = SBX_E_PROVISION;
-        } else {
-            m.pid = pid;
-            m.start = sbx_proc_start_time(pid, NULL);
-        }
+    long pid = boot_finish(&bp, st == SBX_OK, host_uid, st == SBX_OK ? err : NULL);
+    if (st == SBX_OK && pid < 0) {
+        st = err ? err->code : SBX_E_PROVISION;
+        if (st == SBX_OK)
+            st = SBX_E_PROVISION;
+    } else if (st == SBX_OK) {
+        m.pid = pid;
+        m.start = sbx_proc_start_time(pid, NULL);
     }
     /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
     sbx_status wst = write_meta(lp, sb->state_dir, &m, err);

@@ -733,6 +733,61 @@ static void test_local_pids_1_is_refused_2_runs(void **state)
     sbx_message_free((ProtobufCMessage *)p);
 }
 
+/* The number of this process's children whose command is sbx-agent (a launcher left behind). */
+static int agent_children(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        char *rp = strrchr(buf, ')');
+        long ppid = 0;
+        char st = 0;
+        if (strstr(buf, "(sbx-agent)") != NULL && rp != NULL &&
+            sscanf(rp + 1, " %c %ld", &st, &ppid) == 2 && ppid == (long)getpid())
+            n++;
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* The launcher starts before the sandbox's cgroups are made (its exec overlaps them) and waits
+ * for them: a create that fails after it started (here a cpu quota below the kernel's 1 ms
+ * minimum, refused by cpu.cfs_quota_us) leaves no launcher, no zombie and no state. */
+static void test_local_a_create_that_fails_leaves_no_launcher(void **state)
+{
+    lt_env *e = *state;
+    if (getuid() != 0)
+        skip(); /* rootless: no cgroups */
+    sbx_policy *p = lt_policy(512, 256);
+    p->cpu = 0.001;
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    sbx_status st = e->ops->create(e->state, NULL, NULL, p, &sb, &err);
+    assert_int_not_equal(st, SBX_OK);
+    assert_null(sb);
+    assert_non_null(strstr(err.message, "cpu.cfs_quota_us"));
+    assert_int_equal(agent_children(), 0);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG) > 0, 0);
+    assert_int_equal(lt_count_dir(e->runtime_dir), 0);
+    p->cpu = 1;
+    sb = lt_create_with(e, p);
+    sbx_result *r = lt_run(e, sb, "echo ok");
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
 static void test_local_allowlist_entry_it_cannot_enforce_is_refused(void **state)
 {
     lt_env *e = *state;
@@ -962,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_local_spare_is_forked_at_start_and_not_after_a_one_shot),
         cmocka_unit_test(test_local_cpu_memory_pids_limits_reach_the_cgroups),
         cmocka_unit_test(test_local_pids_1_is_refused_2_runs),
+        cmocka_unit_test(test_local_a_create_that_fails_leaves_no_launcher),
         cmocka_unit_test(test_local_stateful_python_keeps_variables),
         cmocka_unit_test(test_local_python_exception_is_a_result_with_traceback),
         cmocka_unit_test(test_local_bash_code_runs_through_a_shell),
