@@ -50,10 +50,18 @@
  *   nproc       processes of the program uid (the pids cgroup is the policy's limit; this
  *               bounds a container without one)
  *   sigpending  queued signals of the program uid: the host default (~1/12 of RAM pages'
- *               worth) lets one uid pin ~100k, this is ample for any program */
+ *               worth) lets one uid pin ~100k, this is ample for any program
+ *   memlock     locked memory per process: never the daemon's own (a dockerd under
+ *               LimitMEMLOCK=infinity would let a container without a memory limit pin host
+ *               memory); 64 KiB, the lowest default a daemon runs with (systemd before 253),
+ *               so setting it never needs CAP_SYS_RESOURCE, which a daemon may lack
+ *   msgqueue    POSIX message-queue bytes of the program uid: the kernel's default, as local's
+ *               programs have it */
 #define DOCKER_ULIMIT_NOFILE 1024
 #define DOCKER_ULIMIT_NPROC 4096
 #define DOCKER_ULIMIT_SIGPENDING 1024
+#define DOCKER_ULIMIT_MEMLOCK (64 * 1024)
+#define DOCKER_ULIMIT_MSGQUEUE 819200
 /* Label keys (DESIGN §8: labels sbx.*). sbx.state_dir tells a reconnecting process where the
  * agent socket lives on the host. */
 #define LABEL_MANAGED "sbx.managed"
@@ -687,12 +695,19 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     json_t *restart = json_object();
     json_object_set_new(restart, "Name", json_string("no"));
     json_object_set_new(hc, "RestartPolicy", restart);
-    json_object_set_new(hc, "Ulimits",
-                        json_pack("[{s:s,s:i,s:i},{s:s,s:i,s:i},{s:s,s:i,s:i}]", "Name", "nofile",
-                                  "Soft", DOCKER_ULIMIT_NOFILE, "Hard", DOCKER_ULIMIT_NOFILE,
-                                  "Name", "nproc", "Soft", DOCKER_ULIMIT_NPROC, "Hard",
-                                  DOCKER_ULIMIT_NPROC, "Name", "sigpending", "Soft",
-                                  DOCKER_ULIMIT_SIGPENDING, "Hard", DOCKER_ULIMIT_SIGPENDING));
+    static const struct {
+        const char *name;
+        int value;
+    } ulimits[] = {{"nofile", DOCKER_ULIMIT_NOFILE},
+                   {"nproc", DOCKER_ULIMIT_NPROC},
+                   {"sigpending", DOCKER_ULIMIT_SIGPENDING},
+                   {"memlock", DOCKER_ULIMIT_MEMLOCK},
+                   {"msgqueue", DOCKER_ULIMIT_MSGQUEUE}};
+    json_t *ul = json_array();
+    for (size_t i = 0; i < sizeof ulimits / sizeof ulimits[0]; i++)
+        json_array_append_new(ul, json_pack("{s:s,s:i,s:i}", "Name", ulimits[i].name, "Soft",
+                                            ulimits[i].value, "Hard", ulimits[i].value));
+    json_object_set_new(hc, "Ulimits", ul);
     return hc;
 }
 

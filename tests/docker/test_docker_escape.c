@@ -270,6 +270,20 @@ static void test_docker_escape_sigqueue_exhaustion_stays_in_the_container(void *
         "other 0");
 }
 
+/* Locked memory and POSIX message-queue bytes are the provider's limits, never the daemon's
+ * own (a dockerd under LimitMEMLOCK=infinity would let a program pin host memory): 64 KiB and
+ * the kernel's 800 KiB. Before, a container had whatever the daemon had (8 MiB here). */
+static void test_docker_escape_locked_memory_and_mqueue_bytes_are_bounded(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    const char *out = sh(f,
+                         "grep -E '^Max (locked memory|msgqueue size)' /proc/self/limits | "
+                         "awk '{print $(NF-2), $(NF-1)}'",
+                         NULL);
+    assert_string_equal(out, "65536 65536\n819200 819200\n");
+}
+
 static void test_docker_escape_agent_cannot_be_killed_by_the_program(void **state)
 {
     fixture *f = *state;
@@ -448,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_docker_escape_each_container_has_its_own_program_uid),
         cmocka_unit_test(test_docker_escape_inotify_exhaustion_stays_in_the_container),
         cmocka_unit_test(test_docker_escape_sigqueue_exhaustion_stays_in_the_container),
+        cmocka_unit_test(test_docker_escape_locked_memory_and_mqueue_bytes_are_bounded),
         cmocka_unit_test(test_docker_escape_agent_cannot_be_killed_by_the_program),
         cmocka_unit_test(test_docker_escape_agent_cannot_be_ptraced),
         cmocka_unit_test(test_docker_escape_io_uring_is_refused),
