@@ -661,26 +661,45 @@ static sbx_status dt_destroy(void *state, const char *sandbox_id, sbx_error *err
     return s;
 }
 
+/* How much of v one label holds: at most DAYTONA_MAX_LABEL bytes, ending where a UTF-8
+ * character does (a label cut inside one would not be a JSON string). */
+static size_t dt_label_len(const char *v)
+{
+    size_t n = strnlen(v, DAYTONA_MAX_LABEL + 1);
+    if (n <= DAYTONA_MAX_LABEL)
+        return n;
+    n = DAYTONA_MAX_LABEL;
+    while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+/* A label as create writes it (cut by dt_label_len). */
+static void dt_label_cut(char out[DAYTONA_MAX_LABEL + 1], const char *v)
+{
+    size_t n = dt_label_len(v);
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
 static void dt_label(json_t *labels, const char *k, const char *v)
 {
     if (!v || !*v)
         return;
     char cut[DAYTONA_MAX_LABEL + 1];
-    snprintf(cut, sizeof cut, "%s", v);
+    dt_label_cut(cut, v);
     json_object_set_new(labels, k, json_string(cut));
 }
 
 /* sbx.subject, and the rest of a longer subject in sbx.subject.1, .2, ... (list_held joins
- * them). */
+ * them, in order, up to the first one missing). */
 static void dt_subject_labels(json_t *labels, const char *subject)
 {
-    if (!subject)
-        return;
-    size_t n = strlen(subject);
-    for (size_t k = 0; k < DAYTONA_SUBJECT_LABELS && k * DAYTONA_MAX_LABEL < n; k++) {
+    for (size_t k = 0; subject != NULL && *subject && k < DAYTONA_SUBJECT_LABELS; k++) {
         char key[32];
         snprintf(key, sizeof key, k == 0 ? "sbx.subject" : "sbx.subject.%zu", k);
-        dt_label(labels, key, subject + k * DAYTONA_MAX_LABEL);
+        dt_label(labels, key, subject);
+        subject += dt_label_len(subject);
     }
 }
 
@@ -868,12 +887,6 @@ sbx_status dt_maybe_gone(daytona_sandbox *d, sbx_status s, sbx_error *err)
     return s;
 }
 
-/* A label as create wrote it (cut to DAYTONA_MAX_LABEL). */
-static void dt_label_cut(char out[DAYTONA_MAX_LABEL + 1], const char *v)
-{
-    snprintf(out, DAYTONA_MAX_LABEL + 1, "%s", v);
-}
-
 /* One listed sandbox, kept when it is this profile's, made on this node, not being destroyed,
  * with a subject (joined from its labels). The list is the server's bytes:
  * the filter is checked again, and an id that is not Daytona's charset is skipped (it goes into
@@ -903,8 +916,6 @@ static bool dt_held_one(const daytona_provider *p, json_t *item, sbx_held_found 
             break;
         memcpy(subject + len, part, n);
         len += n;
-        if (n < DAYTONA_MAX_LABEL)
-            break;
     }
     subject[len] = '\0';
     if (len == 0)

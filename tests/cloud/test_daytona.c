@@ -625,20 +625,20 @@ static void create_with(fx *f, void *st, const char *subject, char *id, size_t c
 }
 
 /* list_held lists the live sandboxes this profile made on this node, each with the principal it
- * was made for (a subject longer than one label, 63 bytes, whole), across pages (nextCursor),
- * and reads back the filter it asked for: not another node's, another profile's, or a deleted
- * one. Before, Daytona listed nothing, so a restarted worker counted every principal from
- * zero. */
+ * was made for (a subject longer than one label, 63 bytes, whole, cut only between UTF-8
+ * characters), across pages (nextCursor), and reads back the filter it asked for: not another
+ * node's, another profile's, or a deleted one. Before, Daytona listed nothing, so a restarted
+ * worker counted every principal from zero. */
 static void test_daytona_list_held_lists_this_profile_and_node_across_pages(void **state)
 {
     fx *f = *state;
     void *a = open_as(f, "sess", "n1", SBX_SCOPE_PER_SESSION);
     void *other_node = open_as(f, "sess", "n2", SBX_SCOPE_PER_SESSION);
     void *other_prof = open_as(f, "other", "n1", SBX_SCOPE_PER_SESSION);
-    char longer[200];
-    memset(longer, 'x', sizeof longer - 1);
-    longer[sizeof longer - 1] = '\0';
-    memcpy(longer, "tenant:", 7);
+    /* 198 bytes of UTF-8 whose 64th byte is inside a character: no label may end there */
+    char longer[200] = "t:";
+    for (int i = 0; i < 98; i++)
+        strcat(longer, "\xc3\xa9");
     char alice[128], big[128], gone[128], x[128];
     create_with(f, a, "alice", alice, sizeof alice);
     create_with(f, other_node, "alice", x, sizeof x);
