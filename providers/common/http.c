@@ -871,6 +871,17 @@ sbx_status sbx_http_response_json(sbx_http_client *c, const sbx_http_request *re
     return SBX_OK;
 }
 
+size_t sbx_utf8_prefix_len(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n <= max)
+        return n;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
 char *sbx_http_json_dump(const json_t *j)
 {
     return json_dumps(j, JSON_COMPACT);

@@ -170,6 +170,10 @@ sbx_status sbx_http_parse_json(sbx_http_client *c, const char *what, const uint8
 sbx_status sbx_http_response_json(sbx_http_client *c, const sbx_http_request *req,
                                   const sbx_http_response *resp, json_t **out, sbx_error *err);
 
+/* The length of s's longest prefix of at most max bytes that ends between UTF-8 characters
+ * (a JSON string cut inside a character is not valid: jansson refuses it). */
+size_t sbx_utf8_prefix_len(const char *s, size_t max);
+
 /* Serialises j compactly into a malloc'd string; NULL on allocation failure. */
 char *sbx_http_json_dump(const json_t *j);
 

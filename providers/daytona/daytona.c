@@ -665,13 +665,7 @@ static sbx_status dt_destroy(void *state, const char *sandbox_id, sbx_error *err
  * character does (a label cut inside one would not be a JSON string). */
 static size_t dt_label_len(const char *v)
 {
-    size_t n = strnlen(v, DAYTONA_MAX_LABEL + 1);
-    if (n <= DAYTONA_MAX_LABEL)
-        return n;
-    n = DAYTONA_MAX_LABEL;
-    while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
-        n--;
-    return n;
+    return sbx_utf8_prefix_len(v, DAYTONA_MAX_LABEL);
 }
 
 /* A label as create writes it (cut by dt_label_len). */

@@ -380,12 +380,21 @@ static json_t *e2b_network_json(const sbx_policy *policy)
     return net;
 }
 
+/* A metadata value as create writes it: cut to E2B_MAX_METADATA_VALUE bytes between UTF-8
+ * characters. */
+static void e2b_meta_cut(char out[E2B_MAX_METADATA_VALUE + 1], const char *v)
+{
+    size_t n = sbx_utf8_prefix_len(v, E2B_MAX_METADATA_VALUE);
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
 static void e2b_meta_set(json_t *meta, const char *k, const char *v)
 {
     if (!v || !*v)
         return;
     char cut[E2B_MAX_METADATA_VALUE + 1];
-    snprintf(cut, sizeof cut, "%s", v);
+    e2b_meta_cut(cut, v);
     json_object_set_new(meta, k, json_string(cut));
 }
 
@@ -673,8 +682,8 @@ static void e2b_sandbox_close(sbx_sandbox *sb)
 static char *e2b_held_query(const e2b_provider *p)
 {
     char prof[E2B_MAX_METADATA_VALUE + 1], node[E2B_MAX_METADATA_VALUE + 1];
-    snprintf(prof, sizeof prof, "%s", p->profile);
-    snprintf(node, sizeof node, "%s", p->node);
+    e2b_meta_cut(prof, p->profile);
+    e2b_meta_cut(node, p->node);
     char *ep = sbx_http_url_escape(prof), *en = sbx_http_url_escape(node), *q = NULL;
     if (ep && en) {
         size_t n = strlen(ep) + strlen(en) + 32;
@@ -702,8 +711,8 @@ static bool e2b_held_one(const e2b_provider *p, json_t *item, sbx_held_found *fo
     const char *subject = json_string_value(json_object_get(meta, "sbx.subject"));
     const char *state = json_string_value(json_object_get(item, "state"));
     char want_prof[E2B_MAX_METADATA_VALUE + 1], want_node[E2B_MAX_METADATA_VALUE + 1];
-    snprintf(want_prof, sizeof want_prof, "%s", p->profile);
-    snprintf(want_node, sizeof want_node, "%s", p->node);
+    e2b_meta_cut(want_prof, p->profile);
+    e2b_meta_cut(want_node, p->node);
     if (id == NULL || !e2b_id_ok(id) || prof == NULL || strcmp(prof, want_prof) != 0 ||
         node == NULL || strcmp(node, want_node) != 0 || subject == NULL || *subject == '\0' ||
         (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "paused") != 0))

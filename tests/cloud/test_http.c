@@ -77,6 +77,21 @@ static void deep_handler(void *arg, const fake_request *req, fake_response *resp
     fake_response_json(resp, 200, "%s", body);
 }
 
+/* Answers with X-Next-Token set to the query's `n` bytes of 't' (none when n is 0). */
+static void token_handler(void *arg, const fake_request *req, fake_response *resp)
+{
+    (void)arg;
+    const char *q = fake_request_query(req, "n");
+    size_t n = q != NULL ? strtoul(q, NULL, 10) : 0;
+    if (n > 0 && n < 4096) {
+        char tok[4096];
+        memset(tok, 't', n);
+        tok[n] = '\0';
+        fake_response_header(resp, "X-Next-Token", tok);
+    }
+    fake_response_json(resp, 200, "[]");
+}
+
 static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
@@ -87,6 +102,7 @@ static int setup(void **state)
     fake_http_route(fx->server, NULL, "/echo-key", echo_key_handler, NULL);
     fake_http_route(fx->server, NULL, "/chunked", chunked_handler, NULL);
     fake_http_route(fx->server, NULL, "/deep", deep_handler, NULL);
+    fake_http_route(fx->server, NULL, "/token", token_handler, NULL);
     sbx_http_client_config cfg = {
         .provider = "e2b",
         .auth_hint = "check that E2B_API_KEY holds a valid key",
@@ -423,6 +439,47 @@ static void test_http_redact_replaces_every_occurrence(void **state)
     assert_string_equal(text, "a [REDACTED] b [REDACTED] c");
 }
 
+/* capture_header keeps one response header: its value, NULL when absent, and "" (never a
+ * truncated value) when longer than SBX_HTTP_MAX_CAPTURED bytes. */
+static void test_http_captured_header_is_whole_or_refused(void **state)
+{
+    fixture *fx = *state;
+    const struct {
+        const char *n;
+        const char *want; /* NULL: absent; "": too long; else its first bytes */
+        size_t len;
+    } cases[] = {{"0", NULL, 0}, {"5", "ttttt", 5}, {"1024", "tttt", 1024}, {"1025", "", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/token?n=%s", cases[i].n);
+        sbx_http_request req = {
+            .method = "GET", .url = url(fx, path), .capture_header = "x-next-token"};
+        sbx_http_response resp;
+        sbx_error err;
+        assert_int_equal(sbx_http_do(fx->client, &req, &resp, &err), SBX_OK);
+        if (cases[i].want == NULL) {
+            assert_null(resp.captured);
+        } else {
+            assert_non_null(resp.captured);
+            assert_int_equal(strlen(resp.captured), cases[i].len);
+            assert_memory_equal(resp.captured, cases[i].want, strlen(cases[i].want));
+        }
+        sbx_http_response_clear(&resp);
+    }
+}
+
+/* A prefix of at most max bytes ends between UTF-8 characters. */
+static void test_http_utf8_prefix_never_cuts_a_character(void **state)
+{
+    (void)state;
+    assert_int_equal(sbx_utf8_prefix_len("abc", 5), 3);
+    assert_int_equal(sbx_utf8_prefix_len("abcde", 5), 5);
+    assert_int_equal(sbx_utf8_prefix_len("abcdef", 5), 5);
+    assert_int_equal(sbx_utf8_prefix_len("ab\xc3\xa9z", 3), 2);       /* inside e-acute */
+    assert_int_equal(sbx_utf8_prefix_len("ab\xc3\xa9z", 4), 4);       /* right after it */
+    assert_int_equal(sbx_utf8_prefix_len("a\xf0\x9f\x98\x80", 3), 1); /* inside a 4-byte one */
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -446,6 +503,8 @@ int main(void)
         T(test_http_connection_refused_is_a_provision_error),
         T(test_http_cancel_abandons_the_call),
         T(test_http_redact_replaces_every_occurrence),
+        T(test_http_captured_header_is_whole_or_refused),
+        T(test_http_utf8_prefix_never_cuts_a_character),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
