@@ -521,7 +521,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_resources = lp && (lp->cg == CG_V1 || (lp->cg == CG_V2 && lp->v2_missing == 0));
     caps->streaming = true;
     caps->detach = true; /* the agent keeps each command's journal */
-    caps->pause = lp->freezer_base[0] != '\0';
+    caps->pause = lp->freezer_base[0] != '\0' && !lp->per_call;
     caps->expose = true; /* a relay per port, in the sandbox's network namespace */
 }
 
@@ -847,8 +847,9 @@ static int plan_cgroups(const local_provider *lp, const char *id,
     for (int i = 0; i < n; i++)
         snprintf(cg[i], sizeof cg[0], "%s/%s", lp->cg_base[i], id);
     /* v1: a freezer cgroup of its own, which the boot puts PID 1 in like the others (v2's
-     * sandbox cgroup freezes itself) */
-    if (lp->cg == CG_V1 && lp->freezer_base[0])
+     * sandbox cgroup freezes itself); not for a per_call sandbox, which nothing pauses (pause
+     * names a session), so a one-shot makes one cgroup fewer */
+    if (lp->cg == CG_V1 && lp->freezer_base[0] && !lp->per_call)
         snprintf(cg[n++], sizeof cg[0], "%s/%s", lp->freezer_base, id);
     return n;
 }

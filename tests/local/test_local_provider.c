@@ -355,6 +355,45 @@ static void test_local_spare_is_forked_at_start_and_not_after_a_one_shot(void **
     }
 }
 
+/* A per_call sandbox is never paused (pause names a session), so on v1 it gets no freezer
+ * cgroup (one cgroup fewer to make, join and remove per one-shot) and its profile does not
+ * declare pause; a per_session one has both. */
+static void test_local_per_call_sandbox_has_no_freezer(void **state)
+{
+    (void)state;
+    if (getuid() != 0)
+        skip(); /* rootless: no cgroups */
+    int freezers[2] = {0, 0};
+    bool pause[2] = {false, false};
+    for (int per_call = 0; per_call < 2; per_call++) {
+        lt_env env = {0};
+        lt_open_scoped(&env, per_call ? "test-calls" : "test-sessions",
+                       per_call ? SBX_SCOPE_PER_CALL : SBX_SCOPE_PER_SESSION);
+        sbx_capabilities caps;
+        memset(&caps, 0, sizeof caps);
+        env.ops->capabilities(env.state, &caps);
+        pause[per_call] = caps.pause;
+        sbx_sandbox *sb = lt_create(&env);
+        char path[PATH_MAX], line[PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/%s/meta", env.runtime_dir, sb->id);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f) != NULL)
+            freezers[per_call] += strncmp(line, "cgroup ", 7) == 0 && strstr(line, "/freezer/");
+        fclose(f);
+        sbx_result *r = lt_run(&env, sb, "true");
+        assert_int_equal(r->exit_code, 0);
+        sbx_message_free((ProtobufCMessage *)r);
+        lt_destroy(&env, sb);
+        lt_close(&env);
+    }
+    if (!pause[0])
+        skip(); /* no v1 freezer hierarchy here */
+    assert_int_equal(freezers[0], 1);
+    assert_int_equal(freezers[1], 0);
+    assert_false(pause[1]);
+}
+
 static void test_local_cpu_memory_pids_limits_reach_the_cgroups(void **state)
 {
     lt_env *e = *state;
@@ -1015,6 +1054,7 @@ int main(void)
         cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
         cmocka_unit_test(test_local_cgroup_namespace_is_rooted_at_the_sandbox),
         cmocka_unit_test(test_local_spare_is_forked_at_start_and_not_after_a_one_shot),
+        cmocka_unit_test(test_local_per_call_sandbox_has_no_freezer),
         cmocka_unit_test(test_local_cpu_memory_pids_limits_reach_the_cgroups),
         cmocka_unit_test(test_local_pids_1_is_refused_2_runs),
         cmocka_unit_test(test_local_a_create_that_fails_leaves_no_launcher),
