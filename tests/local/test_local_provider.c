@@ -369,10 +369,12 @@ static void test_local_per_call_sandbox_has_no_freezer(void **state)
         lt_env env = {0};
         lt_open_scoped(&env, per_call ? "test-calls" : "test-sessions",
                        per_call ? SBX_SCOPE_PER_CALL : SBX_SCOPE_PER_SESSION);
-        sbx_capabilities caps;
-        memset(&caps, 0, sizeof caps);
-        env.ops->capabilities(env.state, &caps);
-        pause[per_call] = caps.pause;
+        sbx_capabilities *caps = malloc(sizeof *caps);
+        assert_non_null(caps);
+        sbx__v1__capabilities__init(caps);
+        env.ops->capabilities(env.state, caps);
+        pause[per_call] = caps->pause;
+        sbx_message_free(&caps->base);
         sbx_sandbox *sb = lt_create(&env);
         char path[PATH_MAX], line[PATH_MAX + 16];
         snprintf(path, sizeof path, "%s/%s/meta", env.runtime_dir, sb->id);
