@@ -798,6 +798,7 @@ typedef struct run {
     sbx_session_handle *handle; /* working copy, owned until handed to the completion */
     sbx_completion *c;
     sbx_error err;
+    bool req_bound; /* the request's handle verified, its signed fields those of handle then */
 } run;
 
 static void idle_note(run *r, const sbx_session_handle *h, sbx_status st, const sbx_result *res);
@@ -1067,13 +1068,49 @@ static sbx_status execute(run *r, sbx_sandbox *sb, const sbx_exec_opts *o, sbx_r
     }
 }
 
-/* Stamps and signs the handle (step 8) and hands it to the completion. */
+static bool same_str(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0; /* as the binding signs them */
+}
+
+/* Whether h's signed fields (binding.c: session, profile, provider, sandbox) are the request
+ * handle's. */
+static bool signs_as_request(const run *r, const sbx_session_handle *h)
+{
+    const sbx_session_handle *q = r->req->session;
+    return q != NULL && same_str(h->session_id, q->session_id) &&
+           same_str(h->profile, q->profile) && same_str(h->provider, q->provider) &&
+           same_str(h->sandbox_id, q->sandbox_id);
+}
+
+/* sbx_binding_verify of the working handle, noting when what it verified is the request's own
+ * handle (finish_handle then needs no second signature). */
+static bool verify_binding(run *r)
+{
+    if (!sbx_binding_verify(r->e->key, r->handle, subject_of(r)))
+        return false;
+    r->req_bound =
+        signs_as_request(r, r->handle) && r->req->session->binding.len == SBX_BINDING_LEN;
+    return true;
+}
+
+/* Stamps and signs the handle (step 8) and hands it to the completion. A handle whose signed
+ * fields are still those of the request's verified handle signs to the same bytes (the HMAC is
+ * a function of them and the subject): those bytes are copied, not computed again. */
 static void finish_handle(run *r)
 {
     sbx_session_handle *h = r->handle;
     h->last_used_at_ms = sbx_now_ms();
-    if (!sbx_binding_stamp(r->e->key, h, subject_of(r)))
+    const uint8_t *same =
+        r->req_bound && signs_as_request(r, h) ? r->req->session->binding.data : NULL;
+    if (same != NULL && h->binding.len == SBX_BINDING_LEN) {
+        memcpy(h->binding.data, same, SBX_BINDING_LEN);
+    } else if (same != NULL) {
+        if (!sbx_set_bytes(&h->binding, same, SBX_BINDING_LEN))
+            sbx_set_bytes(&h->binding, NULL, 0);
+    } else if (!sbx_binding_stamp(r->e->key, h, subject_of(r))) {
         sbx_set_bytes(&h->binding, NULL, 0);
+    }
     sbx_message_free((ProtobufCMessage *)r->c->session);
     r->c->session = h;
     r->handle = NULL;
@@ -1121,8 +1158,7 @@ static sbx_status resume_if_paused(run *r)
 static sbx_completion *owner_checks(run *r, const char *action, session_lock **lock)
 {
     sbx_session_handle *h = r->handle;
-    if ((str_set(h->sandbox_id) || h->binding.len > 0) &&
-        !sbx_binding_verify(r->e->key, h, subject_of(r))) {
+    if ((str_set(h->sandbox_id) || h->binding.len > 0) && !verify_binding(r)) {
         sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
                       "session '%s' is not bound to principal '%s' (binding does not verify); "
                       "only its owner can %s it",
@@ -1271,7 +1307,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     /* A host-local sandbox held by another node: verify the binding (a forged handle learns
      * nothing), then refuse, or start over here when the caller asked for exactly that. */
     bool moved = elsewhere(r);
-    if (moved && !sbx_binding_verify(r->e->key, h, subject_of(r))) {
+    if (moved && !verify_binding(r)) {
         sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
                       "session '%s' is not bound to principal '%s' (binding does not verify); use "
                       "a handle this principal created",
@@ -1319,8 +1355,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
     if (r->req->deadline_ms > 0 && deadline <= now_mono) {
         st = sbx_error_set(&r->err, SBX_E_TIMEOUT,
                            "the request's deadline passed before it ran; nothing was executed");
-    } else if ((str_set(h->sandbox_id) || h->binding.len > 0) &&
-               !sbx_binding_verify(r->e->key, h, subject_of(r))) {
+    } else if ((str_set(h->sandbox_id) || h->binding.len > 0) && !verify_binding(r)) {
         st = sbx_error_set(&r->err, SBX_E_PERMISSION_DENIED,
                            "session '%s' is not bound to principal '%s' (binding does not "
                            "verify); use a handle this principal created",

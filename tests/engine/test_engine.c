@@ -222,6 +222,42 @@ static void test_engine_destroy_attached_only_drops_binding(void **state)
     sbx_completion_free(c2);
 }
 
+/* Every handle the engine returns carries a binding that verifies for its principal: the next
+ * request with it runs. Whether its signed fields stayed those of the request (the binding is
+ * then the request's own, not computed again), changed (a recreated sandbox), or were cleared
+ * (a destroy). */
+static sbx_completion *again(env *t, const sbx_completion *prev, const char *line)
+{
+    sbx_request *r = fx_shell("default", line);
+    fx_session(r, prev->session);
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->session->binding.len, 32);
+    return c;
+}
+
+static void test_engine_every_returned_handle_verifies(void **state)
+{
+    env *t = *state;
+    sbx_completion *c1 = fresh(t, "default", "echo one");
+    sbx_completion *c2 = again(t, c1, "echo two"); /* same fields: the same binding */
+    assert_memory_equal(c2->session->binding.data, c1->session->binding.data, 32);
+    sbx_fake_vanish(sbx_fake_get("default"), c2->session->sandbox_id);
+    sbx_completion *c3 = again(t, c2, "echo three"); /* recreated: a new sandbox, signed anew */
+    assert_string_not_equal(c3->session->sandbox_id, c2->session->sandbox_id);
+    assert_memory_not_equal(c3->session->binding.data, c2->session->binding.data, 32);
+    sbx_completion *c4 = again(t, c3, "echo four");
+    assert_memory_equal(c4->session->binding.data, c3->session->binding.data, 32);
+    sbx_completion *c5 = run(t, fx_destroy(c4->session)); /* no sandbox: signed anew */
+    assert_int_equal(c5->status, OK_STATUS);
+    assert_memory_not_equal(c5->session->binding.data, c4->session->binding.data, 32);
+    sbx_completion *c6 = again(t, c5, "echo six");
+    assert_string_equal(fx_stdout(c6), "six\n");
+    sbx_completion *cs[] = {c1, c2, c3, c4, c5, c6};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        sbx_completion_free(cs[i]);
+}
+
 static void test_engine_strict_policy_lists_every_unenforceable_dimension(void **state)
 {
     env *t = *state;
@@ -842,6 +878,7 @@ int main(void)
         T(test_engine_attached_gone_is_not_recreated),
         T(test_engine_destroy_managed_destroys_and_closes_handle),
         T(test_engine_destroy_attached_only_drops_binding),
+        T(test_engine_every_returned_handle_verifies),
         T(test_engine_strict_policy_lists_every_unenforceable_dimension),
         T(test_engine_lenient_profile_runs_with_notice),
         T(test_engine_request_cannot_turn_strict_profile_lenient),
