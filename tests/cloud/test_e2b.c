@@ -16,6 +16,7 @@
 
 #include "cloud/cloud_test_util.h"
 #include "fakes/fake_e2b.h"
+#include "providers/common/http.h"
 
 extern const sbx_provider_ops sbx_provider_e2b;
 
@@ -994,6 +995,31 @@ static void test_e2b_list_held_failure_reports_nothing(void **state)
     sbx_provider_e2b.close(st);
 }
 
+/* A next-page token longer than the client keeps (1 KiB) is refused, never cut: a cut token
+ * would ask for some other page, and the count would be wrong without a word. The listing
+ * reports nothing and names the header. One byte under the bound still pages to the end. */
+static void test_e2b_list_held_overlong_next_token_is_refused(void **state)
+{
+    fx *f = *state;
+    void *st = open_as(f, "sess", "n1", SBX_SCOPE_PER_SESSION);
+    char id[64];
+    create_with(f, st, "alice", id, sizeof id);
+    create_with(f, st, "bob", id, sizeof id);
+    fake_e2b_list_page(f->fake, 1);
+    fake_e2b_list_token_pad(f->fake, SBX_HTTP_MAX_CAPTURED - strlen("fe-next-1"));
+    cloud_held_log l = {0};
+    sbx_error err;
+    if (sbx_provider_e2b.list_held(st, cloud_held_cb, &l, &err) != SBX_OK)
+        fail_msg("list_held: %s", err.message);
+    assert_int_equal(l.n, 2);
+    cloud_held_log none = {0};
+    fake_e2b_list_token_pad(f->fake, SBX_HTTP_MAX_CAPTURED + 1 - strlen("fe-next-1"));
+    assert_int_equal(sbx_provider_e2b.list_held(st, cloud_held_cb, &none, &err), SBX_E_PROVISION);
+    assert_non_null(strstr(err.message, "X-Next-Token is longer than 1024 bytes"));
+    assert_int_equal(none.n, 0);
+    sbx_provider_e2b.close(st);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -1044,6 +1070,7 @@ int main(void)
         T(test_e2b_list_held_lists_this_profile_and_node_across_pages),
         T(test_e2b_list_held_per_call_lists_nothing),
         T(test_e2b_list_held_failure_reports_nothing),
+        T(test_e2b_list_held_overlong_next_token_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

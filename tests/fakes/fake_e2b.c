@@ -43,6 +43,7 @@ struct fake_e2b {
     size_t kills;
     char next_id_override[64]; /* fake_e2b_next_id: the next create answers this id */
     size_t list_page;          /* fake_e2b_list_page: most sandboxes per list page (0 = limit) */
+    size_t token_pad;          /* fake_e2b_list_token_pad: bytes added to each X-Next-Token */
 };
 
 static fe_sandbox *fe_find(fake_e2b *f, const char *id)
@@ -304,11 +305,16 @@ static void fe_list_sandboxes(void *arg, const fake_request *req, fake_response 
     bool more = false;
     for (size_t k = i; k < f->n && !more; k++)
         more = f->sb[k].alive;
+    size_t pad = f->token_pad;
     pthread_mutex_unlock(&f->lock);
     if (more) {
-        char next[64];
-        snprintf(next, sizeof next, "fe-next-%zu", i);
+        /* the token's number is read back by sscanf, so padding after it is ignored */
+        char *next = malloc(32 + pad);
+        int n = snprintf(next, 32, "fe-next-%zu", i);
+        memset(next + n, 'p', pad);
+        next[(size_t)n + pad] = '\0';
         fake_response_header(resp, "X-Next-Token", next);
+        free(next);
     }
     fe_json(resp, 200, out);
 }
@@ -895,5 +901,12 @@ void fake_e2b_list_page(fake_e2b *f, size_t n)
 {
     pthread_mutex_lock(&f->lock);
     f->list_page = n;
+    pthread_mutex_unlock(&f->lock);
+}
+
+void fake_e2b_list_token_pad(fake_e2b *f, size_t n)
+{
+    pthread_mutex_lock(&f->lock);
+    f->token_pad = n;
     pthread_mutex_unlock(&f->lock);
 }

@@ -38,6 +38,9 @@ void fake_e2b_token(fake_e2b *f, const char *sandbox_id, char *buf, size_t cap);
 /* GET /v2/sandboxes answers at most n sandboxes per page (0: the request's limit), so a test
  * reaches the next pages (X-Next-Token) without 100 sandboxes. */
 void fake_e2b_list_page(fake_e2b *f, size_t n);
+/* Each X-Next-Token GET /v2/sandboxes sends is n bytes longer (a server whose tokens outgrow
+ * what the client keeps); the fake still reads such a token back. */
+void fake_e2b_list_token_pad(fake_e2b *f, size_t n);
 /* pids killed through process.Process/SendSignal so far. */
 size_t fake_e2b_kills(fake_e2b *f);
 
