@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -705,6 +706,74 @@ static void test_fixture_destroys_a_session_a_failed_test_left(void **state)
     assert_false(running(pid));
 }
 
+/* uid slots (LOCAL_UID_SLOT_DIR/<base>/<n>, a symlink to the state dir that holds it) that
+ * point into runtime_dir. */
+static int uid_slots_into(const char *runtime_dir)
+{
+    const char *root = "/run/sbx-uid-slots";
+    DIR *d = opendir(root);
+    if (d == NULL)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%s", root, de->d_name);
+        DIR *b = opendir(dir);
+        struct dirent *se;
+        while (b != NULL && (se = readdir(b)) != NULL) {
+            char path[1024], target[1024];
+            snprintf(path, sizeof path, "%s/%s", dir, se->d_name);
+            ssize_t len = readlink(path, target, sizeof target - 1);
+            if (len <= 0)
+                continue;
+            target[len] = '\0';
+            n += strncmp(target, runtime_dir, strlen(runtime_dir)) == 0;
+        }
+        if (b != NULL)
+            closedir(b);
+    }
+    closedir(d);
+    return n;
+}
+
+/* A launcher that exits without reading "go" (the sandbox's boot failed at once: a broken
+ * agent binary, a kernel that refuses it), before or after the provider sends it (five runs:
+ * the order is the scheduler's): the create fails as a provision error carrying what the
+ * launcher said on its stderr, the host process is not killed by a send to a closed socket
+ * (SIGPIPE), and nothing of the sandbox is left: no state dir, no uid slot. */
+static void test_launcher_that_exits_before_go_fails_the_create_and_leaves_nothing(void **state)
+{
+    (void)state;
+    lr f = {fx_config_new(), NULL};
+    char script[512];
+    snprintf(script, sizeof script, "%s/fails-at-boot", fx_tmpdir(f.cfg));
+    FILE *sf = fopen(script, "w");
+    assert_non_null(sf);
+    fputs("#!/bin/sh\necho 'sbx-agent: this launcher fails before it reads go' >&2\nexit 3\n", sf);
+    fclose(sf);
+    chmod(script, 0755);
+    sbx_profile_config *p = fx_add_profile(f.cfg, "bad", "local");
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    fx_opt(p, "agent", script);
+    f.e = fx_engine(f.cfg);
+    for (int i = 0; i < 5; i++) {
+        sbx_completion *c = run_in(f.e, "bad", NULL, "echo never");
+        assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED);
+        assert_int_equal(c->error_code, SBX_E_PROVISION);
+        if (strstr(c->error, "this launcher fails before it reads go") == NULL)
+            fail_msg("the error does not carry the launcher's word: %s", c->error);
+        sbx_completion_free(c);
+        assert_int_equal(sandboxes(&f), 0);
+        assert_int_equal(uid_slots_into(fx_tmpdir(f.cfg)), 0);
+    }
+    unlink(script);
+    sbx_engine_free(f.e);
+    fx_config_free(f.cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -733,6 +802,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_principal_sandboxes_count_what_a_restarted_engine_finds, setup, teardown),
         cmocka_unit_test(test_fixture_destroys_a_session_a_failed_test_left),
+        cmocka_unit_test(test_launcher_that_exits_before_go_fails_the_create_and_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
