@@ -26,13 +26,17 @@ cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >/dev/null
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/sbx-fuzz.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
-status=0
-for t in "${targets[@]}"; do
-  line=$(awk -F'\t' -v t="$t" '$1 == t' "$list")
-  if [ -z "$line" ]; then
+for t in "${targets[@]}"; do # every name known before any run starts
+  if [ -z "$(awk -F'\t' -v t="$t" '$1 == t' "$list")" ]; then
     echo "fuzz: no target $t (see $list)" >&2
     exit 2
   fi
+done
+
+# One target's run; 0 when it found nothing. Prints one line (or the finding) when it ends.
+fuzz_one() {
+  local line name bin max_len dirs corpus start runs
+  line=$(awk -F'\t' -v t="$1" '$1 == t' "$list")
   IFS=$'\t' read -r name bin max_len dirs <<<"$line"
   IFS=: read -r -a corpus <<<"$dirs"
   mkdir -p "$scratch/$name" "$build/findings/$name"
@@ -47,7 +51,23 @@ for t in "${targets[@]}"; do
     echo "fuzz: $name: FINDING (artifacts in $build/findings/$name):"
     grep -E 'fuzz finding|ERROR: |SUMMARY: |runtime error|Test unit written' "$scratch/$name.log" |
       head -20 || tail -30 "$scratch/$name.log"
-    status=1
+    return 1
   fi
+}
+
+# One target per core at once (each libFuzzer run is one busy process).
+status=0
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$(nproc)" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit $status
