@@ -553,7 +553,8 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
      * every submitter contends for; the owner's reference then goes in the same critical
      * section that publishes the completion (taking the lock once more only to drop it was a
      * third contended acquisition per blocking request, where the hand-off needs two). */
-    sbx_completion *spare = t->async_owner || !locked ? sbx_completion_copy(c) : NULL;
+    sbx_completion *spare = t->async_owner ? sbx_completion_copy(c) : NULL;
+    sbx_completion *mine = !locked ? sbx_completion_copy(c) : NULL; /* never a joiner's spare */
     t->lru_bytes = bt_entry_bytes(t, c); /* running: only this thread writes t's entry */
 
     pthread_mutex_lock(&tb->store.mu);
@@ -580,7 +581,10 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
         if (locked)
             pthread_mutex_lock(&tb->store.mu);
     }
-    return spare;
+    if (locked)
+        return spare;
+    sbx_completion_free(spare); /* none: an owner's task has no asynchronous creator */
+    return mine;
 }
 
 /* Sleeps until a waker takes this executor off the parked list (store.mu held on entry and on

@@ -1015,6 +1015,56 @@ static void test_brokers_thread_async_retry_joins_and_done_task_answers_at_once(
     sbx_broker_free(b);
 }
 
+/* A blocking submitter runs its own task on its thread; an asynchronous submit of the same task
+ * joins it while it runs. Both get the completion, once the task ran once: the copy made for
+ * the blocking owner is its own, never handed to the joiner (which left the owner with an
+ * "out of memory" failure for a task that succeeded). */
+typedef struct owner_call {
+    sbx_broker *b;
+    const sbx_request *r;
+    sbx_completion *c;
+} owner_call;
+
+static void *owner_main(void *arg)
+{
+    owner_call *o = arg;
+    assert_int_equal(sbx_broker_submit(o->b, o->r, SBX_WAIT_FOREVER, NULL, &o->c), SBX_OK);
+    return NULL;
+}
+
+static void test_brokers_thread_async_joiner_of_a_blocking_owners_task(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 2, 16, 16);
+    sbx_fake_set_gate(f, true);
+    sbx_request *r = fx_shell("default", "echo once");
+    owner_call o = {b, r, NULL};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, owner_main, &o), 0);
+    wait_ops(f, base + 1); /* running on the owner's thread */
+    dones d;
+    dones_init(&d);
+    sbx_broker_async cb = {.on_done = on_done, .arg = &d};
+    assert_int_equal(sbx_broker_submit_async(b, r, &cb), SBX_OK); /* joins it */
+    sbx_fake_set_gate(f, false);
+    pthread_join(th, NULL);
+    wait_dones(&d, 1);
+    assert_non_null(o.c);
+    if (o.c->status != OK_STATUS)
+        fail_msg("the owner got: %s", o.c->error);
+    assert_string_equal(fx_stdout(o.c), "once\n");
+    assert_int_equal(d.st[0], SBX_OK);
+    assert_int_equal(d.c[0]->status, OK_STATUS);
+    assert_string_equal(fx_stdout(d.c[0]), "once\n");
+    assert_int_equal(sbx_fake_ops(f), base + 1);
+    sbx_completion_free(o.c);
+    dones_free(&d);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
 /* A joiner that went away (its cancel flag set) stops waiting at the next join of the task: a
  * client joining a long task and resetting, again and again, held one waiter per join until the
  * task ended (the worker's calls and their budget). The creator, whose hooks run the task, waits
@@ -1657,6 +1707,7 @@ int main(void)
         T(test_brokers_embedded_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_streams_output_and_calls_back),
         T(test_brokers_thread_async_retry_joins_and_done_task_answers_at_once),
+        T(test_brokers_thread_async_joiner_of_a_blocking_owners_task),
         T(test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join),
         T(test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_full_queue_and_cancelled_task),
