@@ -1089,8 +1089,10 @@ static bool verify_binding(run *r)
 {
     if (!sbx_binding_verify(r->e->key, r->handle, subject_of(r)))
         return false;
+    /* signs_as_request: the request has a handle. What verified is its binding, byte for byte. */
     r->req_bound =
-        signs_as_request(r, r->handle) && r->req->session->binding.len == SBX_BINDING_LEN;
+        signs_as_request(r, r->handle) && r->req->session->binding.len == SBX_BINDING_LEN &&
+        memcmp(r->req->session->binding.data, r->handle->binding.data, SBX_BINDING_LEN) == 0;
     return true;
 }
 
