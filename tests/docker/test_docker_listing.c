@@ -33,7 +33,7 @@ typedef struct fake_daemon {
     pthread_mutex_t mu;
     int list_status;
     const char *list_body;
-    char last_list_query[2048];
+    char last_list_query[4096]; /* as long as a target the daemon reads */
     int lists;
 } fake_daemon;
 
