@@ -1015,23 +1015,24 @@ static void test_brokers_thread_async_retry_joins_and_done_task_answers_at_once(
     sbx_broker_free(b);
 }
 
+/* A caller blocking on its own request, on a thread of its own. */
+typedef struct blocker {
+    sbx_broker *b;
+    sbx_request *r;
+    sbx_completion *c;
+} blocker;
+
+static void *block_on_own_request(void *arg)
+{
+    blocker *bl = arg;
+    sbx_broker_submit(bl->b, bl->r, SBX_WAIT_FOREVER, NULL, &bl->c);
+    return NULL;
+}
+
 /* A blocking submitter runs its own task on its thread; an asynchronous submit of the same task
  * joins it while it runs. Both get the completion, once the task ran once: the copy made for
  * the blocking owner is its own, never handed to the joiner (which left the owner with an
  * "out of memory" failure for a task that succeeded). */
-typedef struct owner_call {
-    sbx_broker *b;
-    const sbx_request *r;
-    sbx_completion *c;
-} owner_call;
-
-static void *owner_main(void *arg)
-{
-    owner_call *o = arg;
-    assert_int_equal(sbx_broker_submit(o->b, o->r, SBX_WAIT_FOREVER, NULL, &o->c), SBX_OK);
-    return NULL;
-}
-
 static void test_brokers_thread_async_joiner_of_a_blocking_owners_task(void **state)
 {
     env *t = *state;
@@ -1040,9 +1041,9 @@ static void test_brokers_thread_async_joiner_of_a_blocking_owners_task(void **st
     sbx_broker *b = thread_broker(t, 2, 16, 16);
     sbx_fake_set_gate(f, true);
     sbx_request *r = fx_shell("default", "echo once");
-    owner_call o = {b, r, NULL};
+    blocker o = {b, r, NULL};
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, owner_main, &o), 0);
+    assert_int_equal(pthread_create(&th, NULL, block_on_own_request, &o), 0);
     wait_ops(f, base + 1); /* running on the owner's thread */
     dones d;
     dones_init(&d);
@@ -1403,19 +1404,6 @@ static void test_brokers_embedded_async_calls_back_before_returning(void **state
     dones_free(&d);
     sbx_request_free(r);
     sbx_broker_free(b);
-}
-
-typedef struct blocker {
-    sbx_broker *b;
-    sbx_request *r;
-    sbx_completion *c;
-} blocker;
-
-static void *block_on_own_request(void *arg)
-{
-    blocker *bl = arg;
-    sbx_broker_submit(bl->b, bl->r, SBX_WAIT_FOREVER, NULL, &bl->c);
-    return NULL;
 }
 
 /* Blocking callers run their own requests on their own threads, yet never more at once than
