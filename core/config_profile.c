@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/config_impl.h"
+#include "core/path.h"
 
 /* Provider type names that are part of sbx even when this build lacks one: a block named after
  * one of them inside a profile of another type is a misplaced block, not an unknown key. */
@@ -22,9 +23,11 @@ static const char *const environment_choices[] = {"managed", "attached", NULL};
 static const char *const identity_choices[] = {"agent", "user", NULL};
 static const char *const egress_choices[] = {"deny", "allow", "allowlist", NULL};
 
+/* A policy path: absolute, and without "." or ".." components, which a request's paths are
+ * compared against as text (core/policy.c). */
 static bool absolute_path_ok(const char *s)
 {
-    return s[0] == '/';
+    return s[0] == '/' && !sbx_path_has_dot_component(s);
 }
 
 /* A network_allow entry: a domain, *.domain, an IPv4/IPv6 address or a CIDR. Checked loosely
@@ -57,8 +60,10 @@ static const field policy_fields[] = {
             SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY),
     LISTF(sbx_policy, network_allow, n_network_allow, "network_allow", network_entry_ok,
           "a domain, *.domain, IP address or CIDR"),
-    LISTF(sbx_policy, fs_read, n_fs_read, "fs_read", absolute_path_ok, "an absolute path"),
-    LISTF(sbx_policy, fs_write, n_fs_write, "fs_write", absolute_path_ok, "an absolute path"),
+    LISTF(sbx_policy, fs_read, n_fs_read, "fs_read", absolute_path_ok,
+          "an absolute path without . or .. components"),
+    LISTF(sbx_policy, fs_write, n_fs_write, "fs_write", absolute_path_ok,
+          "an absolute path without . or .. components"),
     REALF(sbx_policy, cpu, "cpu", 0, MAX_POLICY_CPU, DEFAULT_POLICY_CPU,
           "a number of CPU cores from 0 (no limit) to 1024, e.g. 0.5"),
     INTF(sbx_policy, memory_mb, "memory_mb", 0, MAX_POLICY_MEMORY_MB, DEFAULT_POLICY_MEMORY_MB),

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/path.h"
+
 const char *sbx_policy_egress_name(Sbx__V1__NetworkEgress e)
 {
     switch (e) {
@@ -49,7 +51,9 @@ static bool list_has(size_t n, char *const *items, const char *s)
     return false;
 }
 
-/* True when path equals base or lies under it ("/data/x" under "/data", not "/database"). */
+/* True when path equals base or lies under it ("/data/x" under "/data", not "/database").
+ * Text alone decides, so a path with a "." or ".." component is never within anything
+ * ("/data/../etc" starts with "/data/" and names /etc): paths_within refuses those first. */
 static bool path_within(const char *path, const char *base)
 {
     size_t bl = strlen(base);
@@ -60,10 +64,17 @@ static bool path_within(const char *path, const char *base)
     return path[bl] == '\0' || path[bl] == '/' || (bl == 1 && base[0] == '/');
 }
 
+/* Whether each of paths lies within one of bases; else *outside is the first that does not,
+ * and *dotted whether that is because it has a "." or ".." component. */
 static bool paths_within(size_t n, char *const *paths, size_t nb, char *const *bases,
-                         const char **outside)
+                         const char **outside, bool *dotted)
 {
     for (size_t i = 0; i < n; i++) {
+        *dotted = sbx_path_has_dot_component(paths[i]);
+        if (*dotted) {
+            *outside = paths[i];
+            return false;
+        }
         bool ok = false;
         for (size_t j = 0; j < nb && !ok; j++)
             ok = path_within(paths[i], bases[j]);
@@ -98,6 +109,12 @@ static bool add_widened(sbx_strlist *w, const char *fmt, ...)
                 eff->field = req->field;                                                           \
         }                                                                                          \
     } while (0)
+
+/* The two ways a request's fs path widens the profile's. */
+#define OUTSIDE(field) field " '%s' outside the profile's " field
+#define DOTTED(field)                                                                              \
+    field " '%s' has a '.' or '..' component, which could name anything: give the path without "   \
+          "them"
 
 sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_policy *eff,
                             sbx_strlist *widened, sbx_error *err)
@@ -142,17 +159,19 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
 
     /* Filesystem: extra paths must lie inside the profile's own extra paths. */
     const char *outside = NULL;
+    bool dotted = false;
     if (req->n_fs_read > 0) {
-        if (!paths_within(req->n_fs_read, req->fs_read, prof->n_fs_read, prof->fs_read, &outside))
-            ok &= add_widened(widened, "fs_read '%s' outside the profile's fs_read", outside);
+        if (!paths_within(req->n_fs_read, req->fs_read, prof->n_fs_read, prof->fs_read, &outside,
+                          &dotted))
+            ok &= add_widened(widened, dotted ? DOTTED("fs_read") : OUTSIDE("fs_read"), outside);
         ok &= copy_list(req->n_fs_read, req->fs_read, &eff->n_fs_read, &eff->fs_read);
     } else {
         ok &= copy_list(prof->n_fs_read, prof->fs_read, &eff->n_fs_read, &eff->fs_read);
     }
     if (req->n_fs_write > 0) {
         if (!paths_within(req->n_fs_write, req->fs_write, prof->n_fs_write, prof->fs_write,
-                          &outside))
-            ok &= add_widened(widened, "fs_write '%s' outside the profile's fs_write", outside);
+                          &outside, &dotted))
+            ok &= add_widened(widened, dotted ? DOTTED("fs_write") : OUTSIDE("fs_write"), outside);
         ok &= copy_list(req->n_fs_write, req->fs_write, &eff->n_fs_write, &eff->fs_write);
     } else {
         ok &= copy_list(prof->n_fs_write, prof->fs_write, &eff->n_fs_write, &eff->fs_write);

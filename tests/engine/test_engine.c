@@ -45,6 +45,8 @@ static int setup(void **state)
     lim->policy->memory_mb = 512;
     lim->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
     lim->policy->timeout_ms = 60000;
+    sbx_profile_config *paths = fx_add_profile(t->cfg, "paths", "fake");
+    sbx_add_string(&paths->policy->n_fs_read, &paths->policy->fs_read, "/data");
     sbx_profile_config *user = fx_add_profile(t->cfg, "user", "fake");
     user->identity_mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
     fx_opt(user, "principal_user", "true");
@@ -319,6 +321,28 @@ static void test_engine_request_widening_network_is_refused(void **state)
     sbx_completion *c = run(t, r);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_non_null(strstr(c->error, "network_egress allow > profile's deny"));
+    sbx_completion_free(c);
+}
+
+/* "/data/../etc" begins with the profile's "/data/": refused before any sandbox exists, where a
+ * provider binding it as given would have exposed the host's /etc. */
+static void test_engine_request_fs_read_climbing_out_of_the_profile_is_refused(void **state)
+{
+    env *t = *state;
+    sbx_request *r = fx_shell("paths", "echo x");
+    r->policy = sbx_policy_new();
+    sbx_add_string(&r->policy->n_fs_read, &r->policy->fs_read, "/data/../etc");
+    sbx_completion *c = run(t, r);
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "fs_read '/data/../etc' has a '.' or '..' component"));
+    assert_int_equal(sbx_fake_created_count(sbx_fake_get("paths")), 0);
+    sbx_completion_free(c);
+
+    r = fx_shell("paths", "echo x"); /* a path under the profile's is a narrowing */
+    r->policy = sbx_policy_new();
+    sbx_add_string(&r->policy->n_fs_read, &r->policy->fs_read, "/data/in");
+    c = run(t, r);
+    assert_int_equal(c->status, OK_STATUS);
     sbx_completion_free(c);
 }
 
@@ -884,6 +908,7 @@ int main(void)
         T(test_engine_request_cannot_turn_strict_profile_lenient),
         T(test_engine_request_widening_memory_is_refused),
         T(test_engine_request_widening_network_is_refused),
+        T(test_engine_request_fs_read_climbing_out_of_the_profile_is_refused),
         T(test_engine_request_narrowing_is_accepted),
         T(test_engine_user_profile_refuses_agent_principal),
         T(test_engine_user_principal_needs_principal_user_capability),
