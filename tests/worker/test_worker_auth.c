@@ -13,6 +13,7 @@
 
 #include "providers/fake/fake.h"
 #include "worker/worker_fixture.h"
+#include "worker/worker_internal.h"
 
 /* Test-only env var names, unique to this test program. */
 #define TOKEN_ENV "SBX_WORKER_AUTH_TEST_TOKEN"
@@ -246,6 +247,120 @@ static void test_worker_auth_principal_sandboxes_bound_each_asserted_principal(v
     rmdir(dir);
 }
 
+/* ---- auth.c on its own: the callers as configured, and the headers and names they send ---- */
+
+/* Each way a caller list cannot authenticate anybody is a config error naming the caller and
+ * the fix, and leaves nothing allocated (LeakSanitizer checks under ASan). */
+static void test_worker_auth_callers_that_cannot_authenticate_are_config_errors(void **state)
+{
+    (void)state;
+    unsetenv("SBX_WORKER_AUTH_TEST_UNSET");
+    setenv("SBX_WORKER_AUTH_TEST_EMPTY", "", 1);
+    setenv(TOKEN_ENV, "a-token", 1);
+    static const struct {
+        const char *token_env, *cert_subject, *client_ca, *error;
+    } cases[] = {
+        {"SBX_WORKER_AUTH_TEST_UNSET", NULL, NULL,
+         "worker caller 'c2': environment variable SBX_WORKER_AUTH_TEST_UNSET (token_env) is "
+         "unset or empty; export the caller's bearer token in it"},
+        {"SBX_WORKER_AUTH_TEST_EMPTY", NULL, NULL, "SBX_WORKER_AUTH_TEST_EMPTY (token_env) is"},
+        {NULL, NULL, NULL,
+         "worker caller 'c2' has neither token_env nor cert_subject; give it one of them"},
+        {"", "", NULL, "has neither token_env nor cert_subject"},
+        {NULL, "agent-2", NULL,
+         "worker caller 'c2' is identified by a client certificate but "
+         "worker.tls.client_ca_file is not set"},
+    };
+    char *star[] = {"*"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* the first caller is fine: the second one's fault is found, and the first freed */
+        sbx_worker_caller callers[2] = {
+            {.name = "c1", .token_env = TOKEN_ENV, .subjects = star, .n_subjects = 1},
+            {.name = "c2",
+             .token_env = (char *)cases[i].token_env,
+             .cert_subject = (char *)cases[i].cert_subject,
+             .subjects = star,
+             .n_subjects = 1},
+        };
+        sbx_worker_config cfg = {
+            .callers = callers, .n_callers = 2, .tls_client_ca_file = (char *)cases[i].client_ca};
+        worker_auth auth;
+        sbx_error err = {0};
+        assert_int_equal(worker_auth_init(&auth, &cfg, &err), SBX_E_CONFIG);
+        if (!strstr(err.message, cases[i].error))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err.message, cases[i].error);
+        assert_null(auth.callers);
+        assert_int_equal(auth.n_callers, 0);
+    }
+    unsetenv("SBX_WORKER_AUTH_TEST_EMPTY");
+}
+
+/* The authorization header: the scheme is case-insensitive (RFC 9110 §11.1), the token is
+ * compared whole, and anything else (another scheme, no token) matches no caller. */
+static void test_worker_auth_bearer_header_forms(void **state)
+{
+    (void)state;
+    setenv(TOKEN_ENV, "tok-one", 1);
+    setenv(CLIENT_TOKEN_ENV, "tok-two", 1);
+    char *star[] = {"*"}, *alice[] = {"alice"};
+    sbx_worker_caller callers[3] = {
+        {.name = "one", .token_env = TOKEN_ENV, .subjects = alice, .n_subjects = 1},
+        {.name = "two", .token_env = CLIENT_TOKEN_ENV, .subjects = star, .n_subjects = 1},
+        {.name = "cert", .cert_subject = "agent-1", .subjects = alice, .n_subjects = 1},
+    };
+    sbx_worker_config cfg = {.callers = callers, .n_callers = 3, .tls_client_ca_file = "ca.pem"};
+    worker_auth auth;
+    sbx_error err = {0};
+    assert_int_equal(worker_auth_init(&auth, &cfg, &err), SBX_OK);
+    assert_true(auth.required);
+    static const struct {
+        const char *header;
+        int caller; /* index, or -1: none */
+    } cases[] = {
+        {"Bearer tok-one", 0},
+        {"bearer tok-two", 1},
+        {"BEARER tok-one", 0},
+        {"Bearer tok-one ", -1},
+        {"Bearer TOK-ONE", -1},
+        {"Basic tok-one", -1},
+        {"Bearer", -1},
+        {"Bearer ", -1},
+        {"Bearertok-one", -1},
+        {"tok-one", -1},
+        {"", -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const worker_caller *c =
+            worker_auth_by_token(&auth, cases[i].header, strlen(cases[i].header));
+        const worker_caller *want = cases[i].caller < 0 ? NULL : &auth.callers[cases[i].caller];
+        if (c != want)
+            fail_msg("'%s': caller %s, expected %s", cases[i].header, c ? c->config->name : "none",
+                     want ? want->config->name : "none");
+    }
+    /* a header is len bytes, not a C string: what follows it is not part of the token */
+    assert_ptr_equal(worker_auth_by_token(&auth, "Bearer tok-onetwo", 14), &auth.callers[0]);
+
+    assert_ptr_equal(worker_auth_by_cert(&auth, "agent-1"), &auth.callers[2]);
+    assert_null(worker_auth_by_cert(&auth, "agent-2"));
+    assert_null(worker_auth_by_cert(&auth, ""));
+    assert_null(worker_auth_by_cert(&auth, NULL));
+
+    assert_true(worker_caller_may_assert(&auth.callers[0], "alice"));
+    assert_false(worker_caller_may_assert(&auth.callers[0], "alicia"));
+    assert_true(worker_caller_may_assert(&auth.callers[1], "anyone"));
+    /* credentials or groups choose the identity: only a "*" caller may send them */
+    sbx_principal *p = sbx_principal_new();
+    assert_true(worker_caller_may_choose_identity(&auth.callers[0], p));
+    assert_true(worker_caller_may_choose_identity(&auth.callers[0], NULL));
+    assert_true(sbx_add_string(&p->n_groups, &p->groups, "admins"));
+    assert_false(worker_caller_may_choose_identity(&auth.callers[0], p));
+    assert_true(worker_caller_may_choose_identity(&auth.callers[1], p));
+    sbx_message_free(&p->base);
+    worker_auth_free(&auth);
+    assert_null(auth.callers);
+    worker_auth_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +375,8 @@ int main(void)
         cmocka_unit_test(test_worker_auth_right_token_is_accepted),
         cmocka_unit_test(test_worker_auth_wrong_token_is_unauthenticated),
         cmocka_unit_test(test_worker_auth_no_token_is_unauthenticated),
+        cmocka_unit_test(test_worker_auth_callers_that_cannot_authenticate_are_config_errors),
+        cmocka_unit_test(test_worker_auth_bearer_header_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
