@@ -147,12 +147,15 @@ static sbx_status key_load(const char *path, bool make_dirs, sbx_binding_key **o
         return sbx_error_set(err, SBX_E_CONFIG,
                              "no secret_file configured; set sandbox.secret_file to a path "
                              "(created 0600 when absent)");
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO's open would otherwise wait for a writer forever (it is refused below
+     * as not a regular file); on a regular file it changes nothing. */
+    const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
+    int fd = open(path, flags);
     if (fd < 0 && errno == ENOENT) {
         sbx_status st = create_secret(path, make_dirs, err);
         if (st != SBX_OK)
             return st;
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open(path, flags);
     }
     if (fd < 0)
         return sbx_error_set(err, errno == ELOOP ? SBX_E_PERMISSION_DENIED : SBX_E_CONFIG,

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +80,71 @@ static void test_binding_secret_symlink_is_refused(void **state)
     assert_null(k);
 }
 
+/* What secret_file may not be: each is refused with its reason, nothing loaded, and a FIFO
+ * (whose open would wait for a writer forever) refused at once. */
+static void test_binding_secret_that_is_not_a_private_regular_file_is_refused(void **state)
+{
+    (void)state;
+    char path[128];
+    sbx_binding_key *k = NULL;
+    sbx_error err = {0};
+
+    snprintf(path, sizeof(path), "%s/adir", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_PERMISSION_DENIED);
+    assert_non_null(strstr(err.message, "is not a regular file"));
+    assert_null(k);
+
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10); /* a hang fails the test (SIGALRM) instead of stalling the suite */
+    assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_PERMISSION_DENIED);
+    alarm(0);
+    assert_non_null(strstr(err.message, "is not a regular file"));
+    assert_null(k);
+
+    snprintf(path, sizeof(path), "%s/short", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "0123456789", 10), 10);
+    close(fd);
+    assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "holds 10 bytes; at least"));
+    assert_non_null(strstr(err.message, "delete it to have a new one generated"));
+    assert_null(k);
+
+    if (geteuid() == 0) { /* owned by someone else: only root can make one here */
+        snprintf(path, sizeof(path), "%s/theirs", dir);
+        assert_int_equal(sbx_binding_key_load(path, &k, NULL), SBX_OK);
+        sbx_binding_key_free(k);
+        k = NULL;
+        assert_int_equal(chown(path, 4242, 4242), 0);
+        assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_PERMISSION_DENIED);
+        assert_non_null(strstr(err.message, "is owned by uid 4242, not by this user (uid 0)"));
+        assert_null(k);
+    }
+
+    assert_int_equal(sbx_binding_key_load("", &k, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "no secret_file configured; set sandbox.secret_file"));
+    assert_int_equal(sbx_binding_key_load(NULL, &k, &err), SBX_E_CONFIG);
+
+    /* a configured secret_file never gets directories made for it (a typo would otherwise
+     * give this process a secret of its own) */
+    snprintf(path, sizeof(path), "%s/typo/secret", dir);
+    assert_int_equal(sbx_binding_key_load_configured(path, &k, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "does not exist"));
+    snprintf(path, sizeof(path), "%s/short/secret", dir); /* its "directory" is a file */
+    assert_int_equal(sbx_binding_key_load_configured(path, &k, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "cannot open secret_file"));
+    assert_non_null(strstr(err.message, "Not a directory"));
+    assert_null(k);
+
+    uint8_t few[8] = {0};
+    assert_int_equal(sbx_binding_key_from_bytes(few, sizeof few, &k, &err), SBX_E_CONFIG);
+    assert_non_null(strstr(err.message, "binding secret is 8 bytes; at least"));
+    assert_null(k);
+}
+
 static void test_binding_secret_is_stable_across_loads(void **state)
 {
     (void)state;
@@ -127,6 +194,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_binding_secret_readable_by_group_is_refused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_binding_secret_symlink_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_binding_secret_that_is_not_a_private_regular_file_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_binding_secret_is_stable_across_loads, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_binding_verify_fails_for_other_subject_or_field, setup,
