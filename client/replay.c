@@ -259,6 +259,17 @@ static void normalise(sbx_completion *c, id_map *ids)
     alias_text(&c->notice, ids);
 }
 
+/* A recording made before handles carried their sandbox's policy has none: the replayed
+ * handle's is not compared then (a newer recording's is, like any other field). */
+static void unrecorded_policy(const sbx_completion *want, sbx_completion *got)
+{
+    if (want->session != NULL && want->session->policy == NULL && got->session != NULL &&
+        got->session->policy != NULL) {
+        sbx_message_free(&got->session->policy->base);
+        got->session->policy = NULL;
+    }
+}
+
 static const char *find_value(const field_lines *l, const char *key)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -428,6 +439,7 @@ sbx_status sbx_replay_file(const char *path, sbx_broker *b, sbx_replay_report *r
         }
         normalise(want, ids_rec);
         normalise(got, ids_got);
+        unrecorded_policy(want, got);
         sbx_strbuf diff = {0};
         size_t nd = diff_completions(want, got, &diff);
         report->total++;

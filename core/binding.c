@@ -230,6 +230,37 @@ static void mac_field(sbx_hmac_sha256 *mac, const char *s)
     sbx_hmac_sha256_update(mac, "|", 1);
 }
 
+static void mac_number(sbx_hmac_sha256 *mac, unsigned long long v)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%llu", v);
+    mac_field(mac, text);
+}
+
+static void mac_list(sbx_hmac_sha256 *mac, size_t n, char *const *items)
+{
+    mac_number(mac, n);
+    for (size_t i = 0; i < n; i++)
+        mac_field(mac, items[i]);
+}
+
+/* The sandbox dimensions of a handle's policy, each a field (lists as their count, then their
+ * items); cpu in C99's exact hexadecimal form. */
+static void mac_policy(sbx_hmac_sha256 *mac, const sbx_policy *p)
+{
+    mac_field(mac, "policy");
+    mac_number(mac, (unsigned long long)p->network_egress);
+    mac_list(mac, p->n_network_allow, p->network_allow);
+    mac_list(mac, p->n_fs_read, p->fs_read);
+    mac_list(mac, p->n_fs_write, p->fs_write);
+    char cpu[40];
+    snprintf(cpu, sizeof cpu, "%a", p->cpu);
+    mac_field(mac, cpu);
+    mac_number(mac, p->memory_mb);
+    mac_number(mac, p->pids);
+    mac_number(mac, p->disk_mb);
+}
+
 bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject,
                       uint8_t out[SBX_BINDING_LEN])
 {
@@ -240,6 +271,8 @@ bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, con
     mac_field(&mac, h->provider);
     mac_field(&mac, h->sandbox_id);
     mac_field(&mac, subject);
+    if (h->policy != NULL)
+        mac_policy(&mac, h->policy);
     sbx_hmac_sha256_final(&mac, out);
     return true;
 }
@@ -248,7 +281,7 @@ bool sbx_binding_derive_provider_key(const sbx_binding_key *k, const char *provi
                                      uint8_t out[SBX_BINDING_LEN])
 {
     sbx_hmac_sha256 mac = k->template;
-    /* Two fields, where a binding always has five: no handle signs to the same bytes. */
+    /* Two fields, where a binding always has five or more: no handle signs to the same bytes. */
     mac_field(&mac, "sbx provider credential key");
     mac_field(&mac, provider);
     sbx_hmac_sha256_final(&mac, out);

@@ -45,8 +45,9 @@ sbx_status sbx_binding_key_from_bytes(const uint8_t *key, size_t len, sbx_bindin
 void sbx_binding_key_free(sbx_binding_key *k);
 
 /* HMAC-SHA256 over session_id|profile|provider|sandbox_id|subject (each field written as its
- * decimal length, ':', its bytes, then '|', so no field can bleed into the next).
- * Thread-safe. */
+ * decimal length, ':', its bytes, then '|', so no field can bleed into the next), then, when
+ * the handle holds the sandbox's policy, the word "policy" and each of its sandbox dimensions
+ * the same way (a handle without one signs as before it had the field). Thread-safe. */
 bool sbx_binding_sign(const sbx_binding_key *k, const sbx_session_handle *h, const char *subject,
                       uint8_t out[SBX_BINDING_LEN]);
 /* Constant-time check of h->binding against the expected value for subject. */

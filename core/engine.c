@@ -121,6 +121,8 @@ static sbx_session_handle *handle_copy(const sbx_session_handle *src)
     h->created_at_ms = src->created_at_ms;
     h->last_used_at_ms = src->last_used_at_ms;
     h->status = src->status;
+    if (ok && src->policy != NULL)
+        ok = (h->policy = (sbx_policy *)sbx_message_copy(&src->policy->base)) != NULL;
     if (!ok) {
         sbx_message_free(&h->base);
         return NULL;
@@ -798,7 +800,8 @@ typedef struct run {
     sbx_session_handle *handle; /* working copy, owned until handed to the completion */
     sbx_completion *c;
     sbx_error err;
-    bool req_bound; /* the request's handle verified, its signed fields those of handle then */
+    bool req_bound;  /* the request's handle verified, its signed fields those of handle then */
+    bool policy_set; /* the handle's policy was replaced or dropped (binding.c signs it) */
 } run;
 
 static void idle_note(run *r, const sbx_session_handle *h, sbx_status st, const sbx_result *res);
@@ -941,6 +944,69 @@ static sbx_status hold_place(run *r, holding_place *place)
                          subject_of(r), held, held == 1 ? "" : "es", r->e->cfg->node);
 }
 
+/* Records the policy a new sandbox was made under in its handle (signed with it): its sandbox
+ * dimensions, the per-request ones (timeout, output limit, lenient) left out. */
+static sbx_status set_sandbox_policy(run *r)
+{
+    sbx_session_handle *h = r->handle;
+    sbx_message_free((ProtobufCMessage *)h->policy);
+    h->policy = (sbx_policy *)sbx_message_copy(&r->policy->base);
+    r->policy_set = true;
+    if (h->policy == NULL)
+        return sbx_error_set(&r->err, SBX_E_INTERNAL, "out of memory recording the policy");
+    h->policy->timeout_ms = 0;
+    h->policy->output_limit_bytes = 0;
+    h->policy->lenient = false;
+    return SBX_OK;
+}
+
+/* The handle no longer names a sandbox: nor the policy of one. */
+static void drop_sandbox(run *r)
+{
+    sbx_session_handle *h = r->handle;
+    sbx_set_string(&h->sandbox_id, NULL);
+    if (h->policy != NULL) {
+        sbx_message_free((ProtobufCMessage *)h->policy);
+        h->policy = NULL;
+        r->policy_set = true;
+    }
+}
+
+/* A request on a sandbox sbx made runs only when that sandbox grants nothing the request's
+ * effective policy does not: its network, filesystem and resource limits were fixed when it
+ * was made, so a narrower request there would run under limits wider than it asked for. The
+ * handle says what they are (signed); one from before handles recorded them is taken to be
+ * the profile's, the widest the sandbox can have. */
+static sbx_status check_sandbox_policy(run *r)
+{
+    static const sbx_policy none = SBX__V1__POLICY__INIT;
+    const sbx_session_handle *h = r->handle;
+    const sbx_policy *made = h->policy != NULL                  ? h->policy
+                             : r->slot->profile->policy != NULL ? r->slot->profile->policy
+                                                                : &none;
+    sbx_strlist wider = {0};
+    if (!sbx_policy_sandbox_wider(made, r->policy, &wider))
+        return sbx_error_set(&r->err, SBX_E_INTERNAL, "out of memory comparing policies");
+    if (wider.n == 0)
+        return SBX_OK;
+    char *list = sbx_strlist_join(&wider, ", ");
+    sbx_strlist_clear(&wider);
+    if (list == NULL)
+        return sbx_error_set(&r->err, SBX_E_INTERNAL, "out of memory comparing policies");
+    sbx_status st =
+        sbx_error_set(&r->err, SBX_E_POLICY,
+                      "session %s's sandbox was made under a wider policy than this "
+                      "request's (%s)%s; a sandbox's network, filesystem and resource limits "
+                      "are fixed when it is made: ask for them in the session's first "
+                      "request, or use a new session for this one",
+                      h->session_id, list,
+                      h->policy != NULL ? ""
+                                        : " (its handle records no policy, so it is taken "
+                                          "to be the profile's)");
+    free(list);
+    return st;
+}
+
 /* Acquires the session's sandbox: attach (self-heal on GONE for managed), or create. */
 static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
 {
@@ -958,6 +1024,11 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
                                  "profile '%s': provider '%s' cannot reconnect to sandbox '%s' "
                                  "(attach); use a per_call scope",
                                  s->profile->name, ops->name, target);
+        if (managed(s) && !follows_command(r->req)) {
+            sbx_status refused = check_sandbox_policy(r);
+            if (refused != SBX_OK)
+                return refused;
+        }
         sbx_status st = ops->attach(s->state, target, &r->principal, r->policy, sb, &r->err);
         if (st != SBX_E_GONE)
             return st;
@@ -1000,6 +1071,7 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
     if (st == SBX_OK) {
         atomic_fetch_add_explicit(&s->made, 1, memory_order_relaxed);
         h->created_at_ms = sbx_now_ms();
+        st = set_sandbox_policy(r);
         if (*recreated)
             sbx_completion_add_notice(r->c,
                                       "the sandbox behind session %s no longer existed and was "
@@ -1073,12 +1145,12 @@ static bool same_str(const char *a, const char *b)
     return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0; /* as the binding signs them */
 }
 
-/* Whether h's signed fields (binding.c: session, profile, provider, sandbox) are the request
- * handle's. */
+/* Whether h's signed fields (binding.c: session, profile, provider, sandbox, and the policy,
+ * which only the engine replaces: policy_set) are the request handle's. */
 static bool signs_as_request(const run *r, const sbx_session_handle *h)
 {
     const sbx_session_handle *q = r->req->session;
-    return q != NULL && same_str(h->session_id, q->session_id) &&
+    return q != NULL && !r->policy_set && same_str(h->session_id, q->session_id) &&
            same_str(h->profile, q->profile) && same_str(h->provider, q->provider) &&
            same_str(h->sandbox_id, q->sandbox_id);
 }
@@ -1329,7 +1401,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
                                   "with an empty sandbox (recreate_elsewhere); the old sandbox "
                                   "is left to its node",
                                   h->session_id, h->node, r->e->cfg->node);
-        sbx_set_string(&h->sandbox_id, NULL);
+        drop_sandbox(r);
         sbx_set_bytes(&h->binding, NULL, 0);
     }
     /* Node-free providers (cloud APIs) leave node empty: any worker may reach the sandbox. */
@@ -1427,7 +1499,7 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
             atomic_fetch_add_explicit(&s->removed, 1, memory_order_relaxed);
             if (counted(r))
                 holdings_drop(r->e->holdings, subject_of(r), slot_index(r), h->sandbox_id);
-            sbx_set_string(&h->sandbox_id, NULL);
+            drop_sandbox(r);
             h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED;
         } else {
             sbx_completion_add_notice(r->c, "per_call sandbox %s could not be destroyed: %s",
@@ -1504,7 +1576,7 @@ static sbx_completion *do_destroy(run *r)
     if (r->e->idle != NULL)
         idle_forget(r->e->idle, session_key(r, key));
     /* Attached: only the binding is dropped; the environment itself is never touched. */
-    sbx_set_string(&h->sandbox_id, NULL);
+    drop_sandbox(r);
     sbx_set_string(&h->profile, s->profile->name);
     sbx_set_string(&h->provider, s->ops->name);
     h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED;

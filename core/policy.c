@@ -201,6 +201,58 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
     return SBX_OK;
 }
 
+/* A sandbox limit grants more than want's: want sets one (0 is no limit) the sandbox exceeds. */
+#define WIDER_LIMIT(field, fmt_spec, cast)                                                         \
+    do {                                                                                           \
+        if (want->field != 0 && (sandbox->field == 0 || sandbox->field > want->field)) {           \
+            if (sandbox->field == 0)                                                               \
+                ok &= add_widened(wider, #field " unlimited > " fmt_spec, (cast)want->field);      \
+            else                                                                                   \
+                ok &= add_widened(wider, #field " " fmt_spec " > " fmt_spec, (cast)sandbox->field, \
+                                  (cast)want->field);                                              \
+        }                                                                                          \
+    } while (0)
+
+/* The first of the sandbox's paths that no path of want's holds, or NULL. */
+static const char *path_not_held(size_t n, char *const *paths, size_t nw, char *const *wants)
+{
+    const char *outside = NULL;
+    bool dotted;
+    return paths_within(n, paths, nw, wants, &outside, &dotted) ? NULL : outside;
+}
+
+bool sbx_policy_sandbox_wider(const sbx_policy *sandbox, const sbx_policy *want, sbx_strlist *wider)
+{
+    bool ok = true;
+    int have = egress_rank(sandbox->network_egress), asked = egress_rank(want->network_egress);
+    if (asked >= 0 && have > asked)
+        ok &= add_widened(wider, "network_egress %s > %s",
+                          sbx_policy_egress_name(sandbox->network_egress),
+                          sbx_policy_egress_name(want->network_egress));
+    else if (asked == 1 && have == 1)
+        for (size_t i = 0; i < sandbox->n_network_allow; i++)
+            if (!list_has(want->n_network_allow, want->network_allow, sandbox->network_allow[i]))
+                ok &= add_widened(wider, "network_allow '%s' not asked for",
+                                  sandbox->network_allow[i]);
+    const char *p =
+        path_not_held(sandbox->n_fs_read, sandbox->fs_read, want->n_fs_read, want->fs_read);
+    if (p != NULL)
+        ok &= add_widened(wider, "fs_read '%s' not asked for", p);
+    p = path_not_held(sandbox->n_fs_write, sandbox->fs_write, want->n_fs_write, want->fs_write);
+    if (p != NULL)
+        ok &= add_widened(wider, "fs_write '%s' not asked for", p);
+    if (want->cpu > 0 && (sandbox->cpu <= 0 || sandbox->cpu > want->cpu)) {
+        if (sandbox->cpu <= 0)
+            ok &= add_widened(wider, "cpu unlimited > %g", want->cpu);
+        else
+            ok &= add_widened(wider, "cpu %g > %g", sandbox->cpu, want->cpu);
+    }
+    WIDER_LIMIT(memory_mb, "%llu", unsigned long long);
+    WIDER_LIMIT(pids, "%u", unsigned);
+    WIDER_LIMIT(disk_mb, "%llu", unsigned long long);
+    return ok;
+}
+
 sbx_status sbx_policy_unenforceable(const sbx_capabilities *caps, const sbx_policy *p,
                                     sbx_strlist *out)
 {

@@ -24,6 +24,13 @@ sbx_status sbx_policy_merge(const sbx_policy *profile, const sbx_policy *request
 sbx_status sbx_policy_unenforceable(const sbx_capabilities *caps, const sbx_policy *p,
                                     sbx_strlist *out);
 
+/* Appends, as "memory_mb 512 > 64"-style text, every sandbox dimension (egress and its
+ * allowlist, fs_read, fs_write, cpu, memory_mb, pids, disk_mb) in which an existing sandbox's
+ * policy grants more than the effective policy want asks for: such a request cannot run there,
+ * the sandbox's limits being fixed when it was made. false on ENOMEM. */
+bool sbx_policy_sandbox_wider(const sbx_policy *sandbox, const sbx_policy *want,
+                              sbx_strlist *wider);
+
 /* Name of an egress value: "deny", "allow", "allowlist", "unspecified". */
 const char *sbx_policy_egress_name(Sbx__V1__NetworkEgress e);
 

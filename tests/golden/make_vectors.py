@@ -121,6 +121,11 @@ def build(ex, ag):
         s.created_at_ms = -1234567890123  # negative int64: 10-byte varint
         s.last_used_at_ms = 1764374400000
         s.status = E.SESSION_STATUS_ACTIVE
+        s.policy.network_egress = E.NETWORK_EGRESS_DENY  # the sandbox's: its sandbox dimensions
+        s.policy.fs_write.extend(["/workspace/out"])
+        s.policy.cpu = 0.25
+        s.policy.memory_mb = 512
+        s.policy.pids = 64
 
     def envelope(r, task):
         r.task_id = task
@@ -161,6 +166,9 @@ def build(ex, ag):
         ("session.binding", "bytes", hexs(pattern(32, 13, 1))),
         ("session.created_at_ms", "i64", "-1234567890123"),
         ("session.status", "i64", "1"),
+        ("session.policy.network_egress", "i64", "1"),
+        ("session.policy.cpu", "f64", "0.25"),
+        ("session.policy.memory_mb", "u64", "512"),
         ("deadline_ms", "i64", "9223372036854775807"),
         ("conversation_id", "str", hexs("conv-" + RTL)),
         ("run_code.code", "str", hexs(r.run_code.code)),

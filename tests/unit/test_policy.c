@@ -393,6 +393,64 @@ static void test_policy_unenforceable_lists_each_dimension(void **state)
     }
 }
 
+/* An existing sandbox against a later request's effective policy: each dimension in which the
+ * sandbox grants more is named; one that grants less, or the same, is not. */
+static void test_policy_sandbox_wider_names_each_dimension(void **state)
+{
+    (void)state;
+    sbx_policy sb = SBX__V1__POLICY__INIT, want = SBX__V1__POLICY__INIT;
+    char *net_sb[] = {"pypi.org", "example.com"}, *net_want[] = {"pypi.org"};
+    char *fs_sb[] = {"/data"}, *fs_want[] = {"/data/in"}, *root[] = {"/"};
+    sb.network_egress = want.network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+    sb.network_allow = net_sb;
+    sb.n_network_allow = 2;
+    want.network_allow = net_want;
+    want.n_network_allow = 1;
+    sb.fs_read = sb.fs_write = fs_sb;
+    sb.n_fs_read = sb.n_fs_write = 1;
+    want.fs_read = fs_want;
+    want.n_fs_read = 1;
+    want.fs_write = root; /* "/" holds /data */
+    want.n_fs_write = 1;
+    sb.cpu = 0; /* unlimited */
+    want.cpu = 0.5;
+    sb.memory_mb = 512;
+    want.memory_mb = 256;
+    sb.pids = 0;
+    want.pids = 8;
+    sb.disk_mb = 10;
+    want.disk_mb = 100; /* the sandbox's is narrower: fine */
+    sbx_strlist w = {0};
+    assert_true(sbx_policy_sandbox_wider(&sb, &want, &w));
+    const char *expect[] = {"network_allow 'example.com' not asked for",
+                            "fs_read '/data' not asked for", "cpu unlimited > 0.5",
+                            "memory_mb 512 > 256", "pids unlimited > 8"};
+    assert_int_equal(w.n, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_string_equal(w.items[i], expect[i]);
+    sbx_strlist_clear(&w);
+
+    /* egress: only a wider rank counts; a request leaving a limit unset (0) asks for none */
+    sbx_policy a = SBX__V1__POLICY__INIT, b = SBX__V1__POLICY__INIT;
+    a.network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
+    b.network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    a.memory_mb = 64;
+    assert_true(sbx_policy_sandbox_wider(&a, &b, &w));
+    assert_int_equal(w.n, 1);
+    assert_string_equal(w.items[0], "network_egress allowlist > deny");
+    sbx_strlist_clear(&w);
+    b.memory_mb = 32;
+    assert_true(sbx_policy_sandbox_wider(&b, &a, &w)); /* deny under allowlist: narrower */
+    assert_int_equal(w.n, 0);
+    a.cpu = 2;
+    b.cpu = 1;
+    assert_true(sbx_policy_sandbox_wider(&a, &b, &w));
+    assert_int_equal(w.n, 3);
+    assert_string_equal(w.items[1], "cpu 2 > 1");
+    assert_string_equal(w.items[2], "memory_mb 64 > 32");
+    sbx_strlist_clear(&w);
+}
+
 static void test_policy_egress_names(void **state)
 {
     (void)state;
@@ -420,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_policy_lenient_request_never_loosens_a_strict_profile),
         cmocka_unit_test(test_policy_no_request_takes_the_profile),
         cmocka_unit_test(test_policy_unenforceable_lists_each_dimension),
+        cmocka_unit_test(test_policy_sandbox_wider_names_each_dimension),
         cmocka_unit_test(test_policy_egress_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
