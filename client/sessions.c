@@ -455,6 +455,8 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
         } else {
             sbx_set_string(&h->sandbox_id, NULL); /* best effort: never reuse it */
             sbx_set_bytes(&h->binding, NULL, 0);
+            sbx_message_free((ProtobufCMessage *)h->policy); /* that sandbox's */
+            h->policy = NULL;
         }
         sbx_completion_free(d);
         h->status = SBX__V1__SESSION_STATUS__SESSION_STATUS_ACTIVE;
