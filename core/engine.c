@@ -945,19 +945,20 @@ static sbx_status hold_place(run *r, holding_place *place)
 }
 
 /* Records the policy a new sandbox was made under in its handle (signed with it): its sandbox
- * dimensions, the per-request ones (timeout, output limit, lenient) left out. */
-static sbx_status set_sandbox_policy(run *r)
+ * dimensions, the per-request ones (timeout, output limit, lenient) left out. Out of memory
+ * leaves none, and the sandbox is then taken to have the profile's policy, the widest it can
+ * have (check_sandbox_policy): never a failure that would lose the sandbox just made. */
+static void set_sandbox_policy(run *r)
 {
     sbx_session_handle *h = r->handle;
     sbx_message_free((ProtobufCMessage *)h->policy);
     h->policy = (sbx_policy *)sbx_message_copy(&r->policy->base);
     r->policy_set = true;
     if (h->policy == NULL)
-        return sbx_error_set(&r->err, SBX_E_INTERNAL, "out of memory recording the policy");
+        return;
     h->policy->timeout_ms = 0;
     h->policy->output_limit_bytes = 0;
     h->policy->lenient = false;
-    return SBX_OK;
 }
 
 /* The handle no longer names a sandbox: nor the policy of one. */
@@ -1071,7 +1072,7 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
     if (st == SBX_OK) {
         atomic_fetch_add_explicit(&s->made, 1, memory_order_relaxed);
         h->created_at_ms = sbx_now_ms();
-        st = set_sandbox_policy(r);
+        set_sandbox_policy(r);
         if (*recreated)
             sbx_completion_add_notice(r->c,
                                       "the sandbox behind session %s no longer existed and was "
