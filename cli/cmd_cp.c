@@ -337,6 +337,20 @@ static int upload_tree(cli_plane *p, const char *host, const char *session, cons
     return rc;
 }
 
+/* The host name of a listed entry: the last component of its path (providers list names, as
+ * the local agent does, or whole paths, as E2B's envd does), or NULL for one that names no
+ * single file below the directory ("", ".", "..", a path ending in '/'). What a listing says
+ * comes from inside the sandbox: a name such as "../../.bashrc" would otherwise be written
+ * outside the destination. */
+static const char *entry_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *name = slash != NULL ? slash + 1 : path;
+    if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return NULL;
+    return name;
+}
+
 /* -r out of the sandbox: path is listed (ListFiles); false in *is_dir when it cannot be
  * (then it is copied as one file). */
 static int download_tree(cli_plane *p, const char *session, const char *path, const char *host,
@@ -370,7 +384,13 @@ static int download_tree(cli_plane *p, const char *session, const char *path, co
     char h[CP_PATH_MAX], r[CP_PATH_MAX];
     for (size_t i = 0; rc == CLI_EXIT_OK && i < c->result->n_files; i++) {
         const sbx_file *f = c->result->files[i];
-        if (!join(h, host, f->path) || !join(r, path, f->path)) {
+        const char *name = entry_name(f->path != NULL ? f->path : "");
+        if (name == NULL) {
+            fprintf(stderr,
+                    "sbx cp: notice: skipping an entry of %s:%s named '%.200s' (not a "
+                    "name of a file in it)\n",
+                    session, path, f->path != NULL ? f->path : "");
+        } else if (!join(h, host, name) || !join(r, path, name)) {
             rc = CLI_EXIT_FAILED;
         } else if (f->kind == SBX__V1__FILE_KIND__FILE_KIND_DIRECTORY) {
             bool sub = false;

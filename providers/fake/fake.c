@@ -44,6 +44,8 @@ static const sbx_option_spec fake_option_specs[] = {
      "SUBJECT=ID sandboxes made before this engine: live, and listed (list_held) as that "
      "principal's"},
     {"fail_list", SBX_OPT_BOOL, "false", NULL, 0, 0, "fault: list_held fails (PROVISION)"},
+    {"list_extra", SBX_OPT_STRING, "", NULL, 0, 0,
+     "fault: every list_files also answers an entry of this path, as a hostile sandbox could"},
     {NULL, SBX_OPT_STRING, NULL, NULL, 0, 0, NULL},
 };
 
@@ -61,6 +63,7 @@ struct sbx_fake {
     size_t destroy_calls;
     sbx_strlist held_ids, held_subjects; /* the "held" option, immutable after open */
     bool fail_create, gone, expose_token, attach_stalls, fail_list;
+    char *list_extra; /* "": none */
     int64_t slow_ms;
     int64_t last_deadline;
     int running, max_parallel;
@@ -235,6 +238,8 @@ static sbx_status fake_open(const sbx_provider_ctx *ctx, void **state, sbx_error
     f->expose_token = opt_bool(o, "expose_token");
     f->fail_create = opt_bool(o, "fail_create");
     f->fail_list = opt_bool(o, "fail_list");
+    const char *extra = o != NULL ? sbx_options_get(o, "list_extra") : NULL;
+    f->list_extra = extra != NULL && extra[0] ? strdup(extra) : NULL;
     f->gone = opt_bool(o, "gone");
     f->slow_ms = o != NULL ? sbx_options_get_int(o, "slow_ms") : 0;
     /* An attached profile's environment exists before sbx: the fake pretends it does. */
@@ -304,6 +309,7 @@ static void fake_close(void *state)
         protobuf_c_message_free_unpacked(&f->caps->base, NULL);
     pthread_mutex_destroy(&f->mu);
     free(f->profile);
+    free(f->list_extra);
     free(f);
 }
 
@@ -734,6 +740,13 @@ static sbx_status fake_list_files(sbx_sandbox *sb, const Sbx__V1__ListFiles *op,
         sbx_result_add_file(res, e);
     }
     sbx_strlist_clear(&seen);
+    sbx_file *extra = h->f->list_extra != NULL ? sbx_file_new() : NULL;
+    if (extra != NULL) {
+        sbx_set_string(&extra->path, h->f->list_extra);
+        extra->kind = SBX__V1__FILE_KIND__FILE_KIND_REGULAR;
+        extra->mode = 0644;
+        sbx_result_add_file(res, extra);
+    }
 out:
     free(dir);
     op_end(h);
