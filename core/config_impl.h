@@ -37,13 +37,7 @@
 #define DEFAULT_POLICY_MEMORY_MB 512
 #define DEFAULT_POLICY_PIDS 256
 #define DEFAULT_POLICY_TIMEOUT_MS 120000
-#define MAX_POLICY_CPU 1024                       /* cores; beyond any single host */
-#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
-#define MAX_POLICY_PIDS 4194304                   /* the kernel's PID_MAX_LIMIT */
-#define MAX_POLICY_DISK_MB (1LL << 30)            /* 1 PiB */
-/* a week: longer is a service, not a call */
-#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000)
-#define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
+/* The bounds of each policy limit: core/limits.h (a request's are checked against them too). */
 
 #define DEFAULT_BROKER_FLAVOR "thread"
 #define MAX_BROKER_THREADS 1024 /* executor threads; more only thrash */

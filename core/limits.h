@@ -67,4 +67,17 @@ _Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
 #define SBX_REQUEST_DECODE_FACTOR 4
 #define SBX_REQUEST_DECODE_SLACK (8u * 1024u * 1024u)
 
+/* ---- policy limits: a profile's (core/config_profile.c) and a request's (core/policy.c) ---- */
+
+#define MAX_POLICY_CPU 1024 /* cores; beyond any single host */
+/* The smallest cpu limit every provider can hold: a cgroup's quota of 1 ms per 100 ms period,
+ * Docker's 0.01 CPUs. Less would be rounded to 0, which Docker reads as "no limit". */
+#define MIN_POLICY_CPU 0.01
+#define MAX_POLICY_MEMORY_MB (16LL * 1024 * 1024) /* 16 TiB */
+#define MAX_POLICY_PIDS 4194304                   /* the kernel's PID_MAX_LIMIT */
+#define MAX_POLICY_DISK_MB (1LL << 30)            /* 1 PiB */
+/* a week: longer is a service, not a call */
+#define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000)
+#define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
+
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/limits.h"
 #include "core/path.h"
 
 const char *sbx_policy_egress_name(Sbx__V1__NetworkEgress e)
@@ -110,6 +111,33 @@ static bool add_widened(sbx_strlist *w, const char *fmt, ...)
         }                                                                                          \
     } while (0)
 
+/* A request's limits within the bounds a profile's have (core/limits.h): past them a provider
+ * would wrap or round a limit (a cpu of 1e-12 becomes Docker's 0, "no limit"). */
+#define CHECK_MAX(field, max)                                                                      \
+    do {                                                                                           \
+        if (req->field > (unsigned long long)(max))                                                \
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,                                      \
+                                 "policy." #field " %llu is above its bound %llu; ask for at "     \
+                                 "most that, or 0 for the profile's",                              \
+                                 (unsigned long long)req->field, (unsigned long long)(max));       \
+    } while (0)
+
+static sbx_status check_bounds(const sbx_policy *req, sbx_error *err)
+{
+    if (!isfinite(req->cpu) || req->cpu < 0 ||
+        (req->cpu > 0 && (req->cpu < MIN_POLICY_CPU || req->cpu > MAX_POLICY_CPU)))
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "policy.cpu %g is not a number of cores from %g to %d; ask for one, "
+                             "or 0 for the profile's",
+                             req->cpu, MIN_POLICY_CPU, MAX_POLICY_CPU);
+    CHECK_MAX(memory_mb, MAX_POLICY_MEMORY_MB);
+    CHECK_MAX(pids, MAX_POLICY_PIDS);
+    CHECK_MAX(disk_mb, MAX_POLICY_DISK_MB);
+    CHECK_MAX(timeout_ms, MAX_POLICY_TIMEOUT_MS);
+    CHECK_MAX(output_limit_bytes, MAX_POLICY_OUTPUT_BYTES);
+    return SBX_OK;
+}
+
 /* The two ways a request's fs path widens the profile's. */
 #define OUTSIDE(field) field " '%s' outside the profile's " field
 #define DOTTED(field)                                                                              \
@@ -126,9 +154,9 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
         prof = &empty;
     bool ok = true;
 
-    if (isnan(req->cpu) || req->cpu < 0)
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                             "policy.cpu must be a non-negative number of cores");
+    sbx_status st = check_bounds(req, err);
+    if (st != SBX_OK)
+        return st;
 
     /* Network egress: the request may only move towards deny. */
     eff->network_egress = prof->network_egress;

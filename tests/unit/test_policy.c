@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -264,14 +265,68 @@ static void test_policy_cpu_narrows_and_never_widens(void **state)
     assert_true(m->eff.cpu == 64);
     release(m);
 
-    const double bad[] = {-1, NAN, -INFINITY};
+    /* outside what every provider can hold: 1e-12 cores became Docker's NanoCpus 0, which it
+     * reads as no limit at all */
+    const double bad[] = {-1, NAN, -INFINITY, INFINITY, 1e-12, 0.009, 1025, 1e308};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         m = fresh();
         m->req.cpu = bad[i];
         merge(m);
         assert_int_equal(m->st, SBX_E_INVALID_ARGUMENT);
-        assert_non_null(strstr(m->err.message, "policy.cpu must be a non-negative number"));
+        assert_non_null(strstr(m->err.message, "is not a number of cores from 0.01 to 1024"));
         release(m);
+    }
+    const double edges[] = {0.01, 1024};
+    for (size_t i = 0; i < 2; i++) {
+        m = fresh();
+        m->req.cpu = edges[i];
+        merge(m);
+        assert_int_equal(m->st, SBX_OK);
+        release(m);
+    }
+}
+
+/* Each limit of a request within a profile's bounds (core/limits.h): past them a provider
+ * would wrap it (memory_mb * 2^20 past 2^64 bytes is a few MiB) or cannot hold it. */
+static void test_policy_request_limits_past_their_bounds_are_invalid(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t offset;
+        size_t size;
+        unsigned long long max;
+        const char *name;
+    } limits[] = {
+        {offsetof(sbx_policy, memory_mb), 8, 16ull * 1024 * 1024, "memory_mb"},
+        {offsetof(sbx_policy, pids), 4, 4194304, "pids"},
+        {offsetof(sbx_policy, disk_mb), 8, 1ull << 30, "disk_mb"},
+        {offsetof(sbx_policy, timeout_ms), 8, 7ull * 24 * 3600 * 1000, "timeout_ms"},
+        {offsetof(sbx_policy, output_limit_bytes), 8, 1ull << 34, "output_limit_bytes"},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        for (int over = 0; over < 2; over++) {
+            merged *m = fresh();
+            unsigned long long v = limits[i].max + (unsigned long long)over;
+            uint8_t *field = (uint8_t *)&m->req + limits[i].offset;
+            if (limits[i].size == 4) {
+                uint32_t v32 = (uint32_t)v;
+                memcpy(field, &v32, 4);
+            } else {
+                memcpy(field, &v, 8);
+            }
+            merge(m);
+            if (!over) {
+                assert_int_equal(m->st, SBX_OK);
+            } else {
+                assert_int_equal(m->st, SBX_E_INVALID_ARGUMENT);
+                char want[256];
+                snprintf(want, sizeof want, "policy.%s %llu is above its bound %llu",
+                         limits[i].name, v, limits[i].max);
+                if (!strstr(m->err.message, want))
+                    fail_msg("'%s' lacks '%s'", m->err.message, want);
+            }
+            release(m);
+        }
     }
 }
 
@@ -475,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_policy_network_allow_entries_must_be_the_profiles),
         cmocka_unit_test(test_policy_cpu_narrows_and_never_widens),
         cmocka_unit_test(test_policy_integer_limits_narrow_and_never_widen),
+        cmocka_unit_test(test_policy_request_limits_past_their_bounds_are_invalid),
         cmocka_unit_test(test_policy_lenient_request_never_loosens_a_strict_profile),
         cmocka_unit_test(test_policy_no_request_takes_the_profile),
         cmocka_unit_test(test_policy_unenforceable_lists_each_dimension),
