@@ -65,7 +65,7 @@ static const field policy_fields[] = {
     LISTF(sbx_policy, fs_write, n_fs_write, "fs_write", absolute_path_ok,
           "an absolute path without . or .. components"),
     REALF(sbx_policy, cpu, "cpu", 0, MAX_POLICY_CPU, DEFAULT_POLICY_CPU,
-          "a number of CPU cores from 0 (no limit) to 1024, e.g. 0.5"),
+          "0 (no limit) or a number of CPU cores from 0.01 to 1024, e.g. 0.5"),
     INTF(sbx_policy, memory_mb, "memory_mb", 0, MAX_POLICY_MEMORY_MB, DEFAULT_POLICY_MEMORY_MB),
     INTF(sbx_policy, pids, "pids", 0, MAX_POLICY_PIDS, DEFAULT_POLICY_PIDS),
     INTF(sbx_policy, disk_mb, "disk_mb", 0, MAX_POLICY_DISK_MB, 0),
@@ -80,6 +80,11 @@ static sbx_status check_policy(loader *L, const config_node *map, const char *pa
 {
     const sbx_policy *pol = section;
     (void)map;
+    if (pol->cpu > 0 && pol->cpu < MIN_POLICY_CPU) /* rounded to 0, "no limit", by Docker */
+        return config_fail(L, config_field_node(policy_fields, at, "cpu"), path,
+                           "cpu %g is below %g, the smallest limit providers hold; use at least "
+                           "that, or 0 for no limit",
+                           pol->cpu, MIN_POLICY_CPU);
     bool allowlist = pol->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST;
     if (!allowlist && pol->n_network_allow > 0)
         return config_fail(
