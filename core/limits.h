@@ -79,5 +79,10 @@ _Static_assert(SBX_AGENT_MAX_FRAME >= 4u * SBX_AGENT_CHUNK,
 /* a week: longer is a service, not a call */
 #define MAX_POLICY_TIMEOUT_MS (7LL * 24 * 3600 * 1000)
 #define MAX_POLICY_OUTPUT_BYTES (1LL << 34) /* 16 GiB per stream */
+/* Entries of each list of a request's policy (network_allow, fs_read, fs_write), and the bytes
+ * of each: a request's lists are compared with the profile's and with its session sandbox's,
+ * entry by entry, so their product must stay small whatever a caller sends. */
+#define MAX_POLICY_LIST_ENTRIES 256
+#define MAX_POLICY_ENTRY_BYTES 4096 /* PATH_MAX */
 
 #endif

@@ -135,6 +135,24 @@ static sbx_status check_bounds(const sbx_policy *req, sbx_error *err)
     CHECK_MAX(disk_mb, MAX_POLICY_DISK_MB);
     CHECK_MAX(timeout_ms, MAX_POLICY_TIMEOUT_MS);
     CHECK_MAX(output_limit_bytes, MAX_POLICY_OUTPUT_BYTES);
+    const struct {
+        const char *name;
+        size_t n;
+        char *const *items;
+    } lists[] = {{"network_allow", req->n_network_allow, req->network_allow},
+                 {"fs_read", req->n_fs_read, req->fs_read},
+                 {"fs_write", req->n_fs_write, req->fs_write}};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        if (lists[i].n > MAX_POLICY_LIST_ENTRIES)
+            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                 "policy.%s has %zu entries; at most %d are accepted",
+                                 lists[i].name, lists[i].n, MAX_POLICY_LIST_ENTRIES);
+        for (size_t j = 0; j < lists[i].n; j++)
+            if (strlen(lists[i].items[j]) > MAX_POLICY_ENTRY_BYTES)
+                return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                                     "policy.%s[%zu] is longer than %d bytes", lists[i].name, j,
+                                     MAX_POLICY_ENTRY_BYTES);
+    }
     return SBX_OK;
 }
 

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/limits.h"
+
 /* Longest DNS name (RFC 1035) and so the longest name any parser returns. */
 #define SBX_EGRESS_NAME_MAX 253
 /* Most bytes the proxy reads before deciding on a connection (ClientHello, HTTP head). */
@@ -24,8 +26,8 @@
 #define SBX_EGRESS_DNS_MAX 1232
 /* Most addresses taken from one DNS answer. */
 #define SBX_EGRESS_DNS_MAX_ADDRS 16
-/* Most network_allow entries. */
-#define SBX_EGRESS_MAX_RULES 256
+/* Most network_allow entries: as many as a policy may hold. */
+#define SBX_EGRESS_MAX_RULES MAX_POLICY_LIST_ENTRIES
 
 typedef enum {
     SBX_EGRESS_BAD = -1,      /* malformed, or not what is allowed: refuse */

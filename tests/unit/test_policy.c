@@ -143,6 +143,52 @@ static void test_policy_request_fs_path_outside_profile_is_refused(void **state)
     release(m);
 }
 
+/* A request's lists are bounded (each is compared entry by entry with the profile's and with
+ * its session sandbox's, so an unbounded one would cost its square). */
+static void test_policy_request_lists_are_bounded(void **state)
+{
+    (void)state;
+    for (int which = 0; which < 3; which++) {
+        for (size_t n = 256; n <= 257; n++) {
+            merged *m = fresh();
+            add(&m->prof.n_fs_read, &m->prof.fs_read, "/");
+            add(&m->prof.n_fs_write, &m->prof.fs_write, "/");
+            m->prof.network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+            for (size_t i = 0; i < n; i++) {
+                char entry[64];
+                snprintf(entry, sizeof entry, which == 0 ? "h%zu.example" : "/p/%zu", i);
+                if (which == 0)
+                    add(&m->req.n_network_allow, &m->req.network_allow, entry);
+                else if (which == 1)
+                    add(&m->req.n_fs_read, &m->req.fs_read, entry);
+                else
+                    add(&m->req.n_fs_write, &m->req.fs_write, entry);
+            }
+            merge(m);
+            if (n == 256) {
+                assert_int_equal(m->st, SBX_OK);
+            } else {
+                assert_int_equal(m->st, SBX_E_INVALID_ARGUMENT);
+                assert_non_null(strstr(m->err.message, "has 257 entries; at most 256"));
+            }
+            release(m);
+        }
+    }
+    merged *m = fresh();
+    add(&m->prof.n_fs_read, &m->prof.fs_read, "/");
+    char *long_path = malloc(4098);
+    assert_non_null(long_path);
+    memset(long_path, 'a', 4097);
+    long_path[0] = '/';
+    long_path[4097] = '\0';
+    add(&m->req.n_fs_read, &m->req.fs_read, long_path);
+    free(long_path);
+    merge(m);
+    assert_int_equal(m->st, SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(m->err.message, "policy.fs_read[0] is longer than 4096 bytes"));
+    release(m);
+}
+
 static void test_policy_profile_paths_apply_when_the_request_has_none(void **state)
 {
     (void)state;
@@ -525,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_policy_request_fs_read_under_profile_path_is_accepted),
         cmocka_unit_test(test_policy_request_fs_path_with_dot_components_is_refused),
         cmocka_unit_test(test_policy_request_fs_path_outside_profile_is_refused),
+        cmocka_unit_test(test_policy_request_lists_are_bounded),
         cmocka_unit_test(test_policy_profile_paths_apply_when_the_request_has_none),
         cmocka_unit_test(test_policy_network_egress_only_moves_towards_deny),
         cmocka_unit_test(test_policy_network_allow_entries_must_be_the_profiles),
