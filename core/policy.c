@@ -25,14 +25,15 @@ const char *sbx_policy_egress_name(Sbx__V1__NetworkEgress e)
     }
 }
 
-/* How much egress a value grants: deny < allowlist < allow. */
+/* How much egress a value grants: deny < allowlist < allow. A policy (a profile's built by
+ * hand, a sandbox's) that leaves egress unspecified grants what providers give it, none: every
+ * provider opens the network only for ALLOW (and the proxy's list for ALLOWLIST). */
 static int egress_rank(Sbx__V1__NetworkEgress e)
 {
     switch (e) {
-    case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY: return 0;
     case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST: return 1;
     case SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW: return 2;
-    default: return -1;
+    default: return 0;
     }
 }
 
@@ -179,8 +180,7 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
     /* Network egress: the request may only move towards deny. */
     eff->network_egress = prof->network_egress;
     if (req->network_egress != SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_UNSPECIFIED) {
-        int pr = egress_rank(prof->network_egress);
-        if (pr >= 0 && egress_rank(req->network_egress) > pr)
+        if (egress_rank(req->network_egress) > egress_rank(prof->network_egress))
             ok &= add_widened(widened, "network_egress %s > profile's %s",
                               sbx_policy_egress_name(req->network_egress),
                               sbx_policy_egress_name(prof->network_egress));
@@ -190,8 +190,7 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
     /* Allowlist entries: under a profile allowlist, only entries the profile lists. */
     const size_t na = req->n_network_allow;
     if (na > 0) {
-        if (prof->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOWLIST ||
-            prof->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY) {
+        if (egress_rank(prof->network_egress) < 2) { /* only ALLOW takes any entry */
             for (size_t i = 0; i < na; i++)
                 if (!list_has(prof->n_network_allow, prof->network_allow, req->network_allow[i]))
                     ok &= add_widened(widened, "network_allow '%s' not in the profile's allowlist",
@@ -259,19 +258,25 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
         }                                                                                          \
     } while (0)
 
-/* The first of the sandbox's paths that no path of want's holds, or NULL. */
+/* The first of the sandbox's paths that no path of want's holds, or NULL. A path want lists
+ * itself is held, dot components or not (a profile built by hand may have one). */
 static const char *path_not_held(size_t n, char *const *paths, size_t nw, char *const *wants)
 {
-    const char *outside = NULL;
-    bool dotted;
-    return paths_within(n, paths, nw, wants, &outside, &dotted) ? NULL : outside;
+    for (size_t i = 0; i < n; i++) {
+        const char *outside = NULL;
+        bool dotted;
+        if (!list_has(nw, wants, paths[i]) &&
+            !paths_within(1, &paths[i], nw, wants, &outside, &dotted))
+            return outside;
+    }
+    return NULL;
 }
 
 bool sbx_policy_sandbox_wider(const sbx_policy *sandbox, const sbx_policy *want, sbx_strlist *wider)
 {
     bool ok = true;
     int have = egress_rank(sandbox->network_egress), asked = egress_rank(want->network_egress);
-    if (asked >= 0 && have > asked)
+    if (have > asked)
         ok &= add_widened(wider, "network_egress %s > %s",
                           sbx_policy_egress_name(sandbox->network_egress),
                           sbx_policy_egress_name(want->network_egress));

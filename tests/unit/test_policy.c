@@ -241,6 +241,20 @@ static void test_policy_network_egress_only_moves_towards_deny(void **state)
         }
         release(m);
     }
+    /* a profile left unspecified (built by hand) is held to what providers give it: no
+     * network; before, it skipped the check and a request's ALLOW opened the network */
+    const int wider[] = {A, L};
+    for (size_t i = 0; i < 2; i++) {
+        merged *m = fresh();
+        m->req.network_egress = (Sbx__V1__NetworkEgress)wider[i];
+        if (wider[i] == L)
+            add(&m->req.n_network_allow, &m->req.network_allow, "pypi.org");
+        merge(m);
+        assert_int_equal(m->st, SBX_OK);
+        assert_true(m->widened.n >= 1);
+        assert_non_null(strstr(m->widened.items[0], "> profile's unspecified"));
+        release(m);
+    }
     /* unspecified in the request keeps the profile's */
     merged *m = fresh();
     m->prof.network_egress = (Sbx__V1__NetworkEgress)L;
