@@ -87,6 +87,20 @@ def main():
     req["zero_field_number_nested"] = field(10, 2, field(1, 2, b"python") + b"\x82\x00\x00")
     req["op_then_same_op_merged"] = field(11, 2, field(1, 2, b"a")) + field(11, 2, field(1, 2, b"b"))
     write("fuzz_request_decode", req, ("req_",))
+    # fuzz_policy reads the same requests (its CMake CORPUS); its own seeds pair a request's
+    # policy with a session policy (standing for the profile's) in the shapes that matter
+    pol = lambda body: field(4, 2, body)
+    sess = lambda body: field(5, 2, field(1, 2, b"s-1") + field(11, 2, body))
+    write("fuzz_policy", {
+        "fs_under_profile": pol(field(3, 2, b"/data/in")) + sess(field(3, 2, b"/data")),
+        "fs_dotdot": pol(field(3, 2, b"/data/../etc")) + sess(field(3, 2, b"/data")),
+        "fs_prefix_only": pol(field(3, 2, b"/database")) + sess(field(3, 2, b"/data")),
+        "egress_allow_over_unspecified": pol(field(1, 0, b"\x02")) + sess(field(6, 0, b"\x80\x04")),
+        "allowlist_entries": pol(field(1, 0, b"\x03") + field(2, 2, b"pypi.org"))
+                             + sess(field(1, 0, b"\x03") + field(2, 2, b"*.pypi.org")),
+        "memory_narrower": pol(field(6, 0, b"\x40")) + sess(field(6, 0, b"\x80\x04")),
+        "cpu_tiny": pol(field(5, 1, b"\x00" * 7 + b"\x3c")),
+    }, ())
 
     comp = dict(COMMON)
     full = golden("completion_succeeded")
