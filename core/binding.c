@@ -230,11 +230,17 @@ static void mac_field(sbx_hmac_sha256 *mac, const char *s)
     sbx_hmac_sha256_update(mac, "|", 1);
 }
 
-static void mac_number(sbx_hmac_sha256 *mac, unsigned long long v)
+/* v in decimal, as a field (the digits written by hand: this runs on every request). */
+static void mac_number(sbx_hmac_sha256 *mac, uint64_t v)
 {
     char text[24];
-    snprintf(text, sizeof text, "%llu", v);
-    mac_field(mac, text);
+    size_t n = sizeof text - 1;
+    text[n] = '\0';
+    do {
+        text[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0);
+    mac_field(mac, text + n);
 }
 
 static void mac_list(sbx_hmac_sha256 *mac, size_t n, char *const *items)
@@ -245,17 +251,17 @@ static void mac_list(sbx_hmac_sha256 *mac, size_t n, char *const *items)
 }
 
 /* The sandbox dimensions of a handle's policy, each a field (lists as their count, then their
- * items); cpu in C99's exact hexadecimal form. */
+ * items); cpu as the bits of the double (exact, and no formatting on every request). */
 static void mac_policy(sbx_hmac_sha256 *mac, const sbx_policy *p)
 {
     mac_field(mac, "policy");
-    mac_number(mac, (unsigned long long)p->network_egress);
+    mac_number(mac, (uint64_t)p->network_egress);
     mac_list(mac, p->n_network_allow, p->network_allow);
     mac_list(mac, p->n_fs_read, p->fs_read);
     mac_list(mac, p->n_fs_write, p->fs_write);
-    char cpu[40];
-    snprintf(cpu, sizeof cpu, "%a", p->cpu);
-    mac_field(mac, cpu);
+    uint64_t cpu_bits;
+    memcpy(&cpu_bits, &p->cpu, sizeof cpu_bits);
+    mac_number(mac, cpu_bits);
     mac_number(mac, p->memory_mb);
     mac_number(mac, p->pids);
     mac_number(mac, p->disk_mb);
