@@ -80,6 +80,26 @@ static sbx_status check_policy(loader *L, const config_node *map, const char *pa
 {
     const sbx_policy *pol = section;
     (void)map;
+    /* A profile's lists within a request's bounds: its effective policy is merged again as a
+     * request when it falls back, and the egress proxy takes at most that many rules. */
+    const struct {
+        const char *key;
+        size_t n;
+        char *const *items;
+    } lists[] = {{"network_allow", pol->n_network_allow, pol->network_allow},
+                 {"fs_read", pol->n_fs_read, pol->fs_read},
+                 {"fs_write", pol->n_fs_write, pol->fs_write}};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        bool too_long = false;
+        for (size_t j = 0; j < lists[i].n; j++)
+            too_long |= strlen(lists[i].items[j]) > MAX_POLICY_ENTRY_BYTES;
+        if (lists[i].n > MAX_POLICY_LIST_ENTRIES || too_long)
+            return config_fail(L, config_field_node(policy_fields, at, lists[i].key), path,
+                               "%s holds %zu entries%s; at most %d of at most %d bytes each are "
+                               "accepted",
+                               lists[i].key, lists[i].n, too_long ? ", one of them too long" : "",
+                               MAX_POLICY_LIST_ENTRIES, MAX_POLICY_ENTRY_BYTES);
+    }
     if (pol->cpu > 0 && pol->cpu < MIN_POLICY_CPU) /* rounded to 0, "no limit", by Docker */
         return config_fail(L, config_field_node(policy_fields, at, "cpu"), path,
                            "cpu %g is below %g, the smallest limit providers hold; use at least "
