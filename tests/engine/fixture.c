@@ -179,3 +179,23 @@ const char *fx_stdout(const sbx_completion *c)
     buf[n] = '\0';
     return buf;
 }
+
+int fx_env_teardown(void **state)
+{
+    fx_env *t = *state;
+    sbx_engine_free(t->e);
+    fx_config_free(t->cfg);
+    free(t);
+    return 0;
+}
+
+sbx_completion *fx_process(sbx_engine *e, sbx_request *r)
+{
+    sbx_completion *c = sbx_engine_process(e, r, NULL);
+    sbx_request_free(r);
+    if (c == NULL) {
+        fprintf(stderr, "fx_process: the engine returned no completion\n");
+        abort();
+    }
+    return c;
+}

@@ -23,6 +23,17 @@ const char *fx_tmpdir(const sbx_config *cfg);
 
 sbx_engine *fx_engine(const sbx_config *cfg);
 
+/* One engine over one config: what an engine test's setup builds into cmocka's *state. */
+typedef struct fx_env {
+    sbx_config *cfg;
+    sbx_engine *e;
+} fx_env;
+/* cmocka teardown of an fx_env in *state: the engine, then the config, then the env. */
+int fx_env_teardown(void **state);
+/* Processes r on e, frees r, and returns the completion; an engine always answers, so a NULL
+ * one aborts the test. */
+sbx_completion *fx_process(sbx_engine *e, sbx_request *r);
+
 sbx_request *fx_shell(const char *profile, const char *line);
 sbx_request *fx_code(const char *profile, const char *language, const char *code);
 sbx_request *fx_destroy(const sbx_session_handle *h);

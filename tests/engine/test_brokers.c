@@ -30,10 +30,7 @@
 
 #define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
 
-typedef struct env {
-    sbx_config *cfg;
-    sbx_engine *e;
-} env;
+typedef fx_env env;
 
 static int setup(void **state)
 {
@@ -43,15 +40,6 @@ static int setup(void **state)
     fx_add_profile(t->cfg, "other", "fake");
     t->e = fx_engine(t->cfg);
     *state = t;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    env *t = *state;
-    sbx_engine_free(t->e);
-    fx_config_free(t->cfg);
-    free(t);
     return 0;
 }
 
@@ -1658,7 +1646,7 @@ static void test_brokers_thread_finite_wait_keeps_its_task_across_the_wake(void 
     sem_destroy(&signal_released);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, fx_env_teardown)
 
 int main(void)
 {

@@ -17,10 +17,7 @@
 #include "core/holdings.h"
 #include "providers/fake/fake.h"
 
-typedef struct env {
-    sbx_config *cfg;
-    sbx_engine *e;
-} env;
+typedef fx_env env;
 
 #define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
 #define FAILED SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED
@@ -65,27 +62,10 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    env *t = *state;
-    sbx_engine_free(t->e);
-    fx_config_free(t->cfg);
-    free(t);
-    return 0;
-}
-
-static sbx_completion *run(env *t, sbx_request *r)
-{
-    sbx_completion *c = sbx_engine_process(t->e, r, NULL);
-    sbx_request_free(r);
-    assert_non_null(c);
-    return c;
-}
-
 /* Runs a shell line on a fresh session of profile and returns the completion. */
 static sbx_completion *fresh(env *t, const char *profile, const char *line)
 {
-    return run(t, fx_shell(profile, line));
+    return fx_process(t->e, fx_shell(profile, line));
 }
 
 static void test_engine_runs_command_and_returns_signed_handle(void **state)
@@ -120,7 +100,7 @@ static void test_engine_request_without_op_is_invalid_and_touches_nothing(void *
 {
     env *t = *state;
     sbx_request *r = sbx_request_new();
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, FAILED);
     assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
     assert_null(sbx_fake_get("default"));
@@ -140,11 +120,11 @@ static void test_engine_unknown_profile_lists_configured_profiles(void **state)
 static void test_engine_state_persists_in_session(void **state)
 {
     env *t = *state;
-    sbx_completion *c1 = run(t, fx_code("default", "python", "x = 20 + 1"));
+    sbx_completion *c1 = fx_process(t->e, fx_code("default", "python", "x = 20 + 1"));
     assert_int_equal(c1->status, OK_STATUS);
     sbx_request *r = fx_code("default", "python", "print(x * 2)\nx");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_string_equal(fx_stdout(c2), "42\n");
     assert_string_equal(c2->result->value, "21");
     assert_string_equal(c2->session->sandbox_id, c1->session->sandbox_id);
@@ -159,7 +139,7 @@ static void test_engine_self_heals_gone_managed_sandbox_with_notice(void **state
     sbx_fake_vanish(sbx_fake_get("default"), c1->session->sandbox_id);
     sbx_request *r = fx_shell("default", "echo two");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->status, OK_STATUS);
     assert_string_equal(fx_stdout(c2), "two\n");
     assert_string_not_equal(c2->session->sandbox_id, c1->session->sandbox_id);
@@ -183,7 +163,7 @@ static void test_engine_attached_gone_is_not_recreated(void **state)
     sbx_fake_vanish(f, "external-1");
     sbx_request *r = fx_shell("ext", "echo again");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->status, FAILED);
     assert_int_equal(c2->error_code, SBX_E_GONE);
     assert_int_equal(sbx_fake_created_count(f), 0);
@@ -197,13 +177,13 @@ static void test_engine_destroy_managed_destroys_and_closes_handle(void **state)
     sbx_completion *c1 = fresh(t, "default", "echo hi");
     char id[64];
     snprintf(id, sizeof(id), "%s", c1->session->sandbox_id);
-    sbx_completion *c2 = run(t, fx_destroy(c1->session));
+    sbx_completion *c2 = fx_process(t->e, fx_destroy(c1->session));
     assert_int_equal(c2->status, OK_STATUS);
     assert_string_equal(c2->session->sandbox_id, "");
     assert_int_equal(c2->session->status, SBX__V1__SESSION_STATUS__SESSION_STATUS_CLOSED);
     assert_true(sbx_fake_was_destroyed(sbx_fake_get("default"), id));
     /* Idempotent: destroying the closed handle again is fine. */
-    sbx_completion *c3 = run(t, fx_destroy(c2->session));
+    sbx_completion *c3 = fx_process(t->e, fx_destroy(c2->session));
     assert_int_equal(c3->status, OK_STATUS);
     sbx_completion_free(c1);
     sbx_completion_free(c2);
@@ -214,7 +194,7 @@ static void test_engine_destroy_attached_only_drops_binding(void **state)
 {
     env *t = *state;
     sbx_completion *c1 = fresh(t, "ext", "echo hi");
-    sbx_completion *c2 = run(t, fx_destroy(c1->session));
+    sbx_completion *c2 = fx_process(t->e, fx_destroy(c1->session));
     assert_int_equal(c2->status, OK_STATUS);
     assert_string_equal(c2->session->sandbox_id, "");
     sbx_fake *f = sbx_fake_get("ext");
@@ -232,7 +212,7 @@ static sbx_completion *again(env *t, const sbx_completion *prev, const char *lin
 {
     sbx_request *r = fx_shell("default", line);
     fx_session(r, prev->session);
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, OK_STATUS);
     assert_int_equal(c->session->binding.len, 32);
     return c;
@@ -250,7 +230,7 @@ static void test_engine_every_returned_handle_verifies(void **state)
     assert_memory_not_equal(c3->session->binding.data, c2->session->binding.data, 32);
     sbx_completion *c4 = again(t, c3, "echo four");
     assert_memory_equal(c4->session->binding.data, c3->session->binding.data, 32);
-    sbx_completion *c5 = run(t, fx_destroy(c4->session)); /* no sandbox: signed anew */
+    sbx_completion *c5 = fx_process(t->e, fx_destroy(c4->session)); /* no sandbox: signed anew */
     assert_int_equal(c5->status, OK_STATUS);
     assert_memory_not_equal(c5->session->binding.data, c4->session->binding.data, 32);
     sbx_completion *c6 = again(t, c5, "echo six");
@@ -293,7 +273,7 @@ static void test_engine_request_cannot_turn_strict_profile_lenient(void **state)
     sbx_request *r = fx_shell("weak", "echo x");
     r->policy = sbx_policy_new();
     r->policy->lenient = true;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_non_null(strstr(c->error, "lenient"));
     sbx_completion_free(c);
@@ -305,7 +285,7 @@ static void test_engine_request_widening_memory_is_refused(void **state)
     sbx_request *r = fx_shell("limited", "echo x");
     r->policy = sbx_policy_new();
     r->policy->memory_mb = 1024;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_non_null(strstr(c->error, "memory_mb 1024 > profile's 512"));
     assert_int_equal(sbx_fake_created_count(sbx_fake_get("limited")), 0);
@@ -318,7 +298,7 @@ static void test_engine_request_widening_network_is_refused(void **state)
     sbx_request *r = fx_shell("limited", "echo x");
     r->policy = sbx_policy_new();
     r->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_non_null(strstr(c->error, "network_egress allow > profile's deny"));
     sbx_completion_free(c);
@@ -332,7 +312,7 @@ static void test_engine_request_fs_read_climbing_out_of_the_profile_is_refused(v
     sbx_request *r = fx_shell("paths", "echo x");
     r->policy = sbx_policy_new();
     sbx_add_string(&r->policy->n_fs_read, &r->policy->fs_read, "/data/../etc");
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_non_null(strstr(c->error, "fs_read '/data/../etc' has a '.' or '..' component"));
     assert_int_equal(sbx_fake_created_count(sbx_fake_get("paths")), 0);
@@ -341,7 +321,7 @@ static void test_engine_request_fs_read_climbing_out_of_the_profile_is_refused(v
     r = fx_shell("paths", "echo x"); /* a path under the profile's is a narrowing */
     r->policy = sbx_policy_new();
     sbx_add_string(&r->policy->n_fs_read, &r->policy->fs_read, "/data/in");
-    c = run(t, r);
+    c = fx_process(t->e, r);
     assert_int_equal(c->status, OK_STATUS);
     sbx_completion_free(c);
 }
@@ -352,7 +332,7 @@ static void test_engine_request_narrowing_is_accepted(void **state)
     sbx_request *r = fx_shell("limited", "echo x");
     r->policy = sbx_policy_new();
     r->policy->memory_mb = 256;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, OK_STATUS);
     sbx_completion_free(c);
 }
@@ -362,7 +342,7 @@ static void test_engine_user_profile_refuses_agent_principal(void **state)
     env *t = *state;
     sbx_request *r = fx_shell("user", "echo x");
     r->principal->mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_AGENT;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_non_null(strstr(c->error, "requires user identity"));
     sbx_fake *f = sbx_fake_get("user");
@@ -375,7 +355,7 @@ static void test_engine_user_principal_needs_principal_user_capability(void **st
     env *t = *state;
     sbx_request *r = fx_shell("nouser", "echo x");
     r->principal->mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_CAPABILITY);
     assert_non_null(strstr(c->error, "principal_user"));
     assert_int_equal(sbx_fake_created_count(sbx_fake_get("nouser")), 0);
@@ -387,7 +367,7 @@ static void test_engine_user_principal_runs_where_declared(void **state)
     env *t = *state;
     sbx_request *r = fx_shell("user", "echo x");
     r->principal->mode = SBX__V1__PRINCIPAL_MODE__PRINCIPAL_MODE_USER;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, OK_STATUS);
     sbx_completion_free(c);
 }
@@ -397,7 +377,7 @@ static void test_engine_undeclared_operations_are_capability_errors(void **state
     env *t = *state;
     sbx_completion *c1 = fresh(t, "pyonly", "echo x");
     assert_int_equal(c1->error_code, SBX_E_CAPABILITY);
-    sbx_completion *c2 = run(t, fx_code("pyonly", "ruby", "puts 1"));
+    sbx_completion *c2 = fx_process(t->e, fx_code("pyonly", "ruby", "puts 1"));
     assert_int_equal(c2->error_code, SBX_E_CAPABILITY);
     assert_non_null(strstr(c2->error, "it offers: python"));
     assert_int_equal(sbx_fake_created_count(sbx_fake_get("pyonly")), 0);
@@ -415,7 +395,7 @@ static void test_engine_expose_port(void **state)
     assert_int_equal(c1->status, OK_STATUS);
     sbx_fake *f = sbx_fake_get("default");
     uint64_t ops = sbx_fake_ops(f);
-    sbx_completion *c = run(t, fx_expose(c1->session, 8000));
+    sbx_completion *c = fx_process(t->e, fx_expose(c1->session, 8000));
     assert_int_equal(c->error_code, SBX_E_CAPABILITY);
     assert_non_null(strstr(c->error, "ExposePort"));
     assert_non_null(strstr(c->error, "provider 'fake'"));
@@ -428,13 +408,13 @@ static void test_engine_expose_port(void **state)
     f = sbx_fake_get("exposing");
     static const uint32_t bad[] = {0, 65536, 100000};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        c = run(t, fx_expose(c1->session, bad[i]));
+        c = fx_process(t->e, fx_expose(c1->session, bad[i]));
         assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
         assert_non_null(strstr(c->error, "expose.port"));
         sbx_completion_free(c);
     }
     ops = sbx_fake_ops(f);
-    c = run(t, fx_expose(c1->session, 8000));
+    c = fx_process(t->e, fx_expose(c1->session, 8000));
     assert_int_equal(c->status, OK_STATUS);
     assert_true(sbx_fake_ops(f) > ops);
     char want[128];
@@ -444,7 +424,7 @@ static void test_engine_expose_port(void **state)
     assert_string_equal(c->result->expose_token, "");
     assert_non_null(c->session);
     assert_string_equal(c->session->sandbox_id, c1->session->sandbox_id);
-    sbx_completion *again = run(t, fx_expose(c1->session, 8000));
+    sbx_completion *again = fx_process(t->e, fx_expose(c1->session, 8000));
     assert_string_equal(again->result->expose_url, want);
     sbx_completion_free(again);
     sbx_completion_free(c);
@@ -452,21 +432,21 @@ static void test_engine_expose_port(void **state)
     ops = sbx_fake_ops(f);
     sbx_request *r = fx_expose(c1->session, 8000);
     fx_subject(r, "mallory");
-    c = run(t, r);
+    c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_PERMISSION_DENIED);
     assert_int_equal(sbx_fake_ops(f), ops);
     sbx_completion_free(c);
     /* A session without a sandbox yet: nothing to expose. */
     sbx_session_handle *h = (sbx_session_handle *)sbx_message_copy(&c1->session->base);
     sbx_set_string(&h->sandbox_id, NULL);
-    c = run(t, fx_expose(h, 8000));
+    c = fx_process(t->e, fx_expose(h, 8000));
     assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
     sbx_message_free(&h->base);
     sbx_completion_free(c);
     sbx_completion_free(c1);
 
     c1 = fresh(t, "exposetok", "echo x");
-    c = run(t, fx_expose(c1->session, 1));
+    c = fx_process(t->e, fx_expose(c1->session, 1));
     assert_int_equal(c->status, OK_STATUS);
     snprintf(want, sizeof(want), "token-%s", c1->session->sandbox_id);
     assert_string_equal(c->result->expose_token, want);
@@ -483,14 +463,14 @@ static void test_engine_tampered_binding_is_denied_and_touches_nothing(void **st
     sbx_request *r = fx_shell("default", "echo y");
     fx_session(r, c1->session);
     r->session->binding.data[0] ^= 1;
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->error_code, SBX_E_PERMISSION_DENIED);
     assert_int_equal(sbx_fake_ops(f), ops);
     /* A forged sandbox_id with the old binding is denied as well. */
     r = fx_shell("default", "echo y");
     fx_session(r, c1->session);
     sbx_set_string(&r->session->sandbox_id, "fk-999");
-    sbx_completion *c3 = run(t, r);
+    sbx_completion *c3 = fx_process(t->e, r);
     assert_int_equal(c3->error_code, SBX_E_PERMISSION_DENIED);
     sbx_completion_free(c1);
     sbx_completion_free(c2);
@@ -506,12 +486,12 @@ static void test_engine_foreign_principal_is_denied(void **state)
     sbx_request *r = fx_shell("default", "echo y");
     fx_session(r, c1->session);
     fx_subject(r, "mallory");
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->error_code, SBX_E_PERMISSION_DENIED);
     assert_int_equal(sbx_fake_ops(f), ops);
     sbx_request *d = fx_destroy(c1->session);
     fx_subject(d, "mallory");
-    sbx_completion *c3 = run(t, d);
+    sbx_completion *c3 = fx_process(t->e, d);
     assert_int_equal(c3->error_code, SBX_E_PERMISSION_DENIED);
     assert_true(sbx_fake_alive(f, c1->session->sandbox_id));
     sbx_completion_free(c1);
@@ -525,7 +505,7 @@ static void test_engine_session_never_moves_to_another_profile(void **state)
     sbx_completion *c1 = fresh(t, "default", "echo x");
     sbx_request *r = fx_shell("limited", "echo y");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->error_code, SBX_E_CONFIG);
     assert_non_null(strstr(c2->error, "belongs to profile 'default'"));
     sbx_completion_free(c1);
@@ -538,7 +518,7 @@ static void test_engine_timeout_kills_and_keeps_session(void **state)
     sbx_request *r = fx_shell("default", "echo before; sleep 60000");
     r->policy = sbx_policy_new();
     r->policy->timeout_ms = 50;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_TIMED_OUT);
     assert_int_equal(c->error_code, SBX_E_TIMEOUT);
     assert_int_equal(c->result->outcome, SBX__V1__OUTCOME__OUTCOME_TIMED_OUT);
@@ -563,7 +543,7 @@ static void test_engine_past_request_deadline_runs_nothing(void **state)
     env *t = *state;
     sbx_request *r = fx_shell("default", "echo x");
     r->deadline_ms = sbx_now_ms() - 1000;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->error_code, SBX_E_TIMEOUT);
     sbx_fake *f = sbx_fake_get("default");
     assert_true(f == NULL || sbx_fake_created_count(f) == 0);
@@ -576,7 +556,7 @@ static void test_engine_output_limit_truncates_with_notice(void **state)
     sbx_request *r = fx_shell("default", "yes 1000");
     r->policy = sbx_policy_new();
     r->policy->output_limit_bytes = 100;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, OK_STATUS);
     assert_int_equal(c->result->stdout.len, 100);
     assert_true(c->result->stdout_truncated);
@@ -603,7 +583,7 @@ static void test_engine_session_locks_are_reclaimed(void **state)
     for (int i = 0; i < 3; i++) {
         sbx_request *r = fx_shell("default", "echo y");
         fx_session(r, c1->session);
-        sbx_completion_free(run(t, r));
+        sbx_completion_free(fx_process(t->e, r));
     }
     assert_int_equal(sbx_engine_session_locks(t->e), 0);
     sbx_completion_free(c1);
@@ -620,11 +600,11 @@ static void test_engine_files_round_trip(void **state)
     sbx_set_string(&w->write_file->path, "/workspace/a.txt");
     sbx_set_bytes(&w->write_file->content, "hello", 5);
     w->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
-    sbx_completion *c1 = run(t, w);
+    sbx_completion *c1 = fx_process(t->e, w);
     assert_int_equal(c1->status, OK_STATUS);
     sbx_request *r = fx_shell("default", "cat a.txt");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_string_equal(fx_stdout(c2), "hello");
     sbx_completion_free(c1);
     sbx_completion_free(c2);
@@ -651,7 +631,7 @@ static void test_engine_managed_reconnect_needs_attach_capability(void **state)
     assert_int_equal(c1->status, OK_STATUS);
     sbx_request *r = fx_shell("noattach", "echo y");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->error_code, SBX_E_CAPABILITY);
     assert_non_null(strstr(c2->error, "cannot reconnect"));
     sbx_completion_free(c1);
@@ -671,7 +651,7 @@ static void test_engine_file_names_that_are_not_utf8_become_replacement_characte
     sbx_set_string(&w->write_file->path, "/workspace/\xff\xfe.txt");
     sbx_set_bytes(&w->write_file->content, "x", 1);
     w->op_case = SBX__V1__EXECUTION_REQUEST__OP_WRITE_FILE;
-    sbx_completion *c1 = run(t, w);
+    sbx_completion *c1 = fx_process(t->e, w);
     assert_int_equal(c1->status, OK_STATUS);
     sbx_request *l = fx_shell("default", "true");
     sbx__v1__run_command__free_unpacked(l->run_command, NULL);
@@ -681,7 +661,7 @@ static void test_engine_file_names_that_are_not_utf8_become_replacement_characte
     sbx_set_string(&l->list_files->path, "/workspace");
     l->op_case = SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES;
     fx_session(l, c1->session);
-    sbx_completion *c2 = run(t, l);
+    sbx_completion *c2 = fx_process(t->e, l);
     assert_int_equal(c2->status, OK_STATUS);
     assert_int_equal(c2->result->n_files, 1);
     const char *name = c2->result->files[0]->path;
@@ -714,7 +694,7 @@ static sbx_completion *as(env *t, const char *subject, const char *profile,
     fx_subject(r, subject);
     if (h != NULL)
         fx_session(r, h);
-    return run(t, r);
+    return fx_process(t->e, r);
 }
 
 static void test_engine_principal_sandboxes_bounds_each_principal(void **state)
@@ -747,7 +727,7 @@ static void test_engine_principal_sandboxes_bounds_each_principal(void **state)
     /* a destroy frees a place at once */
     sbx_request *d = fx_destroy(s1->session);
     fx_subject(d, "tenant-a");
-    sbx_completion *gone = run(t, d);
+    sbx_completion *gone = fx_process(t->e, d);
     assert_int_equal(gone->status, OK_STATUS);
     sbx_completion *s4 = as(t, "tenant-a", "default", NULL);
     assert_int_equal(s4->status, OK_STATUS);
@@ -888,7 +868,7 @@ static void test_engine_principal_sandboxes_refuses_what_it_cannot_count(void **
     sbx_completion_free(ok);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, fx_env_teardown)
 
 int main(void)
 {
@@ -929,15 +909,16 @@ int main(void)
         T(test_engine_managed_reconnect_needs_attach_capability),
         T(test_engine_expose_port),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_bounds_each_principal,
-                                        setup_quota, teardown),
+                                        setup_quota, fx_env_teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_check_is_bounded,
-                                        setup_quota, teardown),
+                                        setup_quota, fx_env_teardown),
         cmocka_unit_test_setup_teardown(test_engine_live_gauge_counts_what_providers_list,
-                                        setup_quota_held, teardown),
+                                        setup_quota_held, fx_env_teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_count_what_providers_list,
-                                        setup_quota_held, teardown),
+                                        setup_quota_held, fx_env_teardown),
         cmocka_unit_test_setup_teardown(
-            test_engine_principal_sandboxes_refuses_what_it_cannot_count, setup_quota, teardown),
+            test_engine_principal_sandboxes_refuses_what_it_cannot_count, setup_quota,
+            fx_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

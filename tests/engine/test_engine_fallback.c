@@ -18,10 +18,7 @@
 #define OK_STATUS SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED
 #define FAILED SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_FAILED
 
-typedef struct env {
-    sbx_config *cfg;
-    sbx_engine *e;
-} env;
+typedef fx_env env;
 
 static void fallback_to(sbx_config *cfg, const char *name, const char *to)
 {
@@ -60,23 +57,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    env *t = *state;
-    sbx_engine_free(t->e);
-    fx_config_free(t->cfg);
-    free(t);
-    return 0;
-}
-
-static sbx_completion *run(env *t, sbx_request *r)
-{
-    sbx_completion *c = sbx_engine_process(t->e, r, NULL);
-    sbx_request_free(r);
-    assert_non_null(c);
-    return c;
-}
-
 static void assert_notice_has(const sbx_completion *c, const char *part)
 {
     if (c->notice == NULL || strstr(c->notice, part) == NULL)
@@ -91,7 +71,7 @@ static void test_fallback_runs_on_the_next_profile_that_holds_the_policy(void **
     sbx_request *r = fx_shell("broken", "echo moved");
     r->policy = sbx_policy_new();
     r->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     if (c->status != OK_STATUS)
         fprintf(stderr, "error %d: %s / notice %s\n", c->error_code, c->error, c->notice);
     assert_int_equal(c->status, OK_STATUS);
@@ -111,7 +91,7 @@ static void test_fallback_never_widens_the_first_profiles_policy(void **state)
     /* big_broken's effective memory is 1024 MB; `small` caps at 256 MB, so holding the request
      * to 1024 would widen small's policy: it is passed over, and backup (no cap) runs it with
      * the 1024 MB of the first profile. */
-    sbx_completion *c = run(t, fx_shell("big_broken", "echo ok"));
+    sbx_completion *c = fx_process(t->e, fx_shell("big_broken", "echo ok"));
     assert_int_equal(c->status, OK_STATUS);
     assert_string_equal(c->session->profile, "backup");
     assert_notice_has(c, "fallback 'small' refused");
@@ -125,7 +105,7 @@ static void test_a_refusal_never_falls_back(void **state)
     sbx_request *r = fx_shell("big_broken", "echo no");
     r->policy = sbx_policy_new();
     r->policy->memory_mb = 4096;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, FAILED);
     assert_int_equal(c->error_code, SBX_E_POLICY);
     assert_true(c->notice == NULL || strstr(c->notice, "fallback") == NULL);
@@ -135,7 +115,7 @@ static void test_a_refusal_never_falls_back(void **state)
 static void test_a_program_that_ran_is_never_run_again_elsewhere(void **state)
 {
     env *t = *state;
-    sbx_completion *c = run(t, fx_shell("ran", "echo once; exit 3"));
+    sbx_completion *c = fx_process(t->e, fx_shell("ran", "echo once; exit 3"));
     assert_int_equal(c->status, OK_STATUS);
     assert_int_equal(c->result->exit_code, 3);
     assert_string_equal(c->session->profile, "ran");
@@ -146,7 +126,7 @@ static void test_a_program_that_ran_is_never_run_again_elsewhere(void **state)
 static void test_when_every_fallback_fails_the_first_error_stands_with_what_was_tried(void **state)
 {
     env *t = *state;
-    sbx_completion *c = run(t, fx_shell("all_broken", "echo never"));
+    sbx_completion *c = fx_process(t->e, fx_shell("all_broken", "echo never"));
     assert_int_equal(c->status, FAILED);
     assert_int_equal(c->error_code, SBX_E_PROVISION);
     assert_notice_has(c, "no fallback could take the request");
@@ -156,7 +136,7 @@ static void test_when_every_fallback_fails_the_first_error_stands_with_what_was_
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, fx_env_teardown)
     const struct CMUnitTest tests[] = {
         T(test_fallback_runs_on_the_next_profile_that_holds_the_policy),
         T(test_fallback_never_widens_the_first_profiles_policy),

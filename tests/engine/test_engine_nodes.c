@@ -63,14 +63,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static sbx_completion *run(env *t, sbx_request *r)
-{
-    sbx_completion *c = sbx_engine_process(t->e, r, NULL);
-    sbx_request_free(r);
-    assert_non_null(c);
-    return c;
-}
-
 /* From now on the engine answers as node name. */
 static void become(env *t, const char *name)
 {
@@ -80,7 +72,7 @@ static void become(env *t, const char *name)
 static void test_engine_host_local_session_elsewhere_is_wrong_node_naming_its_owner(void **state)
 {
     env *t = *state;
-    sbx_completion *c1 = run(t, fx_shell("default", "echo one"));
+    sbx_completion *c1 = fx_process(t->e, fx_shell("default", "echo one"));
     assert_int_equal(c1->status, OK_STATUS);
     assert_string_equal(c1->session->node, "test-node");
     sbx_fake *f = sbx_fake_get("default");
@@ -88,7 +80,7 @@ static void test_engine_host_local_session_elsewhere_is_wrong_node_naming_its_ow
     become(t, "node-b");
     sbx_request *r = fx_shell("default", "echo two");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->status, FAILED);
     assert_int_equal(c2->error_code, SBX_E_WRONG_NODE);
     assert_string_equal(c2->node, "test-node");
@@ -107,12 +99,12 @@ static void test_engine_host_local_session_elsewhere_is_wrong_node_naming_its_ow
 static void test_engine_recreate_elsewhere_starts_the_session_over_here_with_notice(void **state)
 {
     env *t = *state;
-    sbx_completion *c1 = run(t, fx_shell("default", "echo one"));
+    sbx_completion *c1 = fx_process(t->e, fx_shell("default", "echo one"));
     become(t, "node-b");
     sbx_request *r = fx_shell("default", "echo two");
     fx_session(r, c1->session);
     r->recreate_elsewhere = 1;
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->status, OK_STATUS);
     assert_string_equal(fx_stdout(c2), "two\n");
     assert_string_equal(c2->session->session_id, c1->session->session_id);
@@ -126,7 +118,7 @@ static void test_engine_recreate_elsewhere_starts_the_session_over_here_with_not
     /* The new handle is this node's now. */
     sbx_request *r3 = fx_shell("default", "echo three");
     fx_session(r3, c2->session);
-    sbx_completion *c3 = run(t, r3);
+    sbx_completion *c3 = fx_process(t->e, r3);
     assert_int_equal(c3->status, OK_STATUS);
     assert_string_equal(c3->session->sandbox_id, c2->session->sandbox_id);
     sbx_completion_free(c1);
@@ -137,9 +129,9 @@ static void test_engine_recreate_elsewhere_starts_the_session_over_here_with_not
 static void test_engine_destroy_elsewhere_is_wrong_node_and_destroys_nothing(void **state)
 {
     env *t = *state;
-    sbx_completion *c1 = run(t, fx_shell("default", "echo one"));
+    sbx_completion *c1 = fx_process(t->e, fx_shell("default", "echo one"));
     become(t, "node-b");
-    sbx_completion *c2 = run(t, fx_destroy(c1->session));
+    sbx_completion *c2 = fx_process(t->e, fx_destroy(c1->session));
     assert_int_equal(c2->status, FAILED);
     assert_int_equal(c2->error_code, SBX_E_WRONG_NODE);
     assert_string_equal(c2->node, "test-node");
@@ -153,13 +145,13 @@ static void test_engine_destroy_elsewhere_is_wrong_node_and_destroys_nothing(voi
 static void test_engine_forged_handle_elsewhere_is_denied_not_told_the_node(void **state)
 {
     env *t = *state;
-    sbx_completion *c1 = run(t, fx_shell("default", "echo one"));
+    sbx_completion *c1 = fx_process(t->e, fx_shell("default", "echo one"));
     become(t, "node-b");
     sbx_request *r = fx_shell("default", "echo two");
     fx_session(r, c1->session);
     fx_subject(r, "mallory");
     r->recreate_elsewhere = 1;
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->error_code, SBX_E_PERMISSION_DENIED);
     assert_string_equal(c2->node, "");
     assert_int_equal(sbx_fake_created_count(sbx_fake_get("default")), 1);
@@ -170,13 +162,13 @@ static void test_engine_forged_handle_elsewhere_is_denied_not_told_the_node(void
 static void test_engine_node_free_provider_handles_carry_no_node_and_run_anywhere(void **state)
 {
     env *t = *state;
-    sbx_completion *c1 = run(t, fx_shell("cloud", "echo one"));
+    sbx_completion *c1 = fx_process(t->e, fx_shell("cloud", "echo one"));
     assert_int_equal(c1->status, OK_STATUS);
     assert_string_equal(c1->session->node, "");
     become(t, "node-b");
     sbx_request *r = fx_shell("cloud", "echo two");
     fx_session(r, c1->session);
-    sbx_completion *c2 = run(t, r);
+    sbx_completion *c2 = fx_process(t->e, r);
     assert_int_equal(c2->status, OK_STATUS);
     assert_string_equal(c2->session->sandbox_id, c1->session->sandbox_id);
     assert_string_equal(c2->session->node, "");

@@ -20,10 +20,7 @@
 #define DENY SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY
 #define ALLOW SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW
 
-typedef struct env {
-    sbx_config *cfg;
-    sbx_engine *e;
-} env;
+typedef fx_env env;
 
 static int setup(void **state)
 {
@@ -40,23 +37,6 @@ static int setup(void **state)
     t->e = fx_engine(t->cfg);
     *state = t;
     return 0;
-}
-
-static int teardown(void **state)
-{
-    env *t = *state;
-    sbx_engine_free(t->e);
-    fx_config_free(t->cfg);
-    free(t);
-    return 0;
-}
-
-static sbx_completion *run(env *t, sbx_request *r)
-{
-    sbx_completion *c = sbx_engine_process(t->e, r, NULL);
-    sbx_request_free(r);
-    assert_non_null(c);
-    return c;
 }
 
 /* A request in the session of h, with the policy narrowing set by fill (or none). */
@@ -112,7 +92,7 @@ static void test_session_policy_is_recorded_without_the_per_request_dimensions(v
     sbx_request *r = in_session(NULL, memory_256);
     r->policy->timeout_ms = 5000;
     r->policy->output_limit_bytes = 4096;
-    sbx_completion *c = run(t, r);
+    sbx_completion *c = fx_process(t->e, r);
     assert_int_equal(c->status, OK_STATUS);
     const sbx_policy *p = c->session->policy;
     assert_non_null(p);
@@ -126,7 +106,7 @@ static void test_session_policy_is_recorded_without_the_per_request_dimensions(v
     assert_false(p->lenient);
 
     /* a destroy leaves a handle without a sandbox, and so without its policy */
-    sbx_completion *d = run(t, fx_destroy(c->session));
+    sbx_completion *d = fx_process(t->e, fx_destroy(c->session));
     assert_int_equal(d->status, OK_STATUS);
     assert_null(d->session->policy);
     assert_string_equal(d->session->sandbox_id, "");
@@ -138,11 +118,11 @@ static void test_session_policy_is_recorded_without_the_per_request_dimensions(v
 static void test_session_request_asking_as_much_or_more_runs(void **state)
 {
     env *t = *state;
-    sbx_completion *c = run(t, in_session(NULL, memory_128));
+    sbx_completion *c = fx_process(t->e, in_session(NULL, memory_128));
     assert_int_equal(c->status, OK_STATUS);
     void (*fills[])(sbx_policy *) = {NULL, memory_128, memory_256, timeout_only, same_fs};
     for (size_t i = 0; i < sizeof fills / sizeof fills[0]; i++) {
-        sbx_completion *n = run(t, in_session(c->session, fills[i]));
+        sbx_completion *n = fx_process(t->e, in_session(c->session, fills[i]));
         if (n->status != OK_STATUS)
             fail_msg("request %zu refused: %s", i, n->error);
         assert_string_equal(n->session->sandbox_id, c->session->sandbox_id);
@@ -158,7 +138,7 @@ static void test_session_request_asking_as_much_or_more_runs(void **state)
 static void test_session_request_asking_for_less_is_refused_before_the_provider(void **state)
 {
     env *t = *state;
-    sbx_completion *c = run(t, in_session(NULL, NULL));
+    sbx_completion *c = fx_process(t->e, in_session(NULL, NULL));
     assert_int_equal(c->status, OK_STATUS);
     sbx_fake *f = sbx_fake_get("open");
     uint64_t ops = sbx_fake_ops(f);
@@ -170,7 +150,7 @@ static void test_session_request_asking_for_less_is_refused_before_the_provider(
         {deny, "network_egress allow > deny"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        sbx_completion *n = run(t, in_session(c->session, cases[i].fill));
+        sbx_completion *n = fx_process(t->e, in_session(c->session, cases[i].fill));
         assert_refused(n, cases[i].names);
         sbx_completion_free(n);
     }
@@ -178,13 +158,13 @@ static void test_session_request_asking_for_less_is_refused_before_the_provider(
     r->policy = sbx_policy_new();
     sbx_add_string(&r->policy->n_fs_read, &r->policy->fs_read, "/data/in");
     r->policy->pids = 8;
-    sbx_completion *n = run(t, r);
+    sbx_completion *n = fx_process(t->e, r);
     assert_refused(n, "fs_read '/data' not asked for, pids 64 > 8");
     sbx_completion_free(n);
     assert_int_equal(sbx_fake_ops(f), ops); /* refused before any provider call */
 
     /* the same request in a new session is made under its own policy */
-    n = run(t, in_session(NULL, deny));
+    n = fx_process(t->e, in_session(NULL, deny));
     assert_int_equal(n->status, OK_STATUS);
     assert_int_equal(n->session->policy->network_egress, DENY);
     sbx_completion_free(n);
@@ -196,18 +176,18 @@ static void test_session_request_asking_for_less_is_refused_before_the_provider(
 static void test_session_policy_in_the_handle_cannot_be_edited(void **state)
 {
     env *t = *state;
-    sbx_completion *c = run(t, in_session(NULL, NULL));
+    sbx_completion *c = fx_process(t->e, in_session(NULL, NULL));
     assert_int_equal(c->status, OK_STATUS);
 
     sbx_session_handle *edited = (sbx_session_handle *)sbx_message_copy(&c->session->base);
     edited->policy->memory_mb = 256;
-    sbx_completion *n = run(t, in_session(edited, memory_256));
+    sbx_completion *n = fx_process(t->e, in_session(edited, memory_256));
     assert_int_equal(n->error_code, SBX_E_PERMISSION_DENIED);
     sbx_completion_free(n);
 
     sbx_message_free(&edited->policy->base);
     edited->policy = NULL;
-    n = run(t, in_session(edited, NULL));
+    n = fx_process(t->e, in_session(edited, NULL));
     assert_int_equal(n->error_code, SBX_E_PERMISSION_DENIED);
     sbx_completion_free(n);
 
@@ -220,7 +200,7 @@ static void test_session_policy_in_the_handle_cannot_be_edited(void **state)
 static void test_session_handle_without_a_policy_is_taken_as_the_profiles(void **state)
 {
     env *t = *state;
-    sbx_completion *c = run(t, in_session(NULL, memory_128));
+    sbx_completion *c = fx_process(t->e, in_session(NULL, memory_128));
     assert_int_equal(c->status, OK_STATUS);
     sbx_session_handle *old = (sbx_session_handle *)sbx_message_copy(&c->session->base);
     sbx_message_free(&old->policy->base);
@@ -230,10 +210,10 @@ static void test_session_handle_without_a_policy_is_taken_as_the_profiles(void *
     assert_true(sbx_binding_stamp(k, old, "alice"));
     sbx_binding_key_free(k);
 
-    sbx_completion *n = run(t, in_session(old, NULL));
+    sbx_completion *n = fx_process(t->e, in_session(old, NULL));
     assert_int_equal(n->status, OK_STATUS);
     sbx_completion_free(n);
-    n = run(t, in_session(old, memory_128));
+    n = fx_process(t->e, in_session(old, memory_128));
     assert_refused(n, "memory_mb 512 > 128");
     assert_non_null(strstr(n->error, "records no policy, so it is taken to be the profile's"));
     sbx_completion_free(n);
@@ -244,7 +224,7 @@ static void test_session_handle_without_a_policy_is_taken_as_the_profiles(void *
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, fx_env_teardown)
     const struct CMUnitTest tests[] = {
         T(test_session_policy_is_recorded_without_the_per_request_dimensions),
         T(test_session_request_asking_as_much_or_more_runs),
