@@ -376,6 +376,8 @@ static int download_tree(cli_plane *p, const char *session, const char *path, co
         return CLI_EXIT_OK;
     }
     *is_dir = true;
+    if (c->notice != NULL && c->notice[0] != '\0') /* entries the engine left out, say */
+        fprintf(stderr, "sbx cp: notice: %s\n", c->notice);
     int rc = CLI_EXIT_OK;
     if (mkdir(host, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "sbx cp: cannot create '%s': %s\n", host, strerror(errno));

@@ -22,6 +22,7 @@
 #include "core/holdings.h"
 #include "core/table.h"
 #include "core/idle.h"
+#include "core/listing.h"
 #include "core/policy.h"
 #include "core/snapshot.h"
 
@@ -1082,6 +1083,24 @@ static sbx_status acquire(run *r, sbx_sandbox **sb, bool *recreated)
     return st;
 }
 
+/* A listing's paths, the same whichever provider answered (core/listing.h). */
+static void listing_answer(run *r, sbx_result *res)
+{
+    const char *dir = r->req->list_files->path;
+    long dropped = sbx_listing_normalize(dir, res);
+    if (dropped < 0)
+        sbx_completion_add_notice(r->c,
+                                  "out of memory rewriting the paths of the listing of %.256s: "
+                                  "some are as the provider gave them",
+                                  dir);
+    else if (dropped > 0)
+        sbx_completion_add_notice(r->c,
+                                  "%ld entries of the listing of %.256s were left out: their "
+                                  "names were empty, '.', '..' or repeated, which names no "
+                                  "other file of it",
+                                  dropped, dir);
+}
+
 static void limit_stream(ProtobufCBinaryData *data, protobuf_c_boolean *truncated, uint64_t limit,
                          const char *name, sbx_completion *c)
 {
@@ -1517,6 +1536,8 @@ static sbx_completion *do_operation(run *r, const sbx_engine_hooks *hooks)
             strcmp(res->provider_data[i]->key, "notice") == 0 && res->provider_data[i]->value &&
             res->provider_data[i]->value[0])
             sbx_completion_add_notice(r->c, "%s", res->provider_data[i]->value);
+    if (st == SBX_OK && r->req->op_case == SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES)
+        listing_answer(r, res);
     limit_stream(&res->stdout, &res->stdout_truncated, limit, "stdout", r->c);
     limit_stream(&res->stderr, &res->stderr_truncated, limit, "stderr", r->c);
     finish_handle(r);

@@ -52,8 +52,9 @@ class Listing(unittest.TestCase):
         for extra in ("..", "/w/tree/..", "/w/tree/sub/."):
             with self.subTest(extra=extra):
                 stderr = self.run_case(extra, {"x": b"one", "sub/y": b"two"})
-                self.assertIn("skipping an entry of", stderr)
-                self.assertIn("'%s'" % extra, stderr)
+                # the engine leaves it out of the listing and says so, whatever the provider
+                self.assertIn("sbx cp: notice: 1 entries of the listing of /w/tree", stderr)
+                self.assertIn("were left out", stderr)
 
 
 if __name__ == "__main__":

@@ -281,13 +281,17 @@ static void check_files(suite *s)
     sbx_set_string(&l->list_files->path, ".");
     l->op_case = SBX__V1__EXECUTION_REQUEST__OP_LIST_FILES;
     c = submit(s, l);
-    bool listed = false;
+    /* Every provider answers in the same terms: the listed path joined with each entry's
+     * name, sorted, whether it lists names (the agent) or whole paths (E2B, Daytona, SSM). */
+    bool listed = false, sorted = true;
     for (size_t i = 0; succeeded(c) && i < c->result->n_files; i++) {
         const char *p = c->result->files[i]->path;
-        size_t pl = strlen(p), nl = strlen(path);
-        listed |= pl >= nl && strcmp(p + pl - nl, path) == 0;
+        listed |= strcmp(p, "./sbx_contract_roundtrip.txt") == 0;
+        sorted &= i == 0 || strcmp(c->result->files[i - 1]->path, p) < 0;
     }
-    CHECK(s, "written_file_is_listed", listed, "%s", succeeded(c) ? "not in the listing" : why(c));
+    CHECK(s, "written_file_is_listed_as_dir_slash_name", listed, "%s",
+          succeeded(c) ? "no ./sbx_contract_roundtrip.txt in the listing of ." : why(c));
+    CHECK(s, "listing_is_sorted_by_path", sorted, "%s", succeeded(c) ? "out of order" : why(c));
     sbx_completion_free(c);
 }
 

@@ -142,7 +142,9 @@ class Files:
         return r.files[0].content if r.files else r.stdout
 
     def list(self, path):
-        """The directory's entries: sbx.v1.File messages (path, size, mode, kind, mtime_ms)."""
+        """The directory's entries: sbx.v1.File messages (path, size, mode, kind, mtime_ms),
+        sorted by path; each path is `path` joined with the entry's name ("." gives "./a"),
+        whichever provider answered."""
         req = self._sandbox._request()
         req.list_files.path = path
         return self._sandbox._execute(req).files
