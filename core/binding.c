@@ -94,9 +94,54 @@ static sbx_status require_parent_dir(const char *path, sbx_error *err)
     return SBX_OK;
 }
 
+/* The secret's directory and every one above it (symlinks resolved) must be out of other
+ * users' hands: owned by root or by this user, and one of this user's not writable by everyone
+ * unless sticky (as /tmp is). Whoever may rearrange a directory on the way can put a file of
+ * theirs in the secret's place: a hard link to any file this user owns whose bytes they know (a
+ * log they fill, where protected_hardlinks is off) passes every check of the file itself, and
+ * whoever knows the secret signs session handles for every principal. The default's fallback,
+ * /tmp/sbx-UID when HOME is unset, is a name anyone may create first. A directory root owns,
+ * for a process that is not root, is taken as root made it, whatever its mode: container
+ * platforms make volumes that way (Kubernetes' emptyDir is root's, mode 0777) in a pod where
+ * nobody else runs. */
+static sbx_status require_private_dirs(const char *path, sbx_error *err)
+{
+    char buf[PATH_MAX], real[PATH_MAX];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+        return sbx_error_set(err, SBX_E_CONFIG, "secret_file path '%.200s...' is too long", path);
+    if (realpath(dirname(buf), real) == NULL)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "secret_file '%s': cannot resolve its directory: %s", path,
+                             strerror(errno));
+    for (;;) {
+        struct stat sb;
+        if (lstat(real, &sb) != 0)
+            return sbx_error_set(err, SBX_E_CONFIG, "secret_file '%s': cannot stat '%s': %s", path,
+                                 real, strerror(errno));
+        if (sb.st_uid != 0 && sb.st_uid != geteuid())
+            return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                                 "secret_file '%s': directory '%s' is owned by uid %ld, neither "
+                                 "root nor this user (uid %ld), who could replace the secret; "
+                                 "chown it or point secret_file elsewhere",
+                                 path, real, (long)sb.st_uid, (long)geteuid());
+        if (sb.st_uid == geteuid() && (sb.st_mode & S_IWOTH) != 0 && (sb.st_mode & S_ISVTX) == 0)
+            return sbx_error_set(err, SBX_E_PERMISSION_DENIED,
+                                 "secret_file '%s': directory '%s' has mode %04o: anyone may "
+                                 "replace the secret in it; run `chmod o-w %s` or point "
+                                 "secret_file elsewhere",
+                                 path, real, (unsigned)(sb.st_mode & 07777), real);
+        char *slash = strrchr(real, '/');
+        if (slash == NULL || (slash == real && real[1] == '\0'))
+            return SBX_OK;
+        slash[slash == real ? 1 : 0] = '\0';
+    }
+}
+
 static sbx_status create_secret(const char *path, bool make_dirs, sbx_error *err)
 {
     sbx_status st = make_dirs ? make_parent_dirs(path, err) : require_parent_dir(path, err);
+    if (st == SBX_OK)
+        st = require_private_dirs(path, err);
     if (st != SBX_OK)
         return st;
     uint8_t key[SBX_SECRET_NEW_LEN];
@@ -187,6 +232,11 @@ static sbx_status key_load(const char *path, bool make_dirs, sbx_binding_key **o
                              "secret_file '%s' has mode %04o: group or others can access it; "
                              "run `chmod 600 %s`",
                              path, (unsigned)(stt.st_mode & 07777), path);
+    }
+    sbx_status dirs = require_private_dirs(path, err);
+    if (dirs != SBX_OK) {
+        close(fd);
+        return dirs;
     }
     uint8_t key[SBX_SECRET_MAX_LEN];
     size_t len = 0;

@@ -145,6 +145,62 @@ static void test_binding_secret_that_is_not_a_private_regular_file_is_refused(vo
     assert_null(k);
 }
 
+/* A secret in a directory another user owns, or this user's that anyone may write, is refused,
+ * made or found: they could have put a file of theirs in its place. A sticky directory (as /tmp)
+ * is not theirs to rearrange, and the check follows the real path, so a symlink does not hide
+ * an open one. The directory is made with mkdtemp here, so it is this user's. */
+static void test_binding_secret_in_a_directory_others_may_write_is_refused(void **state)
+{
+    (void)state;
+    char open_dir[96], path[128], link_path[128];
+    sbx_binding_key *k = NULL;
+    sbx_error err = {0};
+    snprintf(open_dir, sizeof(open_dir), "%s/open", dir);
+    assert_int_equal(mkdir(open_dir, 0700), 0);
+    assert_int_equal(chmod(open_dir, 0777), 0);
+    snprintf(path, sizeof(path), "%s/secret", open_dir);
+    assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_PERMISSION_DENIED);
+    assert_non_null(strstr(err.message, "has mode 0777: anyone may replace the secret"));
+    assert_non_null(strstr(err.message, "chmod o-w"));
+    assert_int_equal(access(path, F_OK), -1); /* nothing made there */
+    assert_null(k);
+
+    assert_int_equal(chmod(open_dir, 0700), 0); /* made while private, then opened up */
+    assert_int_equal(sbx_binding_key_load(path, &k, NULL), SBX_OK);
+    sbx_binding_key_free(k);
+    k = NULL;
+    assert_int_equal(chmod(open_dir, 0703), 0);
+    assert_int_equal(sbx_binding_key_load_configured(path, &k, &err), SBX_E_PERMISSION_DENIED);
+    assert_non_null(strstr(err.message, "has mode 0703"));
+    snprintf(link_path, sizeof(link_path), "%s/via-link", dir);
+    assert_int_equal(symlink(open_dir, link_path), 0);
+    snprintf(link_path, sizeof(link_path), "%s/via-link/secret", dir);
+    assert_int_equal(sbx_binding_key_load_configured(link_path, &k, &err), SBX_E_PERMISSION_DENIED);
+    assert_null(k);
+
+    assert_int_equal(chmod(open_dir, 01777), 0); /* sticky: nobody moves our file */
+    assert_int_equal(sbx_binding_key_load_configured(path, &k, NULL), SBX_OK);
+    sbx_binding_key_free(k);
+    k = NULL;
+    assert_int_equal(chmod(open_dir, 0770), 0); /* the group's: a grant made on purpose */
+    assert_int_equal(sbx_binding_key_load_configured(path, &k, NULL), SBX_OK);
+    sbx_binding_key_free(k);
+    k = NULL;
+
+    if (geteuid() == 0) { /* a directory of another user's: only root can make one here */
+        assert_int_equal(chmod(open_dir, 0755), 0);
+        assert_int_equal(chown(open_dir, 4242, 4242), 0);
+        assert_int_equal(sbx_binding_key_load_configured(path, &k, &err), SBX_E_PERMISSION_DENIED);
+        assert_non_null(strstr(err.message, "is owned by uid 4242, neither root nor this user"));
+        assert_null(k);
+        /* the fallback's name, /tmp/sbx-UID, taken first by another user: nothing made in it */
+        snprintf(path, sizeof(path), "%s/new-secret", open_dir);
+        assert_int_equal(sbx_binding_key_load(path, &k, &err), SBX_E_PERMISSION_DENIED);
+        assert_int_equal(access(path, F_OK), -1);
+        assert_null(k);
+    }
+}
+
 static void test_binding_secret_is_stable_across_loads(void **state)
 {
     (void)state;
@@ -196,6 +252,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_binding_secret_symlink_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_binding_secret_that_is_not_a_private_regular_file_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_binding_secret_in_a_directory_others_may_write_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_binding_secret_is_stable_across_loads, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_binding_verify_fails_for_other_subject_or_field, setup,
