@@ -51,8 +51,9 @@ static void die(const char *what, int err)
     _exit(126);
 }
 
-/* The filter, compiled to BPF at build time from seccomp_policy.c (sbx-seccomp-gen): loading it
- * is one prctl, with nothing to compile in the agent or per program. */
+/* The filters, compiled to BPF at build time from seccomp_policy.c (sbx-seccomp-gen): loading
+ * one is one prctl, with nothing to compile in the agent or per program. */
+#include "seccomp_delta.h"
 #include "seccomp_policy_bpf.h"
 
 int confine_seccomp_prepare(void)
@@ -60,14 +61,31 @@ int confine_seccomp_prepare(void)
     return sizeof seccomp_policy_bpf / sizeof seccomp_policy_bpf[0] <= BPF_MAXINSNS ? 0 : -E2BIG;
 }
 
-int confine_seccomp(void)
+/* Whether this process (the agent, and so each fork of it) runs under the agent's filter: then
+ * a program adds only seccomp_delta.h's instructions to be under the programs' policy. */
+static bool agent_filtered;
+
+static int load(struct sock_filter *insn, size_t n)
 {
-    struct sock_fprog prog = {
-        (unsigned short)(sizeof seccomp_policy_bpf / sizeof seccomp_policy_bpf[0]),
-        seccomp_policy_bpf};
+    struct sock_fprog prog = {(unsigned short)n, insn};
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
         return -errno;
     return 0;
+}
+
+int confine_seccomp_agent(void)
+{
+    int rc = load(seccomp_agent_bpf, sizeof seccomp_agent_bpf / sizeof seccomp_agent_bpf[0]);
+    if (rc == 0)
+        agent_filtered = true;
+    return rc;
+}
+
+int confine_seccomp(void)
+{
+    if (agent_filtered)
+        return load(seccomp_delta_bpf, sizeof seccomp_delta_bpf / sizeof seccomp_delta_bpf[0]);
+    return load(seccomp_policy_bpf, sizeof seccomp_policy_bpf / sizeof seccomp_policy_bpf[0]);
 }
 
 /* This process's bounding set is empty (confine_empty_bounding) and so is every fork's. */

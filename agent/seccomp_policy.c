@@ -241,7 +241,7 @@ static int allow_unless_low32(scmp_filter_ctx ctx, int nr, unsigned arg, uint32_
     return rc;
 }
 
-int seccomp_policy_build(scmp_filter_ctx *out)
+int seccomp_policy_build(scmp_filter_ctx *out, bool for_agent)
 {
     /* Default deny (ENOSYS, see `allowed`). Non-native architectures (i386 via int 0x80, x32
      * via bit 30 of the number) are killed outright by libseccomp's bad-arch action: their
@@ -321,6 +321,10 @@ int seccomp_policy_build(scmp_filter_ctx *out)
                 (struct scmp_arg_cmp){mknods[i].mode_arg, SCMP_CMP_MASKED_EQ, S_IFMT, fmt});
         }
     }
+    /* The agent's fork_into_cgroup (clone3 with CLONE_INTO_CGROUP: a fork born in its v2
+     * cgroup, without the wait a write to cgroup.procs costs). */
+    if (rc == 0 && for_agent)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone3), 0);
     if (rc != 0) {
         seccomp_release(ctx);
         return rc;

@@ -7,7 +7,10 @@
 
 #include <seccomp.h>
 
-/* Builds the filter into *out (the caller releases it); 0 or -errno. */
-int seccomp_policy_build(scmp_filter_ctx *out);
+#include <stdbool.h>
+
+/* Builds the programs' filter into *out (the caller releases it); 0 or -errno. With for_agent,
+ * the agent's: the same but clone3 allowed (seccomp_delta.h takes it back for programs). */
+int seccomp_policy_build(scmp_filter_ctx *out, bool for_agent);
 
 #endif
