@@ -11,12 +11,15 @@
 const char cmd_session_help[] =
     "Usage: sbx session new [--profile P] [-n|--name N] [--from-snapshot NAME]\n"
     "       sbx session ls\n"
-    "       sbx session rm SESSION...\n\n"
+    "       sbx session rm [--forget] SESSION...\n\n"
     "new  mints a session of a per_session profile and prints its id; its sandbox is created\n"
     "     on first use (`sbx exec --session ID -- ...`). With --from-snapshot NAME the\n"
     "     sandbox is created now, its workspace filled from snapshot NAME (`sbx snapshot`).\n"
     "ls   lists the sessions kept in $XDG_STATE_HOME/sbx/sessions (files 0600).\n"
-    "rm   destroys each session's sandbox and forgets the session (unknown ids are fine).\n\n"
+    "rm   destroys each session's sandbox and forgets the session (unknown ids are fine).\n"
+    "     A session whose sandbox cannot be destroyed is kept; --forget forgets it without\n"
+    "     destroying its sandbox (one whose profile was removed, or now uses another\n"
+    "     provider, can never be reached again; the notice names the sandbox left).\n\n"
     "SESSION is an id or a name. --json prints JSON.\n";
 
 static void print_time(int64_t ms)
@@ -109,15 +112,30 @@ static int session_ls(cli_plane *p)
     return CLI_EXIT_OK;
 }
 
-static int session_rm(cli_plane *p, int argc, char **argv)
+static int session_rm(cli_plane *p, int argc, char **argv, bool forget)
 {
     int rc = CLI_EXIT_OK;
     for (int i = 1; i < argc; i++) {
         sbx_error err;
         sbx_session_handle *h = sbx_sessions_get(p->sessions, argv[i]);
-        if (sbx_sessions_destroy(p->sessions, argv[i], p->principal, &err) != SBX_OK)
+        if (forget) {
+            if (h != NULL && h->sandbox_id[0] != '\0')
+                fprintf(stderr,
+                        "sbx session: notice: %s forgotten; its sandbox %s (provider %s) was "
+                        "not destroyed\n",
+                        h->session_id, h->sandbox_id, h->provider);
+            sbx_sessions_forget(p->sessions, argv[i]);
+        } else if (sbx_sessions_destroy(p->sessions, argv[i], p->principal, &err) != SBX_OK) {
             rc = cli_report_error(argv[i], &err);
-        else if (h != NULL)
+            if (h != NULL)
+                fprintf(stderr,
+                        "sbx session: the session is kept; if its sandbox cannot be reached any "
+                        "more, `sbx session rm --forget %s` forgets it without destroying %s\n",
+                        h->session_id, h->sandbox_id);
+            sbx_message_free((ProtobufCMessage *)h);
+            continue;
+        }
+        if (h != NULL)
             cli_forget_last_command(h->session_id);
         sbx_message_free((ProtobufCMessage *)h);
     }
@@ -126,17 +144,21 @@ static int session_rm(cli_plane *p, int argc, char **argv)
 
 int cmd_session(int argc, char **argv)
 {
-    enum { OPT_PROFILE, OPT_NAME, OPT_FROM_SNAPSHOT };
+    enum { OPT_PROFILE, OPT_NAME, OPT_FROM_SNAPSHOT, OPT_FORGET };
     static const cli_option options[] = {[OPT_PROFILE] = {"profile", 0, true},
                                          [OPT_NAME] = {"name", 'n', true},
                                          [OPT_FROM_SNAPSHOT] = {"from-snapshot", 0, true},
+                                         [OPT_FORGET] = {"forget", 0, false},
                                          {NULL, 0, 0}};
     cli_parser a = {.cmd = "session", .help = cmd_session_help, .options = options};
     const char *profile = NULL, *name = NULL, *snapshot = NULL;
+    bool forget = false;
     int opt;
     cli_opt_init(&a, argc, argv);
     while ((opt = cli_opt_next(&a)) >= 0) {
-        if (opt == OPT_PROFILE)
+        if (opt == OPT_FORGET)
+            forget = true;
+        else if (opt == OPT_PROFILE)
             profile = a.value;
         else if (opt == OPT_FROM_SNAPSHOT)
             snapshot = a.value;
@@ -153,6 +175,8 @@ int cmd_session(int argc, char **argv)
     if (strcmp(action, "new") != 0 && (profile != NULL || name != NULL || snapshot != NULL))
         return cli_usage_error("session",
                                "--profile, --name and --from-snapshot belong to `session new`");
+    if (strcmp(action, "rm") != 0 && forget)
+        return cli_usage_error("session", "--forget belongs to `session rm`");
     if (strcmp(action, "ls") == 0 && a.n_operands > 1)
         return cli_usage_error("session", "ls takes no arguments");
     if (strcmp(action, "new") == 0 && a.n_operands > 1)
@@ -168,7 +192,7 @@ int cmd_session(int argc, char **argv)
     else if (strcmp(action, "ls") == 0)
         rc = session_ls(&p);
     else
-        rc = session_rm(&p, a.n_operands, a.operands);
+        rc = session_rm(&p, a.n_operands, a.operands, forget);
     cli_plane_close(&p);
     return rc;
 }

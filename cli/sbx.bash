@@ -14,7 +14,7 @@ _sbx_command_options() {
     attach) echo "--offset --stderr-offset" ;;
     kill) echo "--signal" ;;
     code) echo "--language --profile --session -i --stdin" ;;
-    session) echo "--profile --name --from-snapshot" ;;
+    session) echo "--profile --name --from-snapshot --forget" ;;
     cp) echo "-r --recursive" ;;
     worker) echo "--listen" ;;
     *) echo "" ;;

@@ -533,18 +533,23 @@ sbx_status sbx_sessions_destroy(sbx_sessions *s, const char *session_id,
                                d != NULL ? d->error : "out of memory");
         sbx_completion_free(d);
     }
-    if (st == SBX_OK) {
-        pthread_mutex_lock(&s->mu);
-        ssize_t j = find_index(s, h->session_id);
-        if (j >= 0) {
-            sbx_message_free(&s->handles[j]->base);
-            s->handles[j] = s->handles[--s->n];
-        }
-        store_remove(s, h->session_id);
-        pthread_mutex_unlock(&s->mu);
-    }
+    if (st == SBX_OK)
+        sbx_sessions_forget(s, h->session_id);
     sbx_message_free(&h->base);
     return st;
+}
+
+void sbx_sessions_forget(sbx_sessions *s, const char *session_id)
+{
+    pthread_mutex_lock(&s->mu);
+    ssize_t j = find_index(s, session_id);
+    if (j >= 0) {
+        sbx_session_handle *h = s->handles[j];
+        s->handles[j] = s->handles[--s->n];
+        store_remove(s, h->session_id);
+        sbx_message_free(&h->base);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 static int cmp_handles(const void *a, const void *b)

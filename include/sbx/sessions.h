@@ -81,6 +81,11 @@ void sbx_sessions_ingest(sbx_sessions *s, const sbx_completion *c);
 sbx_status sbx_sessions_destroy(sbx_sessions *s, const char *session_id,
                                 const sbx_principal *principal, sbx_error *err);
 
+/* Forgets a session (an id or a name) without destroying its sandbox: for one whose sandbox
+ * cannot be reached any more (its profile was removed, or now uses another provider), which
+ * sbx_sessions_destroy would keep refusing to forget. Unknown ids are fine. */
+void sbx_sessions_forget(sbx_sessions *s, const char *session_id);
+
 /* Copies of every known handle (sorted by created_at_ms then id); free with
  * sbx_sessions_list_free. */
 size_t sbx_sessions_list(sbx_sessions *s, sbx_session_handle ***out);

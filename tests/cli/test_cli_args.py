@@ -130,6 +130,40 @@ class ExitCodes(unittest.TestCase):
         self.assertEqual(self.rc("--config", "/nonexistent/sbx.yaml", "run", "true"), 3)
 
 
+class SessionRm(unittest.TestCase):
+    """A session whose sandbox cannot be reached any more (its profile now uses another
+    provider) is kept by `session rm`, which says how to drop it; `rm --forget` drops it and
+    names the sandbox it leaves. Before, nothing could remove it from `session ls`."""
+
+    def test_a_session_of_a_profile_that_moved_is_forgotten_with_forget(self):
+        e = cli_util.Env()
+        self.addCleanup(e.close)
+        cfg = os.path.join(e.tmp, "sbx.yaml")
+
+        def config(kind):
+            with open(cfg, "w") as f:
+                f.write("sandbox:\n  profiles:\n    default: { type: %s, scope: per_session }\n"
+                        % kind)
+
+        config("fake")
+        sid = e.run("--config", cfg, "session", "new").stdout.decode().strip()
+        r = e.run("--config", cfg, "exec", "--session", sid, "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        config("local")
+        r = e.run("--config", cfg, "session", "rm", sid)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(b"now uses 'local'", r.stderr)
+        self.assertIn(("`sbx session rm --forget %s`" % sid).encode(), r.stderr)
+        self.assertIn(sid.encode(), e.run("--config", cfg, "session", "ls").stdout)
+        r = e.run("--config", cfg, "session", "rm", "--forget", sid)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"forgotten; its sandbox fk-", r.stderr)
+        self.assertIn(b"(provider fake) was not destroyed", r.stderr)
+        self.assertNotIn(sid.encode(), e.run("--config", cfg, "session", "ls").stdout)
+        r = e.run("--config", cfg, "session", "ls", "--forget")
+        self.assertEqual(r.returncode, 2, r.stderr)
+
+
 class Completion(unittest.TestCase):
     """cli/sbx.bash completes commands, a command's options and fixed values."""
 
