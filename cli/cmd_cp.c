@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/cmd_plane.h"
+#include "core/listing.h"
 
 /* Bytes per WriteFile or ReadFile: every request and completion must stay under the
  * transport's message limit (the worker's max_message_bytes, 16 MiB by default); 4 MiB leaves
@@ -337,18 +339,19 @@ static int upload_tree(cli_plane *p, const char *host, const char *session, cons
     return rc;
 }
 
-/* The host name of a listed entry: the last component of its path (providers list names, as
- * the local agent does, or whole paths, as E2B's envd does), or NULL for one that names no
- * single file below the directory ("", ".", "..", a path ending in '/'). What a listing says
- * comes from inside the sandbox: a name such as "../../.bashrc" would otherwise be written
- * outside the destination. */
-static const char *entry_name(const char *path)
+/* The host name of a listed entry into buf: the last component of its path (the engine lists
+ * "dir/name"; an older worker may pass a provider's own form), or false for one that names no
+ * file of the directory (core/listing.h). What a listing says comes from inside the sandbox: a
+ * name such as ".." would otherwise be written outside the destination. */
+static bool entry_name(const char *path, char *buf, size_t size)
 {
-    const char *slash = strrchr(path, '/');
-    const char *name = slash != NULL ? slash + 1 : path;
-    if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-        return NULL;
-    return name;
+    const char *name = NULL;
+    size_t len = 0;
+    if (!sbx_listing_entry_name(path, &name, &len) || len >= size)
+        return false;
+    memcpy(buf, name, len);
+    buf[len] = '\0';
+    return true;
 }
 
 /* -r out of the sandbox: path is listed (ListFiles); false in *is_dir when it cannot be
@@ -386,8 +389,8 @@ static int download_tree(cli_plane *p, const char *session, const char *path, co
     char h[CP_PATH_MAX], r[CP_PATH_MAX];
     for (size_t i = 0; rc == CLI_EXIT_OK && i < c->result->n_files; i++) {
         const sbx_file *f = c->result->files[i];
-        const char *name = entry_name(f->path != NULL ? f->path : "");
-        if (name == NULL) {
+        char name[NAME_MAX + 1]; /* longer names cannot be made on the host */
+        if (!entry_name(f->path != NULL ? f->path : "", name, sizeof name)) {
             fprintf(stderr,
                     "sbx cp: notice: skipping an entry of %s:%s named '%.200s' (not a "
                     "name of a file in it)\n",

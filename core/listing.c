@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The entry's name in path: its last component, trailing slashes ignored; false when there is
- * none, or it is "." or "..". */
-static bool entry_name(const char *path, const char **name, size_t *len)
+bool sbx_listing_entry_name(const char *path, const char **name, size_t *len)
 {
     size_t end = strlen(path);
     while (end > 0 && path[end - 1] == '/')
@@ -71,7 +69,7 @@ long sbx_listing_normalize(const char *dir, sbx_result *res)
         sbx_file *f = res->files[i];
         const char *name = NULL;
         size_t nl = 0;
-        if (f == NULL || f->path == NULL || !entry_name(f->path, &name, &nl)) {
+        if (f == NULL || f->path == NULL || !sbx_listing_entry_name(f->path, &name, &nl)) {
             if (f != NULL)
                 sbx_message_free(&f->base);
             dropped++;

@@ -10,9 +10,15 @@
 #ifndef SBX_CORE_LISTING_H
 #define SBX_CORE_LISTING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sbx/contract.h"
+
+/* The name of a listed entry in path: its last component, trailing slashes ignored (*name,
+ * *len: not NUL-terminated); false for one that names no file of the directory ("", ".",
+ * ".."). */
+bool sbx_listing_entry_name(const char *path, const char **name, size_t *len);
 
 /* Rewrites res's files as one listing of dir: each entry's path becomes dir joined with its
  * name (the last component of what the provider gave, trailing slashes ignored; "a/" joined to
