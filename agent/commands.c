@@ -442,6 +442,25 @@ void send_started(command *c, int ci, uint64_t req_id, bool detach)
         sub_del(c, ci);
 }
 
+/* After a command started: the next command's spare, which joins its cgroup while this one
+ * runs. Before the first of them, the agent's own filter (confine_seccomp_agent), which every
+ * later fork inherits, each of their programs then adding 4 instructions to it instead of the
+ * whole policy: nothing privileged is left to do by then (the mounts and the socket's seal are
+ * in serve_setup), and it is loaded while this command runs rather than before the first
+ * request is served. The first command's process was forked before it and loaded the whole
+ * policy itself. A one-shot agent forks nothing more: the load would cost without saving. */
+static void next_spare(void)
+{
+    static bool agent_filter_tried;
+    if (agent_cfg.one_shot)
+        return;
+    if (!agent_filter_tried) {
+        agent_filter_tried = true;
+        confine_seccomp_agent();
+    }
+    spare_make();
+}
+
 void start_program(int ci, uint64_t req_id, char **argv, const char *cwd, uint32_t uid,
                    uint32_t gid, uint64_t timeout_ms, uint64_t limit, bool with_stdin, bool detach)
 {
@@ -471,8 +490,7 @@ void start_program(int ci, uint64_t req_id, char **argv, const char *cwd, uint32
     const char *dir = cwd && *cwd ? cwd : agent_cfg.workdir;
     if (spare_take(c, argv, agent_env_tab, agent_env_n, dir, u, g, keep, with_stdin)) {
         send_started(c, ci, req_id, detach);
-        if (!agent_cfg.one_shot)
-            spare_make(); /* the next one joins its cgroup while this command runs */
+        next_spare();
         return;
     }
     int cg_procs = cgroup_make(c);
@@ -489,8 +507,7 @@ void start_program(int ci, uint64_t req_id, char **argv, const char *cwd, uint32
     }
     c->pid = pid;
     send_started(c, ci, req_id, detach);
-    if (!agent_cfg.one_shot)
-        spare_make();
+    next_spare();
 }
 
 void handle_exec(int ci, uint64_t id, sbx_v1_AgentExec *x)

@@ -576,12 +576,6 @@ static int serve_setup(void)
     /* The first command's spare, forked once the host can connect: its filter load overlaps
      * the host's connect and request instead of delaying that command. */
     spare_make();
-    /* Then the agent's own filter, which every later fork inherits (each of their programs
-     * then adds 4 instructions to it, not the whole policy): nothing privileged is left to do
-     * (the mounts and the socket's seal are above). A one-shot agent forks nothing more, so the
-     * load would cost without saving. */
-    if (agent_seccomp_ready && !agent_cfg.one_shot)
-        confine_seccomp_agent();
     return 0;
 }
 
