@@ -479,6 +479,11 @@ static sbx_status validate_shape(const sbx_request *req, sbx_error *err)
         check_len("principal.subject", req->principal->subject, REQ_SUBJECT_MAX, err))
         return SBX_E_INVALID_ARGUMENT;
     const sbx_policy *p = req->policy;
+    if (p != NULL && p->lenient && p->strict)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                             "policy.lenient and policy.strict are both true; set the one you "
+                             "mean (strict refuses what cannot be enforced, lenient leaves it "
+                             "out with a notice)");
     if (p != NULL && p->n_network_allow > 0 &&
         (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY ||
          p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW))
@@ -946,7 +951,7 @@ static sbx_status hold_place(run *r, holding_place *place)
 }
 
 /* Records the policy a new sandbox was made under in its handle (signed with it): its sandbox
- * dimensions, the per-request ones (timeout, output limit, lenient) left out. Out of memory
+ * dimensions, the per-request ones (timeout, output limit, lenient, strict) left out. Out of memory
  * leaves none, and the sandbox is then taken to have the profile's policy, the widest it can
  * have (check_sandbox_policy): never a failure that would lose the sandbox just made. */
 static void set_sandbox_policy(run *r)
@@ -960,6 +965,7 @@ static void set_sandbox_policy(run *r)
     h->policy->timeout_ms = 0;
     h->policy->output_limit_bytes = 0;
     h->policy->lenient = false;
+    h->policy->strict = false;
 }
 
 /* The handle no longer names a sandbox: nor the policy of one. */

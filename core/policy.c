@@ -236,8 +236,10 @@ sbx_status sbx_policy_merge(const sbx_policy *prof, const sbx_policy *req, sbx_p
     MERGE_LIMIT(timeout_ms, "%llu", unsigned long long);
     MERGE_LIMIT(output_limit_bytes, "%llu", unsigned long long);
 
-    /* Lenient only loosens: a request cannot turn a strict profile lenient. */
-    eff->lenient = prof->lenient;
+    /* Lenient only loosens: a request cannot turn a strict profile lenient, and may always
+     * ask for strict (lenient false is its unset value, so that takes strict: true). */
+    eff->lenient = prof->lenient && !req->strict;
+    eff->strict = req->strict;
     if (req->lenient && !prof->lenient)
         ok &= add_widened(widened, "lenient true > profile's strict");
 

@@ -267,6 +267,33 @@ static void test_engine_lenient_profile_runs_with_notice(void **state)
     sbx_completion_free(c);
 }
 
+/* A request asks for strict on a lenient profile: what the provider cannot enforce is refused
+ * before anything is made, as on a strict profile (before: it ran with those dimensions left
+ * out, and the request had no way to ask otherwise). Both lenient and strict: refused. */
+static void test_engine_strict_request_on_lenient_profile_is_refused(void **state)
+{
+    env *t = *state;
+    t->cfg->profiles[2].policy->lenient = true; /* "weak" */
+    sbx_request *r = fx_shell("weak", "echo x");
+    r->policy = sbx_policy_new();
+    r->policy->strict = true;
+    sbx_completion *c = fx_process(t->e, r);
+    assert_int_equal(c->error_code, SBX_E_POLICY);
+    assert_non_null(strstr(c->error, "memory_mb"));
+    assert_non_null(strstr(c->error, "(strict)"));
+    assert_int_equal(sbx_fake_created_count(sbx_fake_get("weak")), 0);
+    sbx_completion_free(c);
+    r = fx_shell("weak", "echo x");
+    r->policy = sbx_policy_new();
+    r->policy->strict = true;
+    r->policy->lenient = true;
+    c = fx_process(t->e, r);
+    t->cfg->profiles[2].policy->lenient = false;
+    assert_int_equal(c->error_code, SBX_E_INVALID_ARGUMENT);
+    assert_non_null(strstr(c->error, "policy.lenient and policy.strict are both true"));
+    sbx_completion_free(c);
+}
+
 static void test_engine_request_cannot_turn_strict_profile_lenient(void **state)
 {
     env *t = *state;
@@ -886,6 +913,7 @@ int main(void)
         T(test_engine_strict_policy_lists_every_unenforceable_dimension),
         T(test_engine_lenient_profile_runs_with_notice),
         T(test_engine_request_cannot_turn_strict_profile_lenient),
+        T(test_engine_strict_request_on_lenient_profile_is_refused),
         T(test_engine_request_widening_memory_is_refused),
         T(test_engine_request_widening_network_is_refused),
         T(test_engine_request_fs_read_climbing_out_of_the_profile_is_refused),

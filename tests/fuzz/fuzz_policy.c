@@ -41,6 +41,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == SBX_OK) {
         FUZZ_REQUIRE(sbx_policy_sandbox_wider(eff, eff, &wider), "out of memory");
         FUZZ_REQUIRE(wider.n == 0, "a policy is wider than itself: %s", wider.items[0]);
+        /* Lenient only if the profile is and the request did not ask for strict. */
+        FUZZ_REQUIRE(!eff->lenient || (prof->lenient && !(req->policy && req->policy->strict)),
+                     "lenient although the profile is strict or the request asked for strict");
         /* A profile as the config accepts it (absolute paths without dot components): what the
          * merge accepted without a widening stays within it. */
         if (widened.n == 0 && !any_dotted(prof->n_fs_read, prof->fs_read) &&

@@ -357,11 +357,12 @@ def build(ex, ag):
     r.task_id = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
     r.list_files.path = "/workspace"
     pol = E.Policy()
-    pol.MergeFromString(E.Policy(pids=64).SerializeToString() + unknown_fields())
+    pol.MergeFromString(E.Policy(pids=64, strict=True).SerializeToString() + unknown_fields())
     r.policy.CopyFrom(pol)
     r.MergeFromString(unknown_fields())
     v.add("req_unknown_fields", r, flags=["unknown"], expects=[
-        ("policy.pids", "u64", "64"), ("list_files.path", "str", hexs("/workspace"))])
+        ("policy.pids", "u64", "64"), ("policy.strict", "bool", "1"),
+        ("list_files.path", "str", hexs("/workspace"))])
 
     # Beyond nanopb's bounds: protobuf-c (the host) accepts, nanopb must refuse.
     r = E.ExecutionRequest()

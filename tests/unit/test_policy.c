@@ -454,6 +454,20 @@ static void test_policy_lenient_request_never_loosens_a_strict_profile(void **st
     release(m);
 }
 
+/* strict narrows a lenient profile: lenient false is the unset value and cannot. */
+static void test_policy_strict_request_narrows_a_lenient_profile(void **state)
+{
+    (void)state;
+    merged *m = fresh();
+    m->prof.lenient = true;
+    m->req.strict = true;
+    merge(m);
+    assert_int_equal(m->widened.n, 0);
+    assert_false(m->eff.lenient);
+    assert_true(m->eff.strict);
+    release(m);
+}
+
 static void test_policy_no_request_takes_the_profile(void **state)
 {
     (void)state;
@@ -593,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_policy_integer_limits_narrow_and_never_widen),
         cmocka_unit_test(test_policy_request_limits_past_their_bounds_are_invalid),
         cmocka_unit_test(test_policy_lenient_request_never_loosens_a_strict_profile),
+        cmocka_unit_test(test_policy_strict_request_narrows_a_lenient_profile),
         cmocka_unit_test(test_policy_no_request_takes_the_profile),
         cmocka_unit_test(test_policy_unenforceable_lists_each_dimension),
         cmocka_unit_test(test_policy_sandbox_wider_names_each_dimension),
