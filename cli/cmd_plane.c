@@ -563,6 +563,9 @@ int cli_print_completion(const sbx_completion *c, bool program, const cli_stream
         fflush(stdout);
         if (c->notice[0] != '\0')
             fprintf(stderr, "sbx: notice: %s\n", c->notice);
+        if (c->result != NULL && c->result->outcome == SBX__V1__OUTCOME__OUTCOME_OOM)
+            fprintf(stderr, "sbx: the program was killed for running out of memory (its sandbox's "
+                            "memory_mb: the profile's, or --memory-mb's when lower)\n");
         if (c->status != SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED)
             fprintf(stderr, "sbx: %s: %s\n", sbx_status_name((sbx_status)c->error_code), c->error);
     }

@@ -6,10 +6,11 @@
 
 #include "cli/cli.h"
 #include "cli/cmd_plane.h"
+#include "cli/policy_opts.h"
 
 const char cmd_run_help[] =
-    "Usage: sbx run [--profile P] [--timeout-ms N] [--from-snapshot NAME] [-i] [--] COMMAND "
-    "[ARGS...]\n\n"
+    "Usage: sbx run [--profile P] [--timeout-ms N] [--from-snapshot NAME] [-i] [POLICY] [--]\n"
+    "               COMMAND [ARGS...]\n\n"
     "Runs COMMAND in a fresh sandbox of profile P (default: the default profile) and destroys\n"
     "the sandbox afterwards, whatever happened (also on SIGINT, SIGTERM or SIGHUP, which stop\n"
     "the program). Its output is printed as it is produced, stdout to stdout and stderr to\n"
@@ -21,7 +22,8 @@ const char cmd_run_help[] =
     "  --from-snapshot NAME\n"
     "                   start with snapshot NAME's workspace (sbx snapshot ls)\n"
     "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
-    "  --json           print the whole completion as JSON instead\n\n" CLI_PROGRAM_EXIT_HELP;
+    "  --json           print the whole completion as JSON instead\n\n" CLI_POLICY_HELP
+        CLI_PROGRAM_EXIT_HELP;
 
 int cmd_run(int argc, char **argv)
 {
@@ -30,16 +32,23 @@ int cmd_run(int argc, char **argv)
                                          [OPT_TIMEOUT] = {"timeout-ms", 0, true},
                                          [OPT_STDIN] = {"stdin", 'i', false},
                                          [OPT_FROM_SNAPSHOT] = {"from-snapshot", 0, true},
+                                         CLI_POLICY_OPTIONS,
                                          {NULL, 0, 0}};
     cli_parser a = {
         .cmd = "run", .help = cmd_run_help, .options = options, .stop_at_operand = true};
     const char *profile = NULL, *from_snapshot = NULL;
     long long timeout_ms = 0;
     bool force_stdin = false;
-    int opt;
+    sbx_policy *policy = NULL; /* the policy options' (owned by the request once built) */
+    int opt, pol = 0;
     cli_errors_as_completions();
     cli_opt_init(&a, argc, argv);
     while ((opt = cli_opt_next(&a)) >= 0) {
+        pol = cli_policy_opt(&a, opt, &policy);
+        if (pol < 0)
+            break;
+        if (pol > 0)
+            continue;
         if (opt == OPT_PROFILE)
             profile = a.value;
         else if (opt == OPT_STDIN)
@@ -47,25 +56,32 @@ int cmd_run(int argc, char **argv)
         else if (opt == OPT_FROM_SNAPSHOT)
             from_snapshot = a.value;
         else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
-            return a.exit_code;
+            break;
     }
-    if (opt == CLI_OPT_EXIT)
+    if (opt >= 0 || opt == CLI_OPT_EXIT) {
+        sbx_message_free((ProtobufCMessage *)policy);
         return a.exit_code;
-    if (a.n_operands == 0)
+    }
+    if (a.n_operands == 0) {
+        sbx_message_free((ProtobufCMessage *)policy);
         return cli_usage_error("run", "no command given (sbx run [OPTIONS] [--] COMMAND ...)");
+    }
     ProtobufCBinaryData in;
     int rc = cli_read_stdin("run", force_stdin, &in);
-    if (rc != 0)
-        return rc;
     cli_plane p;
-    if ((rc = cli_plane_open_one_shot(&p)) != 0) {
+    if (rc == 0 && (rc = cli_plane_open_one_shot(&p)) != 0) {
         free(in.data);
-        return cli_program_exit_code(rc);
+        rc = cli_program_exit_code(rc);
+    }
+    if (rc != 0) {
+        sbx_message_free((ProtobufCMessage *)policy);
+        return rc;
     }
     sbx_request *r = cli_plane_own(
         &p, sbx_request_argv(profile, (const char *const *)a.operands, (size_t)a.n_operands));
     if (r == NULL) {
         free(in.data);
+        sbx_message_free((ProtobufCMessage *)policy);
         cli_plane_close(&p);
         fprintf(stderr, "sbx: out of memory building the request\n");
         return CLI_EXIT_NOT_RUN;
@@ -73,10 +89,11 @@ int cmd_run(int argc, char **argv)
     r->run_command->stdin = in; /* freed with the request */
     if (from_snapshot != NULL)
         sbx_set_string(&r->from_snapshot, from_snapshot);
-    if (timeout_ms > 0) {
-        r->policy = sbx_policy_new();
-        r->policy->timeout_ms = (uint64_t)timeout_ms;
-    }
+    if (timeout_ms > 0 && policy == NULL)
+        policy = sbx_policy_new();
+    if (policy != NULL && timeout_ms > 0)
+        policy->timeout_ms = (uint64_t)timeout_ms;
+    r->policy = policy; /* freed with the request */
     rc = cli_plane_run_program(&p, r, NULL);
     sbx_request_free(r);
     cli_plane_close(&p);

@@ -9,11 +9,11 @@ _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-fi
 # Options of each command (the global ones are added to all).
 _sbx_command_options() {
   case $1 in
-    run) echo "--profile --timeout-ms --from-snapshot -i --stdin" ;;
+    run) echo "--profile --timeout-ms --from-snapshot -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
     exec) echo "--session --timeout-ms -i --stdin -d --detach --recreate-elsewhere" ;;
     attach) echo "--offset --stderr-offset" ;;
     kill) echo "--signal" ;;
-    code) echo "--language --profile --session -i --stdin" ;;
+    code) echo "--language --profile --session -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
     session) echo "--profile --name --from-snapshot --forget" ;;
     cp) echo "-r --recursive" ;;
     worker) echo "--listen" ;;
@@ -42,7 +42,8 @@ _sbx() {
     case $word in
       --config | --broker | --endpoint | --ca-file | --cert-file | --key-file | --token-env | \
         --subject | --principal-mode | --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen | \
-        --offset | --stderr-offset | --signal | --from-snapshot)
+        --offset | --stderr-offset | --signal | --from-snapshot | --network | --allow | --memory-mb | --cpu | \
+        --pids | --disk-mb)
         ((i++)) ;;
       -*) ;;
       *) cmd=$word; break ;;
@@ -64,6 +65,8 @@ _sbx() {
     --endpoint | --token-env | --subject | --timeout-ms | --name | --listen | --offset | \
       --stderr-offset) return 0 ;;
     --signal) mapfile -t COMPREPLY < <(compgen -W "1 2 9 15" -- "$cur"); return 0 ;;
+    --network) mapfile -t COMPREPLY < <(compgen -W "deny allow" -- "$cur"); return 0 ;;
+    --allow | --memory-mb | --cpu | --pids | --disk-mb) return 0 ;;
     --from-snapshot)
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys name sbx snapshot ls)" -- "$cur")
       return 0 ;;

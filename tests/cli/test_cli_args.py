@@ -130,6 +130,49 @@ class ExitCodes(unittest.TestCase):
         self.assertEqual(self.rc("--config", "/nonexistent/sbx.yaml", "run", "true"), 3)
 
 
+class PolicyOptions(unittest.TestCase):
+    """`sbx run` and `sbx code` narrow the profile's policy for one call (--memory-mb, --pids,
+    --network, --allow, --cpu, --disk-mb, --strict); a wider value is refused (4), a malformed
+    one is a usage error (2) naming the option. Before, only a profile could set them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.e = cli_util.Env()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.e.close()
+
+    def test_a_narrower_limit_holds(self):
+        hog = "x = bytearray(200 * 1024 * 1024); print('allocated')"
+        r = self.e.run("run", "--memory-mb", "64", "--", "python3", "-c", hog)
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.assertNotIn(b"allocated", r.stdout)
+        self.assertIn(b"killed for running out of memory", r.stderr)
+        r = self.e.run("code", "-l", "python", "--memory-mb=64", hog)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"allocated", r.stdout)
+        r = self.e.run("run", "--pids", "3", "--", "sh", "-c",
+                       "for i in 1 2 3 4 5 6; do sleep 1 & done; wait")
+        self.assertIn(b"fork", r.stderr.lower())
+        r = self.e.run("run", "--cpu", "0.5", "--disk-mb", "16", "--strict", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_wider_one_is_refused(self):
+        for args in (["--network", "allow"], ["--allow", "example.com"]):
+            r = self.e.run("run", *args, "--", "true")
+            self.assertEqual(r.returncode, 4, r.stderr)
+            self.assertIn(b"widens profile 'default'", r.stderr)
+
+    def test_malformed_values_name_the_option(self):
+        for opt, value in (("--memory-mb", "0"), ("--memory-mb", "lots"), ("--cpu", "0"),
+                           ("--cpu", "nan"), ("--pids", str(2**32)), ("--network", "none"),
+                           ("--allow", "")):
+            r = self.e.run("run", opt, value, "--", "true")
+            self.assertEqual(r.returncode, 2, (opt, value, r.stderr))
+            self.assertIn(opt.encode(), r.stderr)
+
+
 class SessionRm(unittest.TestCase):
     """A session whose sandbox cannot be reached any more (its profile now uses another
     provider) is kept by `session rm`, which says how to drop it; `rm --forget` drops it and
