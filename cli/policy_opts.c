@@ -23,18 +23,6 @@ static int out_of_memory(cli_parser *p)
     return -1;
 }
 
-/* The integer limits: positive, at most max (the field's width). */
-static int limit(cli_parser *p, const char *name, uint64_t max, uint64_t *out)
-{
-    long long v = 0;
-    if (!cli_opt_positive(p, name, &v))
-        return -1;
-    if ((uint64_t)v > max)
-        return usage(p, name, "a smaller number");
-    *out = (uint64_t)v;
-    return 1;
-}
-
 int cli_policy_opt(cli_parser *p, int opt, sbx_policy **policy)
 {
     const char *name = p->options[opt].name;
@@ -78,16 +66,18 @@ int cli_policy_opt(cli_parser *p, int opt, sbx_policy **policy)
         pol->strict = 1;
         return 1;
     }
-    uint64_t v = 0;
-    int rc = strcmp(name, "pids") == 0 ? limit(p, name, UINT32_MAX, &v)
-                                       : limit(p, name, UINT64_MAX / (1024 * 1024), &v);
-    if (rc != 1)
-        return rc;
-    if (strcmp(name, "pids") == 0)
+    /* the integer limits: positive (the engine holds them to core/limits.h's bounds) */
+    long long v = 0;
+    if (!cli_opt_positive(p, name, &v))
+        return -1;
+    if (strcmp(name, "pids") == 0) {
+        if (v > (long long)UINT32_MAX)
+            return usage(p, name, "a number of at most 4294967295");
         pol->pids = (uint32_t)v;
-    else if (strcmp(name, "memory-mb") == 0)
-        pol->memory_mb = v;
-    else
-        pol->disk_mb = v;
+    } else if (strcmp(name, "memory-mb") == 0) {
+        pol->memory_mb = (uint64_t)v;
+    } else {
+        pol->disk_mb = (uint64_t)v;
+    }
     return 1;
 }
