@@ -1,4 +1,4 @@
-/* policy_opts.c - the policy options of `sbx run` and `sbx code` (policy_opts.h). */
+/* policy_opts.c - the policy options of `sbx run`, `sbx code` and `sbx exec` (policy_opts.h). */
 #include "cli/policy_opts.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
-/* policy_opts.h - the policy options of the commands that make a sandbox (`sbx run`, `sbx code`):
- * each narrows one dimension of the profile's policy for this call, as a request's Policy
- * does (a value wider than the profile's is refused by the engine, exit 4, naming it).
+/* policy_opts.h - the policy options of the commands that run programs (`sbx run`, `sbx code`,
+ * `sbx exec`): each narrows one dimension of the profile's policy for this call, as a request's
+ * Policy does (a value wider than the profile's is refused by the engine, exit 4, naming it).
  */
 #ifndef SBX_CLI_POLICY_OPTS_H
 #define SBX_CLI_POLICY_OPTS_H

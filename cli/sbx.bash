@@ -10,7 +10,7 @@ _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-fi
 _sbx_command_options() {
   case $1 in
     run) echo "--profile --timeout-ms --from-snapshot -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
-    exec) echo "--session --timeout-ms -i --stdin -d --detach --recreate-elsewhere" ;;
+    exec) echo "--session --timeout-ms -i --stdin -d --detach --recreate-elsewhere --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
     attach) echo "--offset --stderr-offset" ;;
     kill) echo "--signal" ;;
     code) echo "--language --profile --session -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;

@@ -131,7 +131,7 @@ class ExitCodes(unittest.TestCase):
 
 
 class PolicyOptions(unittest.TestCase):
-    """`sbx run` and `sbx code` narrow the profile's policy for one call (--memory-mb, --pids,
+    """`sbx run`, `sbx code` and `sbx exec` narrow the profile's policy for one call (--memory-mb, --pids,
     --network, --allow, --cpu, --disk-mb, --strict); a wider value is refused (4), a malformed
     one is a usage error (2) naming the option. Before, only a profile could set them."""
 
@@ -156,6 +156,21 @@ class PolicyOptions(unittest.TestCase):
                        "for i in 1 2 3 4 5 6; do sleep 1 & done; wait")
         self.assertIn(b"fork", r.stderr.lower())
         r = self.e.run("run", "--cpu", "0.5", "--disk-mb", "16", "--strict", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_in_a_session_they_hold_from_its_first_command(self):
+        hog = "x = bytearray(200 * 1024 * 1024); print('allocated')"
+        sid = self.e.run("session", "new").stdout.decode().strip()
+        self.addCleanup(self.e.run, "session", "rm", sid)
+        r = self.e.run("exec", "--session", sid, "--memory-mb", "64", "--", "python3", "-c", hog)
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        # without the option: the sandbox's limit still holds
+        r = self.e.run("exec", "--session", sid, "--", "python3", "-c", hog)
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        r = self.e.run("exec", "--session", sid, "--memory-mb", "32", "--", "true")
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn(b"memory_mb 64 > 32", r.stderr)
+        r = self.e.run("exec", "--session", sid, "--memory-mb", "64", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_a_wider_one_is_refused(self):
