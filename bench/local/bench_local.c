@@ -87,6 +87,34 @@ static void die(const char *what, const sbx_error *err)
     exit(1);
 }
 
+/* The CPU time in us the sandbox's agent has used, its own and that of every process it reaped
+ * (its spares, which become the commands): /proc/PID/stat of the PID 1 its meta file names.
+ * -1 when unknown. */
+static int64_t agent_cpu_us(const sbx_sandbox *sb)
+{
+    char path[sizeof runtime_dir + 64], buf[1024];
+    snprintf(path, sizeof path, "%s/%s/meta", runtime_dir, sb->id);
+    FILE *f = fopen(path, "r");
+    long pid = -1;
+    while (f != NULL && fgets(buf, sizeof buf, f) != NULL && sscanf(buf, "pid %ld", &pid) != 1) {
+    }
+    if (f != NULL)
+        fclose(f);
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    f = pid > 0 ? fopen(path, "r") : NULL;
+    size_t n = f != NULL ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &ut, &st,
+               &cut, &cst) != 4)
+        return -1;
+    return (int64_t)((ut + st + cut + cst) * 1000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
 static sbx_sandbox *create(void)
 {
     sbx_sandbox *sb = NULL;
@@ -391,13 +419,19 @@ int main(int argc, char **argv)
     sbx_sandbox *sb = create();
     run_true(sb);
     int64_t *warm_us = calloc(warm_n, sizeof *warm_us);
+    int64_t cpu0 = agent_cpu_us(sb);
     for (size_t i = 0; i < warm_n; i++) {
         int64_t t0 = sbx_monotonic_us();
         run_true(sb);
         warm_us[i] = sbx_monotonic_us() - t0;
     }
+    int64_t cpu1 = agent_cpu_us(sb);
     printf("  %-58s %10.3f ms  (n=%zu, target <= 0.5 ms)\n", "warm: exec /bin/true in a session",
            median_ms(warm_us, warm_n), warm_n);
+    if (cpu0 >= 0 && cpu1 >= cpu0)
+        printf("  %-58s %10.3f ms  (mean of the n above, in clock ticks of %ld per s)\n",
+               "  its CPU in the sandbox (agent, spares, commands)",
+               (double)(cpu1 - cpu0) / 1000.0 / (double)warm_n, sysconf(_SC_CLK_TCK));
     pause_resume(sb, warm_n < BENCH_PAUSE_RUNS ? warm_n : BENCH_PAUSE_RUNS);
     destroy(sb);
 
