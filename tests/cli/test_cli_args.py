@@ -12,7 +12,9 @@ import cli_util
 from cli_util import SBX
 
 
-class Arguments(unittest.TestCase):
+class WithEnv(unittest.TestCase):
+    """One private HOME (cli_util.Env) for the tests of a class."""
+
     @classmethod
     def setUpClass(cls):
         cls.e = cli_util.Env()
@@ -21,6 +23,8 @@ class Arguments(unittest.TestCase):
     def tearDownClass(cls):
         cls.e.close()
 
+
+class Arguments(WithEnv):
     def test_options_end_at_the_program(self):
         r = self.e.run("run", "echo", "--json", "hello")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -83,17 +87,9 @@ class Arguments(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout), (0, b"42\n"), r.stderr)
 
 
-class ExitCodes(unittest.TestCase):
+class ExitCodes(WithEnv):
     """README's table: 2 usage, 3 config, 4 refused, 5 timeout, 6 no session; the program's
     own status otherwise."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.e = cli_util.Env()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.e.close()
 
     def rc(self, *args, **kw):
         return self.e.run(*args, **kw).returncode
@@ -130,18 +126,11 @@ class ExitCodes(unittest.TestCase):
         self.assertEqual(self.rc("--config", "/nonexistent/sbx.yaml", "run", "true"), 3)
 
 
-class PolicyOptions(unittest.TestCase):
-    """`sbx run`, `sbx code` and `sbx exec` narrow the profile's policy for one call (--memory-mb, --pids,
-    --network, --allow, --cpu, --disk-mb, --strict); a wider value is refused (4), a malformed
-    one is a usage error (2) naming the option. Before, only a profile could set them."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.e = cli_util.Env()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.e.close()
+class PolicyOptions(WithEnv):
+    """`sbx run`, `sbx code` and `sbx exec` narrow the profile's policy for one call
+    (--memory-mb, --pids, --network, --allow, --cpu, --disk-mb, --strict); a wider value is
+    refused (4), a malformed one is a usage error (2) naming the option. Before, only a profile
+    could set them."""
 
     def test_a_narrower_limit_holds(self):
         hog = "x = bytearray(200 * 1024 * 1024); print('allocated')"
