@@ -324,6 +324,32 @@ static void test_sessions_destroy_removes_session_and_is_idempotent(void **state
     sbx_completion_free(c);
 }
 
+/* forget drops the session (by name too) and its stored file, and leaves its sandbox alone:
+ * for one whose sandbox cannot be reached any more. Unknown ids are fine. */
+static void test_sessions_forget_drops_the_session_and_leaves_its_sandbox(void **state)
+{
+    env *t = *state;
+    sbx_session_handle *h = NULL;
+    assert_int_equal(sbx_sessions_create(t->s, "default", "gone", &h, NULL), SBX_OK);
+    sbx_completion *c = exec_in(t, "", "gone", "echo x");
+    char path[700];
+    snprintf(path, sizeof(path), "%s/%s.session", t->store, h->session_id);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    sbx_sessions_forget(t->s, "gone");
+    assert_null(sbx_sessions_get(t->s, h->session_id));
+    assert_int_equal(stat(path, &st), -1);
+    assert_false(sbx_fake_was_destroyed(sbx_fake_get("default"), c->session->sandbox_id));
+    sbx_sessions *again = NULL; /* and it stays forgotten */
+    assert_int_equal(sbx_sessions_open(t->cfg, t->b, t->store, &again, NULL), SBX_OK);
+    assert_null(sbx_sessions_get(again, h->session_id));
+    sbx_sessions_free(again);
+    sbx_sessions_forget(t->s, "gone");
+    sbx_sessions_forget(t->s, "no-such-session");
+    sbx_message_free(&h->base);
+    sbx_completion_free(c);
+}
+
 static void test_sessions_pending_completion_is_ingested_later(void **state)
 {
     env *t = *state;
@@ -378,6 +404,7 @@ int main(void)
         T(test_sessions_idle_pause_profile_is_not_reset),
         T(test_sessions_store_persists_handles_privately),
         T(test_sessions_destroy_removes_session_and_is_idempotent),
+        T(test_sessions_forget_drops_the_session_and_leaves_its_sandbox),
         T(test_sessions_pending_completion_is_ingested_later),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
