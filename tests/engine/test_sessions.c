@@ -282,14 +282,25 @@ static void test_sessions_idle_attached_session_resets_binding_only(void **state
     sbx_completion_free(c2);
 }
 
+/* A session named name with one command run in it: its handle in *h, the path of its stored
+ * file (which must exist) in path; returns the command's completion. */
+static sbx_completion *stored_session(env *t, const char *name, sbx_session_handle **h, char *path,
+                                      size_t size)
+{
+    assert_int_equal(sbx_sessions_create(t->s, "default", name, h, NULL), SBX_OK);
+    sbx_completion *c = exec_in(t, "", name, "echo x");
+    snprintf(path, size, "%s/%s.session", t->store, (*h)->session_id);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return c;
+}
+
 static void test_sessions_store_persists_handles_privately(void **state)
 {
     env *t = *state;
     sbx_session_handle *h = NULL;
-    assert_int_equal(sbx_sessions_create(t->s, "default", "kept", &h, NULL), SBX_OK);
-    sbx_completion *c = exec_in(t, "", "kept", "echo x");
     char path[700];
-    snprintf(path, sizeof(path), "%s/%s.session", t->store, h->session_id);
+    sbx_completion *c = stored_session(t, "kept", &h, path, sizeof path);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0600);
@@ -330,12 +341,9 @@ static void test_sessions_forget_drops_the_session_and_leaves_its_sandbox(void *
 {
     env *t = *state;
     sbx_session_handle *h = NULL;
-    assert_int_equal(sbx_sessions_create(t->s, "default", "gone", &h, NULL), SBX_OK);
-    sbx_completion *c = exec_in(t, "", "gone", "echo x");
     char path[700];
-    snprintf(path, sizeof(path), "%s/%s.session", t->store, h->session_id);
+    sbx_completion *c = stored_session(t, "gone", &h, path, sizeof path);
     struct stat st;
-    assert_int_equal(stat(path, &st), 0);
     sbx_sessions_forget(t->s, "gone");
     assert_null(sbx_sessions_get(t->s, h->session_id));
     assert_int_equal(stat(path, &st), -1);
