@@ -1096,8 +1096,8 @@ static void listing_answer(run *r, sbx_result *res)
     long dropped = sbx_listing_normalize(dir, res);
     if (dropped < 0)
         sbx_completion_add_notice(r->c,
-                                  "out of memory rewriting the paths of the listing of %.256s: "
-                                  "some are as the provider gave them",
+                                  "out of memory rewriting the listing of %.256s: some paths "
+                                  "may be as the provider gave them, or the entries unsorted",
                                   dir);
     else if (dropped > 0)
         sbx_completion_add_notice(r->c,

@@ -24,8 +24,8 @@ bool sbx_listing_entry_name(const char *path, const char **name, size_t *len);
  * name (the last component of what the provider gave, trailing slashes ignored; "a/" joined to
  * "/w/" is "/w/a"), sorted by path, each path once. An entry without a name ("", ".", "..")
  * names no file of the directory and is dropped. Returns how many entries were dropped (their
- * names repeated or empty), or -1 when out of memory (res then keeps every entry, some paths
- * rewritten). */
+ * names repeated or empty), or -1 when out of memory (res then keeps the entries it has not
+ * dropped yet, some or all paths rewritten, perhaps unsorted). */
 long sbx_listing_normalize(const char *dir, sbx_result *res);
 
 #endif
