@@ -44,6 +44,11 @@ static char *read_stdin(void)
 static int code_args(const cli_parser *a, const char *lang, const char *profile,
                      const char *session)
 {
+    /* `sbx code python 'print(1)'`: the language written as an operand, as other tools take
+     * it, is the likely mistake; say how to write it rather than only that it is wrong */
+    if (a->n_operands == 2 && lang == NULL)
+        return cli_usage_error("code", "the language goes with -l: sbx code -l %s CODE",
+                               a->operands[0]);
     if (a->n_operands > 1)
         return cli_usage_error("code", "one CODE argument only (quote it)");
     if (lang == NULL)

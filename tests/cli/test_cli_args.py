@@ -49,6 +49,15 @@ class Arguments(WithEnv):
             self.assertEqual(r.returncode, 2, args)
             self.assertIn(b"needs a value", r.stderr, args)
 
+    def test_code_language_as_operand(self):
+        # `sbx code python CODE` names the fix (-l), not only "one CODE argument only"
+        r = self.e.run("code", "python", "print(1)")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"the language goes with -l: sbx code -l python CODE", r.stderr)
+        r = self.e.run("code", "-l", "python", "print(1)", "print(2)")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"one CODE argument only (quote it)", r.stderr)
+
     def test_unknown_option_and_flag_value(self):
         r = self.e.run("run", "--frobnicate", "true")
         self.assertEqual(r.returncode, 2)
