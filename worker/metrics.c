@@ -26,6 +26,7 @@
 #include "core/strbuf.h"
 #include "sbx/status.h"
 #include "worker/observe.h"
+#include "worker/worker_internal.h"
 
 /* Longest scrape request read: Prometheus sends a few hundred bytes of headers. */
 #define METRICS_MAX_REQUEST (8u << 10)
@@ -383,66 +384,6 @@ static void *scrape_main(void *arg)
     return NULL;
 }
 
-/* "host:port" or "[v6]:port" -> a bound, listening socket. */
-static int bind_listener(const char *addr, int *port, sbx_error *err)
-{
-    char host[256], serv[16];
-    const char *colon = addr[0] == '[' ? strstr(addr, "]:") : strrchr(addr, ':');
-    const char *h = addr[0] == '[' ? addr + 1 : addr;
-    if (!colon || colon <= h) {
-        sbx_error_set(err, SBX_E_CONFIG,
-                      "worker.metrics_listen '%s' is not host:port (e.g. 127.0.0.1:9464)", addr);
-        return -1;
-    }
-    size_t hlen = (size_t)(colon - h);
-    const char *p = colon + (addr[0] == '[' ? 2 : 1);
-    if (hlen >= sizeof host || strlen(p) == 0 || strlen(p) >= sizeof serv) {
-        sbx_error_set(err, SBX_E_CONFIG,
-                      "worker.metrics_listen '%s' is not host:port (e.g. 127.0.0.1:9464)", addr);
-        return -1;
-    }
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    snprintf(serv, sizeof serv, "%s", p);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, serv, &hints, &res);
-    if (gai != 0) {
-        sbx_error_set(err, SBX_E_CONFIG, "worker.metrics_listen '%s': %s", addr, gai_strerror(gai));
-        return -1;
-    }
-    int fd = -1, last = 0;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            last = errno;
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, METRICS_LISTEN_BACKLOG) == 0)
-            break;
-        last = errno;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        sbx_error_set(err, SBX_E_CONFIG,
-                      "worker.metrics_listen '%s': cannot listen: %s (is the port in use?)", addr,
-                      strerror(last));
-        return -1;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                           : ((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
-}
-
 sbx_status worker_metrics_new(const char *listen_addr, worker_gauge_fn sampler, void *sampler_arg,
                               worker_metrics **out, sbx_error *err)
 {
@@ -455,7 +396,8 @@ sbx_status worker_metrics_new(const char *listen_addr, worker_gauge_fn sampler, 
     m->listen_fd = m->stop_fd = -1;
     m->start_unix = (int64_t)time(NULL);
     if (listen_addr) {
-        m->listen_fd = bind_listener(listen_addr, &m->port, err);
+        m->listen_fd = worker_listen("worker.metrics_listen", listen_addr, "127.0.0.1:9464",
+                                     METRICS_LISTEN_BACKLOG, 0, NULL, &m->port, err);
         if (m->listen_fd < 0) {
             free(m);
             return err ? err->code : SBX_E_CONFIG;

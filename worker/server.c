@@ -191,82 +191,16 @@ static bool jobs_idle(sbx_worker *w)
 
 /* ---- listener and lifecycle -------------------------------------------------------------- */
 
-/* Splits "host:port" or "[v6]:port". */
-static sbx_status split_listen(const char *listen_addr, char *host, size_t hcap, char *port,
-                               size_t pcap, sbx_error *err)
-{
-    const char *colon;
-    const char *h = listen_addr;
-    size_t hlen;
-    if (listen_addr[0] == '[') {
-        const char *end = strchr(listen_addr, ']');
-        if (!end || end[1] != ':')
-            goto bad;
-        h = listen_addr + 1;
-        hlen = (size_t)(end - h);
-        colon = end + 1;
-    } else {
-        colon = strrchr(listen_addr, ':');
-        if (!colon)
-            goto bad;
-        hlen = (size_t)(colon - listen_addr);
-    }
-    if (hlen == 0 || hlen >= hcap || strlen(colon + 1) == 0 || strlen(colon + 1) >= pcap)
-        goto bad;
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    snprintf(port, pcap, "%s", colon + 1);
-    return SBX_OK;
-bad:
-    return sbx_error_set(err, SBX_E_CONFIG,
-                         "worker.listen '%s' is not host:port (e.g. 127.0.0.1:7443 or "
-                         "[::1]:7443 or 0.0.0.0:7443)",
-                         listen_addr);
-}
-
 static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *loopback,
                                 sbx_error *err)
 {
-    char host[256], port[16];
-    sbx_status st = split_listen(listen_addr, host, sizeof host, port, sizeof port, err);
-    if (st != SBX_OK)
-        return st;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, port, &hints, &res);
-    if (gai != 0)
-        return sbx_error_set(err, SBX_E_CONFIG, "worker.listen '%s': %s", listen_addr,
-                             gai_strerror(gai));
-    int fd = -1;
-    int last_errno = 0;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-            last_errno = errno;
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, WORKER_LISTEN_BACKLOG) == 0) {
-            *loopback = sbx_net_addr_is_loopback(ai->ai_addr);
-            break;
-        }
-        last_errno = errno;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
+    int port = 0;
+    int fd =
+        worker_listen("worker.listen", listen_addr, "127.0.0.1:7443 or [::1]:7443 or 0.0.0.0:7443",
+                      WORKER_LISTEN_BACKLOG, SOCK_NONBLOCK, loopback, &port, err);
     if (fd < 0)
-        return sbx_error_set(err, SBX_E_CONFIG,
-                             "worker.listen '%s': cannot listen: %s (is the port in use?)",
-                             listen_addr, strerror(last_errno));
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    w->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                             : ((struct sockaddr_in *)&ss)->sin_port);
+        return SBX_E_CONFIG; /* worker_listen set err */
+    w->port = port;
     w->listen_fd = fd;
     return SBX_OK;
 }

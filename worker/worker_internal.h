@@ -18,6 +18,15 @@
 #include "sbx/status.h"
 #include "sbx/worker.h"
 
+/* ---- listening sockets (listen.c) ------------------------------------------------------------ */
+
+/* A listening socket on addr ("host:port" or "[v6]:port"; port 0 lets the kernel pick), made
+ * with SOCK_CLOEXEC | sock_flags; its port in *port, and in *loopback (when not NULL) whether
+ * it is bound to a loopback address. -1 with err set (SBX_E_CONFIG, naming option and addr,
+ * example showing the form) when addr is malformed, does not resolve, or cannot be bound. */
+int worker_listen(const char *option, const char *addr, const char *example, int backlog,
+                  int sock_flags, bool *loopback, int *port, sbx_error *err);
+
 /* ---- the event loop's limits against hostile peers (server_impl.h) ------------------------- */
 
 /* The limits the event loop enforces on connections (their defaults and reasons are the
