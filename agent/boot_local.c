@@ -811,7 +811,7 @@ int boot_local_main(int argc, char **argv)
         return 1;
     /* As root, before the effective ids change below; before the pipes, which a launcher
      * forked into v2's cgroup (fork_into_v2) must be the only holder of. */
-    bool pending[BOOT_MAX_CGROUPS];
+    bool pending[BOOT_MAX_CGROUPS] = {false}; /* set for each of the n_cgroups below */
     join_cgroups_early(pending);
     fork_into_v2(pending);
     if (pipe2(ready_pipe, O_CLOEXEC) < 0 || pipe2(go_pipe, O_CLOEXEC) < 0) {

@@ -412,7 +412,7 @@ static bool make_room(sbx_worker *w, const uint8_t peer[16])
 void worker_accept_all(sbx_worker *w)
 {
     for (;;) {
-        struct sockaddr_storage ss;
+        struct sockaddr_storage ss = {0}; /* a family accept4 left unset keys as all zeros */
         socklen_t sl = sizeof ss;
         int fd = accept4(w->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)

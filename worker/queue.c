@@ -592,7 +592,7 @@ sbx_status worker_queue_start(const sbx_config *cfg, sbx_broker *broker, int cap
         if (q->threads == NULL)
             st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     }
-    for (int i = 0; st == SBX_OK && i < q->capacity * 2; i++) {
+    for (int i = 0; st == SBX_OK && q->threads != NULL && i < q->capacity * 2; i++) {
         consumer_thread *t = &q->threads[i];
         t->q = q;
         t->node_bound = i >= q->capacity;
