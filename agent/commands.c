@@ -402,10 +402,11 @@ const char *resolve_exec(const char *argv0, char **env, size_t n)
     while (*path) {
         const char *colon = strchr(path, ':');
         size_t len = colon ? (size_t)(colon - path) : strlen(path);
-        if (len && len + strlen(argv0) + 2 < sizeof exec_path) {
+        size_t name_len = strlen(argv0);
+        if (len && len + name_len + 2 < sizeof exec_path) {
             memcpy(exec_path, path, len);
             exec_path[len] = '/';
-            strcpy(exec_path + len + 1, argv0);
+            memcpy(exec_path + len + 1, argv0, name_len + 1);
             if (access(exec_path, X_OK) == 0)
                 return exec_path;
         }

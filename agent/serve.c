@@ -443,9 +443,10 @@ static int listen_on(const char *path)
     struct sockaddr_un sa;
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof sa.sun_path)
+    size_t len = strlen(path);
+    if (len >= sizeof sa.sun_path)
         return -ENAMETOOLONG;
-    strcpy(sa.sun_path, path);
+    memcpy(sa.sun_path, path, len + 1);
     unlink(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
