@@ -1,6 +1,8 @@
 /* status.c - sbx_status names and the sbx_error value (see include/sbx/status.h).
  * Must not allocate: errors are reported even when memory is exhausted. */
 #include "sbx/status.h"
+#undef sbx_error_set /* the analyzer's macros (status.h): the functions are defined here */
+#undef sbx_error_vset
 
 #include <stdio.h>
 #include <string.h>
