@@ -459,6 +459,13 @@ static sbx_status recv_event(sbx_agent_conn *c, uint64_t id, int64_t deadline,
         if (st != SBX_OK)
             return st;
         Sbx__V1__AgentEvent *e = *ev;
+        if (e == NULL) {
+            /* recv_one answers SBX_OK only with an event; should that ever change, the stream
+             * is out of step and the callers must not read a missing event */
+            c->broken = true;
+            sbx_error_set(err, SBX_E_INTERNAL, "the agent connection returned no event");
+            return SBX_E_INTERNAL;
+        }
         if (e->id == id && e->body_case != SBX__V1__AGENT_EVENT__BODY__NOT_SET)
             return SBX_OK;
         sbx__v1__agent_event__free_unpacked(e, NULL);

@@ -627,7 +627,8 @@ static void on_accept(proxy *px, int l)
         int c = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (c < 0)
             return;
-        struct sockaddr_in dst;
+        /* zeroed: the family test below then never reads bytes getsockname did not write */
+        struct sockaddr_in dst = {0};
         socklen_t dl = sizeof dst;
         size_t i = 0;
         while (i < SBX_EGRESS_MAX_CONNS && px->conns[i])
