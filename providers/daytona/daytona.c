@@ -582,11 +582,11 @@ static sbx_status dt_expose(void *state, const char *sandbox_id, uint32_t port, 
         s = sbx_http_response_json(p->http, &c.req, &c.resp, &j, err);
     const char *u = json_string_value(json_object_get(j, "url"));
     const char *t = json_string_value(json_object_get(j, "token"));
-    if (s == SBX_OK && (u == NULL || strncmp(u, "https://", 8) != 0 || strlen(u) > 1024))
+    if (s == SBX_OK && (u == NULL || strncmp(u, "https://", 8) != 0 || strlen(u) > 1024)) {
         s = sbx_error_set(err, SBX_E_PROVISION,
                           "daytona: the preview-url answer for port %u of %s has no https url",
                           port, sandbox_id);
-    if (s == SBX_OK) {
+    } else if (s == SBX_OK) {
         *url = strdup(u);
         *token = t != NULL && t[0] && strlen(t) <= 1024 ? strdup(t) : NULL;
         if (*url == NULL)
