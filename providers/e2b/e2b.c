@@ -313,9 +313,10 @@ static bool e2b_id_ok(const char *id)
     return true;
 }
 
+/* The sandbox of a create or connect answer; resumed: connect woke it from a pause. */
 static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request *req,
                                         const sbx_http_response *resp, const char *want_id,
-                                        sbx_sandbox **out, sbx_error *err)
+                                        bool resumed, sbx_sandbox **out, sbx_error *err)
 {
     json_t *j = NULL;
     sbx_status s = sbx_http_response_json(p->http, req, resp, &j, err);
@@ -341,6 +342,7 @@ static sbx_status e2b_sandbox_from_json(e2b_provider *p, const sbx_http_request 
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "e2b: out of memory");
     }
     sb->p = p;
+    sb->base.resumed = resumed;
     sb->base.id = strdup(id);
     sb->access_token = token && *token ? strdup(token) : NULL;
     sb->domain = strdup(domain && *domain ? domain : p->domain);
@@ -448,7 +450,7 @@ static sbx_status e2b_create(void *state, const sbx_session_handle *session,
         if (s == SBX_E_GONE)
             s = sbx_http_status_error(p->http, &req, &resp, SBX_E_CONFIG, err);
         if (s == SBX_OK)
-            s = e2b_sandbox_from_json(p, &req, &resp, NULL, out, err);
+            s = e2b_sandbox_from_json(p, &req, &resp, NULL, false, out, err);
     }
     if (s == SBX_E_CONFIG && resp.status == 400 && err)
         sbx_error_prefix(err, "profile '%s' (template '%s'): ", p->profile, p->template_id);
@@ -508,10 +510,8 @@ static sbx_status e2b_attach(void *state, const char *sandbox_id, const sbx_prin
             sbx_error_set(err, SBX_E_GONE,
                           "e2b: sandbox %s no longer exists (POST %s returned %ld)", sandbox_id,
                           url, resp.status);
-        if (s == SBX_OK)
-            s = e2b_sandbox_from_json(p, &req, &resp, sandbox_id, out, err);
-        if (s == SBX_OK && resp.status == 201) /* 201: it was paused and is resumed */
-            (*out)->resumed = true;
+        if (s == SBX_OK) /* 201: it was paused and is resumed */
+            s = e2b_sandbox_from_json(p, &req, &resp, sandbox_id, resp.status == 201, out, err);
     }
     sbx_http_response_clear(&resp);
     if (s == SBX_OK && policy) {

@@ -948,6 +948,7 @@ static sbx_status e2b_install_packages_inner(sbx_sandbox *sbb, const Sbx__V1__In
 
 static sbx_status e2b_files_url(e2b_sandbox *sb, const char *path, e2b_call *c, sbx_error *err)
 {
+    memset(c, 0, sizeof *c); /* empty, not garbage, on the failures before e2b_call_init */
     if (!path || path[0] == 0)
         return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "e2b: a file path is required");
     char *ep = sbx_http_url_escape(path);
