@@ -416,7 +416,9 @@ sbx_status aws_ssm_call(aws_client *c, const aws_creds *creds, const char *opera
  * [s, s+n) into a malloc'd string; other '&' sequences are kept literally. */
 static char *xml_unescape(const char *s, size_t n)
 {
-    char *o = malloc(n + 1);
+    /* calloc: escapes decode shorter, and the bytes left past the terminator are zeros, not
+     * heap leftovers, whatever a reader of the text (aws_error_code, trim_inplace) touches */
+    char *o = calloc(1, n + 1);
     if (o == NULL)
         return NULL;
     size_t k = 0;

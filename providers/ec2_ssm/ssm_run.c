@@ -397,28 +397,35 @@ sbx_status ssm_run_code(sbx_sandbox *sbx, const Sbx__V1__RunCode *op, const sbx_
 #define SSM_READ_CHUNK_BYTES 17000u
 #define SSM_MAX_FILE_BYTES (256u * 1024u)
 
-/* The absolute path for a caller's path: absolute as is, relative under workdir. */
-static sbx_status resolve_path(const ssm_state *st, const char *what, const char *path, char **abs,
-                               sbx_error *err)
+/* The absolute path (malloc'd) for a caller's path: absolute as is, relative under workdir.
+ * NULL when there is none, *s and err saying why: callers test the path they go on to use. */
+static char *resolve_path(const ssm_state *st, const char *what, const char *path, sbx_status *s,
+                          sbx_error *err)
 {
-    *abs = NULL;
-    if (path == NULL || path[0] == '\0')
-        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "ec2_ssm: %s: path is empty", what);
-    if (path[0] == '/') {
-        *abs = strdup(path);
-    } else {
-        if (st->workdir == NULL)
-            return sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
-                                 "ec2_ssm: %s '%.256s': relative path, but the profile sets no "
-                                 "ec2_ssm.workdir; use an absolute path or set workdir",
-                                 what, path);
-        size_t n = strlen(st->workdir) + strlen(path) + 2;
-        *abs = malloc(n);
-        if (*abs != NULL)
-            snprintf(*abs, n, "%s/%s", st->workdir, path);
+    char *abs = NULL;
+    *s = SBX_OK;
+    if (path == NULL || path[0] == '\0') {
+        *s = sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "ec2_ssm: %s: path is empty", what);
+        return NULL;
     }
-    return *abs != NULL ? SBX_OK
-                        : sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+    if (path[0] == '/') {
+        abs = strdup(path);
+    } else {
+        if (st->workdir == NULL) {
+            *s = sbx_error_set(err, SBX_E_INVALID_ARGUMENT,
+                               "ec2_ssm: %s '%.256s': relative path, but the profile sets no "
+                               "ec2_ssm.workdir; use an absolute path or set workdir",
+                               what, path);
+            return NULL;
+        }
+        size_t n = strlen(st->workdir) + strlen(path) + 2;
+        abs = malloc(n);
+        if (abs != NULL)
+            snprintf(abs, n, "%s/%s", st->workdir, path);
+    }
+    if (abs == NULL)
+        *s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+    return abs;
 }
 
 /* Runs a file script (no streaming of its base64 to the caller) into scratch; a non-zero exit
@@ -462,9 +469,9 @@ sbx_status ssm_write_file(sbx_sandbox *sbx, const Sbx__V1__WriteFile *op, const 
                              "ec2_ssm: write_file '%.256s': %zu bytes is over the %u bytes one "
                              "write moves through SSM Run Command; copy large files through S3",
                              op->path, op->content.len, SSM_MAX_FILE_BYTES);
-    char *abs = NULL;
-    sbx_status s = resolve_path(st, "write_file", op->path, &abs, err);
-    if (s != SBX_OK)
+    sbx_status s;
+    char *abs = resolve_path(st, "write_file", op->path, &s, err);
+    if (abs == NULL)
         return s;
     char *slash = strrchr(abs, '/');
     const char *base = slash + 1;
@@ -557,18 +564,20 @@ sbx_status ssm_read_file(sbx_sandbox *sbx, const Sbx__V1__ReadFile *op, const sb
                          sbx_result *r, sbx_error *err)
 {
     ssm_state *st = ((ssm_sandbox *)sbx)->st;
-    char *abs = NULL;
-    sbx_status s = resolve_path(st, "read_file", op->path, &abs, err);
-    if (s != SBX_OK)
+    sbx_status s;
+    char *abs = resolve_path(st, "read_file", op->path, &s, err);
+    if (abs == NULL)
         return s;
     uint64_t want = op->max_bytes > 0 && op->max_bytes < SSM_MAX_FILE_BYTES ? op->max_bytes
                                                                             : SSM_MAX_FILE_BYTES;
     uint8_t *buf = malloc((size_t)want + 4);
+    if (buf == NULL) {
+        free(abs);
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
+    }
     size_t got = 0;
     long long size = -1;
     bool eof = false;
-    if (buf == NULL)
-        s = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "ec2_ssm: out of memory");
     while (s == SBX_OK && got < want && !eof) {
         size_t n = want - got < SSM_READ_CHUNK_BYTES ? (size_t)(want - got) : SSM_READ_CHUNK_BYTES;
         char line[128];
@@ -664,10 +673,10 @@ sbx_status ssm_list_files(sbx_sandbox *sbx, const Sbx__V1__ListFiles *op, const 
                           sbx_result *r, sbx_error *err)
 {
     ssm_state *st = ((ssm_sandbox *)sbx)->st;
-    char *abs = NULL;
-    sbx_status s =
-        resolve_path(st, "list_files", op->path != NULL && op->path[0] ? op->path : ".", &abs, err);
-    if (s != SBX_OK)
+    sbx_status s;
+    char *abs =
+        resolve_path(st, "list_files", op->path != NULL && op->path[0] ? op->path : ".", &s, err);
+    if (abs == NULL)
         return s;
     /* find prints one NUL-terminated record per entry, base64 keeps the names (any bytes but
      * NUL and '/') intact through SSM's text output. */
