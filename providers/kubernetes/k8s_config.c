@@ -399,8 +399,10 @@ sbx_status k8s_cluster_load_in_cluster(const char *sa_dir, k8s_cluster *out, sbx
     }
     out->ca_file = strdup(path);
     snprintf(path, sizeof(path), "%s/namespace", sa_dir);
+    /* optional: read_file sets ns only when it read the file */
     char *ns = NULL;
-    if (read_file("service account namespace", path, &ns, &n, NULL) == SBX_OK) {
+    (void)read_file("service account namespace", path, &ns, &n, NULL);
+    if (ns != NULL) {
         while (n > 0 && (ns[n - 1] == '\n' || ns[n - 1] == '\r'))
             ns[--n] = '\0';
         out->namespace = ns;
