@@ -521,7 +521,7 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->policy_resources = lp && (lp->cg == CG_V1 || (lp->cg == CG_V2 && lp->v2_missing == 0));
     caps->streaming = true;
     caps->detach = true; /* the agent keeps each command's journal */
-    caps->pause = lp->freezer_base[0] != '\0' && !lp->per_call;
+    caps->pause = lp && lp->freezer_base[0] != '\0' && !lp->per_call;
     caps->expose = true; /* a relay per port, in the sandbox's network namespace */
 }
 
@@ -1124,19 +1124,19 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
     return pid;
 }
 
-static sbx_status open_sandbox(local_provider *lp, const char *id, local_sandbox **out,
-                               sbx_error *err)
+/* The handle of sandbox id (its paths; nothing opened yet); NULL: out of memory, the one way
+ * it fails, so callers test the handle itself. */
+static local_sandbox *open_sandbox(local_provider *lp, const char *id)
 {
     local_sandbox *sb = calloc(1, sizeof *sb);
     if (!sb || !(sb->base.id = strdup(id))) {
         free(sb);
-        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
+        return NULL;
     }
     sb->lp = lp;
     state_paths(lp, id, sb->state_dir, sizeof sb->state_dir);
     snprintf(sb->socket_path, sizeof sb->socket_path, "%s/box/agent.sock", sb->state_dir);
-    *out = sb;
-    return SBX_OK;
+    return sb;
 }
 
 static void sandbox_free(local_sandbox *sb)
@@ -1225,10 +1225,9 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         return st;
     char id[19];
     new_id(id);
-    local_sandbox *sb;
-    st = open_sandbox(lp, id, &sb, err);
-    if (st != SBX_OK)
-        return st;
+    local_sandbox *sb = open_sandbox(lp, id);
+    if (!sb)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     char box[PATH_MAX + 8];
     snprintf(box, sizeof box, "%s/box", sb->state_dir);
     /* The launcher first: its exec overlaps the state dir, uid slot, cgroups and meta below,
@@ -1335,10 +1334,9 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
         return sbx_error_set(err, SBX_E_GONE,
                              "'%s' is not a local sandbox id (they look like l-0123456789abcdef)",
                              sandbox_id ? sandbox_id : "");
-    local_sandbox *sb;
-    sbx_status st = open_sandbox(lp, sandbox_id, &sb, err);
-    if (st != SBX_OK)
-        return st;
+    local_sandbox *sb = open_sandbox(lp, sandbox_id);
+    if (!sb)
+        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "out of memory");
     meta m;
     if (!meta_read(sb->state_dir, &m) || !meta_alive(&m)) {
         sandbox_free(sb);
@@ -1353,7 +1351,7 @@ static sbx_status local_attach(void *state, const char *sandbox_id, const sbx_pr
                  v1 ? "memory.oom_control" : "memory.events");
     }
     int64_t deadline = sbx_provider_step_deadline(LOCAL_AGENT_MS);
-    st = sbx_agent_connect(sb->socket_path, deadline, &sb->conn, err);
+    sbx_status st = sbx_agent_connect(sb->socket_path, deadline, &sb->conn, err);
     if (st == SBX_OK)
         st = sbx_agent_ping(sb->conn, deadline, NULL, err);
     if (st != SBX_OK) {
