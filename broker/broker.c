@@ -193,6 +193,8 @@ sbx_status sbx_broker_open(const sbx_config *cfg, sbx_engine *engine, sbx_broker
     if (strcmp(flavor, "embedded") == 0)
         return sbx_broker_open_embedded(engine, out, err);
     if (strcmp(flavor, "thread") == 0) {
+        if (cfg == NULL) /* the default flavor, with the default sizes */
+            return sbx_broker_open_thread(engine, NULL, out, err);
         sbx_thread_broker_opts o = {
             .threads = (int)cfg->broker.threads,
             .queue_depth = (int)cfg->broker.queue_depth,

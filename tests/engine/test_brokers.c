@@ -719,6 +719,23 @@ static void test_brokers_open_by_flavor(void **state)
     assert_non_null(strstr(err.message, "embedded, thread, remote or queue"));
 }
 
+/* No config: the default flavor, a thread broker with the default sizes, and it runs requests
+ * (it used to read the sizes through the NULL config). */
+static void test_brokers_open_without_config_is_a_default_thread_broker(void **state)
+{
+    env *t = *state;
+    sbx_broker *b = NULL;
+    assert_int_equal(sbx_broker_open(NULL, t->e, &b, NULL), SBX_OK);
+    assert_string_equal(sbx_broker_flavor(b), "thread");
+    sbx_completion *c = NULL;
+    sbx_request *r = fx_code("default", "python", "print(6 * 7)");
+    assert_int_equal(sbx_broker_submit(b, r, SBX_WAIT_FOREVER, NULL, &c), SBX_OK);
+    assert_string_equal(fx_stdout(c), "42\n");
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
 static void test_brokers_thread_records_frames_that_replay_identically(void **state)
 {
     env *t = *state;
@@ -1675,6 +1692,7 @@ int main(void)
         T(test_brokers_thread_without_an_executor_answers_at_once),
         T(test_brokers_discarded_task_result_is_unknown),
         T(test_brokers_open_by_flavor),
+        T(test_brokers_open_without_config_is_a_default_thread_broker),
         T(test_brokers_thread_records_frames_that_replay_identically),
         T(test_brokers_hooks_stream_output_chunks),
         T(test_brokers_hooks_are_not_called_after_a_bounded_submit_returned),
