@@ -151,7 +151,10 @@ sbx_status sbx_config_default(sbx_config **out, sbx_error *err)
     sbx_config *cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL || !host_defaults(cfg) || !config_add_builtin_profile(cfg, NULL)) {
         sbx_config_free(cfg);
-        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "built-in config: out of memory");
+        /* The code itself, not sbx_error_set's (equal) result: this file then shows that *out
+         * is set exactly when SBX_OK is returned, which sbx_config_load_with relies on. */
+        sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "built-in config: out of memory");
+        return SBX_E_RESOURCE_EXHAUSTED;
     }
     *out = cfg;
     return SBX_OK;
@@ -229,7 +232,8 @@ static sbx_status load_buffer(const char *yaml, size_t len, const char *name, co
     if (cfg == NULL || !host_defaults(cfg)) {
         sbx_config_free(cfg);
         config_node_free(root);
-        return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", name);
+        sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", name);
+        return SBX_E_RESOURCE_EXHAUSTED; /* as in sbx_config_default: *out set exactly on SBX_OK */
     }
     loader L = {.name = name, .dir = dir, .err = err, .cfg = cfg, .ov = ov};
     /* Parse "null" sandbox (an empty document) through the same path as a real one. */

@@ -176,7 +176,8 @@ sbx_options *sbx_options_copy(const sbx_options *o)
     sbx_options *c = sbx_options_new(o->schema);
     if (c == NULL)
         return NULL;
-    for (size_t i = 0; i < o->n_keys; i++) {
+    /* Made from o's schema, c has o's keys; bounded by c's own count, the length of c->values. */
+    for (size_t i = 0; i < c->n_keys; i++) {
         const option_value *from = &o->values[i];
         option_value *to = &c->values[i];
         to->set = from->set;

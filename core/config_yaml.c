@@ -108,16 +108,23 @@ static sbx_status parser_error(tree_builder *b, const yaml_parser_t *p)
     return fail_at(b, line, column, "invalid YAML: %s", p->problem ? p->problem : "syntax error");
 }
 
+/* *out is set exactly when this returns SBX_OK. Each failure returns its own code, not the
+ * (equal) result of fail_at or sbx_error_set, so that this file shows it: a caller uses *out
+ * after checking the status only. */
 static sbx_status new_node(tree_builder *b, config_node_kind kind, yaml_mark_t mark,
                            config_node **out)
 {
-    if (b->n_nodes >= CONFIG_MAX_NODES)
-        return fail_at(b, mark_line(mark), mark_column(mark),
-                       "the document has more than %d nodes; a config file is never that big",
-                       CONFIG_MAX_NODES);
+    if (b->n_nodes >= CONFIG_MAX_NODES) {
+        fail_at(b, mark_line(mark), mark_column(mark),
+                "the document has more than %d nodes; a config file is never that big",
+                CONFIG_MAX_NODES);
+        return SBX_E_CONFIG;
+    }
     config_node *n = calloc(1, sizeof(*n));
-    if (n == NULL)
-        return sbx_error_set(b->err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", b->name);
+    if (n == NULL) {
+        sbx_error_set(b->err, SBX_E_RESOURCE_EXHAUSTED, "%s: out of memory", b->name);
+        return SBX_E_RESOURCE_EXHAUSTED;
+    }
     n->kind = kind;
     n->line = mark_line(mark);
     n->column = mark_column(mark);

@@ -794,6 +794,7 @@ typedef struct attempt {
     bool strict;           /* in: an unenforceable dimension refuses even a lenient request */
     bool provision_fault;  /* out: nothing ran; the provider could not open or create */
     sbx_policy *effective; /* out: the effective policy (the caller frees it), or NULL */
+    profile_slot *slot;    /* out: the request's profile once resolved, or NULL */
 } attempt;
 
 typedef struct run {
@@ -1685,6 +1686,7 @@ static sbx_completion *process_once(sbx_engine *e, const sbx_request *req,
     /* 2. Profile. */
     if (resolve_profile(e, req, &r.slot, &r.err) != SBX_OK)
         return fail(req, &r.err, req->session);
+    a->slot = r.slot;
 
     r.c = sbx_completion_new(req->task_id);
     r.handle = handle_copy(req->session);
@@ -1815,11 +1817,12 @@ sbx_completion *sbx_engine_process(sbx_engine *e, const sbx_request *req,
 {
     attempt first = {0};
     sbx_completion *out = process_once(e, req, hooks, &first);
-    profile_slot *slot = NULL;
-    sbx_error ignore;
+    /* The profile the first attempt resolved (slots live as long as the engine), not resolved
+     * again: NULL when it never got that far. */
+    const profile_slot *slot = first.slot;
     bool fresh = req == NULL || req->session == NULL || !str_set(req->session->sandbox_id);
-    if (!first.provision_fault || !fresh || first.effective == NULL ||
-        resolve_profile(e, req, &slot, &ignore) != SBX_OK || slot->profile->n_fallback == 0) {
+    if (!first.provision_fault || !fresh || first.effective == NULL || slot == NULL ||
+        slot->profile->n_fallback == 0) {
         sbx_message_free((ProtobufCMessage *)first.effective);
         return out;
     }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sbx/contract.h"
+
 bool sbx_pb_is_default(const ProtobufCFieldDescriptor *f, const void *p)
 {
     switch (f->type) {
@@ -192,7 +194,7 @@ ProtobufCMessage *sbx_pb_copy(const ProtobufCMessage *m)
         if (!other_oneof(&d->fields[i], copy))
             ok = copy_field(&d->fields[i], m, copy);
     if (!ok) {
-        protobuf_c_message_free_unpacked(copy, NULL);
+        sbx_message_free(copy);
         return NULL;
     }
     return copy;

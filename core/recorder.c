@@ -94,6 +94,8 @@ out:
 
 sbx_status sbx_recorder_append(sbx_recorder *r, const sbx_recording *rec, sbx_error *err)
 {
+    if (r == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_recorder_append: no recorder");
     size_t len = protobuf_c_message_get_packed_size(&rec->base);
     if (len == 0 || len > SBX_RECORDING_FRAME_MAX)
         return sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
@@ -171,6 +173,8 @@ sbx_status sbx_recording_reader_open(const char *path, sbx_recording_reader **ou
 sbx_status sbx_recording_reader_next(sbx_recording_reader *r, sbx_recording **out, sbx_error *err)
 {
     *out = NULL;
+    if (r == NULL)
+        return sbx_error_set(err, SBX_E_INVALID_ARGUMENT, "sbx_recording_reader_next: no reader");
     uint8_t hdr[4];
     size_t got = fread(hdr, 1, sizeof(hdr), r->f);
     if (got == 0 && feof(r->f))

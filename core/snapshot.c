@@ -190,26 +190,28 @@ static sbx_status copy_out(const snapshot_ctx *x, const char *path, int fd, uint
         if (res == NULL)
             return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
         sbx_status st = x->ops->read_file(x->sb, &rf, &o, res, err);
+        /* The one file a successful read gives; without it this chunk ends the copy. */
         const sbx_file *f = st == SBX_OK && res->n_files == 1 ? res->files[0] : NULL;
-        if (st == SBX_OK && f == NULL)
-            st = sbx_error_set(err, SBX_E_INTERNAL, "read_file of %s returned no file", path);
-        if (st == SBX_OK) {
-            size = f->size;
-            if (size > x->max_bytes)
-                st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
-                                   "the workspace packs into %llu bytes, more than the %llu a "
-                                   "snapshot may hold (snapshot_max_mb); remove what is not "
-                                   "needed from the workspace, or raise snapshot_max_mb",
-                                   (unsigned long long)size, (unsigned long long)x->max_bytes);
-            else if (f->content.len == 0 && off < size)
-                st = sbx_error_set(err, SBX_E_PROVISION,
-                                   "the packed workspace shrank while it was read (%llu of %llu "
-                                   "bytes)",
-                                   (unsigned long long)off, (unsigned long long)size);
-            else if (off + f->content.len > size)
-                st = sbx_error_set(err, SBX_E_PROVISION,
-                                   "the packed workspace grew while it was read");
+        if (f == NULL) {
+            if (st == SBX_OK)
+                st = sbx_error_set(err, SBX_E_INTERNAL, "read_file of %s returned no file", path);
+            sbx_message_free(&res->base);
+            return st;
         }
+        size = f->size;
+        if (size > x->max_bytes)
+            st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                               "the workspace packs into %llu bytes, more than the %llu a "
+                               "snapshot may hold (snapshot_max_mb); remove what is not "
+                               "needed from the workspace, or raise snapshot_max_mb",
+                               (unsigned long long)size, (unsigned long long)x->max_bytes);
+        else if (f->content.len == 0 && off < size)
+            st = sbx_error_set(err, SBX_E_PROVISION,
+                               "the packed workspace shrank while it was read (%llu of %llu "
+                               "bytes)",
+                               (unsigned long long)off, (unsigned long long)size);
+        else if (off + f->content.len > size)
+            st = sbx_error_set(err, SBX_E_PROVISION, "the packed workspace grew while it was read");
         for (size_t done = 0; st == SBX_OK && done < f->content.len;) {
             ssize_t w = write(fd, f->content.data + done, f->content.len - done);
             if (w < 0 && errno == EINTR)
