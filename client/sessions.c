@@ -126,6 +126,8 @@ static sbx_session_handle *store_read(int dirfd, const char *name)
 
 static void store_load(sbx_sessions *s)
 {
+    if (s->dir == NULL) /* no store: nothing kept to load (as store_save keeps nothing) */
+        return;
     DIR *d = opendir(s->dir);
     if (d == NULL)
         return;
@@ -411,9 +413,10 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
             h = (sbx_session_handle *)sbx_message_copy(&s->handles[i]->base);
     }
     pthread_mutex_unlock(&s->mu);
-    if (st == SBX_OK && h == NULL)
+    /* Past here the request goes on with both the handle and its profile. */
+    if (st == SBX_OK && (h == NULL || p == NULL))
         st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
-    if (st != SBX_OK) {
+    if (st != SBX_OK || h == NULL || p == NULL) {
         sbx_message_free((ProtobufCMessage *)h);
         *out = sbx_completion_from_error(req->task_id, err);
         return st;
