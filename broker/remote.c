@@ -1176,16 +1176,12 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
                            "host; use https:// so the worker is authenticated and the traffic "
                            "encrypted",
                            remote->endpoint);
+    /* Made only when everything before went well: r is NULL exactly when st is an error. */
     remote_broker *r = NULL;
-    if (st == SBX_OK) {
-        r = calloc(1, sizeof *r);
-        if (!r)
-            st = sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
-        else
-            r->lru_size =
-                remote->lru_size > 0 ? (size_t)remote->lru_size : SBX_BROKER_DEFAULT_LRU_SIZE;
-    }
-    if (st == SBX_OK) {
+    if (st == SBX_OK && (r = calloc(1, sizeof *r)) == NULL)
+        st = sbx_error_set(err, SBX_E_INTERNAL, "remote broker: out of memory");
+    if (r) {
+        r->lru_size = remote->lru_size > 0 ? (size_t)remote->lru_size : SBX_BROKER_DEFAULT_LRU_SIZE;
         size_t need = strlen(scheme) + strlen(host) + 16 + 8;
         r->url_base = malloc(need);
         bool v6 = strchr(host, ':') != NULL && host[0] != '[';
@@ -1197,10 +1193,8 @@ sbx_status sbx_broker_open_remote(const sbx_remote_config *remote, sbx_broker **
     curl_free(host);
     curl_free(port);
     curl_url_cleanup(u);
-    if (st != SBX_OK) {
-        free(r); /* NULL: it is only made when everything before went well */
+    if (!r)
         return st;
-    }
     r->tls = tls;
     r->ca_file = dup_or_null(remote->ca_file);
     r->cert_file = dup_or_null(remote->cert_file);
