@@ -111,11 +111,10 @@ int cmd_code(int argc, char **argv)
     }
     cli_plane p;
     if (rc == 0 &&
-        (rc = session != NULL ? cli_plane_open(&p, true) : cli_plane_open_one_shot(&p)) != 0) {
-        free(in.data);
+        (rc = session != NULL ? cli_plane_open(&p, true) : cli_plane_open_one_shot(&p)) != 0)
         rc = cli_program_exit_code(rc);
-    }
     if (rc != 0) {
+        free(in.data); /* NULL unless stdin was read */
         free(from_stdin);
         sbx_message_free((ProtobufCMessage *)policy);
         return rc;

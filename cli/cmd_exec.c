@@ -88,11 +88,10 @@ int cmd_exec(int argc, char **argv)
     if (rc == 0 && opt != CLI_OPT_EXIT)
         rc = cli_read_stdin("exec", force_stdin, &in);
     cli_plane p;
-    if (rc == 0 && opt != CLI_OPT_EXIT && (rc = cli_plane_open(&p, true)) != 0) {
-        free(in.data);
+    if (rc == 0 && opt != CLI_OPT_EXIT && (rc = cli_plane_open(&p, true)) != 0)
         rc = cli_program_exit_code(rc);
-    }
     if (rc != 0 || opt == CLI_OPT_EXIT) {
+        free(in.data); /* NULL unless stdin was read */
         sbx_message_free((ProtobufCMessage *)policy);
         return rc;
     }

@@ -66,14 +66,13 @@ int cmd_run(int argc, char **argv)
         sbx_message_free((ProtobufCMessage *)policy);
         return cli_usage_error("run", "no command given (sbx run [OPTIONS] [--] COMMAND ...)");
     }
-    ProtobufCBinaryData in;
+    ProtobufCBinaryData in = {0, NULL};
     int rc = cli_read_stdin("run", force_stdin, &in);
     cli_plane p;
-    if (rc == 0 && (rc = cli_plane_open_one_shot(&p)) != 0) {
-        free(in.data);
+    if (rc == 0 && (rc = cli_plane_open_one_shot(&p)) != 0)
         rc = cli_program_exit_code(rc);
-    }
     if (rc != 0) {
+        free(in.data); /* NULL when reading stdin failed */
         sbx_message_free((ProtobufCMessage *)policy);
         return rc;
     }
