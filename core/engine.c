@@ -187,15 +187,20 @@ sbx_status sbx_engine_new(const sbx_config *cfg, sbx_engine **out, sbx_error *er
         sbx_engine_free(e);
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory creating the engine");
     }
+    size_t names_at = 0; /* the names are "a, b, c": names_len counted each with its ", " */
     for (size_t i = 0; i < cfg->n_profiles; i++) {
         const sbx_profile_config *p = &cfg->profiles[i];
         profile_slot *s = &e->slots[i];
         pthread_mutex_init(&s->mu, NULL);
         s->engine = e;
         s->profile = p;
-        if (i > 0)
-            strcat(e->profile_names, ", ");
-        strcat(e->profile_names, p->name);
+        if (i > 0) {
+            memcpy(e->profile_names + names_at, ", ", 2);
+            names_at += 2;
+        }
+        size_t name_len = strlen(p->name);
+        memcpy(e->profile_names + names_at, p->name, name_len + 1);
+        names_at += name_len;
         s->ops = sbx_provider_lookup(p->type);
         if (s->ops == NULL) {
             sbx_error_set(err, SBX_E_CONFIG,
