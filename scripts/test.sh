@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, checks format and function length, builds (warnings
-# are errors), lints the library sources (clang-tidy) and every non-test source (cppcheck), runs
+# are errors), lints the library, agent and CLI sources (clang-tidy) and every non-test source (cppcheck), runs
 # the whole ctest suite, then the same suite under ASan+UBSan.
 # Services the tests need (a private dockerd, workers) are started and stopped by the tests'
 # own fixtures. Last, a short run of every libFuzzer target (scripts/fuzz.sh: clang, ASan+UBSan,
@@ -29,7 +29,7 @@ stamp "function length (over 100 lines only with a stated reason)"
 
 stamp "build (warnings are errors)"
 scripts/build.sh "$root/build"
-stamp "lint (clang-tidy on the library sources, .clang-tidy)"
+stamp "lint (clang-tidy and its static analyzer on the library, agent and CLI sources, .clang-tidy)"
 scripts/tidy.sh "$root/build" || status=1
 stamp "lint (cppcheck on every non-test source)"
 scripts/cppcheck.sh "$root/build" || status=1
