@@ -120,6 +120,11 @@ int confine_seccomp(void);
  * container without it): then each program loads the whole policy, as before. After it the
  * agent can no longer mount, unshare, ptrace or use any syscall programs cannot. */
 int confine_seccomp_agent(void);
+/* The agent, once set up (its mounts, its socket's seal, its listeners): no_new_privs, and of
+ * its capabilities only those it still uses (AGENT_KEPT_CAPS in confine.c: no CAP_SYS_ADMIN,
+ * CAP_NET_ADMIN or CAP_NET_RAW, which open nf_tables, packet sockets and the rest of the
+ * kernel's namespaced-root surface to whoever took the agent over). 0, or -errno. */
+int confine_agent_caps(void);
 /* Compiles the filter once, in the agent, before any fork (0 or -errno). */
 int confine_seccomp_prepare(void);
 

@@ -164,6 +164,38 @@ void confine_prepare(uint64_t nofile)
         die("PR_CAP_AMBIENT_CLEAR_ALL", errno);
 }
 
+/* What the agent still does once it serves, and the capability (of the sandbox's user
+ * namespace) each needs: signal programs of another uid (KILL); take a program's fsuid for the
+ * file API and set a program's ids before its execve (SETUID, SETGID); read /proc/PID of
+ * programs behind hidepid=2 for the sweep (SYS_PTRACE; the ptrace syscall itself stays refused
+ * by its filter); work in its own and the cgroups' directories as their root (CHOWN,
+ * DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID). */
+#define AGENT_KEPT_CAPS                                                                            \
+    ((1ULL << CAP_KILL) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETGID) | (1ULL << CAP_SYS_PTRACE) | \
+     (1ULL << CAP_CHOWN) | (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH) |            \
+     (1ULL << CAP_FOWNER) | (1ULL << CAP_FSETID))
+
+int confine_agent_caps(void)
+{
+    /* First: a fork then loads its seccomp filter under no_new_privs, not CAP_SYS_ADMIN. */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -errno;
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return -errno;
+    for (int i = 0; i < 2; i++) {
+        uint32_t keep = (uint32_t)(AGENT_KEPT_CAPS >> (32 * i));
+        data[i].effective &= keep;
+        data[i].permitted &= keep;
+        data[i].inheritable = 0;
+    }
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return -errno;
+    return 0;
+}
+
 /* confine_identity without its last step: session, OOM score, uid and gid, no capabilities,
  * no_new_privs. */
 static void identity_steps(uid_t uid, gid_t gid, bool keep_uid)

@@ -574,6 +574,13 @@ static int serve_setup(void)
         (void)w;
         close(agent_cfg.ready_fd);
     }
+    /* Nothing privileged is left to do: the agent parses what programs write from here on, so
+     * it drops what it does not need before the first of them runs. */
+    int rc = confine_agent_caps();
+    if (rc != 0) {
+        fprintf(stderr, "sbx-agent: cannot drop its capabilities: %s\n", strerror(-rc));
+        return 1;
+    }
     /* The first command's spare, forked once the host can connect: its filter load overlaps
      * the host's connect and request instead of delaying that command. */
     spare_make();

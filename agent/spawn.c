@@ -330,8 +330,7 @@ void spare_make(void)
         /* The filter too: loading it JIT-compiles some 750 BPF instructions (0.3-0.4 ms here),
          * which the exec would otherwise wait for. Everything this process does after it
          * (waiting, taking the job, confine_identity_filtered, execve) is allowed by it, and
-         * it has CAP_SYS_ADMIN in the sandbox's namespace, which the kernel asks for instead
-         * of no_new_privs (set later, before execve). */
+         * the kernel lets it load one under the agent's no_new_privs (confine_agent_caps). */
         if (confine_seccomp() != 0)
             _exit(126);
         char b;

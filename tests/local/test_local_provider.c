@@ -128,6 +128,31 @@ static void test_local_agent_keeps_an_empty_bounding_set(void **state)
     assert_true(ran);
 }
 
+/* Once it serves, the agent keeps only the capabilities it uses (kill, fsuid and program ids,
+ * /proc of programs, its own directories): no CAP_SYS_ADMIN, CAP_NET_ADMIN or CAP_NET_RAW,
+ * which would open nf_tables, packet sockets and the like to whoever took the agent over by
+ * what a program writes. And no_new_privs. */
+static void test_local_agent_drops_the_capabilities_it_does_not_use(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r = lt_run(e, sb, "echo ran");
+    bool ran = lt_stdout_has(r, "ran");
+    sbx_message_free((ProtobufCMessage *)r);
+    long pid = agent_pid(e);
+    char eff[256], prm[256], nnp[256];
+    agent_status(pid, "CapEff:", eff, sizeof eff);
+    agent_status(pid, "CapPrm:", prm, sizeof prm);
+    agent_status(pid, "NoNewPrivs:", nnp, sizeof nnp);
+    lt_destroy(e, sb);
+    assert_true(ran);
+    /* CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER, FSETID, KILL, SETGID, SETUID (bits 0-7)
+     * and SYS_PTRACE (19) */
+    assert_string_equal(eff, "CapEff:\t00000000000800ff\n");
+    assert_string_equal(prm, "CapPrm:\t00000000000800ff\n");
+    assert_string_equal(nnp, "NoNewPrivs:\t1\n");
+}
+
 /* Nothing of one exec carries into the next: the agent resets the exec request it decodes
  * field by field instead of zeroing it whole (fewer pages written after each spare's fork), so
  * an exec with argv, env, cwd and stdin is followed by one with none of them. */
@@ -1051,6 +1076,7 @@ int main(void)
         cmocka_unit_test(test_local_runs_python3),
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
         cmocka_unit_test(test_local_agent_keeps_an_empty_bounding_set),
+        cmocka_unit_test(test_local_agent_drops_the_capabilities_it_does_not_use),
         cmocka_unit_test(test_local_an_exec_inherits_nothing_of_the_previous_one),
         cmocka_unit_test(test_local_idle_agent_gives_back_its_request_buffers),
         cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
