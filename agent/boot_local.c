@@ -361,7 +361,7 @@ static unsigned long tmpfs_inodes(unsigned long mb)
  * drops its capabilities, so no program can raise them.
  *   inotify instances: the host default is 128 per user; a file watcher needs one or a few
  *   inotify watches: ~1 KiB of kernel memory each; the kernel's old default, 8 MiB in all
- * Namespaces need no count here: the seccomp filter refuses creating any. */
+ * Namespaces: none at all, set later (no_more_namespaces), once the boot made its last one. */
 #define BOOT_INOTIFY_INSTANCES "64"
 #define BOOT_INOTIFY_WATCHES "8192"
 
@@ -376,6 +376,29 @@ static void limit_user_counts(void)
         size_t len = strlen(limits[i][1]);
         if (fd < 0 || write(fd, limits[i][1], len) != (ssize_t)len)
             fail("set %s to %s", limits[i][0] + 1, limits[i][1]);
+        close(fd);
+    }
+}
+
+/* No namespace of any kind may be made inside the sandbox from here on: each kind's count in the
+ * sandbox's user namespace is 0, which the kernel checks for every process in it. Programs'
+ * filters refuse unshare and clone with namespace flags already, but the agent's own filter
+ * lets clone3 through (its forks into v2 cgroups), whose flags seccomp cannot read: a nested
+ * user namespace would hand whoever took the agent over every capability again (in it), and
+ * the others need CAP_SYS_ADMIN, which the agent drops (confine_agent_caps). Set after the
+ * cgroup namespace, the last one the boot makes. time: Linux 5.6 and later. */
+static void no_more_namespaces(void)
+{
+    static const char *const kinds[] = {"user", "mnt", "pid",    "ipc",
+                                        "uts",  "net", "cgroup", "time"};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "./proc/sys/user/max_%s_namespaces", kinds[i]);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT && strcmp(kinds[i], "time") == 0)
+            continue;
+        if (fd < 0 || write(fd, "0", 1) != 1)
+            fail("set %s to 0", path + 1);
         close(fd);
     }
 }
@@ -604,6 +627,7 @@ static void child_setup(const boot_opts *o)
     close(go_pipe[0]);
     if (unshare(CLONE_NEWCGROUP) < 0)
         fail("create the cgroup namespace");
+    no_more_namespaces();
     /* pivot_root onto itself, then lazily detach the old root: nothing of the host's mount
      * tree stays reachable (a plain chroot would leave it under us). */
     if (syscall(SYS_pivot_root, ".", ".") < 0)

@@ -153,6 +153,26 @@ static void test_local_agent_drops_the_capabilities_it_does_not_use(void **state
     assert_string_equal(nnp, "NoNewPrivs:\t1\n");
 }
 
+/* No namespace of any kind can be made inside the sandbox: every kind's count in its user
+ * namespace is 0. The programs' filter refuses unshare and namespace clones already; this also
+ * covers the agent, whose filter lets clone3 (and its unreadable flags) through. */
+static void test_local_no_namespace_can_be_made_inside(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_result *r = lt_run(e, sb,
+                           "cd /proc/sys/user && for k in user mnt pid ipc uts net cgroup time; "
+                           "do echo \"$k=$(cat max_${k}_namespaces)\"; done");
+    static const char *const want[] = {"user=0\n", "mnt=0\n", "pid=0\n",    "ipc=0\n",
+                                       "uts=0\n",  "net=0\n", "cgroup=0\n", "time=0\n"};
+    bool all = true;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        all = all && lt_stdout_has(r, want[i]);
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+    assert_true(all);
+}
+
 /* Nothing of one exec carries into the next: the agent resets the exec request it decodes
  * field by field instead of zeroing it whole (fewer pages written after each spare's fork), so
  * an exec with argv, env, cwd and stdin is followed by one with none of them. */
@@ -1077,6 +1097,7 @@ int main(void)
         cmocka_unit_test(test_local_program_runs_as_unprivileged_uid),
         cmocka_unit_test(test_local_agent_keeps_an_empty_bounding_set),
         cmocka_unit_test(test_local_agent_drops_the_capabilities_it_does_not_use),
+        cmocka_unit_test(test_local_no_namespace_can_be_made_inside),
         cmocka_unit_test(test_local_an_exec_inherits_nothing_of_the_previous_one),
         cmocka_unit_test(test_local_idle_agent_gives_back_its_request_buffers),
         cmocka_unit_test(test_local_sandboxes_map_distinct_host_uids),
