@@ -154,6 +154,39 @@ static void test_docker_escape_programs_run_unprivileged_without_capabilities(vo
                         "0000000000000000\n0000000000000000\n0000000000000000\n");
 }
 
+/* The agent (the container's PID 1, host root without a user namespace) keeps, of the six the
+ * container is given, only those it uses once it serves: SETUID, SETGID, KILL, CHOWN, FOWNER,
+ * DAC_OVERRIDE (SETPCAP goes once its bounding set is empty), with no_new_privs. Read from the
+ * host: a program cannot see PID 1's status. */
+static void test_docker_escape_agent_keeps_only_the_capabilities_it_uses(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT(f);
+    sh(f, "true", NULL); /* it served a program: it is as it is in use */
+    json_t *j = dt_container_inspect(&f->env, f->sb->id);
+    assert_non_null(j);
+    long pid = (long)json_integer_value(json_object_get(json_object_get(j, "State"), "Pid"));
+    json_decref(j);
+    assert_true(pid > 1);
+    char path[64], line[256], eff[256] = "", prm[256] = "", nnp[256] = "";
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *st = fopen(path, "r");
+    assert_non_null(st);
+    while (fgets(line, sizeof line, st) != NULL) {
+        if (strncmp(line, "CapEff:", 7) == 0)
+            snprintf(eff, sizeof eff, "%s", line);
+        else if (strncmp(line, "CapPrm:", 7) == 0)
+            snprintf(prm, sizeof prm, "%s", line);
+        else if (strncmp(line, "NoNewPrivs:", 11) == 0)
+            snprintf(nnp, sizeof nnp, "%s", line);
+    }
+    fclose(st);
+    /* CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, KILL 5, SETGID 6, SETUID 7 */
+    assert_string_equal(eff, "CapEff:\t00000000000000eb\n");
+    assert_string_equal(prm, "CapPrm:\t00000000000000eb\n");
+    assert_string_equal(nnp, "NoNewPrivs:\t1\n");
+}
+
 /* Runs a shell line in sb (any managed sandbox of the fixture's provider); its stdout. */
 static char *sh_in(fixture *f, sbx_sandbox *sb, const char *line)
 {
@@ -459,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_docker_escape_host_files_are_not_visible),
         cmocka_unit_test(test_docker_escape_host_processes_are_not_visible),
         cmocka_unit_test(test_docker_escape_programs_run_unprivileged_without_capabilities),
+        cmocka_unit_test(test_docker_escape_agent_keeps_only_the_capabilities_it_uses),
         cmocka_unit_test(test_docker_escape_each_container_has_its_own_program_uid),
         cmocka_unit_test(test_docker_escape_inotify_exhaustion_stays_in_the_container),
         cmocka_unit_test(test_docker_escape_sigqueue_exhaustion_stays_in_the_container),
