@@ -75,6 +75,10 @@ static const sbx_option_spec local_options[] = {
     {"program_uid", SBX_OPT_INT, "1000", NULL, 1, 65535, "uid programs run as inside"},
     {"program_gid", SBX_OPT_INT, "1000", NULL, 1, 65535, "gid programs run as inside"},
     {"nofile", SBX_OPT_INT, "1024", NULL, 16, 1048576, "RLIMIT_NOFILE of programs"},
+    {"host_network", SBX_OPT_BOOL, "false", NULL, 0, 0,
+     "network_egress allow runs programs in the host's network namespace, where every service "
+     "on the host's loopback and the cloud metadata address are reachable: refused unless this "
+     "is true (allowlist filters instead)"},
     {"egress_resolver", SBX_OPT_STRING, "", NULL, 0, 0,
      "network_egress allowlist: the resolver the egress proxy asks for allowed names, "
      "a.b.c.d[:port] (default: the host's first IPv4 nameserver in /etc/resolv.conf)"},
@@ -177,6 +181,7 @@ typedef struct local_provider {
     char egress_resolver[64]; /* "" = the host's (egress.h) */
     int64_t workspace_mb, tmp_mb, idle_ttl_s, uid_base, uid_slots, program_uid, program_gid, nofile;
     bool rootless;
+    bool host_network; /* network ALLOW may share the host's network namespace */
     cg_mode cg;
     unsigned v2_missing;                   /* v2: LOCAL_V2_* controllers the hierarchy lacks */
     char cg_why[512];                      /* why cgroups are unavailable (for messages) */
@@ -449,6 +454,7 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     lp->program_uid = opt_int(o, "program_uid");
     lp->program_gid = opt_int(o, "program_gid");
     lp->nofile = opt_int(o, "nofile");
+    lp->host_network = o != NULL && sbx_options_get_bool(o, "host_network");
     if (st == SBX_OK)
         st = sbx_expose_config(opt_str(o, "expose_address"), opt_str(o, "expose_host"),
                                o != NULL && sbx_options_get_bool(o, "expose_require_token"),
@@ -529,6 +535,19 @@ static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strli
                                      sbx_error *err)
 {
     local_provider *lp = state;
+    /* allow: the local provider has no network namespace of its own to give a sandbox that may
+     * reach anything (no veth, no NAT), only the host's, where programs reach every listener
+     * on the host's loopback (an sbx worker that takes any principal from loopback, a
+     * database, a daemon's API) and the cloud metadata address with the host's credentials.
+     * Not something to grant because a profile says "allow": the profile must say so. */
+    if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW && !lp->host_network)
+        return sbx_error_set(
+            err, SBX_E_POLICY,
+            "network_egress allow on the local provider runs programs in the host's network "
+            "namespace, where they reach every service on the host's loopback (an sbx worker "
+            "without callers, databases) and the cloud metadata address; use network_egress "
+            "allowlist with the destinations needed (network_allow), or set host_network: true "
+            "in the profile's local block to accept that");
     bool ok = true;
     /* allowlist: the egress proxy; rootless, the sandbox's agent is not dumpable and its
      * namespaces cannot be opened by an unprivileged caller, so the proxy cannot get in */

@@ -773,9 +773,35 @@ static void test_local_attach_sees_the_same_workspace(void **state)
     lt_destroy(e, again);
 }
 
-static void test_local_network_allow_shares_host_network(void **state)
+/* ALLOW would share the host's network namespace, where programs reach every service on the
+ * host's loopback (a worker without callers accepts any principal there) and the cloud
+ * metadata address: refused unless the profile's local block says host_network: true, naming
+ * that option and allowlist. */
+static void test_local_network_allow_is_refused_without_host_network(void **state)
 {
     lt_env *e = *state;
+    sbx_policy *p = lt_policy(0, 0);
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    sbx_status st = e->ops->create(e->state, NULL, NULL, p, &sb, &err);
+    sbx_strlist un = {0};
+    sbx_status checked = e->ops->check_policy(e->state, p, &un, &err);
+    sbx_strlist_clear(&un);
+    sbx_message_free((ProtobufCMessage *)p);
+    assert_int_equal(st, SBX_E_POLICY);
+    assert_null(sb);
+    assert_int_equal(checked, SBX_E_POLICY);
+    assert_non_null(strstr(err.message, "host_network: true"));
+    assert_non_null(strstr(err.message, "allowlist"));
+}
+
+static void test_local_network_allow_with_host_network_shares_it(void **state)
+{
+    (void)state;
+    lt_env env, *e = &env;
+    sbx_options *opts = NULL;
+    lt_open_with(e, "host_network", "true", &opts);
     sbx_policy *p = lt_policy(0, 0);
     p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
     sbx_sandbox *sb = lt_create_with(e, p);
@@ -790,6 +816,8 @@ static void test_local_network_allow_shares_host_network(void **state)
     sbx_message_free((ProtobufCMessage *)r);
     lt_destroy(e, sb);
     sbx_message_free((ProtobufCMessage *)p);
+    lt_close(e);
+    sbx_options_free(opts);
 }
 
 /* ALLOWLIST is enforced by the egress proxy (test_local_egress); an entry it cannot enforce
@@ -1120,7 +1148,8 @@ int main(void)
         cmocka_unit_test(test_local_attach_of_unknown_id_is_gone),
         cmocka_unit_test(test_local_attach_after_destroy_is_gone),
         cmocka_unit_test(test_local_attach_sees_the_same_workspace),
-        cmocka_unit_test(test_local_network_allow_shares_host_network),
+        cmocka_unit_test(test_local_network_allow_is_refused_without_host_network),
+        cmocka_unit_test(test_local_network_allow_with_host_network_shares_it),
         cmocka_unit_test(test_local_allowlist_entry_it_cannot_enforce_is_refused),
         cmocka_unit_test(test_local_reattach_replays_a_commands_journal),
         cmocka_unit_test(test_local_idle_sandbox_tears_itself_down),
