@@ -205,6 +205,21 @@ static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *lo
     return SBX_OK;
 }
 
+/* The first profile whose programs share the host's network namespace (the local provider's
+ * network_egress allow, which it grants only with host_network: true), or NULL. From there they
+ * reach this worker's loopback listener like any local process. */
+static const char *host_network_profile(const sbx_config *cfg)
+{
+    for (size_t i = 0; i < cfg->n_profiles; i++) {
+        const sbx_profile_config *p = &cfg->profiles[i];
+        if (p->type != NULL && strcmp(p->type, "local") == 0 &&
+            p->policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW &&
+            sbx_options_get_bool(p->options, "host_network"))
+            return p->name;
+    }
+    return NULL;
+}
+
 sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker *broker,
                           sbx_worker **out, sbx_error *err)
 {
@@ -267,6 +282,18 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
                            "authenticate: configure worker.auth.callers (a token_env or a "
                            "cert_subject with worker.tls.client_ca_file)",
                            wc->listen);
+        goto fail;
+    }
+    const char *shared_net = !w->auth.required ? host_network_profile(cfg) : NULL;
+    if (shared_net != NULL) {
+        st = sbx_error_set(err, SBX_E_CONFIG,
+                           "worker.listen '%s' takes any principal from loopback (no "
+                           "worker.auth.callers), and profile '%s' runs programs in the host's "
+                           "network namespace (network_egress allow with local host_network: "
+                           "true), where any of them could call this worker as any principal: "
+                           "configure worker.auth.callers, or give that profile network_egress "
+                           "allowlist",
+                           wc->listen ? wc->listen : "127.0.0.1:7443", shared_net);
         goto fail;
     }
     if (strcmp(sbx_broker_flavor(broker), "thread") != 0) {
