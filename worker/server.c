@@ -220,6 +220,39 @@ static const char *host_network_profile(const sbx_config *cfg)
     return NULL;
 }
 
+/* Who may reach the listener, against who must authenticate: off loopback, TLS and callers
+ * are required; on loopback without callers (any local process acts as any principal), no
+ * profile may run programs in the host's network namespace, from where they reach it too. */
+static sbx_status listener_allowed(const sbx_worker *w, const sbx_config *cfg, bool loopback,
+                                   bool want_tls, sbx_error *err)
+{
+    const sbx_worker_config *wc = &cfg->worker;
+    const char *listen = wc->listen ? wc->listen : "127.0.0.1:7443";
+    if (!loopback && !want_tls)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "worker.listen '%s' is not a loopback address, so it requires TLS: "
+                             "set worker.tls.cert_file and worker.tls.key_file (or listen on "
+                             "127.0.0.1)",
+                             listen);
+    if (!loopback && !w->auth.required)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "worker.listen '%s' is not a loopback address, so callers must "
+                             "authenticate: configure worker.auth.callers (a token_env or a "
+                             "cert_subject with worker.tls.client_ca_file)",
+                             listen);
+    const char *shared_net = !w->auth.required ? host_network_profile(cfg) : NULL;
+    if (shared_net != NULL)
+        return sbx_error_set(err, SBX_E_CONFIG,
+                             "worker.listen '%s' takes any principal from loopback (no "
+                             "worker.auth.callers), and profile '%s' runs programs in the host's "
+                             "network namespace (network_egress allow with local host_network: "
+                             "true), where any of them could call this worker as any principal: "
+                             "configure worker.auth.callers, or give that profile network_egress "
+                             "allowlist",
+                             listen, shared_net);
+    return SBX_OK;
+}
+
 sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker *broker,
                           sbx_worker **out, sbx_error *err)
 {
@@ -268,34 +301,9 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     if (st != SBX_OK)
         goto fail;
     bool want_tls = wc->tls_cert_file || wc->tls_key_file;
-    if (!loopback && !want_tls) {
-        st = sbx_error_set(err, SBX_E_CONFIG,
-                           "worker.listen '%s' is not a loopback address, so it requires TLS: "
-                           "set worker.tls.cert_file and worker.tls.key_file (or listen on "
-                           "127.0.0.1)",
-                           wc->listen);
+    st = listener_allowed(w, cfg, loopback, want_tls, err);
+    if (st != SBX_OK)
         goto fail;
-    }
-    if (!loopback && !w->auth.required) {
-        st = sbx_error_set(err, SBX_E_CONFIG,
-                           "worker.listen '%s' is not a loopback address, so callers must "
-                           "authenticate: configure worker.auth.callers (a token_env or a "
-                           "cert_subject with worker.tls.client_ca_file)",
-                           wc->listen);
-        goto fail;
-    }
-    const char *shared_net = !w->auth.required ? host_network_profile(cfg) : NULL;
-    if (shared_net != NULL) {
-        st = sbx_error_set(err, SBX_E_CONFIG,
-                           "worker.listen '%s' takes any principal from loopback (no "
-                           "worker.auth.callers), and profile '%s' runs programs in the host's "
-                           "network namespace (network_egress allow with local host_network: "
-                           "true), where any of them could call this worker as any principal: "
-                           "configure worker.auth.callers, or give that profile network_egress "
-                           "allowlist",
-                           wc->listen ? wc->listen : "127.0.0.1:7443", shared_net);
-        goto fail;
-    }
     if (strcmp(sbx_broker_flavor(broker), "thread") != 0) {
         /* The loop hands executions to the broker and must never block: an embedded broker
          * would run them on the loop thread, a remote one would forward them again. */
