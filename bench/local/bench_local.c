@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,29 @@ static void die(const char *what, const sbx_error *err)
     if (ops != NULL && (one_shot_state != NULL || session_state != NULL))
         clean_up();
     exit(1);
+}
+
+/* Set by SIGINT, SIGTERM or SIGHUP (Ctrl-C in the middle of the `bench` target): every loop
+ * looks at it between steps and the bench then destroys what it made, as on a failure. Without
+ * it an interrupted run left its sandboxes (up to IDLE_SANDBOXES of them, each holding a host
+ * uid slot and cgroups) alive until their agents' idle TTL, a day later. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+}
+
+/* Between steps: an interrupted bench stops here, leaving nothing behind. */
+static void stop_if_interrupted(void)
+{
+    if (!interrupted)
+        return;
+    fprintf(stderr, "bench_local: interrupted (signal %d): destroying its sandboxes\n",
+            (int)interrupted);
+    if (ops != NULL && (one_shot_state != NULL || session_state != NULL))
+        clean_up();
+    exit(128 + (int)interrupted);
 }
 
 /* The CPU time in us the sandbox's agent has used, its own and that of every process it reaped
@@ -163,6 +187,7 @@ static void pause_resume(sbx_sandbox *sb, size_t n)
     int64_t *p_us = calloc(n, sizeof *p_us), *r_us = calloc(n, sizeof *r_us);
     sbx_error err = {0};
     for (size_t i = 0; i < n; i++) {
+        stop_if_interrupted();
         bool was = false;
         int64_t t0 = sbx_monotonic_us();
         if (ops->pause(pstate, sb->id, &err) != SBX_OK)
@@ -295,6 +320,7 @@ static void bench_cli(size_t pairs)
     int64_t *bw = calloc(pairs, sizeof *bw), *bc = calloc(pairs, sizeof *bc);
     size_t n = 0;
     for (size_t i = 0; i < pairs; i++) {
+        stop_if_interrupted();
         if (!timed_run(run_argv, envp, &sw[n], &sc[n])) {
             printf("  %-58s %10s     (`%s run -- /bin/true` failed: run it by hand)\n",
                    "cli: sbx run -- /bin/true", "n/a", cli);
@@ -319,6 +345,7 @@ static void bench_cli(size_t pairs)
             *vc = calloc(vn, sizeof *vc), cpu;
     size_t vok = 0;
     for (size_t i = 0; i < vn; i++) {
+        stop_if_interrupted();
         if (!timed_run(version_argv, envp, &vw[vok], &vc[vok]) ||
             !timed_run(true_argv, envp, &tw[vok], &cpu))
             break;
@@ -387,6 +414,13 @@ int main(int argc, char **argv)
     size_t warm_n = argc > 2 ? (size_t)atol(argv[2]) : 500;
     size_t idle_n = argc > 3 ? (size_t)atol(argv[3]) : 1000;
     size_t cli_n = argc > 4 ? (size_t)atol(argv[4]) : 40;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* the provider's calls finish; the loops look at the flag */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     ops = sbx_provider_lookup("local");
     char *rt = runtime_dir;
     if (!ops || !mkdtemp(rt))
@@ -418,6 +452,7 @@ int main(int argc, char **argv)
             *d_us = calloc(cold_n, sizeof *d_us);
     size_t bw_ok = 0;
     for (size_t i = 0; i < cold_n; i++) { /* interleaved: both see the same machine load */
+        stop_if_interrupted();
         int64_t t0 = sbx_monotonic_us();
         sbx_sandbox *sb = create();
         int64_t t1 = sbx_monotonic_us();
@@ -451,6 +486,7 @@ int main(int argc, char **argv)
     int64_t *warm_us = calloc(warm_n, sizeof *warm_us);
     int64_t cpu0 = agent_cpu_us(sb);
     for (size_t i = 0; i < warm_n; i++) {
+        stop_if_interrupted();
         int64_t t0 = sbx_monotonic_us();
         run_true(sb);
         warm_us[i] = sbx_monotonic_us() - t0;
@@ -468,6 +504,7 @@ int main(int argc, char **argv)
     sbx_sandbox **all = calloc(idle_n, sizeof *all);
     size_t alive = 0;
     for (; alive < idle_n; alive++) {
+        stop_if_interrupted();
         sbx_error e2 = {0};
         if (ops->create(pstate, NULL, NULL, policy, &all[alive], &e2) != SBX_OK) {
             fprintf(stderr, "bench_local: stopped at %zu idle sandboxes: %s\n", alive, e2.message);
@@ -478,6 +515,7 @@ int main(int argc, char **argv)
     /* Idle means idle: an agent gives back its per-request buffers after a second without a
      * request (the agent's AGENT_TRIM_IDLE_MS); the last sandboxes made have had no second yet. */
     usleep(BENCH_IDLE_WAIT_MS * 1000);
+    stop_if_interrupted();
     long rss_sum = 0, pss_sum = 0, rss_max = 0, spare_sum = 0;
     for (size_t i = 0; i < alive; i++) {
         long rss, pss, spare;
