@@ -353,6 +353,13 @@ static sbx_status check_profile(loader *L, const config_node *map, const char *p
                                "provider's id of the existing sandbox>`",
                                p->name);
     }
+    /* What the provider would refuse in every request of this profile is refused now. */
+    sbx_error perr = {0};
+    if (ops->check_profile != NULL && ops->check_profile(p, &perr) != SBX_OK) {
+        const config_node *policy_node = config_field_node(config_profile_fields, at, "policy");
+        return config_fail(L, policy_node ? policy_node : type_node, path, "profile '%s': %s",
+                           p->name, perr.message);
+    }
     return SBX_OK;
 }
 

@@ -117,6 +117,10 @@ typedef struct sbx_provider_ops {
      * NULL: the engine derives it from the capabilities. */
     sbx_status (*check_policy)(void *state, const sbx_policy *policy, sbx_strlist *unenforceable,
                                sbx_error *err);
+    /* Optional: refuses, when the configuration is loaded, a profile this provider will refuse
+     * every request of (its default policy against its own options); err says what to change,
+     * without the profile's name, which the loader adds. NULL: nothing to check. */
+    sbx_status (*check_profile)(const sbx_profile_config *profile, sbx_error *err);
 
     /* Provisions a new sandbox for session (managed only). */
     sbx_status (*create)(void *state, const sbx_session_handle *session,

@@ -531,23 +531,38 @@ static void local_capabilities(void *state, sbx_capabilities *caps)
     caps->expose = true; /* a relay per port, in the sandbox's network namespace */
 }
 
+/* allow: the local provider has no network namespace of its own to give a sandbox that may
+ * reach anything (no veth, no NAT), only the host's, where programs reach every listener on the
+ * host's loopback (an sbx worker that takes any principal from loopback, a database, a daemon's
+ * API) and the cloud metadata address with the host's credentials. Not something to grant
+ * because a profile says "allow": the profile must say host_network too. Refused when the
+ * configuration is loaded (local_check_profile) and, for a provider opened without one, at
+ * each request (local_check_policy). */
+static sbx_status host_network_refused(sbx_status code, sbx_error *err)
+{
+    return sbx_error_set(
+        err, code,
+        "network_egress allow on the local provider runs programs in the host's network "
+        "namespace, where they reach every service on the host's loopback (an sbx worker "
+        "without callers, databases) and the cloud metadata address; use network_egress "
+        "allowlist with the destinations needed (network_allow), or set host_network: true "
+        "in the profile's local block to accept that");
+}
+
+static sbx_status local_check_profile(const sbx_profile_config *p, sbx_error *err)
+{
+    if (p->policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW &&
+        !sbx_options_get_bool(p->options, "host_network"))
+        return host_network_refused(SBX_E_CONFIG, err);
+    return SBX_OK;
+}
+
 static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strlist *un,
                                      sbx_error *err)
 {
     local_provider *lp = state;
-    /* allow: the local provider has no network namespace of its own to give a sandbox that may
-     * reach anything (no veth, no NAT), only the host's, where programs reach every listener
-     * on the host's loopback (an sbx worker that takes any principal from loopback, a
-     * database, a daemon's API) and the cloud metadata address with the host's credentials.
-     * Not something to grant because a profile says "allow": the profile must say so. */
     if (p->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW && !lp->host_network)
-        return sbx_error_set(
-            err, SBX_E_POLICY,
-            "network_egress allow on the local provider runs programs in the host's network "
-            "namespace, where they reach every service on the host's loopback (an sbx worker "
-            "without callers, databases) and the cloud metadata address; use network_egress "
-            "allowlist with the destinations needed (network_allow), or set host_network: true "
-            "in the profile's local block to accept that");
+        return host_network_refused(SBX_E_POLICY, err);
     bool ok = true;
     /* allowlist: the egress proxy; rootless, the sandbox's agent is not dumpable and its
      * namespaces cannot be opened by an unprivileged caller, so the proxy cannot get in */
@@ -1808,6 +1823,7 @@ const sbx_provider_ops sbx_provider_local = {
     .close = local_close,
     .capabilities = local_capabilities,
     .check_policy = local_check_policy,
+    .check_profile = local_check_profile,
     .create = local_create,
     .attach = local_attach,
     .destroy = local_destroy,

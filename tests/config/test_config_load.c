@@ -421,6 +421,25 @@ static void test_config_scope_and_environment_names(void **state)
     assert_string_equal(sbx_environment_name(SBX_ENV_ATTACHED), "attached");
 }
 
+/* A local profile of network allow runs programs in the host's network namespace, so the local
+ * provider refuses every request of it without host_network: true. Refused at load, at its
+ * policy, naming both fixes; loads with the option. */
+static void test_config_local_allow_needs_host_network(void **state)
+{
+    (void)state;
+    load_fails("sandbox:\n  profiles:\n    net:\n      type: local\n"
+               "      policy: {network_egress: allow}\n",
+               "test.yaml:5:15:", "profile 'net'", "the host's network namespace",
+               "host_network: true", "allowlist", NULL);
+    sbx_config *cfg = load_ok("sandbox:\n  profiles:\n    net:\n      type: local\n"
+                              "      policy: {network_egress: allow}\n"
+                              "      local: {host_network: true}\n");
+    sbx_config_free(cfg);
+    cfg = load_ok("sandbox:\n  profiles:\n    net:\n      type: local\n"
+                  "      policy: {network_egress: allowlist, network_allow: [pypi.org]}\n");
+    sbx_config_free(cfg);
+}
+
 static void test_config_unknown_key_lists_the_accepted_keys(void **state)
 {
     (void)state;
@@ -652,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_config_node_count_is_bounded),
         cmocka_unit_test(test_config_string_loader_rejects_null_out),
         cmocka_unit_test(test_config_scope_and_environment_names),
+        cmocka_unit_test(test_config_local_allow_needs_host_network),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
         cmocka_unit_test(test_config_each_section_lists_its_keys),
         cmocka_unit_test(test_config_idle_action_pause_needs_a_provider_that_pauses),
