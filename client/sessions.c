@@ -416,7 +416,7 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
     /* Past here the request goes on with both the handle and its profile. */
     if (st == SBX_OK && (h == NULL || p == NULL))
         st = sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
-    if (st != SBX_OK || h == NULL || p == NULL) {
+    if (st != SBX_OK) {
         sbx_message_free((ProtobufCMessage *)h);
         *out = sbx_completion_from_error(req->task_id, err);
         return st;

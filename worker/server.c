@@ -223,11 +223,9 @@ static const char *host_network_profile(const sbx_config *cfg)
 /* Who may reach the listener, against who must authenticate: off loopback, TLS and callers
  * are required; on loopback without callers (any local process acts as any principal), no
  * profile may run programs in the host's network namespace, from where they reach it too. */
-static sbx_status listener_allowed(const sbx_worker *w, const sbx_config *cfg, bool loopback,
-                                   bool want_tls, sbx_error *err)
+static sbx_status listener_allowed(const sbx_worker *w, const sbx_config *cfg, const char *listen,
+                                   bool loopback, bool want_tls, sbx_error *err)
 {
-    const sbx_worker_config *wc = &cfg->worker;
-    const char *listen = wc->listen ? wc->listen : "127.0.0.1:7443";
     if (!loopback && !want_tls)
         return sbx_error_set(err, SBX_E_CONFIG,
                              "worker.listen '%s' is not a loopback address, so it requires TLS: "
@@ -297,11 +295,12 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     if (st != SBX_OK)
         goto fail;
     bool loopback = false;
-    st = open_listener(w, wc->listen ? wc->listen : "127.0.0.1:7443", &loopback, err);
+    const char *listen = wc->listen ? wc->listen : "127.0.0.1:7443";
+    st = open_listener(w, listen, &loopback, err);
     if (st != SBX_OK)
         goto fail;
     bool want_tls = wc->tls_cert_file || wc->tls_key_file;
-    st = listener_allowed(w, cfg, loopback, want_tls, err);
+    st = listener_allowed(w, cfg, listen, loopback, want_tls, err);
     if (st != SBX_OK)
         goto fail;
     if (strcmp(sbx_broker_flavor(broker), "thread") != 0) {
