@@ -23,7 +23,8 @@
 #define LOG_WRITE_CHUNK (64u << 10)
 /* The writer wakes this often to write what is queued, instead of being woken per line (a
  * wake-up per line costs a context switch per call on a loaded host); a line reaches the file
- * at most this late. Half a queue also wakes it at once. */
+ * at most this late. Half a queue also wakes it at once; an empty one puts it to sleep until
+ * the next line. */
 #define LOG_FLUSH_MS 20
 
 struct worker_log {
@@ -36,6 +37,7 @@ struct worker_log {
     char *ring;
     size_t head, len;
     bool stop, reopen;
+    bool idle; /* the writer waits for a first line, untimed (an appender signals) */
     pthread_t thread;
     atomic_uint_fast64_t dropped;
 };
@@ -82,8 +84,16 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&log->mu);
     for (;;) {
         while (log->len == 0 && !log->stop && !log->reopen) {
+            /* Nothing queued: sleep until a line comes (its appender wakes an idle writer),
+             * then gather lines for LOG_FLUSH_MS and write them together. An idle worker's
+             * writer does not wake at all (it woke every LOG_FLUSH_MS, 50 times a second). */
+            log->idle = true;
+            pthread_cond_wait(&log->cond, &log->mu);
+            log->idle = false;
             struct timespec until = sbx_mono_after_ms(LOG_FLUSH_MS);
-            pthread_cond_timedwait(&log->cond, &log->mu, &until);
+            while (!log->stop && !log->reopen && log->len < LOG_QUEUE_BYTES / 2 &&
+                   pthread_cond_timedwait(&log->cond, &log->mu, &until) == 0) {
+            }
         }
         if (log->reopen) {
             log->reopen = false;
@@ -185,8 +195,12 @@ void worker_log_line(worker_log *log, const char *line, size_t len)
     log->ring[(tail + len) % LOG_QUEUE_BYTES] = '\n';
     bool was_below = log->len < LOG_QUEUE_BYTES / 2;
     log->len += len + 1;
-    if (was_below && log->len >= LOG_QUEUE_BYTES / 2) /* else it writes within LOG_FLUSH_MS */
+    if (log->idle) { /* the first line since the writer emptied the queue: wake it once */
+        log->idle = false;
         pthread_cond_signal(&log->cond);
+    } else if (was_below && log->len >= LOG_QUEUE_BYTES / 2) { /* else within LOG_FLUSH_MS */
+        pthread_cond_signal(&log->cond);
+    }
     pthread_mutex_unlock(&log->mu);
 }
 

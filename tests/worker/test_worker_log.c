@@ -1,13 +1,17 @@
 /* test_worker_log.c - the worker's JSON log lines (worker/log.c): strings are escaped, a line
  * that would be too long stays one valid object marked truncated, and a log file receives the
- * queued lines and is reopened on request. Validity is checked by Python's json module (an
- * independent parser) on the lines written to a file. */
+ * queued lines and is reopened on request; an idle log's writer sleeps until a line comes.
+ * Validity is checked by Python's json module (an independent parser) on the lines written to
+ * a file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -96,6 +100,69 @@ static void test_log_file_gets_lines_and_is_reopened(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Voluntary context switches of this process's threads other than the caller's: the writer. */
+static long other_threads_switches(void)
+{
+    long total = 0;
+    char path[320], line[128];
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || atol(e->d_name) == (long)syscall(SYS_gettid))
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+                total += atol(line + 24);
+        fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* The writer of an idle log sleeps until a line comes (it woke every 20 ms, 50 times a second
+ * in an idle worker), and the first line after the pause still reaches the file. */
+static void test_idle_log_writer_sleeps_until_a_line_comes(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-test-log-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64], cmd[128];
+    snprintf(path, sizeof path, "%s/worker.log", dir);
+    worker_log *log = NULL;
+    assert_int_equal(worker_log_open(path, WORKER_LOG_INFO, &log, NULL), SBX_OK);
+    worker_json j;
+    for (int round = 0; round < 2; round++) {
+        long before = file_size(path);
+        worker_json_begin(&j, WORKER_LOG_INFO, round == 0 ? "first" : "after the pause");
+        worker_json_end(&j);
+        worker_log_line(log, j.buf, j.len);
+        for (int tries = 0; file_size(path) == before && tries < 5000; tries++)
+            usleep(1000);
+        assert_true(file_size(path) > before);
+        if (round == 1)
+            break;
+        usleep(50 * 1000); /* the writer is back to waiting */
+        long switches = other_threads_switches();
+        usleep(400 * 1000);
+        long woke = other_threads_switches() - switches;
+        assert_true(woke <= 2); /* 20 times in 400 ms when it polled */
+    }
+    worker_log_close(log);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_log_file_in_a_missing_directory_is_a_config_error(void **state)
 {
     (void)state;
@@ -114,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_json_strings_are_escaped),
         cmocka_unit_test(test_json_line_that_is_too_long_stays_one_object),
         cmocka_unit_test(test_log_file_gets_lines_and_is_reopened),
+        cmocka_unit_test(test_idle_log_writer_sleeps_until_a_line_comes),
         cmocka_unit_test(test_log_file_in_a_missing_directory_is_a_config_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
