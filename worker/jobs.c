@@ -23,6 +23,8 @@
 
 static void post(sbx_worker *w, posted *p)
 {
+    /* Counted from before the lock until the last touch of w: sbx_worker_free waits for it. */
+    atomic_fetch_add_explicit(&w->posting, 1, memory_order_relaxed);
     pthread_mutex_lock(&w->lock);
     if (w->posted_tail)
         w->posted_tail->next = p;
@@ -31,15 +33,20 @@ static void post(sbx_worker *w, posted *p)
     w->posted_tail = p;
     /* Output while the loop polls for it needs no wake-up: a program printing line by line
      * would otherwise cost a write, a wake-up and a loop turn per line. */
-    if (!w->wake_pending && !(p->is_output && w->output_polling)) {
+    bool wake = !w->wake_pending && !(p->is_output && w->output_polling);
+    if (wake)
         w->wake_pending = true;
-        /* Under the lock: once the loop took this post, the poster touches nothing of w (the
-         * loop may free w right after the last final). */
+    pthread_mutex_unlock(&w->lock);
+    /* After the unlock: written under the lock, the wake-up let the loop run straight into the
+     * lock still held here, and sleep on it once more (a wait and two wakes per call). A drain
+     * between the unlock and this write takes p already; the write then wakes the loop once
+     * for nothing. */
+    if (wake) {
         uint64_t one = 1;
         ssize_t r = write(w->wake_fd, &one, sizeof one);
         (void)r; /* an eventfd write only fails when the counter would overflow */
     }
-    pthread_mutex_unlock(&w->lock);
+    atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
 }
 
 static void post_final(sbx_worker *w, call *c, uint8_t *bytes, size_t len, int status,

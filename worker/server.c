@@ -24,6 +24,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,9 +423,9 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
                 break;
             }
         }
-        pthread_mutex_lock(&w->lock);
+        /* Only this thread writes output_polling (worker_drain_posted): no lock to read it,
+         * where the lock would make the loop wait for an executor posting a completion. */
         bool polling = w->output_polling;
-        pthread_mutex_unlock(&w->lock);
         if (polling && (timeout < 0 || timeout > WORKER_OUTPUT_POLL_MS))
             timeout = WORKER_OUTPUT_POLL_MS;
         int n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
@@ -478,6 +479,9 @@ void sbx_worker_free(sbx_worker *w)
     while (w->conns)
         worker_conn_close(w->conns);
     free_dead(w);
+    /* A callback that posted the last final may still be writing the eventfd. */
+    while (atomic_load_explicit(&w->posting, memory_order_acquire) > 0)
+        sched_yield();
     if (w->listen_fd >= 0)
         close(w->listen_fd);
     if (w->epoll_fd >= 0)

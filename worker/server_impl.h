@@ -252,7 +252,10 @@ struct sbx_worker {
     pthread_mutex_t lock;
     posted *posted_head, *posted_tail;
     bool wake_pending;
-    bool output_polling; /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway */
+    atomic_int posting; /* callbacks inside post(): w outlives them (sbx_worker_free) */
+    /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway (written by the loop
+     * under lock, read by posters under lock and by the loop without) */
+    bool output_polling;
 
     worker_obs *obs;             /* log lines and metrics (observe.c) */
     bool not_serving;            /* shutdown requested: health says NOT_SERVING (loop thread) */
