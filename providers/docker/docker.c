@@ -108,6 +108,13 @@ static const sbx_option_spec docker_options[] = {
      .type = SBX_OPT_STRING,
      .default_value = "bridge",
      .help = "Docker network of managed containers when network_egress is allow"},
+    {.key = "shared_network",
+     .type = SBX_OPT_BOOL,
+     .default_value = "false",
+     .help = "network_egress allow: accept a docker.network whose containers reach each other "
+             "(a bridge with inter-container communication on, such as Docker's default "
+             "'bridge'; the host's network; a driver sbx cannot check): refused unless this is "
+             "true"},
     {.key = "egress_resolver",
      .type = SBX_OPT_STRING,
      .default_value = "",
@@ -210,6 +217,7 @@ static sbx_status docker_open(const sbx_provider_ctx *ctx, void **state, sbx_err
     p->workdir = dup_or_null(sbx_options_get(o, "workdir"));
     p->python = dup_or_null(sbx_options_get(o, "python"));
     p->network = dup_or_null(sbx_options_get(o, "network"));
+    p->shared_network = o != NULL && sbx_options_get_bool(o, "shared_network");
     p->egress_resolver = dup_or_null(sbx_options_get(o, "egress_resolver"));
     p->exec_user = dup_or_null(sbx_options_get(o, "user"));
     const char *const *langs = NULL;
@@ -711,6 +719,67 @@ static json_t *host_config(docker_provider *p, const sbx_policy *policy, const c
     return hc;
 }
 
+const char *docker_network_shared(const json_t *net)
+{
+    const char *driver = json_string_value(json_object_get(net, "Driver"));
+    if (driver == NULL)
+        return "its driver is not stated";
+    if (strcmp(driver, "null") == 0)
+        return NULL; /* "none": nothing to reach, and nothing reaches in */
+    if (strcmp(driver, "host") == 0)
+        return "every container shares the host's network namespace (every service on the "
+               "host's loopback is reachable)";
+    if (strcmp(driver, "bridge") != 0)
+        return "its driver is one sbx cannot check for isolation between containers";
+    /* Docker's bridge driver: inter-container communication is on unless the option is
+     * "false" (absent: on, as on Docker's default bridge). */
+    const char *icc = json_string_value(
+        json_object_get(json_object_get(net, "Options"), "com.docker.network.bridge.enable_icc"));
+    if (icc == NULL || strcmp(icc, "false") != 0)
+        return "its containers reach each other (inter-container communication is on)";
+    return NULL;
+}
+
+/* network_egress allow puts the container on docker.network: one another tenant's sandbox
+ * shares. Refused (POLICY, before anything is made) unless the network keeps its containers
+ * apart or the profile accepts it (docker.shared_network); a network the daemon does not have
+ * is PROVISION, in the daemon's words. */
+static sbx_status check_network(docker_provider *p, sbx_error *err)
+{
+    char *esc = docker_url_escape(p->network);
+    char path[512];
+    snprintf(path, sizeof(path), "/networks/%s", esc ? esc : "");
+    free(esc);
+    json_t *j = NULL;
+    long status = 0;
+    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &j, err);
+    if (st != SBX_OK)
+        return st;
+    const char *m = json_string_value(json_object_get(j, "message"));
+    const char *why = status == 200 ? docker_network_shared(j) : NULL;
+    if (status == 404)
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "profile '%s': docker.network '%s' does not exist (Docker daemon: %s); "
+                           "create it or name another",
+                           p->profile, p->network, m ? m : "not found");
+    else if (status != 200)
+        st = sbx_error_set(err, SBX_E_PROVISION,
+                           "Docker daemon: inspect of network '%s' answered HTTP %ld: %s",
+                           p->network, status, m ? m : "no message");
+    else if (why != NULL)
+        st = sbx_error_set(
+            err, SBX_E_POLICY,
+            "profile '%s': network_egress allow puts the container on docker.network '%s', where "
+            "%s: another tenant's sandbox there could connect to what this one's programs "
+            "listen on. Create a network that keeps containers apart (docker network create -o "
+            "com.docker.network.bridge.enable_icc=false sbx-allow) and set docker: { network: "
+            "sbx-allow }, use network_egress allowlist, or set docker: { shared_network: true } "
+            "to accept it",
+            p->profile, p->network, why);
+    json_decref(j);
+    return st;
+}
+
 /* Long because it is the daemon's create sequence in order (uid slot, agent argv, HostConfig,
  * create, start, connect to the agent), each step undoing the ones before it on failure through
  * one cleanup path. */
@@ -731,6 +800,12 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         return sbx_error_set(err, SBX_E_POLICY,
                              "pids 1 leaves no process for a command: the container's init (its "
                              "agent) is one of its processes; use 2 or more, or 0 for no limit");
+    if (policy != NULL && policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW &&
+        !p->shared_network) {
+        sbx_status st = check_network(p, err);
+        if (st != SBX_OK)
+            return st;
+    }
     if (access(p->agent_path, X_OK) != 0)
         return sbx_error_set(
             err, SBX_E_PROVISION,

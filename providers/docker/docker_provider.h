@@ -41,6 +41,7 @@ typedef struct docker_provider {
     char *workdir;
     char *python;
     char *network;         /* NetworkMode for network_egress=allow */
+    bool shared_network;   /* allow may use a network whose containers reach each other */
     char *egress_resolver; /* network_egress=allowlist: the egress proxy's resolver ("" host's) */
     char *exec_user;       /* attached: exec as this user (NULL: the container's) */
     int64_t tmpfs_mb;      /* size of the workdir and /tmp tmpfs of managed containers */
@@ -97,6 +98,11 @@ sbx_status docker_archive_list(docker_sandbox *sb, const Sbx__V1__ListFiles *op,
 /* True only with proof that the container is gone: the daemon answered that it does not exist
  * or is not running. An unreachable or slow daemon proves nothing (false). */
 bool docker_container_gone(docker_provider *p, const char *id);
+
+/* Why a network, as the daemon's GET /networks/NAME describes it, lets one container reach
+ * another (a static reason), or NULL when it keeps them apart: Docker's bridge driver with
+ * com.docker.network.bridge.enable_icc "false", or the null driver ("none"). */
+const char *docker_network_shared(const json_t *net);
 
 /* An absolute path inside the container: `path` as is when absolute, else under the workdir.
  * malloc'd; NULL on ENOMEM. */

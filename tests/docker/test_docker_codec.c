@@ -1,8 +1,10 @@
 /* test_docker_codec.c - the docker provider's decoders of daemon bytes, without a daemon: the
- * exec stream demultiplexer (8-byte frame headers) and the tar writer/reader of the archive API.
+ * exec stream demultiplexer (8-byte frame headers), the tar writer/reader of the archive API,
+ * and which network documents keep containers apart.
  * Each test feeds bytes the way a hostile or merely chunky daemon could send them. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <cmocka.h>
 
 #include "providers/docker/docker_api.h"
+#include "providers/docker/docker_provider.h"
 #include "providers/docker/docker_tar.h"
 
 typedef struct captured {
@@ -220,6 +223,49 @@ static void test_docker_tar_reader_refuses_malformed_pax_record(void **state)
     docker_tar_reader_free(&r);
 }
 
+/* Which networks keep containers apart, on the documents GET /networks/NAME answers (Docker
+ * Engine API, NetworkInspect): a bridge only with inter-container communication off; the null
+ * driver ("none"); never the host's network, a bridge without the option (Docker's default
+ * bridge says "true"; a user-defined one without -o says nothing and is on), an internal
+ * bridge with it on (internal cuts the way out, not the way between), or another driver. */
+static void test_docker_network_isolation_verdicts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *doc;
+        bool apart;
+    } cases[] = {
+        {"{\"Name\":\"sbx-allow\",\"Driver\":\"bridge\",\"Options\":"
+         "{\"com.docker.network.bridge.enable_icc\":\"false\"}}",
+         true},
+        {"{\"Name\":\"none\",\"Driver\":\"null\",\"Options\":{}}", true},
+        {"{\"Name\":\"bridge\",\"Driver\":\"bridge\",\"Options\":"
+         "{\"com.docker.network.bridge.default_bridge\":\"true\","
+         "\"com.docker.network.bridge.enable_icc\":\"true\"}}",
+         false},
+        {"{\"Name\":\"mine\",\"Driver\":\"bridge\",\"Options\":{}}", false},
+        {"{\"Name\":\"mine\",\"Driver\":\"bridge\"}", false},
+        {"{\"Name\":\"in\",\"Driver\":\"bridge\",\"Internal\":true}", false},
+        {"{\"Name\":\"odd\",\"Driver\":\"bridge\",\"Options\":"
+         "{\"com.docker.network.bridge.enable_icc\":false}}",
+         false},
+        {"{\"Name\":\"host\",\"Driver\":\"host\"}", false},
+        {"{\"Name\":\"o\",\"Driver\":\"overlay\",\"Options\":"
+         "{\"com.docker.network.bridge.enable_icc\":\"false\"}}",
+         false},
+        {"{\"Name\":\"x\"}", false},
+        {"[]", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = json_loads(cases[i].doc, 0, NULL);
+        assert_non_null(j);
+        const char *why = docker_network_shared(j);
+        if (cases[i].apart != (why == NULL))
+            fail_msg("%s: %s", cases[i].doc, why ? why : "kept apart");
+        json_decref(j);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_docker_tar_reader_refuses_bad_checksum),
         cmocka_unit_test(test_docker_tar_reader_refuses_oversized_pax_header),
         cmocka_unit_test(test_docker_tar_reader_refuses_malformed_pax_record),
+        cmocka_unit_test(test_docker_network_isolation_verdicts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

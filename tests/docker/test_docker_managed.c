@@ -178,6 +178,79 @@ static void test_docker_managed_allow_uses_the_configured_network(void **state)
     dt_provider_close(prov);
 }
 
+/* Entries of the provider's runtime dir (state dirs of the sandboxes it made). */
+static int runtime_entries(const fixture *f)
+{
+    char dir[1024], cmd[1100];
+    snprintf(dir, sizeof(dir), "%s/docker", f->runtime_dir);
+    snprintf(cmd, sizeof(cmd), "ls -A %s 2>/dev/null | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p == NULL || fscanf(p, "%d", &n) != 1)
+        n = -1;
+    if (p != NULL)
+        pclose(p);
+    return n;
+}
+
+static sbx_status create_on(fixture *f, void *prov, const sbx_policy *p, sbx_error *err)
+{
+    sbx_sandbox *sb = NULL;
+    sbx_status st = ops->create(prov, f->session, f->principal, p, &sb, err);
+    if (st != SBX_OK) {
+        assert_null(sb);
+        return st;
+    }
+    sbx_result *r;
+    sbx_error run_err;
+    assert_int_equal(run_shell(f, sb, "echo up", &r, &run_err), SBX_OK);
+    assert_stdout(r, "up\n");
+    sbx_message_free((ProtobufCMessage *)r);
+    char *id = strdup(sb->id);
+    ops->sandbox_close(sb);
+    assert_int_equal(ops->destroy(prov, id, &run_err), SBX_OK);
+    free(id);
+    return SBX_OK;
+}
+
+/* ALLOW on a network whose containers reach each other (Docker's default bridge; here the
+ * host's network, the private daemon having no bridge) would let another tenant's sandbox
+ * connect to what this one's programs listen on: refused (POLICY) before anything is made,
+ * naming the fixes. docker.shared_network accepts it knowingly; the null driver ("none") keeps
+ * containers apart. Which bridges pass is test_docker_codec's (the daemon's network document). */
+static void test_docker_managed_allow_on_a_shared_network_is_refused(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    char image[160];
+    snprintf(image, sizeof(image), "image=%s", f->env.image_busybox);
+    sbx_policy *p = sbx_policy_new();
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    sbx_error err;
+    int before = runtime_entries(f);
+
+    const char *host[] = {"network=host", image, NULL};
+    void *prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, host);
+    assert_int_equal(create_on(f, prov, p, &err), SBX_E_POLICY);
+    assert_non_null(strstr(err.message, "docker.network 'host'"));
+    assert_non_null(strstr(err.message, "host's network namespace"));
+    assert_non_null(strstr(err.message, "enable_icc=false"));
+    assert_non_null(strstr(err.message, "shared_network: true"));
+    assert_int_equal(runtime_entries(f), before);
+    dt_provider_close(prov);
+
+    const char *accepted[] = {"network=host", "shared_network=true", image, NULL};
+    prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, accepted);
+    assert_int_equal(create_on(f, prov, p, &err), SBX_OK);
+    dt_provider_close(prov);
+
+    const char *none[] = {"network=none", image, NULL};
+    prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, none);
+    assert_int_equal(create_on(f, prov, p, &err), SBX_OK);
+    dt_provider_close(prov);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
 /* allowlist is enforced by the egress proxy (test_docker_egress); an entry it cannot enforce
  * (IPv6) is not. */
 static void test_docker_managed_allowlist_ipv6_is_unenforceable(void **state)
@@ -687,6 +760,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_docker_managed_policy_is_what_the_daemon_recorded),
         cmocka_unit_test(test_docker_managed_allow_uses_the_configured_network),
+        cmocka_unit_test(test_docker_managed_allow_on_a_shared_network_is_refused),
         cmocka_unit_test(test_docker_managed_allowlist_ipv6_is_unenforceable),
         cmocka_unit_test(test_docker_managed_pids_1_is_refused),
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
