@@ -39,6 +39,7 @@
 
 #include "core/limits.h"
 #include "core/net.h"
+#include "sbx/provider.h"
 #include "sbx/worker.h"
 #include "worker/observe.h"
 #include "worker/server_impl.h"
@@ -206,16 +207,15 @@ static sbx_status open_listener(sbx_worker *w, const char *listen_addr, bool *lo
     return SBX_OK;
 }
 
-/* The first profile whose programs share the host's network namespace (the local provider's
- * network_egress allow, which it grants only with host_network: true), or NULL. From there they
- * reach this worker's loopback listener like any local process. */
+/* The first profile whose programs may share the host's network namespace (as its provider
+ * answers: local's network_egress allow with host_network, docker's on network host), or NULL.
+ * From there they reach this worker's loopback listener like any local process. */
 static const char *host_network_profile(const sbx_config *cfg)
 {
     for (size_t i = 0; i < cfg->n_profiles; i++) {
         const sbx_profile_config *p = &cfg->profiles[i];
-        if (p->type != NULL && strcmp(p->type, "local") == 0 &&
-            p->policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW &&
-            sbx_options_get_bool(p->options, "host_network"))
+        const sbx_provider_ops *ops = p->type != NULL ? sbx_provider_lookup(p->type) : NULL;
+        if (ops != NULL && ops->shares_host_network != NULL && ops->shares_host_network(p))
             return p->name;
     }
     return NULL;
@@ -245,9 +245,9 @@ static sbx_status listener_allowed(const sbx_worker *w, const sbx_config *cfg, c
                              "worker.listen '%s' takes any principal from loopback (no "
                              "worker.auth.callers), and profile '%s' runs programs in the host's "
                              "network namespace (network_egress allow with local host_network: "
-                             "true), where any of them could call this worker as any principal: "
-                             "configure worker.auth.callers, or give that profile network_egress "
-                             "allowlist",
+                             "true, or on docker network host), where any of them could call "
+                             "this worker as any principal: configure worker.auth.callers, or "
+                             "give that profile network_egress allowlist",
                              listen, shared_net);
     return SBX_OK;
 }

@@ -121,6 +121,10 @@ typedef struct sbx_provider_ops {
      * every request of (its default policy against its own options); err says what to change,
      * without the profile's name, which the loader adds. NULL: nothing to check. */
     sbx_status (*check_profile)(const sbx_profile_config *profile, sbx_error *err);
+    /* Optional: whether programs of profile may run in the host's network namespace, where
+     * they reach every service on the host's loopback (a worker listening there without
+     * callers among them). NULL: never. */
+    bool (*shares_host_network)(const sbx_profile_config *profile);
 
     /* Provisions a new sandbox for session (managed only). */
     sbx_status (*create)(void *state, const sbx_session_handle *session,

@@ -740,6 +740,36 @@ const char *docker_network_shared(const json_t *net)
     return NULL;
 }
 
+/* A managed profile whose allow puts containers on Docker's host network: known from the
+ * name alone (Docker reserves "host" for its host driver), unlike a bridge's setting, which
+ * only the daemon knows (check_network, at each create). */
+static bool on_host_network(const sbx_profile_config *p)
+{
+    const char *net = sbx_options_get(p->options, "network");
+    return p->environment == SBX_ENV_MANAGED &&
+           p->policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW &&
+           net != NULL && strcmp(net, "host") == 0;
+}
+
+static bool docker_shares_host_network(const sbx_profile_config *p)
+{
+    return on_host_network(p) && sbx_options_get_bool(p->options, "shared_network");
+}
+
+static sbx_status docker_check_profile(const sbx_profile_config *p, sbx_error *err)
+{
+    if (on_host_network(p) && !sbx_options_get_bool(p->options, "shared_network"))
+        return sbx_error_set(
+            err, SBX_E_CONFIG,
+            "network_egress allow on docker network 'host' runs programs in the host's network "
+            "namespace, where they reach every service on the host's loopback and the cloud "
+            "metadata address; name a network that keeps containers apart (docker network "
+            "create -o com.docker.network.bridge.enable_icc=false sbx-allow), use "
+            "network_egress allowlist, or set shared_network: true in the profile's docker "
+            "block to accept that");
+    return SBX_OK;
+}
+
 /* network_egress allow puts the container on docker.network: one another tenant's sandbox
  * shares. Refused (POLICY, before anything is made) unless the network keeps its containers
  * apart or the profile accepts it (docker.shared_network); a network the daemon does not have
@@ -1559,6 +1589,8 @@ const sbx_provider_ops sbx_provider_docker = {
     .close = docker_close,
     .capabilities = docker_capabilities,
     .check_policy = docker_check_policy,
+    .check_profile = docker_check_profile,
+    .shares_host_network = docker_shares_host_network,
     .create = docker_create,
     .attach = docker_attach,
     .destroy = docker_destroy,

@@ -557,6 +557,12 @@ static sbx_status local_check_profile(const sbx_profile_config *p, sbx_error *er
     return SBX_OK;
 }
 
+static bool local_shares_host_network(const sbx_profile_config *p)
+{
+    return p->policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW &&
+           sbx_options_get_bool(p->options, "host_network");
+}
+
 static sbx_status local_check_policy(void *state, const sbx_policy *p, sbx_strlist *un,
                                      sbx_error *err)
 {
@@ -1824,6 +1830,7 @@ const sbx_provider_ops sbx_provider_local = {
     .capabilities = local_capabilities,
     .check_policy = local_check_policy,
     .check_profile = local_check_profile,
+    .shares_host_network = local_shares_host_network,
     .create = local_create,
     .attach = local_attach,
     .destroy = local_destroy,

@@ -440,6 +440,30 @@ static void test_config_local_allow_needs_host_network(void **state)
     sbx_config_free(cfg);
 }
 
+/* Docker's allow on network host is the host's network namespace too: refused at load unless
+ * the profile accepts it (shared_network). A bridge's isolation only the daemon knows: it is
+ * checked at each create (test_docker_managed). */
+static void test_config_docker_allow_on_host_network_needs_shared_network(void **state)
+{
+    (void)state;
+    if (sbx_provider_lookup("docker") == NULL)
+        skip();
+    load_fails("sandbox:\n  profiles:\n    d:\n      type: docker\n"
+               "      policy: {network_egress: allow}\n"
+               "      docker: {image: busybox, network: host}\n",
+               "test.yaml:5:15:", "profile 'd'", "docker network 'host'",
+               "the host's network namespace", "shared_network: true", "enable_icc=false", NULL);
+    sbx_config *cfg =
+        load_ok("sandbox:\n  profiles:\n    d:\n      type: docker\n"
+                "      policy: {network_egress: allow}\n"
+                "      docker: {image: busybox, network: host, shared_network: true}\n");
+    sbx_config_free(cfg);
+    cfg = load_ok("sandbox:\n  profiles:\n    d:\n      type: docker\n"
+                  "      policy: {network_egress: deny}\n"
+                  "      docker: {image: busybox, network: host}\n");
+    sbx_config_free(cfg);
+}
+
 static void test_config_unknown_key_lists_the_accepted_keys(void **state)
 {
     (void)state;
@@ -672,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_config_string_loader_rejects_null_out),
         cmocka_unit_test(test_config_scope_and_environment_names),
         cmocka_unit_test(test_config_local_allow_needs_host_network),
+        cmocka_unit_test(test_config_docker_allow_on_host_network_needs_shared_network),
         cmocka_unit_test(test_config_unknown_key_lists_the_accepted_keys),
         cmocka_unit_test(test_config_each_section_lists_its_keys),
         cmocka_unit_test(test_config_idle_action_pause_needs_a_provider_that_pauses),

@@ -529,28 +529,32 @@ class CommandLine(unittest.TestCase):
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "typo")))
 
     def test_host_network_profile_needs_callers(self):
-        # A local profile with network allow and host_network: true runs programs in the
-        # host's network namespace, where they reach this loopback listener: without callers
-        # any of them could act as any principal, so the worker refuses to start.
+        # A local profile with network allow and host_network: true, or a docker one with
+        # allow on network host accepted by shared_network: true, runs programs in the host's
+        # network namespace, where they reach this loopback listener: without callers any of
+        # them could act as any principal, so the worker refuses to start.
         cfg = os.path.join(self.tmp, "hostnet.yaml")
-        with open(cfg, "w") as f:
-            f.write("sandbox:\n"
-                    "  default_profile: net\n"
-                    "  secret_file: %s/secret\n"
-                    "  runtime_dir: %s/run\n"
-                    "  broker: { flavor: thread, threads: 2 }\n"
-                    "  worker: { listen: '127.0.0.1:0' }\n"
-                    "  profiles:\n"
-                    "    net:\n"
-                    "      type: local\n"
-                    "      policy: { network_egress: allow }\n"
-                    "      local: { host_network: true }\n" % (self.tmp, self.tmp))
-        for prog in self.programs():
-            r = self.run_prog(prog + ["--config", cfg])
-            self.assertEqual(r.returncode, 3, (prog, r.stderr))
-            self.assertIn("profile 'net' runs programs in the host's network namespace",
-                          r.stderr)
-            self.assertIn("worker.auth.callers", r.stderr)
+        for block in ("      type: local\n"
+                      "      policy: { network_egress: allow }\n"
+                      "      local: { host_network: true }\n",
+                      "      type: docker\n"
+                      "      policy: { network_egress: allow }\n"
+                      "      docker: { image: busybox, network: host, shared_network: true }\n"):
+            with open(cfg, "w") as f:
+                f.write("sandbox:\n"
+                        "  default_profile: net\n"
+                        "  secret_file: %s/secret\n"
+                        "  runtime_dir: %s/run\n"
+                        "  broker: { flavor: thread, threads: 2 }\n"
+                        "  worker: { listen: '127.0.0.1:0' }\n"
+                        "  profiles:\n"
+                        "    net:\n" % (self.tmp, self.tmp) + block)
+            for prog in self.programs():
+                r = self.run_prog(prog + ["--config", cfg])
+                self.assertEqual(r.returncode, 3, (prog, block, r.stderr))
+                self.assertIn("profile 'net' runs programs in the host's network namespace",
+                              r.stderr)
+                self.assertIn("worker.auth.callers", r.stderr)
 
     def test_metrics_listen_in_use_is_a_config_error(self):
         import socket
