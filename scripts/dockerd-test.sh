@@ -159,6 +159,8 @@ stop_daemon() {
       # shellcheck disable=SC2086
       DOCKER_HOST="unix://$dir/docker.sock" timeout 30 "$DOCKER" rm -f $ids >/dev/null 2>&1 || true
     fi
+    # Networks a test made (each a bridge interface in the host's namespace) go with them.
+    DOCKER_HOST="unix://$dir/docker.sock" timeout 20 "$DOCKER" network prune -f >/dev/null 2>&1 || true
   fi
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     kill -TERM "$pid" 2>/dev/null || true

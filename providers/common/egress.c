@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -11,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,11 +87,11 @@ static void nl_attr(struct nlmsghdr *nh, unsigned short type, const void *data, 
     nh->nlmsg_len = NLMSG_ALIGN(nh->nlmsg_len) + RTA_ALIGN(a->rta_len);
 }
 
-int sbx_egress_local_route(uint32_t net, int len)
+/* Adds one IPv4 route over netlink in the caller's namespace: 0 or an errno value (an equal
+ * route already there is 0); async-signal-safe. oif 0: none (prohibit routes have no device). */
+static int nl_route(uint32_t net, int len, unsigned char table, unsigned char scope,
+                    unsigned char type, int oif)
 {
-    int idx = lo_index();
-    if (idx < 0)
-        return ENODEV;
     struct {
         struct nlmsghdr nh;
         struct rtmsg rt;
@@ -102,13 +104,14 @@ int sbx_egress_local_route(uint32_t net, int len)
     req.nh.nlmsg_seq = 1;
     req.rt.rtm_family = AF_INET;
     req.rt.rtm_dst_len = (unsigned char)len;
-    req.rt.rtm_table = RT_TABLE_LOCAL;
+    req.rt.rtm_table = table;
     req.rt.rtm_protocol = RTPROT_BOOT;
-    req.rt.rtm_scope = RT_SCOPE_HOST;
-    req.rt.rtm_type = RTN_LOCAL;
+    req.rt.rtm_scope = scope;
+    req.rt.rtm_type = type;
     uint32_t dst = htonl(net);
     nl_attr(&req.nh, RTA_DST, &dst, sizeof dst);
-    nl_attr(&req.nh, RTA_OIF, &idx, sizeof idx);
+    if (oif > 0)
+        nl_attr(&req.nh, RTA_OIF, &oif, sizeof oif);
     int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (s < 0)
         return errno;
@@ -131,6 +134,107 @@ int sbx_egress_local_route(uint32_t net, int len)
     }
     close(s);
     return rc;
+}
+
+int sbx_egress_local_route(uint32_t net, int len)
+{
+    int idx = lo_index();
+    if (idx < 0)
+        return ENODEV;
+    return nl_route(net, len, RT_TABLE_LOCAL, RT_SCOPE_HOST, RTN_LOCAL, idx);
+}
+
+/* ---- network_egress ALLOW's guard --------------------------------------------------------- */
+
+typedef struct {
+    const uint32_t *host;
+    size_t n_host;
+} guard_arg;
+
+/* Writes "1" to a sysctl file of the caller's network namespace; a kernel without IPv6 has
+ * none (0). */
+static int sysctl_one(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : errno;
+    int rc = write(fd, "1", 1) == 1 ? 0 : errno;
+    close(fd);
+    return rc;
+}
+
+/* In the sandbox's namespace (an sbx_netns_fn making no descriptors): the prohibit routes and
+ * IPv6 off. */
+static int guard_in_ns(void *varg, int *fds, size_t max, size_t *n)
+{
+    (void)fds;
+    (void)max;
+    *n = 0;
+    const guard_arg *g = varg;
+    static const struct {
+        uint32_t net;
+        int len;
+    } nets[] = {
+        {0xA9FE0000u, 16}, /* link-local: the cloud metadata address (169.254.169.254) */
+        {0x64400000u, 10}, /* shared address space: Alibaba's metadata (100.100.100.200) */
+    };
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        int rc =
+            nl_route(nets[i].net, nets[i].len, RT_TABLE_MAIN, RT_SCOPE_UNIVERSE, RTN_PROHIBIT, 0);
+        if (rc != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < g->n_host; i++) {
+        if ((g->host[i] >> 24) == 127)
+            continue; /* the sandbox's own loopback (the local table answers it first anyway) */
+        int rc = nl_route(g->host[i], 32, RT_TABLE_MAIN, RT_SCOPE_UNIVERSE, RTN_PROHIBIT, 0);
+        if (rc != 0)
+            return rc;
+    }
+    /* No IPv6 at all: the host's link-local address on the network's bridge would be another
+     * way to it, and an IPv6 network's own routes other ways around these. */
+    int rc = sysctl_one("/proc/sys/net/ipv6/conf/all/disable_ipv6");
+    if (rc == 0)
+        rc = sysctl_one("/proc/sys/net/ipv6/conf/default/disable_ipv6");
+    return rc;
+}
+
+size_t sbx_egress_host_addrs(uint32_t *out, size_t max)
+{
+    struct ifaddrs *ifa = NULL;
+    if (getifaddrs(&ifa) != 0)
+        return 0;
+    size_t n = 0;
+    for (struct ifaddrs *i = ifa; i != NULL && n < max; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        uint32_t a =
+            ntohl(((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr);
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = out[k] == a;
+        if (!seen && (a >> 24) != 127)
+            out[n++] = a;
+    }
+    freeifaddrs(ifa);
+    return n;
+}
+
+sbx_status sbx_egress_guard_allow(pid_t target, sbx_error *err)
+{
+    uint32_t host[SBX_EGRESS_GUARD_HOST_MAX];
+    guard_arg g = {.host = host, .n_host = sbx_egress_host_addrs(host, SBX_EGRESS_GUARD_HOST_MAX)};
+    int fds[1];
+    size_t n = 0;
+    sbx_error why = {0};
+    sbx_status st = sbx_netns_call(target, guard_in_ns, &g, fds, 0, &n, &why);
+    if (st != SBX_OK)
+        return sbx_error_set(err, st,
+                             "network_egress allow: cannot close the sandbox's way to the host and "
+                             "the cloud metadata address: %s (it takes root: run the provider as "
+                             "root, or use network_egress allowlist or deny)",
+                             why.message);
+    return SBX_OK;
 }
 
 typedef struct {

@@ -79,6 +79,21 @@ void sbx_egress_table_parse(const char *text, size_t len, sbx_egress_table *t);
  * async-signal-safe (for an sbx_netns_fn). */
 int sbx_egress_local_route(uint32_t net, int len);
 
+/* Most host addresses the ALLOW guard closes (more are left reachable: a host with this many
+ * IPv4 addresses is not one sbx is tested on). */
+#define SBX_EGRESS_GUARD_HOST_MAX 256
+
+/* network_egress ALLOW's guard, in the network namespace of process target (a sandbox with a
+ * namespace of its own behind NAT, such as a Docker bridge): routes that refuse (EACCES) every
+ * connection to the link-local range (the cloud metadata address 169.254.169.254), the shared
+ * range 100.64/10 (Alibaba's metadata) and each of the host's own IPv4 addresses (its services,
+ * through the network's gateway or any other), and IPv6 off. Programs, without CAP_NET_ADMIN,
+ * cannot undo them. Fails (and the sandbox must not be handed out) when any cannot be set. */
+sbx_status sbx_egress_guard_allow(pid_t target, sbx_error *err);
+
+/* The host's IPv4 addresses but loopback (host order), at most max; 0 when none or unknown. */
+size_t sbx_egress_host_addrs(uint32_t *out, size_t max);
+
 /* Brings lo up in the caller's network namespace; 0 or an errno value; async-signal-safe. */
 int sbx_egress_lo_up(void);
 

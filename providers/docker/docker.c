@@ -740,6 +740,16 @@ const char *docker_network_shared(const json_t *net)
     return NULL;
 }
 
+/* Whether process pid is in this process's network namespace (a container on network host). */
+static bool in_host_netns(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/ns/net", pid);
+    struct stat a, b;
+    return stat(path, &a) == 0 && stat("/proc/self/ns/net", &b) == 0 && a.st_ino == b.st_ino &&
+           a.st_dev == b.st_dev;
+}
+
 /* A managed profile whose allow puts containers on Docker's host network: known from the
  * name alone (Docker reserves "host" for its host driver), unlike a bridge's setting, which
  * only the daemon knows (check_network, at each create). */
@@ -988,6 +998,16 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
             else
                 st = sbx_egress_start((pid_t)ci.pid, policy->network_allow, policy->n_network_allow,
                                       p->egress_resolver, sb->egress_dir, err);
+        }
+        /* allow: the container's own namespace (not the host's, accepted by shared_network)
+         * loses its way to the host and the metadata address before any program runs */
+        if (st == SBX_OK &&
+            policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW) {
+            if (!have || ci.pid <= 1)
+                st = sbx_error_set(err, SBX_E_PROVISION,
+                                   "container %.12s: no PID 1 to close the network beside", cid);
+            else if (!in_host_netns(ci.pid))
+                st = sbx_egress_guard_allow((pid_t)ci.pid, err);
         }
         if (st == SBX_OK)
             st = docker_agent_connect(sb, true, err);

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "docker_test.h"
+#include "providers/common/egress.h"
 #include "sbx/contract.h"
 
 extern const sbx_provider_ops sbx_provider_docker;
@@ -248,6 +249,113 @@ static void test_docker_managed_allow_on_a_shared_network_is_refused(void **stat
     prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, none);
     assert_int_equal(create_on(f, prov, p, &err), SBX_OK);
     dt_provider_close(prov);
+    sbx_message_free((ProtobufCMessage *)p);
+}
+
+/* A bridge network that keeps containers apart, made on the test daemon; its gateway (the
+ * host's address on the bridge) in gw. Removed by remove_network. */
+static void make_network(fixture *f, const char *name, char *gw, size_t cap)
+{
+    json_t *body =
+        json_pack("{s:s,s:s,s:b,s:{s:s}}", "Name", name, "Driver", "bridge", "CheckDuplicate", 1,
+                  "Options", "com.docker.network.bridge.enable_icc", "false");
+    long status = 0;
+    json_t *resp = NULL;
+    sbx_error err;
+    assert_int_equal(
+        docker_api_json(&f->env.api, "POST", "/networks/create", body, &status, &resp, &err),
+        SBX_OK);
+    json_decref(body);
+    if (status != 201)
+        fail_msg("network create: HTTP %ld: %s", status,
+                 json_string_value(json_object_get(resp, "message")));
+    json_decref(resp);
+    char path[128];
+    snprintf(path, sizeof(path), "/networks/%s", name);
+    assert_int_equal(docker_api_json(&f->env.api, "GET", path, NULL, &status, &resp, &err), SBX_OK);
+    assert_int_equal(status, 200);
+    const char *g = json_string_value(json_object_get(
+        json_array_get(json_object_get(json_object_get(resp, "IPAM"), "Config"), 0), "Gateway"));
+    assert_non_null(g);
+    snprintf(gw, cap, "%s", g);
+    json_decref(resp);
+}
+
+static void remove_network(fixture *f, const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/networks/%s", name);
+    long status = 0;
+    sbx_error err;
+    docker_api_json(&f->env.api, "DELETE", path, NULL, &status, NULL, &err);
+}
+
+/* ALLOW gives a container the internet, not the host: on a network that keeps containers
+ * apart, a program could still reach every host service listening on all addresses through the
+ * network's gateway (the host's address on the bridge) or the host's other addresses, and the
+ * cloud metadata address through the host's NAT. Each connection is now refused at once
+ * (EACCES: prohibit routes in the container's namespace, which programs without CAP_NET_ADMIN
+ * cannot remove), and the listener of this process on all addresses is never reached. */
+static void test_docker_managed_allow_cannot_reach_the_host_or_the_metadata_address(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    if (geteuid() != 0)
+        skip(); /* the guard takes root, as the egress proxy does */
+    char name[64], gw[64], host_ip[64] = "", opt[96], image[160], line[1024];
+    snprintf(name, sizeof(name), "sbx-test-allow-%ld", (long)getpid());
+    make_network(f, name, gw, sizeof(gw));
+    uint32_t addrs[8];
+    size_t n = sbx_egress_host_addrs(addrs, 8);
+    for (size_t i = 0; i < n && host_ip[0] == '\0'; i++) {
+        struct in_addr a = {.s_addr = htonl(addrs[i])};
+        if (strcmp(inet_ntoa(a), gw) != 0)
+            snprintf(host_ip, sizeof(host_ip), "%s", inet_ntoa(a));
+    }
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(ls, 16), 0);
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+
+    snprintf(opt, sizeof(opt), "network=%s", name);
+    snprintf(image, sizeof(image), "image=%s", f->env.image_busybox);
+    const char *opts[] = {opt, image, NULL};
+    void *prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
+    sbx_policy *p = sbx_policy_new();
+    p->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    sbx_sandbox *sb = NULL;
+    sbx_error err;
+    sbx_status st = ops->create(prov, f->session, f->principal, p, &sb, &err);
+    if (st != SBX_OK) {
+        remove_network(f, name);
+        fail_msg("create: %s", err.message);
+    }
+    snprintf(line, sizeof(line),
+             "for a in %s %s 169.254.169.254 100.100.100.200; do "
+             "if timeout 3 nc -w 2 $a %u </dev/null 2>/tmp/e; then echo $a:open; "
+             "elif grep -q 'Permission denied' /tmp/e; then echo $a:refused; "
+             "else echo $a:not-refused; cat /tmp/e; fi; done",
+             gw, host_ip[0] ? host_ip : gw, (unsigned)ntohs(sa.sin_port));
+    sbx_result *r;
+    st = run_shell(f, sb, line, &r, &err);
+    char *id = strdup(sb->id);
+    ops->sandbox_close(sb);
+    assert_int_equal(ops->destroy(prov, id, &err), SBX_OK);
+    free(id);
+    dt_provider_close(prov);
+    remove_network(f, name);
+    assert_int_equal(st, SBX_OK);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "%s:refused\n%s:refused\n169.254.169.254:refused\n100.100.100.200:refused\n", gw,
+             host_ip[0] ? host_ip : gw);
+    assert_stdout(r, want);
+    int c = accept(ls, NULL, NULL);
+    assert_int_equal(c, -1); /* nothing reached it */
+    close(ls);
+    sbx_message_free((ProtobufCMessage *)r);
     sbx_message_free((ProtobufCMessage *)p);
 }
 
@@ -761,6 +869,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_policy_is_what_the_daemon_recorded),
         cmocka_unit_test(test_docker_managed_allow_uses_the_configured_network),
         cmocka_unit_test(test_docker_managed_allow_on_a_shared_network_is_refused),
+        cmocka_unit_test(test_docker_managed_allow_cannot_reach_the_host_or_the_metadata_address),
         cmocka_unit_test(test_docker_managed_allowlist_ipv6_is_unenforceable),
         cmocka_unit_test(test_docker_managed_pids_1_is_refused),
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
