@@ -516,7 +516,9 @@ static __attribute__((noreturn)) void relay_loop(int lfd, int pidfd, const char 
     for (;;) {
         pf[0] = (struct pollfd){lfd, POLLIN, 0};
         pf[1] = (struct pollfd){pidfd, POLLIN, 0};
-        int64_t now = now_ms(), wait = 1000;
+        /* the nearest connection deadline; none: sleep until an event (an idle relay woke
+         * every second) */
+        int64_t now = now_ms(), wait = -1;
         for (int i = 0; i < RELAY_MAX_CONNS; i++) {
             relay_conn *k = &conns[i];
             short ce = 0, ue = 0;
@@ -530,7 +532,7 @@ static __attribute__((noreturn)) void relay_loop(int lfd, int pidfd, const char 
                 ue =
                     (short)((k->ulen == 0 && !k->u_eof ? POLLIN : 0) | (k->clen > 0 ? POLLOUT : 0));
             }
-            if ((k->state == 1 || k->state == 2) && k->deadline - now < wait)
+            if ((k->state == 1 || k->state == 2) && (wait < 0 || k->deadline - now < wait))
                 wait = k->deadline - now > 0 ? k->deadline - now : 0;
             pf[2 + 2 * i] = (struct pollfd){ce ? k->c : -1, ce, 0};
             pf[3 + 2 * i] = (struct pollfd){ue ? k->u : -1, ue, 0};

@@ -263,7 +263,23 @@ static void test_relay_into_namespace(void **state)
     rmdir(dir);
 }
 
-/* close_all kills a running relay. */
+/* Context switches of process pid so far (a relay is one thread): the times it slept. */
+static long switches_of(long pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+            n = atol(line + 24);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* An idle relay sleeps until something happens (it woke every second); close_all kills a
+ * running relay. */
 static void test_close_all_kills(void **state)
 {
     (void)state;
@@ -282,6 +298,18 @@ static void test_close_all_kills(void **state)
     char *url = NULL, *token = NULL;
     assert_int_equal(sbx_expose_port(&cfg, xdir, target, inner, &url, &token, &err), SBX_OK);
     assert_int_equal(sbx_expose_count(xdir), 1);
+    char rec[96];
+    snprintf(rec, sizeof rec, "%s/%u", xdir, inner);
+    FILE *f = fopen(rec, "r");
+    long relay = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld", &relay), 1);
+    fclose(f);
+    usleep(100000); /* past its start */
+    long before = switches_of(relay);
+    usleep(2200000);
+    long woke = switches_of(relay) - before;
+    assert_true(before >= 0 && woke <= 1); /* 2 or 3 when it woke every second */
     sbx_expose_close_all(xdir);
     char buf[64];
     fetch(url, NULL, buf, sizeof buf);
