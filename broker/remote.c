@@ -8,6 +8,7 @@
  * Responses are decoded with a bound (max message size). This file never talks to providers.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -638,6 +639,8 @@ static bt_waiter *task_done(remote_broker *r, rtask *t, sbx_completion *c)
 static void *transfer_main(void *arg)
 {
     remote_broker *r = arg;
+    /* named for operators (top -H, /proc/PID/task/TID/comm) */
+    pthread_setname_np(pthread_self(), "sbx-remote");
     rtask *retry = NULL; /* waiting for their backoff (transfer thread only) */
     rtask *held = NULL;  /* waiting for the h2c probe (transfer thread only) */
     for (;;) {
@@ -766,6 +769,10 @@ static void *transfer_main(void *arg)
             if (empty)
                 break;
         }
+        /* Nothing running, retrying or held: sleep until a submit or close wakes the multi
+         * handle (it woke every second, all the life of an idle client). */
+        if (running == 0 && retry == NULL && held == NULL && wait_ms > 0)
+            wait_ms = INT_MAX;
         if (wait_ms > 0)
             curl_multi_poll(r->multi, NULL, 0, wait_ms, NULL);
     }

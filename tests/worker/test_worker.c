@@ -3,6 +3,7 @@
  * and raw sockets. One behaviour per test. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -430,6 +431,63 @@ static void test_remote_async_submit_streams_and_calls_back(void **state)
     fixture_stop(&f);
 }
 
+/* Context switches so far of this process's thread named name (-1: none such). */
+static long thread_switches(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    long total = -1;
+    struct dirent *e;
+    char path[300], line[128];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        bool match = fgets(line, sizeof line, f) && strncmp(line, name, strlen(name)) == 0 &&
+                     line[strlen(name)] == '\n';
+        fclose(f);
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        f = match ? fopen(path, "r") : NULL;
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
+                total = atol(line + 24);
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return total;
+}
+
+/* An idle client's transfer thread (named sbx-remote) sleeps until a submit wakes it (it woke
+ * every second), and the next submit is still answered. */
+static void test_remote_idle_client_sleeps(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    for (int round = 0; round < 2; round++) {
+        sbx_request *req = fixture_command("echo hi", NULL);
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_submit(b, req, 30000, NULL, &c), SBX_OK);
+        assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+        sbx_completion_free(c);
+        sbx_request_free(req);
+        if (round == 1)
+            break;
+        usleep(100000);
+        long before = thread_switches("sbx-remote");
+        usleep(2200000);
+        long woke = thread_switches("sbx-remote") - before;
+        assert_true(before >= 0 && woke <= 1); /* 2 or 3 when it woke every second */
+    }
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
 static void test_worker_non_loopback_without_tls_refuses_to_start(void **state)
 {
     (void)state;
@@ -706,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_worker_non_loopback_without_tls_refuses_to_start),
         cmocka_unit_test(test_remote_describe_lists_the_worker_profiles),
         cmocka_unit_test(test_remote_async_submit_streams_and_calls_back),
+        cmocka_unit_test(test_remote_idle_client_sleeps),
         cmocka_unit_test(test_worker_refuses_a_broker_that_is_not_the_thread_broker),
         cmocka_unit_test(test_remote_unreachable_worker_is_a_broker_failure),
         cmocka_unit_test(test_remote_plaintext_to_a_non_loopback_host_is_refused),
