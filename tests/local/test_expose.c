@@ -30,6 +30,7 @@
 
 #include "providers/common/expose.h"
 #include "support/die_with_parent.h"
+#include "support/switches.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
 
@@ -263,21 +264,6 @@ static void test_relay_into_namespace(void **state)
     rmdir(dir);
 }
 
-/* Context switches of process pid so far (a relay is one thread): the times it slept. */
-static long switches_of(long pid)
-{
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    long n = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
-            n = atol(line + 24);
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* An idle relay sleeps until something happens (it woke every second); close_all kills a
  * running relay. */
 static void test_close_all_kills(void **state)
@@ -306,9 +292,9 @@ static void test_close_all_kills(void **state)
     assert_int_equal(fscanf(f, "%ld", &relay), 1);
     fclose(f);
     usleep(100000); /* past its start */
-    long before = switches_of(relay);
+    long before = sbx_test_switches(relay);
     usleep(2200000);
-    long woke = switches_of(relay) - before;
+    long woke = sbx_test_switches(relay) - before;
     assert_true(before >= 0 && woke <= 1); /* 2 or 3 when it woke every second */
     sbx_expose_close_all(xdir);
     char buf[64];

@@ -34,6 +34,7 @@
 #include "providers/common/agent_client.h"
 #include "providers/common/egress.h"
 #include "support/die_with_parent.h"
+#include "support/switches.h"
 #include "providers/common/egress_parse.h"
 #include "sbx/config.h"
 
@@ -366,21 +367,6 @@ static bool ended(long pid)
     return p && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* Context switches of process pid so far (the proxy is one thread): the times it slept. */
-static long switches_of(long pid)
-{
-    char path[64], line[128];
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    long n = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
-            n = atol(line + 24);
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* An idle proxy sleeps until something happens (it woke every second: a thousand wake-ups a
  * second beside a thousand idle sandboxes). The proxy ends with the sandbox's PID 1 (an idle
  * TTL, an OOM of the agent), not only by destroy: nothing of it outlives the sandbox. */
@@ -400,9 +386,9 @@ static void test_egress_proxy_ends_with_the_sandbox(void **state)
     assert_true(proxy > 1 && init > 1);
     assert_false(ended(proxy));
     usleep(100000); /* past its start */
-    long before = switches_of(proxy);
+    long before = sbx_test_switches(proxy);
     usleep(2200000);
-    long woke = switches_of(proxy) - before;
+    long woke = sbx_test_switches(proxy) - before;
     assert_true(before >= 0 && woke <= 1); /* 2 or 3 when it woke every second */
     assert_int_equal(kill((pid_t)init, SIGKILL), 0);
     for (int i = 0; i < 250 && !ended(proxy); i++)

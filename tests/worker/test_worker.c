@@ -19,6 +19,7 @@
 
 #include "providers/fake/fake.h"
 #include "worker/worker_fixture.h"
+#include "support/switches.h"
 
 static sbx_completion *run(sbx_broker *b, sbx_request *req, const sbx_engine_hooks *hooks)
 {
@@ -450,12 +451,8 @@ static long thread_switches(const char *name)
                      line[strlen(name)] == '\n';
         fclose(f);
         snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
-        f = match ? fopen(path, "r") : NULL;
-        while (f && fgets(line, sizeof line, f))
-            if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
-                total = atol(line + 24);
-        if (f)
-            fclose(f);
+        if (match)
+            total = sbx_test_switches_at(path);
     }
     closedir(d);
     return total;
