@@ -468,8 +468,7 @@ static void test_remote_idle_client_sleeps(void **state)
     sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
     for (int round = 0; round < 2; round++) {
         sbx_request *req = fixture_command("echo hi", NULL);
-        sbx_completion *c = NULL;
-        assert_int_equal(sbx_broker_submit(b, req, 30000, NULL, &c), SBX_OK);
+        sbx_completion *c = run(b, req, NULL);
         assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
         sbx_completion_free(c);
         sbx_request_free(req);
