@@ -12,6 +12,7 @@
  * This file only parses arguments; it must not touch the protocol or the namespaces.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,11 +77,26 @@ static void close_inherited_fds(void)
         close((int)fd);
 }
 
+/* The local provider starts the launcher with every signal blocked and its host process's
+ * dispositions (providers/common/launch.h): the sandbox starts from the defaults, nothing
+ * ignored (an exec resets only caught signals) and nothing blocked. */
+static void default_signals(void)
+{
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL); /* glibc's own two fail with EINVAL: they are not the host's */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 int main(int argc, char **argv)
 {
     close_inherited_fds();
-    if (argc > 1 && strcmp(argv[1], "boot") == 0)
+    if (argc > 1 && strcmp(argv[1], "boot") == 0) {
+        default_signals();
         return boot_local_main(argc - 1, argv + 1);
+    }
     agent_config cfg = {
         .socket_path = "/.sbx/agent.sock",
         .workdir = "/workspace",

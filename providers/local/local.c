@@ -38,6 +38,7 @@
 #include "providers/common/egress.h"
 #include "providers/common/expose.h"
 #include "providers/common/proc.h"
+#include "providers/common/launch.h"
 #include "providers/common/uid_slots.h"
 #include "providers/local/local.h"
 #include "providers/local/local_meta.h"
@@ -1040,6 +1041,7 @@ static void boot_argv(const local_provider *lp, const char *id, const char *box,
 typedef struct boot_proc {
     pid_t pid;
     int out, err, go;
+    sbx_launched launched;
 } boot_proc;
 
 /* Starts `sbx-agent boot` (argv from boot_argv), which waits for boot_finish. */
@@ -1058,26 +1060,13 @@ static sbx_status boot_start(local_provider *lp, char **argv, boot_proc *bp, sbx
                 close(all[i]);
         return sbx_error_set(err, SBX_E_PROVISION, "pipe: %s", strerror(e));
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, go[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-    /* The host process's other descriptors (an embedding program's sockets, a test runner's
-     * lock) must not reach the sandbox's PID 1; the agent closes them too (main.c). */
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &all);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    /* Not awaited (launch.h): its exec overlaps the setup the create does next. The host
+     * process's other descriptors (an embedding program's sockets, a test runner's lock) do not
+     * reach the sandbox's PID 1; the agent closes them too (main.c). */
     static char *const empty_env[] = {NULL};
-    int rc = posix_spawn(&bp->pid, lp->agent_path, &fa, &at, argv, empty_env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    const int fds[3] = {go[0], out[1], errp[1]};
+    int rc = sbx_launch(lp->agent_path, argv, empty_env, fds, &bp->launched);
+    bp->pid = bp->launched.pid;
     close(go[0]);
     close(out[1]);
     close(errp[1]);
@@ -1111,6 +1100,7 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
         close(bp->out);
         close(bp->err);
         waitpid(bp->pid, NULL, 0);
+        sbx_launch_release(&bp->launched);
         return -1;
     }
     char obuf[256] = "", ebuf[1200] = "";
@@ -1148,14 +1138,17 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
     if (late) {
         kill(bp->pid, SIGKILL); /* the deadline passed mid-boot: its cgroups go with the create */
         waitpid(bp->pid, &wst, 0);
+        sbx_launch_release(&bp->launched);
         return sbx_error_set(err, sbx_provider_deadline_ms() > 0 ? SBX_E_TIMEOUT : SBX_E_PROVISION,
                              "the sandbox did not boot before the deadline"),
                -1;
     }
     waitpid(bp->pid, &wst, 0);
+    sbx_launch_release(&bp->launched);
     char *nl = strchr(ebuf, '\n');
     if (nl)
         *nl = '\0';
+    sbx_launch_explain(ebuf, sizeof ebuf);
     long pid = strncmp(obuf, "pid=", 4) == 0 ? strtol(obuf + 4, NULL, 10) : -1;
     if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || pid <= 1)
         return sbx_error_set(err, SBX_E_PROVISION, "%s",

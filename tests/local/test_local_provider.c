@@ -4,6 +4,7 @@
 #include "tests/local/local_helpers.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -1068,6 +1069,58 @@ static void test_local_idle_sandbox_tears_itself_down(void **state)
     lt_remove_runtime_dir(e.runtime_dir);
 }
 
+/* The create does not wait for its launcher's exec (providers/common/launch.h), so an agent
+ * path that names no program fails later, at the boot's report: the create still fails with
+ * the reason in the kernel's words, and leaves no state dir and no uid slot behind. */
+static void test_local_agent_that_cannot_run_fails_the_create_and_leaves_nothing(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/sbxt-agent-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "not a program\n", 14), 14);
+    close(fd);
+    assert_int_equal(chmod(path, 0755), 0);
+    lt_env e;
+    sbx_options *opts = NULL;
+    lt_open_with(&e, "agent", path, &opts);
+    sbx_policy *p = lt_policy(getuid() == 0 ? 512 : 0, getuid() == 0 ? 256 : 0);
+    sbx_sandbox *sb = NULL;
+    sbx_error err = {0};
+    assert_int_equal(e.ops->create(e.state, NULL, NULL, p, &sb, &err), SBX_E_PROVISION);
+    assert_null(sb);
+    char want[128];
+    snprintf(want, sizeof want, "cannot run %s: %s", path, strerror(ENOEXEC));
+    assert_string_equal(err.message, want);
+    assert_int_equal(lt_count_dir(e.runtime_dir), 0);
+    /* no uid slot still names a state dir of this runtime dir */
+    DIR *d = opendir("/run/sbx-uid-slots");
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sub[300];
+        snprintf(sub, sizeof sub, "/run/sbx-uid-slots/%s", de->d_name);
+        DIR *s = opendir(sub);
+        struct dirent *le;
+        while (s != NULL && (le = readdir(s)) != NULL) {
+            char link[600], target[600] = "";
+            snprintf(link, sizeof link, "%s/%s", sub, le->d_name);
+            if (readlink(link, target, sizeof target - 1) > 0)
+                assert_null(strstr(target, e.runtime_dir));
+        }
+        if (s != NULL)
+            closedir(s);
+    }
+    if (d != NULL)
+        closedir(d);
+    sbx_message_free((ProtobufCMessage *)p);
+    e.ops->close(e.state);
+    sbx_options_free(opts);
+    lt_remove_runtime_dir(e.runtime_dir);
+    unlink(path);
+}
+
 /* A sandbox state dir whose PID 1 is gone (a dead pid in its meta): stale. */
 static void plant_stale(const lt_env *e, const char *id)
 {
@@ -1153,6 +1206,7 @@ int main(void)
         cmocka_unit_test(test_local_allowlist_entry_it_cannot_enforce_is_refused),
         cmocka_unit_test(test_local_reattach_replays_a_commands_journal),
         cmocka_unit_test(test_local_idle_sandbox_tears_itself_down),
+        cmocka_unit_test(test_local_agent_that_cannot_run_fails_the_create_and_leaves_nothing),
         cmocka_unit_test(test_local_rootfs_mounts_below_the_root_are_read_only),
         cmocka_unit_test_setup_teardown(test_local_open_sweeps_at_most_every_ten_seconds, setup,
                                         teardown),
