@@ -6,6 +6,7 @@
 #define SBX_TESTS_LOCAL_HELPERS_H
 
 #include <dirent.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,6 +33,55 @@ typedef struct lt_env {
     char runtime_dir[64];
 } lt_env;
 
+/* Removes a runtime dir the tests made, with the provider's sweep stamp in it. */
+static inline void lt_remove_runtime_dir(const char *dir)
+{
+    char stamp[PATH_MAX + 16];
+    snprintf(stamp, sizeof stamp, "%s/%s", dir, SBX_LOCAL_SWEEP_STAMP);
+    unlink(stamp);
+    rmdir(dir);
+}
+
+/* Runtime dirs a test binary opened the provider on, at most this many tracked. */
+#define LT_TRACKED_MAX 64
+
+static inline void lt_sweep_at_exit(void);
+
+/* Tracks dir (made by this process) for lt_sweep_at_exit; dir NULL: sweeps. A test that fails
+ * an assertion leaves at once, before its own lt_close: only tests with a group teardown got
+ * their sandboxes destroyed, the others' lived on for their idle TTL (a day), with their
+ * cgroups and uid slots. At exit (cmocka returns from a failed test and main ends) every
+ * tracked dir still there has its sandboxes destroyed and is removed, by the process that made
+ * it only: a child forked by a test and ending with exit() leaves its parent's alone. */
+static inline void lt_track(const char *dir)
+{
+    static struct {
+        char dir[64];
+        pid_t pid;
+    } tracked[LT_TRACKED_MAX];
+    static int n;
+    if (dir != NULL) {
+        if (n == 0)
+            atexit(lt_sweep_at_exit);
+        if (n < LT_TRACKED_MAX) {
+            snprintf(tracked[n].dir, sizeof tracked[n].dir, "%s", dir);
+            tracked[n++].pid = getpid();
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (tracked[i].pid != getpid() || access(tracked[i].dir, F_OK) != 0)
+            continue;
+        sbx_test_destroy_local_leftovers(tracked[i].dir, NULL, "at exit");
+        lt_remove_runtime_dir(tracked[i].dir);
+    }
+}
+
+static inline void lt_sweep_at_exit(void)
+{
+    lt_track(NULL);
+}
+
 /* Opens the provider on a fresh runtime dir for profile `profile` of the given scope (per
  * session: an agent that keeps forking spares; per call: a one-shot agent). */
 static inline void lt_open_scoped(lt_env *e, const char *profile, sbx_scope scope)
@@ -40,6 +90,7 @@ static inline void lt_open_scoped(lt_env *e, const char *profile, sbx_scope scop
     assert_non_null(e->ops);
     snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
     assert_non_null(mkdtemp(e->runtime_dir));
+    lt_track(e->runtime_dir);
     sbx_provider_ctx ctx = {0};
     ctx.profile = profile;
     ctx.runtime_dir = e->runtime_dir;
@@ -59,6 +110,7 @@ static inline void lt_open_with(lt_env *e, const char *key, const char *value, s
     assert_non_null(e->ops);
     snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
     assert_non_null(mkdtemp(e->runtime_dir));
+    lt_track(e->runtime_dir);
     *opts = sbx_options_new(e->ops->options);
     sbx_error err = {0};
     assert_int_equal(sbx_options_set(*opts, key, value, &err), SBX_OK);
@@ -73,15 +125,6 @@ static inline void lt_open_with(lt_env *e, const char *key, const char *value, s
 static inline void lt_open(lt_env *e)
 {
     lt_open_scoped(e, "test", SBX_SCOPE_PER_CALL);
-}
-
-/* Removes a runtime dir the tests made, with the provider's sweep stamp in it. */
-static inline void lt_remove_runtime_dir(const char *dir)
-{
-    char stamp[128];
-    snprintf(stamp, sizeof stamp, "%s/%s", dir, SBX_LOCAL_SWEEP_STAMP);
-    unlink(stamp);
-    rmdir(dir);
 }
 
 static inline void lt_close(lt_env *e)

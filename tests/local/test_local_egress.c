@@ -169,6 +169,7 @@ static void open_with_resolver(lt_env *e, const char *resolver_addr)
     assert_non_null(e->ops);
     snprintf(e->runtime_dir, sizeof e->runtime_dir, "/tmp/sbxt-XXXXXX");
     assert_non_null(mkdtemp(e->runtime_dir));
+    lt_track(e->runtime_dir);
     sbx_options *o = sbx_options_new(e->ops->options);
     assert_non_null(o);
     sbx_error err = {0};

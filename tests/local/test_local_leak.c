@@ -1,10 +1,11 @@
 /* test_local_leak.c - 200 create -> exec -> destroy cycles leave nothing behind: no live
  * process of ours, no mount naming our runtime directory, no cgroup, no state directory; and
- * the fixture's close removes a sandbox a failed test left.
+ * the fixture's close, and the test binary's exit, remove a sandbox a failed test left.
  */
 #include "tests/local/local_helpers.h"
 
 #include <dirent.h>
+#include <sys/wait.h>
 
 /* Enough cycles to expose a per-sandbox leak of any kind (fds, pids, cgroups) while keeping
  * the test to seconds. */
@@ -136,11 +137,51 @@ static void test_lt_close_destroys_what_a_failed_test_left(void **state)
     assert_false(cgroup_exists(id));
 }
 
+/* A test that fails without a group teardown (its own lt_close never runs) must not leave its
+ * sandbox either: the binary's exit destroys it (lt_track). A child here makes a sandbox and
+ * ends with exit(), as main does once cmocka has run a failed test. Seen: a failed test of
+ * test_local_provider left its agent, cgroups and uid slot for a day. */
+static void test_exit_destroys_what_a_failed_test_left(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* a failure here must end this child, not go on with the parent's tests */
+        setenv("CMOCKA_TEST_ABORT", "1", 1);
+        close(p[0]);
+        lt_env e;
+        lt_open(&e);
+        sbx_sandbox *sb = lt_create(&e);
+        char line[128];
+        int n = snprintf(line, sizeof line, "%s %s\n", e.runtime_dir, sb->id);
+        (void)!write(p[1], line, (size_t)n);
+        close(p[1]);
+        exit(1); /* no lt_destroy, no lt_close */
+    }
+    close(p[1]);
+    char line[128] = "";
+    ssize_t got = read(p[0], line, sizeof line - 1);
+    close(p[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(got > 0);
+    char dir[64], id[32];
+    assert_int_equal(sscanf(line, "%63s %31s", dir, id), 2);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(live_processes_naming(dir), 0);
+    assert_int_equal(access(dir, F_OK), -1);
+    assert_false(cgroup_exists(id));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_200_cycles_leave_nothing),
         cmocka_unit_test(test_lt_close_destroys_what_a_failed_test_left),
+        cmocka_unit_test(test_exit_destroys_what_a_failed_test_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
