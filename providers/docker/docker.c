@@ -419,10 +419,9 @@ typedef struct container_info {
 static sbx_status inspect(docker_provider *p, const char *ref, container_info *ci, sbx_error *err)
 {
     memset(ci, 0, sizeof(*ci));
-    char *esc = docker_url_escape(ref);
     char path[512];
-    snprintf(path, sizeof(path), "/containers/%s/json", esc ? esc : "");
-    free(esc);
+    if (!docker_object_path(path, sizeof path, "/containers/", ref, "/json", err))
+        return SBX_E_INTERNAL;
     json_t *j = NULL;
     long status = 0;
     sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &j, err);
@@ -520,10 +519,9 @@ static void docker_sandbox_close(sbx_sandbox *base)
  * success: it is going away). */
 static sbx_status remove_container(docker_provider *p, const char *ref, sbx_error *err)
 {
-    char *esc = docker_url_escape(ref);
     char path[512];
-    snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", esc ? esc : "");
-    free(esc);
+    if (!docker_object_path(path, sizeof path, "/containers/", ref, "?force=true&v=true", err))
+        return SBX_E_INTERNAL;
     /* an explicit timeout: removal runs to its end even when the request's deadline passed
      * (a create that timed out must not leave its container behind) */
     docker_response r = {0};
@@ -786,10 +784,9 @@ static sbx_status docker_check_profile(const sbx_profile_config *p, sbx_error *e
  * is PROVISION, in the daemon's words. */
 static sbx_status check_network(docker_provider *p, sbx_error *err)
 {
-    char *esc = docker_url_escape(p->network);
     char path[512];
-    snprintf(path, sizeof(path), "/networks/%s", esc ? esc : "");
-    free(esc);
+    if (!docker_object_path(path, sizeof path, "/networks/", p->network, "", err))
+        return SBX_E_INTERNAL;
     json_t *j = NULL;
     long status = 0;
     sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &j, err);
@@ -1092,10 +1089,10 @@ static void paused_marker(const docker_provider *p, const char *id, char *out, s
  * 404 no such container (GONE), 409 not running / already in that state. */
 static sbx_status pause_call(docker_provider *p, const char *id, bool pause, sbx_error *err)
 {
-    char *esc = docker_url_escape(id);
     char path[512];
-    snprintf(path, sizeof(path), "/containers/%s/%s", esc ? esc : "", pause ? "pause" : "unpause");
-    free(esc);
+    if (!docker_object_path(path, sizeof path, "/containers/", id, pause ? "/pause" : "/unpause",
+                            err))
+        return SBX_E_INTERNAL;
     docker_response r = {0};
     sbx_status st = docker_api_call(&p->api, "POST", path, NULL, NULL, 0, 0,
                                     DOCKER_REQUEST_TIMEOUT_MS, &r, err);

@@ -333,6 +333,21 @@ char *docker_url_escape(const char *s)
     return copy;
 }
 
+bool docker_object_path(char *out, size_t cap, const char *prefix, const char *ref,
+                        const char *suffix, sbx_error *err)
+{
+    char *esc = docker_url_escape(ref);
+    int n = esc != NULL ? snprintf(out, cap, "%s%s%s", prefix, esc, suffix) : -1;
+    free(esc);
+    if (n >= 0 && (size_t)n < cap)
+        return true;
+    if (cap > 0)
+        out[0] = '\0';
+    sbx_error_set(err, SBX_E_INTERNAL, "cannot make the Docker API path for '%.80s': %s", ref,
+                  n < 0 ? "out of memory" : "the reference is too long");
+    return false;
+}
+
 /* ---- open / version negotiation ------------------------------------------------------------ */
 
 /* Parses "1.41" into its minor number; -1 when malformed. */
@@ -621,10 +636,11 @@ static sbx_status exec_create(const docker_api *api, const char *container,
         json_object_set_new(body, "WorkingDir", json_string(spec->cwd)); /* API >= 1.35 */
     if (spec->user != NULL && spec->user[0] != '\0')
         json_object_set_new(body, "User", json_string(spec->user));
-    char *esc = docker_url_escape(container);
     char path[512];
-    snprintf(path, sizeof(path), "/containers/%s/exec", esc ? esc : "");
-    free(esc);
+    if (!docker_object_path(path, sizeof path, "/containers/", container, "/exec", err)) {
+        json_decref(body);
+        return SBX_E_INTERNAL;
+    }
     json_t *j = NULL;
     long status = 0;
     sbx_status st = docker_api_json(api, "POST", path, body, &status, &j, err);

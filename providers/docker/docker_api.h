@@ -79,6 +79,12 @@ const char *docker_error_text(const docker_response *r, char *buf, size_t cap);
 /* Percent-encodes s for a query string into a malloc'd string (NULL on ENOMEM). */
 char *docker_url_escape(const char *s);
 
+/* Writes prefix, ref percent-encoded, and suffix into out (cap bytes): the path of an object's
+ * endpoint ("/containers/" ID "/json"). False, with err set (INTERNAL, naming ref), when out of
+ * memory or when the path does not fit cap; never a path with the reference left out. */
+bool docker_object_path(char *out, size_t cap, const char *prefix, const char *ref,
+                        const char *suffix, sbx_error *err);
+
 /* ---- exec ---------------------------------------------------------------------------------- */
 
 /* What an exec produced. Output goes through on_output as it arrives. */

@@ -223,6 +223,27 @@ static void test_docker_tar_reader_refuses_malformed_pax_record(void **state)
     docker_tar_reader_free(&r);
 }
 
+/* An object's endpoint path: the reference percent-encoded (a name is the caller's text, and
+ * "a/../../images" must stay one path segment), and a reference that does not fit is refused,
+ * never sent as a path without it (before: "/containers//json" on a failed escape). */
+static void test_docker_object_path_encodes_or_refuses(void **state)
+{
+    (void)state;
+    char path[64];
+    sbx_error err = {0};
+    assert_true(docker_object_path(path, sizeof path, "/containers/", "abc123", "/json", &err));
+    assert_string_equal(path, "/containers/abc123/json");
+    assert_true(docker_object_path(path, sizeof path, "/networks/", "a/../x?y=1", "", &err));
+    assert_string_equal(path, "/networks/a%2F..%2Fx%3Fy%3D1");
+    char longref[80];
+    memset(longref, 'a', sizeof longref - 1);
+    longref[sizeof longref - 1] = '\0';
+    assert_false(docker_object_path(path, sizeof path, "/containers/", longref, "/json", &err));
+    assert_int_equal(err.code, SBX_E_INTERNAL);
+    assert_non_null(strstr(err.message, "too long"));
+    assert_string_equal(path, "");
+}
+
 /* Which networks keep containers apart, on the documents GET /networks/NAME answers (Docker
  * Engine API, NetworkInspect): a bridge only with inter-container communication off; the null
  * driver ("none"); never the host's network, a bridge without the option (Docker's default
@@ -278,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_docker_tar_reader_refuses_oversized_pax_header),
         cmocka_unit_test(test_docker_tar_reader_refuses_malformed_pax_record),
         cmocka_unit_test(test_docker_network_isolation_verdicts),
+        cmocka_unit_test(test_docker_object_path_encodes_or_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * holds, read when a restarted worker enforces sandbox.principal_sandboxes) against a scripted
  * fake_daemon on a unix socket, no dockerd: a fake_daemon that fails the list makes the listing
  * fail and report nothing (the engine then refuses to count from zero, as for E2B and Daytona), and
- * a list is read for exactly the live per_session containers, each with its principal.
+ * a list is read for exactly the live per_session containers, each with its principal. The same
+ * fake_daemon fails the network check of a network_egress allow create.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -19,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "sbx/contract.h"
 #include "sbx/provider.h"
 
 extern const sbx_provider_ops sbx_provider_docker;
@@ -35,6 +37,9 @@ typedef struct fake_daemon {
     const char *list_body;
     char last_list_query[4096]; /* as long as a target the daemon reads */
     int lists;
+    int net_status; /* GET /networks/{name} */
+    const char *net_body;
+    int others; /* requests for anything else */
 } fake_daemon;
 
 static void answer(int c, int status, const char *body)
@@ -73,11 +78,14 @@ static void *daemon_main(void *arg)
         pthread_mutex_lock(&d->mu);
         if (strcmp(target, "/version") == 0) {
             answer(c, 200, "{\"ApiVersion\":\"1.41\",\"MinAPIVersion\":\"1.12\"}");
+        } else if (strstr(target, "/networks/") != NULL) {
+            answer(c, d->net_status, d->net_body);
         } else if (strstr(target, "/containers/json") != NULL) {
             d->lists++;
             snprintf(d->last_list_query, sizeof d->last_list_query, "%s", target);
             answer(c, d->list_status, d->list_body);
         } else {
+            d->others++;
             answer(c, 404, "{\"message\":\"not scripted\"}");
         }
         pthread_mutex_unlock(&d->mu);
@@ -99,6 +107,8 @@ static int setup(void **state)
     assert_int_equal(listen(d->fd, 16), 0);
     d->list_status = 200;
     d->list_body = "[]";
+    d->net_status = 404;
+    d->net_body = "{\"message\":\"network bridge not found\"}";
     assert_int_equal(pthread_create(&d->th, NULL, daemon_main, d), 0);
     *state = d;
     return 0;
@@ -251,6 +261,48 @@ static void test_docker_list_held_per_call_lists_nothing(void **state)
     sbx_provider_docker.close(st);
 }
 
+/* network_egress allow asks the daemon about docker.network before anything is made: a daemon
+ * that answers the inspect with an error fails the create with its status and words, a network
+ * it does not have is named as such, and nothing else is asked for (no container, no image). */
+static void test_docker_allow_create_fails_on_the_network_check_answer(void **state)
+{
+    fake_daemon *d = *state;
+    void *st = open_managed(d, SBX_SCOPE_PER_CALL);
+    sbx_policy *pol = sbx_policy_new();
+    pol->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW;
+    const struct {
+        int status;
+        const char *body, *want;
+    } cases[] = {
+        {500, "{\"message\":\"daemon is shutting down\"}",
+         "inspect of network 'bridge' answered HTTP 500: daemon is shutting down"},
+        {503, "not json", "inspect of network 'bridge' answered HTTP 503: not json"},
+        {404, "{\"message\":\"network bridge not found\"}",
+         "docker.network 'bridge' does not exist (Docker daemon: network bridge not found)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pthread_mutex_lock(&d->mu);
+        d->net_status = cases[i].status;
+        d->net_body = cases[i].body;
+        pthread_mutex_unlock(&d->mu);
+        sbx_sandbox *sb = NULL;
+        sbx_error err;
+        sbx_error_clear(&err);
+        assert_int_equal(sbx_provider_docker.create(st, NULL, NULL, pol, &sb, &err),
+                         SBX_E_PROVISION);
+        assert_null(sb);
+        if (strstr(err.message, cases[i].want) == NULL)
+            fail_msg("answer %d: '%s' does not say '%s'", cases[i].status, err.message,
+                     cases[i].want);
+    }
+    pthread_mutex_lock(&d->mu);
+    int others = d->others;
+    pthread_mutex_unlock(&d->mu);
+    assert_int_equal(others, 0);
+    sbx_message_free((ProtobufCMessage *)pol);
+    sbx_provider_docker.close(st);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -259,6 +311,7 @@ int main(void)
         T(test_docker_list_held_reports_live_per_session_containers),
         T(test_docker_list_held_failure_reports_nothing),
         T(test_docker_list_held_per_call_lists_nothing),
+        T(test_docker_allow_create_fails_on_the_network_check_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
