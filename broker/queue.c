@@ -36,7 +36,8 @@
  * the same Nats-Msg-Id again is safe (JetStream drops the copy). */
 #define QUEUE_PUBLISH_WAIT_MS 5000
 /* How long a publish or the task record's creation is retried while the servers do not answer
- * (a loaded cluster electing a new leader takes seconds, sometimes tens of them). */
+ * (a loaded cluster electing a new leader takes seconds, sometimes tens of them), at most: a
+ * caller's shorter wait ends it sooner, though not before QUEUE_PUBLISH_WAIT_MS (queue_submit). */
 #define QUEUE_RETRY_FOR_MS 45000
 /* Pause between attempts of either. */
 #define QUEUE_RETRY_MS 250
@@ -375,9 +376,10 @@ static void waiter_finish(waiter *w, natsSubscription *a, natsSubscription *b, b
     waiter_release(w);
 }
 
-/* Publishes the request to its subject with the key as Nats-Msg-Id. */
+/* Publishes the request to its subject with the key as Nats-Msg-Id, retrying a transient
+ * failure until the monotonic time until. */
 static sbx_status publish(queue_broker *b, const sbx_request *req, const char *key,
-                          const char *subject_to, bool stream, sbx_error *err)
+                          const char *subject_to, bool stream, int64_t until, sbx_error *err)
 {
     size_t len = 0;
     uint8_t *bytes = sbx_message_pack(&req->base, &len);
@@ -407,8 +409,7 @@ static sbx_status publish(queue_broker *b, const sbx_request *req, const char *k
     jsPubAck *pa = NULL;
     jsErrCode jerr = 0;
     int64_t first = now_ms();
-    for (int attempt = 0; s == NATS_OK || (transient(s) && now_ms() - first < QUEUE_RETRY_FOR_MS);
-         attempt++) {
+    for (int attempt = 0; s == NATS_OK || (transient(s) && now_ms() < until); attempt++) {
         if (attempt > 0)
             pause_ms(QUEUE_RETRY_MS);
         jsPubAck_Destroy(pa);
@@ -419,9 +420,17 @@ static sbx_status publish(queue_broker *b, const sbx_request *req, const char *k
     }
     jsPubAck_Destroy(pa);
     natsMsg_Destroy(msg);
-    if (s != NATS_OK)
-        return sbxq_fail(err, SBX_E_BROKER, s, "publishing to %s (JetStream error %d)", subject_to,
-                         (int)jerr);
+    if (s != NATS_OK) {
+        /* which server answered, and for how long: "no responders" that outlasts a failover
+         * is one server's view of the stream, worth naming */
+        char url[256] = "";
+        if (natsConnection_GetConnectedUrl(b->q->nc, url, sizeof url) != NATS_OK || !url[0])
+            snprintf(url, sizeof url, "no server");
+        return sbxq_fail(err, SBX_E_BROKER, s,
+                         "publishing to %s (JetStream error %d; tried for %lld ms, connected to "
+                         "%s; submit the same task_id again to retry)",
+                         subject_to, (int)jerr, (long long)(now_ms() - first), url);
+    }
     return SBX_OK;
 }
 
@@ -435,6 +444,15 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
     const char *task_id = req->task_id != NULL ? req->task_id : "";
     sbx_error err = {0};
     *out = NULL;
+    /* The caller's wait bounds the call, retries of the record and the publish included, but
+     * the enqueue always gets QUEUE_PUBLISH_WAIT_MS (a call that waits for nothing still means
+     * its task to be queued): servers that do not answer fail it (BROKER, retry with the same
+     * task_id) after max(wait_ms, that), not QUEUE_RETRY_FOR_MS later. */
+    int64_t start = now_ms();
+    int64_t retry_for = QUEUE_RETRY_FOR_MS;
+    if (wait_ms >= 0 && wait_ms < retry_for)
+        retry_for = wait_ms > QUEUE_PUBLISH_WAIT_MS ? wait_ms : QUEUE_PUBLISH_WAIT_MS;
+    int64_t until = start + retry_for;
     if (task_id[0] == '\0' || strlen(task_id) > 64) {
         sbx_error_set(&err, SBX_E_INVALID_ARGUMENT,
                       "request task_id is %s; set a uuid of at most 64 bytes (sbx_request_new "
@@ -497,7 +515,7 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
     if (st == SBX_OK) {
         uint64_t rev = 0;
         s = kvStore_Create(&rev, b->q->kv, key, rec, (int)rlen);
-        for (int64_t first = now_ms(); transient(s) && now_ms() - first < QUEUE_RETRY_FOR_MS;) {
+        while (transient(s) && now_ms() < until) {
             pause_ms(QUEUE_RETRY_MS);
             s = kvStore_Create(&rev, b->q->kv, key, rec, (int)rlen);
         }
@@ -535,9 +553,9 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
     free(rec);
     int64_t since = now_ms();
     if (st == SBX_OK && *out == NULL && send)
-        st = publish(b, req, key, to, stream, &err);
+        st = publish(b, req, key, to, stream, until, &err);
     if (st == SBX_OK && *out == NULL) {
-        int64_t deadline = wait_ms < 0 ? -1 : since + wait_ms;
+        int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
         st = await(b, w, key, subject, task_id, digest, node, since, deadline, out);
     }
     waiter_finish(w, done_sub, out_sub, st == SBX_OK && *out != NULL);

@@ -55,6 +55,8 @@ SBX_LAZY_VOID(nats, natsConnection_Close, (natsConnection * a0), (a0))
 SBX_LAZY(nats, natsStatus, natsConnection_Connect, (natsConnection * *a0, natsOptions *a1),
          (a0, a1))
 SBX_LAZY_VOID(nats, natsConnection_Destroy, (natsConnection * a0), (a0))
+SBX_LAZY(nats, natsStatus, natsConnection_GetConnectedUrl,
+         (natsConnection * a0, char *a1, size_t a2), (a0, a1, a2))
 SBX_LAZY(nats, int64_t, natsConnection_GetMaxPayload, (natsConnection * a0), (a0))
 SBX_LAZY(nats, natsStatus, natsConnection_JetStream,
          (jsCtx * *a0, natsConnection *a1, jsOptions *a2), (a0, a1, a2))

@@ -3,7 +3,8 @@
  * node, retries join the first completion fleet-wide, reused task ids are refused or kept
  * apart by principal, the workers' callers table applies, a node that is down is reported as
  * unavailable naming it, output streams, and result() works from another connection; a worker
- * whose NATS client hangs in its close still exits on SIGTERM.
+ * whose NATS client hangs in its close still exits on SIGTERM; a call no server takes ends
+ * within its wait.
  *
  * usage: test_queue_fleet PATH/sbx-worker PATH/hang_nats_close.so
  */
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <nats/nats.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -554,6 +556,48 @@ static void test_queue_worker_exits_on_sigterm_when_the_nats_close_hangs(void **
     assert_true(said);
 }
 
+/* ---- servers that do not take the task --------------------------------------------------- */
+
+/* A fleet whose servers answer every publish with "no responders" (here its stream is deleted
+ * under a connected broker; seen for a few tasks after a NATS server was killed in a cluster)
+ * fails a call once the caller's wait is spent (at least the enqueue's 5 s), not 45 s later,
+ * naming the server it reached and the way out. Before, a call with a 1 s wait blocked 45 s. */
+static void test_queue_submit_gives_up_within_its_wait_when_no_server_takes_it(void **state)
+{
+    (void)state;
+    static fleet G; /* NATS alone, no worker: F's fleet keeps its stream */
+    fleet_init(&G, worker_bin);
+    fleet_start_nats(&G, 1);
+    sbx_broker *b = fleet_broker(&G, NULL);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsConnection_ConnectTo(&nc, G.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    assert_int_equal(js_DeleteStream(js, "sbx_tasks", NULL, &jerr), NATS_OK);
+    sbx_request *r = shell("fake", "alice", "echo never");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sbx_completion *c = NULL;
+    sbx_broker_submit(b, r, 1000, NULL, &c);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_non_null(c);
+    assert_int_equal(c->status, FAILED);
+    assert_int_equal(c->error_code, SBX_E_BROKER);
+    if (strstr(c->error, "connected to nats://127.0.0.1:") == NULL ||
+        strstr(c->error, "same task_id") == NULL)
+        fail_msg("the error does not name the server and the retry: %s", c->error);
+    if (took > 30)
+        fail_msg("the call took %.1f s; its wait was 1 s", took);
+    sbx_completion_free(c);
+    sbx_request_free(r);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    sbx_broker_free(b);
+    fleet_stop(&G);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -579,6 +623,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_cancellation_ends_the_call),
         cmocka_unit_test(test_queue_session_of_a_stopped_node_ends_unavailable_naming_it),
         cmocka_unit_test(test_queue_worker_exits_on_sigterm_when_the_nats_close_hangs),
+        cmocka_unit_test(test_queue_submit_gives_up_within_its_wait_when_no_server_takes_it),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
