@@ -419,12 +419,9 @@ typedef struct container_info {
 static sbx_status inspect(docker_provider *p, const char *ref, container_info *ci, sbx_error *err)
 {
     memset(ci, 0, sizeof(*ci));
-    char path[512];
-    if (!docker_object_path(path, sizeof path, "/containers/", ref, "/json", err))
-        return SBX_E_INTERNAL;
     json_t *j = NULL;
     long status = 0;
-    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &j, err);
+    sbx_status st = docker_api_get_object(&p->api, "/containers/", ref, "/json", &status, &j, err);
     if (st != SBX_OK)
         return st;
     if (status == 404) {
@@ -784,12 +781,9 @@ static sbx_status docker_check_profile(const sbx_profile_config *p, sbx_error *e
  * is PROVISION, in the daemon's words. */
 static sbx_status check_network(docker_provider *p, sbx_error *err)
 {
-    char path[512];
-    if (!docker_object_path(path, sizeof path, "/networks/", p->network, "", err))
-        return SBX_E_INTERNAL;
     json_t *j = NULL;
     long status = 0;
-    sbx_status st = docker_api_json(&p->api, "GET", path, NULL, &status, &j, err);
+    sbx_status st = docker_api_get_object(&p->api, "/networks/", p->network, "", &status, &j, err);
     if (st != SBX_OK)
         return st;
     const char *m = json_string_value(json_object_get(j, "message"));

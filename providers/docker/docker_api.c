@@ -348,6 +348,17 @@ bool docker_object_path(char *out, size_t cap, const char *prefix, const char *r
     return false;
 }
 
+sbx_status docker_api_get_object(const docker_api *api, const char *prefix, const char *ref,
+                                 const char *suffix, long *status, json_t **out, sbx_error *err)
+{
+    char path[512];
+    if (out != NULL)
+        *out = NULL;
+    if (!docker_object_path(path, sizeof path, prefix, ref, suffix, err))
+        return SBX_E_INTERNAL;
+    return docker_api_json(api, "GET", path, NULL, status, out, err);
+}
+
 /* ---- open / version negotiation ------------------------------------------------------------ */
 
 /* Parses "1.41" into its minor number; -1 when malformed. */

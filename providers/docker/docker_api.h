@@ -85,6 +85,11 @@ char *docker_url_escape(const char *s);
 bool docker_object_path(char *out, size_t cap, const char *prefix, const char *ref,
                         const char *suffix, sbx_error *err);
 
+/* GET of an object's document: docker_object_path, then docker_api_json (status, *out as
+ * there). INTERNAL when the path cannot be made. */
+sbx_status docker_api_get_object(const docker_api *api, const char *prefix, const char *ref,
+                                 const char *suffix, long *status, json_t **out, sbx_error *err);
+
 /* ---- exec ---------------------------------------------------------------------------------- */
 
 /* What an exec produced. Output goes through on_output as it arrives. */

@@ -217,11 +217,9 @@ static sbx_status path_exists(docker_sandbox *sb, const char *abs, bool *exists,
             st = archive_error(sb, "stat", abs, &r, err);
         else if (r.status == 404) {
             /* HEAD has no body: tell a missing container from a missing path by inspecting. */
-            char ipath[512];
             long status = 0;
-            st = docker_object_path(ipath, sizeof ipath, "/containers/", sb->base.id, "/json", err)
-                     ? docker_api_json(&sb->p->api, "GET", ipath, NULL, &status, NULL, err)
-                     : SBX_E_INTERNAL;
+            st = docker_api_get_object(&sb->p->api, "/containers/", sb->base.id, "/json", &status,
+                                       NULL, err);
             if (st == SBX_OK && status == 404)
                 st =
                     sbx_error_set(err, SBX_E_GONE, "container %.64s no longer exists", sb->base.id);
