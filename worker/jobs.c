@@ -40,8 +40,9 @@ static void post(sbx_worker *w, posted *p)
     /* After the unlock: written under the lock, the wake-up let the loop run straight into the
      * lock still held here, and sleep on it once more (a wait and two wakes per call). A drain
      * between the unlock and this write takes p already; the write then wakes the loop once
-     * for nothing. */
-    if (wake) {
+     * for nothing. A loop spinning for it (worker_wait_post) needs no write. */
+    atomic_store(&w->posted_any, true);
+    if (wake && !atomic_load(&w->loop_spinning)) {
         uint64_t one = 1;
         ssize_t r = write(w->wake_fd, &one, sizeof one);
         (void)r; /* an eventfd write only fails when the counter would overflow */
@@ -229,6 +230,22 @@ void worker_start_job(sbx_worker *w, call *c)
 }
 
 /* Loop thread: applies everything the jobs posted. */
+bool worker_wait_post(sbx_worker *w)
+{
+    atomic_store(&w->loop_spinning, true);
+    int64_t until = sbx_monotonic_us() + WORKER_SPIN_US;
+    bool got;
+    while (!(got = atomic_load(&w->posted_any)) && sbx_monotonic_us() < until) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ volatile("yield");
+#endif
+    }
+    atomic_store(&w->loop_spinning, false);
+    return got || atomic_load(&w->posted_any);
+}
+
 void worker_drain_posted(sbx_worker *w)
 {
     uint64_t v;
@@ -238,6 +255,7 @@ void worker_drain_posted(sbx_worker *w)
     posted *p = w->posted_head;
     w->posted_head = w->posted_tail = NULL;
     w->wake_pending = false;
+    atomic_store_explicit(&w->posted_any, false, memory_order_relaxed);
     bool output = false;
     for (posted *q = p; q; q = q->next)
         if (q->is_output) {

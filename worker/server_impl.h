@@ -110,6 +110,11 @@
  * chunk: coalesces a line-by-line printer into a few messages per millisecond and adds at most
  * this much to an interactive stream's latency. */
 #define WORKER_OUTPUT_POLL_MS 1
+/* With one job in flight, the loop waits this long for its completion by watching
+ * posted_any before it sleeps in epoll_wait: a quick job (a no-op, an answer from the dedup
+ * store) then ends without the eventfd wake-up the loop would sleep for, which a serial caller
+ * waits out on every call. With more in flight the loop has other work and sleeps at once. */
+#define WORKER_SPIN_US 30
 /* First buffer of an output run: most programs print lines; it doubles as a run grows. */
 #define WORKER_OUTPUT_FIRST_CAP 256
 /* Describe calls answered at once, each on its own thread: a client asks once per connection,
@@ -253,6 +258,12 @@ struct sbx_worker {
     posted *posted_head, *posted_tail;
     bool wake_pending;
     atomic_int posting; /* callbacks inside post(): w outlives them (sbx_worker_free) */
+    /* posted_any: set by post() after the list grew, cleared by the drain; loop_spinning: the
+     * loop watches posted_any (WORKER_SPIN_US) and needs no eventfd write. Both sequentially
+     * consistent: a poster that reads loop_spinning false writes the eventfd, and a loop that
+     * stops spinning reads posted_any once more, so one of the two always sees the other. */
+    atomic_bool posted_any;
+    atomic_bool loop_spinning;
     /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway (written by the loop
      * under lock, read by posters under lock and by the loop without) */
     bool output_polling;
@@ -303,6 +314,9 @@ void worker_health_changed(sbx_worker *w);
 void worker_start_job(sbx_worker *w, call *c);
 /* Applies everything the jobs posted since the last call (loop thread, on the eventfd). */
 void worker_drain_posted(sbx_worker *w);
+/* Loop thread, one job in flight: watches for a post for up to WORKER_SPIN_US; true when one
+ * came (drain it: no eventfd wake-up may follow). */
+bool worker_wait_post(sbx_worker *w);
 
 /* ---- conn.c: connections ----------------------------------------------------------------- */
 
