@@ -229,7 +229,7 @@ void worker_start_job(sbx_worker *w, call *c)
     (void)sbx_broker_submit_async(w->broker, c->req, &cb);
 }
 
-/* Loop thread: applies everything the jobs posted. */
+/* Loop thread, one job in flight (server_impl.h): watches for a post instead of sleeping. */
 bool worker_wait_post(sbx_worker *w)
 {
     atomic_store(&w->loop_spinning, true);
@@ -246,6 +246,7 @@ bool worker_wait_post(sbx_worker *w)
     return got || atomic_load(&w->posted_any);
 }
 
+/* Loop thread: applies everything the jobs posted. */
 void worker_drain_posted(sbx_worker *w)
 {
     uint64_t v;
