@@ -144,6 +144,19 @@ const char *files_last_error(void);
 
 /* boot_local.c: `sbx-agent boot ...`, the local provider's launcher. Returns exit status. */
 int boot_local_main(int argc, char **argv);
+/* What a one-shot sandbox leaves on the host (reap.c): its state dir, its uid slot registry (""
+ * rootless: no slot) and slot, and the cgroup.procs files of its cgroups. */
+typedef struct agent_reap_plan {
+    const char *state_dir;
+    const char *slot_dir;
+    long slot;
+    const char *const *cgroup_procs;
+    int n_cgroups;
+} agent_reap_plan;
+/* boot --reap, once the sandbox is reported ready and the caller is out of its cgroups: waits
+ * for the sandbox's init (the caller's child, or inherited as a child subreaper), then removes
+ * what plan names and exits. Never returns. */
+void agent_reap(const agent_reap_plan *plan) __attribute__((noreturn));
 /* Forks (fork() semantics: the child gets 0) into the cgroup v2 whose directory is dir_fd,
  * born there (clone3's CLONE_INTO_CGROUP): no move, so no wait for the RCU grace period a write
  * to cgroup.procs waits for (measured on this kernel: 0.35-1.9 ms for the clone against 5-19 ms

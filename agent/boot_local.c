@@ -2,7 +2,7 @@
  * of Linux namespaces and becomes its PID 1 (the agent), detached from whoever started it.
  *
  *   P (this process, host namespaces)          C (clone: new user/pid/mount/ipc/uts/cgroup
- *     waits for "go <uid base>" on stdin             and, under DENY, net namespaces)
+ *     waits for "go <uid base> <slot>" on stdin      and, under DENY, net namespaces)
  *     (--wait-go: meanwhile the provider makes
  *     the state dir, uid slot, cgroups and meta)
  *     joins the sandbox's cgroups (v1: itself;
@@ -14,6 +14,7 @@
  *                                                     listens on /.sbx/agent.sock
  *     <------------------------------------------- "OK" (or "ERR <why>")
  *     prints "pid=<C's host pid>", exits            serves until destroyed or idle
+ *     (--reap: stays as C's reaper, reap.c)
  *
  * Being a separate static program (not a fork of the host process) means the setup runs
  * single-threaded with no locks held, whatever the host process is (a threaded worker, an
@@ -66,7 +67,8 @@ static bind_t binds[BOOT_MAX_BINDS];
 static int n_binds;
 static const char *cgroup_procs[BOOT_MAX_CGROUPS];
 static int n_cgroups;
-static const char *cgroup_delegate; /* the cgroup the agent makes per-command cgroups in */
+static const char *cgroup_delegate;   /* the cgroup the agent makes per-command cgroups in */
+static const agent_reap_plan *reaper; /* --reap: what the launcher removes once the init ends */
 static int ready_pipe[2] = {-1, -1}, go_pipe[2] = {-1, -1};
 
 /* C reports a setup failure to P (which prints it for the provider) and exits. */
@@ -155,6 +157,10 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
     if (fd < 0)
         return;
     pid_t launcher = getpid();
+    /* --reap: the init is q's child; when q exits, it is inherited by P (a subreaper), which
+     * stays outside the cgroup as its reaper */
+    if (reaper != NULL && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+        return;
     pid_t q = agent_fork_into_cgroup(fd);
     close(fd);
     if (q < 0)
@@ -163,6 +169,7 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != launcher)
             _exit(1);
         pending[0] = false;
+        reaper = NULL; /* P reaps, outside the cgroup */
         return;
     }
     int st = 0;
@@ -172,7 +179,34 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
     if (WIFSIGNALED(st))
         fprintf(stderr, "sbx-agent boot: the launcher in the sandbox's cgroup died of signal %d\n",
                 WTERMSIG(st));
+    if (reaper != NULL && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        agent_reap(reaper);
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+}
+
+/* --reap on v1: the launcher, about to stay as the reaper, leaves the cgroups it joined before
+ * the clone for their parents (the provider's), as cheaply as it joined them ("0" to tasks), so
+ * that they can be removed once the sandbox has ended. False when it is still in one. */
+static bool leave_cgroups(const bool pending[BOOT_MAX_CGROUPS])
+{
+    for (int i = 0; i < n_cgroups; i++) {
+        char tasks[PATH_MAX];
+        if (pending[i])
+            continue; /* never joined: C was moved there by pid */
+        if (!beside_procs(i, "", tasks, sizeof tasks))
+            return false;
+        char *slash = strrchr(tasks, '/');
+        if (slash == NULL || (size_t)(slash - tasks) + sizeof "/tasks" > sizeof tasks)
+            return false;
+        memcpy(slash, "/tasks", sizeof "/tasks");
+        int fd = open(tasks, O_WRONLY | O_CLOEXEC);
+        bool ok = fd >= 0 && write(fd, "0", 1) == 1;
+        if (fd >= 0)
+            close(fd);
+        if (!ok)
+            return false;
+    }
+    return true;
 }
 
 /* C ended before P was done with it (P's write to go_pipe failed, or the cgroup move found it
@@ -432,6 +466,7 @@ typedef struct boot_opts {
     bool net_deny;
     bool rootless;
     unsigned long uid_base; /* root mode: sandbox ids 0..65535 map to uid_base.. on the host */
+    long uid_slot;          /* the provider's slot of uid_base, from "go" (-1: none) */
     unsigned long ws_mb, tmp_mb, shm_mb;
     agent_config agent;
 } boot_opts;
@@ -706,7 +741,8 @@ static void add_bind(const char *path)
 }
 
 /* --wait-go: the provider starts the launcher before the sandbox's cgroups, state dir and uid
- * slot exist (its exec overlaps making them) and then writes "go <uid base>\n" on its stdin.
+ * slot exist (its exec overlaps making them) and then writes "go <uid base> <uid slot>\n" on its
+ * stdin (slot -1: none, rootless).
  * Until then nothing is touched. false: the provider gave up (its end closed, or anything
  * else), and the launcher exits without a word. stdin is /dev/null afterwards, as the init
  * and its programs expect. */
@@ -730,10 +766,15 @@ static bool await_go(boot_opts *o)
         return false;
     errno = 0;
     unsigned long uid = strtoul(line + 3, &end, 10);
-    if (errno != 0 || end == line + 3 || *end != '\n' || uid > 0xfffffffful)
+    if (errno != 0 || end == line + 3 || *end != ' ' || uid > 0xfffffffful)
+        return false;
+    const char *slot_text = end + 1;
+    long slot = strtol(slot_text, &end, 10);
+    if (errno != 0 || end == slot_text || *end != '\n' || slot < -1)
         return false;
     if (!o->rootless)
         o->uid_base = uid;
+    o->uid_slot = slot;
     int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nul < 0 || dup2(nul, 0) < 0)
         return false;
@@ -746,7 +787,8 @@ static bool await_go(boot_opts *o)
  * are shared by every step (also past clang-tidy's 200 lines, hence the NOLINT). */
 int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) */
 {
-    bool wait_go = false;
+    bool wait_go = false, reap = false;
+    const char *slot_dir = "";
     boot_opts o;
     memset(&o, 0, sizeof o);
     o.agent.socket_path = "/.sbx/agent.sock";
@@ -777,6 +819,10 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
             wait_go = true;
             continue;
         }
+        if (strcmp(a, "--reap") == 0) {
+            reap = true;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "sbx-agent boot: %s needs a value\n", a);
             return 2;
@@ -796,6 +842,8 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
             cgroup_procs[n_cgroups++] = v;
         else if (strcmp(a, "--cgroup-delegate") == 0)
             cgroup_delegate = v;
+        else if (strcmp(a, "--uid-slots") == 0)
+            slot_dir = v;
         else if (strcmp(a, "--workspace-mb") == 0)
             o.ws_mb = num(v, a);
         else if (strcmp(a, "--tmp-mb") == 0)
@@ -831,8 +879,21 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
         o.agent.prog_gid = 0;
         o.agent.shared_uid = true;
     }
+    o.uid_slot = -1;
     if (wait_go && !await_go(&o))
         return 1;
+    /* --reap (a one-shot sandbox): the launcher stays as the sandbox's reaper (reap.c) */
+    char state_dir[PATH_MAX];
+    agent_reap_plan plan = {state_dir, slot_dir, o.uid_slot, cgroup_procs, n_cgroups};
+    if (reap) {
+        const char *slash = strrchr(o.box, '/');
+        snprintf(state_dir, sizeof state_dir, "%.*s", slash ? (int)(slash - o.box) : 0, o.box);
+        if (state_dir[0] != '/') {
+            fprintf(stderr, "sbx-agent boot: --reap needs an absolute --box\n");
+            return 2;
+        }
+        reaper = &plan;
+    }
     /* As root, before the effective ids change below; before the pipes, which a launcher
      * forked into v2's cgroup (fork_into_v2) must be the only holder of. */
     bool pending[BOOT_MAX_CGROUPS] = {false}; /* set for each of the n_cgroups below */
@@ -962,5 +1023,9 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
     }
     printf("pid=%d\n", (int)pid);
     fflush(stdout);
+    /* --reap: stay as the sandbox's reaper; one that cannot leave the cgroups it would remove
+     * exits as without --reap, and the provider's destroy removes the sandbox itself */
+    if (reaper != NULL && leave_cgroups(pending))
+        agent_reap(reaper);
     return 0;
 }

@@ -1,7 +1,9 @@
-/* proc.c - small-file reads and /proc/<pid>/stat's state and start time (proc.h). */
+/* proc.c - small-file reads and /proc/<pid>/stat's state and start time, and whether a process
+ * is being killed (proc.h). */
 #include "proc.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,4 +57,27 @@ unsigned long long sbx_proc_live_start_time(long pid)
     char state;
     unsigned long long start = sbx_proc_start_time(pid, &state);
     return state == 'Z' || state == 'X' ? 0 : start;
+}
+
+bool sbx_proc_killed(long pid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (sbx_read_small(path, 0, buf, sizeof buf) <= 0)
+        return false;
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p != NULL && field < 9; field++)
+        p = strchr(p + 1, ' ');
+    if (p != NULL && (strtoul(p + 1, NULL, 10) & 0x4) != 0) /* PF_EXITING */
+        return true;
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    if (sbx_read_small(path, 0, buf, sizeof buf) <= 0)
+        return false;
+    static const char *const keys[] = {"\nShdPnd:", "\nSigPnd:"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *k = strstr(buf, keys[i]);
+        if (k != NULL && (strtoull(k + strlen(keys[i]), NULL, 16) & (1ull << (SIGKILL - 1))) != 0)
+            return true;
+    }
+    return false;
 }

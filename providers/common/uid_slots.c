@@ -58,20 +58,6 @@ sbx_status sbx_uid_slot_claim(const char *dir, long n_slots, const char *owner, 
                          n_slots, dir);
 }
 
-void sbx_uid_slot_release(const char *dir, long slot, const char *owner)
-{
-    if (slot < 0)
-        return;
-    char path[PATH_MAX], target[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%ld", dir, slot);
-    ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n <= 0)
-        return;
-    target[n] = '\0';
-    if (strcmp(target, owner) == 0)
-        unlink(path);
-}
-
 void sbx_uid_slot_sweep(const char *dir)
 {
     DIR *d = opendir(dir);

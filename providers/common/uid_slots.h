@@ -12,6 +12,7 @@
 #ifndef SBX_PROVIDERS_UID_SLOTS_H
 #define SBX_PROVIDERS_UID_SLOTS_H
 
+#include "providers/common/teardown.h"
 #include "sbx/status.h"
 
 /* A slot younger than this may belong to a create still setting up: a sweep leaves it. */
@@ -21,8 +22,8 @@
  * at a random one, for owner (a path; its absence later marks the slot stale). */
 sbx_status sbx_uid_slot_claim(const char *dir, long n_slots, const char *owner, long *slot,
                               sbx_error *err);
-/* Frees slot if it is still owner's (one freed and taken by another sandbox since stays). */
-void sbx_uid_slot_release(const char *dir, long slot, const char *owner);
+/* sbx_uid_slot_release is in teardown.h: the reaper of a one-shot sandbox, in the static agent,
+ * frees slots too. */
 /* Frees every slot of dir older than SBX_UID_SLOT_SWEEP_MIN_AGE_S whose owner path is gone (a
  * crash between claim and release). */
 void sbx_uid_slot_sweep(const char *dir);

@@ -5,8 +5,10 @@
  * with the policy's limits (v1 or v2; root only), then `sbx-agent boot` builds the namespaces
  * and detaches; we read back its pid. attach: check the pid (and its start time, against pid
  * reuse) and connect to the socket. destroy: SIGKILL to PID 1 ends the whole pid namespace;
- * then cgroups and the state dir are removed. Everything a sandbox needs survives the process
- * that created it: any new process can attach by id.
+ * then cgroups, the state dir and the uid slot are removed, by the destroy, or for a per_call
+ * sandbox by its launcher, which stays as its reaper (agent/reap.c), so that the destroy does
+ * not wait for the teardown. Everything a sandbox needs survives the process that created it:
+ * any new process can attach by id.
  *
  * Honesty: a limit this host cannot apply (no cgroups when rootless, IPv6 allowlist entries)
  * is reported by check_policy and refused under strict; never silently ignored. network_egress
@@ -39,6 +41,7 @@
 #include "providers/common/expose.h"
 #include "providers/common/launch.h"
 #include "providers/common/proc.h"
+#include "providers/common/teardown.h"
 #include "providers/common/uid_slots.h"
 #include "providers/local/local.h"
 #include "providers/local/local_meta.h"
@@ -164,8 +167,6 @@ enum { LOCAL_V2_MEMORY = 1u << 0, LOCAL_V2_PIDS = 1u << 1, LOCAL_V2_CPU = 1u << 
 #define LOCAL_UID_SLOT_DIR "/run/sbx-uid-slots"
 /* Host ids each sandbox maps (its uid 0..65535), and so the stride between uid slots. */
 #define LOCAL_IDS_PER_SANDBOX 65536LL
-/* Levels of cgroups below a sandbox's own that destroy removes (the agent makes one). */
-#define LOCAL_CGROUP_MAX_DEPTH 2
 /* A provider open sweeps stale sandboxes only when no open of the same runtime directory did
  * within this many seconds (the mtime of SBX_LOCAL_SWEEP_STAMP there): the sweep reads every
  * sandbox's meta and /proc entry, about 15 ms of CPU per 1,000 live sandboxes, which every
@@ -197,6 +198,9 @@ typedef struct local_provider {
     sbx_expose_cfg expose; /* exposed ports: where relays listen, what URLs name */
     pthread_mutex_t swept_mu;
     sbx_strlist swept; /* removed by the sweep at open, reported by the next local_sweep */
+    pthread_mutex_t reap_mu;
+    int *reapers; /* pidfds of the reapers of per_call sandboxes still to wait for */
+    size_t n_reapers, cap_reapers;
 } local_provider;
 
 typedef struct local_sandbox {
@@ -340,6 +344,63 @@ static void detect_cgroups(local_provider *lp)
 }
 
 static bool valid_id(const char *id);
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* Waits for the reapers this provider started (per_call sandboxes, agent/reap.c; its children)
+ * that have ended, so none stays a zombie: at each destroy without waiting (wait_ms 0); at close
+ * for those still removing a sandbox, up to wait_ms in all (a close leaves nothing running).
+ * Through pidfds: a pid reaped by someone else (an embedder's wait(-1)) and reused since is
+ * never waited for by mistake. */
+static void reapers_collect(local_provider *lp, int wait_ms)
+{
+    int64_t deadline = sbx_monotonic_ms() + wait_ms;
+    pthread_mutex_lock(&lp->reap_mu);
+    for (size_t i = 0; i < lp->n_reapers;) {
+        int64_t left = deadline - sbx_monotonic_ms();
+        if (left > 0) {
+            struct pollfd pf = {lp->reapers[i], POLLIN, 0};
+            (void)poll(&pf, 1, (int)left);
+        }
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        int r = waitid((idtype_t)P_PIDFD, (id_t)lp->reapers[i], &si, WEXITED | WNOHANG);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0 && si.si_pid == 0) { /* still at work */
+            i++;
+            continue;
+        }
+        close(lp->reapers[i]); /* ended and reaped now, or reaped by someone else (ECHILD) */
+        lp->reapers[i] = lp->reapers[--lp->n_reapers];
+    }
+    pthread_mutex_unlock(&lp->reap_mu);
+}
+
+/* Tracks reaper pid (our child); false when it cannot be (no pidfd, out of memory). */
+static bool reapers_add(local_provider *lp, pid_t pid)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return false;
+    pthread_mutex_lock(&lp->reap_mu);
+    if (lp->n_reapers == lp->cap_reapers) {
+        size_t cap = lp->cap_reapers ? 2 * lp->cap_reapers : 16;
+        int *grown = realloc(lp->reapers, cap * sizeof *grown);
+        if (grown == NULL) {
+            pthread_mutex_unlock(&lp->reap_mu);
+            close(fd);
+            return false;
+        }
+        lp->reapers = grown;
+        lp->cap_reapers = cap;
+    }
+    lp->reapers[lp->n_reapers++] = fd;
+    pthread_mutex_unlock(&lp->reap_mu);
+    return true;
+}
+
 static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *err);
 
 static void sweep_stale(local_provider *lp, sbx_strlist *removed);
@@ -472,6 +533,7 @@ static sbx_status local_open(const sbx_provider_ctx *ctx, void **state, sbx_erro
     lp->owner_pid = (long)getpid();
     lp->owner_start = sbx_proc_start_time(lp->owner_pid, NULL);
     pthread_mutex_init(&lp->swept_mu, NULL);
+    pthread_mutex_init(&lp->reap_mu, NULL);
     if (sweep_due(lp))
         sweep_stale(lp, &lp->swept);
     /* Sandboxes destroyed by this process are reaped by it instead of lingering as zombies of
@@ -487,6 +549,9 @@ static void local_close(void *state)
     local_provider *lp = state;
     if (!lp)
         return;
+    reapers_collect(lp, LOCAL_DESTROY_WAIT_MS);
+    free(lp->reapers);
+    pthread_mutex_destroy(&lp->reap_mu);
     sbx_strlist_clear(&lp->binds);
     sbx_strlist_clear(&lp->swept);
     pthread_mutex_destroy(&lp->swept_mu);
@@ -703,6 +768,17 @@ static bool owner_alive(const meta *m)
     return start != 0 && start == m->owner_start && state != 'Z' && state != 'X';
 }
 
+/* True while the reaper the launcher left for a per_call sandbox runs (agent/reap.c): it
+ * removes the sandbox (cgroups, state dir, uid slot) once its PID 1 has ended. */
+static bool reaper_alive(const meta *m)
+{
+    if (m->reaper_pid <= 0)
+        return false;
+    char state = '?';
+    unsigned long long start = sbx_proc_start_time(m->reaper_pid, &state);
+    return start != 0 && start == m->reaper_start && state != 'Z' && state != 'X';
+}
+
 /* Calls fn for each sandbox state dir in the runtime dir with its meta (have: read, and naming
  * a PID 1). -1 (errno set): the runtime dir cannot be read. */
 static int each_sandbox(local_provider *lp,
@@ -736,6 +812,10 @@ static void sweep_one(local_provider *lp, const char *id, const char *dir, const
      * owner that was creating it (per_call) is gone */
     bool creator_gone = m->per_call && m->owner_pid > 0 && !owner_alive(m);
     if (!have && !creator_gone && stat(dir, &st) == 0 && time(NULL) - st.st_mtime < 60)
+        return;
+    /* destroyed already (another profile's sweep on this runtime dir, say): its PID 1 is killed
+     * or gone, and its reaper removes the rest */
+    if (have && reaper_alive(m) && (!meta_alive(m) || sbx_proc_killed(m->pid)))
         return;
     if (!have || !meta_alive(m) || (m->per_call && !owner_alive(m))) {
         local_destroy(lp, id, NULL);
@@ -789,58 +869,6 @@ local_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, con
         return sbx_error_set(err, SBX_E_PROVISION, "cannot list %s: %s", lp->runtime_dir,
                              strerror(errno));
     return SBX_OK;
-}
-
-static void remove_state_dir(const char *dir)
-{
-    char p[PATH_MAX + 32];
-    snprintf(p, sizeof p, "%s/box/agent.sock", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/box", dir);
-    rmdir(p);
-    snprintf(p, sizeof p, "%s/meta", dir);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/meta.tmp", dir);
-    unlink(p);
-    rmdir(dir);
-}
-
-/* Kills whatever is left in a cgroup and removes it (retrying while the kernel finishes), the
- * per-command cgroups the agent made below it first. depth bounds the recursion: the agent
- * nests one level. */
-static void remove_cgroup_at(const char *dir, int depth)
-{
-    char procs[PATH_MAX + 32], buf[8192];
-    /* Most have nothing left in them and no child: one rmdir, no listing. */
-    if (rmdir(dir) == 0 || errno == ENOENT)
-        return;
-    if (depth < LOCAL_CGROUP_MAX_DEPTH) {
-        DIR *d = opendir(dir);
-        struct dirent *e;
-        while (d && (e = readdir(d)) != NULL) {
-            char sub[PATH_MAX + 32];
-            if (e->d_type != DT_DIR || e->d_name[0] == '.' ||
-                (size_t)snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name) >= sizeof sub)
-                continue;
-            remove_cgroup_at(sub, depth + 1);
-        }
-        if (d)
-            closedir(d);
-    }
-    snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
-    for (int attempt = 0; attempt < 400; attempt++) {
-        if (rmdir(dir) == 0 || errno == ENOENT)
-            return;
-        if (sbx_read_small(procs, 0, buf, sizeof buf) >= 0)
-            for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
-                kill((pid_t)strtol(t, NULL, 10), SIGKILL);
-        usleep(5000);
-    }
-}
-
-static void remove_cgroup(const char *dir)
-{
-    remove_cgroup_at(dir, 0);
 }
 
 /* The cgroup each sandbox's agent makes per-command cgroups in (v1: the pids hierarchy, whose
@@ -976,6 +1004,7 @@ typedef struct boot_cmd {
     char num[7][32];
     char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32];
     char procs[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 64];
+    char slots[LOCAL_MAX_RUNTIME_DIR + 32];
 } boot_cmd;
 
 /* `sbx-agent boot --wait-go ...` for sandbox id: everything but the uid base, which comes with
@@ -1019,8 +1048,16 @@ static void boot_argv(const local_provider *lp, const char *id, const char *box,
     }
     argv[ac++] = "--workdir";
     argv[ac++] = (char *)lp->workdir;
-    if (lp->per_call) /* one call, then destroyed: no spare after its command */
+    if (lp->per_call) { /* one call, then destroyed: no spare after its command */
         argv[ac++] = "--one-shot";
+        /* and a reaper, so that the destroy does not wait for the teardown (agent/reap.c) */
+        argv[ac++] = "--reap";
+        if (!lp->rootless) {
+            uid_slot_path(lp, -1, c->slots, sizeof c->slots);
+            argv[ac++] = "--uid-slots";
+            argv[ac++] = c->slots;
+        }
+    }
     if (lp->rootless)
         argv[ac++] = "--rootless";
     int n_cg = plan_cgroups(lp, id, c->cg);
@@ -1084,15 +1121,17 @@ static sbx_status boot_start(local_provider *lp, char **argv, boot_proc *bp, sbx
     return SBX_OK;
 }
 
-/* go: sends "go <uid base>" and collects the launcher's report; returns the sandbox's host pid,
- * or -1 with err set (a launcher that exited before it read "go" said why on its stderr). !go:
- * the create failed before the boot; the launcher, seeing its stdin end, exits without doing
- * anything, and err is left alone. */
-static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
+/* go: sends "go <uid base> <uid slot>" and collects the launcher's report; returns the sandbox's
+ * host pid, or -1 with err set (a launcher that exited before it read "go" said why on its
+ * stderr). !go: the create failed before the boot; the launcher, seeing its stdin end, exits
+ * without doing anything, and err is left alone. reaper (--reap): the process started is the
+ * sandbox's reaper, which runs on when the boot succeeded (it is not waited for then). */
+static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, long uid_slot, bool reaper,
+                        sbx_error *err)
 {
     if (go) {
         char line[64];
-        int n = snprintf(line, sizeof line, "go %u\n", (unsigned)uid_base);
+        int n = snprintf(line, sizeof line, "go %u %ld\n", (unsigned)uid_base, uid_slot);
         (void)!send(bp->go, line, (size_t)n, MSG_NOSIGNAL);
     }
     close(bp->go);
@@ -1107,7 +1146,9 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
     size_t olen = 0, elen = 0;
     struct pollfd pf[2] = {{bp->out, POLLIN, 0}, {bp->err, POLLIN, 0}};
     int64_t deadline = sbx_provider_step_deadline(LOCAL_BOOT_MS);
-    while ((pf[0].fd >= 0 || pf[1].fd >= 0) && sbx_monotonic_ms() < deadline) {
+    /* a reaper's launcher runs on once it has printed the pid, its last word: no EOF to wait for */
+    bool spoke = false;
+    while ((pf[0].fd >= 0 || pf[1].fd >= 0) && !spoke && sbx_monotonic_ms() < deadline) {
         if (poll(pf, 2, 1000) < 0 && errno != EINTR)
             break;
         for (int i = 0; i < 2; i++) {
@@ -1121,6 +1162,7 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
                 *l += (size_t)r;
                 b[*l] = '\0';
             }
+            spoke = reaper && strncmp(obuf, "pid=", 4) == 0 && memchr(obuf, '\n', olen) != NULL;
             if (r <= 0 || *l >= cap - 1) {
                 close(pf[i].fd);
                 pf[i].fd = -1;
@@ -1130,7 +1172,7 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
     /* Late when the deadline ended the wait before boot said all it had to say. Not whether
      * boot still runs: once its pipes are closed here, its next write fails and it exits at
      * once, and the create then failed as a boot error instead of a timeout (CI, ASan). */
-    bool late = (pf[0].fd >= 0 || pf[1].fd >= 0) && sbx_monotonic_ms() >= deadline;
+    bool late = (pf[0].fd >= 0 || pf[1].fd >= 0) && !spoke && sbx_monotonic_ms() >= deadline;
     for (int i = 0; i < 2; i++)
         if (pf[i].fd >= 0)
             close(pf[i].fd);
@@ -1143,13 +1185,17 @@ static long boot_finish(boot_proc *bp, bool go, uid_t uid_base, sbx_error *err)
                              "the sandbox did not boot before the deadline"),
                -1;
     }
+    long pid = strncmp(obuf, "pid=", 4) == 0 ? strtol(obuf + 4, NULL, 10) : -1;
+    if (spoke && pid > 1) {
+        sbx_launch_release(&bp->launched); /* the launcher, a fork of it, has spoken */
+        return pid;
+    }
     waitpid(bp->pid, &wst, 0);
     sbx_launch_release(&bp->launched);
     char *nl = strchr(ebuf, '\n');
     if (nl)
         *nl = '\0';
     sbx_launch_explain(ebuf, sizeof ebuf);
-    long pid = strncmp(obuf, "pid=", 4) == 0 ? strtol(obuf + 4, NULL, 10) : -1;
     if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || pid <= 1)
         return sbx_error_set(err, SBX_E_PROVISION, "%s",
                              ebuf[0] ? ebuf : "sbx-agent boot failed without a message"),
@@ -1196,6 +1242,9 @@ static sbx_status write_meta(const local_provider *lp, const char *state_dir, co
                            lp->per_call ? "scope per_call\n" : "");
     if (m->uid_slot >= 0)
         tl += (size_t)snprintf(text + tl, sizeof text - tl, "uid_slot %ld\n", m->uid_slot);
+    if (m->reaper_pid > 0)
+        tl += (size_t)snprintf(text + tl, sizeof text - tl, "reaper %ld %llu\n", m->reaper_pid,
+                               m->reaper_start);
     char subject_hex[2 * LOCAL_META_MAX_NAME + 1], profile_hex[2 * LOCAL_META_MAX_NAME + 1];
     if (m->has_principal && local_meta_hex(m->subject, subject_hex) &&
         local_meta_hex(m->profile, profile_hex))
@@ -1305,7 +1354,8 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
      * boots leaves a meta the sweep can act on (its cgroups hold whatever the boot started) */
     if (st == SBX_OK)
         st = write_meta(lp, sb->state_dir, &m, err);
-    long pid = boot_finish(&bp, st == SBX_OK, host_uid, st == SBX_OK ? err : NULL);
+    long pid = boot_finish(&bp, st == SBX_OK, host_uid, m.uid_slot, lp->per_call,
+                           st == SBX_OK ? err : NULL);
     if (st == SBX_OK && pid < 0) {
         st = err ? err->code : SBX_E_PROVISION;
         if (st == SBX_OK)
@@ -1313,6 +1363,12 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
     } else if (st == SBX_OK) {
         m.pid = pid;
         m.start = sbx_proc_start_time(pid, NULL);
+        /* its reaper, named in the meta only when it is tracked here (else the destroy waits and
+         * removes, as for a session's sandbox, and the reaper finds nothing left to remove) */
+        if (lp->per_call && reapers_add(lp, bp.pid)) {
+            m.reaper_pid = bp.pid;
+            m.reaper_start = sbx_proc_start_time(bp.pid, NULL);
+        }
     }
     /* meta: written even after a failed boot when cgroups exist, for the cleanup below */
     sbx_status wst = write_meta(lp, sb->state_dir, &m, err);
@@ -1342,8 +1398,8 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         local_destroy(lp, id, NULL);
         /* cgroup dirs of a failed create that never got a meta file */
         for (int i = 0; i < m.n_cg; i++)
-            remove_cgroup(m.cg[i]);
-        remove_state_dir(sb->state_dir);
+            sbx_teardown_cgroup(m.cg[i]);
+        sbx_teardown_state_dir(sb->state_dir);
         uid_slot_release(lp, m.uid_slot, sb->state_dir);
         if (err)
             *err = keep;
@@ -1582,6 +1638,9 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     state_paths(lp, sandbox_id, dir, sizeof dir);
     meta m;
     bool have = meta_read(dir, &m);
+    /* A per_call sandbox's reaper removes it once its PID 1 has ended: the kill is all that is
+     * left to do here (agent/reap.c). Checked before the kill, which ends the reaper's wait. */
+    bool reaped = have && reaper_alive(&m);
     /* a paused sandbox is thawed first: a frozen task does not die of SIGKILL until thawed
      * (on v1 only its cgroup in the freezer hierarchy: no probing of the other three) */
     for (int i = 0; have && i < m.n_cg; i++)
@@ -1590,6 +1649,9 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
     char xdir[LOCAL_MAX_RUNTIME_DIR + 48];
     expose_paths(lp, sandbox_id, xdir, sizeof xdir);
     sbx_expose_close_all(xdir);
+    /* the egress proxy ends with PID 1 anyway; stopped first, its files are out of the state dir
+     * before a reaper removes it (this also covers a failed create) */
+    sbx_egress_stop(dir);
     if (have && m.pid > 1) {
         /* A pidfd first, then the start-time check: the kill cannot hit a reused pid. */
         int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m.pid, 0);
@@ -1601,22 +1663,26 @@ static sbx_status local_destroy(void *state, const char *sandbox_id, sbx_error *
             if (pidfd >= 0) {
                 syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
                 struct pollfd pf = {pidfd, POLLIN, 0};
-                poll(&pf, 1, LOCAL_DESTROY_WAIT_MS);
+                if (!reaped)
+                    poll(&pf, 1, LOCAL_DESTROY_WAIT_MS);
             } else {
                 kill((pid_t)m.pid, SIGKILL);
             }
-            wait_gone(m.pid, m.start);
+            if (!reaped)
+                wait_gone(m.pid, m.start);
         }
         if (pidfd >= 0)
             close(pidfd);
     }
-    sbx_egress_stop(dir); /* it ends with PID 1 anyway; this also covers a failed create */
+    reapers_collect(lp, 0);
+    if (reaped)
+        return SBX_OK;
     /* cgroups also when PID 1 never got into the meta (an owner killed during the boot):
      * removing them kills what the boot started in them */
     for (int i = 0; i < m.n_cg; i++)
-        remove_cgroup(m.cg[i]);
+        sbx_teardown_cgroup(m.cg[i]);
     if (access(dir, F_OK) == 0)
-        remove_state_dir(dir);
+        sbx_teardown_state_dir(dir);
     /* last: the slot's ids are free for another sandbox only once nothing of this one runs
      * (read from the meta even when it names no PID 1: an owner killed during the boot) */
     uid_slot_release(lp, m.uid_slot, dir);
@@ -1846,6 +1912,11 @@ const sbx_provider_ops sbx_provider_local = {
 const char *sbx_local_state_dir(const sbx_sandbox *s)
 {
     return s ? ((const local_sandbox *)s)->state_dir : NULL;
+}
+
+void sbx_local_settle(void *provider_state)
+{
+    reapers_collect(provider_state, LOCAL_DESTROY_WAIT_MS);
 }
 
 const char *sbx_local_runtime_dir(void *provider_state)

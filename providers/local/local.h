@@ -21,5 +21,9 @@ const char *sbx_local_state_dir(const sbx_sandbox *s);
 #define SBX_LOCAL_SWEEP_STAMP ".swept"
 /* The runtime directory an opened local provider uses. */
 const char *sbx_local_runtime_dir(void *provider_state);
+/* Waits (up to 10 s) until the per_call sandboxes this provider destroyed are gone from the host:
+ * their reapers remove them just after the destroy has returned (agent/reap.c). For tests that
+ * check what a destroy leaves. */
+void sbx_local_settle(void *provider_state);
 
 #endif

@@ -77,6 +77,21 @@ static bool hex_name(const char *hex, char *out)
     return true;
 }
 
+/* "PID START" (an owner's, a reaper's): both whole numbers and a pid that can be one, or
+ * nothing set at all. */
+static void pid_and_start(char *text, long *pid, unsigned long long *start)
+{
+    unsigned long long v, st;
+    char *sp = strchr(text, ' ');
+    if (sp == NULL)
+        return;
+    *sp = '\0';
+    if (whole_number(text, &v) && v > 1 && v <= (1u << 22) && whole_number(sp + 1, &st)) {
+        *pid = (long)v;
+        *start = st;
+    }
+}
+
 bool local_meta_parse(char *text, const char *sandbox_id, meta *m)
 {
     bool subject_ok = false, profile_ok = false;
@@ -92,17 +107,9 @@ bool local_meta_parse(char *text, const char *sandbox_id, meta *m)
         } else if (strncmp(line, "uid_slot ", 9) == 0) {
             m->uid_slot = whole_number(line + 9, &v) && v <= 65535 ? (long)v : -1;
         } else if (strncmp(line, "owner ", 6) == 0) {
-            /* "owner PID START": both whole numbers, or no owner at all */
-            char *sp = strchr(line + 6, ' ');
-            unsigned long long start = 0;
-            if (sp != NULL) {
-                *sp = '\0';
-                if (whole_number(line + 6, &v) && v > 1 && v <= (1u << 22) &&
-                    whole_number(sp + 1, &start)) {
-                    m->owner_pid = (long)v;
-                    m->owner_start = start;
-                }
-            }
+            pid_and_start(line + 6, &m->owner_pid, &m->owner_start);
+        } else if (strncmp(line, "reaper ", 7) == 0) {
+            pid_and_start(line + 7, &m->reaper_pid, &m->reaper_start);
         } else if (strcmp(line, "scope per_call") == 0) {
             m->per_call = true;
         } else if (strncmp(line, "cgroup ", 7) == 0 && m->n_cg < LOCAL_META_MAX_CGROUPS &&

@@ -25,7 +25,11 @@ typedef struct meta {
     unsigned long long start; /* /proc/<pid>/stat field 22 */
     long owner_pid;           /* the process that created it (0 = unknown) */
     unsigned long long owner_start;
-    bool per_call;                                              /* made for a per_call session */
+    bool per_call; /* made for a per_call session */
+    /* the launcher's reaper (a per_call sandbox): while it runs, it removes the sandbox once its
+     * PID 1 has ended (agent/reap.c); 0 = none */
+    long reaper_pid;
+    unsigned long long reaper_start;
     char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32]; /* cgroup dirs to remove */
     int n_cg;
     long uid_slot; /* -1: none (rootless) */
@@ -37,7 +41,7 @@ typedef struct meta {
 } meta;
 
 /* Parses the meta text of sandbox sandbox_id (NUL-terminated; modified). Lines: "pid N",
- * "start N", "uid_slot N", "owner PID START", "scope per_call",
+ * "start N", "uid_slot N", "owner PID START", "reaper PID START", "scope per_call",
  * "cgroup /sys/fs/cgroup/.../<sandbox_id>", "principal HEX" and "profile HEX" (both or neither:
  * has_principal; hex of at most LOCAL_META_MAX_NAME bytes, none of them NUL); unknown lines are
  * ignored, a cgroup line that is not exactly that shape is dropped (a uid_slot that is not a

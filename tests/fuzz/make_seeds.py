@@ -417,6 +417,10 @@ def write_local_meta_seeds():
         "principal_nul": b"pid 4242\nstart 1\nprincipal 6100\nprofile 61\n",
         "principal_long": b"pid 4242\nstart 1\nprincipal " + b"61" * 257 + b"\nprofile 61\n",
         "principal_upper": b"pid 4242\nstart 1\nprincipal 4A\nprofile 61\n",
+        # a one-shot sandbox's reaper (agent/reap.c), and ones that name no process
+        "reaper": b"pid 4242\nstart 123456\nowner 777 99887766\nscope per_call\nuid_slot 3\n"
+                  b"reaper 4241 123455\ncgroup /sys/fs/cgroup/pids/sbx/l-0123456789abcdef\n",
+        "reaper_bad": b"pid 4242\nstart 1\nreaper 1 5\nreaper 12x 5\nreaper 99999999 1\nreaper 7\n",
     }
     write_dir("fuzz_local_meta", seeds, ext=".meta")
 

@@ -8,13 +8,65 @@
 #define SBX_TESTS_LOCAL_LEFTOVERS_H
 
 #include <dirent.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "providers/common/proc.h"
 #include "sbx/provider.h"
 
 /* Sandboxes one cleanup destroys (a test makes a few). */
 #define SBX_TEST_LEFTOVERS_MAX 64
+
+/* True when sandbox dir (runtime_dir/l-...) is on its way: its meta names a reaper that runs and
+ * a PID 1 that does not or is being killed (a per_call sandbox just destroyed, agent/reap.c), or
+ * it has no meta
+ * (its reaper is removing the dir, or a create has only just made it). */
+static inline bool sbx_test_being_reaped(const char *dir)
+{
+    char path[PATH_MAX + 16], line[256];
+    long pid = 0, reaper = 0;
+    unsigned long long start = 0, reaper_start = 0;
+    snprintf(path, sizeof path, "%s/meta", dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return access(dir, F_OK) == 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "pid %ld", &pid) == 1 || sscanf(line, "start %llu", &start) == 1)
+            continue;
+        (void)sscanf(line, "reaper %ld %llu", &reaper, &reaper_start);
+    }
+    fclose(f);
+    if (reaper <= 1 || sbx_proc_live_start_time(reaper) != reaper_start)
+        return false;
+    return pid <= 1 || sbx_proc_live_start_time(pid) != start || sbx_proc_killed(pid);
+}
+
+/* Waits (up to 10 s) until no sandbox in runtime_dir is being removed by its reaper: a per_call
+ * sandbox's destroy (the engine's, after each per_call request) returns before its teardown, so
+ * a count of what is left is a count of what the destroys left only after this. */
+static inline void sbx_test_settle_local(const char *runtime_dir)
+{
+    for (int round = 0; round < 1000; round++) {
+        bool busy = false;
+        DIR *d = opendir(runtime_dir);
+        for (struct dirent *de; d != NULL && !busy && (de = readdir(d)) != NULL;) {
+            char dir[PATH_MAX];
+            if (strncmp(de->d_name, "l-", 2) != 0)
+                continue;
+            snprintf(dir, sizeof dir, "%s/%s", runtime_dir, de->d_name);
+            busy = sbx_test_being_reaped(dir);
+        }
+        if (d != NULL)
+            closedir(d);
+        if (!busy)
+            return;
+        usleep(10000);
+    }
+}
 
 /* Destroys every sandbox (an l-* entry) in runtime_dir through state, a local provider open on
  * it; state NULL: one is opened here when there is anything to destroy. who names the caller in
@@ -56,6 +108,7 @@ static inline void sbx_test_destroy_local_leftovers(const char *runtime_dir, voi
                     err.message);
     if (own != NULL)
         ops->close(own);
+    sbx_test_settle_local(runtime_dir);
 }
 
 #endif

@@ -169,6 +169,7 @@ static inline void lt_destroy(lt_env *e, sbx_sandbox *sb)
     e->ops->sandbox_close(sb);
     sbx_error err = {0};
     assert_int_equal(e->ops->destroy(e->state, id, &err), SBX_OK);
+    sbx_local_settle(e->state); /* a per_call sandbox's reaper removes it just after */
 }
 
 static inline sbx_exec_opts lt_opts(int64_t timeout_ms, const sbx_policy *p)
@@ -236,8 +237,10 @@ static inline bool lt_stderr_has(const sbx_result *r, const char *needle)
     return ok;
 }
 
+/* Entries of path (a runtime dir: once no sandbox in it is still being removed by its reaper). */
 static inline int lt_count_dir(const char *path)
 {
+    sbx_test_settle_local(path);
     DIR *d = opendir(path);
     if (!d)
         return -1;

@@ -1,10 +1,12 @@
 /* test_local_leak.c - 200 create -> exec -> destroy cycles leave nothing behind: no live
- * process of ours, no mount naming our runtime directory, no cgroup, no state directory; and
- * the fixture's close, and the test binary's exit, remove a sandbox a failed test left.
+ * process of ours, no mount naming our runtime directory, no cgroup, no state directory; the
+ * fixture's close, and the test binary's exit, remove a sandbox a failed test left; and a
+ * one-shot sandbox's reaper removes it after its destroy, or after its init ended on its own.
  */
 #include "tests/local/local_helpers.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 /* Enough cycles to expose a per-sandbox leak of any kind (fds, pids, cgroups) while keeping
@@ -176,12 +178,158 @@ static void test_exit_destroys_what_a_failed_test_left(void **state)
     assert_false(cgroup_exists(id));
 }
 
+/* A number recorded in a sandbox's meta ("pid N", "reaper N START"), 0 without it. */
+static long meta_number(const char *state_dir, const char *key)
+{
+    char path[PATH_MAX + 8], line[512];
+    snprintf(path, sizeof path, "%s/meta", state_dir);
+    FILE *f = fopen(path, "r");
+    long v = 0;
+    size_t n = strlen(key);
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, key, n) == 0 && line[n] == ' ')
+            v = strtol(line + n + 1, NULL, 10);
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+/* Whether a host uid slot (/run/sbx-uid-slots/<base>/<n>) is held for state_dir. */
+static bool slot_held_by(const char *state_dir)
+{
+    bool held = false;
+    DIR *bases = opendir("/run/sbx-uid-slots");
+    for (struct dirent *b; bases != NULL && !held && (b = readdir(bases)) != NULL;) {
+        char dir[512];
+        if (b->d_name[0] == '.')
+            continue;
+        snprintf(dir, sizeof dir, "/run/sbx-uid-slots/%s", b->d_name);
+        DIR *slots = opendir(dir);
+        for (struct dirent *s; slots != NULL && !held && (s = readdir(slots)) != NULL;) {
+            char link[1024], target[PATH_MAX];
+            snprintf(link, sizeof link, "%s/%s", dir, s->d_name);
+            ssize_t n = readlink(link, target, sizeof target - 1);
+            if (n > 0) {
+                target[n] = '\0';
+                held = strcmp(target, state_dir) == 0;
+            }
+        }
+        if (slots != NULL)
+            closedir(slots);
+    }
+    if (bases != NULL)
+        closedir(bases);
+    return held;
+}
+
+/* Whether process pid is still in the process table (a zombie too: not waited for). */
+static bool still_there(long pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld", pid);
+    return access(path, F_OK) == 0;
+}
+
+/* Whether everything of sandbox id (state dir dir) is gone from the host: its dir, its cgroups,
+ * its uid slot. */
+static bool all_gone(const char *dir, const char *id)
+{
+    return access(dir, F_OK) == -1 && !cgroup_exists(id) && !slot_held_by(dir);
+}
+
+/* A one-shot sandbox's launcher stays as its reaper (agent/reap.c): when its PID 1 ends without
+ * a destroy (an OOM kill of the init, a crash), the reaper removes its dir, cgroups and uid slot
+ * at once. Before, they stayed until a destroy or the sweep of a later provider open. */
+static void test_one_shot_whose_init_dies_is_removed_by_its_reaper(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    char id[32], dir[PATH_MAX];
+    snprintf(id, sizeof id, "%s", sb->id);
+    snprintf(dir, sizeof dir, "%s", sbx_local_state_dir(sb));
+    long pid = meta_number(dir, "pid"), reaper = meta_number(dir, "reaper");
+    assert_true(pid > 1);
+    assert_true(reaper > 1);
+    assert_true(getuid() != 0 || (slot_held_by(dir) && cgroup_exists(id)));
+    e.ops->sandbox_close(sb);
+    assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
+    for (int i = 0; i < 1000 && !all_gone(dir, id); i++)
+        usleep(10000);
+    assert_true(all_gone(dir, id));
+    e.ops->close(e.state); /* waits for the reaper: no zombie left */
+    assert_false(still_there(reaper));
+    lt_remove_runtime_dir(e.runtime_dir);
+}
+
+/* A one-shot's destroy only kills its PID 1 and returns; the teardown runs behind it (the next
+ * create does not wait for it), and the provider's close waits for what is still being torn
+ * down: after the close nothing of eight sandboxes is left, not even a zombie reaper. */
+static void test_one_shot_teardown_runs_after_destroy_and_close_waits_for_it(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    lt_env e;
+    lt_open(&e);
+    char ids[N][32], dirs[N][PATH_MAX];
+    long reapers[N];
+    for (int i = 0; i < N; i++) {
+        sbx_sandbox *sb = lt_create(&e);
+        snprintf(ids[i], sizeof ids[i], "%s", sb->id);
+        snprintf(dirs[i], sizeof dirs[i], "%s", sbx_local_state_dir(sb));
+        reapers[i] = meta_number(dirs[i], "reaper");
+        assert_true(reapers[i] > 1);
+        sbx_result *r = lt_run(&e, sb, "true");
+        assert_int_equal(r->outcome, SBX__V1__OUTCOME__OUTCOME_OK);
+        sbx_message_free((ProtobufCMessage *)r);
+        e.ops->sandbox_close(sb);
+        sbx_error err = {0};
+        assert_int_equal(e.ops->destroy(e.state, ids[i], &err), SBX_OK);
+    }
+    e.ops->close(e.state);
+    for (int i = 0; i < N; i++) {
+        if (!all_gone(dirs[i], ids[i]))
+            fail_msg("sandbox %s is still on the host after the close", ids[i]);
+        if (still_there(reapers[i]))
+            fail_msg("the reaper of %s (pid %ld) was not waited for", ids[i], reapers[i]);
+    }
+    assert_int_equal(live_processes_naming(e.runtime_dir), 0);
+    lt_remove_runtime_dir(e.runtime_dir);
+}
+
+/* A reaper that was killed leaves the work to the destroy, as without one: on its return the
+ * sandbox is gone (and the sweep would find a sandbox whose reaper and init have both ended). */
+static void test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    sbx_sandbox *sb = lt_create(&e);
+    char id[32], dir[PATH_MAX];
+    snprintf(id, sizeof id, "%s", sb->id);
+    snprintf(dir, sizeof dir, "%s", sbx_local_state_dir(sb));
+    long reaper = meta_number(dir, "reaper");
+    assert_true(reaper > 1);
+    assert_int_equal(kill((pid_t)reaper, SIGKILL), 0);
+    assert_int_equal(waitpid((pid_t)reaper, NULL, 0), reaper); /* ours: the provider's child */
+    e.ops->sandbox_close(sb);
+    sbx_error err = {0};
+    assert_int_equal(e.ops->destroy(e.state, id, &err), SBX_OK);
+    assert_true(all_gone(dir, id));
+    e.ops->close(e.state);
+    lt_remove_runtime_dir(e.runtime_dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_200_cycles_leave_nothing),
         cmocka_unit_test(test_lt_close_destroys_what_a_failed_test_left),
         cmocka_unit_test(test_exit_destroys_what_a_failed_test_left),
+        cmocka_unit_test(test_one_shot_whose_init_dies_is_removed_by_its_reaper),
+        cmocka_unit_test(test_one_shot_teardown_runs_after_destroy_and_close_waits_for_it),
+        cmocka_unit_test(test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "engine/fixture.h"
+#include "local/leftovers.h"
 #include "sbx/engine.h"
 #include "sbx/provider.h"
 #include "support/die_with_parent.h"
@@ -67,9 +68,10 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Sandbox state dirs (l-...) under the runtime dir. */
+/* Sandbox state dirs (l-...) under the runtime dir, once none is being removed by its reaper. */
 static int sandboxes(const lr *f)
 {
+    sbx_test_settle_local(fx_tmpdir(f->cfg));
     DIR *d = opendir(fx_tmpdir(f->cfg));
     if (d == NULL)
         return 0;

@@ -1,6 +1,7 @@
 /* test_proc.c - providers/common/proc.c: the start time and state of a pid, with a comm that
  * holds ") " and spaces (the fields are counted after its last ')'), a zombie, and no process;
- * the small-file reader's bound, its NUL, and O_NOFOLLOW on a link. */
+ * the small-file reader's bound, its NUL, and O_NOFOLLOW on a link; whether a process is
+ * being killed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,11 +93,43 @@ static void test_read_small_is_bounded(void **state)
     assert_int_equal(sbx_read_small(file, 0, big, sizeof big), -1);
 }
 
+/* sbx_proc_killed: a live process (with a comm that holds ") " and numbers, which must not
+ * shift field 9) is not being killed; one that has exited and not been waited for (a zombie,
+ * PF_EXITING) is; no process is not. */
+static void test_proc_killed_tells_an_ending_process_from_a_live_one(void **state)
+{
+    (void)state;
+    assert_false(sbx_proc_killed(getpid()));
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_NAME, "x) 4 4 4 4 4 4", 0, 0, 0);
+        (void)!write(ready[1], "r", 1);
+        for (;;)
+            pause();
+    }
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    assert_false(sbx_proc_killed(pid));
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* a zombie now */
+    assert_true(sbx_proc_killed(pid));
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_false(sbx_proc_killed(pid));
+    close(ready[0]);
+    close(ready[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_start_time_survives_a_hostile_comm),
         cmocka_unit_test(test_read_small_is_bounded),
+        cmocka_unit_test(test_proc_killed_tells_an_ending_process_from_a_live_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
