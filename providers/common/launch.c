@@ -1,5 +1,6 @@
 /* launch.c - a helper program started without waiting for its execve (launch.h). */
 #include "providers/common/launch.h"
+#include "providers/common/raw_syscall.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,13 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__aarch64__)
-#define LAUNCH_RAW 1
-#else
-#define LAUNCH_RAW 0
-#endif
-
-#if LAUNCH_RAW
+#if SBX_RAW_SYSCALL
 /* The child's stack: its one frame and the arguments at the top; small, never grown. */
 #define LAUNCH_STACK (16 * 1024)
 
@@ -32,49 +27,23 @@ typedef struct launch_args {
     int fds[3];
 } launch_args;
 
-/* Nothing the compiler adds may run in the child: sanitizer checks use the caller's shadow
- * memory and runtime, the stack protector the caller's TLS. */
-#if defined(__clang__)
-#define LAUNCH_BARE __attribute__((no_sanitize("address", "undefined"), no_stack_protector))
-#else
-#define LAUNCH_BARE                                                                                \
-    __attribute__((no_sanitize("address", "undefined"), no_sanitize_undefined, no_stack_protector))
-#endif
-
-/* A system call that leaves errno (the caller's thread's, shared with the child) alone. */
-LAUNCH_BARE static inline __attribute__((always_inline)) long raw3(long n, long a, long b, long c)
-{
-#if defined(__x86_64__)
-    long r;
-    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return r;
-#else
-    register long x8 __asm__("x8") = n;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-    return x0;
-#endif
-}
-
 /* A string literal to descriptor 2. */
-#define RAW_SAY(lit) raw3(SYS_write, 2, (long)(lit), (long)sizeof(lit) - 1)
+#define RAW_SAY(lit) sbx_raw3(SYS_write, 2, (long)(lit), (long)sizeof(lit) - 1)
 
 /* In the child, on the caller's memory: raw system calls only, no sanitizer (its shadow memory
  * and TLS are the caller's). The descriptors go up first, so that one of fds[] being 0, 1 or 2
  * is not overwritten by another's dup3 before its own. */
-LAUNCH_BARE __attribute__((noinline)) static int launch_child(void *arg)
+SBX_RAW_BARE __attribute__((noinline)) static int launch_child(void *arg)
 {
     const launch_args *a = arg;
     long up[3];
     for (int i = 0; i < 3; i++)
-        up[i] = raw3(SYS_fcntl, a->fds[i], F_DUPFD, 3);
+        up[i] = sbx_raw3(SYS_fcntl, a->fds[i], F_DUPFD, 3);
     for (int i = 0; i < 3; i++)
-        if (up[i] < 0 || raw3(SYS_dup3, up[i], i, 0) < 0)
-            raw3(SYS_exit, 127, 0, 0);
-    raw3(SYS_close_range, 3, ~0L, 0); /* absent before Linux 5.9: the program closes them too */
-    long e = raw3(SYS_execve, (long)a->path, (long)a->argv, (long)a->envp);
+        if (up[i] < 0 || sbx_raw3(SYS_dup3, up[i], i, 0) < 0)
+            sbx_raw3(SYS_exit, 127, 0, 0);
+    sbx_raw3(SYS_close_range, 3, ~0L, 0); /* absent before Linux 5.9: the program closes them too */
+    long e = sbx_raw3(SYS_execve, (long)a->path, (long)a->argv, (long)a->envp);
     char digits[24];
     int n = (int)sizeof digits - 1;
     digits[n] = '\0';
@@ -84,11 +53,11 @@ LAUNCH_BARE __attribute__((noinline)) static int launch_child(void *arg)
         v /= 10;
     } while (v && n > 0);
     RAW_SAY("cannot run ");
-    raw3(SYS_write, 2, (long)a->path, (long)a->path_len);
+    sbx_raw3(SYS_write, 2, (long)a->path, (long)a->path_len);
     RAW_SAY(": execve error ");
-    raw3(SYS_write, 2, (long)(digits + n), (long)(sizeof digits - 1 - (size_t)n));
+    sbx_raw3(SYS_write, 2, (long)(digits + n), (long)(sizeof digits - 1 - (size_t)n));
     RAW_SAY("\n");
-    raw3(SYS_exit, 127, 0, 0);
+    sbx_raw3(SYS_exit, 127, 0, 0);
     return 127;
 }
 #endif
@@ -98,7 +67,7 @@ int sbx_launch(const char *path, char *const argv[], char *const envp[], const i
 {
     out->pid = -1;
     out->stack = NULL;
-#if LAUNCH_RAW
+#if SBX_RAW_SYSCALL
     char *stack = mmap(NULL, LAUNCH_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED)
@@ -155,7 +124,7 @@ void sbx_launch_explain(char *text, size_t cap)
 
 void sbx_launch_release(sbx_launched *l)
 {
-#if LAUNCH_RAW
+#if SBX_RAW_SYSCALL
     if (l->stack != NULL)
         munmap(l->stack, LAUNCH_STACK);
 #endif
