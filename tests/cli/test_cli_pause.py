@@ -13,8 +13,10 @@ import unittest
 import cli_util
 
 # a counter written ten times a second: it stands still exactly while the sandbox is frozen
-COUNTER = ("nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.1; done' "
-           ">/dev/null 2>&1 &")
+# The count is written beside and renamed over /tmp/n: a reader never sees the file empty (a
+# plain `echo $i > /tmp/n` truncates first, and a `cat` between the two read nothing: CI, 2026).
+COUNTER = ("nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; "
+           "sleep 0.1; done' >/dev/null 2>&1 &")
 
 
 class PauseResume(unittest.TestCase):
