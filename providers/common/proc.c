@@ -68,7 +68,9 @@ bool sbx_proc_killed(long pid)
     const char *p = strrchr(buf, ')');
     for (int field = 2; p != NULL && field < 9; field++)
         p = strchr(p + 1, ' ');
-    if (p != NULL && (strtoul(p + 1, NULL, 10) & 0x4) != 0) /* PF_EXITING */
+    /* PF_EXITING, or PF_SIGNALED: set once the fatal signal is taken off the pending set and
+     * before the exit begins (between the two, neither field below nor PF_EXITING shows it) */
+    if (p != NULL && (strtoul(p + 1, NULL, 10) & (0x4 | 0x400)) != 0)
         return true;
     snprintf(path, sizeof path, "/proc/%ld/status", pid);
     if (sbx_read_small(path, 0, buf, sizeof buf) <= 0)

@@ -26,8 +26,9 @@ unsigned long long sbx_proc_start_time(long pid, char *state);
 /* The same, but 0 for a zombie or dead process too: one that can no longer do anything. */
 unsigned long long sbx_proc_live_start_time(long pid);
 
-/* True when process pid is on its way out: exiting (PF_EXITING in field 9) or with a SIGKILL
- * pending (ShdPnd or SigPnd of /proc/<pid>/status); a kill it has not acted on yet counts. */
+/* True when process pid is on its way out: exiting or taking a fatal signal (PF_EXITING or
+ * PF_SIGNALED in field 9) or with a SIGKILL pending (ShdPnd or SigPnd of /proc/<pid>/status); a
+ * kill it has not acted on yet counts. */
 bool sbx_proc_killed(long pid);
 
 #endif
