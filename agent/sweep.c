@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "providers/common/proc.h"
 #include "serve_impl.h"
 
 /* ---- process tree control ------------------------------------------------------------ */
@@ -42,14 +43,8 @@ static void each_process(void (*fn)(pid_t, pid_t, pid_t, void *), void *arg)
                 continue;
             char path[64], buf[512];
             snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
+            if (sbx_read_small(path, 0, buf, sizeof buf) <= 0)
                 continue;
-            ssize_t r = read(fd, buf, sizeof buf - 1);
-            close(fd);
-            if (r <= 0)
-                continue;
-            buf[r] = '\0';
             char *p = strrchr(buf, ')');
             char state;
             int ppid, pgrp, sid;

@@ -1,9 +1,9 @@
 /* teardown.c - see teardown.h. */
 #include "providers/common/teardown.h"
+#include "providers/common/proc.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,14 +16,8 @@ static void kill_procs(const char *dir)
 {
     char procs[PATH_MAX + 32], buf[8192];
     snprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
-    int fd = open(procs, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sbx_read_small(procs, 0, buf, sizeof buf) <= 0)
         return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
     for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
         kill((pid_t)strtol(t, NULL, 10), SIGKILL);
 }

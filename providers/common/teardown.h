@@ -1,8 +1,8 @@
 /* teardown.h - removing what a local sandbox leaves on the host once its processes are gone:
  * its cgroups, its state directory and its uid slot. The local provider's destroy and sweep do
  * it, and so does the reaper the launcher leaves for a one-shot sandbox (`sbx-agent boot
- * --reap`, agent/boot_local.c), which compiles this file into the static agent: libc only, no
- * allocation, nothing of sbx's library.
+ * --reap`, agent/boot_local.c), which compiles this file (and proc.c, for sbx_read_small) into
+ * the static agent: libc only, no allocation, nothing else of sbx's library.
  */
 #ifndef SBX_PROVIDERS_TEARDOWN_H
 #define SBX_PROVIDERS_TEARDOWN_H

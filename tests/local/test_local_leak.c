@@ -237,6 +237,15 @@ static bool all_gone(const char *dir, const char *id)
     return access(dir, F_OK) == -1 && !cgroup_exists(id) && !slot_held_by(dir);
 }
 
+/* Creates a one-shot sandbox of e; its id and state dir are copied into id and dir. */
+static sbx_sandbox *create_noting(lt_env *e, char id[32], char dir[PATH_MAX])
+{
+    sbx_sandbox *sb = lt_create(e);
+    snprintf(id, 32, "%s", sb->id);
+    snprintf(dir, PATH_MAX, "%s", sbx_local_state_dir(sb));
+    return sb;
+}
+
 /* A one-shot sandbox's launcher stays as its reaper (agent/reap.c): when its PID 1 ends without
  * a destroy (an OOM kill of the init, a crash), the reaper removes its dir, cgroups and uid slot
  * at once. Before, they stayed until a destroy or the sweep of a later provider open. */
@@ -245,10 +254,8 @@ static void test_one_shot_whose_init_dies_is_removed_by_its_reaper(void **state)
     (void)state;
     lt_env e;
     lt_open(&e);
-    sbx_sandbox *sb = lt_create(&e);
     char id[32], dir[PATH_MAX];
-    snprintf(id, sizeof id, "%s", sb->id);
-    snprintf(dir, sizeof dir, "%s", sbx_local_state_dir(sb));
+    sbx_sandbox *sb = create_noting(&e, id, dir);
     long pid = meta_number(dir, "pid"), reaper = meta_number(dir, "reaper");
     assert_true(pid > 1);
     assert_true(reaper > 1);
@@ -275,9 +282,7 @@ static void test_one_shot_teardown_runs_after_destroy_and_close_waits_for_it(voi
     char ids[N][32], dirs[N][PATH_MAX];
     long reapers[N];
     for (int i = 0; i < N; i++) {
-        sbx_sandbox *sb = lt_create(&e);
-        snprintf(ids[i], sizeof ids[i], "%s", sb->id);
-        snprintf(dirs[i], sizeof dirs[i], "%s", sbx_local_state_dir(sb));
+        sbx_sandbox *sb = create_noting(&e, ids[i], dirs[i]);
         reapers[i] = meta_number(dirs[i], "reaper");
         assert_true(reapers[i] > 1);
         sbx_result *r = lt_run(&e, sb, "true");
@@ -305,10 +310,8 @@ static void test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy(void
     (void)state;
     lt_env e;
     lt_open(&e);
-    sbx_sandbox *sb = lt_create(&e);
     char id[32], dir[PATH_MAX];
-    snprintf(id, sizeof id, "%s", sb->id);
-    snprintf(dir, sizeof dir, "%s", sbx_local_state_dir(sb));
+    sbx_sandbox *sb = create_noting(&e, id, dir);
     long reaper = meta_number(dir, "reaper");
     assert_true(reaper > 1);
     assert_int_equal(kill((pid_t)reaper, SIGKILL), 0);
