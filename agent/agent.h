@@ -145,12 +145,12 @@ const char *files_last_error(void);
 /* boot_local.c: `sbx-agent boot ...`, the local provider's launcher. Returns exit status. */
 int boot_local_main(int argc, char **argv);
 /* What a one-shot sandbox leaves on the host (reap.c): its state dir, its uid slot registry (""
- * rootless: no slot) and slot, and the cgroup.procs files of its cgroups. */
+ * rootless: no slot) and slot, and its cgroup directories. */
 typedef struct agent_reap_plan {
     const char *state_dir;
     const char *slot_dir;
     long slot;
-    const char *const *cgroup_procs;
+    const char *const *cgroup_dirs;
     int n_cgroups;
 } agent_reap_plan;
 /* boot --reap, once the sandbox is reported ready and the caller is out of its cgroups: waits

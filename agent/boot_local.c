@@ -990,8 +990,12 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
     if (wait_go && !await_go(&o))
         return 1;
     /* --reap (a one-shot sandbox): the launcher stays as the sandbox's reaper (reap.c) */
-    char state_dir[PATH_MAX];
-    agent_reap_plan plan = {state_dir, slot_dir, o.uid_slot, cgroup_procs, n_cgroups};
+    static char state_dir[PATH_MAX], cg_dir[BOOT_MAX_CGROUPS][PATH_MAX];
+    static const char *cg_dirs[BOOT_MAX_CGROUPS];
+    agent_reap_plan plan = {state_dir, slot_dir, o.uid_slot, cg_dirs, 0};
+    for (int i = 0; reap && i < n_cgroups; i++)
+        if (beside_procs(i, "", cg_dir[i], sizeof cg_dir[i]))
+            cg_dirs[plan.n_cgroups++] = cg_dir[i];
     if (reap) {
         const char *slash = strrchr(o.box, '/');
         snprintf(state_dir, sizeof state_dir, "%.*s", slash ? (int)(slash - o.box) : 0, o.box);

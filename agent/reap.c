@@ -15,11 +15,8 @@
  * for it at its close, so it never lingers as a zombie of an init that does not reap. If it is
  * killed, the provider's sweep removes the sandbox as one whose init has ended.
  */
-#include <fcntl.h>
 #include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,13 +39,8 @@ void agent_reap(const agent_reap_plan *plan)
         if (w < 0)
             break; /* ECHILD: nothing of the sandbox runs */
     }
-    for (int i = 0; i < plan->n_cgroups; i++) {
-        char dir[PATH_MAX];
-        const char *slash = strrchr(plan->cgroup_procs[i], '/');
-        if (slash != NULL && snprintf(dir, sizeof dir, "%.*s", (int)(slash - plan->cgroup_procs[i]),
-                                      plan->cgroup_procs[i]) < (int)sizeof dir)
-            sbx_teardown_cgroup(dir);
-    }
+    for (int i = 0; i < plan->n_cgroups; i++)
+        sbx_teardown_cgroup(plan->cgroup_dirs[i]);
     sbx_teardown_state_dir(plan->state_dir);
     if (plan->slot_dir[0] != '\0')
         sbx_uid_slot_release(plan->slot_dir, plan->slot, plan->state_dir);

@@ -701,11 +701,15 @@ static bool meta_read(const char *state_dir, meta *m)
 }
 
 /* True while the sandbox's PID 1 is the process we started (not a reused pid, not a zombie). */
+/* True while process pid, started at start, runs (not a zombie; not a reused pid). */
+static bool still_runs(long pid, unsigned long long start)
+{
+    return pid > 0 && start != 0 && sbx_proc_live_start_time(pid) == start;
+}
+
 static bool meta_alive(const meta *m)
 {
-    char state = '?';
-    unsigned long long start = sbx_proc_start_time(m->pid, &state);
-    return start != 0 && start == m->start && state != 'Z' && state != 'X';
+    return still_runs(m->pid, m->start);
 }
 
 static void state_paths(const local_provider *lp, const char *id, char *dir, size_t cap)
@@ -763,20 +767,14 @@ static bool owner_alive(const meta *m)
 {
     if (m->owner_pid <= 0)
         return true; /* unknown owner: never presumed dead */
-    char state = '?';
-    unsigned long long start = sbx_proc_start_time(m->owner_pid, &state);
-    return start != 0 && start == m->owner_start && state != 'Z' && state != 'X';
+    return still_runs(m->owner_pid, m->owner_start);
 }
 
 /* True while the reaper the launcher left for a per_call sandbox runs (agent/reap.c): it
  * removes the sandbox (cgroups, state dir, uid slot) once its PID 1 has ended. */
 static bool reaper_alive(const meta *m)
 {
-    if (m->reaper_pid <= 0)
-        return false;
-    char state = '?';
-    unsigned long long start = sbx_proc_start_time(m->reaper_pid, &state);
-    return start != 0 && start == m->reaper_start && state != 'Z' && state != 'X';
+    return still_runs(m->reaper_pid, m->reaper_start);
 }
 
 /* Calls fn for each sandbox state dir in the runtime dir with its meta (have: read, and naming
