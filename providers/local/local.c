@@ -921,20 +921,16 @@ static int plan_cgroups(const local_provider *lp, const char *id,
     return n;
 }
 
-/* Creates the cgroups plan_cgroups named (cg, n_cg counting those made), with the policy's
- * limits, and hands the per-command parent to the sandbox's uid. */
-static sbx_status setup_cgroups(local_provider *lp, const char *id, const sbx_policy *p, uid_t uid,
-                                char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32],
-                                int *n_cg, sbx_error *err)
+/* Creates the n cgroups plan_cgroups named (cg), with the policy's limits, and hands the
+ * per-command parent to the sandbox's uid. */
+static sbx_status setup_cgroups(local_provider *lp, const sbx_policy *p, uid_t uid,
+                                char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32], int n,
+                                sbx_error *err)
 {
-    *n_cg = 0;
-    int count = plan_cgroups(lp, id, cg);
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < n; i++)
         if (mkdir(cg[i], 0755) < 0)
             return sbx_error_set(err, SBX_E_PROVISION, "cannot create cgroup %s: %s", cg[i],
                                  strerror(errno));
-        (*n_cg)++;
-    }
     if (lp->cg == CG_NONE)
         return SBX_OK;
     char path[PATH_MAX + 64], val[64];
@@ -1334,7 +1330,11 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         memcpy(m.subject, subject, strlen(subject) + 1);
         memcpy(m.profile, lp->profile, sizeof m.profile);
     }
-    if (st == SBX_OK) /* the owner first, so a sweep can tell whose half-made sandbox this is */
+    /* The owner first, so a sweep can tell whose half-made sandbox this is, and the cgroups
+     * before they exist: an owner killed between their mkdir and the meta below left them on
+     * the host for good (the sweep removed what the meta named). */
+    m.n_cg = plan_cgroups(lp, id, m.cg);
+    if (st == SBX_OK)
         st = write_meta(lp, sb->state_dir, &m, err);
     /* the slot after the state dir: a sweep frees a slot whose sandbox has no dir */
     if (st == SBX_OK && !lp->rootless)
@@ -1346,7 +1346,7 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         st = sbx_error_set(err, SBX_E_PROVISION, "cannot hand %s to the sandbox's uid %u: %s",
                            sb->state_dir, (unsigned)host_uid, strerror(errno));
     if (st == SBX_OK)
-        st = setup_cgroups(lp, id, policy, host_uid, m.cg, &m.n_cg, err);
+        st = setup_cgroups(lp, policy, host_uid, m.cg, m.n_cg, err);
     /* the meta file names the uid slot and the cgroups before anything runs in them, so a
      * failed create is still cleaned up by destroy, and an owner killed while the sandbox
      * boots leaves a meta the sweep can act on (its cgroups hold whatever the boot started) */
@@ -1394,7 +1394,7 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         if (err)
             keep = *err;
         local_destroy(lp, id, NULL);
-        /* cgroup dirs of a failed create that never got a meta file */
+        /* cgroup dirs of a failed create that never got a meta file (those never made: ENOENT) */
         for (int i = 0; i < m.n_cg; i++)
             sbx_teardown_cgroup(m.cg[i]);
         sbx_teardown_state_dir(sb->state_dir);
