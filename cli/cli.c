@@ -443,6 +443,26 @@ int cli_report_error(const char *what, const sbx_error *err)
     return cli_exit_code(err->code);
 }
 
+const char *cli_action(const char *word, const char *const *names)
+{
+    static const char *const synonyms[][4] = {
+        {"new", "create", NULL}, {"ls", "list", NULL}, {"rm", "remove", "delete", NULL}};
+    for (; *names != NULL; names++) {
+        if (strcmp(word, *names) == 0)
+            return *names;
+        for (size_t g = 0; g < sizeof synonyms / sizeof synonyms[0]; g++) {
+            bool has_name = false, has_word = false;
+            for (size_t i = 0; synonyms[g][i] != NULL; i++) {
+                has_name = has_name || strcmp(synonyms[g][i], *names) == 0;
+                has_word = has_word || strcmp(synonyms[g][i], word) == 0;
+            }
+            if (has_name && has_word)
+                return *names;
+        }
+    }
+    return NULL;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

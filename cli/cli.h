@@ -157,6 +157,12 @@ void cli_print_json(json_t *j);
 /* Prints "sbx <cmd>: <message>" and a pointer to `sbx <cmd> --help`; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The action word's name among names (NULL-terminated: the command's own spelling of each of
+ * its actions), or NULL when it is none of them. The usual synonyms are accepted whichever a
+ * command calls its action (create/new, ls/list, rm/remove/delete), as docker's CLI does: a
+ * user who learned `snapshot create` types `session create`. */
+const char *cli_action(const char *word, const char *const *names);
+
 /* Prints "sbx VERSION" (or {"version":...} with --json). */
 void cli_print_version(void);
 

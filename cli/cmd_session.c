@@ -20,7 +20,8 @@ const char cmd_session_help[] =
     "     A session whose sandbox cannot be destroyed is kept; --forget forgets it without\n"
     "     destroying its sandbox (one whose profile was removed, or now uses another\n"
     "     provider, can never be reached again; the notice names the sandbox left).\n\n"
-    "SESSION is an id or a name. --json prints JSON.\n";
+    "SESSION is an id or a name. --json prints JSON. create, list, remove and delete are\n"
+    "accepted for new, ls and rm.\n";
 
 static void print_time(int64_t ms)
 {
@@ -169,9 +170,10 @@ int cmd_session(int argc, char **argv)
         return a.exit_code;
     if (a.n_operands < 1)
         return cli_usage_error("session", "name an action: new, ls or rm");
-    const char *action = a.operands[0];
-    if (strcmp(action, "new") != 0 && strcmp(action, "ls") != 0 && strcmp(action, "rm") != 0)
-        return cli_usage_error("session", "unknown action '%s' (new, ls, rm)", action);
+    static const char *const actions[] = {"new", "ls", "rm", NULL};
+    const char *action = cli_action(a.operands[0], actions);
+    if (action == NULL)
+        return cli_usage_error("session", "unknown action '%s' (new, ls, rm)", a.operands[0]);
     if (strcmp(action, "new") != 0 && (profile != NULL || name != NULL || snapshot != NULL))
         return cli_usage_error("session",
                                "--profile, --name and --from-snapshot belong to `session new`");

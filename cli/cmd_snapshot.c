@@ -19,7 +19,8 @@ const char cmd_snapshot_help[] =
     "        exist yet. A snapshot larger than snapshot_max_mb (config, default 1024) is\n"
     "        refused and nothing is kept.\n"
     "ls      lists your snapshots: name, size, when taken.\n"
-    "rm      deletes snapshots (an unknown name is an error, exit 6).\n\n"
+    "rm      deletes snapshots (an unknown name is an error, exit 6).\n"
+    "new, list, remove and delete are accepted for create, ls and rm.\n\n"
     "Start from one with `sbx session new --from-snapshot NAME` (a fork: the new session's\n"
     "workspace is the snapshot's) or `sbx run --from-snapshot NAME -- COMMAND`.\n"
     "Snapshots belong to the principal that took them (--subject): nobody else can list, use\n"
@@ -127,11 +128,12 @@ int cmd_snapshot(int argc, char **argv)
         return a.exit_code;
     if (a.n_operands < 1)
         return cli_usage_error("snapshot", "name an action: create, ls or rm");
-    const char *action = a.operands[0];
+    static const char *const actions[] = {"create", "ls", "rm", NULL};
+    const char *action = cli_action(a.operands[0], actions);
+    if (action == NULL)
+        return cli_usage_error("snapshot", "unknown action '%s' (create, ls, rm)", a.operands[0]);
     bool create = strcmp(action, "create") == 0, ls = strcmp(action, "ls") == 0,
          rm = strcmp(action, "rm") == 0;
-    if (!create && !ls && !rm)
-        return cli_usage_error("snapshot", "unknown action '%s' (create, ls, rm)", action);
     if (create && a.n_operands != 3)
         return cli_usage_error("snapshot", "create needs SESSION and NAME");
     if (ls && a.n_operands != 1)

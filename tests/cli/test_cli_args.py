@@ -220,6 +220,47 @@ class SessionRm(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
 
 
+class ActionSynonyms(unittest.TestCase):
+    """`session` and `snapshot` take the usual synonyms of their actions, whichever each calls
+    it (create/new, list/ls, remove/delete/rm), as docker's CLI does. Before, `sbx session
+    create` (after `sbx snapshot create`) and `sbx session list` were usage errors."""
+
+    def test_session_and_snapshot_synonyms(self):
+        e = cli_util.Env()
+        self.addCleanup(e.close)
+        cfg = os.path.join(e.tmp, "sbx.yaml")
+        with open(cfg, "w") as f:
+            f.write("sandbox:\n  profiles:\n    default: { type: fake, scope: per_session }\n")
+        sids = []
+        for new in ("new", "create"):
+            r = e.run("--config", cfg, "session", new)
+            self.assertEqual(r.returncode, 0, (new, r.stderr))
+            sids.append(r.stdout.decode().strip())
+        for ls in ("ls", "list"):
+            r = e.run("--config", cfg, "session", ls)
+            self.assertEqual(r.returncode, 0, (ls, r.stderr))
+            for sid in sids:
+                self.assertIn(sid.encode(), r.stdout, ls)
+        for rm, sid in zip(("remove", "delete"), sids):
+            r = e.run("--config", cfg, "session", rm, sid)
+            self.assertEqual(r.returncode, 0, (rm, r.stderr))
+            self.assertNotIn(sid.encode(), e.run("--config", cfg, "session", "ls").stdout, rm)
+        for ls in ("ls", "list"):
+            r = e.run("--config", cfg, "snapshot", ls)
+            self.assertEqual((r.returncode, r.stdout.split()[:1]), (0, [b"NAME"]), (ls, r.stderr))
+        # the snapshot's own word for each action reaches the same checks
+        r = e.run("--config", cfg, "snapshot", "new", "only-one")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"create needs SESSION and NAME", r.stderr)
+        r = e.run("--config", cfg, "snapshot", "delete")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"rm needs at least one NAME", r.stderr)
+        # a word that is none of them is still named, with the command's own list
+        r = e.run("--config", cfg, "session", "make")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"unknown action 'make' (new, ls, rm)", r.stderr)
+
+
 class Completion(unittest.TestCase):
     """cli/sbx.bash completes commands, a command's options and fixed values."""
 
