@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 
-ROUNDS = 3
+ROUNDS = 5
 SERIAL_CALLS = 5000
 LOADED_CALLS = 30000
 WARMUP_CALLS = 1000
