@@ -1330,15 +1330,16 @@ static sbx_status local_create(void *state, const sbx_session_handle *session,
         memcpy(m.subject, subject, strlen(subject) + 1);
         memcpy(m.profile, lp->profile, sizeof m.profile);
     }
-    /* The owner first, so a sweep can tell whose half-made sandbox this is, and the cgroups
-     * before they exist: an owner killed between their mkdir and the meta below left them on
-     * the host for good (the sweep removed what the meta named). */
-    m.n_cg = plan_cgroups(lp, id, m.cg);
-    if (st == SBX_OK)
-        st = write_meta(lp, sb->state_dir, &m, err);
     /* the slot after the state dir: a sweep frees a slot whose sandbox has no dir */
     if (st == SBX_OK && !lp->rootless)
         st = uid_slot_claim(lp, sb->state_dir, &m.uid_slot, err);
+    /* The owner first, so a sweep can tell whose half-made sandbox this is, with the uid slot
+     * and the cgroups before they exist: the destroy of a create whose owner was killed
+     * removes what the meta names, and it named neither (the cgroups stayed on the host for
+     * good, the slot until a sweep found it a minute old). */
+    m.n_cg = plan_cgroups(lp, id, m.cg);
+    if (st == SBX_OK)
+        st = write_meta(lp, sb->state_dir, &m, err);
     uid_t host_uid = m.uid_slot >= 0 ? uid_of_slot(lp, m.uid_slot) : 0;
     if (st == SBX_OK && !lp->rootless &&
         (chown(sb->state_dir, host_uid, (gid_t)host_uid) < 0 ||
