@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/limits.h"
@@ -44,6 +45,13 @@
 #define DOCKER_UID_SLOT_DIR "/run/sbx-uid-slots"
 /* The file in a container's state dir naming its uid slot (released when the dir goes). */
 #define DOCKER_UID_SLOT_FILE "uid_slot"
+/* ... and the node and profile that made it ("node N\nprofile P\n"): a sweep removes only the
+ * state dirs of its own node and profile whose container is gone (docker_sweep). */
+#define DOCKER_OWNER_FILE "owner"
+/* A state dir without its container is an orphan (removed behind sbx's back: `docker rm -f`, a
+ * daemon that lost its containers) only once it is this old: a create makes the dir before it
+ * asks the daemon for the container. Far above any create's deadline. */
+#define DOCKER_ORPHAN_MIN_AGE_S 600
 /* Limits of a managed container's processes (HostConfig.Ulimits), per process; the per-user
  * counts they bound are the container's own, its programs' uid being its own:
  *   nofile      as the local provider's default (programs rarely need more; the agent's few)
@@ -566,18 +574,16 @@ static void remove_state_dir(docker_provider *p, const char *dir)
     egress_dir_of(dir, edir, sizeof edir);
     sbx_egress_stop(edir);
     rmdir(edir);
-    /* the container's program uid is free for another once its state goes */
+    /* the container's program uid is free for another once its state goes (the dir is the
+     * container's too: never a link followed, never a FIFO waited on) */
     char slot_file[PATH_MAX], text[32] = "";
     snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_UID_SLOT_FILE, dir);
-    FILE *f = fopen(slot_file, "re");
-    if (f != NULL) {
-        if (fgets(text, sizeof(text), f) != NULL && p->uid_slot_dir != NULL) {
-            char *end = NULL;
-            long slot = strtol(text, &end, 10);
-            if (end != text && slot >= 0)
-                sbx_uid_slot_release(p->uid_slot_dir, slot, dir);
-        }
-        fclose(f);
+    if (sbx_read_small(slot_file, O_NOFOLLOW | O_NONBLOCK, text, sizeof text) > 0 &&
+        p->uid_slot_dir != NULL) {
+        char *end = NULL;
+        long slot = strtol(text, &end, 10);
+        if (end != text && slot >= 0)
+            sbx_uid_slot_release(p->uid_slot_dir, slot, dir);
     }
     /* The dir holds only what the agent made (its socket, small files): one level. */
     DIR *d = opendir(dir);
@@ -865,6 +871,12 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
         claimed = sbx_error_set(err, SBX_E_PROVISION, "cannot write '%s': %s", slot_file,
                                 strerror(errno));
     }
+    snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_OWNER_FILE, state_dir);
+    if (claimed == SBX_OK &&
+        ((sf = fopen(slot_file, "we")) == NULL ||
+         fprintf(sf, "node %s\nprofile %s\n", p->node, p->profile) < 0 || fclose(sf) != 0))
+        claimed = sbx_error_set(err, SBX_E_PROVISION, "cannot write '%s': %s", slot_file,
+                                strerror(errno));
     if (claimed != SBX_OK) {
         remove_state_dir(p, state_dir);
         return claimed;
@@ -1352,9 +1364,53 @@ docker_list_held(void *state, void (*held)(void *arg, const char *sandbox_id, co
     return st;
 }
 
+/* Whether state dir dir was made by this node and profile (its DOCKER_OWNER_FILE). */
+static bool state_dir_is_ours(const docker_provider *p, const char *dir)
+{
+    char path[1200], text[1100], want[1100];
+    snprintf(path, sizeof path, "%s/" DOCKER_OWNER_FILE, dir);
+    int n = snprintf(want, sizeof want, "node %s\nprofile %s\n", p->node, p->profile);
+    /* the dir is the container's too (bound in): never a link followed, never a FIFO waited on */
+    ssize_t got = sbx_read_small(path, O_NOFOLLOW | O_NONBLOCK, text, sizeof text);
+    return n > 0 && (size_t)n < sizeof want && got == n && memcmp(text, want, (size_t)n) == 0;
+}
+
+/* Removes this node and profile's state dirs (uuid-named, under the runtime dir) that no
+ * container of list names and that are DOCKER_ORPHAN_MIN_AGE_S old: their container was removed
+ * behind sbx's back, and with its dir went its uid slot. Before, both stayed for good (the slot
+ * pointed at a dir that still existed, so no slot sweep freed it). */
+static void sweep_orphan_state_dirs(docker_provider *p, json_t *list)
+{
+    DIR *d = opendir(p->runtime_dir);
+    time_t now = time(NULL);
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        char dir[1100];
+        struct stat st;
+        if (strlen(e->d_name) != SBX_UUID_LEN - 1 ||
+            strspn(e->d_name, "0123456789abcdef-") != SBX_UUID_LEN - 1 ||
+            (size_t)snprintf(dir, sizeof dir, "%s/%s", p->runtime_dir, e->d_name) >= sizeof dir ||
+            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            now - st.st_mtime < DOCKER_ORPHAN_MIN_AGE_S)
+            continue;
+        bool named = false;
+        size_t i;
+        json_t *c;
+        listed l;
+        json_array_foreach(list, i, c)
+        {
+            named =
+                named || (listed_of(c, &l) && l.state_dir != NULL && strcmp(l.state_dir, dir) == 0);
+        }
+        if (!named && state_dir_is_ours(p, dir))
+            remove_state_dir(p, dir);
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
 /* This node's managed containers of this profile: a stopped one is dead (its agent and programs
  * are gone); a per_call one whose owner process is gone is reachable by nobody. Both are
- * removed. */
+ * removed, and so are the state dirs whose container is gone (sweep_orphan_state_dirs). */
 static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err)
 {
     docker_provider *p = state;
@@ -1382,6 +1438,8 @@ static sbx_status docker_sweep(void *state, sbx_strlist *removed, sbx_error *err
         remove_state_dir(p, l.state_dir);
         sbx_strlist_add(removed, l.id);
     }
+    if (st == SBX_OK) /* only with the daemon's whole list: else every dir looks orphaned */
+        sweep_orphan_state_dirs(p, list);
     json_decref(list);
     /* slots whose state dir is gone without a release (a crash between claim and cleanup) */
     sbx_uid_slot_sweep(p->uid_slot_dir);
