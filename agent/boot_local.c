@@ -1131,11 +1131,16 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
         waitpid(pid, NULL, 0);
         return 1;
     }
+    /* --reap: stay as the sandbox's reaper, out of the sandbox's cgroups before the report, so
+     * that once the provider goes on the sandbox's pids limit no longer counts the launcher
+     * (pids 2 is the init and one command: left after the report, the first command failed with
+     * EAGAIN whenever the launcher was still leaving, ci151). One that cannot leave the cgroups
+     * it would remove exits as without --reap, and the provider's destroy removes the sandbox
+     * itself. */
+    bool reaping = reaper != NULL && leave_cgroups(pending);
     printf("pid=%d\n", (int)pid);
     fflush(stdout);
-    /* --reap: stay as the sandbox's reaper; one that cannot leave the cgroups it would remove
-     * exits as without --reap, and the provider's destroy removes the sandbox itself */
-    if (reaper != NULL && leave_cgroups(pending))
+    if (reaping)
         agent_reap(reaper);
     return 0;
 }
