@@ -566,6 +566,27 @@ static void egress_dir_of(const char *dir, char *out, size_t cap)
     snprintf(out, cap, "%.*s/egress-%s", (int)(base - dir), dir, base + 1);
 }
 
+/* What DOCKER_OWNER_FILE holds for p; false when it does not fit (then no dir is ever ours). */
+static bool owner_text(const docker_provider *p, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "node %s\nprofile %s\n", p->node, p->profile);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* Writes text to file name of state dir dir (created, close-on-exec). */
+static sbx_status write_state_file(const char *dir, const char *name, const char *text,
+                                   sbx_error *err)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "we");
+    bool ok = f != NULL && fputs(text, f) >= 0;
+    if (f != NULL && fclose(f) != 0)
+        ok = false;
+    return ok ? SBX_OK
+              : sbx_error_set(err, SBX_E_PROVISION, "cannot write '%s': %s", path, strerror(errno));
+}
+
 static void remove_state_dir(docker_provider *p, const char *dir)
 {
     if (!own_state_dir(p, dir))
@@ -861,22 +882,13 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     long slot = -1;
     sbx_status claimed =
         sbx_uid_slot_claim(p->uid_slot_dir, (long)p->uid_slots, state_dir, &slot, err);
-    FILE *sf = NULL;
-    char slot_file[1100];
-    snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_UID_SLOT_FILE, state_dir);
-    if (claimed == SBX_OK && ((sf = fopen(slot_file, "we")) == NULL ||
-                              fprintf(sf, "%ld\n", slot) < 0 || fclose(sf) != 0)) {
-        if (sf == NULL)
-            sbx_uid_slot_release(p->uid_slot_dir, slot, state_dir);
-        claimed = sbx_error_set(err, SBX_E_PROVISION, "cannot write '%s': %s", slot_file,
-                                strerror(errno));
-    }
-    snprintf(slot_file, sizeof(slot_file), "%s/" DOCKER_OWNER_FILE, state_dir);
+    char text[1100];
+    snprintf(text, sizeof text, "%ld\n", slot);
     if (claimed == SBX_OK &&
-        ((sf = fopen(slot_file, "we")) == NULL ||
-         fprintf(sf, "node %s\nprofile %s\n", p->node, p->profile) < 0 || fclose(sf) != 0))
-        claimed = sbx_error_set(err, SBX_E_PROVISION, "cannot write '%s': %s", slot_file,
-                                strerror(errno));
+        (claimed = write_state_file(state_dir, DOCKER_UID_SLOT_FILE, text, err)) != SBX_OK)
+        sbx_uid_slot_release(p->uid_slot_dir, slot, state_dir); /* the file may not name it */
+    if (claimed == SBX_OK && owner_text(p, text, sizeof text))
+        claimed = write_state_file(state_dir, DOCKER_OWNER_FILE, text, err);
     if (claimed != SBX_OK) {
         remove_state_dir(p, state_dir);
         return claimed;
@@ -1369,10 +1381,10 @@ static bool state_dir_is_ours(const docker_provider *p, const char *dir)
 {
     char path[1200], text[1100], want[1100];
     snprintf(path, sizeof path, "%s/" DOCKER_OWNER_FILE, dir);
-    int n = snprintf(want, sizeof want, "node %s\nprofile %s\n", p->node, p->profile);
     /* the dir is the container's too (bound in): never a link followed, never a FIFO waited on */
     ssize_t got = sbx_read_small(path, O_NOFOLLOW | O_NONBLOCK, text, sizeof text);
-    return n > 0 && (size_t)n < sizeof want && got == n && memcmp(text, want, (size_t)n) == 0;
+    return owner_text(p, want, sizeof want) && got == (ssize_t)strlen(want) &&
+           memcmp(text, want, (size_t)got) == 0;
 }
 
 /* Removes this node and profile's state dirs (uuid-named, under the runtime dir) that no
