@@ -1,7 +1,7 @@
 /* docker_test.c - shared helpers of the docker tests (see docker_test.h). */
 #include "docker_test.h"
+#include "support/uid_slots.h"
 
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -191,42 +191,14 @@ char *dt_tempdir(void)
     return t;
 }
 
-/* Frees the host uid slots (/run/sbx-uid-slots/<registry>/<n>, providers/common/uid_slots.h)
- * that name a path under dir: a test that failed before its destroy leaves a state dir, and
- * with it a slot, which the rm below would leave pointing nowhere until a docker sweep on this
- * host a minute later. */
-static void release_slots_under(const char *dir)
-{
-    size_t len = strlen(dir);
-    DIR *regs = opendir("/run/sbx-uid-slots");
-    for (struct dirent *r; regs != NULL && (r = readdir(regs)) != NULL;) {
-        char reg[512];
-        if (r->d_name[0] == '.' ||
-            (size_t)snprintf(reg, sizeof reg, "/run/sbx-uid-slots/%s", r->d_name) >= sizeof reg)
-            continue;
-        DIR *slots = opendir(reg);
-        for (struct dirent *s; slots != NULL && (s = readdir(slots)) != NULL;) {
-            char link[1024], target[1024];
-            snprintf(link, sizeof link, "%s/%s", reg, s->d_name);
-            ssize_t n = readlink(link, target, sizeof target - 1);
-            if (n <= 0)
-                continue;
-            target[n] = '\0';
-            if (strncmp(target, dir, len) == 0 && target[len] == '/')
-                unlink(link);
-        }
-        if (slots != NULL)
-            closedir(slots);
-    }
-    if (regs != NULL)
-        closedir(regs);
-}
-
 void dt_rmtree(const char *dir)
 {
     if (dir == NULL || strncmp(dir, "/tmp/sbx-docker-test.", 21) != 0)
         return;
-    release_slots_under(dir);
+    /* a test that failed before its destroy leaves a state dir, and with it a uid slot, which
+     * the rm below would leave pointing nowhere until a docker sweep on this host a minute
+     * later */
+    sbx_test_release_slots_under(dir);
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0) {

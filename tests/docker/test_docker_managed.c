@@ -4,7 +4,6 @@
  * reconnect from a fresh process, and -- through sbx-agent -- execution, files and stateful
  * python. One behaviour per test. */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +23,7 @@
 
 #include "docker_test.h"
 #include "providers/common/egress.h"
+#include "support/uid_slots.h"
 #include "sbx/contract.h"
 
 extern const sbx_provider_ops sbx_provider_docker;
@@ -631,18 +631,25 @@ static void test_docker_managed_detached_command_is_followed_and_cancelled(void 
     destroy(f, sb);
 }
 
-static void test_docker_managed_destroy_removes_container_and_state_and_is_idempotent(void **state)
+/* The state dir of container id (its sbx.state_dir label); malloc'd. */
+static char *state_dir_of(fixture *f, const char *id)
 {
-    fixture *f = *state;
-    NEED_AGENT();
-    sbx_sandbox *sb = create(f, NULL);
-    char *id = strdup(sb->id);
     json_t *j = dt_container_inspect(&f->env, id);
     const char *dir = json_string_value(
         json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), "sbx.state_dir"));
     assert_non_null(dir);
     char *state_dir = strdup(dir);
     json_decref(j);
+    return state_dir;
+}
+
+static void test_docker_managed_destroy_removes_container_and_state_and_is_idempotent(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    char *state_dir = state_dir_of(f, id);
     struct stat stbuf;
     assert_int_equal(stat(state_dir, &stbuf), 0);
     ops->sandbox_close(sb);
@@ -670,34 +677,6 @@ static void test_docker_managed_destroy_refuses_a_container_sbx_did_not_create(v
     free(id);
 }
 
-/* Whether a host uid slot of the docker registry names path. */
-static bool slot_names(const char *path)
-{
-    bool found = false;
-    DIR *regs = opendir("/run/sbx-uid-slots");
-    for (struct dirent *r; regs != NULL && !found && (r = readdir(regs)) != NULL;) {
-        char reg[512];
-        if (r->d_name[0] == '.')
-            continue;
-        snprintf(reg, sizeof reg, "/run/sbx-uid-slots/%s", r->d_name);
-        DIR *slots = opendir(reg);
-        for (struct dirent *e; slots != NULL && !found && (e = readdir(slots)) != NULL;) {
-            char link[1024], target[1024];
-            snprintf(link, sizeof link, "%s/%s", reg, e->d_name);
-            ssize_t n = readlink(link, target, sizeof target - 1);
-            if (n > 0) {
-                target[n] = '\0';
-                found = strcmp(target, path) == 0;
-            }
-        }
-        if (slots != NULL)
-            closedir(slots);
-    }
-    if (regs != NULL)
-        closedir(regs);
-    return found;
-}
-
 /* A container removed behind sbx's back (docker rm -f) is GONE to an attach, and the sweep then
  * removes the state dir it left and frees its uid slot, once the dir is old enough not to be a
  * create's in progress (aged here). Before, both stayed for good: the slot named a dir that
@@ -709,19 +688,14 @@ static void test_docker_managed_removed_container_is_gone(void **state)
     NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
     char *id = strdup(sb->id);
-    json_t *j = dt_container_inspect(&f->env, id);
-    const char *dir = json_string_value(
-        json_object_get(json_object_get(json_object_get(j, "Config"), "Labels"), "sbx.state_dir"));
-    assert_non_null(dir);
-    char *state_dir = strdup(dir);
-    json_decref(j);
+    char *state_dir = state_dir_of(f, id);
     ops->sandbox_close(sb);
     dt_container_remove(&f->env, id);
     sbx_error err;
     sb = NULL;
     assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &sb, &err), SBX_E_GONE);
     assert_null(sb);
-    assert_true(slot_names(state_dir));
+    assert_true(sbx_test_slot_names(state_dir));
     sbx_strlist removed = {0};
     assert_int_equal(ops->sweep(f->provider, &removed, &err), SBX_OK);
     assert_int_equal(access(state_dir, F_OK), 0); /* young: maybe a create's */
@@ -730,7 +704,7 @@ static void test_docker_managed_removed_container_is_gone(void **state)
     assert_int_equal(ops->sweep(f->provider, &removed, &err), SBX_OK);
     sbx_strlist_clear(&removed);
     assert_int_equal(access(state_dir, F_OK), -1);
-    assert_false(slot_names(state_dir));
+    assert_false(sbx_test_slot_names(state_dir));
     free(state_dir);
     free(id);
 }

@@ -5,6 +5,7 @@
  * and the sweep removes whole a sandbox whose owner was killed in the middle of its create.
  */
 #include "tests/local/local_helpers.h"
+#include "support/uid_slots.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -199,34 +200,6 @@ static long meta_number(const char *state_dir, const char *key)
     return v;
 }
 
-/* Whether a host uid slot (/run/sbx-uid-slots/<base>/<n>) is held for state_dir. */
-static bool slot_held_by(const char *state_dir)
-{
-    bool held = false;
-    DIR *bases = opendir("/run/sbx-uid-slots");
-    for (struct dirent *b; bases != NULL && !held && (b = readdir(bases)) != NULL;) {
-        char dir[512];
-        if (b->d_name[0] == '.')
-            continue;
-        snprintf(dir, sizeof dir, "/run/sbx-uid-slots/%s", b->d_name);
-        DIR *slots = opendir(dir);
-        for (struct dirent *s; slots != NULL && !held && (s = readdir(slots)) != NULL;) {
-            char link[1024], target[PATH_MAX];
-            snprintf(link, sizeof link, "%s/%s", dir, s->d_name);
-            ssize_t n = readlink(link, target, sizeof target - 1);
-            if (n > 0) {
-                target[n] = '\0';
-                held = strcmp(target, state_dir) == 0;
-            }
-        }
-        if (slots != NULL)
-            closedir(slots);
-    }
-    if (bases != NULL)
-        closedir(bases);
-    return held;
-}
-
 /* Whether process pid is still in the process table (a zombie too: not waited for). */
 static bool still_there(long pid)
 {
@@ -239,7 +212,7 @@ static bool still_there(long pid)
  * its uid slot. */
 static bool all_gone(const char *dir, const char *id)
 {
-    return access(dir, F_OK) == -1 && !cgroup_exists(id) && !slot_held_by(dir);
+    return access(dir, F_OK) == -1 && !cgroup_exists(id) && !sbx_test_slot_names(dir);
 }
 
 /* Creates a one-shot sandbox of e; its id and state dir are copied into id and dir. */
@@ -264,7 +237,7 @@ static void test_one_shot_whose_init_dies_is_removed_by_its_reaper(void **state)
     long pid = meta_number(dir, "pid"), reaper = meta_number(dir, "reaper");
     assert_true(pid > 1);
     assert_true(reaper > 1);
-    assert_true(getuid() != 0 || (slot_held_by(dir) && cgroup_exists(id)));
+    assert_true(getuid() != 0 || (sbx_test_slot_names(dir) && cgroup_exists(id)));
     e.ops->sandbox_close(sb);
     assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
     for (int i = 0; i < 1000 && !all_gone(dir, id); i++)
@@ -453,7 +426,7 @@ static void test_create_killed_after_its_cgroups_leaves_none_after_the_sweep(voi
         fail_msg("sandbox %s of a killed create is still on the host after the sweep (dir: %s, "
                  "cgroups: %s, uid slot: %s)",
                  id, access(dir, F_OK) == 0 ? "left" : "gone", cgroup_exists(id) ? "left" : "gone",
-                 slot_held_by(dir) ? "held" : "free");
+                 sbx_test_slot_names(dir) ? "held" : "free");
     lt_close(&e);
 #endif
 }
