@@ -663,6 +663,28 @@ static void test_docker_managed_destroy_removes_container_and_state_and_is_idemp
     free(id);
 }
 
+/* A container's state dir is bound into it, so its agent (root there) can plant what it likes
+ * among the files sbx reads back: a FIFO as `uid_slot` no longer stops the destroy (the read
+ * waited forever for a writer), and the dir still goes. */
+static void test_docker_managed_destroy_does_not_wait_on_a_planted_fifo(void **state)
+{
+    fixture *f = *state;
+    NEED_AGENT();
+    sbx_sandbox *sb = create(f, NULL);
+    char *id = strdup(sb->id);
+    char *state_dir = state_dir_of(f, id);
+    ops->sandbox_close(sb);
+    char slot_file[1200];
+    snprintf(slot_file, sizeof slot_file, "%s/uid_slot", state_dir);
+    assert_int_equal(unlink(slot_file), 0);
+    assert_int_equal(mkfifo(slot_file, 0600), 0);
+    sbx_error err;
+    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    assert_int_equal(access(state_dir, F_OK), -1);
+    free(state_dir);
+    free(id);
+}
+
 static void test_docker_managed_destroy_refuses_a_container_sbx_did_not_create(void **state)
 {
     fixture *f = *state;
@@ -906,6 +928,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_destroy_removes_container_and_state_and_is_idempotent),
         cmocka_unit_test(test_docker_managed_destroy_refuses_a_container_sbx_did_not_create),
         cmocka_unit_test(test_docker_managed_removed_container_is_gone),
+        cmocka_unit_test(test_docker_managed_destroy_does_not_wait_on_a_planted_fifo),
         cmocka_unit_test(test_docker_managed_stopped_container_is_gone_and_cleaned_up),
         cmocka_unit_test(test_docker_managed_container_stopped_under_a_live_handle_is_gone),
         cmocka_unit_test(test_docker_managed_attach_to_a_foreign_container_is_gone),

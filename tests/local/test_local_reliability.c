@@ -27,6 +27,7 @@
 #include "sbx/engine.h"
 #include "sbx/provider.h"
 #include "support/die_with_parent.h"
+#include "support/uid_slots.h"
 
 /* Clients of one session at once: twice the agent's old table of 8, the case that lost
  * appended lines. */
@@ -733,37 +734,26 @@ static void test_fixture_destroys_a_session_a_failed_test_left(void **state)
     assert_false(running(pid));
 }
 
-/* uid slots (LOCAL_UID_SLOT_DIR/<base>/<n>, a symlink to the state dir that holds it) that
- * point into runtime_dir. */
+typedef struct slots_into {
+    const char *dir;
+    int n;
+} slots_into;
+
+static bool count_slot_into(const char *link, const char *target, void *arg)
+{
+    (void)link;
+    slots_into *c = arg;
+    c->n += strncmp(target, c->dir, strlen(c->dir)) == 0;
+    return false;
+}
+
+/* uid slots (a symlink to the state dir that holds it, support/uid_slots.h) that point into
+ * runtime_dir. */
 static int uid_slots_into(const char *runtime_dir)
 {
-    const char *root = "/run/sbx-uid-slots";
-    DIR *d = opendir(root);
-    if (d == NULL)
-        return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        char dir[512];
-        snprintf(dir, sizeof dir, "%s/%s", root, de->d_name);
-        DIR *b = opendir(dir);
-        struct dirent *se;
-        while (b != NULL && (se = readdir(b)) != NULL) {
-            char path[1024], target[1024];
-            snprintf(path, sizeof path, "%s/%s", dir, se->d_name);
-            ssize_t len = readlink(path, target, sizeof target - 1);
-            if (len <= 0)
-                continue;
-            target[len] = '\0';
-            n += strncmp(target, runtime_dir, strlen(runtime_dir)) == 0;
-        }
-        if (b != NULL)
-            closedir(b);
-    }
-    closedir(d);
-    return n;
+    slots_into c = {runtime_dir, 0};
+    (void)sbx_test_each_slot(count_slot_into, &c);
+    return c.n;
 }
 
 /* A launcher that exits without reading "go" (the sandbox's boot failed at once: a broken
