@@ -145,17 +145,20 @@ const char *files_last_error(void);
 /* boot_local.c: `sbx-agent boot ...`, the local provider's launcher. Returns exit status. */
 int boot_local_main(int argc, char **argv);
 /* What a one-shot sandbox leaves on the host (reap.c): its state dir, its uid slot registry (""
- * rootless: no slot) and slot, and its cgroup directories. */
+ * rootless: no slot) and slot, and its cgroup directories; the launcher's parent when it started
+ * (the provider's process, the sandbox's owner) and the init's host pid (0: unknown). */
 typedef struct agent_reap_plan {
     const char *state_dir;
     const char *slot_dir;
     long slot;
     const char *const *cgroup_dirs;
     int n_cgroups;
+    pid_t owner;
+    pid_t init;
 } agent_reap_plan;
 /* boot --reap, once the sandbox is reported ready and the caller is out of its cgroups: waits
- * for the sandbox's init (the caller's child, or inherited as a child subreaper), then removes
- * what plan names and exits. Never returns. */
+ * for the sandbox's init (the caller's child, or inherited as a child subreaper), killing it if
+ * the owner dies first, then removes what plan names and exits. Never returns. */
 void agent_reap(const agent_reap_plan *plan) __attribute__((noreturn));
 /* Forks (fork() semantics: the child gets 0) into the cgroup v2 whose directory is dir_fd,
  * born there (clone3's CLONE_INTO_CGROUP): no move, so no wait for the RCU grace period a write

@@ -73,6 +73,7 @@ static const char *cgroup_procs[BOOT_MAX_CGROUPS];
 static int n_cgroups;
 static const char *cgroup_delegate;   /* the cgroup the agent makes per-command cgroups in */
 static const agent_reap_plan *reaper; /* --reap: what the launcher removes once the init ends */
+static pid_t *v2_init; /* --reap on v2: the init's pid, from the launcher in the cgroup to P */
 static int ready_pipe[2] = {-1, -1}, go_pipe[2] = {-1, -1};
 
 /* C reports a setup failure to P (which prints it for the provider) and exits. */
@@ -165,6 +166,12 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
      * stays outside the cgroup as its reaper */
     if (reaper != NULL && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
         return;
+    pid_t *init = NULL; /* shared with q, which clones the init */
+    if (reaper != NULL) {
+        init = mmap(NULL, sizeof *init, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (init == MAP_FAILED)
+            init = NULL; /* reaped, not watched: the owner's death is left to the sweep */
+    }
     pid_t q = agent_fork_into_cgroup(fd);
     close(fd);
     if (q < 0)
@@ -174,6 +181,7 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
             _exit(1);
         pending[0] = false;
         reaper = NULL; /* P reaps, outside the cgroup */
+        v2_init = init;
         return;
     }
     int st = 0;
@@ -183,8 +191,11 @@ static void fork_into_v2(bool pending[BOOT_MAX_CGROUPS])
     if (WIFSIGNALED(st))
         fprintf(stderr, "sbx-agent boot: the launcher in the sandbox's cgroup died of signal %d\n",
                 WTERMSIG(st));
-    if (reaper != NULL && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        agent_reap(reaper);
+    if (reaper != NULL && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        agent_reap_plan plan = *reaper;
+        plan.init = init != NULL ? *init : 0;
+        agent_reap(&plan);
+    }
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
 }
 
@@ -896,6 +907,7 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
 {
     bool wait_go = false, reap = false;
     const char *slot_dir = "";
+    pid_t owner = getppid(); /* the provider's process: --reap watches it (reap.c) */
     boot_opts o;
     memset(&o, 0, sizeof o);
     o.agent.socket_path = "/.sbx/agent.sock";
@@ -992,7 +1004,7 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
     /* --reap (a one-shot sandbox): the launcher stays as the sandbox's reaper (reap.c) */
     static char state_dir[PATH_MAX], cg_dir[BOOT_MAX_CGROUPS][PATH_MAX];
     static const char *cg_dirs[BOOT_MAX_CGROUPS];
-    agent_reap_plan plan = {state_dir, slot_dir, o.uid_slot, cg_dirs, 0};
+    agent_reap_plan plan = {state_dir, slot_dir, o.uid_slot, cg_dirs, 0, owner, 0};
     for (int i = 0; reap && i < n_cgroups; i++)
         if (beside_procs(i, "", cg_dir[i], sizeof cg_dir[i]))
             cg_dirs[plan.n_cgroups++] = cg_dir[i];
@@ -1138,9 +1150,13 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
      * it would remove exits as without --reap, and the provider's destroy removes the sandbox
      * itself. */
     bool reaping = reaper != NULL && leave_cgroups(pending);
+    if (v2_init != NULL) /* the launcher forked into v2's cgroup: P reaps, and needs the pid */
+        *v2_init = pid;
     printf("pid=%d\n", (int)pid);
     fflush(stdout);
-    if (reaping)
+    if (reaping) {
+        plan.init = pid;
         agent_reap(reaper);
+    }
     return 0;
 }

@@ -18,13 +18,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "engine/fixture.h"
 #include "sbx/engine.h"
+#include "support/die_with_parent.h"
 
 /* Generous per-request limit (2 shared cores; ASan slows the host side). */
 #define V2_TIMEOUT_MS 120000
@@ -39,6 +42,10 @@ static int setup(void **state)
     v2 *f = calloc(1, sizeof(*f));
     f->cfg = fx_config_new();
     sbx_profile_config *p = fx_add_profile(f->cfg, "l", "local");
+    p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+    p->policy->timeout_ms = V2_TIMEOUT_MS;
+    p = fx_add_profile(f->cfg, "once", "local");
+    p->scope = SBX_SCOPE_PER_CALL;
     p->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
     p->policy->timeout_ms = V2_TIMEOUT_MS;
     f->e = fx_engine(f->cfg);
@@ -159,6 +166,79 @@ static void test_v2_timeout_kills_setsid_fork_chains(void **state)
     sbx_message_free((ProtobufCMessage *)h);
 }
 
+/* The sandbox cgroups (l-...) under /sys/fs/cgroup/sbx; one's name in id when there is one. */
+static int sandbox_cgroups(char *id, size_t cap)
+{
+    DIR *d = opendir("/sys/fs/cgroup/sbx");
+    int n = 0;
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+        if (strncmp(de->d_name, "l-", 2) == 0 && n++ == 0)
+            snprintf(id, cap, "%.40s", de->d_name);
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* Whether a command's cgroup under the sandbox's (dir) holds a process. */
+static bool command_runs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    bool found = false;
+    for (struct dirent *de; d != NULL && !found && (de = readdir(d)) != NULL;) {
+        char path[600];
+        if (strncmp(de->d_name, "cmd-", 4) != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/cgroup.procs", dir, de->d_name);
+        FILE *p = fopen(path, "r");
+        long pid;
+        found = p != NULL && fscanf(p, "%ld", &pid) == 1;
+        if (p != NULL)
+            fclose(p);
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
+}
+
+/* The owner of a one-shot sandbox killed mid-exec: on v2 the sandbox's reaper inherited the init
+ * from the launcher it forked into the cgroup, and ends it all the same (agent/reap.c). */
+static void test_v2_owner_killed_mid_exec_ends_its_one_shot(void **state)
+{
+    v2 *f = *state;
+    pid_t parent = getpid();
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        sbx_test_die_with_parent(parent, SIGKILL);
+        sbx_engine *e = fx_engine(f->cfg);
+        sbx_completion *c = sbx_engine_process(e, fx_shell("once", "sleep 60"), NULL);
+        (void)c;
+        _exit(0);
+    }
+    char id[64] = "", dir[300];
+    bool running = false;
+    for (int i = 0; i < 12000 && !running; i++) {
+        usleep(10000);
+        if (sandbox_cgroups(id, sizeof(id)) == 0)
+            continue;
+        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/sbx/%s", id);
+        running = command_runs(dir);
+    }
+    assert_true(running);
+    kill(child, SIGKILL);
+    int ws;
+    waitpid(child, &ws, 0);
+    int left = 1;
+    for (int i = 0; i < 500 && left > 0; i++) {
+        usleep(10000);
+        left = sandbox_cgroups(id, sizeof(id));
+    }
+    assert_int_equal(left, 0);
+    char state_dir[600];
+    snprintf(state_dir, sizeof(state_dir), "%s/%s", fx_tmpdir(f->cfg), id);
+    assert_int_not_equal(access(state_dir, F_OK), 0);
+}
+
 static bool v2_frozen(const char *dir)
 {
     char path[300], buf[256] = "";
@@ -240,6 +320,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_v2_timeout_kills_setsid_fork_chains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_pause_and_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_v2_owner_killed_mid_exec_ends_its_one_shot, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_v2_missing_controller_limits_are_refused, setup,
                                         teardown),
     };

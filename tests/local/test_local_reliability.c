@@ -138,6 +138,33 @@ static long meta_pid(const lr *f, const char *sandbox_id)
     return pid;
 }
 
+/* The host pid of a per_call sandbox's reaper (agent/reap.c) from its meta file; 0: none yet. */
+static long meta_reaper(const lr *f, const char *sandbox_id)
+{
+    char path[512], buf[256];
+    snprintf(path, sizeof(path), "%s/%s/meta", fx_tmpdir(f->cfg), sandbox_id);
+    FILE *m = fopen(path, "r");
+    if (m == NULL)
+        return 0;
+    long pid = 0;
+    while (fgets(buf, sizeof(buf), m) != NULL)
+        if (strncmp(buf, "reaper ", 7) == 0)
+            pid = strtol(buf + 7, NULL, 10);
+    fclose(m);
+    return pid;
+}
+
+/* True once no sandbox is left in the fixture's runtime dir, polled for up to ms. */
+static bool none_left_within(const lr *f, int ms)
+{
+    for (int waited = 0; waited < ms; waited += 10) {
+        if (sandboxes(f) == 0)
+            return true;
+        usleep(10000);
+    }
+    return sandboxes(f) == 0;
+}
+
 static long agent_pid(const lr *f, const char *sandbox_id)
 {
     long pid = meta_pid(f, sandbox_id);
@@ -344,9 +371,10 @@ static void test_raw_per_call_executes_leave_no_sandbox(void **state)
     assert_int_equal(sandboxes(f), 0);
 }
 
-static void test_owner_killed_mid_exec_is_swept(void **state)
+/* A child process runs a per_call "sleep 60" through its own engine; returns its pid once the
+ * sandbox has booted (its meta names PID 1) and that has a child, with the sandbox's id. */
+static pid_t owner_mid_exec(lr *f, char *id, size_t cap)
 {
-    lr *f = *state;
     pid_t parent = getpid();
     pid_t child = fork();
     assert_true(child >= 0);
@@ -358,12 +386,10 @@ static void test_owner_killed_mid_exec_is_swept(void **state)
         (void)c;
         _exit(0);
     }
-    /* killed mid-exec: once the sandbox booted (its meta names PID 1) and that has a child */
     bool running = false;
     for (int i = 0; i < 12000 && !running; i++) {
         usleep(10000);
-        char id[64];
-        if (!sandbox_id_of(f, id, sizeof(id)))
+        if (!sandbox_id_of(f, id, cap))
             continue;
         long pid = meta_pid(f, id);
         char path[128], buf[64];
@@ -374,6 +400,44 @@ static void test_owner_killed_mid_exec_is_swept(void **state)
             fclose(ch);
     }
     assert_true(running);
+    return child;
+}
+
+static int processes_of(const char *sandbox_id);
+
+/* The owner of a per_call sandbox killed mid-exec (a crashed embedder or worker): its reaper ends
+ * the sandbox at once, with nothing left and no sweep (before: it ran on until a later sweep of
+ * the same runtime dir, with its command). */
+static void test_owner_killed_mid_exec_ends_its_sandbox(void **state)
+{
+    lr *f = *state;
+    char id[64];
+    pid_t child = owner_mid_exec(f, id, sizeof(id));
+    kill(child, SIGKILL);
+    int ws;
+    waitpid(child, &ws, 0);
+    if (!none_left_within(f, 5000)) {
+        print_sandboxes(f);
+        fail_msg("the sandbox of a killed owner is still there 5 s later");
+    }
+    if (getuid() == 0)
+        assert_int_equal(processes_of(id), 0);
+    sbx_strlist removed = {0};
+    sbx_error err;
+    assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
+    assert_int_equal(removed.n, 0);
+}
+
+/* The owner and the sandbox's reaper both killed (a kill of everything the owner started): the
+ * sandbox is orphaned, and the sweep removes it. */
+static void test_owner_and_reaper_killed_mid_exec_is_swept(void **state)
+{
+    lr *f = *state;
+    char id[64];
+    pid_t child = owner_mid_exec(f, id, sizeof(id));
+    long reaper = meta_reaper(f, id);
+    assert_true(reaper > 1);
+    assert_int_equal(kill((pid_t)reaper, SIGKILL), 0);
     kill(child, SIGKILL);
     int ws;
     waitpid(child, &ws, 0);
@@ -386,6 +450,8 @@ static void test_owner_killed_mid_exec_is_swept(void **state)
     assert_non_null(strstr(removed.items[0], "l-"));
     sbx_strlist_clear(&removed);
     assert_int_equal(sandboxes(f), 0);
+    if (getuid() == 0)
+        assert_int_equal(processes_of(id), 0);
 }
 
 /* Processes on the host in a cgroup of this sandbox (its agent and programs). */
@@ -573,24 +639,23 @@ static void test_cli_run_interrupted_cleans_up_and_exits_128_plus_n(void **state
     }
 }
 
-static void test_cli_run_killed_is_swept(void **state)
+/* `sbx run` killed with SIGKILL (no handler runs): the sandbox ends with it, as bwrap's
+ * --die-with-parent does (before: it ran on until a later sweep). */
+static void test_cli_run_killed_leaves_nothing(void **state)
 {
     lr *f = *state;
     pid_t pid = cli_sleeping(f);
     assert_int_equal(kill(pid, SIGKILL), 0);
     int ws;
     waitpid(pid, &ws, 0);
-    int n = sandboxes(f);
-    if (n != 1) {
+    if (!none_left_within(f, 5000)) {
         print_sandboxes(f);
-        fail_msg("%d sandboxes after the CLI was killed, not 1", n);
+        fail_msg("the sandbox of a killed `sbx run` is still there 5 s later");
     }
     sbx_strlist removed = {0};
     sbx_error err;
     assert_int_equal(sbx_engine_sweep(f->e, &removed, &err), SBX_OK);
-    assert_int_equal(removed.n, 1);
-    sbx_strlist_clear(&removed);
-    assert_int_equal(sandboxes(f), 0);
+    assert_int_equal(removed.n, 0);
 }
 
 static void test_sandbox_shut_down_under_a_program_is_a_failure_not_signal_15(void **state)
@@ -803,7 +868,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_per_call_executes_leave_no_sandbox, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_owner_killed_mid_exec_is_swept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owner_killed_mid_exec_ends_its_sandbox, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_owner_and_reaper_killed_mid_exec_is_swept, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_owner_killed_while_the_sandbox_boots_is_swept, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_sweep_keeps_live_and_per_session_sandboxes, setup,
@@ -815,7 +883,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_exit_codes_tell_the_truth, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_interrupted_cleans_up_and_exits_128_plus_n,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cli_run_killed_is_swept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_killed_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_principal_sandboxes_count_what_a_restarted_engine_finds, setup, teardown),
         cmocka_unit_test(test_fixture_destroys_a_session_a_failed_test_left),
