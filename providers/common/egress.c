@@ -87,10 +87,34 @@ static void nl_attr(struct nlmsghdr *nh, unsigned short type, const void *data, 
     nh->nlmsg_len = NLMSG_ALIGN(nh->nlmsg_len) + RTA_ALIGN(a->rta_len);
 }
 
-/* Adds one IPv4 route over netlink in the caller's namespace: 0 or an errno value (an equal
- * route already there is 0); async-signal-safe. oif 0: none (prohibit routes have no device). */
-static int nl_route(uint32_t net, int len, unsigned char table, unsigned char scope,
-                    unsigned char type, int oif)
+/* Sends one request to the kernel's routing netlink in the caller's namespace and reads its
+ * one answer into buf: 0 or an errno value; async-signal-safe. */
+static int nl_talk(const struct nlmsghdr *req, char *buf, size_t cap, ssize_t *got)
+{
+    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    if (s < 0)
+        return errno;
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    int rc = 0;
+    if (sendto(s, req, req->nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
+        rc = errno;
+    else if ((*got = recv(s, buf, cap, 0)) < 0)
+        rc = errno;
+    close(s);
+    return rc;
+}
+
+/* A route to add: in table, of scope and type, through device oif (0: none, as prohibit routes
+ * have) and gateway gw (host order; 0: none). */
+typedef struct nl_route_spec {
+    unsigned char table, scope, type;
+    int oif;
+    uint32_t gw;
+} nl_route_spec;
+
+/* Adds one IPv4 route net/len over netlink in the caller's namespace: 0 or an errno value (an
+ * equal route already there is 0); async-signal-safe. */
+static int nl_route(uint32_t net, int len, const nl_route_spec *r)
 {
     struct {
         struct nlmsghdr nh;
@@ -104,36 +128,79 @@ static int nl_route(uint32_t net, int len, unsigned char table, unsigned char sc
     req.nh.nlmsg_seq = 1;
     req.rt.rtm_family = AF_INET;
     req.rt.rtm_dst_len = (unsigned char)len;
-    req.rt.rtm_table = table;
+    req.rt.rtm_table = r->table;
     req.rt.rtm_protocol = RTPROT_BOOT;
-    req.rt.rtm_scope = scope;
-    req.rt.rtm_type = type;
+    req.rt.rtm_scope = r->scope;
+    req.rt.rtm_type = r->type;
     uint32_t dst = htonl(net);
     nl_attr(&req.nh, RTA_DST, &dst, sizeof dst);
-    if (oif > 0)
-        nl_attr(&req.nh, RTA_OIF, &oif, sizeof oif);
-    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-    if (s < 0)
-        return errno;
-    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-    int rc = 0;
-    if (sendto(s, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
-        rc = errno;
-    } else {
-        char buf[512];
-        ssize_t n = recv(s, buf, sizeof buf, 0);
-        struct nlmsghdr *h = (struct nlmsghdr *)buf;
-        if (n < 0)
-            rc = errno;
-        else if ((size_t)n < NLMSG_LENGTH(sizeof(struct nlmsgerr)) || h->nlmsg_type != NLMSG_ERROR)
-            rc = EPROTO;
-        else
-            rc = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
-        if (rc == EEXIST)
-            rc = 0;
+    if (r->oif > 0)
+        nl_attr(&req.nh, RTA_OIF, &r->oif, sizeof r->oif);
+    if (r->gw != 0) {
+        uint32_t gw = htonl(r->gw);
+        nl_attr(&req.nh, RTA_GATEWAY, &gw, sizeof gw);
     }
-    close(s);
-    return rc;
+    char buf[512];
+    ssize_t n = 0;
+    int rc = nl_talk(&req.nh, buf, sizeof buf, &n);
+    struct nlmsghdr *h = (struct nlmsghdr *)buf;
+    if (rc == 0 &&
+        ((size_t)n < NLMSG_LENGTH(sizeof(struct nlmsgerr)) || h->nlmsg_type != NLMSG_ERROR))
+        rc = EPROTO;
+    if (rc == 0)
+        rc = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+    return rc == EEXIST ? 0 : rc;
+}
+
+/* The route the caller's namespace takes to dst now (RTM_GETROUTE), as a spec for a route of
+ * its own to dst alone: 0, or an errno value (ENETUNREACH: none; EPROTO: not a unicast one);
+ * async-signal-safe. */
+static int nl_route_to(uint32_t dst, nl_route_spec *out)
+{
+    struct {
+        struct nlmsghdr nh;
+        struct rtmsg rt;
+        char attrs[64];
+    } req;
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+    req.nh.nlmsg_type = RTM_GETROUTE;
+    req.nh.nlmsg_flags = NLM_F_REQUEST;
+    req.nh.nlmsg_seq = 1;
+    req.rt.rtm_family = AF_INET;
+    req.rt.rtm_dst_len = 32;
+    uint32_t d = htonl(dst);
+    nl_attr(&req.nh, RTA_DST, &d, sizeof d);
+    union {
+        struct nlmsghdr h;
+        char buf[1024];
+    } a;
+    ssize_t n = 0;
+    int rc = nl_talk(&req.nh, a.buf, sizeof a.buf, &n);
+    if (rc != 0)
+        return rc;
+    if ((size_t)n < sizeof a.h || a.h.nlmsg_len > (size_t)n)
+        return EPROTO;
+    if (a.h.nlmsg_type == NLMSG_ERROR && a.h.nlmsg_len >= NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+        return -((struct nlmsgerr *)NLMSG_DATA(&a.h))->error;
+    if (a.h.nlmsg_type != RTM_NEWROUTE || a.h.nlmsg_len < NLMSG_LENGTH(sizeof(struct rtmsg)))
+        return EPROTO;
+    const struct rtmsg *rt = NLMSG_DATA(&a.h);
+    if (rt->rtm_type != RTN_UNICAST)
+        return EPROTO;
+    *out = (nl_route_spec){RT_TABLE_MAIN, RT_SCOPE_LINK, RTN_UNICAST, 0, 0};
+    int left = (int)RTM_PAYLOAD(&a.h);
+    for (const struct rtattr *at = RTM_RTA(rt); RTA_OK(at, left); at = RTA_NEXT(at, left)) {
+        if (at->rta_type == RTA_OIF && RTA_PAYLOAD(at) == sizeof(int))
+            memcpy(&out->oif, RTA_DATA(at), sizeof(int));
+        if (at->rta_type == RTA_GATEWAY && RTA_PAYLOAD(at) == sizeof(uint32_t)) {
+            uint32_t gw;
+            memcpy(&gw, RTA_DATA(at), sizeof gw);
+            out->gw = ntohl(gw);
+            out->scope = RT_SCOPE_UNIVERSE;
+        }
+    }
+    return out->oif > 0 ? 0 : EPROTO;
 }
 
 int sbx_egress_local_route(uint32_t net, int len)
@@ -141,7 +208,8 @@ int sbx_egress_local_route(uint32_t net, int len)
     int idx = lo_index();
     if (idx < 0)
         return ENODEV;
-    return nl_route(net, len, RT_TABLE_LOCAL, RT_SCOPE_HOST, RTN_LOCAL, idx);
+    nl_route_spec r = {RT_TABLE_LOCAL, RT_SCOPE_HOST, RTN_LOCAL, idx, 0};
+    return nl_route(net, len, &r);
 }
 
 /* ---- network_egress ALLOW's guard --------------------------------------------------------- */
@@ -149,7 +217,32 @@ int sbx_egress_local_route(uint32_t net, int len)
 typedef struct {
     const uint32_t *host;
     size_t n_host;
+    const uint32_t *dns; /* the resolvers the sandbox's DNS reaches, exempted */
+    size_t n_dns;
 } guard_arg;
+
+/* What ALLOW's guard closes besides the host's own addresses. */
+static const struct {
+    uint32_t net;
+    int len;
+} guard_nets[] = {
+    {0xA9FE0000u, 16}, /* link-local: the cloud metadata address (169.254.169.254) */
+    {0x64400000u, 10}, /* shared address space: Alibaba's metadata (100.100.100.200) */
+    /* RFC 1918: the host's private neighbours (the other machines of its VPC or LAN, reached
+     * through its NAT). The sandbox's own network lies in one of them too, but its connected
+     * route is more specific and stays (another sandbox on it: the network's icc setting). */
+    {0x0A000000u, 8},
+    {0xAC100000u, 12},
+    {0xC0A80000u, 16},
+};
+
+static bool in_guard_nets(uint32_t a)
+{
+    for (size_t i = 0; i < sizeof guard_nets / sizeof guard_nets[0]; i++)
+        if ((a & (0xFFFFFFFFu << (32 - guard_nets[i].len))) == guard_nets[i].net)
+            return true;
+    return false;
+}
 
 /* Writes "1" to a sysctl file of the caller's network namespace; a kernel without IPv6 has
  * none (0). */
@@ -163,31 +256,39 @@ static int sysctl_one(const char *path)
     return rc;
 }
 
-/* In the sandbox's namespace (an sbx_netns_fn making no descriptors): the prohibit routes and
- * IPv6 off. */
+/* In the sandbox's namespace (an sbx_netns_fn making no descriptors): the prohibit routes,
+ * a route of its own to each resolver they would cover (the way the namespace took to it
+ * before), and IPv6 off. */
 static int guard_in_ns(void *varg, int *fds, size_t max, size_t *n)
 {
     (void)fds;
     (void)max;
     *n = 0;
     const guard_arg *g = varg;
-    static const struct {
-        uint32_t net;
-        int len;
-    } nets[] = {
-        {0xA9FE0000u, 16}, /* link-local: the cloud metadata address (169.254.169.254) */
-        {0x64400000u, 10}, /* shared address space: Alibaba's metadata (100.100.100.200) */
-    };
-    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
-        int rc =
-            nl_route(nets[i].net, nets[i].len, RT_TABLE_MAIN, RT_SCOPE_UNIVERSE, RTN_PROHIBIT, 0);
+    nl_route_spec to_dns[SBX_EGRESS_GUARD_DNS_MAX];
+    bool keep[SBX_EGRESS_GUARD_DNS_MAX] = {false};
+    for (size_t i = 0; i < g->n_dns && i < SBX_EGRESS_GUARD_DNS_MAX; i++) {
+        bool host = false;
+        for (size_t k = 0; k < g->n_host && !host; k++)
+            host = g->host[k] == g->dns[i];
+        /* no way to it now, or the host's own: left closed */
+        keep[i] = !host && in_guard_nets(g->dns[i]) && nl_route_to(g->dns[i], &to_dns[i]) == 0;
+    }
+    const nl_route_spec prohibit = {RT_TABLE_MAIN, RT_SCOPE_UNIVERSE, RTN_PROHIBIT, 0, 0};
+    for (size_t i = 0; i < sizeof guard_nets / sizeof guard_nets[0]; i++) {
+        int rc = nl_route(guard_nets[i].net, guard_nets[i].len, &prohibit);
         if (rc != 0)
             return rc;
     }
     for (size_t i = 0; i < g->n_host; i++) {
         if ((g->host[i] >> 24) == 127)
             continue; /* the sandbox's own loopback (the local table answers it first anyway) */
-        int rc = nl_route(g->host[i], 32, RT_TABLE_MAIN, RT_SCOPE_UNIVERSE, RTN_PROHIBIT, 0);
+        int rc = nl_route(g->host[i], 32, &prohibit);
+        if (rc != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < g->n_dns && i < SBX_EGRESS_GUARD_DNS_MAX; i++) {
+        int rc = keep[i] ? nl_route(g->dns[i], 32, &to_dns[i]) : 0;
         if (rc != 0)
             return rc;
     }
@@ -197,6 +298,40 @@ static int guard_in_ns(void *varg, int *fds, size_t max, size_t *n)
     if (rc == 0)
         rc = sysctl_one("/proc/sys/net/ipv6/conf/default/disable_ipv6");
     return rc;
+}
+
+/* Appends the IPv4 nameservers of resolv.conf file path to out (n of max used), without
+ * repeats; true when one is systemd-resolved's local stub (127.0.0.53). */
+static bool resolvers_of(const char *path, uint32_t *out, size_t *n, size_t max)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    char line[512];
+    bool stub = false;
+    while (fgets(line, sizeof line, f) != NULL) {
+        char addr[64];
+        struct in_addr a;
+        if (sscanf(line, " nameserver %63s", addr) != 1 || inet_pton(AF_INET, addr, &a) != 1)
+            continue;
+        uint32_t h = ntohl(a.s_addr);
+        stub = stub || h == 0x7F000035u;
+        bool seen = false;
+        for (size_t k = 0; k < *n && !seen; k++)
+            seen = out[k] == h;
+        if (!seen && *n < max)
+            out[(*n)++] = h;
+    }
+    fclose(f);
+    return stub;
+}
+
+size_t sbx_egress_host_resolvers(uint32_t *out, size_t max)
+{
+    size_t n = 0;
+    if (resolvers_of("/etc/resolv.conf", out, &n, max))
+        (void)resolvers_of("/run/systemd/resolve/resolv.conf", out, &n, max);
+    return n;
 }
 
 size_t sbx_egress_host_addrs(uint32_t *out, size_t max)
@@ -223,17 +358,23 @@ size_t sbx_egress_host_addrs(uint32_t *out, size_t max)
 sbx_status sbx_egress_guard_allow(pid_t target, sbx_error *err)
 {
     uint32_t host[SBX_EGRESS_GUARD_HOST_MAX];
-    guard_arg g = {.host = host, .n_host = sbx_egress_host_addrs(host, SBX_EGRESS_GUARD_HOST_MAX)};
+    uint32_t dns[SBX_EGRESS_GUARD_DNS_MAX];
+    guard_arg g = {.host = host,
+                   .n_host = sbx_egress_host_addrs(host, SBX_EGRESS_GUARD_HOST_MAX),
+                   .dns = dns,
+                   .n_dns = sbx_egress_host_resolvers(dns, SBX_EGRESS_GUARD_DNS_MAX)};
     int fds[1];
     size_t n = 0;
     sbx_error why = {0};
     sbx_status st = sbx_netns_call(target, guard_in_ns, &g, fds, 0, &n, &why);
     if (st != SBX_OK)
-        return sbx_error_set(err, st,
-                             "network_egress allow: cannot close the sandbox's way to the host and "
-                             "the cloud metadata address: %s (it takes root: run the provider as "
-                             "root, or use network_egress allowlist or deny)",
-                             why.message);
+        return sbx_error_set(
+            err, st,
+            "network_egress allow: cannot close the sandbox's way to the host, its "
+            "private networks and the cloud metadata address: %s (it takes root: run the provider "
+            "as "
+            "root, or use network_egress allowlist or deny)",
+            why.message);
     return SBX_OK;
 }
 

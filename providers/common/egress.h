@@ -83,13 +83,25 @@ int sbx_egress_local_route(uint32_t net, int len);
  * IPv4 addresses is not one sbx is tested on). */
 #define SBX_EGRESS_GUARD_HOST_MAX 256
 
+/* The host's nameservers the ALLOW guard leaves reachable (resolv.conf honours three; the
+ * host's and systemd-resolved's upstream list together). */
+#define SBX_EGRESS_GUARD_DNS_MAX 8
+
 /* network_egress ALLOW's guard, in the network namespace of process target (a sandbox with a
  * namespace of its own behind NAT, such as a Docker bridge): routes that refuse (EACCES) every
  * connection to the link-local range (the cloud metadata address 169.254.169.254), the shared
- * range 100.64/10 (Alibaba's metadata) and each of the host's own IPv4 addresses (its services,
- * through the network's gateway or any other), and IPv6 off. Programs, without CAP_NET_ADMIN,
- * cannot undo them. Fails (and the sandbox must not be handed out) when any cannot be set. */
+ * range 100.64/10 (Alibaba's metadata), the private ranges of RFC 1918 (the host's neighbours:
+ * the other machines of its VPC or LAN) but the sandbox's own network, and each of the host's
+ * own IPv4 addresses (its services, through the network's gateway or any other), and IPv6 off.
+ * The host's nameservers in those ranges stay reachable, the way they were (a Docker network's
+ * DNS, the daemon's embedded one included, asks them from the sandbox's namespace). Programs,
+ * without CAP_NET_ADMIN, cannot undo them. Fails (and the sandbox must not be handed out) when
+ * any cannot be set. */
 sbx_status sbx_egress_guard_allow(pid_t target, sbx_error *err);
+
+/* The host's IPv4 nameservers (host order), at most max: /etc/resolv.conf's, and when that names
+ * systemd-resolved's local stub, the upstream ones in /run/systemd/resolve/resolv.conf. */
+size_t sbx_egress_host_resolvers(uint32_t *out, size_t max);
 
 /* The host's IPv4 addresses but loopback (host order), at most max; 0 when none or unknown. */
 size_t sbx_egress_host_addrs(uint32_t *out, size_t max);

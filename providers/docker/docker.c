@@ -1015,7 +1015,8 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
                                       p->egress_resolver, sb->egress_dir, err);
         }
         /* allow: the container's own namespace (not the host's, accepted by shared_network)
-         * loses its way to the host and the metadata address before any program runs */
+         * loses its way to the host, its private neighbours and the metadata address before any
+         * program runs */
         if (st == SBX_OK &&
             policy->network_egress == SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_ALLOW) {
             if (!have || ci.pid <= 1)

@@ -295,10 +295,11 @@ static void remove_network(fixture *f, const char *name)
 /* ALLOW gives a container the internet, not the host: on a network that keeps containers
  * apart, a program could still reach every host service listening on all addresses through the
  * network's gateway (the host's address on the bridge) or the host's other addresses, and the
- * cloud metadata address through the host's NAT. Each connection is now refused at once
- * (EACCES: prohibit routes in the container's namespace, which programs without CAP_NET_ADMIN
- * cannot remove), and the listener of this process on all addresses is never reached. */
-static void test_docker_managed_allow_cannot_reach_the_host_or_the_metadata_address(void **state)
+ * cloud metadata address and the host's private neighbours (other machines of its VPC) through
+ * the host's NAT. Each connection is now refused at once (EACCES: prohibit routes in the
+ * container's namespace, which programs without CAP_NET_ADMIN cannot remove), and the listener
+ * of this process on all addresses is never reached; the host's nameserver stays reachable. */
+static void test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_address(void **state)
 {
     fixture *f = *state;
     NEED_AGENT();
@@ -334,12 +335,39 @@ static void test_docker_managed_allow_cannot_reach_the_host_or_the_metadata_addr
         remove_network(f, name);
         fail_msg("create: %s", err.message);
     }
+    /* the host's private neighbours, outside the test network (its /16, as Docker's pools
+     * hand out) */
+    char neighbours[128] = "";
+    const char *private_addrs[] = {"10.255.255.1", "172.16.255.1", "192.168.255.1"};
+    struct in_addr gw_a;
+    assert_int_equal(inet_pton(AF_INET, gw, &gw_a), 1);
+    for (size_t i = 0; i < sizeof(private_addrs) / sizeof(private_addrs[0]); i++) {
+        struct in_addr a;
+        assert_int_equal(inet_pton(AF_INET, private_addrs[i], &a), 1);
+        if ((ntohl(a.s_addr) >> 16) != (ntohl(gw_a.s_addr) >> 16))
+            snprintf(neighbours + strlen(neighbours), sizeof(neighbours) - strlen(neighbours),
+                     " %s", private_addrs[i]);
+    }
+    /* the host's first nameserver in a private range, which stays reachable (DNS) */
+    uint32_t dns[SBX_EGRESS_GUARD_DNS_MAX];
+    size_t n_dns = sbx_egress_host_resolvers(dns, SBX_EGRESS_GUARD_DNS_MAX);
+    char resolver[32] = "";
+    for (size_t i = 0; i < n_dns && resolver[0] == '\0'; i++) {
+        uint32_t d = dns[i];
+        if ((d >> 24) == 10 || (d >> 20) == 0xAC1 || (d >> 16) == 0xC0A8) {
+            struct in_addr a = {.s_addr = htonl(d)};
+            snprintf(resolver, sizeof(resolver), "%s", inet_ntoa(a));
+        }
+    }
     snprintf(line, sizeof(line),
-             "for a in %s %s 169.254.169.254 100.100.100.200; do "
+             "for a in %s %s 169.254.169.254 100.100.100.200%s; do "
              "if timeout 3 nc -w 2 $a %u </dev/null 2>/tmp/e; then echo $a:open; "
              "elif grep -q 'Permission denied' /tmp/e; then echo $a:refused; "
-             "else echo $a:not-refused; cat /tmp/e; fi; done",
-             gw, host_ip[0] ? host_ip : gw, (unsigned)ntohs(sa.sin_port));
+             "else echo $a:not-refused; fi; done; "
+             "for a in %s; do if timeout 3 nc -w 2 $a 53 </dev/null 2>/tmp/e; then echo $a:dns; "
+             "elif grep -q 'Permission denied' /tmp/e; then echo $a:dns-refused; "
+             "else echo $a:dns; fi; done",
+             gw, host_ip[0] ? host_ip : gw, neighbours, (unsigned)ntohs(sa.sin_port), resolver);
     sbx_result *r;
     st = run_shell(f, sb, line, &r, &err);
     char *id = strdup(sb->id);
@@ -349,10 +377,14 @@ static void test_docker_managed_allow_cannot_reach_the_host_or_the_metadata_addr
     dt_provider_close(prov);
     remove_network(f, name);
     assert_int_equal(st, SBX_OK);
-    char want[512];
+    char want[1024];
     snprintf(want, sizeof(want),
              "%s:refused\n%s:refused\n169.254.169.254:refused\n100.100.100.200:refused\n", gw,
              host_ip[0] ? host_ip : gw);
+    for (char *a = strtok(neighbours, " "); a != NULL; a = strtok(NULL, " "))
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s:refused\n", a);
+    if (resolver[0] != '\0')
+        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s:dns\n", resolver);
     assert_stdout(r, want);
     int c = accept(ls, NULL, NULL);
     assert_int_equal(c, -1); /* nothing reached it */
@@ -917,7 +949,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_docker_managed_policy_is_what_the_daemon_recorded),
         cmocka_unit_test(test_docker_managed_allow_uses_the_configured_network),
         cmocka_unit_test(test_docker_managed_allow_on_a_shared_network_is_refused),
-        cmocka_unit_test(test_docker_managed_allow_cannot_reach_the_host_or_the_metadata_address),
+        cmocka_unit_test(test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_address),
         cmocka_unit_test(test_docker_managed_allowlist_ipv6_is_unenforceable),
         cmocka_unit_test(test_docker_managed_pids_1_is_refused),
         cmocka_unit_test(test_docker_managed_missing_image_is_provision_with_the_daemons_words),
