@@ -36,6 +36,8 @@ static char workdir_buf[AGENT_MAX_PATH];
 static uint64_t agent_mnt_id; /* mount id of /.sbx: the agent's socket directory */
 static bool have_agent_dir;
 static bool no_openat2; /* the kernel lacks openat2: walk by hand */
+/* openat2's EAGAIN retried (a ".." raced by a rename or mount on the host); then the error. */
+#define FILES_OPENAT2_RETRIES 64
 static const char *last_error = "";
 
 int files_init(const char *workdir)
@@ -103,10 +105,16 @@ static int open_openat2(const char *path, int flags, mode_t mode)
     how.flags = (uint64_t)(flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY));
     how.mode = (flags & O_CREAT) ? mode : 0;
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    long fd = syscall(SYS_openat2, root_fd, path, &how, sizeof how);
-    if (fd < 0)
-        return -errno;
-    return (int)fd;
+    /* EAGAIN: a rename or a mount anywhere on the host raced a ".." of the path, so the kernel
+     * could not prove it stayed inside; it asks for a retry (openat2(2)). With renames in a
+     * loop on the host one such read in ten met it; a CI run's own churn failed one. */
+    for (int tries = 0;; tries++) {
+        long fd = syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN || tries == FILES_OPENAT2_RETRIES)
+            return -errno;
+    }
 }
 
 /* Fallback: walk from the root one component at a time, O_NOFOLLOW everywhere, keeping a
