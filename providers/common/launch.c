@@ -27,23 +27,11 @@ typedef struct launch_args {
     int fds[3];
 } launch_args;
 
-/* A string literal to descriptor 2. */
-#define RAW_SAY(lit) sbx_raw3(SYS_write, 2, (long)(lit), (long)sizeof(lit) - 1)
-
-/* In the child, on the caller's memory: raw system calls only, no sanitizer (its shadow memory
- * and TLS are the caller's). The descriptors go up first, so that one of fds[] being 0, 1 or 2
- * is not overwritten by another's dup3 before its own. */
-SBX_RAW_BARE __attribute__((noinline)) static int launch_child(void *arg)
+/* In the child: "cannot run PATH: WHAT error N" to fd, then exit 127 (sbx_launch_explain reads
+ * it). e is -errno. */
+SBX_RAW_BARE __attribute__((noinline, noreturn)) static void
+launch_fail(int fd, const launch_args *a, const char *what, size_t what_len, long e)
 {
-    const launch_args *a = arg;
-    long up[3];
-    for (int i = 0; i < 3; i++)
-        up[i] = sbx_raw3(SYS_fcntl, a->fds[i], F_DUPFD, 3);
-    for (int i = 0; i < 3; i++)
-        if (up[i] < 0 || sbx_raw3(SYS_dup3, up[i], i, 0) < 0)
-            sbx_raw3(SYS_exit, 127, 0, 0);
-    sbx_raw3(SYS_close_range, 3, ~0L, 0); /* absent before Linux 5.9: the program closes them too */
-    long e = sbx_raw3(SYS_execve, (long)a->path, (long)a->argv, (long)a->envp);
     char digits[24];
     int n = (int)sizeof digits - 1;
     digits[n] = '\0';
@@ -52,12 +40,39 @@ SBX_RAW_BARE __attribute__((noinline)) static int launch_child(void *arg)
         digits[--n] = (char)('0' + v % 10);
         v /= 10;
     } while (v && n > 0);
-    RAW_SAY("cannot run ");
-    sbx_raw3(SYS_write, 2, (long)a->path, (long)a->path_len);
-    RAW_SAY(": execve error ");
-    sbx_raw3(SYS_write, 2, (long)(digits + n), (long)(sizeof digits - 1 - (size_t)n));
-    RAW_SAY("\n");
-    sbx_raw3(SYS_exit, 127, 0, 0);
+    sbx_raw3(SYS_write, fd, (long)"cannot run ", 11);
+    sbx_raw3(SYS_write, fd, (long)a->path, (long)a->path_len);
+    sbx_raw3(SYS_write, fd, (long)what, (long)what_len);
+    sbx_raw3(SYS_write, fd, (long)(digits + n), (long)(sizeof digits - 1 - (size_t)n));
+    sbx_raw3(SYS_write, fd, (long)"\n", 1);
+    for (;;)
+        sbx_raw3(SYS_exit, 127, 0, 0);
+}
+
+/* A string literal and its length, for launch_fail. */
+#define LIT(s) (s), sizeof(s) - 1
+
+/* In the child, on the caller's memory: raw system calls only, no sanitizer (its shadow memory
+ * and TLS are the caller's). The descriptors go up first, so that one of fds[] being 0, 1 or 2
+ * is not overwritten by another's dup3 before its own. One that cannot be handed over is said on
+ * the stderr given (nothing is closed before the exec). */
+SBX_RAW_BARE __attribute__((noinline)) static int launch_child(void *arg)
+{
+    const launch_args *a = arg;
+    long up[3];
+    for (int i = 0; i < 3; i++) {
+        up[i] = sbx_raw3(SYS_fcntl, a->fds[i], F_DUPFD, 3);
+        if (up[i] < 0)
+            launch_fail(a->fds[2], a, LIT(": descriptor error "), up[i]);
+    }
+    for (int i = 0; i < 3; i++) {
+        long r = sbx_raw3(SYS_dup3, up[i], i, 0);
+        if (r < 0) /* to stderr's copy: a dup3 before may have replaced the original */
+            launch_fail((int)up[2], a, LIT(": descriptor error "), r);
+    }
+    sbx_raw3(SYS_close_range, 3, ~0L, 0); /* absent before Linux 5.9: the program closes them too */
+    long e = sbx_raw3(SYS_execve, (long)a->path, (long)a->argv, (long)a->envp);
+    launch_fail(2, a, LIT(": execve error "), e);
     return 127;
 }
 #endif
@@ -111,15 +126,22 @@ int sbx_launch(const char *path, char *const argv[], char *const envp[], const i
 
 void sbx_launch_explain(char *text, size_t cap)
 {
-    static const char tag[] = ": execve error ";
-    char *p = strncmp(text, "cannot run ", 11) == 0 ? strstr(text, tag) : NULL;
-    if (p == NULL)
+    static const struct {
+        const char *tag, *says;
+    } tags[] = {{": execve error ", ": "},
+                {": descriptor error ", ": cannot hand it its descriptors: "}};
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
+        size_t tag_len = strlen(tags[i].tag);
+        char *p = strncmp(text, "cannot run ", 11) == 0 ? strstr(text, tags[i].tag) : NULL;
+        if (p == NULL)
+            continue;
+        char *end = NULL;
+        long e = strtol(p + tag_len, &end, 10);
+        if (end == p + tag_len || e <= 0 || e > 4095)
+            return;
+        snprintf(p, cap - (size_t)(p - text), "%s%s", tags[i].says, strerror((int)e));
         return;
-    char *end = NULL;
-    long e = strtol(p + sizeof tag - 1, &end, 10);
-    if (end == p + sizeof tag - 1 || e <= 0 || e > 4095)
-        return;
-    snprintf(p, cap - (size_t)(p - text), ": %s", strerror((int)e));
+    }
 }
 
 void sbx_launch_release(sbx_launched *l)

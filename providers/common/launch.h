@@ -27,12 +27,14 @@ typedef struct sbx_launched {
 
 /* Starts path with argv and envp, its descriptors 0, 1 and 2 being fds[0..2] and no other.
  * Returns 0, or an errno value (nothing started). A failed execve ends the child with status
- * 127 after it wrote "cannot run PATH: execve error N" to its descriptor 2. */
+ * 127 after it wrote "cannot run PATH: execve error N" to its descriptor 2 (or "cannot run PATH:
+ * descriptor error N" to fds[2] when one of fds cannot be handed over). */
 int sbx_launch(const char *path, char *const argv[], char *const envp[], const int fds[3],
                sbx_launched *out);
 
 /* Rewrites the child's "cannot run PATH: execve error N" in text (NUL-terminated, cap bytes)
- * as "cannot run PATH: <strerror(N)>"; other text is left alone. */
+ * as "cannot run PATH: <strerror(N)>", and its "descriptor error N" as "cannot hand it its
+ * descriptors: <strerror(N)>"; other text is left alone. */
 void sbx_launch_explain(char *text, size_t cap);
 
 /* Frees what the child used; call once it has execed or exited. */

@@ -1,7 +1,8 @@
 /* test_launch.c - providers/common/launch.c: a program started without waiting for its exec
  * gets exactly the three descriptors it was given (also the caller's 0 and 1 crossed), starts with
  * every signal blocked (the contract its program relies on), and a failed exec ends the child with
- * 127 and a line that sbx_launch_explain turns into the kernel's words; other text is left alone.
+ * 127 and a line that sbx_launch_explain turns into the kernel's words, as does a descriptor it
+ * cannot take; other text is left alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,6 +157,47 @@ static void test_launch_failed_exec_is_explained(void **state)
     assert_string_equal(err, want);
 }
 
+/* A descriptor the child cannot take (closed since) ends it with 127 and a line saying so on the
+ * stderr given (before: it exited 127 without a word). */
+static void test_launch_descriptor_it_cannot_take_is_explained(void **state)
+{
+    (void)state;
+    int pe[2];
+    assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int gone = dup(devnull);
+    assert_true(gone > 2);
+    close(gone);
+    char *const argv[] = {"true", NULL};
+    char *const envp[] = {NULL};
+    const int fds[3] = {gone, devnull, pe[1]};
+    sbx_launched l;
+    int rc = sbx_launch("/bin/true", argv, envp, fds, &l);
+    close(pe[1]);
+    close(devnull);
+    if (rc != 0) { /* posix_spawn's path (no raw system calls here) says so at once */
+        assert_int_equal(rc, EBADF);
+        close(pe[0]);
+        return;
+    }
+    char err[512];
+    read_all(pe[0], err, sizeof err);
+    close(pe[0]);
+    int st = 0;
+    assert_int_equal(waitpid(l.pid, &st, 0), l.pid);
+    sbx_launch_release(&l);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 127);
+    char want[160];
+    snprintf(want, sizeof want, "cannot run /bin/true: descriptor error %d\n", EBADF);
+    assert_string_equal(err, want);
+    err[strlen(err) - 1] = '\0';
+    sbx_launch_explain(err, sizeof err);
+    snprintf(want, sizeof want, "cannot run /bin/true: cannot hand it its descriptors: %s",
+             strerror(EBADF));
+    assert_string_equal(err, want);
+}
+
 static void test_launch_explain_leaves_other_text_alone(void **state)
 {
     (void)state;
@@ -178,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_launch_program_starts_with_every_signal_blocked),
         cmocka_unit_test(test_launch_takes_crossed_descriptors_of_0_and_1),
         cmocka_unit_test(test_launch_failed_exec_is_explained),
+        cmocka_unit_test(test_launch_descriptor_it_cannot_take_is_explained),
         cmocka_unit_test(test_launch_explain_leaves_other_text_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
