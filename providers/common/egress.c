@@ -300,22 +300,20 @@ static int guard_in_ns(void *varg, int *fds, size_t max, size_t *n)
     return rc;
 }
 
-/* Appends the IPv4 nameservers of resolv.conf file path to out (n of max used), without
- * repeats; true when one is systemd-resolved's local stub (127.0.0.53). */
-static bool resolvers_of(const char *path, uint32_t *out, size_t *n, size_t max)
+void sbx_egress_nameservers_in(const char *path, uint32_t *out, size_t *n, size_t max)
 {
     FILE *f = fopen(path, "re");
     if (f == NULL)
-        return false;
+        return;
     char line[512];
-    bool stub = false;
     while (fgets(line, sizeof line, f) != NULL) {
+        const char *p = line + strspn(line, " \t");
         char addr[64];
         struct in_addr a;
-        if (sscanf(line, " nameserver %63s", addr) != 1 || inet_pton(AF_INET, addr, &a) != 1)
+        if (strncmp(p, "nameserver", 10) != 0 || (p[10] != ' ' && p[10] != '\t') ||
+            sscanf(p + 10, "%63s", addr) != 1 || inet_pton(AF_INET, addr, &a) != 1)
             continue;
         uint32_t h = ntohl(a.s_addr);
-        stub = stub || h == 0x7F000035u;
         bool seen = false;
         for (size_t k = 0; k < *n && !seen; k++)
             seen = out[k] == h;
@@ -323,14 +321,17 @@ static bool resolvers_of(const char *path, uint32_t *out, size_t *n, size_t max)
             out[(*n)++] = h;
     }
     fclose(f);
-    return stub;
 }
 
 size_t sbx_egress_host_resolvers(uint32_t *out, size_t max)
 {
     size_t n = 0;
-    if (resolvers_of("/etc/resolv.conf", out, &n, max))
-        (void)resolvers_of("/run/systemd/resolve/resolv.conf", out, &n, max);
+    sbx_egress_nameservers_in("/etc/resolv.conf", out, &n, max);
+    for (size_t i = 0; i < n; i++)
+        if (out[i] == 0x7F000035u) { /* systemd-resolved's local stub: its upstream ones too */
+            sbx_egress_nameservers_in("/run/systemd/resolve/resolv.conf", out, &n, max);
+            break;
+        }
     return n;
 }
 
@@ -503,21 +504,17 @@ static bool parse_resolver(const char *s, struct sockaddr_in *out)
     return true;
 }
 
-/* The host's first IPv4 nameserver. */
+/* The host's first IPv4 nameserver, port 53. */
 static bool host_resolver(struct sockaddr_in *out)
 {
-    FILE *f = fopen("/etc/resolv.conf", "re");
-    if (!f)
+    uint32_t a;
+    if (sbx_egress_host_resolvers(&a, 1) == 0)
         return false;
-    char line[512];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        char addr[64];
-        if (sscanf(line, " nameserver %63s", addr) == 1 && !strchr(addr, ':'))
-            found = parse_resolver(addr, out);
-    }
-    fclose(f);
-    return found;
+    memset(out, 0, sizeof *out);
+    out->sin_family = AF_INET;
+    out->sin_port = htons(53);
+    out->sin_addr.s_addr = htonl(a);
+    return true;
 }
 
 /* ---- refusal table ------------------------------------------------------------------------ */

@@ -103,6 +103,11 @@ sbx_status sbx_egress_guard_allow(pid_t target, sbx_error *err);
  * systemd-resolved's local stub, the upstream ones in /run/systemd/resolve/resolv.conf. */
 size_t sbx_egress_host_resolvers(uint32_t *out, size_t max);
 
+/* Appends the IPv4 nameservers of resolv.conf file path (host order) to out[0..*n), at most max
+ * in all, each once; IPv6 ones, comments and other lines are skipped, lines are read up to 511
+ * bytes. A file that cannot be read adds nothing. */
+void sbx_egress_nameservers_in(const char *path, uint32_t *out, size_t *n, size_t max);
+
 /* The host's IPv4 addresses but loopback (host order), at most max; 0 when none or unknown. */
 size_t sbx_egress_host_addrs(uint32_t *out, size_t max);
 
