@@ -42,8 +42,9 @@ static void end_with_owner(const agent_reap_plan *plan)
         return;
     int init = (int)syscall(SYS_pidfd_open, plan->init, 0);
     int owner = (int)syscall(SYS_pidfd_open, plan->owner, 0);
-    /* opened, then still its child: the pidfd is of the owner, not of a pid reused since */
-    bool gone = owner >= 0 && getppid() != plan->owner;
+    /* opened, then still its child: the pidfd is of the owner, not of a pid reused since; no
+     * longer its child (reparented): the owner died while the sandbox booted */
+    bool gone = getppid() != plan->owner;
     struct pollfd pf[2] = {{init, POLLIN, 0}, {owner, POLLIN, 0}};
     while (init >= 0 && owner >= 0 && !gone) {
         int n = poll(pf, 2, -1);

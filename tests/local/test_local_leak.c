@@ -320,15 +320,11 @@ static void peek_string(pid_t pid, unsigned long long addr, char *out, size_t ca
     out[n] = '\0';
 }
 
-/* Runs traced child pid until it is about to open a file under /sys/fs/cgroup after having made
- * a directory there (its sandbox's cgroups exist; their limits are next), and kills it there.
- * False when the child ended first (no cgroups on this host). */
-static bool kill_after_cgroup_mkdir(pid_t pid)
+/* Runs traced child pid to its next system call's entry stop (its registers in r); false when it
+ * ended first. */
+static bool next_syscall_entry(pid_t pid, struct user_regs_struct *r)
 {
-    bool made = false;
     int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid); /* its SIGSTOP */
-    assert_int_equal(ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)PTRACE_O_TRACESYSGOOD), 0);
     for (;;) {
         assert_int_equal(ptrace(PTRACE_SYSCALL, pid, NULL, NULL), 0);
         assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -336,10 +332,29 @@ static bool kill_after_cgroup_mkdir(pid_t pid)
             return false;
         if (!WIFSTOPPED(st) || WSTOPSIG(st) != (SIGTRAP | 0x80))
             continue; /* a signal stop: not a syscall (the next PTRACE_SYSCALL drops it) */
-        struct user_regs_struct r;
-        assert_int_equal(ptrace(PTRACE_GETREGS, pid, NULL, &r), 0);
-        if ((long long)r.rax != -ENOSYS) /* a syscall's exit stop */
-            continue;
+        assert_int_equal(ptrace(PTRACE_GETREGS, pid, NULL, r), 0);
+        if ((long long)r->rax == -ENOSYS) /* else a syscall's exit stop */
+            return true;
+    }
+}
+
+/* Starts tracing child pid, stopped at its SIGSTOP. */
+static void trace_from_stop(pid_t pid)
+{
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid); /* its SIGSTOP */
+    assert_int_equal(ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)PTRACE_O_TRACESYSGOOD), 0);
+}
+
+/* Runs traced child pid until it is about to open a file under /sys/fs/cgroup after having made
+ * a directory there (its sandbox's cgroups exist; their limits are next), and kills it there.
+ * False when the child ended first (no cgroups on this host). */
+static bool kill_after_cgroup_mkdir(pid_t pid)
+{
+    bool made = false;
+    struct user_regs_struct r;
+    trace_from_stop(pid);
+    while (next_syscall_entry(pid, &r)) {
         unsigned long long nr = r.orig_rax, path_arg;
         if (nr == SYS_mkdir || nr == SYS_open)
             path_arg = r.rdi;
@@ -354,11 +369,36 @@ static bool kill_after_cgroup_mkdir(pid_t pid)
         if (nr == SYS_mkdir || nr == SYS_mkdirat) {
             made = true;
         } else if (made) {
+            int st;
             assert_int_equal(kill(pid, SIGKILL), 0);
             assert_int_equal(waitpid(pid, &st, 0), pid);
             return true;
         }
     }
+    return false;
+}
+
+/* Runs traced child pid until it has sent its launcher "go" (the boot goes on without it), and
+ * kills and reaps it there. False when it ended first. */
+static bool kill_after_go(pid_t pid)
+{
+    struct user_regs_struct r;
+    trace_from_stop(pid);
+    while (next_syscall_entry(pid, &r)) {
+        char buf[16];
+        if (r.orig_rax != SYS_sendto && r.orig_rax != SYS_write)
+            continue;
+        peek_string(pid, r.rsi, buf, sizeof buf);
+        if (strncmp(buf, "go ", 3) != 0)
+            continue;
+        int st;
+        assert_int_equal(ptrace(PTRACE_SYSCALL, pid, NULL, NULL), 0); /* to its exit: sent */
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        return true;
+    }
+    return false;
 }
 #endif
 
@@ -431,6 +471,65 @@ static void test_create_killed_after_its_cgroups_leaves_none_after_the_sweep(voi
 #endif
 }
 
+/* An owner killed (and reaped at once, as an init reaps) right after it told its launcher "go":
+ * the sandbox boots without anyone to destroy it, and its reaper, finding its parent gone, ends
+ * it and removes it all, with no sweep (before: the reaper could not open the dead owner's pidfd,
+ * gave up watching, and the sandbox ran on until a sweep). */
+static void test_create_killed_after_its_go_leaves_nothing(void **state)
+{
+    (void)state;
+#if !defined(__x86_64__)
+    skip(); /* the syscall-entry registers read below are x86-64's */
+#else
+    lt_env e;
+    lt_open(&e);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the owner: a provider of its own on the same runtime dir */
+        sbx_provider_ctx ctx = {0};
+        ctx.profile = "test";
+        ctx.runtime_dir = e.runtime_dir;
+        ctx.node = "test";
+        ctx.scope = SBX_SCOPE_PER_CALL;
+        sbx_error err = {0};
+        void *own = NULL;
+        if (e.ops->open(&ctx, &own, &err) != SBX_OK || ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+            _exit(2);
+        raise(SIGSTOP);
+        sbx_policy *p = lt_policy(0, 0);
+        sbx_sandbox *sb = NULL;
+        (void)e.ops->create(own, NULL, NULL, p, &sb, &err);
+        _exit(0);
+    }
+    assert_true(kill_after_go(pid));
+    char id[32] = "", dir[PATH_MAX] = "";
+    DIR *d = opendir(e.runtime_dir);
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+        if (strncmp(de->d_name, "l-", 2) == 0 && strlen(de->d_name) < sizeof id) {
+            memcpy(id, de->d_name, strlen(de->d_name) + 1);
+            snprintf(dir, sizeof dir, "%s/%s", e.runtime_dir, de->d_name);
+        }
+    if (d != NULL)
+        closedir(d);
+    assert_true(id[0] != '\0');
+    /* its launcher, orphaned to us (the provider made this process a subreaper), boots the
+     * sandbox and stays as its reaper */
+    bool gone = false;
+    for (int i = 0; i < 500 && !gone; i++) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        gone = all_gone(dir, id);
+        if (!gone)
+            usleep(10000);
+    }
+    if (!gone)
+        fail_msg("sandbox %s of a create killed after its go is still on the host 5 s later "
+                 "(dir: %s, cgroups: %s)",
+                 id, access(dir, F_OK) == 0 ? "left" : "gone", cgroup_exists(id) ? "left" : "gone");
+    lt_close(&e);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -441,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_one_shot_teardown_runs_after_destroy_and_close_waits_for_it),
         cmocka_unit_test(test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy),
         cmocka_unit_test(test_create_killed_after_its_cgroups_leaves_none_after_the_sweep),
+        cmocka_unit_test(test_create_killed_after_its_go_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
