@@ -104,6 +104,28 @@ static int nl_talk(const struct nlmsghdr *req, char *buf, size_t cap, ssize_t *g
     return rc;
 }
 
+/* A routing request: its header, the route's message and room for its attributes. */
+typedef struct nl_route_req {
+    struct nlmsghdr nh;
+    struct rtmsg rt;
+    char attrs[64];
+} nl_route_req;
+
+/* Starts req as a request of type with flags about the IPv4 route to dst/len (host order). */
+static void nl_route_req_init(nl_route_req *req, unsigned short type, unsigned short flags,
+                              uint32_t dst, int len)
+{
+    memset(req, 0, sizeof *req);
+    req->nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
+    req->nh.nlmsg_type = type;
+    req->nh.nlmsg_flags = flags;
+    req->nh.nlmsg_seq = 1;
+    req->rt.rtm_family = AF_INET;
+    req->rt.rtm_dst_len = (unsigned char)len;
+    uint32_t d = htonl(dst);
+    nl_attr(&req->nh, RTA_DST, &d, sizeof d);
+}
+
 /* A route to add: in table, of scope and type, through device oif (0: none, as prohibit routes
  * have) and gateway gw (host order; 0: none). */
 typedef struct nl_route_spec {
@@ -116,24 +138,12 @@ typedef struct nl_route_spec {
  * equal route already there is 0); async-signal-safe. */
 static int nl_route(uint32_t net, int len, const nl_route_spec *r)
 {
-    struct {
-        struct nlmsghdr nh;
-        struct rtmsg rt;
-        char attrs[64];
-    } req;
-    memset(&req, 0, sizeof req);
-    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-    req.nh.nlmsg_type = RTM_NEWROUTE;
-    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
-    req.nh.nlmsg_seq = 1;
-    req.rt.rtm_family = AF_INET;
-    req.rt.rtm_dst_len = (unsigned char)len;
+    nl_route_req req;
+    nl_route_req_init(&req, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK, net, len);
     req.rt.rtm_table = r->table;
     req.rt.rtm_protocol = RTPROT_BOOT;
     req.rt.rtm_scope = r->scope;
     req.rt.rtm_type = r->type;
-    uint32_t dst = htonl(net);
-    nl_attr(&req.nh, RTA_DST, &dst, sizeof dst);
     if (r->oif > 0)
         nl_attr(&req.nh, RTA_OIF, &r->oif, sizeof r->oif);
     if (r->gw != 0) {
@@ -157,20 +167,8 @@ static int nl_route(uint32_t net, int len, const nl_route_spec *r)
  * async-signal-safe. */
 static int nl_route_to(uint32_t dst, nl_route_spec *out)
 {
-    struct {
-        struct nlmsghdr nh;
-        struct rtmsg rt;
-        char attrs[64];
-    } req;
-    memset(&req, 0, sizeof req);
-    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg));
-    req.nh.nlmsg_type = RTM_GETROUTE;
-    req.nh.nlmsg_flags = NLM_F_REQUEST;
-    req.nh.nlmsg_seq = 1;
-    req.rt.rtm_family = AF_INET;
-    req.rt.rtm_dst_len = 32;
-    uint32_t d = htonl(dst);
-    nl_attr(&req.nh, RTA_DST, &d, sizeof d);
+    nl_route_req req;
+    nl_route_req_init(&req, RTM_GETROUTE, NLM_F_REQUEST, dst, 32);
     union {
         struct nlmsghdr h;
         char buf[1024];

@@ -400,6 +400,43 @@ static bool kill_after_go(pid_t pid)
     }
     return false;
 }
+/* Forks the owner of a create: a provider of its own on e's runtime dir (per_call), traced by
+ * this process and stopped (SIGSTOP) before the create of a sandbox with these limits. */
+static pid_t traced_owner(lt_env *e, uint64_t memory_mb, uint32_t pids)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid != 0)
+        return pid;
+    sbx_provider_ctx ctx = {0};
+    ctx.profile = "test";
+    ctx.runtime_dir = e->runtime_dir;
+    ctx.node = "test";
+    ctx.scope = SBX_SCOPE_PER_CALL;
+    sbx_error err = {0};
+    void *own = NULL;
+    if (e->ops->open(&ctx, &own, &err) != SBX_OK || ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+        _exit(2);
+    raise(SIGSTOP);
+    sbx_policy *p = lt_policy(memory_mb, pids);
+    sbx_sandbox *sb = NULL;
+    (void)e->ops->create(own, NULL, NULL, p, &sb, &err);
+    _exit(0); /* a sandbox it made is lt_close's to remove */
+}
+
+/* The id and state dir of the (last listed) sandbox in e's runtime dir; id "" when none. */
+static void the_sandbox(const lt_env *e, char id[32], char dir[PATH_MAX])
+{
+    id[0] = dir[0] = '\0';
+    DIR *d = opendir(e->runtime_dir);
+    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
+        if (strncmp(de->d_name, "l-", 2) == 0 && strlen(de->d_name) < 32) {
+            memcpy(id, de->d_name, strlen(de->d_name) + 1);
+            snprintf(dir, PATH_MAX, "%s/%s", e->runtime_dir, de->d_name);
+        }
+    if (d != NULL)
+        closedir(d);
+}
 #endif
 
 /* An owner killed during its create, after the sandbox's cgroups were made and before their
@@ -418,38 +455,14 @@ static void test_create_killed_after_its_cgroups_leaves_none_after_the_sweep(voi
         skip(); /* cgroups are root's here */
     lt_env e;
     lt_open(&e);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) { /* the owner: a provider of its own on the same runtime dir */
-        sbx_provider_ctx ctx = {0};
-        ctx.profile = "test";
-        ctx.runtime_dir = e.runtime_dir;
-        ctx.node = "test";
-        ctx.scope = SBX_SCOPE_PER_CALL;
-        sbx_error err = {0};
-        void *own = NULL;
-        if (e.ops->open(&ctx, &own, &err) != SBX_OK || ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
-            _exit(2);
-        raise(SIGSTOP);
-        sbx_policy *p = lt_policy(512, 256);
-        sbx_sandbox *sb = NULL;
-        (void)e.ops->create(own, NULL, NULL, p, &sb, &err);
-        _exit(0); /* reached only without cgroups: lt_close removes the sandbox */
-    }
+    pid_t pid = traced_owner(&e, 512, 256); /* past its create only without cgroups */
     bool killed = kill_after_cgroup_mkdir(pid);
     /* its launcher, orphaned to us (the provider made this process a subreaper), ends at the
      * EOF of its "go" pipe */
     while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
         ;
     char id[32] = "", dir[PATH_MAX] = "";
-    DIR *d = opendir(e.runtime_dir);
-    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
-        if (strncmp(de->d_name, "l-", 2) == 0 && strlen(de->d_name) < sizeof id) {
-            memcpy(id, de->d_name, strlen(de->d_name) + 1);
-            snprintf(dir, sizeof dir, "%s/%s", e.runtime_dir, de->d_name);
-        }
-    if (d != NULL)
-        closedir(d);
+    the_sandbox(&e, id, dir);
     if (!killed) {
         lt_close(&e);
         skip(); /* no cgroups on this host */
@@ -483,34 +496,10 @@ static void test_create_killed_after_its_go_leaves_nothing(void **state)
 #else
     lt_env e;
     lt_open(&e);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) { /* the owner: a provider of its own on the same runtime dir */
-        sbx_provider_ctx ctx = {0};
-        ctx.profile = "test";
-        ctx.runtime_dir = e.runtime_dir;
-        ctx.node = "test";
-        ctx.scope = SBX_SCOPE_PER_CALL;
-        sbx_error err = {0};
-        void *own = NULL;
-        if (e.ops->open(&ctx, &own, &err) != SBX_OK || ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
-            _exit(2);
-        raise(SIGSTOP);
-        sbx_policy *p = lt_policy(0, 0);
-        sbx_sandbox *sb = NULL;
-        (void)e.ops->create(own, NULL, NULL, p, &sb, &err);
-        _exit(0);
-    }
+    pid_t pid = traced_owner(&e, 0, 0);
     assert_true(kill_after_go(pid));
     char id[32] = "", dir[PATH_MAX] = "";
-    DIR *d = opendir(e.runtime_dir);
-    for (struct dirent *de; d != NULL && (de = readdir(d)) != NULL;)
-        if (strncmp(de->d_name, "l-", 2) == 0 && strlen(de->d_name) < sizeof id) {
-            memcpy(id, de->d_name, strlen(de->d_name) + 1);
-            snprintf(dir, sizeof dir, "%s/%s", e.runtime_dir, de->d_name);
-        }
-    if (d != NULL)
-        closedir(d);
+    the_sandbox(&e, id, dir);
     assert_true(id[0] != '\0');
     /* its launcher, orphaned to us (the provider made this process a subreaper), boots the
      * sandbox and stays as its reaper */

@@ -122,36 +122,33 @@ static bool sandbox_id_of(const lr *f, char *out, size_t cap)
     return found;
 }
 
-/* The host pid of a sandbox's PID 1 from its meta file; 0 while it has none. */
-static long meta_pid(const lr *f, const char *sandbox_id)
+/* The number after key (with its space) in a sandbox's meta file; 0 when it has none. */
+static long meta_number(const lr *f, const char *sandbox_id, const char *key)
 {
     char path[512], buf[256];
     snprintf(path, sizeof(path), "%s/%s/meta", fx_tmpdir(f->cfg), sandbox_id);
     FILE *m = fopen(path, "r");
     if (m == NULL)
         return 0;
-    long pid = 0;
+    long n = 0;
+    size_t kl = strlen(key);
     while (fgets(buf, sizeof(buf), m) != NULL)
-        if (strncmp(buf, "pid ", 4) == 0)
-            pid = strtol(buf + 4, NULL, 10);
+        if (strncmp(buf, key, kl) == 0)
+            n = strtol(buf + kl, NULL, 10);
     fclose(m);
-    return pid;
+    return n;
+}
+
+/* The host pid of a sandbox's PID 1 from its meta file; 0 while it has none. */
+static long meta_pid(const lr *f, const char *sandbox_id)
+{
+    return meta_number(f, sandbox_id, "pid ");
 }
 
 /* The host pid of a per_call sandbox's reaper (agent/reap.c) from its meta file; 0: none yet. */
 static long meta_reaper(const lr *f, const char *sandbox_id)
 {
-    char path[512], buf[256];
-    snprintf(path, sizeof(path), "%s/%s/meta", fx_tmpdir(f->cfg), sandbox_id);
-    FILE *m = fopen(path, "r");
-    if (m == NULL)
-        return 0;
-    long pid = 0;
-    while (fgets(buf, sizeof(buf), m) != NULL)
-        if (strncmp(buf, "reaper ", 7) == 0)
-            pid = strtol(buf + 7, NULL, 10);
-    fclose(m);
-    return pid;
+    return meta_number(f, sandbox_id, "reaper ");
 }
 
 /* True once no sandbox is left in the fixture's runtime dir, polled for up to ms. */
