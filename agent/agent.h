@@ -83,8 +83,13 @@ typedef struct agent_config {
     const char *tcp_listen; /* NULL, or "IPV4:PORT": also serve TCP clients that authenticate
                                with `token` (a pod, reached by the host over the pod network) */
     uint8_t token[SBX_AGENT_TOKEN_LEN]; /* the sandbox's credential (tcp_listen only) */
-    bool one_shot; /* the sandbox serves one call (scope per_call): the spare forked at start
-                    * is the only one, none is forked after a command */
+    bool one_shot;      /* the sandbox serves one call (scope per_call): the spare forked at start
+                         * is the only one, none is forked after a command */
+    bool end_with_host; /* a one-shot whose host holds one connection for the sandbox's whole
+                         * life (docker's per_call containers): once a host has connected and
+                         * none is left, the agent exits, and with it (PID 1) every program:
+                         * a host killed mid-command leaves nothing running (bwrap's
+                         * --die-with-parent, through the socket) */
 } agent_config;
 
 /* serve.c: the PID 1 loop. Returns the process exit status. */

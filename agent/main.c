@@ -1,11 +1,12 @@
 /* main.c - sbx-agent's command line.
  *
  *   sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] [--idle-ttl S]
- *             [--shared-uid] [--nofile N] [--listen IPV4:PORT --token-env NAME]
+ *             [--shared-uid] [--nofile N] [--one-shot] [--listen IPV4:PORT --token-env NAME]
  *       serve as PID 1 of a box whose /.sbx is bind-mounted from the host (any provider:
  *       docker runs exactly this as the container's entrypoint); with --listen also on TCP
  *       for clients that open with the credential held (64 hex digits) in env var NAME
- *       (kubernetes pods, reached over the pod network);
+ *       (kubernetes pods, reached over the pod network); with --one-shot the box serves one
+ *       call and ends when its host hangs up (agent_config.end_with_host);
  *   sbx-agent boot --box DIR [...]
  *       the local provider's launcher (boot_local.c): build the namespaces, then serve.
  *
@@ -115,9 +116,13 @@ int main(int argc, char **argv)
             cfg.shared_uid = true;
             continue;
         }
+        if (strcmp(a, "--one-shot") == 0) {
+            cfg.one_shot = cfg.end_with_host = true;
+            continue;
+        }
         if (strcmp(a, "--help") == 0) {
             printf("usage: sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] "
-                   "[--idle-ttl SECONDS] [--shared-uid] [--nofile N]\n"
+                   "[--idle-ttl SECONDS] [--shared-uid] [--nofile N] [--one-shot]\n"
                    "                 [--listen IPV4:PORT --token-env NAME]\n"
                    "       sbx-agent boot --box DIR [options]   (local provider launcher)\n");
             return 0;

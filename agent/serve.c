@@ -52,6 +52,8 @@ client agent_clients[AGENT_MAX_CLIENTS];
  * all 64 at start faulted in 18 pages of the array, each fault costing ~15 us on a paravirtualised
  * host, on every sandbox's boot path. */
 static int clients_hw;
+/* A host has been served (end_with_host counts hang-ups only after the first). */
+static bool host_seen;
 static int64_t start_ms;
 int64_t agent_last_activity_ms, agent_shutdown_at_ms;
 uid_t agent_uid;
@@ -210,6 +212,7 @@ static void accept_client(void)
     agent_clients[ci].wfd = -1;
     agent_clients[ci].wfailed_req = 0;
     agent_clients[ci].authed = true;
+    host_seen = true;
     agent_last_activity_ms = now_ms();
 }
 
@@ -287,6 +290,7 @@ static void read_auth(int ci)
     setsockopt(cl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(cl->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     cl->authed = true;
+    host_seen = true;
     agent_last_activity_ms = now_ms();
 }
 
@@ -726,6 +730,9 @@ int agent_serve(const agent_config *config)
                 wake = trim_at;
             }
         }
+        if (agent_cfg.end_with_host && host_seen && clients_open == 0)
+            return 0; /* the one-shot's host hung up (or died): PID 1 exits, the kernel ends
+                       * every program of the box */
         if (agent_cfg.idle_ttl_s > 0 && clients_open == 0 && running == 0) {
             int64_t idle_end = agent_last_activity_ms + agent_cfg.idle_ttl_s * 1000;
             if (now >= idle_end)

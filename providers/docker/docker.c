@@ -901,15 +901,21 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     json_object_set_new(body, "Image", json_string(p->image));
     json_t *entry = json_array();
     json_array_append_new(entry, json_string(DOCKER_AGENT_MOUNT));
-    /* sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] (agent/main.c): programs
-     * run as the container's own uid, distinct from the agent's root (so they cannot ptrace or
-     * signal it) and from every other container's (so the kernel's per-user counts are its
-     * own). */
+    /* sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] [--one-shot] (agent/main.c):
+     * programs run as the container's own uid, distinct from the agent's root (so they cannot
+     * ptrace or signal it) and from every other container's (so the kernel's per-user counts are
+     * its own). */
     static const char agent_socket[] = DOCKER_STATE_MOUNT "/agent.sock";
     const char *const agent_args[] = {"--socket", agent_socket, "--uid", id_text,
                                       "--gid",    id_text,      NULL};
     for (size_t i = 0; agent_args[i] != NULL; i++)
         json_array_append_new(entry, json_string(agent_args[i]));
+    /* A per_call container lives for one call of the process that holds its agent connection:
+     * when that process dies (killed mid-command), its connection closes and the agent ends
+     * the container's programs at once, instead of leaving them to run until a later sweep
+     * removes the container. */
+    if (p->per_call)
+        json_array_append_new(entry, json_string("--one-shot"));
     json_array_append_new(entry, json_string("--workdir"));
     json_array_append_new(entry, json_string(p->workdir));
     json_object_set_new(body, "Entrypoint", entry);

@@ -155,6 +155,9 @@ void *dt_provider_open(dt_env *env, sbx_environment environment, const char *att
         .attach_to = attach_to,
         .node = "test-node",
         .runtime_dir = runtime_dir,
+        /* the tests hold a sandbox across connections (close, then reattach by id), as a
+         * session does: a per_call container ends when its one connection closes */
+        .scope = SBX_SCOPE_PER_SESSION,
     };
     void *state = NULL;
     sbx_status st = sbx_provider_docker.open(&ctx, &state, &err);

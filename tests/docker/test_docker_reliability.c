@@ -1,6 +1,7 @@
 /* test_docker_reliability.c - managed docker sandboxes through the engine: per_call containers
  * are removed by the engine whichever broker carried the call, a container whose owner was
- * killed mid-exec is removed by the sweep (and reported), and a stopped agent in a running
+ * killed mid-exec stops at once (its agent ends with its owner's connection) and is removed by
+ * the sweep (and reported), and a stopped agent in a running
  * container is a timeout, never a reason to create a second container. A snapshot of a
  * container's workspace forks into a new container and into a local sandbox alike.
  */
@@ -76,8 +77,8 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Containers (any state) of profile name. */
-static size_t containers(fixture *f, const char *name)
+/* Containers of profile name in state (Docker's State: "running", "exited"...; NULL: any). */
+static size_t containers_in(fixture *f, const char *name, const char *state)
 {
     char path[512];
     /* {"label":["sbx.profile=NAME"]}, URL-encoded */
@@ -90,9 +91,21 @@ static size_t containers(fixture *f, const char *name)
     sbx_error err;
     assert_int_equal(docker_api_json(&f->env.api, "GET", path, NULL, &status, &list, &err), SBX_OK);
     assert_int_equal(status, 200);
-    size_t n = json_array_size(list);
+    size_t n = 0, i;
+    json_t *c;
+    json_array_foreach(list, i, c)
+    {
+        const char *s = json_string_value(json_object_get(c, "State"));
+        n += state == NULL || (s != NULL && strcmp(s, state) == 0);
+    }
     json_decref(list);
     return n;
+}
+
+/* Containers (any state) of profile name. */
+static size_t containers(fixture *f, const char *name)
+{
+    return containers_in(f, name, NULL);
 }
 
 static char *once(const fixture *f)
@@ -197,7 +210,7 @@ static void test_docker_per_call_executes_leave_no_container(void **state)
     }
 }
 
-static void test_docker_owner_killed_mid_exec_is_swept(void **state)
+static void test_docker_owner_killed_mid_exec_ends_its_container(void **state)
 {
     fixture *f = *state;
     if (f == NULL)
@@ -230,7 +243,14 @@ static void test_docker_owner_killed_mid_exec_is_swept(void **state)
     kill(child, SIGKILL);
     int ws;
     waitpid(child, &ws, 0);
-    assert_int_equal(containers(f, once(f)), 1); /* orphaned: nobody destroyed it */
+    /* Nobody destroyed it, but its agent saw its owner's connection close and ended its
+     * programs: the container stops at once (before: `sleep 120` ran on, the container
+     * "running" until a sweep). */
+    for (int i = 0; i < 500 && containers_in(f, once(f), "running") != 0; i++)
+        usleep(20000);
+    if (containers_in(f, once(f), "running") != 0)
+        fail_msg("the orphaned per_call container is still running 10 s after its owner died");
+    assert_int_equal(containers(f, once(f)), 1); /* stopped, left for the sweep to remove */
 
     sbx_strlist removed = {0};
     sbx_error err;
@@ -343,7 +363,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_docker_per_call_executes_leave_no_container, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_docker_owner_killed_mid_exec_is_swept, setup,
+        cmocka_unit_test_setup_teardown(test_docker_owner_killed_mid_exec_ends_its_container, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_docker_stopped_agent_is_a_timeout_and_nothing_is_recreated, setup, teardown),
