@@ -40,7 +40,7 @@ static void write_fail(int ci, uint64_t id, int err, const char *path)
     cl->wfd = -1;
     cl->wfailed_req = id;
     const char *why = files_last_error();
-    send_error(ci, id, errno_code(err), "cannot write %s: %s%s%s", path, strerror(err),
+    send_error(ci, id, errno_code(err), "cannot write %s: %s%s%s", path, errno_words(err),
                *why ? "; " : "", why);
 }
 
@@ -122,7 +122,7 @@ void handle_file_read(int ci, uint64_t id, sbx_v1_AgentFileRead *x)
     as_agent();
     if (fd < 0) {
         const char *why = files_last_error();
-        send_error(ci, id, errno_code(-fd), "cannot read %s: %s%s%s", x->path, strerror(-fd),
+        send_error(ci, id, errno_code(-fd), "cannot read %s: %s%s%s", x->path, errno_words(-fd),
                    *why ? "; " : "", why);
         return;
     }

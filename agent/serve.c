@@ -143,14 +143,34 @@ uint32_t errno_code(int e)
     case EDQUOT:
     case EFBIG:
     case EMFILE:
-    case ENFILE: return EC_RESOURCE_EXHAUSTED;
+    case ENFILE:
+    case ENOMEM:  /* the sandbox's memory limit */
+    case ENOBUFS: /* the same, for kernel buffers */
+    case EAGAIN:  /* openat2 still racing the host's renames after its retries: try again */
+        return EC_RESOURCE_EXHAUSTED;
     case ENOENT:
     case ENOTDIR:
     case EISDIR:
     case EINVAL:
     case ENAMETOOLONG:
-    case EEXIST: return EC_INVALID_ARGUMENT;
-    default: return EC_INTERNAL;
+    case EEXIST:
+    case ENXIO:     /* a FIFO without a reader, or a socket */
+    case ETXTBSY:   /* a program runs from the file */
+    case EBUSY:     /* a mount point */
+    case ENOTEMPTY: /* a directory with entries */
+    case EOVERFLOW:
+    case ENODEV:
+    case EOPNOTSUPP: return EC_INVALID_ARGUMENT;
+    default: return EC_INTERNAL; /* EIO, EBADF, EFAULT...: nothing the caller can change */
+    }
+}
+
+const char *errno_words(int e)
+{
+    switch (e) {
+    case ENXIO: return "not a regular file (a FIFO without a reader, or a socket)";
+    case ETXTBSY: return "a program is running from it (text file busy)";
+    default: return strerror(e);
     }
 }
 

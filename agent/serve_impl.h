@@ -153,7 +153,12 @@ void send_event(int ci);
 void event_begin(uint64_t id, pb_size_t which);
 void send_error(int ci, uint64_t id, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The contract's code for a file operation that failed with errno e: what the request or the
+ * sandbox's state explains is INVALID_ARGUMENT or PERMISSION_DENIED, a limit is
+ * RESOURCE_EXHAUSTED, and INTERNAL ("a bug in sbx") only what neither explains (EIO, EBADF). */
 uint32_t errno_code(int e);
+/* strerror(e), or words that say what to do where strerror's do not (ENXIO, ETXTBSY). */
+const char *errno_words(int e);
 
 /* commands.c */
 void request_reset(void);

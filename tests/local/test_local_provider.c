@@ -720,6 +720,56 @@ static void test_local_list_files_names_entries(void **state)
     lt_destroy(e, sb);
 }
 
+/* A file operation that failed for a reason of the request or the sandbox's state: the error
+ * code is the caller's to act on and the words say what the path is. */
+static void expect_file_error(sbx_status st, const sbx_error *err, const char *words)
+{
+    if (st != SBX_E_INVALID_ARGUMENT || strstr(err->message, words) == NULL)
+        fail_msg("expected INVALID_ARGUMENT saying '%s', got %s: %s", words, sbx_status_name(st),
+                 err->message);
+}
+
+/* The file API on a FIFO without a reader, on a socket, or on the binary of a running program:
+ * INVALID_ARGUMENT with words saying what the path is (before: INTERNAL, "a bug in sbx", with
+ * "No such device or address" and "Text file busy"). */
+static void test_local_file_api_on_a_fifo_socket_or_running_binary_is_invalid_argument(void **state)
+{
+    lt_env *e = *state;
+    sbx_sandbox *sb = lt_create(e);
+    sbx_message_free((ProtobufCMessage *)lt_run(
+        e, sb,
+        "mkfifo fifo && cp /bin/sleep busy && python3 -c \"import socket; "
+        "socket.socket(socket.AF_UNIX).bind('sock')\""));
+    Sbx__V1__RunCommand run = SBX__V1__RUN_COMMAND__INIT;
+    run.shell = "exec ./busy 60";
+    run.detach = true;
+    sbx_exec_opts o = lt_opts(0, NULL);
+    sbx_error err = {0};
+    sbx_result *r = sbx_result_new();
+    assert_int_equal(e->ops->run_command(sb, &run, &o, r, &err), SBX_OK);
+    sbx_message_free((ProtobufCMessage *)r);
+    /* the detached shell has exec'd busy once a process of that name runs */
+    r = lt_run(e, sb,
+               "for i in $(seq 200); do cat /proc/[0-9]*/comm 2>/dev/null | grep -qx busy && "
+               "exit 0; sleep 0.02; done; exit 1");
+    assert_int_equal(r->exit_code, 0);
+    sbx_message_free((ProtobufCMessage *)r);
+
+    Sbx__V1__WriteFile w = SBX__V1__WRITE_FILE__INIT;
+    w.content.data = (uint8_t *)"x";
+    w.content.len = 1;
+    w.path = "fifo";
+    r = sbx_result_new();
+    expect_file_error(e->ops->write_file(sb, &w, &o, r, &err), &err, "FIFO without a reader");
+    w.path = "busy";
+    expect_file_error(e->ops->write_file(sb, &w, &o, r, &err), &err, "a program is running");
+    Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
+    rd.path = "sock";
+    expect_file_error(e->ops->read_file(sb, &rd, &o, r, &err), &err, "a socket");
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(e, sb);
+}
+
 /* Renames on the host, in a loop, until *stop. */
 static void *renamer(void *arg)
 {
@@ -1290,6 +1340,8 @@ int main(void)
         cmocka_unit_test(test_local_long_argv_and_many_env_still_run),
         cmocka_unit_test(test_local_file_round_trip_of_multi_mib_file),
         cmocka_unit_test(test_local_list_files_names_entries),
+        cmocka_unit_test(
+            test_local_file_api_on_a_fifo_socket_or_running_binary_is_invalid_argument),
         cmocka_unit_test(test_local_file_read_with_dotdot_survives_renames_on_the_host),
         cmocka_unit_test(test_local_destroy_leaves_no_state_and_is_idempotent),
         cmocka_unit_test(test_local_attach_of_unknown_id_is_gone),
