@@ -14,10 +14,20 @@
  * The kernel flushes stdout/stderr before it replies, so the agent has every output byte of
  * the call in its pipes when the reply arrives. Exceptions print their traceback to stderr.
  * Everything the kernel sends is untrusted by the agent (the program shares its process).
+ *
+ * The kernel's first act is to make itself non-dumpable: another program of the session runs as
+ * its uid and could otherwise read and write its memory through /proc/PID/mem (its variables,
+ * and code of its own run in the kernel) and read its environment and descriptors; they then
+ * belong to root. (Its pipes were the agent's: a program cannot open them through /proc/PID/fd.)
+ * Left open: the milliseconds between the kernel's exec and that first line.
  */
 #include "agent.h"
 
 const char agent_python_kernel[] =
+    "try:\n"
+    "    __import__('ctypes').CDLL(None).prctl(4, 0, 0, 0, 0)\n" /* PR_SET_DUMPABLE 0 */
+    "except Exception:\n"
+    "    pass\n"
     "import ast, io, os, struct, sys, traceback\n"
     "_ctl = os.fdopen(3, 'rb', buffering=0)\n"
     "_rep = os.fdopen(4, 'wb', buffering=0)\n"

@@ -432,6 +432,42 @@ static void test_escape_fork_chain_dies_with_its_timeout(void **state)
                  pids_dir, later);
 }
 
+/* Another program of the session, which runs as the kernel's uid, cannot reach the persistent
+ * python kernel: not its memory through /proc/PID/mem (its variables; a write there runs code
+ * of the program's in the kernel), not its environment or descriptors. Before: a shell read its
+ * memory and environment and listed its descriptors. */
+static void test_escape_python_kernel_is_out_of_reach_of_the_sessions_programs(void **state)
+{
+    (void)state;
+    sbx_sandbox *sb = lt_create(&E->env);
+    sbx_result *r;
+    sbx_error err = {0};
+    assert_int_equal(lt_py(&E->env, sb, "import os\nsecret = 'kept'\nos.getpid()", &r, &err),
+                     SBX_OK);
+    long pid = strtol(r->value, NULL, 10);
+    sbx_message_free((ProtobufCMessage *)r);
+    assert_true(pid > 1);
+    char line[512];
+    snprintf(line, sizeof line,
+             "p=/proc/%ld; ls $p/fd >/dev/null 2>&1 && echo fds-listed; "
+             "head -c1 $p/environ >/dev/null 2>&1 && echo environ-read; "
+             "python3 -c \"import sys\ntry:\n a = int(open(sys.argv[1] + '/maps').readline()"
+             ".split('-')[0], 16)\n f = open(sys.argv[1] + '/mem', 'rb'); f.seek(a); f.read(16)\n"
+             " print('memory-read')\nexcept OSError: pass\" $p; echo checked",
+             pid);
+    r = lt_run(&E->env, sb, line);
+    char *out = strndup((const char *)r->stdout.data, r->stdout.len);
+    sbx_message_free((ProtobufCMessage *)r);
+    sbx_status st = lt_py(&E->env, sb, "secret", &r, &err);
+    bool kept = st == SBX_OK && r->value != NULL && strcmp(r->value, "'kept'") == 0;
+    sbx_message_free((ProtobufCMessage *)r);
+    lt_destroy(&E->env, sb);
+    if (strcmp(out, "checked\n") != 0)
+        fail_msg("another program reached the python kernel: %s", out);
+    free(out);
+    assert_true(kept); /* and the kernel still serves its session */
+}
+
 /* A read-only bind must not share its inodes with the host: an inotify watch a program puts on
  * a bound file (here /usr/bin/true, below a bound directory) must not see the host's accesses
  * to it (a side channel on what the host runs). */
@@ -767,6 +803,7 @@ int main(void)
         cmocka_unit_test(test_escape_file_api_symlink_to_etc_stays_inside),
         cmocka_unit_test(test_escape_fork_bomb_is_held_by_pids_limit),
         cmocka_unit_test(test_escape_fork_chain_dies_with_its_timeout),
+        cmocka_unit_test(test_escape_python_kernel_is_out_of_reach_of_the_sessions_programs),
         cmocka_unit_test(test_escape_inotify_exhaustion_stays_in_the_sandbox),
         cmocka_unit_test(test_escape_sigqueue_exhaustion_stays_in_the_sandbox),
         cmocka_unit_test(test_escape_memory_bomb_is_an_oom_outcome),
