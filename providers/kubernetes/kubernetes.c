@@ -962,6 +962,11 @@ static json_t *pod_for(const k8s_provider *p, const char *name, const char *ns,
                                   "--uid", uid, "--gid", uid, "--shared-uid", "--listen", listen);
     json_array_append_new(agent_cmd, json_string("--token-env"));
     json_array_append_new(agent_cmd, json_string(K8S_TOKEN_ENV));
+    /* A per_call pod serves the one connection of the process that made it: when that process
+     * dies mid-call, the agent sees the connection close and exits, ending the pod's programs
+     * (the pod ends, and the sweep removes it) instead of leaving them to run. */
+    if (p->per_call)
+        json_array_append_new(agent_cmd, json_string("--one-shot"));
     json_t *env = json_pack("[{s:s, s:{s:{s:s, s:s}}}]", "name", K8S_TOKEN_ENV, "valueFrom",
                             "secretKeyRef", "name", name, "key", "token");
     json_t *sandbox = json_pack(
