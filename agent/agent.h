@@ -86,7 +86,8 @@ typedef struct agent_config {
     bool one_shot;      /* the sandbox serves one call (scope per_call): the spare forked at start
                          * is the only one, none is forked after a command */
     bool end_with_host; /* a one-shot whose host holds one connection for the sandbox's whole
-                         * life (docker's per_call containers): once a host has connected and
+                         * life (docker's and kubernetes' per_call sandboxes, `--one-shot`; the
+                         * local launcher's one-shot has its reaper): once a host has connected and
                          * none is left, the agent exits, and with it (PID 1) every program:
                          * a host killed mid-command leaves nothing running (bwrap's
                          * --die-with-parent, through the socket) */
