@@ -67,7 +67,7 @@ void handle_file_write(int ci, uint64_t id, sbx_v1_AgentFileWrite *x)
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
             close(fd);
             cl->wfd = -1;
-            write_fail(ci, id, EINVAL, x->path);
+            write_fail(ci, id, ENXIO, x->path); /* ENXIO's words: not a regular file */
             return;
         }
         if (x->append && (uint64_t)st.st_size != x->offset) {

@@ -168,7 +168,9 @@ uint32_t errno_code(int e)
 const char *errno_words(int e)
 {
     switch (e) {
-    case ENXIO: return "not a regular file (a FIFO without a reader, or a socket)";
+    case ENXIO: /* what the file API takes for it too: a device, a FIFO with a reader */
+        return "not a regular file (a FIFO, a socket or a device): the file API reads and writes "
+               "regular files";
     case ETXTBSY: return "a program is running from it (text file busy)";
     default: return strerror(e);
     }

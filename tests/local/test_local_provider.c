@@ -729,9 +729,9 @@ static void expect_file_error(sbx_status st, const sbx_error *err, const char *w
                  err->message);
 }
 
-/* The file API on a FIFO without a reader, on a socket, or on the binary of a running program:
- * INVALID_ARGUMENT with words saying what the path is (before: INTERNAL, "a bug in sbx", with
- * "No such device or address" and "Text file busy"). */
+/* The file API on a FIFO without a reader, on a socket, on a device, or on the binary of a
+ * running program: INVALID_ARGUMENT with words saying what the path is (before: INTERNAL, "a bug
+ * in sbx", with "No such device or address" and "Text file busy"; a device "Invalid argument"). */
 static void test_local_file_api_on_a_fifo_socket_or_running_binary_is_invalid_argument(void **state)
 {
     lt_env *e = *state;
@@ -760,12 +760,14 @@ static void test_local_file_api_on_a_fifo_socket_or_running_binary_is_invalid_ar
     w.content.len = 1;
     w.path = "fifo";
     r = sbx_result_new();
-    expect_file_error(e->ops->write_file(sb, &w, &o, r, &err), &err, "FIFO without a reader");
+    expect_file_error(e->ops->write_file(sb, &w, &o, r, &err), &err, "not a regular file");
+    w.path = "/dev/null"; /* opens, but is no file to write (before: "Invalid argument") */
+    expect_file_error(e->ops->write_file(sb, &w, &o, r, &err), &err, "not a regular file");
     w.path = "busy";
     expect_file_error(e->ops->write_file(sb, &w, &o, r, &err), &err, "a program is running");
     Sbx__V1__ReadFile rd = SBX__V1__READ_FILE__INIT;
     rd.path = "sock";
-    expect_file_error(e->ops->read_file(sb, &rd, &o, r, &err), &err, "a socket");
+    expect_file_error(e->ops->read_file(sb, &rd, &o, r, &err), &err, "not a regular file");
     sbx_message_free((ProtobufCMessage *)r);
     lt_destroy(e, sb);
 }
