@@ -127,6 +127,24 @@ static void test_launch_takes_crossed_descriptors_of_0_and_1(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The launched child l ended 127 after writing line to the stderr read from fd (closed here),
+ * and sbx_launch_explain turns that line into explained. */
+static void expect_explained_127(int fd, sbx_launched *l, const char *line, const char *explained)
+{
+    char err[512];
+    read_all(fd, err, sizeof err);
+    close(fd);
+    int st = 0;
+    assert_int_equal(waitpid(l->pid, &st, 0), l->pid);
+    sbx_launch_release(l);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 127);
+    assert_string_equal(err, line);
+    err[strlen(err) - 1] = '\0';
+    sbx_launch_explain(err, sizeof err);
+    assert_string_equal(err, explained);
+}
+
 static void test_launch_failed_exec_is_explained(void **state)
 {
     (void)state;
@@ -140,21 +158,10 @@ static void test_launch_failed_exec_is_explained(void **state)
     assert_int_equal(sbx_launch("/nonexistent/program", argv, envp, fds, &l), 0);
     close(pe[1]);
     close(devnull);
-    char err[512];
-    read_all(pe[0], err, sizeof err);
-    close(pe[0]);
-    int st = 0;
-    assert_int_equal(waitpid(l.pid, &st, 0), l.pid);
-    sbx_launch_release(&l);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 127);
-    char want[128];
-    snprintf(want, sizeof want, "cannot run /nonexistent/program: execve error %d\n", ENOENT);
-    assert_string_equal(err, want);
-    err[strlen(err) - 1] = '\0';
-    sbx_launch_explain(err, sizeof err);
-    snprintf(want, sizeof want, "cannot run /nonexistent/program: %s", strerror(ENOENT));
-    assert_string_equal(err, want);
+    char line[128], explained[128];
+    snprintf(line, sizeof line, "cannot run /nonexistent/program: execve error %d\n", ENOENT);
+    snprintf(explained, sizeof explained, "cannot run /nonexistent/program: %s", strerror(ENOENT));
+    expect_explained_127(pe[0], &l, line, explained);
 }
 
 /* A descriptor the child cannot take (closed since) ends it with 127 and a line saying so on the
@@ -180,22 +187,11 @@ static void test_launch_descriptor_it_cannot_take_is_explained(void **state)
         close(pe[0]);
         return;
     }
-    char err[512];
-    read_all(pe[0], err, sizeof err);
-    close(pe[0]);
-    int st = 0;
-    assert_int_equal(waitpid(l.pid, &st, 0), l.pid);
-    sbx_launch_release(&l);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 127);
-    char want[160];
-    snprintf(want, sizeof want, "cannot run /bin/true: descriptor error %d\n", EBADF);
-    assert_string_equal(err, want);
-    err[strlen(err) - 1] = '\0';
-    sbx_launch_explain(err, sizeof err);
-    snprintf(want, sizeof want, "cannot run /bin/true: cannot hand it its descriptors: %s",
-             strerror(EBADF));
-    assert_string_equal(err, want);
+    char line[160], explained[160];
+    snprintf(line, sizeof line, "cannot run /bin/true: descriptor error %d\n", EBADF);
+    snprintf(explained, sizeof explained,
+             "cannot run /bin/true: cannot hand it its descriptors: %s", strerror(EBADF));
+    expect_explained_127(pe[0], &l, line, explained);
 }
 
 static void test_launch_explain_leaves_other_text_alone(void **state)
