@@ -672,22 +672,21 @@ static void test_k8s_sweep_removes_ended_and_orphaned_per_call_pods(void **state
     assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
     /* Its agent saw its owner's connection close and ended the pod (before: the pod ran on
      * until the sweep). */
-    const char *phase = NULL;
-    for (int i = 0; i < 200; i++) {
+    bool orphan_ended = false;
+    for (int i = 0; i < 200 && !orphan_ended; i++) {
+        if (i > 0)
+            usleep(50000);
         json_t *j = NULL;
         kt_fake_get(f, "/api/v1/namespaces/" KT_NS "/pods", &j);
         json_t *items = json_object_get(j, "items");
         const char *ph = json_string_value(
             json_object_get(json_object_get(json_array_get(items, 0), "status"), "phase"));
-        phase = ph != NULL && strcmp(ph, "Succeeded") == 0 ? "Succeeded" : NULL;
+        orphan_ended = ph != NULL && strcmp(ph, "Succeeded") == 0;
         bool one = json_array_size(items) == 1;
         json_decref(j);
         assert_true(one);
-        if (phase != NULL)
-            break;
-        usleep(50000);
     }
-    if (phase == NULL)
+    if (!orphan_ended)
         fail_msg("the orphaned per_call pod still runs 10 s after its owner died");
     /* Two made by this (live) process: one keeps running, one ends. */
     sbx_config *cfg = NULL;
