@@ -907,7 +907,12 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
 {
     bool wait_go = false, reap = false;
     const char *slot_dir = "";
-    pid_t owner = getppid(); /* the provider's process: --reap watches it (reap.c) */
+    /* The provider's process, which --reap watches (reap.c): named by --owner. Not getppid()
+     * here: an owner killed right after it sent "go", while the kernel still exec'd this
+     * launcher, has already handed it to a subreaper or init, which getppid() then names, so the
+     * reaper watched a process that lives on (or, for init, nothing) and the sandbox ran on
+     * until a sweep (test_local_leak, ci171). Without --owner: the parent, as before. */
+    pid_t owner = 0;
     boot_opts o;
     memset(&o, 0, sizeof o);
     o.agent.socket_path = "/.sbx/agent.sock";
@@ -963,6 +968,8 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
             cgroup_delegate = v;
         else if (strcmp(a, "--uid-slots") == 0)
             slot_dir = v;
+        else if (strcmp(a, "--owner") == 0)
+            owner = (pid_t)num(v, a);
         else if (strcmp(a, "--workspace-mb") == 0)
             o.ws_mb = num(v, a);
         else if (strcmp(a, "--tmp-mb") == 0)
@@ -988,6 +995,8 @@ int boot_local_main(int argc, char **argv) /* NOLINT(readability-function-size) 
         fprintf(stderr, "sbx-agent boot: --box DIR is required\n");
         return 2;
     }
+    if (owner <= 0)
+        owner = getppid();
     if (o.agent.workdir[0] != '/' || strstr(o.agent.workdir, "..")) {
         fprintf(stderr, "sbx-agent boot: --workdir must be an absolute path without '..'\n");
         return 2;

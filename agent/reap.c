@@ -16,11 +16,13 @@
  * killed, the sandbox is left to its destroy, or to the provider's sweep once its owner or its
  * init has ended.
  *
- * It also watches the provider's process, its parent (pidfds of both): an owner that dies
- * before its destroy (a killed `sbx run`, a crashed embedder or worker) leaves a per_call sandbox
- * nobody can reach, which the provider's sweep removes (local.c sweep_one), but only at the next
- * open or sweep of the same runtime dir, maybe never; its command ran on meanwhile. The reaper
- * ends it at once instead, as bwrap's --die-with-parent does.
+ * It also watches the provider's process, its parent, which names itself (--owner; pidfds of
+ * both): an owner that dies before its destroy (a killed `sbx run`, a crashed embedder or
+ * worker) leaves a per_call sandbox nobody can reach, which the provider's sweep removes
+ * (local.c sweep_one), but only at the next open or sweep of the same runtime dir, maybe never;
+ * its command ran on meanwhile. The reaper ends it at once instead, as bwrap's --die-with-parent
+ * does. An owner that died before this launcher's main ran has already handed it to a subreaper
+ * or init, so getppid() there is no way to learn the owner; --owner is.
  */
 #include <errno.h>
 #include <fcntl.h>

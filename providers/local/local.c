@@ -996,6 +996,7 @@ static sbx_status setup_cgroups(local_provider *lp, const sbx_policy *p, uid_t u
 typedef struct boot_cmd {
     char *argv[64 + 2 * 64];
     char num[7][32];
+    char owner[32];
     char cg[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 32];
     char procs[LOCAL_META_MAX_CGROUPS][LOCAL_MAX_CGROUP_DIR + 64];
     char slots[LOCAL_MAX_RUNTIME_DIR + 32];
@@ -1044,8 +1045,13 @@ static void boot_argv(const local_provider *lp, const char *id, const char *box,
     argv[ac++] = (char *)lp->workdir;
     if (lp->per_call) { /* one call, then destroyed: no spare after its command */
         argv[ac++] = "--one-shot";
-        /* and a reaper, so that the destroy does not wait for the teardown (agent/reap.c) */
+        /* and a reaper, so that the destroy does not wait for the teardown (agent/reap.c); it
+         * ends the sandbox once this process has died, which it must be told, not find out:
+         * this process may die before the launcher's main runs */
         argv[ac++] = "--reap";
+        snprintf(c->owner, sizeof c->owner, "%ld", (long)getpid());
+        argv[ac++] = "--owner";
+        argv[ac++] = c->owner;
         if (!lp->rootless) {
             uid_slot_path(lp, -1, c->slots, sizeof c->slots);
             argv[ac++] = "--uid-slots";

@@ -6,12 +6,14 @@
  */
 #include "tests/local/local_helpers.h"
 #include "support/uid_slots.h"
+#include "providers/common/agent_client.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 
@@ -401,13 +403,16 @@ static bool kill_after_go(pid_t pid)
     return false;
 }
 /* Forks the owner of a create: a provider of its own on e's runtime dir (per_call), traced by
- * this process and stopped (SIGSTOP) before the create of a sandbox with these limits. */
-static pid_t traced_owner(lt_env *e, uint64_t memory_mb, uint32_t pids)
+ * this process and stopped (SIGSTOP) before the create of a sandbox with these limits. agent:
+ * the launcher it runs ($SBX_AGENT), NULL for the usual one. */
+static pid_t traced_owner_of(lt_env *e, uint64_t memory_mb, uint32_t pids, const char *agent)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid != 0)
         return pid;
+    if (agent != NULL && setenv("SBX_AGENT", agent, 1) != 0)
+        _exit(2);
     sbx_provider_ctx ctx = {0};
     ctx.profile = "test";
     ctx.runtime_dir = e->runtime_dir;
@@ -422,6 +427,11 @@ static pid_t traced_owner(lt_env *e, uint64_t memory_mb, uint32_t pids)
     sbx_sandbox *sb = NULL;
     (void)e->ops->create(own, NULL, NULL, p, &sb, &err);
     _exit(0); /* a sandbox it made is lt_close's to remove */
+}
+
+static pid_t traced_owner(lt_env *e, uint64_t memory_mb, uint32_t pids)
+{
+    return traced_owner_of(e, memory_mb, pids, NULL);
 }
 
 /* The id and state dir of the (last listed) sandbox in e's runtime dir; id "" when none. */
@@ -488,15 +498,15 @@ static void test_create_killed_after_its_cgroups_leaves_none_after_the_sweep(voi
  * the sandbox boots without anyone to destroy it, and its reaper, finding its parent gone, ends
  * it and removes it all, with no sweep (before: the reaper could not open the dead owner's pidfd,
  * gave up watching, and the sandbox ran on until a sweep). */
-static void test_create_killed_after_its_go_leaves_nothing(void **state)
+static void killed_after_go_leaves_nothing(const char *agent)
 {
-    (void)state;
 #if !defined(__x86_64__)
+    (void)agent;
     skip(); /* the syscall-entry registers read below are x86-64's */
 #else
     lt_env e;
     lt_open(&e);
-    pid_t pid = traced_owner(&e, 0, 0);
+    pid_t pid = traced_owner_of(&e, 0, 0, agent);
     assert_true(kill_after_go(pid));
     char id[32] = "", dir[PATH_MAX] = "";
     the_sandbox(&e, id, dir);
@@ -511,12 +521,46 @@ static void test_create_killed_after_its_go_leaves_nothing(void **state)
         if (!gone)
             usleep(10000);
     }
+    if (agent != NULL) { /* the wrapper and its dir (test below), before any failure */
+        char wdir[PATH_MAX];
+        snprintf(wdir, sizeof wdir, "%s", agent);
+        unlink(agent);
+        *strrchr(wdir, '/') = '\0';
+        rmdir(wdir);
+    }
     if (!gone)
         fail_msg("sandbox %s of a create killed after its go is still on the host 5 s later "
                  "(dir: %s, cgroups: %s)",
                  id, access(dir, F_OK) == 0 ? "left" : "gone", cgroup_exists(id) ? "left" : "gone");
     lt_close(&e);
 #endif
+}
+
+static void test_create_killed_after_its_go_leaves_nothing(void **state)
+{
+    (void)state;
+    killed_after_go_leaves_nothing(NULL);
+}
+
+/* The same, with the owner dead before its launcher's main runs (here the launcher sleeps
+ * 0.3 s before it execs sbx-agent; on a loaded host the exec alone can outlast the owner's "go"
+ * and death): the launcher's parent is then already this process (a subreaper), which the
+ * reaper took for its owner, and watched, so the sandbox ran on until a sweep (the test above
+ * failed so in ci171). The provider now names itself (--owner). */
+static void test_create_killed_before_its_launcher_started_leaves_nothing(void **state)
+{
+    (void)state;
+    char real[PATH_MAX], dir[] = "/tmp/sbxw-XXXXXX", wrapper[PATH_MAX];
+    sbx_error err = {0};
+    assert_int_equal(sbx_agent_binary_path(real, sizeof real, &err), SBX_OK);
+    assert_non_null(mkdtemp(dir));
+    snprintf(wrapper, sizeof wrapper, "%s/slow-agent", dir);
+    FILE *f = fopen(wrapper, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n/bin/sleep 0.3\nexec '%s' \"$@\"\n", real);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(wrapper, 0755), 0);
+    killed_after_go_leaves_nothing(wrapper); /* removes the wrapper and dir */
 }
 
 int main(void)
@@ -530,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy),
         cmocka_unit_test(test_create_killed_after_its_cgroups_leaves_none_after_the_sweep),
         cmocka_unit_test(test_create_killed_after_its_go_leaves_nothing),
+        cmocka_unit_test(test_create_killed_before_its_launcher_started_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
