@@ -12,7 +12,7 @@
 #define CODE_STDIN_MAX (1u << 20)
 
 const char cmd_code_help[] =
-    "Usage: sbx code -l LANG [--profile P | --session S] [-i] [POLICY] CODE\n\n"
+    "Usage: sbx code -l LANG [--profile P | --session S] [--timeout D] [-i] [POLICY] CODE\n\n"
     "Runs CODE (or, for '-', the program read from stdin) with the LANG interpreter. Without\n"
     "--session it runs in a fresh sandbox that is destroyed afterwards; with --session the\n"
     "session's interpreter state is kept between calls where the provider is stateful. The\n"

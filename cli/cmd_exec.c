@@ -8,7 +8,7 @@
 #include "cli/policy_opts.h"
 
 const char cmd_exec_help[] =
-    "Usage: sbx exec --session S [--timeout-ms N] [-i] [-d] [--recreate-elsewhere] [POLICY] [--]\n"
+    "Usage: sbx exec --session S [--timeout D] [-i] [-d] [--recreate-elsewhere] [POLICY] [--]\n"
     "                COMMAND [ARGS...]\n\n"
     "Runs COMMAND in session S (an id or a name from `sbx session ls`). The session keeps its\n"
     "sandbox between commands; an unknown session is an error, never a fresh sandbox.\n"
@@ -23,7 +23,6 @@ const char cmd_exec_help[] =
     "Options:\n"
     "  -s, --session S  the session (required)\n"
     "  -d, --detach     start the command, print its id and exit (stdin is sent first)\n"
-    "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
     "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
     "  --recreate-elsewhere\n"
     "                   when the session's sandbox lives on another node (host-local providers:\n"
@@ -49,9 +48,8 @@ static int exec_args(const cli_parser *a, int opt, const char *session)
 
 int cmd_exec(int argc, char **argv)
 {
-    enum { OPT_SESSION, OPT_TIMEOUT, OPT_STDIN, OPT_RECREATE, OPT_DETACH };
+    enum { OPT_SESSION, OPT_STDIN, OPT_RECREATE, OPT_DETACH };
     static const cli_option options[] = {[OPT_SESSION] = {"session", 's', true},
-                                         [OPT_TIMEOUT] = {"timeout-ms", 0, true},
                                          [OPT_STDIN] = {"stdin", 'i', false},
                                          [OPT_RECREATE] = {"recreate-elsewhere", 0, false},
                                          [OPT_DETACH] = {"detach", 'd', false},
@@ -60,7 +58,6 @@ int cmd_exec(int argc, char **argv)
     cli_parser a = {
         .cmd = "exec", .help = cmd_exec_help, .options = options, .stop_at_operand = true};
     const char *session = NULL;
-    long long timeout_ms = 0;
     bool force_stdin = false, recreate_elsewhere = false, detach = false;
     sbx_policy *policy = NULL; /* the policy options' (owned by the request once built) */
     int opt, pol = 0;
@@ -80,8 +77,6 @@ int cmd_exec(int argc, char **argv)
             recreate_elsewhere = true;
         else if (opt == OPT_DETACH)
             detach = true;
-        else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
-            break;
     }
     int rc = exec_args(&a, opt, session);
     ProtobufCBinaryData in = {0, NULL};
@@ -107,10 +102,6 @@ int cmd_exec(int argc, char **argv)
     r->run_command->stdin = in; /* freed with the request */
     r->run_command->detach = detach;
     r->recreate_elsewhere = recreate_elsewhere;
-    if (timeout_ms > 0 && policy == NULL)
-        policy = sbx_policy_new();
-    if (policy != NULL && timeout_ms > 0)
-        policy->timeout_ms = (uint64_t)timeout_ms;
     r->policy = policy; /* freed with the request */
     rc =
         detach ? cli_plane_start_detached(&p, r, session) : cli_plane_exec_followed(&p, r, session);

@@ -9,7 +9,7 @@
 #include "cli/policy_opts.h"
 
 const char cmd_run_help[] =
-    "Usage: sbx run [--profile P] [--timeout-ms N] [--from-snapshot NAME] [-i] [POLICY] [--]\n"
+    "Usage: sbx run [--profile P] [--timeout D] [--from-snapshot NAME] [-i] [POLICY] [--]\n"
     "               COMMAND [ARGS...]\n\n"
     "Runs COMMAND in a fresh sandbox of profile P (default: the default profile) and destroys\n"
     "the sandbox afterwards, whatever happened (also on SIGINT, SIGTERM or SIGHUP, which stop\n"
@@ -18,7 +18,6 @@ const char cmd_run_help[] =
     "Options end at the first word of COMMAND: `sbx run echo --json` runs `echo --json`.\n\n"
     "Options:\n"
     "  --profile P      the profile to use\n"
-    "  --timeout-ms N   wall-clock limit (may only narrow the profile's timeout_ms)\n"
     "  --from-snapshot NAME\n"
     "                   start with snapshot NAME's workspace (sbx snapshot ls)\n"
     "  -i, --stdin      forward stdin even when it is a terminal (until end of file)\n"
@@ -27,9 +26,8 @@ const char cmd_run_help[] =
 
 int cmd_run(int argc, char **argv)
 {
-    enum { OPT_PROFILE, OPT_TIMEOUT, OPT_STDIN, OPT_FROM_SNAPSHOT };
+    enum { OPT_PROFILE, OPT_STDIN, OPT_FROM_SNAPSHOT };
     static const cli_option options[] = {[OPT_PROFILE] = {"profile", 0, true},
-                                         [OPT_TIMEOUT] = {"timeout-ms", 0, true},
                                          [OPT_STDIN] = {"stdin", 'i', false},
                                          [OPT_FROM_SNAPSHOT] = {"from-snapshot", 0, true},
                                          CLI_POLICY_OPTIONS,
@@ -37,7 +35,6 @@ int cmd_run(int argc, char **argv)
     cli_parser a = {
         .cmd = "run", .help = cmd_run_help, .options = options, .stop_at_operand = true};
     const char *profile = NULL, *from_snapshot = NULL;
-    long long timeout_ms = 0;
     bool force_stdin = false;
     sbx_policy *policy = NULL; /* the policy options' (owned by the request once built) */
     int opt, pol = 0;
@@ -55,8 +52,6 @@ int cmd_run(int argc, char **argv)
             force_stdin = true;
         else if (opt == OPT_FROM_SNAPSHOT)
             from_snapshot = a.value;
-        else if (opt == OPT_TIMEOUT && !cli_opt_positive(&a, "timeout-ms", &timeout_ms))
-            break;
     }
     if (opt >= 0 || opt == CLI_OPT_EXIT) {
         sbx_message_free((ProtobufCMessage *)policy);
@@ -88,10 +83,6 @@ int cmd_run(int argc, char **argv)
     r->run_command->stdin = in; /* freed with the request */
     if (from_snapshot != NULL)
         sbx_set_string(&r->from_snapshot, from_snapshot);
-    if (timeout_ms > 0 && policy == NULL)
-        policy = sbx_policy_new();
-    if (policy != NULL && timeout_ms > 0)
-        policy->timeout_ms = (uint64_t)timeout_ms;
     r->policy = policy; /* freed with the request */
     rc = cli_plane_run_program(&p, r, NULL);
     sbx_request_free(r);

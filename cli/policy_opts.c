@@ -1,6 +1,8 @@
 /* policy_opts.c - the policy options of `sbx run`, `sbx code` and `sbx exec` (policy_opts.h). */
 #include "cli/policy_opts.h"
 
+#include "core/limits.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -23,11 +25,52 @@ static int out_of_memory(cli_parser *p)
     return -1;
 }
 
+/* A duration as kubectl and Go take it: one or more <number><unit>, the number decimal (a
+ * fraction allowed), the unit ms, s, m or h ("30s", "1m30s", "1.5h", "250ms"); false when
+ * value is none, or not a whole number of milliseconds from 1 up to a week (the engine's most,
+ * core/limits.h). No unit is an error, not seconds: "5" could mean either. Nothing but digits
+ * and a point before each unit. */
+static bool parse_duration_ms(const char *value, long long *out)
+{
+    static const struct {
+        const char *unit;
+        double ms;
+    } units[] = {{"ms", 1}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}};
+    double total = 0;
+    const char *s = value;
+    if (*s == '\0')
+        return false;
+    while (*s != '\0') {
+        size_t digits = strspn(s, "0123456789.");
+        char *end = NULL;
+        double n = strtod(s, &end);
+        /* strtod alone would take a sign, blanks, an exponent, hex and "inf" */
+        if (digits == 0 || end != s + digits || !isfinite(n))
+            return false;
+        size_t i = 0;
+        while (i < sizeof units / sizeof units[0] &&
+               (strncmp(end, units[i].unit, strlen(units[i].unit)) != 0 ||
+                (strcmp(units[i].unit, "m") == 0 && end[1] == 's')))
+            i++;
+        if (i == sizeof units / sizeof units[0])
+            return false;
+        total += n * units[i].ms;
+        if (total > (double)MAX_POLICY_TIMEOUT_MS)
+            return false;
+        s = end + strlen(units[i].unit);
+    }
+    double ms = floor(total + 0.5);
+    if (ms < 1 || fabs(total - ms) > 1e-6 * (ms > 1 ? ms : 1))
+        return false;
+    *out = (long long)ms;
+    return true;
+}
+
 int cli_policy_opt(cli_parser *p, int opt, sbx_policy **policy)
 {
     const char *name = p->options[opt].name;
-    static const char *const ours[] = {"network", "allow",   "memory-mb", "cpu",
-                                       "pids",    "disk-mb", "strict"};
+    static const char *const ours[] = {"timeout", "timeout-ms", "network", "allow", "memory-mb",
+                                       "cpu",     "pids",       "disk-mb", "strict"};
     size_t i = 0;
     while (i < sizeof ours / sizeof ours[0] && strcmp(name, ours[i]) != 0)
         i++;
@@ -66,11 +109,22 @@ int cli_policy_opt(cli_parser *p, int opt, sbx_policy **policy)
         pol->strict = 1;
         return 1;
     }
+    if (strcmp(name, "timeout") == 0) {
+        long long ms = 0;
+        if (!parse_duration_ms(p->value, &ms))
+            return usage(p, name,
+                         "a duration with its unit, whole milliseconds from 1ms to 168h (30s, "
+                         "1m30s, 500ms, 1.5h)");
+        pol->timeout_ms = (uint64_t)ms;
+        return 1;
+    }
     /* the integer limits: positive (the engine holds them to core/limits.h's bounds) */
     long long v = 0;
     if (!cli_opt_positive(p, name, &v))
         return -1;
-    if (strcmp(name, "pids") == 0) {
+    if (strcmp(name, "timeout-ms") == 0) {
+        pol->timeout_ms = (uint64_t)v;
+    } else if (strcmp(name, "pids") == 0) {
         if (v > (long long)UINT32_MAX)
             return usage(p, name, "a number of at most 4294967295");
         pol->pids = (uint32_t)v;

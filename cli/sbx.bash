@@ -9,11 +9,11 @@ _sbx_globals="--config --json --broker --endpoint --ca-file --cert-file --key-fi
 # Options of each command (the global ones are added to all).
 _sbx_command_options() {
   case $1 in
-    run) echo "--profile --timeout-ms --from-snapshot -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
-    exec) echo "--session --timeout-ms -i --stdin -d --detach --recreate-elsewhere --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
+    run) echo "--profile --timeout --timeout-ms --from-snapshot -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
+    exec) echo "--session --timeout --timeout-ms -i --stdin -d --detach --recreate-elsewhere --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
     attach) echo "--offset --stderr-offset" ;;
     kill) echo "--signal" ;;
-    code) echo "--language --profile --session -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
+    code) echo "--language --profile --session --timeout --timeout-ms -i --stdin --network --allow --memory-mb --cpu --pids --disk-mb --strict" ;;
     session) echo "--profile --name --from-snapshot --forget" ;;
     cp) echo "-r --recursive" ;;
     worker) echo "--listen" ;;
@@ -41,7 +41,7 @@ _sbx() {
     word=${COMP_WORDS[i]}
     case $word in
       --config | --broker | --endpoint | --ca-file | --cert-file | --key-file | --token-env | \
-        --subject | --principal-mode | --profile | --session | -s | --timeout-ms | --language | -l | --name | -n | --listen | \
+        --subject | --principal-mode | --profile | --session | -s | --timeout | --timeout-ms | --language | -l | --name | -n | --listen | \
         --offset | --stderr-offset | --signal | --from-snapshot | --network | --allow | --memory-mb | --cpu | \
         --pids | --disk-mb)
         ((i++)) ;;
@@ -62,7 +62,7 @@ _sbx() {
     --session | -s)
       mapfile -t COMPREPLY < <(compgen -W "$(_sbx_json_keys session_id sbx session ls)" -- "$cur")
       return 0 ;;
-    --endpoint | --token-env | --subject | --timeout-ms | --name | --listen | --offset | \
+    --endpoint | --token-env | --subject | --timeout | --timeout-ms | --name | --listen | --offset | \
       --stderr-offset) return 0 ;;
     --signal) mapfile -t COMPREPLY < <(compgen -W "1 2 9 15" -- "$cur"); return 0 ;;
     --network) mapfile -t COMPREPLY < <(compgen -W "deny allow" -- "$cur"); return 0 ;;
