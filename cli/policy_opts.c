@@ -59,10 +59,13 @@ static bool parse_duration_ms(const char *value, long long *out)
             return false;
         s = end + strlen(units[i].unit);
     }
-    double ms = floor(total + 0.5);
-    if (ms < 1 || fabs(total - ms) > 1e-6 * (ms > 1 ? ms : 1))
+    /* rounded by hand: floor() and fabs() would need libm, which not every program that links
+     * the CLI's objects links (the ASan build's config test CLI did not) */
+    long long ms = (long long)(total + 0.5);
+    double off = total - (double)ms;
+    if (ms < 1 || (off < 0 ? -off : off) > 1e-6 * (ms > 1 ? (double)ms : 1.0))
         return false;
-    *out = (long long)ms;
+    *out = ms;
     return true;
 }
 
