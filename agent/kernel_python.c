@@ -19,7 +19,8 @@
  * its uid and could otherwise read and write its memory through /proc/PID/mem (its variables,
  * and code of its own run in the kernel) and read its environment and descriptors; they then
  * belong to root. (Its pipes were the agent's: a program cannot open them through /proc/PID/fd.)
- * Left open: the milliseconds between the kernel's exec and that first line.
+ * Left open: the interpreter's start between the kernel's exec and that first line (20-35 ms
+ * here; docs/security.md says why it stays).
  */
 #include "agent.h"
 
