@@ -48,9 +48,8 @@ static bool parse_duration_ms(const char *value, long long *out)
         if (digits == 0 || end != s + digits || !isfinite(n))
             return false;
         size_t i = 0;
-        while (i < sizeof units / sizeof units[0] &&
-               (strncmp(end, units[i].unit, strlen(units[i].unit)) != 0 ||
-                (strcmp(units[i].unit, "m") == 0 && end[1] == 's')))
+        while (i < sizeof units / sizeof units[0] && /* "ms" is tried before "m" */
+               strncmp(end, units[i].unit, strlen(units[i].unit)) != 0)
             i++;
         if (i == sizeof units / sizeof units[0])
             return false;
