@@ -210,18 +210,22 @@ class HaproxyFleet(unittest.TestCase):
         # check has taken it out, so HAProxy answers 503 for its node.
         socket.create_connection(("127.0.0.1", self.workers[1].port), timeout=5).close()
         # Never served again (every try is BROKER), and HAProxy's 503 is what the client names.
-        # libcurl 7.88 sometimes reports a stream reset in the framing layer instead of the
-        # 503 right after the node left the pool (a known flake, see deploy/README.md), so the
-        # 503 must show in one of three tries, and none may run the command.
+        # A try may instead end in "Stream error in the HTTP/2 framing layer" from libcurl 7.88
+        # (refused too, but without the 503 to name): three tries in a row did so once on a
+        # loaded host (ci175), the cause not found (checks not yet done at inter 1s, fall 2; or
+        # HAProxy's h2 answer and this libcurl). So the 503 must show within 8 s of tries,
+        # 0.5 s apart, and no try may run the command.
         errs = []
-        for _ in range(3):
+        deadline = time.time() + 8
+        while True:
             p = run("exec", "--session", name, "--", "true")
             self.assertEqual(p.returncode, 125, p.stderr)
             self.assertIn("BROKER", p.stderr)
             self.assertNotIn("max message size", p.stderr)
             errs.append(p.stderr)
-            if "HTTP 503" in p.stderr:
+            if "HTTP 503" in p.stderr or time.time() > deadline:
                 break
+            time.sleep(0.5)
         self.assertIn("HTTP 503", errs[-1], errs)
 
 
