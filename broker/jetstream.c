@@ -343,6 +343,7 @@ sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_co
     if (c == NULL)
         return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
     c->cfg = cfg;
+    pthread_mutex_init(&c->retired_mu, NULL);
     snprintf(c->name, sizeof c->name, "%s", cfg->name != NULL ? cfg->name : "sbx");
     snprintf(c->stream, sizeof c->stream, "%s_tasks", c->name);
 
@@ -507,15 +508,86 @@ bool sbxq_close_within(sbxq_conn *c, int ms)
     return done;
 }
 
+/* Frees the first n of subs. */
+static void destroy_subs(natsSubscription **subs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        natsSubscription_Destroy(subs[i]);
+}
+
+/* Takes the batch waiting, proves the read loop past it with a flush and frees it. A flush
+ * that fails (the connection is away) puts the batch back, before what ended meanwhile, for
+ * the next try. */
+static void reap_retired(sbxq_conn *c)
+{
+    pthread_mutex_lock(&c->retired_mu);
+    natsSubscription **batch = c->retired;
+    size_t n = c->n_retired;
+    c->retired = NULL;
+    c->n_retired = c->cap_retired = 0;
+    pthread_mutex_unlock(&c->retired_mu);
+    bool past = natsConnection_Status(c->nc) == NATS_CONN_STATUS_CONNECTED &&
+                natsConnection_FlushTimeout(c->nc, SBXQ_RETIRE_FLUSH_MS) == NATS_OK;
+    if (past) {
+        destroy_subs(batch, n);
+        free(batch);
+    }
+    pthread_mutex_lock(&c->retired_mu);
+    if (!past) {
+        natsSubscription **all = realloc(batch, (n + c->n_retired) * sizeof(*all));
+        if (all != NULL) { /* else out of memory: the batch leaks rather than is freed early */
+            if (c->n_retired > 0)
+                memcpy(all + n, c->retired, c->n_retired * sizeof(*all));
+            free(c->retired);
+            c->retired = all;
+            c->n_retired += n;
+            c->cap_retired = c->n_retired;
+        }
+    }
+    c->reaping = false;
+    pthread_mutex_unlock(&c->retired_mu);
+}
+
+void sbxq_unsubscribe(sbxq_conn *c, natsSubscription *sub, bool drained)
+{
+    if (sub == NULL)
+        return;
+    if (!drained)
+        natsSubscription_Unsubscribe(sub);
+    pthread_mutex_lock(&c->retired_mu);
+    bool kept = true;
+    if (c->n_retired == c->cap_retired) {
+        size_t cap = c->cap_retired ? 2 * c->cap_retired : SBXQ_RETIRE_BATCH;
+        natsSubscription **grown = realloc(c->retired, cap * sizeof(*grown));
+        if (grown != NULL) {
+            c->retired = grown;
+            c->cap_retired = cap;
+        } else {
+            kept = false; /* out of memory: leak this one rather than free it early */
+        }
+    }
+    if (kept)
+        c->retired[c->n_retired++] = sub;
+    bool reap = c->n_retired >= SBXQ_RETIRE_BATCH && !c->reaping;
+    if (reap)
+        c->reaping = true;
+    pthread_mutex_unlock(&c->retired_mu);
+    if (reap)
+        reap_retired(c);
+}
+
 void sbxq_close(sbxq_conn *c)
 {
     if (c == NULL)
         return;
     kvStore_Destroy(c->kv);
     jsCtx_Destroy(c->js);
-    if (c->nc != NULL) {
-        natsConnection_Close(c->nc);
-        natsConnection_Destroy(c->nc);
-    }
+    if (c->nc != NULL)
+        natsConnection_Close(c->nc); /* joins the read loop */
+    /* No thread is reaping: the owner stopped every caller before closing. */
+    destroy_subs(c->retired, c->n_retired);
+    free(c->retired);
+    natsConnection_Destroy(c->nc);
+    pthread_mutex_destroy(&c->retired_mu);
     free(c);
 }

@@ -18,6 +18,7 @@
 #ifndef SBX_BROKER_JETSTREAM_H
 #define SBX_BROKER_JETSTREAM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,6 +60,11 @@ typedef struct sbxq_conn {
     char name[64];               /* the queue's name: subject prefix */
     char stream[80];             /* N_tasks */
     int64_t max_payload;         /* the server's, for completions that would not fit */
+    /* Ended subscriptions not yet freed (see sbxq_unsubscribe), under retired_mu. */
+    pthread_mutex_t retired_mu;
+    natsSubscription **retired;
+    size_t n_retired, cap_retired;
+    bool reaping; /* a thread is proving the read loop past a batch */
 } sbxq_conn;
 
 /* Connects (TLS, user/password or nkey, per cfg) and makes sure the stream and bucket exist
@@ -72,6 +78,22 @@ void sbxq_close(sbxq_conn *c);
  * a thread of its own and c is left to it (a process about to exit does not wait for a client
  * library that never returns; libnats 3.4 once hung in natsConnection_Close). */
 bool sbxq_close_within(sbxq_conn *c, int ms);
+
+/* Ended subscriptions wait for a flush in batches of this many (one round trip to the server
+ * per batch; at most this many wait while traffic is low). */
+#define SBXQ_RETIRE_BATCH 64
+/* That flush's wait: a server that does not answer within it keeps the batch for the next. */
+#define SBXQ_RETIRE_FLUSH_MS 2000
+
+/* Ends sub, a subscription on c (NULL is fine): unsubscribes it unless drained (a finished
+ * drain has), and frees it once c's read loop can no longer be using it. libnats 3.4's read
+ * loop looks a subscription up and then uses it without a reference (nats.c #637, fixed in
+ * nats.c 3.6.1): freeing it at once let a message that arrived at that moment touch freed
+ * memory (CI: SIGABRT in natsConn_processMsg). So an ended subscription waits here; once
+ * SBXQ_RETIRE_BATCH wait, a flush proves the read loop past them (it handles the PONG after
+ * every message that came before it, and an unsubscribed subscription is no longer looked up)
+ * and they are freed; sbxq_close frees the rest once the read loop has stopped. */
+void sbxq_unsubscribe(sbxq_conn *c, natsSubscription *sub, bool drained);
 
 /* The partition of a principal subject (see SBXQ_PARTITION_LEN). */
 void sbxq_partition(const char *subject, char out[SBXQ_PARTITION_LEN]);

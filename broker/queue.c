@@ -348,8 +348,7 @@ static natsStatus waiter_subscribe(queue_broker *b, waiter *w, const char *subje
     pthread_mutex_unlock(&w->mu);
     s = natsSubscription_SetOnCompleteCB(*sub, waiter_release, w);
     if (s != NATS_OK) { /* cannot know when the handler stops: keep w forever (never happens) */
-        natsSubscription_Unsubscribe(*sub);
-        natsSubscription_Destroy(*sub);
+        sbxq_unsubscribe(b->q, *sub, false);
         *sub = NULL;
     }
     return s;
@@ -359,20 +358,16 @@ static natsStatus waiter_subscribe(queue_broker *b, waiter *w, const char *subje
  * has its completion, so every chunk the worker published before it is handed over first (the
  * drain delivers what the output subscription b still queues, and what the server sent before
  * it saw the unsubscribe); otherwise what is left of the output is dropped. */
-static void waiter_finish(waiter *w, natsSubscription *a, natsSubscription *b, bool completed)
+static void waiter_finish(queue_broker *qb, waiter *w, natsSubscription *a, natsSubscription *b,
+                          bool completed)
 {
     bool drained = completed && b != NULL && natsSubscription_Drain(b) == NATS_OK &&
                    natsSubscription_WaitForDrainCompletion(b, QUEUE_OUTPUT_DRAIN_MS) == NATS_OK;
     pthread_mutex_lock(&w->mu);
     w->hooks = NULL;
     pthread_mutex_unlock(&w->mu);
-    natsSubscription *subs[2] = {a, b};
-    for (int i = 0; i < 2; i++)
-        if (subs[i] != NULL) {
-            if (!(i == 1 && drained))
-                natsSubscription_Unsubscribe(subs[i]);
-            natsSubscription_Destroy(subs[i]);
-        }
+    sbxq_unsubscribe(qb->q, a, false);
+    sbxq_unsubscribe(qb->q, b, drained);
     waiter_release(w);
 }
 
@@ -558,7 +553,7 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
         int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
         st = await(b, w, key, subject, task_id, digest, node, since, deadline, out);
     }
-    waiter_finish(w, done_sub, out_sub, st == SBX_OK && *out != NULL);
+    waiter_finish(b, w, done_sub, out_sub, st == SBX_OK && *out != NULL);
     leave(b);
     if (st != SBX_OK && *out == NULL)
         return fail_out(out, task_id, &err);
@@ -591,7 +586,7 @@ static sbx_status queue_result(sbx_broker *base, const char *subject, const char
                    wait_ms < 0 ? -1 : since + wait_ms, out);
     }
     if (w != NULL)
-        waiter_finish(w, done_sub, NULL, false);
+        waiter_finish(b, w, done_sub, NULL, false);
     leave(b);
     return st;
 }

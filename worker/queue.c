@@ -430,10 +430,7 @@ static void handle(worker_queue *q, natsMsg *msg, bool node_bound)
         }
         sbx_completion *c = NULL;
         sbx_broker_submit(q->broker, req, SBX_WAIT_FOREVER, &hooks, &c);
-        if (csub != NULL) {
-            natsSubscription_Unsubscribe(csub);
-            natsSubscription_Destroy(csub);
-        }
+        sbxq_unsubscribe(q->q, csub, false);
         if (cb != NULL)
             cancel_release(cb);
         if (c == NULL)
@@ -545,10 +542,7 @@ static void *consumer_main(void *arg)
         }
         natsMsgList_Destroy(&list);
     }
-    if (sub != NULL) {
-        natsSubscription_Unsubscribe(sub);
-        natsSubscription_Destroy(sub);
-    }
+    sbxq_unsubscribe(q->q, sub, false);
     return NULL;
 }
 

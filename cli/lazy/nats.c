@@ -55,11 +55,13 @@ SBX_LAZY_VOID(nats, natsConnection_Close, (natsConnection * a0), (a0))
 SBX_LAZY(nats, natsStatus, natsConnection_Connect, (natsConnection * *a0, natsOptions *a1),
          (a0, a1))
 SBX_LAZY_VOID(nats, natsConnection_Destroy, (natsConnection * a0), (a0))
+SBX_LAZY(nats, natsStatus, natsConnection_FlushTimeout, (natsConnection * a0, int64_t a1), (a0, a1))
 SBX_LAZY(nats, natsStatus, natsConnection_GetConnectedUrl,
          (natsConnection * a0, char *a1, size_t a2), (a0, a1, a2))
 SBX_LAZY(nats, int64_t, natsConnection_GetMaxPayload, (natsConnection * a0), (a0))
 SBX_LAZY(nats, natsStatus, natsConnection_JetStream,
          (jsCtx * *a0, natsConnection *a1, jsOptions *a2), (a0, a1, a2))
+SBX_LAZY(nats, natsConnStatus, natsConnection_Status, (natsConnection * a0), (a0))
 SBX_LAZY(nats, natsStatus, natsConnection_Publish,
          (natsConnection * a0, const char *a1, const void *a2, int a3), (a0, a1, a2, a3))
 SBX_LAZY(nats, natsStatus, natsConnection_Subscribe,

@@ -338,6 +338,11 @@ static sbx_config *client_config(fleet *f, const char *name)
     return c;
 }
 
+sbx_config *fleet_client_config(fleet *f)
+{
+    return client_config(f, "client");
+}
+
 sbx_broker *fleet_tenant_broker(fleet *f, const char *user)
 {
     char name[64], inbox[64], password[64];

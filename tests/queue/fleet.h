@@ -61,6 +61,8 @@ void fleet_kill_worker(fleet *f, int i, int sig);
 /* A queue broker on the fleet (token from FLEET_TOKEN_ENV unless token_env overrides it; ""
  * for none). */
 sbx_broker *fleet_broker(fleet *f, const char *token_env);
+/* The brokers' configuration (its queue block points at the fleet); caller frees. */
+sbx_config *fleet_client_config(fleet *f);
 /* A queue broker logged in to NATS as tenant user (fleet with tenants), with its inbox prefix. */
 sbx_broker *fleet_tenant_broker(fleet *f, const char *user);
 /* Executions per task id recorded by worker i (worker.record): calls fn for each. */
