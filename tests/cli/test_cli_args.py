@@ -140,6 +140,11 @@ class ExitCodes(WithEnv):
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn(b"--timeout needs a duration with its unit", r.stderr, bad)
             self.assertIn(b"'" + bad.encode() + b"'", r.stderr, bad)
+        # --timeout-ms past the engine's week: refused (exit 2) before anything runs, with the
+        # bound to ask for instead
+        r = self.e.run("run", "--timeout-ms", "604800001", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"timeout_ms 604800001 is above its bound 604800000", r.stderr)
         # a duration past the profile's limit is a widening like any other (exit 4)
         r = self.e.run("run", "--timeout", "1h", "true")
         self.assertEqual(r.returncode, 4, r.stderr)
