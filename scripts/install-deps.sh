@@ -17,7 +17,8 @@ packages=(
   # tests: the Python client installed from sdk/python with pip into a venv
   python3-venv python3-pip python3-setuptools python3-wheel
   # tests: real peers and parts
-  docker.io busybox-static haproxy bubblewrap nghttp2-client libgrpc++-dev protobuf-compiler-grpc
+  docker.io busybox-static haproxy bubblewrap nghttp2-client curl libgrpc++-dev
+  protobuf-compiler-grpc
   # bench/worker: the gRPC C++ peer and load generator (grpc++.pc requires protobuf.pc)
   libprotobuf-dev
   iproute2 procps openssl uidmap nats-server
