@@ -80,6 +80,7 @@ struct rtask {
     int grpc_status;      /* -1: not seen */
     char *grpc_message;
     long http_status;
+    char curl_detail[CURL_ERROR_SIZE]; /* libcurl's own text of the last attempt's failure */
     int attempts;
     int64_t retry_at_ms; /* monotonic; re-added then */
     sbx_completion *completion;
@@ -377,10 +378,26 @@ static sbx_completion *worker_completion(remote_broker *r, rtask *t, sbx_complet
                                r->url_base, bad);
 }
 
+/* libcurl's name for cc, with the transfer's own detail when it says more: "Stream error in
+ * the HTTP/2 framing layer" alone does not tell a reset by a balancer ("HTTP/2 stream 1 was not
+ * closed cleanly: CANCEL (err 8)") from a broken connection. Into buf; returns the text. */
+static const char *curl_reason(CURLcode cc, const rtask *t, char *buf, size_t cap)
+{
+    const char *name = curl_easy_strerror(cc);
+    if (t->curl_detail[0] == '\0')
+        return name;
+    if (strstr(t->curl_detail, name) != NULL) /* "Failed to connect to H port P ...: <name>" */
+        snprintf(buf, cap, "%s", t->curl_detail);
+    else
+        snprintf(buf, cap, "%s: %s", name, t->curl_detail);
+    return buf;
+}
+
 /* Builds the completion of a finished transfer (transfer thread, no lock needed for t's
  * response fields). */
 static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
 {
+    char reason[CURL_ERROR_SIZE + 64];
     if (answered_non_grpc(t)) {
         /* Printable ASCII of the first line(s), for a person: "<html><body><h1>503 Service
          * Unavailable</h1>..." */
@@ -405,7 +422,8 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
                                    "not gRPC (UNAVAILABLE from a load balancer with no worker up "
                                    "for this request); retrying failed too: %s",
                                    r->url_base, t->balancer_status,
-                                   cc != CURLE_OK ? curl_easy_strerror(cc) : "no gRPC status");
+                                   cc != CURLE_OK ? curl_reason(cc, t, reason, sizeof reason)
+                                                  : "no gRPC status");
     if (t->oversize)
         return sbx_completion_fail(t->task_id, SBX_E_RESOURCE_EXHAUSTED,
                                    "remote broker: the worker's response is larger than the "
@@ -415,7 +433,7 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER,
                                    "remote broker: worker %s: %s (is sbx-worker running and "
                                    "reachable?)",
-                                   r->url_base, curl_easy_strerror(cc));
+                                   r->url_base, curl_reason(cc, t, reason, sizeof reason));
     if (t->grpc_status < 0)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER,
                                    "remote broker: worker %s answered HTTP %ld without a gRPC "
@@ -577,6 +595,8 @@ static bool task_start(remote_broker *r, rtask *t)
     curl_easy_setopt(e, CURLOPT_XFERINFODATA, t);
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    t->curl_detail[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_detail);
     set_transport(r, e);
     t->attempts++;
     return curl_multi_add_handle(r->multi, e) == CURLM_OK;
@@ -1012,9 +1032,11 @@ static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_detail);
     set_transport(r, e);
     CURLcode cc = curl_easy_perform(e);
     curl_easy_cleanup(e);
+    char reason[CURL_ERROR_SIZE + 64];
     sbx_status st = SBX_OK;
     if (t->oversize)
         st = sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
@@ -1023,7 +1045,7 @@ static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out
     else if (cc != CURLE_OK && t->grpc_status < 0)
         st = sbx_error_set(err, SBX_E_BROKER,
                            "remote broker: worker %s: %s (is sbx-worker running and reachable?)",
-                           r->url_base, curl_easy_strerror(cc));
+                           r->url_base, curl_reason(cc, t, reason, sizeof reason));
     else if (t->grpc_status != 0)
         st = sbx_error_set(
             err, t->grpc_status < 0 ? SBX_E_BROKER : sbx_grpc_status_for_code(t->grpc_status),

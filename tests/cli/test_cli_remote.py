@@ -4,11 +4,68 @@ a token caller restricted to one subject): SBX_BROKER, SBX_ENDPOINT and SBX_TOKE
 it, --subject and --principal-mode set the principal, exit codes hold across the wire, and
 --broker thread really runs on the thread broker.
 """
+import socket
+import struct
+import threading
 import unittest
 
 import cli_util
 
 TOKEN = "cli-test-token"
+
+
+def resetting_endpoint():
+    """An h2c endpoint that answers every request stream with RST_STREAM(CANCEL) and nothing
+    else, as HAProxy 2.6 did for a request it had no server for while its body was arriving.
+    Raw frames: nothing here may tidy up what the client sees. Returns (port, stop)."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    ls.settimeout(0.2)
+    stop = threading.Event()
+
+    def frame(ftype, flags, stream, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+            struct.pack(">I", stream) + payload
+
+    def serve(c):
+        with c:
+            c.settimeout(5)
+            buf = b""
+            try:
+                c.sendall(frame(4, 0, 0))  # SETTINGS
+                while not stop.is_set():
+                    data = c.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                    if buf.startswith(b"PRI * HTTP/2.0"):
+                        buf = buf[24:]
+                    while len(buf) >= 9:
+                        n = int.from_bytes(buf[:3], "big")
+                        if len(buf) < 9 + n:
+                            break
+                        ftype, flags = buf[3], buf[4]
+                        stream = int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                        buf = buf[9 + n:]
+                        if ftype == 4 and not flags & 1:
+                            c.sendall(frame(4, 1, 0))  # SETTINGS ACK
+                        elif ftype == 1:  # HEADERS: reset it, no answer (CANCEL = 8)
+                            c.sendall(frame(3, 0, stream, struct.pack(">I", 8)))
+            except OSError:
+                return
+
+    def accept():
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+        ls.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return ls.getsockname()[1], stop
 
 
 class Remote(unittest.TestCase):
@@ -44,6 +101,19 @@ class Remote(unittest.TestCase):
         self.assertEqual(r.returncode, 4)
         r = self.run_("--subject=bob", "--endpoint=http://127.0.0.1:1", "run", "true")
         self.assertEqual(r.returncode, 125, r.stderr)  # the flag wins over SBX_ENDPOINT
+
+    def test_a_stream_reset_without_an_answer_is_named(self):
+        # libcurl's name for it, "Stream error in the HTTP/2 framing layer", was all a caller
+        # read; the reset's code (here a balancer's CANCEL) tells it from a broken connection
+        port, stop = resetting_endpoint()
+        try:
+            r = self.run_("--subject=bob", "--endpoint=http://127.0.0.1:%d" % port, "run",
+                          "true")
+        finally:
+            stop.set()
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn(b"BROKER", r.stderr)
+        self.assertIn(b"was not closed cleanly: CANCEL (err 8)", r.stderr)
 
     def test_subject_is_checked_by_the_worker(self):
         r = self.run_("--subject", "eve", "run", "--", "echo", "hi")
