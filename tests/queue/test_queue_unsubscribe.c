@@ -75,15 +75,24 @@ static void *release_later(void *arg)
     return NULL;
 }
 
+/* The brokers' configuration of the fleet (its queue block outlives every connection). */
+static sbx_config *CFG;
+
+/* A connection to the fleet's NATS server, as a queue broker or worker makes it. */
+static sbxq_conn *queue_conn(void)
+{
+    sbxq_conn *c = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbxq_connect(&CFG->broker.queue, "test", &c, &err), SBX_OK);
+    return c;
+}
+
 /* A full batch ends while the read loop holds the first: the batch's flush waits for the read
  * loop, so nothing is freed under it, and every one is freed after. */
 static void test_subscription_ended_while_the_read_loop_uses_it_stays_valid(void **state)
 {
-    fleet *f = *state;
-    sbx_config *cfg = fleet_client_config(f);
-    sbxq_conn *c = NULL;
-    sbx_error err = {0};
-    assert_int_equal(sbxq_connect(&cfg->broker.queue, "test", &c, &err), SBX_OK);
+    (void)state;
+    sbxq_conn *c = queue_conn();
     held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     natsSubscription *subs[SBXQ_RETIRE_BATCH];
     for (int i = 0; i < SBXQ_RETIRE_BATCH; i++)
@@ -122,18 +131,14 @@ static void test_subscription_ended_while_the_read_loop_uses_it_stays_valid(void
     assert_true(released);
     assert_int_equal(waiting, 0); /* the batch was freed once the read loop was past it */
     sbxq_close(c);
-    sbx_config_free(cfg);
 }
 
 /* Fewer than a batch: they wait, and closing the connection frees them (ASan's leak check
  * would name one that is never freed). */
 static void test_subscriptions_ended_below_a_batch_are_freed_by_close(void **state)
 {
-    fleet *f = *state;
-    sbx_config *cfg = fleet_client_config(f);
-    sbxq_conn *c = NULL;
-    sbx_error err = {0};
-    assert_int_equal(sbxq_connect(&cfg->broker.queue, "test", &c, &err), SBX_OK);
+    (void)state;
+    sbxq_conn *c = queue_conn();
     for (int i = 0; i < 3; i++) {
         natsSubscription *sub = NULL;
         assert_int_equal(natsConnection_Subscribe(&sub, c->nc, "sbxtest.few", drop, NULL), NATS_OK);
@@ -143,7 +148,6 @@ static void test_subscriptions_ended_below_a_batch_are_freed_by_close(void **sta
     sbxq_unsubscribe(c, NULL, false); /* nothing to end */
     assert_int_equal(c->n_retired, 3);
     sbxq_close(c);
-    sbx_config_free(cfg);
 }
 
 static int setup(void **state)
@@ -151,12 +155,14 @@ static int setup(void **state)
     static fleet f;
     fleet_init(&f, NULL);
     fleet_start_nats(&f, 1);
+    CFG = fleet_client_config(&f);
     *state = &f;
     return 0;
 }
 
 static int teardown(void **state)
 {
+    sbx_config_free(CFG);
     fleet_stop(*state);
     return 0;
 }
