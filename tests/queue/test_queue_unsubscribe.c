@@ -150,6 +150,32 @@ static void test_subscriptions_ended_below_a_batch_are_freed_by_close(void **sta
     sbxq_close(c);
 }
 
+/* Runs last (it kills the group's server): while the connection is away no flush can prove
+ * anything, so a full batch is kept, and what ends meanwhile joins it; close frees them all
+ * (ASan's leak check would name one it did not). */
+static void test_a_batch_ended_while_the_server_is_away_is_kept_until_close(void **state)
+{
+    fleet *f = *state;
+    sbxq_conn *c = queue_conn();
+    natsSubscription *subs[SBXQ_RETIRE_BATCH + 1];
+    for (int i = 0; i <= SBXQ_RETIRE_BATCH; i++)
+        assert_int_equal(natsConnection_Subscribe(&subs[i], c->nc, "sbxtest.away", drop, NULL),
+                         NATS_OK);
+    assert_int_equal(natsConnection_Flush(c->nc), NATS_OK);
+    fleet_kill_nats(f, 0);
+    for (int waited = 0;
+         natsConnection_Status(c->nc) == NATS_CONN_STATUS_CONNECTED && waited < 5000; waited += 10)
+        usleep(10 * 1000);
+    assert_int_not_equal(natsConnection_Status(c->nc), NATS_CONN_STATUS_CONNECTED);
+    for (int i = 0; i < SBXQ_RETIRE_BATCH; i++)
+        sbxq_unsubscribe(c, subs[i], false);
+    assert_int_equal(c->n_retired, SBXQ_RETIRE_BATCH); /* the reap found no server: kept */
+    assert_false(c->reaping);
+    sbxq_unsubscribe(c, subs[SBXQ_RETIRE_BATCH], false);
+    assert_int_equal(c->n_retired, SBXQ_RETIRE_BATCH + 1); /* tried again, all still kept */
+    sbxq_close(c);
+}
+
 static int setup(void **state)
 {
     static fleet f;
@@ -172,6 +198,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subscription_ended_while_the_read_loop_uses_it_stays_valid),
         cmocka_unit_test(test_subscriptions_ended_below_a_batch_are_freed_by_close),
+        cmocka_unit_test(test_a_batch_ended_while_the_server_is_away_is_kept_until_close),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
