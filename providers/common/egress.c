@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/fib_rules.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -104,6 +105,22 @@ static int nl_talk(const struct nlmsghdr *req, char *buf, size_t cap, ssize_t *g
     return rc;
 }
 
+/* Sends a request asking for an acknowledgement (NLM_F_ACK) and reads it: 0, or the kernel's
+ * errno value; async-signal-safe. */
+static int nl_ack(const struct nlmsghdr *req)
+{
+    char buf[512];
+    ssize_t n = 0;
+    int rc = nl_talk(req, buf, sizeof buf, &n);
+    const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+    if (rc == 0 &&
+        ((size_t)n < NLMSG_LENGTH(sizeof(struct nlmsgerr)) || h->nlmsg_type != NLMSG_ERROR))
+        rc = EPROTO;
+    if (rc == 0)
+        rc = -((const struct nlmsgerr *)NLMSG_DATA(h))->error;
+    return rc;
+}
+
 /* A routing request: its header, the route's message and room for its attributes. */
 typedef struct nl_route_req {
     struct nlmsghdr nh;
@@ -150,16 +167,46 @@ static int nl_route(uint32_t net, int len, const nl_route_spec *r)
         uint32_t gw = htonl(r->gw);
         nl_attr(&req.nh, RTA_GATEWAY, &gw, sizeof gw);
     }
-    char buf[512];
-    ssize_t n = 0;
-    int rc = nl_talk(&req.nh, buf, sizeof buf, &n);
-    struct nlmsghdr *h = (struct nlmsghdr *)buf;
-    if (rc == 0 &&
-        ((size_t)n < NLMSG_LENGTH(sizeof(struct nlmsgerr)) || h->nlmsg_type != NLMSG_ERROR))
-        rc = EPROTO;
-    if (rc == 0)
-        rc = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+    int rc = nl_ack(&req.nh);
     return rc == EEXIST ? 0 : rc;
+}
+
+/* The routing table of the guard's way to the host's nameservers: only the policy rules below
+ * (DNS's port, UDP and TCP) look it up, so every other port of a nameserver still meets the
+ * prohibit route of the main table. Any id but the kernel's own (253-255) and 0 will do in the
+ * sandbox's fresh namespace. */
+#define GUARD_DNS_TABLE 53
+/* The rules' priority: ahead of the main table's rule (32766). */
+#define GUARD_DNS_RULE_PRIORITY 1000
+
+/* Adds a policy rule over netlink in the caller's namespace: packets to dst (host order) of IP
+ * protocol proto and destination port port are routed by table GUARD_DNS_TABLE. 0 or an errno
+ * value (a kernel before 4.17 knows no port or protocol selector: EINVAL, and the guard fails
+ * rather than open every port); async-signal-safe. */
+static int nl_dns_rule(uint32_t dst, uint8_t proto, uint16_t port)
+{
+    struct {
+        struct nlmsghdr nh;
+        struct fib_rule_hdr fr;
+        char attrs[64];
+    } req;
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct fib_rule_hdr));
+    req.nh.nlmsg_type = RTM_NEWRULE;
+    req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK;
+    req.nh.nlmsg_seq = 1;
+    req.fr.family = AF_INET;
+    req.fr.dst_len = 32;
+    req.fr.table = GUARD_DNS_TABLE;
+    req.fr.action = FR_ACT_TO_TBL;
+    uint32_t d = htonl(dst), prio = GUARD_DNS_RULE_PRIORITY, table = GUARD_DNS_TABLE;
+    struct fib_rule_port_range ports = {port, port}; /* host order, as the kernel compares */
+    nl_attr(&req.nh, FRA_DST, &d, sizeof d);
+    nl_attr(&req.nh, FRA_PRIORITY, &prio, sizeof prio);
+    nl_attr(&req.nh, FRA_TABLE, &table, sizeof table);
+    nl_attr(&req.nh, FRA_IP_PROTO, &proto, sizeof proto);
+    nl_attr(&req.nh, FRA_DPORT_RANGE, &ports, sizeof ports);
+    return nl_ack(&req.nh);
 }
 
 /* The route the caller's namespace takes to dst now (RTM_GETROUTE), as a spec for a route of
@@ -255,8 +302,9 @@ static int sysctl_one(const char *path)
 }
 
 /* In the sandbox's namespace (an sbx_netns_fn making no descriptors): the prohibit routes,
- * a route of its own to each resolver they would cover (the way the namespace took to it
- * before), and IPv6 off. */
+ * a way to DNS's port alone of each resolver they would cover (a route of its own, the way the
+ * namespace took to it before, in a table only rules for UDP and TCP port 53 to it look up:
+ * every other port and protocol of the resolver meets the prohibit route), and IPv6 off. */
 static int guard_in_ns(void *varg, int *fds, size_t max, size_t *n)
 {
     (void)fds;
@@ -286,7 +334,14 @@ static int guard_in_ns(void *varg, int *fds, size_t max, size_t *n)
             return rc;
     }
     for (size_t i = 0; i < g->n_dns && i < SBX_EGRESS_GUARD_DNS_MAX; i++) {
-        int rc = keep[i] ? nl_route(g->dns[i], 32, &to_dns[i]) : 0;
+        if (!keep[i])
+            continue;
+        to_dns[i].table = GUARD_DNS_TABLE;
+        int rc = nl_route(g->dns[i], 32, &to_dns[i]);
+        if (rc == 0)
+            rc = nl_dns_rule(g->dns[i], IPPROTO_UDP, 53);
+        if (rc == 0)
+            rc = nl_dns_rule(g->dns[i], IPPROTO_TCP, 53);
         if (rc != 0)
             return rc;
     }

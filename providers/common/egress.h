@@ -93,8 +93,9 @@ int sbx_egress_local_route(uint32_t net, int len);
  * range 100.64/10 (Alibaba's metadata), the private ranges of RFC 1918 (the host's neighbours:
  * the other machines of its VPC or LAN) but the sandbox's own network, and each of the host's
  * own IPv4 addresses (its services, through the network's gateway or any other), and IPv6 off.
- * The host's nameservers in those ranges stay reachable, the way they were (a Docker network's
- * DNS, the daemon's embedded one included, asks them from the sandbox's namespace). Programs,
+ * The host's nameservers in those ranges stay reachable on DNS's port alone (UDP and TCP 53),
+ * the way they were (a Docker network's DNS, the daemon's embedded one included, asks them from
+ * the sandbox's namespace); their other ports are refused like the rest of the range. Programs,
  * without CAP_NET_ADMIN, cannot undo them. Fails (and the sandbox must not be handed out) when
  * any cannot be set. */
 sbx_status sbx_egress_guard_allow(pid_t target, sbx_error *err);

@@ -298,14 +298,15 @@ static void remove_network(fixture *f, const char *name)
  * cloud metadata address and the host's private neighbours (other machines of its VPC) through
  * the host's NAT. Each connection is now refused at once (EACCES: prohibit routes in the
  * container's namespace, which programs without CAP_NET_ADMIN cannot remove), and the listener
- * of this process on all addresses is never reached; the host's nameserver stays reachable. */
+ * of this process on all addresses is never reached; the host's nameserver stays reachable on
+ * DNS's port alone (before, its every port and protocol was: TCP 80 and UDP 54 reached it). */
 static void test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_address(void **state)
 {
     fixture *f = *state;
     NEED_AGENT();
     if (geteuid() != 0)
         skip(); /* the guard takes root, as the egress proxy does */
-    char name[64], gw[64], host_ip[64] = "", opt[96], image[160], line[1024];
+    char name[64], gw[64], host_ip[64] = "", opt[96], image[160], line[2048];
     snprintf(name, sizeof(name), "sbx-test-allow-%ld", (long)getpid());
     make_network(f, name, gw, sizeof(gw));
     uint32_t addrs[8];
@@ -323,7 +324,7 @@ static void test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_addr
     assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
 
     snprintf(opt, sizeof(opt), "network=%s", name);
-    snprintf(image, sizeof(image), "image=%s", f->env.image_busybox);
+    snprintf(image, sizeof(image), "image=%s", f->env.image_python); /* UDP: python's socket */
     const char *opts[] = {opt, image, NULL};
     void *prov = dt_provider_open(&f->env, SBX_ENV_MANAGED, NULL, f->runtime_dir, opts);
     sbx_policy *p = sbx_policy_new();
@@ -348,7 +349,10 @@ static void test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_addr
             snprintf(neighbours + strlen(neighbours), sizeof(neighbours) - strlen(neighbours),
                      " %s", private_addrs[i]);
     }
-    /* the host's first nameserver in a private range, which stays reachable (DNS) */
+    /* the host's first nameserver in a private range, which stays reachable on DNS's port
+     * (UDP and TCP 53) and no other: a connect that meets the prohibit route fails with EACCES
+     * at once (UDP's connect looks the route up too); any other outcome (connected, refused,
+     * timed out) went past the guard */
     uint32_t dns[SBX_EGRESS_GUARD_DNS_MAX];
     size_t n_dns = sbx_egress_host_resolvers(dns, SBX_EGRESS_GUARD_DNS_MAX);
     char resolver[32] = "";
@@ -364,9 +368,21 @@ static void test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_addr
              "if timeout 3 nc -w 2 $a %u </dev/null 2>/tmp/e; then echo $a:open; "
              "elif grep -q 'Permission denied' /tmp/e; then echo $a:refused; "
              "else echo $a:not-refused; fi; done; "
-             "for a in %s; do if timeout 3 nc -w 2 $a 53 </dev/null 2>/tmp/e; then echo $a:dns; "
-             "elif grep -q 'Permission denied' /tmp/e; then echo $a:dns-refused; "
-             "else echo $a:dns; fi; done",
+             "for a in %s; do python3 -c '\n"
+             "import socket, sys\n"
+             "for kind, port in ((socket.SOCK_DGRAM, 53), (socket.SOCK_STREAM, 53),\n"
+             "                   (socket.SOCK_DGRAM, 54), (socket.SOCK_STREAM, 80)):\n"
+             "    s = socket.socket(socket.AF_INET, kind)\n"
+             "    s.settimeout(2)\n"
+             "    name = (\"udp\" if kind == socket.SOCK_DGRAM else \"tcp\") + str(port)\n"
+             "    try:\n"
+             "        s.connect((sys.argv[1], port))\n"
+             "        print(sys.argv[1] + \":\" + name + \":reached\")\n"
+             "    except PermissionError:\n"
+             "        print(sys.argv[1] + \":\" + name + \":refused\")\n"
+             "    except OSError:\n"
+             "        print(sys.argv[1] + \":\" + name + \":reached\")\n"
+             "' $a; done",
              gw, host_ip[0] ? host_ip : gw, neighbours, (unsigned)ntohs(sa.sin_port), resolver);
     sbx_result *r;
     st = run_shell(f, sb, line, &r, &err);
@@ -384,7 +400,9 @@ static void test_docker_managed_allow_reaches_no_host_neighbour_or_metadata_addr
     for (char *a = strtok(neighbours, " "); a != NULL; a = strtok(NULL, " "))
         snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s:refused\n", a);
     if (resolver[0] != '\0')
-        snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s:dns\n", resolver);
+        snprintf(want + strlen(want), sizeof(want) - strlen(want),
+                 "%s:udp53:reached\n%s:tcp53:reached\n%s:udp54:refused\n%s:tcp80:refused\n",
+                 resolver, resolver, resolver, resolver);
     assert_stdout(r, want);
     int c = accept(ls, NULL, NULL);
     assert_int_equal(c, -1); /* nothing reached it */
