@@ -51,18 +51,16 @@ static sbx_status emb_submit(sbx_broker *b, const sbx_request *req, int64_t wait
         *out = c;
         return SBX_OK;
     }
-    *out = sbx_completion_copy(c);
-    t->lru_bytes = bt_entry_bytes(t, c); /* t is ours until bt_complete publishes it */
+    bt_done_prepare(t, c); /* t is ours until bt_complete publishes it; c stays ours */
     pthread_mutex_lock(&e->store.mu);
     if (bt_abandoned(hooks, c))
         t->discarded = true; /* answers those waiting, not kept (tasks.h) */
     bt_task *dead = NULL;
-    bt_waiter *fire = bt_complete(&e->store, t, c, NULL, &dead); /* none: joiners here block */
+    bt_waiter *fire = bt_complete(&e->store, t, NULL, &dead); /* none: joiners here block */
     pthread_mutex_unlock(&e->store.mu);
     bt_fire(fire);
     bt_free_dead(dead);
-    if (*out == NULL)
-        *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
+    *out = c;
     return SBX_OK;
 }
 

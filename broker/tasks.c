@@ -33,7 +33,7 @@ static void task_free(bt_task *t)
     }
     pthread_cond_destroy(&t->done);
     sbx_request_free(t->req_owned);
-    sbx_completion_free(t->completion);
+    free(t->packed);
     free(t);
 }
 
@@ -256,33 +256,45 @@ void bt_release(bt_task *t)
         task_free(t);
 }
 
-size_t bt_entry_bytes(const bt_task *t, const sbx_completion *c)
+void bt_done_prepare(bt_task *t, const sbx_completion *c)
 {
-    return (c != NULL ? protobuf_c_message_get_packed_size(&c->base) : 0) +
-           (t->req_owned != NULL ? protobuf_c_message_get_packed_size(&t->req_owned->base) : 0);
+    size_t len = c != NULL ? protobuf_c_message_get_packed_size(&c->base) : 0;
+    t->packed = c != NULL ? malloc(len > 0 ? len : 1) : NULL;
+    t->packed_len = t->packed != NULL ? protobuf_c_message_pack(&c->base, t->packed) : 0;
+    t->lru_bytes =
+        t->packed_len +
+        (t->req_owned != NULL ? protobuf_c_message_get_packed_size(&t->req_owned->base) : 0);
 }
 
-bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
-                       bt_task **dead)
+sbx_completion *bt_completion(const bt_task *t)
+{
+    sbx_completion *c = t->packed != NULL
+                            ? sbx__v1__execution_completion__unpack(NULL, t->packed_len, t->packed)
+                            : NULL;
+    return c != NULL ? c
+                     : sbx_completion_fail(t->id, SBX_E_INTERNAL,
+                                           "out of memory copying the task's completion");
+}
+
+bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion **give, bt_task **dead)
 {
     bt_waiter *fire = t->waiters;
     t->waiters = NULL;
     for (bt_waiter *w = fire; w != NULL; w = w->next) {
-        if (spare != NULL && *spare != NULL) { /* copied before the lock was taken */
-            w->c = *spare;
-            *spare = NULL;
+        if (give != NULL && *give != NULL) {
+            w->c = *give;
+            *give = NULL;
             continue;
         }
-        w->c = c != NULL ? sbx_completion_copy(c) : NULL;
+        w->c = bt_completion(t);
     }
-    t->completion = c;
     __atomic_store_n(&t->state, BT_DONE, __ATOMIC_RELEASE);
     t->hooks = NULL;
     /* The borrowed request belonged to a submitter that is returning now. */
     t->req = t->req_owned;
     pthread_cond_broadcast(&t->done);
-    bt_owner *o = t->discarded ? NULL : owner_get(s, t->key);
-    if (o == NULL) { /* discarded, or no memory to account for it: not kept */
+    bt_owner *o = t->discarded || t->packed == NULL ? NULL : owner_get(s, t->key);
+    if (o == NULL) { /* discarded, or no memory to keep or account for it: not kept */
         drop(s, t, dead);
         return fire;
     }
@@ -340,8 +352,8 @@ void bt_wait(bt_store *s, bt_task *t, int64_t wait_ms, sbx_completion **out)
             if (pthread_cond_timedwait(&t->done, &s->mu, &until) == ETIMEDOUT)
                 break;
     }
-    if (t->state == BT_DONE && t->completion != NULL)
-        *out = sbx_completion_copy(t->completion);
+    if (t->state == BT_DONE)
+        *out = bt_completion(t);
     t->refs--;
     if (t->refs == 0 && !t->in_table)
         task_free(t);

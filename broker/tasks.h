@@ -94,9 +94,13 @@ typedef struct bt_task {
     uint32_t granted;              /* thread broker: futex word, 1 once the owner may run it */
     bool async_owner;              /* created by submit_async: its creator waits in waiters */
     int64_t started_at_ms;
-    sbx_completion *completion; /* BT_DONE */
-    size_t lru_bytes;           /* charged to the store while in the LRU (bt_entry_bytes, set before
-                                 * bt_complete) */
+    /* BT_DONE: the completion, packed (bt_done_prepare). One buffer instead of a tree of a dozen
+     * allocations: keeping it costs no deep copy and evicting it one free, and each reader gets
+     * its own tree (bt_completion). NULL: no memory to keep it (readers get an error). */
+    uint8_t *packed;
+    size_t packed_len;
+    size_t lru_bytes; /* charged to the store while in the LRU (bt_done_prepare, set before
+                       * bt_complete) */
     uint8_t digest[SBX_REQUEST_DIGEST_LEN]; /* of the request that created the entry */
     const char *id;                         /* the task_id (points into key) */
     char key[];                             /* subject NUL task_id NUL */
@@ -137,17 +141,21 @@ bt_task *bt_insert(bt_store *s, const char *subject, const char *task_id,
 bool bt_same_request(const bt_task *t, const uint8_t digest[SBX_REQUEST_DIGEST_LEN]);
 /* The refusal for a task_id that subject reused with a different request (caller frees). */
 sbx_completion *bt_conflict(const char *subject, const char *task_id);
-/* Publishes c (ownership taken): BT_DONE, wakes waiters, enters the LRU (evicting the oldest)
- * or is freed when discarded. Returns the task's asynchronous waiters, each holding its copy
- * of c: the caller hands them over with bt_fire once it has released s->mu. spare (may be
- * NULL) is a copy of c made before the lock was taken: the first waiter gets it (*spare is then
- * NULL), so the common single waiter costs no copy under the lock. Tasks this frees are put on
- * *dead (may be NULL: freed at once) for bt_free_dead after the lock is released. */
-bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion *c, sbx_completion **spare,
-                       bt_task **dead);
-/* What t's entry will cost the LRU with completion c (their packed sizes), for t->lru_bytes:
- * measured before the lock is taken (it walks both messages), without s->mu. */
-size_t bt_entry_bytes(const bt_task *t, const sbx_completion *c);
+/* Packs c into t (t->packed) and sets what t's entry will cost the LRU (the packed completion
+ * and the packed size of its request copy): done before the lock is taken, without s->mu, by
+ * the one thread that ran t. c stays the caller's. */
+void bt_done_prepare(bt_task *t, const sbx_completion *c);
+/* Publishes t's completion (bt_done_prepare): BT_DONE, wakes waiters, enters the LRU (evicting
+ * the oldest) or is freed when discarded. Returns the task's asynchronous waiters, each holding
+ * its own completion: the caller hands them over with bt_fire once it has released s->mu. give
+ * (may be NULL) is a completion the caller gives away: the first waiter takes it (*give is then
+ * NULL), so the common single waiter costs no copy under the lock; the others get their own
+ * (bt_completion). Tasks this frees are put on *dead (may be NULL: freed at once) for
+ * bt_free_dead after the lock is released. */
+bt_waiter *bt_complete(bt_store *s, bt_task *t, sbx_completion **give, bt_task **dead);
+/* A completion of its own for a reader of done task t (unpacked from t->packed); when memory
+ * ran out, a failure saying so (NULL only when even that could not be made). */
+sbx_completion *bt_completion(const bt_task *t);
 /* True when c ended its task because the caller went away (the hooks' cancel flag is set and c
  * did not succeed): an answer nobody asked for, which the brokers give to those waiting now but
  * do not keep for the task id (they mark the task discarded before bt_complete), so a retry --

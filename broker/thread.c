@@ -518,10 +518,10 @@ static bool hand_over(thread_broker *tb, bt_task *t, const sbx_completion *c)
 
 /* Runs a granted task (an executor's or its owner's) and publishes its completion. locked:
  * called with store.mu held, and returns with it held (released while the engine runs and while
- * waiters are called back); t may be freed on return unless the caller holds a reference.
- * Otherwise called without it by an owner whose reference keeps t alive, and returns without it
- * (the owner copies its completion unlocked). Returns a copy of the completion made outside the
- * lock for the task's asynchronous creator, or NULL. */
+ * waiters are called back); t may be freed on return unless the caller holds a reference; the
+ * completion goes to one of t's asynchronous waiters, and is returned (for the caller to free)
+ * when there is none. Otherwise called without it by an owner whose reference keeps t alive,
+ * and returns without it: the completion is returned, the owner's (its waiters get their own). */
 static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
 {
     if (locked) {
@@ -548,13 +548,10 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     }
     bool abandoned = bt_abandoned(hooks, c); /* answers those waiting, not kept (tasks.h) */
     sbx_broker_record(tb->self, req, c, t->started_at_ms, 0);
-    /* The asynchronous creator gets a copy made here, not under the lock every submitter
-     * contends for. A blocking owner copies its own after this returns (tb_submit), once its
-     * slot went to the next task: the copy is not on the path every queued task waits on
-     * (made here, before the slot is passed on, 64 blocking callers were measured slower, even
-     * with the lock taken once less). */
-    sbx_completion *spare = t->async_owner ? sbx_completion_copy(c) : NULL;
-    t->lru_bytes = bt_entry_bytes(t, c); /* running: only this thread writes t's entry */
+    /* Packed for the store here, not under the lock every submitter contends for; c itself goes
+     * to the one who asked (a blocking owner, or an asynchronous waiter): no copy on the way. */
+    bt_done_prepare(t, c); /* running: only this thread writes t's entry */
+    sbx_completion *give = locked ? c : NULL;
 
     pthread_mutex_lock(&tb->store.mu);
     bt_session *s = t->session;
@@ -563,7 +560,7 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
     bt_task *dead = NULL;
     if (abandoned)
         t->discarded = true;
-    bt_waiter *fire = bt_complete(&tb->store, t, c, &spare, &dead);
+    bt_waiter *fire = bt_complete(&tb->store, t, &give, &dead);
     if (locked)
         bt_release(t); /* may free t (discarded, no waiter) */
     session_done(tb, s);
@@ -581,7 +578,7 @@ static sbx_completion *run_task(thread_broker *tb, bt_task *t, bool locked)
         if (locked)
             pthread_mutex_lock(&tb->store.mu);
     }
-    return spare;
+    return locked ? give : c;
 }
 
 /* Sleeps until a waker takes this executor off the parked list (store.mu held on entry and on
@@ -616,11 +613,11 @@ static void *executor(void *arg)
             tb->exec_tail = NULL;
         t->qnext = NULL;
         tb->busy_threads++;
-        sbx_completion *spare = run_task(tb, t, true);
+        sbx_completion *unused = run_task(tb, t, true);
         tb->busy_threads--;
-        if (spare != NULL) { /* an asynchronous creator's copy, unused: it was discarded */
+        if (unused != NULL) { /* nobody waits for it any more (the store keeps its own) */
             unlock_wake(tb);
-            sbx_completion_free(spare);
+            sbx_completion_free(unused);
             pthread_mutex_lock(&tb->store.mu);
         }
     }
@@ -823,15 +820,10 @@ static sbx_status tb_submit(sbx_broker *b, const sbx_request *req, int64_t wait_
         unlock_wake(tb);
         while (__atomic_load_n(&t->granted, __ATOMIC_ACQUIRE) == 0)
             syscall(SYS_futex, &t->granted, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
-        /* Returns unlocked, the slot passed on: our reference keeps t and its completion
-         * (never changed once done) while we copy it. */
+        /* Returns unlocked, the slot passed on, with the completion, ours. */
         *out = run_task(tb, t, false);
-        if (*out == NULL)
-            *out = sbx_completion_copy(t->completion);
         pthread_mutex_lock(&tb->store.mu);
         bt_release(t);
-        if (*out == NULL)
-            *out = sbx_completion_fail(id, SBX_E_INTERNAL, "out of memory copying a completion");
         break;
     }
     unlock_wake(tb);
@@ -896,11 +888,7 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
                           ? tb_accept(tb, req, subject, digest, false, &prep, &t, &answer, &st)
                           : TB_ANSWERED;
     if (how == TB_JOIN && t->state == BT_DONE) {
-        answer = sbx_completion_copy(t->completion);
-        if (answer == NULL) {
-            st = SBX_E_RESOURCE_EXHAUSTED;
-            answer = sbx_completion_fail(id, st, "out of memory copying a completion");
-        }
+        answer = bt_completion(t);
         how = TB_ANSWERED;
     }
     bt_waiter *gone = NULL;
