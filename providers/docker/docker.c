@@ -838,6 +838,34 @@ static sbx_status check_network(docker_provider *p, sbx_error *err)
     return st;
 }
 
+/* Makes container uuid's state dir under the runtime dir (its path in state_dir) and claims
+ * the container's own program uid: a slot of the registry, named in the dir so that whoever
+ * removes the dir frees it. On failure nothing is left. */
+static sbx_status make_state_dir(docker_provider *p, const char *uuid, char *state_dir, size_t cap,
+                                 long *slot, sbx_error *err)
+{
+    snprintf(state_dir, cap, "%s/%s", p->runtime_dir, uuid);
+    if (mkdir_p(p->runtime_dir, 0700) != SBX_OK || mkdir_p(state_dir, 0700) != SBX_OK)
+        return sbx_error_set(err, SBX_E_PROVISION, "cannot create the agent state dir '%s': %s",
+                             state_dir, strerror(errno));
+    /* the dir's owner first: a dir a sweep cannot tell as this profile's is never removed, and
+     * a uid slot claimed for such a dir (an owner killed between the two) stayed taken for good.
+     * An owner killed before this leaves an empty dir, which the sweep removes too. */
+    char text[1100];
+    sbx_status st = owner_text(p, text, sizeof text)
+                        ? write_state_file(state_dir, DOCKER_OWNER_FILE, text, err)
+                        : SBX_OK;
+    if (st == SBX_OK)
+        st = sbx_uid_slot_claim(p->uid_slot_dir, (long)p->uid_slots, state_dir, slot, err);
+    snprintf(text, sizeof text, "%ld\n", *slot);
+    if (st == SBX_OK &&
+        (st = write_state_file(state_dir, DOCKER_UID_SLOT_FILE, text, err)) != SBX_OK)
+        sbx_uid_slot_release(p->uid_slot_dir, *slot, state_dir); /* the file may not name it */
+    if (st != SBX_OK)
+        remove_state_dir(p, state_dir);
+    return st;
+}
+
 /* Long because it is the daemon's create sequence in order (uid slot, agent argv, HostConfig,
  * create, start, connect to the agent), each step undoing the ones before it on failure through
  * one cleanup path. */
@@ -873,26 +901,10 @@ static sbx_status docker_create(void *state, const sbx_session_handle *session,
     char uuid[SBX_UUID_LEN];
     sbx_uuid_v4(uuid);
     char state_dir[1024];
-    snprintf(state_dir, sizeof(state_dir), "%s/%s", p->runtime_dir, uuid);
-    if (mkdir_p(p->runtime_dir, 0700) != SBX_OK || mkdir_p(state_dir, 0700) != SBX_OK)
-        return sbx_error_set(err, SBX_E_PROVISION, "cannot create the agent state dir '%s': %s",
-                             state_dir, strerror(errno));
-    /* the container's own program uid: a slot of the registry, named in the state dir so that
-     * whoever removes the dir frees it */
     long slot = -1;
-    sbx_status claimed =
-        sbx_uid_slot_claim(p->uid_slot_dir, (long)p->uid_slots, state_dir, &slot, err);
-    char text[1100];
-    snprintf(text, sizeof text, "%ld\n", slot);
-    if (claimed == SBX_OK &&
-        (claimed = write_state_file(state_dir, DOCKER_UID_SLOT_FILE, text, err)) != SBX_OK)
-        sbx_uid_slot_release(p->uid_slot_dir, slot, state_dir); /* the file may not name it */
-    if (claimed == SBX_OK && owner_text(p, text, sizeof text))
-        claimed = write_state_file(state_dir, DOCKER_OWNER_FILE, text, err);
-    if (claimed != SBX_OK) {
-        remove_state_dir(p, state_dir);
-        return claimed;
-    }
+    sbx_status made = make_state_dir(p, uuid, state_dir, sizeof state_dir, &slot, err);
+    if (made != SBX_OK)
+        return made;
     unsigned program_id = (unsigned)(p->uid_base + slot);
     char id_text[16];
     snprintf(id_text, sizeof(id_text), "%u", program_id);
@@ -1397,7 +1409,8 @@ static bool state_dir_is_ours(const docker_provider *p, const char *dir)
 /* Removes this node and profile's state dirs (uuid-named, under the runtime dir) that no
  * container of list names and that are DOCKER_ORPHAN_MIN_AGE_S old: their container was removed
  * behind sbx's back, and with its dir went its uid slot. Before, both stayed for good (the slot
- * pointed at a dir that still existed, so no slot sweep freed it). */
+ * pointed at a dir that still existed, so no slot sweep freed it). An empty one (whoever made
+ * it) goes too: a create whose owner was killed before it wrote anything there. */
 static void sweep_orphan_state_dirs(docker_provider *p, json_t *list)
 {
     DIR *d = opendir(p->runtime_dir);
@@ -1422,6 +1435,8 @@ static void sweep_orphan_state_dirs(docker_provider *p, json_t *list)
         }
         if (!named && state_dir_is_ours(p, dir))
             remove_state_dir(p, dir);
+        else if (!named)
+            (void)rmdir(dir); /* empty: a create's owner killed before it named the dir */
     }
     if (d != NULL)
         closedir(d);

@@ -753,7 +753,7 @@ static void test_docker_managed_destroy_refuses_a_container_sbx_did_not_create(v
  * removes the state dir it left and frees its uid slot, once the dir is old enough not to be a
  * create's in progress (aged here). Before, both stayed for good: the slot named a dir that
  * still existed, so no slot sweep freed it (seen after every CI run, one slot pointing into a
- * removed test dir). */
+ * removed test dir). An old empty state dir goes too; another profile's stays. */
 static void test_docker_managed_removed_container_is_gone(void **state)
 {
     fixture *f = *state;
@@ -771,12 +771,33 @@ static void test_docker_managed_removed_container_is_gone(void **state)
     sbx_strlist removed = {0};
     assert_int_equal(ops->sweep(f->provider, &removed, &err), SBX_OK);
     assert_int_equal(access(state_dir, F_OK), 0); /* young: maybe a create's */
+    /* beside it, an empty dir (a create's owner killed right after making it: before, never
+     * removed) and another profile's dir (kept: not this profile's to judge) */
+    char empty[1100], foreign[1100], file[1200];
+    const char *base = strrchr(state_dir, '/');
+    snprintf(empty, sizeof empty, "%.*s/00000000-0000-4000-8000-00000000e0e0",
+             (int)(base - state_dir), state_dir);
+    snprintf(foreign, sizeof foreign, "%.*s/00000000-0000-4000-8000-00000000f0f0",
+             (int)(base - state_dir), state_dir);
+    assert_int_equal(mkdir(empty, 0700), 0);
+    assert_int_equal(mkdir(foreign, 0700), 0);
+    snprintf(file, sizeof file, "%s/owner", foreign);
+    FILE *o = fopen(file, "w");
+    assert_non_null(o);
+    fputs("node elsewhere\nprofile other\n", o);
+    fclose(o);
     struct timeval old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
     assert_int_equal(utimes(state_dir, old), 0);
+    assert_int_equal(utimes(empty, old), 0);
+    assert_int_equal(utimes(foreign, old), 0);
     assert_int_equal(ops->sweep(f->provider, &removed, &err), SBX_OK);
     sbx_strlist_clear(&removed);
     assert_int_equal(access(state_dir, F_OK), -1);
     assert_false(sbx_test_slot_names(state_dir));
+    assert_int_equal(access(empty, F_OK), -1);
+    assert_int_equal(access(foreign, F_OK), 0);
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(foreign), 0);
     free(state_dir);
     free(id);
 }
