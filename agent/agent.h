@@ -62,6 +62,12 @@
 /* Default idle TTL: without a connection or a running command for this long, the agent (PID 1)
  * exits and its whole sandbox is torn down by the kernel. */
 #define AGENT_DEFAULT_IDLE_TTL_S (24 * 3600)
+/* A one-shot box (--one-shot) whose host has not connected this long after the agent started
+ * ends: its owner died between starting it and connecting (a worker killed mid-create), and
+ * nothing else would end it before the idle TTL or a sweep. The providers connect within their
+ * own start deadline (docker 30 s, kubernetes 15 s after the pod runs) or remove the box; this
+ * is well past both. */
+#define AGENT_FIRST_HOST_S 120
 /* TCP connections that have not yet sent their credential (SBX_AGENT_AUTH_MAGIC + token). They
  * hold a client slot only this long (AGENT_IO_TIMEOUT_MS) and only this many at once (a new one
  * evicts the oldest), so a peer on the pod network that connects and says nothing cannot take
@@ -91,6 +97,9 @@ typedef struct agent_config {
                          * none is left, the agent exits, and with it (PID 1) every program:
                          * a host killed mid-command leaves nothing running (bwrap's
                          * --die-with-parent, through the socket) */
+    /* end_with_host: 0, or the agent exits when no host connected within this many seconds of
+     * its start (AGENT_FIRST_HOST_S) */
+    int64_t first_host_s;
 } agent_config;
 
 /* serve.c: the PID 1 loop. Returns the process exit status. */

@@ -1,12 +1,14 @@
 /* main.c - sbx-agent's command line.
  *
  *   sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] [--idle-ttl S]
- *             [--shared-uid] [--nofile N] [--one-shot] [--listen IPV4:PORT --token-env NAME]
+ *             [--shared-uid] [--nofile N] [--one-shot [--first-host-s S]]
+ *             [--listen IPV4:PORT --token-env NAME]
  *       serve as PID 1 of a box whose /.sbx is bind-mounted from the host (any provider:
  *       docker runs exactly this as the container's entrypoint); with --listen also on TCP
  *       for clients that open with the credential held (64 hex digits) in env var NAME
  *       (kubernetes pods, reached over the pod network); with --one-shot the box serves one
- *       call and ends when its host hangs up (agent_config.end_with_host);
+ *       call and ends when its host hangs up (agent_config.end_with_host), or when no host
+ *       connected within S seconds of its start (default AGENT_FIRST_HOST_S);
  *   sbx-agent boot --box DIR [...]
  *       the local provider's launcher (boot_local.c): build the namespaces, then serve.
  *
@@ -110,6 +112,7 @@ int main(int argc, char **argv)
         .cgroup_fd = -1,
     };
     const char *token_env = NULL;
+    long long first_host_s = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--shared-uid") == 0) {
@@ -118,11 +121,14 @@ int main(int argc, char **argv)
         }
         if (strcmp(a, "--one-shot") == 0) {
             cfg.one_shot = cfg.end_with_host = true;
+            if (cfg.first_host_s == 0)
+                cfg.first_host_s = AGENT_FIRST_HOST_S;
             continue;
         }
         if (strcmp(a, "--help") == 0) {
             printf("usage: sbx-agent [--socket PATH] [--workdir DIR] [--uid N] [--gid N] "
-                   "[--idle-ttl SECONDS] [--shared-uid] [--nofile N] [--one-shot]\n"
+                   "[--idle-ttl SECONDS] [--shared-uid] [--nofile N]\n"
+                   "                 [--one-shot [--first-host-s SECONDS]]\n"
                    "                 [--listen IPV4:PORT --token-env NAME]\n"
                    "       sbx-agent boot --box DIR [options]   (local provider launcher)\n");
             return 0;
@@ -142,6 +148,8 @@ int main(int argc, char **argv)
             cfg.prog_gid = (gid_t)number(a, v);
         else if (strcmp(a, "--idle-ttl") == 0)
             cfg.idle_ttl_s = number(a, v);
+        else if (strcmp(a, "--first-host-s") == 0)
+            first_host_s = number(a, v);
         else if (strcmp(a, "--nofile") == 0)
             cfg.rlimit_nofile = (uint64_t)number(a, v);
         else if (strcmp(a, "--listen") == 0)
@@ -157,6 +165,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "sbx-agent: --listen and --token-env go together (a TCP listener "
                         "without a credential would serve anyone on the network)\n");
         return 2;
+    }
+    if (first_host_s >= 0) {
+        if (!cfg.one_shot || first_host_s == 0 || first_host_s > AGENT_DEFAULT_IDLE_TTL_S) {
+            fprintf(stderr,
+                    "sbx-agent: --first-host-s bounds a one-shot box's wait for its host: "
+                    "it needs --one-shot and 1 to %d seconds\n",
+                    AGENT_DEFAULT_IDLE_TTL_S);
+            return 2;
+        }
+        cfg.first_host_s = first_host_s;
     }
     if (token_env != NULL)
         take_token(token_env, cfg.token);

@@ -729,6 +729,9 @@ int agent_serve(const agent_config *config)
     if (serve_setup() != 0)
         return 1;
     int64_t trimmed_at = -1; /* agent_last_activity_ms when the buffers were last given back */
+    int64_t host_due = agent_cfg.end_with_host && agent_cfg.first_host_s > 0
+                           ? now_ms() + agent_cfg.first_host_s * 1000
+                           : -1;
     for (;;) {
         int clients_open = 0;
         int64_t now = now_ms(), wake = -1;
@@ -755,6 +758,12 @@ int agent_serve(const agent_config *config)
         if (agent_cfg.end_with_host && host_seen && clients_open == 0)
             return 0; /* the one-shot's host hung up (or died): PID 1 exits, the kernel ends
                        * every program of the box */
+        if (host_due >= 0 && !host_seen) {
+            if (now >= host_due)
+                return 0; /* its owner died before it connected: nobody will */
+            if (wake < 0 || host_due < wake)
+                wake = host_due;
+        }
         if (agent_cfg.idle_ttl_s > 0 && clients_open == 0 && running == 0) {
             int64_t idle_end = agent_last_activity_ms + agent_cfg.idle_ttl_s * 1000;
             if (now >= idle_end)

@@ -35,7 +35,7 @@ typedef struct agent_proc {
 } agent_proc;
 
 /* Agents started (0 once stopped), for the group teardown. */
-static pid_t started[4];
+static pid_t started[8];
 static size_t n_started;
 
 static int free_port(void)
@@ -49,7 +49,8 @@ static int free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static void agent_start(agent_proc *a)
+/* Starts the agent as a pod runs it, with up to three more arguments (NULL ends them). */
+static void agent_start_with(agent_proc *a, const char *x1, const char *x2, const char *x3)
 {
     snprintf(a->dir, sizeof(a->dir), "/tmp/sbx-k8s-agent-XXXXXX");
     assert_non_null(mkdtemp(a->dir));
@@ -68,11 +69,16 @@ static void agent_start(agent_proc *a)
         dup2(devnull, 2);
         setenv("SBX_T", TOKEN_HEX, 1);
         execl(kt_agent(), "sbx-agent", "--socket", sock, "--workdir", a->dir, "--shared-uid",
-              "--listen", listen, "--token-env", "SBX_T", (char *)NULL);
+              "--listen", listen, "--token-env", "SBX_T", x1, x2, x3, (char *)NULL);
         _exit(127);
     }
-    if (n_started < 4)
+    if (n_started < 8)
         started[n_started++] = a->pid;
+}
+
+static void agent_start(agent_proc *a)
+{
+    agent_start_with(a, NULL, NULL, NULL);
 }
 
 /* Group teardown: agents of tests that failed before agent_stop. */
@@ -229,12 +235,124 @@ static void test_k8s_agent_listen_needs_a_credential(void **state)
     assert_int_equal(WEXITSTATUS(st), 2);
 }
 
+/* The agent's exit status within ms, or -1 while it still runs then. */
+static int exited_within(agent_proc *a, int ms)
+{
+    for (int i = 0; i <= ms / 20; i++) {
+        int ws;
+        if (waitpid(a->pid, &ws, WNOHANG) == a->pid) {
+            for (size_t k = 0; k < n_started; k++)
+                if (started[k] == a->pid)
+                    started[k] = 0;
+            a->pid = 0;
+            return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        }
+        usleep(20000);
+    }
+    return -1;
+}
+
+static void remove_dir(agent_proc *a)
+{
+    if (a->pid > 0) {
+        kill(a->pid, SIGKILL);
+        waitpid(a->pid, NULL, 0);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", a->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A worker killed between starting a one-shot pod (or container) and connecting to it: before,
+ * the box waited for a host until its idle TTL (a day) or a sweep; now it ends after
+ * --first-host-s (AGENT_FIRST_HOST_S when not given). A peer without the credential is no
+ * host: it does not keep the box. */
+static void test_k8s_one_shot_agent_whose_host_never_came_ends(void **state)
+{
+    (void)state;
+    agent_proc a;
+    agent_start_with(&a, "--one-shot", "--first-host-s", "1");
+    int fd = -1;
+    for (int i = 0; i < 200 && fd < 0; i++) { /* listening yet? */
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)a.port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            close(fd);
+            fd = -1;
+            usleep(10000);
+        }
+    }
+    assert_true(fd >= 0);
+    assert_int_equal(exited_within(&a, 500), -1); /* not before its time */
+    int st = exited_within(&a, 4000);
+    close(fd);
+    if (st != 0)
+        fail_msg("a one-shot agent nobody connected to: %s",
+                 st < 0 ? "still running 4.5 s later" : "did not exit 0");
+    remove_dir(&a);
+}
+
+static void test_k8s_one_shot_agent_with_its_host_outlives_the_first_host_wait(void **state)
+{
+    (void)state;
+    agent_proc a;
+    agent_start_with(&a, "--one-shot", "--first-host-s", "1");
+    uint8_t tok[SBX_AGENT_TOKEN_LEN];
+    token(tok);
+    sbx_agent_conn *c = NULL;
+    sbx_error err;
+    sbx_status st = SBX_E_GONE;
+    for (int i = 0; i < 200 && st != SBX_OK; i++) {
+        st = sbx_agent_connect_tcp("127.0.0.1", a.port, tok, 0, &c, &err);
+        if (st != SBX_OK)
+            usleep(10000);
+    }
+    assert_int_equal(st, SBX_OK);
+    assert_int_equal(exited_within(&a, 1600), -1); /* past --first-host-s: it has its host */
+    sbx_agent_pong pong;
+    assert_int_equal(sbx_agent_ping(c, sbx_monotonic_ms() + 5000, &pong, &err), SBX_OK);
+    sbx_agent_close(c); /* the host hangs up: the one-shot ends */
+    assert_int_equal(exited_within(&a, 4000), 0);
+    remove_dir(&a);
+}
+
+static int agent_exit_status(const char *a1, const char *a2, const char *a3)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 2);
+        execl(kt_agent(), "sbx-agent", "--socket", "/tmp/sbx-k8s-never.sock", a1, a2, a3,
+              (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void test_k8s_agent_first_host_wait_is_a_one_shots_and_positive(void **state)
+{
+    (void)state;
+    assert_int_equal(agent_exit_status("--first-host-s", "5", NULL), 2);
+    assert_int_equal(agent_exit_status("--one-shot", "--first-host-s", "0"), 2);
+    assert_int_equal(agent_exit_status("--one-shot", "--first-host-s", "-1"), 2);
+    assert_int_equal(agent_exit_status("--one-shot", "--first-host-s", "99999999999"), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_k8s_agent_serves_only_its_credential),
         cmocka_unit_test(test_k8s_agent_bounds_silent_peers),
         cmocka_unit_test(test_k8s_agent_listen_needs_a_credential),
+        cmocka_unit_test(test_k8s_one_shot_agent_whose_host_never_came_ends),
+        cmocka_unit_test(test_k8s_one_shot_agent_with_its_host_outlives_the_first_host_wait),
+        cmocka_unit_test(test_k8s_agent_first_host_wait_is_a_one_shots_and_positive),
     };
     return cmocka_run_group_tests(tests, NULL, kill_leftovers);
 }
