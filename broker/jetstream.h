@@ -49,6 +49,13 @@
 #define SBXQ_HDR_AUTH "Sbx-Authorization"
 /* Header asking the worker to publish output chunks on N.out.<key>. */
 #define SBXQ_HDR_STREAM "Sbx-Stream"
+/* Header carrying the revision at which the submitter created (or read) the task's record as
+ * QUEUED with its request's digest: the worker claims by a compare-and-set on it without reading
+ * the record first (one round trip fewer per task), and reads it only when the record has moved
+ * on since. Taken only with a bearer token the workers' callers table accepts for the request's
+ * principal (a caller that lies then overwrites only records it may write anyway); without a
+ * callers table, or from any other caller, it is ignored. */
+#define SBXQ_HDR_REVISION "Sbx-Record-Revision"
 
 /* A connection with its JetStream context and the completion bucket. One per broker or worker;
  * nats.c objects are thread-safe, so every thread of the owner uses it. */

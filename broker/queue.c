@@ -371,9 +371,10 @@ static void waiter_finish(queue_broker *qb, waiter *w, natsSubscription *a, nats
     waiter_release(w);
 }
 
-/* Publishes the request to its subject with the key as Nats-Msg-Id, retrying a transient
- * failure until the monotonic time until. */
-static sbx_status publish(queue_broker *b, const sbx_request *req, const char *key,
+/* Publishes the request to its subject with the key as Nats-Msg-Id and rev, the revision of
+ * its QUEUED record (SBXQ_HDR_REVISION), retrying a transient failure until the monotonic time
+ * until. */
+static sbx_status publish(queue_broker *b, const sbx_request *req, const char *key, uint64_t rev,
                           const char *subject_to, bool stream, int64_t until, sbx_error *err)
 {
     size_t len = 0;
@@ -397,6 +398,11 @@ static sbx_status publish(queue_broker *b, const sbx_request *req, const char *k
     }
     if (s == NATS_OK && stream)
         s = natsMsgHeader_Set(msg, SBXQ_HDR_STREAM, "1");
+    if (s == NATS_OK && rev > 0) {
+        char r[24];
+        snprintf(r, sizeof r, "%llu", (unsigned long long)rev);
+        s = natsMsgHeader_Set(msg, SBXQ_HDR_REVISION, r);
+    }
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MsgId = key;
@@ -507,8 +513,8 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
     if (st == SBX_OK && rec == NULL)
         st = sbx_error_set(&err, SBX_E_INTERNAL, "out of memory");
     bool send = false;
+    uint64_t rev = 0; /* of the QUEUED record made or found */
     if (st == SBX_OK) {
-        uint64_t rev = 0;
         s = kvStore_Create(&rev, b->q->kv, key, rec, (int)rlen);
         while (transient(s) && now_ms() < until) {
             pause_ms(QUEUE_RETRY_MS);
@@ -548,7 +554,7 @@ static sbx_status queue_submit(sbx_broker *base, const sbx_request *req, int64_t
     free(rec);
     int64_t since = now_ms();
     if (st == SBX_OK && *out == NULL && send)
-        st = publish(b, req, key, to, stream, until, &err);
+        st = publish(b, req, key, rev, to, stream, until, &err);
     if (st == SBX_OK && *out == NULL) {
         int64_t deadline = wait_ms < 0 ? -1 : start + wait_ms;
         st = await(b, w, key, subject, task_id, digest, node, since, deadline, out);

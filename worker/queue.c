@@ -293,6 +293,44 @@ static sbx_completion *caller_verdict(worker_queue *q, natsMsg *msg, const sbx_r
     return NULL;
 }
 
+/* The submitter's SBXQ_HDR_REVISION, or 0 (none, or not a revision). */
+static uint64_t header_revision(natsMsg *msg)
+{
+    const char *v = NULL;
+    if (natsMsgHeader_Get(msg, SBXQ_HDR_REVISION, &v) != NATS_OK || v == NULL || v[0] < '1' ||
+        v[0] > '9' || strlen(v) > 20)
+        return 0;
+    uint64_t n = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10)
+            return 0;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    return n;
+}
+
+/* Writes the claim of this delivery (or its verdict, DONE) over the record at revision at by
+ * compare-and-set (at 0: creates it). CLAIM_RUN: claimed, *rev its revision; CLAIM_DONE: the
+ * verdict stored and announced; CLAIM_LOST: the record moved on, or the bucket did not answer;
+ * CLAIM_NOMEM. */
+enum { CLAIM_LOST, CLAIM_RUN, CLAIM_DONE, CLAIM_NOMEM };
+static int claim_at(worker_queue *q, const char *key, const uint8_t *digest, uint64_t seq,
+                    uint32_t deliveries, const sbx_completion *verdict, uint64_t at, uint64_t *rev)
+{
+    size_t rlen = 0;
+    uint8_t *r = sbxq_record_pack(verdict != NULL ? SBXQ_DONE : SBXQ_CLAIMED, digest, seq,
+                                  deliveries, q->cfg->node, verdict, &rlen);
+    if (r == NULL)
+        return CLAIM_NOMEM;
+    natsStatus s = at > 0 ? kvStore_Update(rev, q->q->kv, key, r, (int)rlen, at)
+                          : kvStore_Create(rev, q->q->kv, key, r, (int)rlen);
+    int how = s != NATS_OK ? CLAIM_LOST : verdict != NULL ? CLAIM_DONE : CLAIM_RUN;
+    if (how == CLAIM_DONE)
+        sbxq_notify(q->q, key, r, rlen);
+    free(r);
+    return how;
+}
+
 /* Long because it is one queue message's life in order (decode, heartbeat, the refusals decided
  * before a claim, the claim loop, run, store, ack), and the heartbeat started early must stop at
  * its one exit. */
@@ -334,13 +372,28 @@ static void handle(worker_queue *q, natsMsg *msg, bool node_bound)
 
     /* Decided before any claim: requests that will not run. */
     sbx_completion *verdict = caller_verdict(q, msg, req, subject);
+    /* The submitter's word on its record's revision is taken only from a caller the callers
+     * table vouches for as this principal: the claim below is written with this worker's rights,
+     * and from anyone else it would let a tenant who knows another's task_id overwrite that
+     * tenant's record (the read the compare-and-set replaces is what refuses them: their
+     * request's digest is not the record's). */
+    uint64_t queued_at = q->auth.required && verdict == NULL ? header_revision(msg) : 0;
     if (verdict == NULL && node_bound &&
         wall_ms() - published_ms > q->cfg->broker.queue.node_wait_ms)
         verdict = sbxq_unavailable(req->task_id, q->cfg->node, q->cfg->broker.queue.node_wait_ms);
 
-    /* Claim (or find the task finished, or owned by a live delivery). */
+    /* Claim (or find the task finished, or owned by a live delivery). First at the revision
+     * the submitter made the record QUEUED (SBXQ_HDR_REVISION, vouched for above): nothing
+     * written since, so the record is still that, and the compare-and-set alone claims it (one
+     * round trip to the bucket instead of two); else read it. */
     uint64_t rev = 0;
-    bool run = false;
+    int how = queued_at > 0 ? claim_at(q, key, digest, seq, deliveries, verdict, queued_at, &rev)
+                            : CLAIM_LOST;
+    if (how == CLAIM_NOMEM)
+        goto out_keep;
+    if (how == CLAIM_DONE)
+        goto out_ack;
+    bool run = how == CLAIM_RUN;
     for (int attempt = 0; attempt < QUEUE_CLAIM_ATTEMPTS && !run; attempt++) {
         uint8_t *data = NULL;
         size_t len = 0;
@@ -387,22 +440,12 @@ static void handle(worker_queue *q, natsMsg *msg, bool node_bound)
                  req->task_id, deliveries, rec.deliveries, rec.node);
         }
         free(data);
-        size_t rlen = 0;
-        uint8_t *r = verdict != NULL ? sbxq_record_pack(SBXQ_DONE, digest, seq, deliveries,
-                                                        q->cfg->node, verdict, &rlen)
-                                     : sbxq_record_pack(SBXQ_CLAIMED, digest, seq, deliveries,
-                                                        q->cfg->node, NULL, &rlen);
-        if (r == NULL)
+        how = claim_at(q, key, digest, seq, deliveries, verdict, found == 1 ? rev : 0, &rev);
+        if (how == CLAIM_NOMEM)
             goto out_keep;
-        natsStatus s = found == 1 ? kvStore_Update(&rev, q->q->kv, key, r, (int)rlen, rev)
-                                  : kvStore_Create(&rev, q->q->kv, key, r, (int)rlen);
-        if (s == NATS_OK && verdict != NULL) {
-            sbxq_notify(q->q, key, r, rlen);
-            free(r);
+        if (how == CLAIM_DONE)
             goto out_ack;
-        }
-        free(r);
-        run = s == NATS_OK;
+        run = how == CLAIM_RUN;
     }
     if (!run)
         goto out_keep;

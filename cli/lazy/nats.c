@@ -97,6 +97,7 @@ SBX_LAZY(nats, natsStatus, natsOptions_SetNKey,
 SBX_LAZY(nats, natsStatus, natsOptions_SetName, (natsOptions * a0, const char *a1), (a0, a1))
 SBX_LAZY(nats, natsStatus, natsOptions_SetReconnectWait, (natsOptions * a0, int64_t a1), (a0, a1))
 SBX_LAZY(nats, natsStatus, natsOptions_SetSecure, (natsOptions * a0, _Bool a1), (a0, a1))
+SBX_LAZY(nats, natsStatus, natsOptions_SetSendAsap, (natsOptions * a0, _Bool a1), (a0, a1))
 SBX_LAZY(nats, natsStatus, natsOptions_SetServers, (natsOptions * a0, const char **a1, int a2),
          (a0, a1, a2))
 SBX_LAZY(nats, natsStatus, natsOptions_SetTimeout, (natsOptions * a0, int64_t a1), (a0, a1))

@@ -3,7 +3,7 @@
  * submitter (their partition's subjects and bucket keys, their own inbox), one sbx-worker, and
  * queue brokers logged in as the tenants. A tenant's work runs with those rights alone (the
  * template is enough), and another tenant's connection cannot read its output, its completion
- * notices or its records, nor cancel its task.
+ * notices or its records, nor cancel its task, nor have a worker overwrite its record.
  *
  * usage: test_queue_tenants PATH/sbx-worker
  */
@@ -258,6 +258,114 @@ static void test_queue_tenant_cannot_cancel_another_tenants_task(void **state)
     natsConnection_Destroy(nc);
 }
 
+/* The latest revision of key in the bucket, read with the workers' rights (what a tenant could
+ * guess: revisions are the bucket stream's sequence numbers, which its own records show). */
+static uint64_t record_revision(const char *key)
+{
+    natsOptions *o = NULL;
+    assert_int_equal(natsOptions_Create(&o), NATS_OK);
+    const char *url = F.url;
+    assert_int_equal(natsOptions_SetServers(o, &url, 1), NATS_OK);
+    assert_int_equal(natsOptions_SetUserInfo(o, "worker", "worker-pass"), NATS_OK);
+    natsConnection *nc = NULL;
+    assert_int_equal(natsConnection_Connect(&nc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    kvStore *kv = NULL;
+    assert_int_equal(js_KeyValue(&kv, js, "sbx_done"), NATS_OK);
+    kvEntry *e = NULL;
+    assert_int_equal(kvStore_Get(&e, kv, key), NATS_OK);
+    uint64_t rev = kvEntry_Revision(e);
+    kvEntry_Destroy(e);
+    kvStore_Destroy(kv);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    return rev;
+}
+
+/* tenant-b, without a token that may assert tenant-a, queues a request of its own under
+ * tenant-a's principal and task_id, naming the revision of tenant-a's finished record
+ * (SBXQ_HDR_REVISION): the worker refuses it without writing that record, and tenant-a's
+ * completion stays its own. A worker that took the revision of any caller at its word would
+ * have written its refusal over tenant-a's completion by compare-and-set. */
+static void test_queue_tenant_cannot_overwrite_another_tenants_record(void **state)
+{
+    (void)state;
+    sbx_broker *a = fleet_tenant_broker(&F, "tenant-a");
+    sbx_request *r = shell("oneshot", "tenant-a", "echo kept by tenant-a");
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(a, r, WAIT_MS, NULL, &c), SBX_OK);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+    char key[SBXQ_KEY_LEN];
+    sbxq_key("tenant-a", r->task_id, key);
+    uint64_t rev = record_revision(key);
+
+    spy s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    natsConnection *nc = spy_connect(&s);
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    sbx_request *forged = shell("oneshot", "tenant-a", "echo written by tenant-b");
+    sbx_set_string(&forged->task_id, r->task_id);
+    size_t len = 0;
+    uint8_t *bytes = sbx_message_pack(&forged->base, &len);
+    assert_non_null(bytes);
+    natsMsg *msg = NULL;
+    assert_int_equal(natsMsg_Create(&msg, "sbx.work", NULL, (const char *)bytes, (int)len),
+                     NATS_OK);
+    free(bytes);
+    char revision[24];
+    snprintf(revision, sizeof revision, "%llu", (unsigned long long)rev);
+    assert_int_equal(natsMsgHeader_Set(msg, SBXQ_HDR_REVISION, revision), NATS_OK);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = "forged-by-tenant-b"; /* not the task's key: JetStream would drop it as a copy */
+    jsPubAck *pa = NULL;
+    assert_int_equal(js_PublishMsg(&pa, js, msg, &po, NULL), NATS_OK);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(msg);
+
+    /* The worker has taken it once the consumer has nothing pending or unacknowledged. */
+    natsConnection *wc = NULL;
+    natsOptions *o = NULL;
+    assert_int_equal(natsOptions_Create(&o), NATS_OK);
+    const char *url = F.url;
+    assert_int_equal(natsOptions_SetServers(o, &url, 1), NATS_OK);
+    assert_int_equal(natsOptions_SetUserInfo(o, "worker", "worker-pass"), NATS_OK);
+    assert_int_equal(natsConnection_Connect(&wc, o), NATS_OK);
+    natsOptions_Destroy(o);
+    jsCtx *wjs = NULL;
+    assert_int_equal(natsConnection_JetStream(&wjs, wc, NULL), NATS_OK);
+    bool taken = false;
+    for (int i = 0; i < 200 && !taken; i++) {
+        jsConsumerInfo *ci = NULL;
+        if (js_GetConsumerInfo(&ci, wjs, "sbx_tasks", "workers", NULL, NULL) == NATS_OK) {
+            taken = ci->NumPending == 0 && ci->NumAckPending == 0;
+            jsConsumerInfo_Destroy(ci);
+        }
+        if (!taken)
+            sleep_ms(50);
+    }
+    jsCtx_Destroy(wjs);
+    natsConnection_Destroy(wc);
+    assert_true(taken);
+
+    if (record_revision(key) != rev)
+        fail_msg("tenant-b's forged request wrote tenant-a's record");
+    assert_int_equal(sbx_broker_result(a, "tenant-a", r->task_id, WAIT_MS, &c), SBX_OK);
+    assert_non_null(c);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, strlen("kept by tenant-a\n"));
+    assert_memory_equal(c->result->stdout.data, "kept by tenant-a\n", strlen("kept by tenant-a\n"));
+    sbx_completion_free(c);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    sbx_request_free(forged);
+    sbx_request_free(r);
+    sbx_broker_free(a);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -269,6 +377,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_tenant_runs_with_its_partition_rights_alone),
         cmocka_unit_test(test_queue_tenant_cannot_read_another_tenants_output_or_records),
         cmocka_unit_test(test_queue_tenant_cannot_cancel_another_tenants_task),
+        cmocka_unit_test(test_queue_tenant_cannot_overwrite_another_tenants_record),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
