@@ -335,20 +335,13 @@ static sbx_status ensure_bucket(sbxq_conn *c, sbx_error *err)
     return SBX_OK;
 }
 
-sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_conn **out,
-                        sbx_error *err)
+/* The connection's options from cfg (*out, the caller destroys it, also on failure). */
+static sbx_status connect_options(const sbx_queue_config *cfg, const char *client,
+                                  natsOptions **out, sbx_error *err)
 {
-    *out = NULL;
-    sbxq_conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
-    c->cfg = cfg;
-    pthread_mutex_init(&c->retired_mu, NULL);
-    snprintf(c->name, sizeof c->name, "%s", cfg->name != NULL ? cfg->name : "sbx");
-    snprintf(c->stream, sizeof c->stream, "%s_tasks", c->name);
-
     natsOptions *o = NULL;
     natsStatus s = natsOptions_Create(&o);
+    *out = o;
     const char *what = "creating options";
     /* A comma separated list: every server of a cluster, tried in random order. */
     char urls[2048];
@@ -404,6 +397,24 @@ sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_co
     }
     if (st == SBX_OK && s != NATS_OK)
         st = sbxq_fail(err, SBX_E_CONFIG, s, "sandbox.broker.queue: %s", what);
+    return st;
+}
+
+sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_conn **out,
+                        sbx_error *err)
+{
+    *out = NULL;
+    sbxq_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return sbx_error_set(err, SBX_E_INTERNAL, "out of memory");
+    c->cfg = cfg;
+    pthread_mutex_init(&c->retired_mu, NULL);
+    snprintf(c->name, sizeof c->name, "%s", cfg->name != NULL ? cfg->name : "sbx");
+    snprintf(c->stream, sizeof c->stream, "%s_tasks", c->name);
+
+    natsOptions *o = NULL;
+    sbx_status st = connect_options(cfg, client, &o, err);
+    natsStatus s = NATS_OK;
     if (st == SBX_OK) {
         s = natsConnection_Connect(&c->nc, o);
         if (s != NATS_OK)
