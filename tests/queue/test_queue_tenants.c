@@ -258,9 +258,8 @@ static void test_queue_tenant_cannot_cancel_another_tenants_task(void **state)
     natsConnection_Destroy(nc);
 }
 
-/* The latest revision of key in the bucket, read with the workers' rights (what a tenant could
- * guess: revisions are the bucket stream's sequence numbers, which its own records show). */
-static uint64_t record_revision(const char *key)
+/* A connection with the workers' rights (every right on the stream and the bucket). */
+static natsConnection *worker_connect(void)
 {
     natsOptions *o = NULL;
     assert_int_equal(natsOptions_Create(&o), NATS_OK);
@@ -270,6 +269,14 @@ static uint64_t record_revision(const char *key)
     natsConnection *nc = NULL;
     assert_int_equal(natsConnection_Connect(&nc, o), NATS_OK);
     natsOptions_Destroy(o);
+    return nc;
+}
+
+/* The latest revision of key in the bucket, read with the workers' rights (what a tenant could
+ * guess: revisions are the bucket stream's sequence numbers, which its own records show). */
+static uint64_t record_revision(const char *key)
+{
+    natsConnection *nc = worker_connect();
     jsCtx *js = NULL;
     assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
     kvStore *kv = NULL;
@@ -282,6 +289,64 @@ static uint64_t record_revision(const char *key)
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     return rev;
+}
+
+/* Queues r on sbx.work through nc as a hand-made message: SBXQ_HDR_REVISION revision and
+ * SBXQ_HDR_AUTH auth when not NULL, Nats-Msg-Id msg_id. */
+static void publish_raw(natsConnection *nc, const sbx_request *r, const char *revision,
+                        const char *auth, const char *msg_id)
+{
+    jsCtx *js = NULL;
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    size_t len = 0;
+    uint8_t *bytes = sbx_message_pack(&r->base, &len);
+    assert_non_null(bytes);
+    natsMsg *msg = NULL;
+    assert_int_equal(natsMsg_Create(&msg, "sbx.work", NULL, (const char *)bytes, (int)len),
+                     NATS_OK);
+    free(bytes);
+    if (revision != NULL)
+        assert_int_equal(natsMsgHeader_Set(msg, SBXQ_HDR_REVISION, revision), NATS_OK);
+    if (auth != NULL)
+        assert_int_equal(natsMsgHeader_Set(msg, SBXQ_HDR_AUTH, auth), NATS_OK);
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = msg_id;
+    jsPubAck *pa = NULL;
+    assert_int_equal(js_PublishMsg(&pa, js, msg, &po, NULL), NATS_OK);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(msg);
+    jsCtx_Destroy(js);
+}
+
+/* Waits until the workers' consumer has nothing pending or unacknowledged (every message
+ * queued so far was taken and finished with). */
+static void wait_consumer_idle(void)
+{
+    natsConnection *wc = worker_connect();
+    jsCtx *wjs = NULL;
+    assert_int_equal(natsConnection_JetStream(&wjs, wc, NULL), NATS_OK);
+    bool idle = false;
+    for (int i = 0; i < 200 && !idle; i++) {
+        jsConsumerInfo *ci = NULL;
+        if (js_GetConsumerInfo(&ci, wjs, "sbx_tasks", "workers", NULL, NULL) == NATS_OK) {
+            idle = ci->NumPending == 0 && ci->NumAckPending == 0;
+            jsConsumerInfo_Destroy(ci);
+        }
+        if (!idle)
+            sleep_ms(50);
+    }
+    jsCtx_Destroy(wjs);
+    natsConnection_Destroy(wc);
+    assert_true(idle);
+}
+
+static void expect_stdout(const sbx_completion *c, const char *want)
+{
+    assert_non_null(c);
+    assert_int_equal(c->status, OK_STATUS);
+    assert_int_equal(c->result->stdout.len, strlen(want));
+    assert_memory_equal(c->result->stdout.data, want, strlen(want));
 }
 
 /* tenant-b, without a token that may assert tenant-a, queues a request of its own under
@@ -304,66 +369,53 @@ static void test_queue_tenant_cannot_overwrite_another_tenants_record(void **sta
 
     spy s = {.mu = PTHREAD_MUTEX_INITIALIZER};
     natsConnection *nc = spy_connect(&s);
-    jsCtx *js = NULL;
-    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
     sbx_request *forged = shell("oneshot", "tenant-a", "echo written by tenant-b");
     sbx_set_string(&forged->task_id, r->task_id);
-    size_t len = 0;
-    uint8_t *bytes = sbx_message_pack(&forged->base, &len);
-    assert_non_null(bytes);
-    natsMsg *msg = NULL;
-    assert_int_equal(natsMsg_Create(&msg, "sbx.work", NULL, (const char *)bytes, (int)len),
-                     NATS_OK);
-    free(bytes);
     char revision[24];
     snprintf(revision, sizeof revision, "%llu", (unsigned long long)rev);
-    assert_int_equal(natsMsgHeader_Set(msg, SBXQ_HDR_REVISION, revision), NATS_OK);
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MsgId = "forged-by-tenant-b"; /* not the task's key: JetStream would drop it as a copy */
-    jsPubAck *pa = NULL;
-    assert_int_equal(js_PublishMsg(&pa, js, msg, &po, NULL), NATS_OK);
-    jsPubAck_Destroy(pa);
-    natsMsg_Destroy(msg);
-
-    /* The worker has taken it once the consumer has nothing pending or unacknowledged. */
-    natsConnection *wc = NULL;
-    natsOptions *o = NULL;
-    assert_int_equal(natsOptions_Create(&o), NATS_OK);
-    const char *url = F.url;
-    assert_int_equal(natsOptions_SetServers(o, &url, 1), NATS_OK);
-    assert_int_equal(natsOptions_SetUserInfo(o, "worker", "worker-pass"), NATS_OK);
-    assert_int_equal(natsConnection_Connect(&wc, o), NATS_OK);
-    natsOptions_Destroy(o);
-    jsCtx *wjs = NULL;
-    assert_int_equal(natsConnection_JetStream(&wjs, wc, NULL), NATS_OK);
-    bool taken = false;
-    for (int i = 0; i < 200 && !taken; i++) {
-        jsConsumerInfo *ci = NULL;
-        if (js_GetConsumerInfo(&ci, wjs, "sbx_tasks", "workers", NULL, NULL) == NATS_OK) {
-            taken = ci->NumPending == 0 && ci->NumAckPending == 0;
-            jsConsumerInfo_Destroy(ci);
-        }
-        if (!taken)
-            sleep_ms(50);
-    }
-    jsCtx_Destroy(wjs);
-    natsConnection_Destroy(wc);
-    assert_true(taken);
+    /* not the task's key as Nats-Msg-Id: JetStream would drop it as a copy */
+    publish_raw(nc, forged, revision, NULL, "forged-by-tenant-b");
+    wait_consumer_idle();
 
     if (record_revision(key) != rev)
         fail_msg("tenant-b's forged request wrote tenant-a's record");
     assert_int_equal(sbx_broker_result(a, "tenant-a", r->task_id, WAIT_MS, &c), SBX_OK);
-    assert_non_null(c);
-    assert_int_equal(c->status, OK_STATUS);
-    assert_int_equal(c->result->stdout.len, strlen("kept by tenant-a\n"));
-    assert_memory_equal(c->result->stdout.data, "kept by tenant-a\n", strlen("kept by tenant-a\n"));
+    expect_stdout(c, "kept by tenant-a\n");
     sbx_completion_free(c);
-    jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
     sbx_request_free(forged);
     sbx_request_free(r);
     sbx_broker_free(a);
+}
+
+/* A vouched caller's revision that is not the record's (stale, zero, too large, not a number)
+ * is no claim: the worker reads the record as without the header, and the task runs once. */
+static void test_queue_revision_that_is_not_the_records_still_runs_the_task(void **state)
+{
+    (void)state;
+    static const char *const revisions[] = {"1", "0", "18446744073709551616", "12x", "-5"};
+    char auth[128];
+    snprintf(auth, sizeof auth, "Bearer %s", getenv(FLEET_TOKEN_ENV));
+    spy s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    natsConnection *nc = spy_connect(&s);
+    sbx_broker *b = fleet_tenant_broker(&F, "tenant-b");
+    for (size_t i = 0; i < sizeof revisions / sizeof revisions[0]; i++) {
+        char line[64], want[64];
+        snprintf(line, sizeof line, "echo revision %zu", i);
+        snprintf(want, sizeof want, "revision %zu\n", i);
+        sbx_request *r = shell("oneshot", "tenant-b", line);
+        publish_raw(nc, r, revisions[i], auth, r->task_id);
+        wait_consumer_idle(); /* result() of a task with no record yet is "no such task" */
+        sbx_completion *c = NULL;
+        assert_int_equal(sbx_broker_result(b, "tenant-b", r->task_id, WAIT_MS, &c), SBX_OK);
+        if (c == NULL || c->status != OK_STATUS)
+            fail_msg("revision '%s': %s", revisions[i], c != NULL ? c->error : "no completion");
+        expect_stdout(c, want);
+        sbx_completion_free(c);
+        sbx_request_free(r);
+    }
+    sbx_broker_free(b);
+    natsConnection_Destroy(nc);
 }
 
 int main(int argc, char **argv)
@@ -378,6 +430,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_tenant_cannot_read_another_tenants_output_or_records),
         cmocka_unit_test(test_queue_tenant_cannot_cancel_another_tenants_task),
         cmocka_unit_test(test_queue_tenant_cannot_overwrite_another_tenants_record),
+        cmocka_unit_test(test_queue_revision_that_is_not_the_records_still_runs_the_task),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
