@@ -298,7 +298,7 @@ static uint64_t header_revision(natsMsg *msg)
 {
     const char *v = NULL;
     if (natsMsgHeader_Get(msg, SBXQ_HDR_REVISION, &v) != NATS_OK || v == NULL || v[0] < '1' ||
-        v[0] > '9' || strlen(v) > 20)
+        v[0] > '9')
         return 0;
     uint64_t n = 0;
     for (const char *p = v; *p; p++) {

@@ -60,6 +60,17 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* Submits r through b and checks that it succeeded. */
+static void submit_ok(sbx_broker *b, const sbx_request *r)
+{
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, r, WAIT_MS, NULL, &c), SBX_OK);
+    assert_non_null(c);
+    if (c->status != OK_STATUS)
+        fail_msg("%s", c->error);
+    sbx_completion_free(c);
+}
+
 typedef struct chunks {
     pthread_mutex_t mu;
     char text[256];
@@ -113,10 +124,7 @@ static void test_queue_tenant_runs_with_its_partition_rights_alone(void **state)
     sbx_broker_free(a);
     sbx_broker *b = fleet_tenant_broker(&F, "tenant-b");
     sbx_request *r = shell("oneshot", "tenant-b", "echo work of tenant-b");
-    sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_submit(b, r, WAIT_MS, NULL, &c), SBX_OK);
-    assert_int_equal(c->status, OK_STATUS);
-    sbx_completion_free(c);
+    submit_ok(b, r);
     sbx_request_free(r);
     sbx_broker_free(b);
 }
@@ -204,10 +212,7 @@ static void test_queue_tenant_cannot_read_another_tenants_output_or_records(void
     assert_true(violations >= (int)(sizeof subjects / sizeof subjects[0]));
 
     /* Its records: reading the key of a task of tenant-a's from the bucket is refused. */
-    sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_submit(a, r, WAIT_MS, NULL, &c), SBX_OK);
-    assert_int_equal(c->status, OK_STATUS);
-    sbx_completion_free(c);
+    submit_ok(a, r);
     char key[SBXQ_KEY_LEN];
     sbxq_key("tenant-a", r->task_id, key);
     jsCtx *js = NULL;
@@ -359,10 +364,7 @@ static void test_queue_tenant_cannot_overwrite_another_tenants_record(void **sta
     (void)state;
     sbx_broker *a = fleet_tenant_broker(&F, "tenant-a");
     sbx_request *r = shell("oneshot", "tenant-a", "echo kept by tenant-a");
-    sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_submit(a, r, WAIT_MS, NULL, &c), SBX_OK);
-    assert_int_equal(c->status, OK_STATUS);
-    sbx_completion_free(c);
+    submit_ok(a, r);
     char key[SBXQ_KEY_LEN];
     sbxq_key("tenant-a", r->task_id, key);
     uint64_t rev = record_revision(key);
@@ -379,6 +381,7 @@ static void test_queue_tenant_cannot_overwrite_another_tenants_record(void **sta
 
     if (record_revision(key) != rev)
         fail_msg("tenant-b's forged request wrote tenant-a's record");
+    sbx_completion *c = NULL;
     assert_int_equal(sbx_broker_result(a, "tenant-a", r->task_id, WAIT_MS, &c), SBX_OK);
     expect_stdout(c, "kept by tenant-a\n");
     sbx_completion_free(c);
