@@ -141,13 +141,17 @@ static int select_alpn(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_OK;
 }
 
-static sbx_status ssl_fail(sbx_error *err, const char *what, const char *file)
+/* A TLS file that does not load: names the file, the setting that gave it, OpenSSL's reason and
+ * the fix. */
+static sbx_status ssl_fail(sbx_error *err, const char *what, const char *file, const char *setting,
+                           const char *fix)
 {
     char buf[256];
     unsigned long e = ERR_get_error();
     ERR_error_string_n(e, buf, sizeof buf);
     ERR_clear_error();
-    return sbx_error_set(err, SBX_E_CONFIG, "worker TLS: %s '%s': %s", what, file ? file : "", buf);
+    return sbx_error_set(err, SBX_E_CONFIG, "worker TLS: %s '%s' (sandbox.worker.tls.%s): %s; %s",
+                         what, file, setting, buf, fix);
 }
 
 SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *auth, sbx_error *err)
@@ -160,7 +164,9 @@ SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *aut
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx) {
-        ssl_fail(err, "cannot create a context", NULL);
+        ERR_clear_error();
+        sbx_error_set(err, SBX_E_RESOURCE_EXHAUSTED,
+                      "worker TLS: cannot create a context (out of memory)");
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -170,20 +176,29 @@ SSL_CTX *worker_tls_ctx_new(const sbx_worker_config *cfg, const worker_auth *aut
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert_file) != 1) {
-        ssl_fail(err, "cannot load the server certificate chain", cfg->tls_cert_file);
+        ssl_fail(err, "cannot load the server certificate chain", cfg->tls_cert_file, "cert_file",
+                 "give a readable PEM file: the server's certificate first, then its CA chain");
         goto fail;
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key_file, SSL_FILETYPE_PEM) != 1) {
-        ssl_fail(err, "cannot load the server key", cfg->tls_key_file);
-        goto fail;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-        ssl_fail(err, "the key does not match the certificate", cfg->tls_key_file);
+        /* The key is checked against the certificate as it loads. */
+        unsigned long e = ERR_peek_error();
+        bool mismatch =
+            ERR_GET_LIB(e) == ERR_LIB_X509 && (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH ||
+                                               ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH);
+        if (mismatch)
+            ssl_fail(err, "the key does not match the certificate of cert_file", cfg->tls_key_file,
+                     "key_file", "give the key the server certificate was issued for");
+        else
+            ssl_fail(err, "cannot load the server key", cfg->tls_key_file, "key_file",
+                     "give a readable, unencrypted PEM private key");
         goto fail;
     }
     if (cfg->tls_client_ca_file) {
         if (SSL_CTX_load_verify_locations(ctx, cfg->tls_client_ca_file, NULL) != 1) {
-            ssl_fail(err, "cannot load the client CA", cfg->tls_client_ca_file);
+            ssl_fail(err, "cannot load the client CA", cfg->tls_client_ca_file, "client_ca_file",
+                     "give a readable PEM file of the CA certificates that sign the callers' "
+                     "client certificates");
             goto fail;
         }
         bool any_token = false;

@@ -16,6 +16,7 @@ SBX_LAZY(crypto, int, CRYPTO_memcmp, (const void *a0, const void *a1, size_t a2)
 SBX_LAZY_VOID(crypto, ERR_clear_error, (void), ())
 SBX_LAZY_VOID(crypto, ERR_error_string_n, (unsigned long a0, char *a1, size_t a2), (a0, a1, a2))
 SBX_LAZY(crypto, unsigned long, ERR_get_error, (void), ())
+SBX_LAZY(crypto, unsigned long, ERR_peek_error, (void), ())
 SBX_LAZY(crypto, int, EVP_DecodeBlock, (unsigned char *a0, const unsigned char *a1, int a2),
          (a0, a1, a2))
 SBX_LAZY(crypto, int, EVP_Digest,

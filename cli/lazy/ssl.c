@@ -5,7 +5,6 @@
 
 static cli_lazy_lib ssl = CLI_LAZY_LIB(SBX_LAZY_SONAME_SSL, "libssl3");
 
-SBX_LAZY(ssl, int, SSL_CTX_check_private_key, (const SSL_CTX *a0), (a0))
 SBX_LAZY(ssl, long, SSL_CTX_ctrl, (SSL_CTX * a0, int a1, long a2, void *a3), (a0, a1, a2, a3))
 SBX_LAZY_VOID(ssl, SSL_CTX_free, (SSL_CTX * a0), (a0))
 SBX_LAZY(ssl, int, SSL_CTX_load_verify_locations, (SSL_CTX * a0, const char *a1, const char *a2),

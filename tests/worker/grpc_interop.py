@@ -11,6 +11,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -257,6 +259,79 @@ class TlsInterop(Interop, unittest.TestCase):
                 stub.Execute(command("echo x", "bob"), timeout=60,
                              metadata=[("authorization", "Bearer wrong")])
             self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+    def handshake(self, alpn):
+        """A TLS handshake offering only the ALPN protocols alpn; returns the one chosen."""
+        ctx = ssl.create_default_context(cafile=os.path.join(self.tmp, "ca.pem"))
+        ctx.set_alpn_protocols(alpn)
+        with socket.create_connection(("127.0.0.1", self.worker.port), timeout=30) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                return tls.selected_alpn_protocol()
+
+    def test_client_that_does_not_offer_h2_is_refused_in_the_handshake(self):
+        # gRPC is HTTP/2 only (RFC 7540 §3.3): a client offering only http/1.1 gets the
+        # no_application_protocol alert, never a fallback to HTTP/1.1 over TLS.
+        self.assertEqual(self.handshake(["h2"]), "h2")
+        with self.assertRaises(ssl.SSLError) as cm:
+            self.handshake(["http/1.1"])
+        self.assertIn("alert no application protocol", str(cm.exception))
+        self.assertEqual(self.handshake(["http/1.1", "h2"]), "h2")
+
+
+class TlsFiles(unittest.TestCase):
+    """A TLS file that does not load stops the worker before it listens, with an error naming
+    the file, its setting and the fix."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-interop-tlsfiles-")
+        make_pki(cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def start(self, cert, key, client_ca):
+        d = self.tmp
+        cfg = os.path.join(d, "bad.yaml")
+        with open(cfg, "w") as f:
+            f.write("sandbox:\n  default_profile: fake\n  secret_file: %s/secret\n"
+                    "  runtime_dir: %s/run\n  worker:\n    listen: 127.0.0.1:0\n"
+                    "    tls: { cert_file: %s/%s, key_file: %s/%s, client_ca_file: %s/%s }\n"
+                    "    auth:\n      callers:\n"
+                    "        - { name: py, cert_subject: py-client, subjects: ['*'] }\n"
+                    "  profiles:\n    fake: { type: fake, scope: per_call }\n"
+                    % (d, d, d, cert, d, key, d, client_ca))
+        p = subprocess.run([ARGS.worker, "--config", cfg], capture_output=True, text=True,
+                           timeout=60, preexec_fn=die_with_parent())
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("listening", p.stderr)
+        return p.stderr
+
+    def test_each_file_that_does_not_load_is_named_with_its_setting_and_fix(self):
+        d = self.tmp
+        cases = [
+            (("none.pem", "server.key", "ca.pem"),
+             "cannot load the server certificate chain '%s/none.pem' "
+             "(sandbox.worker.tls.cert_file)" % d, "give a readable PEM file"),
+            (("server.key", "server.key", "ca.pem"),
+             "cannot load the server certificate chain '%s/server.key'" % d, "then its CA chain"),
+            (("server.pem", "ca.pem", "ca.pem"),
+             "cannot load the server key '%s/ca.pem' (sandbox.worker.tls.key_file)" % d,
+             "unencrypted PEM private key"),
+            (("server.pem", "client.key", "ca.pem"),
+             "the key does not match the certificate of cert_file '%s/client.key' "
+             "(sandbox.worker.tls.key_file)" % d,
+             "give the key the server certificate was issued for"),
+            (("server.pem", "server.key", "server.key"),
+             "cannot load the client CA '%s/server.key' (sandbox.worker.tls.client_ca_file)" % d,
+             "CA certificates that sign the callers' client certificates"),
+        ]
+        for files, what, fix in cases:
+            with self.subTest(files=files):
+                err = self.start(*files)
+                self.assertIn("worker TLS: " + what, err)
+                self.assertIn(fix, err)
 
 
 class Drain(unittest.TestCase):
