@@ -393,6 +393,25 @@ static const char *curl_reason(CURLcode cc, const rtask *t, char *buf, size_t ca
     return buf;
 }
 
+/* What to check after a transfer failed with cc before any gRPC status: a TLS file or a
+ * certificate names its setting (sandbox.broker.remote.*, the CLI's --ca-file, --cert-file and
+ * --key-file), not the worker, which was never asked. */
+static const char *curl_hint(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_SSL_CACERT_BADFILE:
+        return "check ca_file (--ca-file): a readable PEM file of the CA that signs the "
+               "worker's certificate";
+    case CURLE_SSL_CERTPROBLEM:
+        return "check cert_file and key_file (--cert-file, --key-file): readable PEM files, the "
+               "key unencrypted and the one the client certificate was issued for";
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return "the worker's certificate is not signed by the CA of ca_file (--ca-file; "
+               "default: the system's CAs) or does not name the endpoint's host";
+    default: return "is sbx-worker running and reachable?";
+    }
+}
+
 /* Builds the completion of a finished transfer (transfer thread, no lock needed for t's
  * response fields). */
 static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
@@ -430,10 +449,9 @@ static sbx_completion *finish(remote_broker *r, rtask *t, CURLcode cc)
                                    "client's max message size (%zu bytes)",
                                    r->max_message);
     if (cc != CURLE_OK && t->grpc_status < 0)
-        return sbx_completion_fail(t->task_id, SBX_E_BROKER,
-                                   "remote broker: worker %s: %s (is sbx-worker running and "
-                                   "reachable?)",
-                                   r->url_base, curl_reason(cc, t, reason, sizeof reason));
+        return sbx_completion_fail(t->task_id, SBX_E_BROKER, "remote broker: worker %s: %s (%s)",
+                                   r->url_base, curl_reason(cc, t, reason, sizeof reason),
+                                   curl_hint(cc));
     if (t->grpc_status < 0)
         return sbx_completion_fail(t->task_id, SBX_E_BROKER,
                                    "remote broker: worker %s answered HTTP %ld without a gRPC "
@@ -1043,9 +1061,8 @@ static sbx_status remote_describe(sbx_broker *b, Sbx__V1__DescribeResponse **out
                            "remote broker: the worker's Describe answer is larger than %zu bytes",
                            r->max_message);
     else if (cc != CURLE_OK && t->grpc_status < 0)
-        st = sbx_error_set(err, SBX_E_BROKER,
-                           "remote broker: worker %s: %s (is sbx-worker running and reachable?)",
-                           r->url_base, curl_reason(cc, t, reason, sizeof reason));
+        st = sbx_error_set(err, SBX_E_BROKER, "remote broker: worker %s: %s (%s)", r->url_base,
+                           curl_reason(cc, t, reason, sizeof reason), curl_hint(cc));
     else if (t->grpc_status != 0)
         st = sbx_error_set(
             err, t->grpc_status < 0 ? SBX_E_BROKER : sbx_grpc_status_for_code(t->grpc_status),

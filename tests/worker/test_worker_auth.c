@@ -100,6 +100,47 @@ static void test_worker_auth_certificate_from_another_ca_is_refused(void **state
     fixture_stop(&f);
 }
 
+/* A remote broker whose own TLS files are wrong is told which setting to check, not whether
+ * sbx-worker is running (it is, and was never asked). Files relative to f->dir. */
+static void expect_client_tls_error(worker_fixture *f, const char *ca, const char *cert,
+                                    const char *key, const char *hint)
+{
+    char ca_path[600], cert_path[600], key_path[600];
+    snprintf(ca_path, sizeof ca_path, "%s/%s", f->dir, ca);
+    snprintf(cert_path, sizeof cert_path, "%s/%s", f->dir, cert ? cert : "");
+    snprintf(key_path, sizeof key_path, "%s/%s", f->dir, key ? key : "");
+    sbx_remote_config rc = {.endpoint = f->endpoint,
+                            .ca_file = ca_path,
+                            .cert_file = cert ? cert_path : NULL,
+                            .key_file = key ? key_path : NULL,
+                            .connect_timeout_ms = 10000};
+    sbx_broker *b = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_broker_open_remote(&rc, &b, &err), SBX_OK);
+    sbx_completion *c = call(b, "alice");
+    assert_int_equal(c->error_code, SBX_E_BROKER);
+    if (!strstr(c->error, hint) || strstr(c->error, "is sbx-worker running"))
+        fail_msg("ca %s cert %s: '%s' lacks '%s'", ca, cert ? cert : "-", c->error, hint);
+    sbx_completion_free(c);
+    sbx_broker_free(b);
+}
+
+static void test_worker_auth_client_tls_problems_name_the_setting_to_check(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    start_mtls(&f);
+    expect_client_tls_error(&f, "none.pem", "client.pem", "client.key",
+                            "check ca_file (--ca-file): a readable PEM file of the CA");
+    expect_client_tls_error(&f, "ca.pem", "none.pem", "client.key",
+                            "check cert_file and key_file (--cert-file, --key-file)");
+    expect_client_tls_error(&f, "ca.pem", "client.pem", "ca.pem",
+                            "check cert_file and key_file (--cert-file, --key-file)");
+    expect_client_tls_error(&f, "other-ca.pem", "client.pem", "client.key",
+                            "the worker's certificate is not signed by the CA of ca_file");
+    fixture_stop(&f);
+}
+
 static void test_worker_auth_certificate_of_unknown_subject_is_unauthenticated(void **state)
 {
     (void)state;
@@ -369,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_worker_auth_without_client_certificate_nothing_runs),
         cmocka_unit_test(test_worker_auth_certificate_from_another_ca_is_refused),
         cmocka_unit_test(test_worker_auth_certificate_of_unknown_subject_is_unauthenticated),
+        cmocka_unit_test(test_worker_auth_client_tls_problems_name_the_setting_to_check),
         cmocka_unit_test(test_worker_auth_principal_the_caller_may_not_assert_is_denied),
         cmocka_unit_test(test_worker_auth_caller_held_to_subjects_may_not_choose_the_identity),
         cmocka_unit_test(test_worker_auth_principal_sandboxes_bound_each_asserted_principal),
