@@ -84,6 +84,14 @@ class Json(unittest.TestCase):
         c, _ = self.completion("run", "--timeout-ms=300", "sleep", "30", want_rc=5)
         self.assertEqual(c.result.outcome, pb.OUTCOME_TIMED_OUT)
 
+    def test_text_that_is_not_utf8_gets_a_replacement_character_per_bad_byte(self):
+        # The error quotes the argument's bytes; the document must stay UTF-8 (the strict decode
+        # in completion() fails otherwise), each byte of a bad sequence one U+FFFD: a lone
+        # 0xff, an overlong NUL (c0 80) and a UTF-16 surrogate (ed a0 80), around valid text.
+        c, _ = self.completion("run", "--profile", b"p\xff\xc0\x80-\xed\xa0\x80\xc3\xa9",
+                               "true", want_rc=3)
+        self.assertIn("unknown profile 'p\ufffd\ufffd\ufffd-\ufffd\ufffd\ufffd\u00e9'", c.error)
+
     def test_session_json(self):
         r = self.e.run("--json", "session", "new", "--name", "json.test")
         self.assertEqual(r.returncode, 0, r.stderr)
