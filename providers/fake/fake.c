@@ -63,7 +63,8 @@ struct sbx_fake {
     size_t destroy_calls;
     sbx_strlist held_ids, held_subjects; /* the "held" option, immutable after open */
     bool fail_create, gone, expose_token, attach_stalls, fail_list;
-    char *list_extra; /* "": none */
+    int fail_destroys; /* the next this many destroys fail */
+    char *list_extra;  /* "": none */
     int64_t slow_ms;
     int64_t last_deadline;
     int running, max_parallel;
@@ -439,10 +440,15 @@ static sbx_status fake_attach(void *state, const char *sandbox_id, const sbx_pri
 
 static sbx_status fake_destroy(void *state, const char *sandbox_id, sbx_error *err)
 {
-    (void)err;
     struct sbx_fake *f = state;
     pthread_mutex_lock(&f->mu);
     f->destroy_calls++;
+    if (f->fail_destroys > 0) {
+        f->fail_destroys--;
+        pthread_mutex_unlock(&f->mu);
+        return sbx_error_set(err, SBX_E_PROVISION, "fake: destroy of '%s' failed (fault injected)",
+                             sandbox_id);
+    }
     fake_box **slot = NULL;
     if (box_find(f, sandbox_id, &slot) != NULL) {
         sbx_strlist_add(&f->destroyed, sandbox_id);
@@ -840,6 +846,11 @@ void sbx_fake_vanish(sbx_fake *f, const char *id)
 void sbx_fake_set_fail_create(sbx_fake *f, bool on)
 {
     FAKE_LOCKED(f, f->fail_create = on);
+}
+
+void sbx_fake_fail_destroys(sbx_fake *f, int n)
+{
+    FAKE_LOCKED(f, f->fail_destroys = n);
 }
 
 void sbx_fake_set_gone(sbx_fake *f, bool on)

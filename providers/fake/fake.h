@@ -28,10 +28,12 @@ bool sbx_fake_was_destroyed(sbx_fake *f, const char *sandbox_id);
 bool sbx_fake_alive(sbx_fake *f, const char *sandbox_id);
 
 /* Fault injection. vanish: the sandbox disappears behind sbx's back (the next attach is GONE).
- * fail_create: every create fails with PROVISION. gone: every attach is GONE. slow_ms: every
+ * fail_create: every create fails with PROVISION; fail_destroys: the next n destroys do (the
+ * sandbox lives on). gone: every attach is GONE. slow_ms: every
  * operation first sleeps this long (deadline-aware). */
 void sbx_fake_vanish(sbx_fake *f, const char *sandbox_id);
 void sbx_fake_set_fail_create(sbx_fake *f, bool on);
+void sbx_fake_fail_destroys(sbx_fake *f, int n);
 void sbx_fake_set_gone(sbx_fake *f, bool on);
 void sbx_fake_set_slow_ms(sbx_fake *f, int64_t ms);
 /* Every attach waits until its deadline (the engine's, or FAKE_ATTACH_STALL_MS) and fails

@@ -107,6 +107,182 @@ static void test_engine_request_without_op_is_invalid_and_touches_nothing(void *
     sbx_completion_free(c);
 }
 
+/* A session handle with only the given ids (NULL: unset), for the shape cases below. */
+static sbx_session_handle *bare_handle(const char *session_id, const char *sandbox_id)
+{
+    sbx_session_handle *h = sbx_session_handle_new();
+    if (session_id)
+        sbx_set_string(&h->session_id, session_id);
+    if (sandbox_id)
+        sbx_set_string(&h->sandbox_id, sandbox_id);
+    return h;
+}
+
+static void with_handle(sbx_request *r, const char *session_id, const char *sandbox_id)
+{
+    sbx_session_handle *h = bare_handle(session_id, sandbox_id);
+    fx_session(r, h);
+    sbx_message_free(&h->base);
+}
+
+/* Request i of the shape cases (NULL past the last), and the text its error must hold. Long
+ * because it is one case per rule of the engine's shape check, a few lines each. */
+static sbx_request *bad_shape(int i, const char **want)
+{
+    static char long_id[66], long_path[1027];
+    memset(long_id, 'a', 65);
+    long_path[0] = '/';
+    memset(long_path + 1, 'p', 1025);
+    const char *empty_argv[] = {""};
+    sbx_request *r = NULL;
+    switch (i) {
+    case 0:
+        r = sbx_request_shell("default", "true");
+        r->deadline_ms = -1;
+        *want = "deadline_ms -1 is negative; use unix milliseconds or 0 for none";
+        break;
+    case 1:
+        r = sbx_request_shell("default", "true");
+        sbx_set_string(&r->task_id, long_id);
+        *want = "task_id is longer than 64 bytes";
+        break;
+    case 2:
+        r = sbx_request_shell("default", "true");
+        with_handle(r, NULL, "sb-1");
+        *want = "session has a sandbox_id but no session_id; pass the whole handle";
+        break;
+    case 3:
+        r = sbx_request_shell("default", "true");
+        with_handle(r, "s-1", NULL);
+        sbx_set_bytes(&r->session->binding, (const uint8_t *)"short", 5);
+        *want = "session.binding is 5 bytes; a binding is 32 bytes";
+        break;
+    case 4:
+        r = sbx_request_shell("default", "true");
+        r->policy = sbx_policy_new();
+        r->policy->network_egress = SBX__V1__NETWORK_EGRESS__NETWORK_EGRESS_DENY;
+        sbx_add_string(&r->policy->n_network_allow, &r->policy->network_allow, "example.com");
+        *want = "policy.network_allow is set but network_egress is deny; use allowlist";
+        break;
+    case 5:
+        r = sbx_request_shell("default", "true");
+        with_handle(r, "s-1", "sb-1");
+        sbx_set_string(&r->from_snapshot, "snap");
+        *want = "from_snapshot fills a new sandbox, but session 's-1' already has one";
+        break;
+    case 6: {
+        sbx_session_handle *h = bare_handle("s-1", NULL);
+        r = sbx_request_destroy(h);
+        sbx_message_free(&h->base);
+        sbx_set_string(&r->from_snapshot, "snap");
+        *want = "from_snapshot goes with an operation that creates the sandbox";
+        break;
+    }
+    case 7:
+        r = sbx_request_code("default", "", "1");
+        *want = "run_code.language is empty; name one";
+        break;
+    case 8:
+        r = sbx_request_shell("default", "true");
+        sbx_add_string(&r->run_command->n_argv, &r->run_command->argv, "true");
+        *want = "run_command needs exactly one of argv and shell (got both)";
+        break;
+    case 9:
+        r = sbx_request_shell("default", "");
+        *want = "run_command needs exactly one of argv and shell (got neither)";
+        break;
+    case 10:
+        r = sbx_request_argv("default", empty_argv, 1);
+        *want = "run_command.argv[0] is empty";
+        break;
+    case 11:
+        r = sbx_request_new();
+        r->install_packages = calloc(1, sizeof *r->install_packages);
+        sbx__v1__install_packages__init(r->install_packages);
+        sbx_set_string(&r->install_packages->manager, "pip");
+        r->op_case = SBX__V1__EXECUTION_REQUEST__OP_INSTALL_PACKAGES;
+        *want = "install_packages needs a manager and at least one package";
+        break;
+    case 12:
+        r = sbx_request_write_file("default", "", "x", 1, 0);
+        *want = "write_file.path is empty";
+        break;
+    case 13:
+        r = sbx_request_write_file("default", long_path, "x", 1, 0);
+        *want = "write_file.path is longer than 1024 bytes";
+        break;
+    case 14:
+        r = sbx_request_read_file("default", "");
+        *want = "read_file.path is empty";
+        break;
+    case 15:
+        r = sbx_request_list_files("default", "");
+        *want = "list_files.path is empty";
+        break;
+    case 16:
+        r = sbx_request_destroy(NULL);
+        *want = "destroy needs the session handle to destroy";
+        break;
+    case 17: {
+        sbx_session_handle *h = bare_handle("s-1", "sb-1");
+        r = sbx_request_attach_command(h, 0, 0, 0);
+        sbx_message_free(&h->base);
+        *want = "attach_command.command_id is 0; pass the result.command_id";
+        break;
+    }
+    case 18: {
+        sbx_session_handle *h = bare_handle("s-1", "sb-1");
+        r = sbx_request_cancel_command(h, 7, 65);
+        sbx_message_free(&h->base);
+        *want = "cancel_command.signal 65 is not a signal number (1-64, or 0 for SIGKILL)";
+        break;
+    }
+    case 19: {
+        sbx_session_handle *h = bare_handle("s-1", NULL);
+        r = sbx_request_cancel_command(h, 7, 15);
+        sbx_message_free(&h->base);
+        *want = "cancel_command needs the session handle whose sandbox runs the command";
+        break;
+    }
+    case 20: {
+        sbx_session_handle *h = bare_handle("s-1", NULL);
+        r = sbx_request_pause(h);
+        sbx_message_free(&h->base);
+        *want = "pause needs the handle of a session that has a sandbox";
+        break;
+    }
+    default: return NULL;
+    }
+    assert_non_null(r);
+    return r;
+}
+
+/* Every shape a request may not have is INVALID_ARGUMENT before any provider is opened, with
+ * an error naming the field and, where there is one, the fix; a value at a limit is accepted. */
+static void test_engine_each_bad_request_shape_names_its_field(void **state)
+{
+    env *t = *state;
+    const char *want = NULL;
+    int n = 0;
+    for (sbx_request *r; (r = bad_shape(n, &want)) != NULL; n++) {
+        sbx_completion *c = fx_process(t->e, r);
+        assert_int_equal(c->status, FAILED);
+        if ((sbx_status)c->error_code != SBX_E_INVALID_ARGUMENT || strstr(c->error, want) == NULL)
+            fail_msg("case %d: error %d '%s' lacks '%s'", n, c->error_code, c->error, want);
+        sbx_completion_free(c);
+    }
+    assert_int_equal(n, 21);
+    assert_null(sbx_fake_get("default")); /* no provider was even opened */
+    sbx_request *r = sbx_request_shell("default", "true");
+    char id[65];
+    memset(id, 'b', 64);
+    id[64] = '\0';
+    sbx_set_string(&r->task_id, id);
+    sbx_completion *c = fx_process(t->e, r);
+    assert_int_equal(c->status, OK_STATUS);
+    sbx_completion_free(c);
+}
+
 static void test_engine_unknown_profile_lists_configured_profiles(void **state)
 {
     env *t = *state;
@@ -771,6 +947,37 @@ static void test_engine_principal_sandboxes_bounds_each_principal(void **state)
         sbx_completion_free(cs[i]);
 }
 
+/* A per_call sandbox the provider cannot destroy is not lost silently: the completion says so
+ * (the operation itself succeeded), and its handle still names the sandbox, so the caller can
+ * destroy it once the provider can. */
+static void test_engine_per_call_sandbox_that_cannot_be_destroyed_is_reported(void **state)
+{
+    env *t = *state;
+    sbx_completion *warm = as(t, "tenant-a", "percall", NULL); /* opens the provider */
+    assert_int_equal(warm->status, OK_STATUS);
+    sbx_fake *f = sbx_fake_get("percall");
+    assert_false(sbx_fake_alive(f, warm->session->sandbox_id));
+    sbx_fake_fail_destroys(f, 1);
+    sbx_completion *c = as(t, "tenant-a", "percall", NULL);
+    assert_int_equal(c->status, OK_STATUS);
+    const char *id = c->session->sandbox_id;
+    assert_true(id[0] != '\0');
+    assert_true(sbx_fake_alive(f, id));
+    char want[512];
+    snprintf(want, sizeof want,
+             "per_call sandbox %s could not be destroyed: fake: destroy of '%s' failed", id, id);
+    if (c->notice == NULL || strstr(c->notice, want) == NULL)
+        fail_msg("notice '%s' lacks '%s'", c->notice ? c->notice : "", want);
+    sbx_request *d = fx_destroy(c->session);
+    fx_subject(d, "tenant-a");
+    sbx_completion *gone = fx_process(t->e, d);
+    assert_int_equal(gone->status, OK_STATUS);
+    assert_false(sbx_fake_alive(f, id));
+    sbx_completion_free(warm);
+    sbx_completion_free(c);
+    sbx_completion_free(gone);
+}
+
 /* The check at the limit has a budget: sandboxes that do not answer (a paused local agent
  * waits out its attach's own 10 s) keep their places, and the refusal comes within it. */
 static void test_engine_principal_sandboxes_check_is_bounded(void **state)
@@ -903,6 +1110,7 @@ int main(void)
         T(test_engine_runs_command_and_returns_signed_handle),
         T(test_engine_failing_program_is_succeeded_completion),
         T(test_engine_request_without_op_is_invalid_and_touches_nothing),
+        T(test_engine_each_bad_request_shape_names_its_field),
         T(test_engine_unknown_profile_lists_configured_profiles),
         T(test_engine_state_persists_in_session),
         T(test_engine_self_heals_gone_managed_sandbox_with_notice),
@@ -940,6 +1148,9 @@ int main(void)
                                         setup_quota, fx_env_teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_check_is_bounded,
                                         setup_quota, fx_env_teardown),
+        cmocka_unit_test_setup_teardown(
+            test_engine_per_call_sandbox_that_cannot_be_destroyed_is_reported, setup_quota,
+            fx_env_teardown),
         cmocka_unit_test_setup_teardown(test_engine_live_gauge_counts_what_providers_list,
                                         setup_quota_held, fx_env_teardown),
         cmocka_unit_test_setup_teardown(test_engine_principal_sandboxes_count_what_providers_list,
