@@ -488,13 +488,18 @@ sbx_status sbx_sessions_execute_hooks(sbx_sessions *s, sbx_request *req, const c
     if (c != NULL && notice[0] != '\0')
         sbx_completion_add_notice(c, "%s", notice);
     if (ephemeral) {
-        /* per_call: destroyed in all cases, also when the operation failed. */
+        /* per_call: destroyed in all cases, also when the operation failed. The engine
+         * destroys it after the operation; a completion that still names it comes from an
+         * engine whose destroy failed (its notice says so), and it is tried once more. */
         const sbx_session_handle *used = c != NULL && c->session != NULL ? c->session : NULL;
         if (used != NULL && used->sandbox_id[0] != '\0') {
             sbx_completion *d = destroy_through_broker(s, used, req->principal);
-            if (!succeeded(d) && c != NULL)
-                sbx_completion_add_notice(c, "per_call sandbox %s could not be destroyed: %s",
-                                          used->sandbox_id, d != NULL ? d->error : "no memory");
+            if (succeeded(d))
+                sbx_completion_add_notice(
+                    c, "per_call sandbox %s was destroyed on a second attempt", used->sandbox_id);
+            else
+                sbx_completion_add_notice(c, "a second attempt to destroy it failed too: %s",
+                                          d != NULL ? d->error : "no memory");
             if (succeeded(d) && d->session != NULL) {
                 sbx_message_free(&c->session->base);
                 c->session = (sbx_session_handle *)sbx_message_copy(&d->session->base);

@@ -108,6 +108,34 @@ static void test_sessions_per_call_destroys_after_machinery_failure(void **state
     sbx_completion_free(c);
 }
 
+/* The engine's destroy of a per_call sandbox failed: the sessions layer tries once more and
+ * says how that went, after the engine's own notice. */
+static void test_sessions_per_call_destroy_that_failed_is_tried_again(void **state)
+{
+    env *t = *state;
+    sbx_completion *warm = exec_in(t, "oneshot", NULL, "true"); /* opens the provider: fk-1 */
+    sbx_fake *f = sbx_fake_get("oneshot");
+    sbx_fake_fail_destroys(f, 1); /* the engine's destroy of fk-2 fails, the second succeeds */
+    sbx_completion *c = exec_in(t, "oneshot", NULL, "echo hi");
+    assert_int_equal(c->status, OK_STATUS);
+    assert_false(sbx_fake_alive(f, "fk-2"));
+    assert_non_null(c->notice);
+    assert_non_null(strstr(c->notice, "per_call sandbox fk-2 could not be destroyed: fake: "
+                                      "destroy of 'fk-2' failed (fault injected); per_call "
+                                      "sandbox fk-2 was destroyed on a second attempt"));
+    sbx_fake_fail_destroys(f, 2); /* both fail: fk-3 lives on, and the notice says so twice */
+    sbx_completion *c2 = exec_in(t, "oneshot", NULL, "echo hi");
+    assert_int_equal(c2->status, OK_STATUS);
+    assert_true(sbx_fake_alive(f, "fk-3"));
+    assert_non_null(c2->notice);
+    assert_non_null(strstr(c2->notice, "per_call sandbox fk-3 could not be destroyed: fake: "
+                                       "destroy of 'fk-3' failed (fault injected); a second "
+                                       "attempt to destroy it failed too: "));
+    sbx_completion_free(warm);
+    sbx_completion_free(c);
+    sbx_completion_free(c2);
+}
+
 static void test_sessions_per_call_sandboxes_are_fresh_each_time(void **state)
 {
     env *t = *state;
@@ -399,6 +427,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_sessions_per_call_destroys_after_success),
         T(test_sessions_per_call_destroys_after_program_failure),
+        T(test_sessions_per_call_destroy_that_failed_is_tried_again),
         T(test_sessions_per_call_destroys_after_machinery_failure),
         T(test_sessions_per_call_sandboxes_are_fresh_each_time),
         T(test_sessions_unknown_id_is_not_found_and_creates_nothing),
