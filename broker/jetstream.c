@@ -43,8 +43,9 @@ sbx_status sbxq_fail(sbx_error *err, sbx_status code, natsStatus s, const char *
     vsnprintf(text, sizeof text, what, ap);
     va_end(ap);
     const char *last = nats_GetLastError(NULL);
-    return sbx_error_set(err, code, "queue broker: %s: %s%s%s", text, natsStatus_GetText(s),
-                         last != NULL && last[0] ? " (" : "", last != NULL && last[0] ? ")" : "");
+    bool detail = last != NULL && last[0] != '\0';
+    return sbx_error_set(err, code, "queue broker: %s: %s%s%s%s", text, natsStatus_GetText(s),
+                         detail ? " (" : "", detail ? last : "", detail ? ")" : "");
 }
 
 /* SHA-256 of a, a NUL, then b (NULL: a alone), as hex_len hex digits into out (NUL ended). */
@@ -377,10 +378,23 @@ static sbx_status connect_options(const sbx_queue_config *cfg, const char *clien
                (cfg->url != NULL && strncmp(cfg->url, "tls://", 6) == 0);
     if (s == NATS_OK && tls && (what = "TLS", 1))
         s = natsOptions_SetSecure(o, true);
-    if (s == NATS_OK && cfg->ca_file != NULL && (what = cfg->ca_file, 1))
+    /* A TLS file that does not load names its setting and the fix. */
+    const char *file = NULL, *fix = NULL;
+    if (s == NATS_OK && cfg->ca_file != NULL) {
+        what = "ca_file";
+        file = cfg->ca_file;
+        fix = "give a readable PEM file of the CA that signs the NATS servers' certificates";
         s = natsOptions_LoadCATrustedCertificates(o, cfg->ca_file);
-    if (s == NATS_OK && cfg->cert_file != NULL && (what = cfg->cert_file, 1))
+    }
+    if (s == NATS_OK && cfg->cert_file != NULL) {
+        what = "cert_file";
+        file = cfg->cert_file;
+        fix = "give the client certificate (PEM) in cert_file and, in key_file, its unencrypted "
+              "key (the one it was issued for)";
         s = natsOptions_LoadCertificatesChain(o, cfg->cert_file, cfg->key_file);
+    }
+    if (s == NATS_OK)
+        file = NULL;
     sbx_status st = SBX_OK;
     if (s == NATS_OK && cfg->user != NULL) {
         const char *password = "";
@@ -395,8 +409,15 @@ static sbx_status connect_options(const sbx_queue_config *cfg, const char *clien
         if (st == SBX_OK && (what = "nkey", 1))
             s = natsOptions_SetNKey(o, cfg->nkey, sign_nonce, (void *)cfg->nkey_seed_env);
     }
-    if (st == SBX_OK && s != NATS_OK)
+    if (st == SBX_OK && s != NATS_OK && file != NULL) {
+        st = sbxq_fail(err, SBX_E_CONFIG, s, "sandbox.broker.queue.%s '%s' does not load", what,
+                       file);
+        size_t n = err != NULL ? strlen(err->message) : 0;
+        if (err != NULL)
+            snprintf(err->message + n, sizeof err->message - n, "; %s", fix);
+    } else if (st == SBX_OK && s != NATS_OK) {
         st = sbxq_fail(err, SBX_E_CONFIG, s, "sandbox.broker.queue: %s", what);
+    }
     return st;
 }
 

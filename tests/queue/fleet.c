@@ -138,6 +138,34 @@ static void write_users(FILE *fp, const fleet *f)
     fprintf(fp, "  ]\n}\n");
 }
 
+/* The certificates of a TLS fleet (openssl CLI), into f->dir. */
+static void make_pki(const fleet *f)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "set -e; cd '%s'; exec >/dev/null 2>&1;"
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
+             "  -subj /CN=sbx-fleet-ca;"
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem "
+             "  -days 2 -subj /CN=sbx-other-ca;"
+             "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext;"
+             "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
+             "  -subj /CN=localhost;"
+             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+             "  -out server.pem -days 2 -extfile san.ext;"
+             "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr "
+             "  -subj /CN=sbx-fleet;"
+             "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+             "  -out client.pem -days 2;"
+             "openssl req -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.csr "
+             "  -subj /CN=sbx-fleet;"
+             "openssl x509 -req -in rogue.csr -CA other-ca.pem -CAkey other-ca.key "
+             "  -CAcreateserial -out rogue.pem -days 2",
+             f->dir);
+    if (system(cmd) != 0)
+        die("openssl could not make the fleet's certificates");
+}
+
 static void start_server(fleet *f, int i)
 {
     char conf[512], store[512], log[512];
@@ -153,6 +181,11 @@ static void start_server(fleet *f, int i)
             i, f->nats_port[i], store);
     if (f->tenants)
         write_users(fp, f);
+    if (f->tls)
+        fprintf(fp,
+                "tls { cert_file: \"%s/server.pem\", key_file: \"%s/server.key\",\n"
+                "  ca_file: \"%s/ca.pem\", verify: true, timeout: 5 }\n",
+                f->dir, f->dir, f->dir);
     if (f->n_servers > 1) {
         fprintf(fp, "cluster { name: sbxtest\n  host: 127.0.0.1\n  port: %d\n  routes: [",
                 f->cluster_port[i]);
@@ -168,13 +201,17 @@ static void start_server(fleet *f, int i)
 
 void fleet_start_nats(fleet *f, int n)
 {
+    if (f->tls && n != 1)
+        die("a TLS fleet has one nats-server (its routes would need TLS too)");
+    if (f->tls)
+        make_pki(f);
     f->n_servers = n;
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         f->nats_port[i] = free_port();
         f->cluster_port[i] = free_port();
-        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%snats://127.0.0.1:%d",
-                                i ? "," : "", f->nats_port[i]);
+        off += (size_t)snprintf(f->url + off, sizeof f->url - off, "%s%s://127.0.0.1:%d",
+                                i ? "," : "", f->tls ? "tls" : "nats", f->nats_port[i]);
     }
     for (int i = 0; i < n; i++)
         start_server(f, i);
@@ -238,6 +275,11 @@ static void write_config(fleet *f, const char *path, const char *node, bool work
             f->ack_wait_ms, f->node_wait_ms, f->replicas, FLEET_TOKEN_ENV);
     if (worker && f->tenants)
         fprintf(fp, "      user: worker\n      password_env: %s\n", FLEET_WORKER_PASSWORD_ENV);
+    if (f->tls)
+        fprintf(fp,
+                "      ca_file: %s/ca.pem\n      cert_file: %s/client.pem\n"
+                "      key_file: %s/client.key\n",
+                f->dir, f->dir, f->dir);
     if (worker)
         fprintf(fp,
                 "  worker:\n"

@@ -40,6 +40,10 @@ typedef struct fleet {
     sbx_config *client_cfg;           /* the brokers' configuration (kept for its queue block) */
     bool tenants; /* NATS users: "worker" (everything) and, per FLEET_TENANTS, a tenant that
                    * may use only its own partition and inbox (deploy/README's permissions) */
+    bool tls;     /* one nats-server that demands TLS and a client certificate of the fleet's CA
+                   * (ca.pem in dir): workers and brokers connect to tls:// with ca_file, cert_file
+                   * (client.pem, CN=sbx-fleet) and key_file; dir also holds rogue.pem/key, the same
+                   * name from another CA */
 } fleet;
 
 /* The tenants of a fleet with tenants set: NATS user (and principal subject) tenant-a and
