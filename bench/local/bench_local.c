@@ -14,6 +14,10 @@
  *   idle RSS  resident memory of each sandbox's agent (PID 1) with N sandboxes alive at once
  *             (target <= 1 MiB each with 500 alive); RSS counts the static binary's shared
  *             text in full, so it is the pessimistic figure (PSS is printed beside it)
+ *   idle kernel  what the kernel holds for each of those sandboxes (namespaces, mounts,
+ *             cgroups, the agents' stacks and page tables): /proc/meminfo's slab, kernel stack,
+ *             page table and percpu counts before the first is made and with all alive, and
+ *             MemAvailable's drop (everything a sandbox costs the host), per sandbox
  * Usage: bench_local [COLD_RUNS] [WARM_RUNS] [IDLE_SANDBOXES] [CLI_PAIRS]
  * Timing belongs here, never in pass/fail tests.
  */
@@ -428,6 +432,47 @@ static long pss_of(long pid)
     return pss;
 }
 
+/* What /proc/meminfo says the kernel holds, and what is still available, in KiB. */
+typedef struct kernel_memory {
+    long slab_reclaimable, slab_unreclaimable, stacks, page_tables, percpu, available;
+} kernel_memory;
+
+static kernel_memory kernel_memory_now(void)
+{
+    kernel_memory k = {0};
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "SReclaimable: %ld", &k.slab_reclaimable);
+        sscanf(line, "SUnreclaim: %ld", &k.slab_unreclaimable);
+        sscanf(line, "KernelStack: %ld", &k.stacks);
+        sscanf(line, "PageTables: %ld", &k.page_tables);
+        sscanf(line, "Percpu: %ld", &k.percpu);
+        sscanf(line, "MemAvailable: %ld", &k.available);
+    }
+    if (f)
+        fclose(f);
+    return k;
+}
+
+/* The kernel's memory per sandbox: what grew between before (none of the n alive) and after. */
+static void print_kernel_memory(const kernel_memory *before, const kernel_memory *after, size_t n)
+{
+    double d = (double)n;
+    double su = (double)(after->slab_unreclaimable - before->slab_unreclaimable) / d;
+    double sr = (double)(after->slab_reclaimable - before->slab_reclaimable) / d;
+    double st = (double)(after->stacks - before->stacks) / d;
+    double pt = (double)(after->page_tables - before->page_tables) / d;
+    double pc = (double)(after->percpu - before->percpu) / d;
+    printf("  %-58s %10.1f KiB (unreclaimable slab %.1f, reclaimable slab %.1f, kernel stacks "
+           "%.1f, page tables %.1f, percpu %.1f; /proc/meminfo before the first and with %zu "
+           "alive)\n",
+           "idle: kernel memory per sandbox", su + sr + st + pt + pc, su, sr, st, pt, pc, n);
+    printf("  %-58s %10.1f KiB (MemAvailable's drop: agents, spares, kernel, tmpfs)\n",
+           "idle: host memory per sandbox, all of it",
+           (double)(before->available - after->available) / d);
+}
+
 /* VmRSS and Pss (kB) of a sandbox's agent, read through its meta file, and the Pss of its
  * children (the spare waiting for the next command). */
 static void agent_memory(sbx_sandbox *sb, long *rss_kb, long *pss_kb, long *children_pss_kb)
@@ -583,6 +628,7 @@ int main(int argc, char **argv)
 
     sbx_sandbox **all = calloc(idle_n, sizeof *all);
     size_t alive = 0;
+    kernel_memory before = kernel_memory_now();
     for (; alive < idle_n; alive++) {
         stop_if_interrupted();
         sbx_error e2 = {0};
@@ -596,6 +642,7 @@ int main(int argc, char **argv)
      * request (the agent's AGENT_TRIM_IDLE_MS); the last sandboxes made have had no second yet. */
     usleep(BENCH_IDLE_WAIT_MS * 1000);
     stop_if_interrupted();
+    kernel_memory after = kernel_memory_now();
     long rss_sum = 0, pss_sum = 0, rss_max = 0, spare_sum = 0;
     for (size_t i = 0; i < alive; i++) {
         long rss, pss, spare;
@@ -613,6 +660,7 @@ int main(int argc, char **argv)
                "target <= 1024 KiB)\n",
                label, (double)rss_sum / (double)alive, rss_max, (double)pss_sum / (double)alive,
                (double)spare_sum / (double)alive);
+        print_kernel_memory(&before, &after, alive);
     }
     for (size_t i = 0; i < alive; i++)
         destroy(all[i]);
