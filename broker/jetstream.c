@@ -421,6 +421,26 @@ static sbx_status connect_options(const sbx_queue_config *cfg, const char *clien
     return st;
 }
 
+/* What to check after a connect failed with s. */
+static const char *connect_hint(natsStatus s)
+{
+    switch (s) {
+    case NATS_SSL_ERROR:
+        return "the TLS handshake failed: check ca_file (the CA that signs the NATS servers' "
+               "certificates; default: the system's CAs) and that the url names the servers";
+    case NATS_SECURE_CONNECTION_REQUIRED: return "the server demands TLS: use tls:// and ca_file";
+    case NATS_SECURE_CONNECTION_WANTED:
+        return "ca_file, cert_file or a tls:// url asks for TLS, and the server does not offer it";
+    case NATS_CONNECTION_AUTH_FAILED:
+    case NATS_NOT_PERMITTED: return "do user and password_env, or nkey and nkey_seed_env, match?";
+    case NATS_PROTOCOL_ERROR:
+        return "the server closed the connection as it opened: does it demand a client "
+               "certificate (cert_file and key_file, signed by a CA it trusts) or credentials "
+               "this client does not send?";
+    default: return "is nats-server running with JetStream, and do the credentials match?";
+    }
+}
+
 sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_conn **out,
                         sbx_error *err)
 {
@@ -439,10 +459,8 @@ sbx_status sbxq_connect(const sbx_queue_config *cfg, const char *client, sbxq_co
     if (st == SBX_OK) {
         s = natsConnection_Connect(&c->nc, o);
         if (s != NATS_OK)
-            st = sbxq_fail(err, SBX_E_BROKER, s,
-                           "connecting to %s (is nats-server running with JetStream, and do the "
-                           "credentials match?)",
-                           cfg->url);
+            st =
+                sbxq_fail(err, SBX_E_BROKER, s, "connecting to %s (%s)", cfg->url, connect_hint(s));
     }
     natsOptions_Destroy(o);
     if (st == SBX_OK) {

@@ -115,6 +115,28 @@ static void run_as_tenant_a(sbx_broker *b, const char *line, const char *expect)
     sbx_request_free(r);
 }
 
+/* A NATS user with the wrong password gets no connection, and the error names the settings to
+ * check (not whether nats-server runs: it does). */
+static void test_queue_wrong_nats_password_is_refused_naming_the_credentials(void **state)
+{
+    (void)state;
+    sbx_config *c = fleet_client_config(&F);
+    sbx_queue_config *q = &c->broker.queue;
+    q->user = strdup("tenant-a");
+    q->password_env = strdup("SBX_TEST_NATS_WRONG_PASSWORD");
+    setenv("SBX_TEST_NATS_WRONG_PASSWORD", "not-the-password", 1);
+    sbx_broker *b = NULL;
+    sbx_error err = {0};
+    assert_int_equal(sbx_broker_open_queue(q, &b, &err), SBX_E_BROKER);
+    assert_null(b);
+    if (strstr(err.message, "Authorization Violation") == NULL ||
+        strstr(err.message, "do user and password_env, or nkey and nkey_seed_env, match?") ==
+            NULL ||
+        strstr(err.message, "is nats-server running") != NULL)
+        fail_msg("'%s'", err.message);
+    sbx_config_free(c);
+}
+
 /* A tenant's broker needs no right beyond its partition and its inbox. */
 static void test_queue_tenant_runs_with_its_partition_rights_alone(void **state)
 {
@@ -429,6 +451,7 @@ int main(int argc, char **argv)
     }
     worker_bin = argv[1];
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_queue_wrong_nats_password_is_refused_naming_the_credentials),
         cmocka_unit_test(test_queue_tenant_runs_with_its_partition_rights_alone),
         cmocka_unit_test(test_queue_tenant_cannot_read_another_tenants_output_or_records),
         cmocka_unit_test(test_queue_tenant_cannot_cancel_another_tenants_task),
