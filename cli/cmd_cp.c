@@ -232,9 +232,11 @@ static int download(cli_plane *p, const char *session, const char *path, const c
         } else if (first) {
             size = f->size;
             mode = host_mode(f->mode);
+            /* Written beside host under a temporary name and renamed into place, so an error
+             * names host itself: the temporary name is nothing the caller chose. */
             fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
             if (fd < 0) {
-                fprintf(stderr, "sbx cp: cannot create '%s': %s\n", tmp, strerror(errno));
+                fprintf(stderr, "sbx cp: cannot create '%s': %s\n", host, strerror(errno));
                 rc = CLI_EXIT_FAILED;
             }
         } else if (f->size != size) {
@@ -255,7 +257,7 @@ static int download(cli_plane *p, const char *session, const char *path, const c
                 if (n < 0 && errno == EINTR)
                     continue;
                 if (n <= 0) {
-                    fprintf(stderr, "sbx cp: cannot write '%s': %s\n", tmp, strerror(errno));
+                    fprintf(stderr, "sbx cp: cannot write '%s': %s\n", host, strerror(errno));
                     rc = CLI_EXIT_FAILED;
                     break;
                 }
@@ -274,11 +276,11 @@ static int download(cli_plane *p, const char *session, const char *path, const c
     }
     if (fd >= 0) {
         if (rc == CLI_EXIT_OK && (fchmod(fd, mode) != 0 || fsync(fd) != 0)) {
-            fprintf(stderr, "sbx cp: cannot finish '%s': %s\n", tmp, strerror(errno));
+            fprintf(stderr, "sbx cp: cannot finish '%s': %s\n", host, strerror(errno));
             rc = CLI_EXIT_FAILED;
         }
         if (close(fd) != 0 && rc == CLI_EXIT_OK) {
-            fprintf(stderr, "sbx cp: cannot write '%s': %s\n", tmp, strerror(errno));
+            fprintf(stderr, "sbx cp: cannot write '%s': %s\n", host, strerror(errno));
             rc = CLI_EXIT_FAILED;
         }
         if (rc == CLI_EXIT_OK && rename(tmp, host) != 0) {

@@ -143,6 +143,15 @@ class Copy(unittest.TestCase):
                            os.path.join(self.e.tmp, "m"))
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn(b"No such file", r.stderr)
+        # a destination in a directory that does not exist: named as given (not the temporary
+        # name the copy is written under first)
+        dst = os.path.join(self.e.tmp, "no-such-dir", "out")
+        r = self.e.run("exec", "-s", sid, "--", "sh", "-c", "echo hi >/workspace/h")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.e.run("cp", "%s:/workspace/h" % sid, dst)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(("cannot create '%s': No such file or directory" % dst).encode(), r.stderr)
+        self.assertNotIn(b"sbx-cp", r.stderr)
         r = self.e.run("cp", os.path.join(self.e.tmp, "missing"), "%s:/workspace/m" % sid)
         self.assertEqual(r.returncode, 1, r.stderr)
         r = self.e.run("cp", self.e.tmp, "%s:/workspace/d" % sid)  # a directory without -r
