@@ -1,7 +1,9 @@
 /* test_config_load.c - the config loader's good paths and file handling: the built-in default,
  * every key parsed into its field, defaults for omitted keys, SBX_CONFIG selection, missing or
  * oversized files, the node-count bound, relative paths, profile lookup. */
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "sbx/provider.h"
 #include "tests/config/config_test_util.h"
@@ -58,31 +60,85 @@ static void test_config_no_file_and_no_env_is_the_builtin_default(void **state)
     sbx_config_free(cfg);
 }
 
+static void set_or_unset(const char *name, const char *value)
+{
+    if (value != NULL)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+/* The defaults of a user who is not root: the XDG directories, else HOME's, else
+ * /tmp/sbx-UID; a relative value counts as unset. Returns how many paths differed (each
+ * printed). */
+static int unprivileged_defaults(void)
+{
+    char tmp[64], tmp_secret[80], tmp_snaps[80];
+    snprintf(tmp, sizeof tmp, "/tmp/sbx-%u", (unsigned)geteuid());
+    snprintf(tmp_secret, sizeof tmp_secret, "%s/secret", tmp);
+    snprintf(tmp_snaps, sizeof tmp_snaps, "%s/snapshots", tmp);
+    const struct {
+        const char *config, *runtime, *state, *home, *secret_file, *runtime_dir, *snapshot_dir;
+    } cases[] = {
+        {"/xdg/cfg", "/xdg/run", "/xdg/state", "/home/u", "/xdg/cfg/sbx/secret", "/xdg/run/sbx",
+         "/xdg/state/sbx/snapshots"},
+        {NULL, NULL, NULL, "/home/u", "/home/u/.config/sbx/secret", tmp,
+         "/home/u/.local/state/sbx/snapshots"},
+        {"rel", "rel", "rel", "rel", tmp_secret, tmp, tmp_snaps},
+        {NULL, NULL, NULL, NULL, tmp_secret, tmp, tmp_snaps},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        set_or_unset("XDG_CONFIG_HOME", cases[i].config);
+        set_or_unset("XDG_RUNTIME_DIR", cases[i].runtime);
+        set_or_unset("XDG_STATE_HOME", cases[i].state);
+        set_or_unset("HOME", cases[i].home);
+        sbx_config *cfg = NULL;
+        if (sbx_config_default(&cfg, NULL) != SBX_OK) {
+            fprintf(stderr, "case %zu: no default config\n", i);
+            bad++;
+            continue;
+        }
+        const char *got[] = {cfg->secret_file, cfg->runtime_dir, cfg->snapshot_dir};
+        const char *want[] = {cases[i].secret_file, cases[i].runtime_dir, cases[i].snapshot_dir};
+        for (int k = 0; k < 3; k++)
+            if (strcmp(got[k], want[k]) != 0) {
+                fprintf(stderr, "case %zu: '%s', not '%s'\n", i, got[k], want[k]);
+                bad++;
+            }
+        sbx_config_free(cfg);
+    }
+    return bad;
+}
+
+/* Root's defaults are the system's directories; any other user's are its own (checked as uid
+ * 65534 in a child when the test runs as root, as in CI, so both branches run everywhere). */
 static void test_config_host_defaults_follow_root_or_xdg(void **state)
 {
     (void)state;
-    sbx_config *cfg = NULL;
-    if (geteuid() == 0) {
-        assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
-        assert_string_equal(cfg->secret_file, "/etc/sbx/secret");
-        assert_string_equal(cfg->runtime_dir, "/run/sbx");
-        assert_string_equal(cfg->snapshot_dir, "/var/lib/sbx/snapshots");
-        assert_int_equal(cfg->snapshot_max_mb, 1024);
-        sbx_config_free(cfg);
+    if (geteuid() != 0) {
+        assert_int_equal(unprivileged_defaults(), 0);
         return;
     }
-    setenv("XDG_CONFIG_HOME", "/xdg/cfg", 1);
-    setenv("XDG_RUNTIME_DIR", "/xdg/run", 1);
+    sbx_config *cfg = NULL;
     assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
-    assert_string_equal(cfg->secret_file, "/xdg/cfg/sbx/secret");
-    assert_string_equal(cfg->runtime_dir, "/xdg/run/sbx");
+    assert_string_equal(cfg->secret_file, "/etc/sbx/secret");
+    assert_string_equal(cfg->runtime_dir, "/run/sbx");
+    assert_string_equal(cfg->snapshot_dir, "/var/lib/sbx/snapshots");
+    assert_int_equal(cfg->snapshot_max_mb, 1024);
     sbx_config_free(cfg);
-    unsetenv("XDG_RUNTIME_DIR");
-    assert_int_equal(sbx_config_default(&cfg, NULL), SBX_OK);
-    char want[64];
-    snprintf(want, sizeof(want), "/tmp/sbx-%u", (unsigned)geteuid());
-    assert_string_equal(cfg->runtime_dir, want);
-    sbx_config_free(cfg);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0)
+            _exit(100);
+        _exit(unprivileged_defaults() == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 static void test_config_node_defaults_to_hostname(void **state)
