@@ -16,6 +16,7 @@
 
 #include "sbx/recorder.h"
 #include "support/die_with_parent.h"
+#include "support/pki.h"
 
 /* How long a process may take to come up on a loaded machine. */
 #define FLEET_START_WAIT_MS 60000
@@ -138,34 +139,6 @@ static void write_users(FILE *fp, const fleet *f)
     fprintf(fp, "  ]\n}\n");
 }
 
-/* The certificates of a TLS fleet (openssl CLI), into f->dir. */
-static void make_pki(const fleet *f)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "set -e; cd '%s'; exec >/dev/null 2>&1;"
-             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-             "  -subj /CN=sbx-fleet-ca;"
-             "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem "
-             "  -days 2 -subj /CN=sbx-other-ca;"
-             "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext;"
-             "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
-             "  -subj /CN=localhost;"
-             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-             "  -out server.pem -days 2 -extfile san.ext;"
-             "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr "
-             "  -subj /CN=sbx-fleet;"
-             "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-             "  -out client.pem -days 2;"
-             "openssl req -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.csr "
-             "  -subj /CN=sbx-fleet;"
-             "openssl x509 -req -in rogue.csr -CA other-ca.pem -CAkey other-ca.key "
-             "  -CAcreateserial -out rogue.pem -days 2",
-             f->dir);
-    if (system(cmd) != 0)
-        die("openssl could not make the fleet's certificates");
-}
-
 static void start_server(fleet *f, int i)
 {
     char conf[512], store[512], log[512];
@@ -203,8 +176,8 @@ void fleet_start_nats(fleet *f, int n)
 {
     if (f->tls && n != 1)
         die("a TLS fleet has one nats-server (its routes would need TLS too)");
-    if (f->tls)
-        make_pki(f);
+    if (f->tls && !sbx_test_make_pki(f->dir))
+        die("openssl could not make the fleet's certificates");
     f->n_servers = n;
     size_t off = 0;
     for (int i = 0; i < n; i++) {

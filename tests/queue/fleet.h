@@ -42,8 +42,7 @@ typedef struct fleet {
                    * may use only its own partition and inbox (deploy/README's permissions) */
     bool tls;     /* one nats-server that demands TLS and a client certificate of the fleet's CA
                    * (ca.pem in dir): workers and brokers connect to tls:// with ca_file, cert_file
-                   * (client.pem, CN=sbx-fleet) and key_file; dir also holds rogue.pem/key, the same
-                   * name from another CA */
+                   * (client.pem) and key_file; dir holds the rest of support/pki.h's files */
 } fleet;
 
 /* The tenants of a fleet with tenants set: NATS user (and principal subject) tenant-a and

@@ -1,5 +1,6 @@
 /* worker_fixture.c - see worker_fixture.h. */
 #include "worker/worker_fixture.h"
+#include "support/pki.h"
 
 #include <setjmp.h>
 #include <signal.h>
@@ -27,43 +28,12 @@ static char *xstrdup(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-static void run_or_die(const char *cmd)
-{
-    int rc = system(cmd);
-    if (rc != 0) {
-        fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-        fail();
-    }
-}
-
 void fixture_make_pki(const char *dir)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "set -e; cd '%s'; exec >/dev/null 2>&1;"
-             "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-             "  -subj /CN=sbx-test-ca;"
-             "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem "
-             "  -days 2 -subj /CN=sbx-other-ca;"
-             "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext;"
-             "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr "
-             "  -subj /CN=localhost;"
-             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-             "  -out server.pem -days 2 -extfile san.ext;"
-             "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr "
-             "  -subj /CN=agent-1;"
-             "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-             "  -out client.pem -days 2;"
-             "openssl req -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.csr "
-             "  -subj /CN=agent-1;"
-             "openssl x509 -req -in rogue.csr -CA other-ca.pem -CAkey other-ca.key "
-             "  -CAcreateserial -out rogue.pem -days 2;"
-             "openssl req -newkey rsa:2048 -nodes -keyout stranger.key -out stranger.csr "
-             "  -subj /CN=stranger;"
-             "openssl x509 -req -in stranger.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-             "  -out stranger.pem -days 2",
-             dir);
-    run_or_die(cmd);
+    if (!sbx_test_make_pki(dir)) {
+        fprintf(stderr, "openssl could not make the test certificates in %s\n", dir);
+        fail();
+    }
 }
 
 static char *path_in(const char *dir, const char *name)

@@ -42,9 +42,7 @@ void fixture_start(worker_fixture *f, const worker_fixture_opts *opts);
 /* Drains and frees everything, removes the temp dir. */
 void fixture_stop(worker_fixture *f);
 
-/* Generates (openssl CLI) into dir: ca.pem/ca.key, server.pem/key (CN=localhost, SAN
- * localhost,127.0.0.1), client.pem/key (CN=agent-1, signed by ca), other-ca.pem and
- * rogue.pem/key (CN=agent-1, signed by other-ca). */
+/* Generates support/pki.h's certificates into dir (a cmocka failure when openssl fails). */
 void fixture_make_pki(const char *dir);
 
 /* A remote broker to f (ca/cert/key relative to f->dir, or NULL). */
