@@ -412,9 +412,10 @@ static sbx_status connect_options(const sbx_queue_config *cfg, const char *clien
     if (st == SBX_OK && s != NATS_OK && file != NULL) {
         st = sbxq_fail(err, SBX_E_CONFIG, s, "sandbox.broker.queue.%s '%s' does not load", what,
                        file);
-        size_t n = err != NULL ? strlen(err->message) : 0;
-        if (err != NULL)
+        if (err != NULL) { /* the fix after libnats' reason */
+            size_t n = strlen(err->message);
             snprintf(err->message + n, sizeof err->message - n, "; %s", fix);
+        }
     } else if (st == SBX_OK && s != NATS_OK) {
         st = sbxq_fail(err, SBX_E_CONFIG, s, "sandbox.broker.queue: %s", what);
     }
