@@ -1,13 +1,18 @@
 /* jobs.c - the hand-off between sbx-worker's event loop and the thread broker. The loop posts a
  * call's decoded request straight to the broker's asynchronous submit (its bounded queue and
- * executors run it, and its task_id dedup applies); the broker's callbacks, on executor
- * threads, queue output and the completion on a locked list and wake the loop through its
- * eventfd, as libuv's threadpool does (uv__work_submit / uv__work_done), and the loop applies
- * them (worker_drain_posted). Describe, rare and possibly slow (providers open to report
- * capabilities), runs on a short-lived thread of its own.
+ * executors run it, and its task_id dedup applies). The broker's callbacks run on executor
+ * threads. Output is queued on a locked list, and the loop is woken through its eventfd, as
+ * libuv's threadpool does (uv__work_submit / uv__work_done); the loop applies it
+ * (worker_drain_posted). A completion is applied by the executor itself when the loop is
+ * asleep in epoll_wait: it takes loop_mu, applies what was posted before it and its own
+ * final, and writes the answer to the socket, so a call costs no wake-up of the loop thread
+ * (the leader/follower idea: whoever holds loop_mu acts for the loop). When the loop is busy,
+ * the final is posted like output, and the loop applies it before it sleeps. Describe, rare
+ * and possibly slow (providers open to report capabilities), runs on a short-lived thread of
+ * its own.
  *
  * post, post_final, on_output, on_job_done and describe_main run off the loop thread (an
- * executor of the broker, a Describe thread); worker_start_job and worker_drain_posted on it.
+ * executor of the broker, a Describe thread); the rest hold loop_mu.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,22 +36,52 @@ static void post(sbx_worker *w, posted *p)
     else
         w->posted_head = p;
     w->posted_tail = p;
-    /* Output while the loop polls for it needs no wake-up: a program printing line by line
-     * would otherwise cost a write, a wake-up and a loop turn per line. */
-    bool wake = !w->wake_pending && !(p->is_output && w->output_polling);
+    /* Whoever holds loop_mu looks at the list before letting go of it. Output while the loop
+     * polls for it needs no wake-up either: a program printing line by line would otherwise
+     * cost a write, a wake-up and a loop turn per line. */
+    bool wake = !w->wake_pending && !w->held && !(p->is_output && w->output_polling);
     if (wake)
         w->wake_pending = true;
     pthread_mutex_unlock(&w->lock);
     /* After the unlock: written under the lock, the wake-up let the loop run straight into the
      * lock still held here, and sleep on it once more (a wait and two wakes per call). A drain
      * between the unlock and this write takes p already; the write then wakes the loop once
-     * for nothing. A loop spinning for it (worker_wait_post) needs no write. */
-    atomic_store(&w->posted_any, true);
-    if (wake && !atomic_load(&w->loop_spinning)) {
+     * for nothing. */
+    if (wake) {
         uint64_t one = 1;
         ssize_t r = write(w->wake_fd, &one, sizeof one);
         (void)r; /* an eventfd write only fails when the counter would overflow */
     }
+    atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
+}
+
+static void drain(sbx_worker *w, posted *p, bool by_loop);
+static posted *take_posted(sbx_worker *w);
+
+/* A final, from the job's thread: applied and sent right here when loop_mu is free (the loop
+ * sleeps in epoll_wait), else posted for whoever holds it. */
+static void post_or_apply(sbx_worker *w, posted *p)
+{
+    atomic_fetch_add_explicit(&w->posting, 1, memory_order_relaxed);
+    if (pthread_mutex_trylock(&w->loop_mu) == 0) {
+        if (w->loop_open) {
+            pthread_mutex_lock(&w->lock);
+            w->held = true;
+            pthread_mutex_unlock(&w->lock);
+            posted *q = take_posted(w); /* what was posted before p goes first */
+            posted **tail = &q;
+            while (*tail)
+                tail = &(*tail)->next;
+            *tail = p;
+            drain(w, q, false);
+            while (!worker_release(w))
+                drain(w, take_posted(w), false);
+            atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
+            return;
+        }
+        pthread_mutex_unlock(&w->loop_mu);
+    }
+    post(w, p);
     atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
 }
 
@@ -64,7 +99,7 @@ static void post_final(sbx_worker *w, call *c, uint8_t *bytes, size_t len, int s
     p->final = true;
     p->grpc_status = status;
     p->grpc_message = message ? strdup(message) : NULL;
-    post(w, p);
+    post_or_apply(w, p);
 }
 
 /* Output hook (executor thread): chunks are queued raw and coalesced while the loop has not
@@ -229,48 +264,57 @@ void worker_start_job(sbx_worker *w, call *c)
     (void)sbx_broker_submit_async(w->broker, c->req, &cb);
 }
 
-/* Loop thread, one job in flight (server_impl.h): watches for a post instead of sleeping. */
-bool worker_wait_post(sbx_worker *w)
+void worker_hold(sbx_worker *w)
 {
-    atomic_store(&w->loop_spinning, true);
-    int64_t until = sbx_monotonic_us() + WORKER_SPIN_US;
-    bool got;
-    while (!(got = atomic_load(&w->posted_any)) && sbx_monotonic_us() < until) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ volatile("yield");
-#endif
-    }
-    atomic_store(&w->loop_spinning, false);
-    return got || atomic_load(&w->posted_any);
+    pthread_mutex_lock(&w->loop_mu);
+    pthread_mutex_lock(&w->lock);
+    w->held = true;
+    pthread_mutex_unlock(&w->lock);
 }
 
-/* Loop thread: applies everything the jobs posted. */
-void worker_drain_posted(sbx_worker *w)
+bool worker_release(sbx_worker *w)
 {
-    uint64_t v;
-    ssize_t r = read(w->wake_fd, &v, sizeof v);
-    (void)r;
     pthread_mutex_lock(&w->lock);
-    posted *p = w->posted_head;
-    w->posted_head = w->posted_tail = NULL;
-    w->wake_pending = false;
-    atomic_store_explicit(&w->posted_any, false, memory_order_relaxed);
-    bool output = false;
-    for (posted *q = p; q; q = q->next)
-        if (q->is_output) {
-            output = true;
-            if (q->c->open_output == q)
-                q->c->open_output = NULL; /* taken: later chunks start a new run */
-        }
-    /* Output is flowing: poll for more instead of being woken per chunk; a turn that finds
-     * none ends the polling (the next chunk wakes the loop again). */
-    w->output_polling = output;
+    if (w->posted_head) {
+        pthread_mutex_unlock(&w->lock);
+        return false;
+    }
+    w->held = false;
+    /* The loop acts on a drain's end (its last connection closed, its last job over) and on
+     * idle connections; asleep, it must hear of it. Idle deadlines need no word: the loop
+     * never sleeps longer than one idle period (server.c). */
+    bool wake = w->draining && !w->wake_pending;
+    if (wake)
+        w->wake_pending = true;
     pthread_mutex_unlock(&w->lock);
-    while (p) {
-        posted *next = p->next;
+    pthread_mutex_unlock(&w->loop_mu);
+    if (wake) {
+        uint64_t one = 1;
+        ssize_t r = write(w->wake_fd, &one, sizeof one);
+        (void)r;
+    }
+    return true;
+}
+
+/* Applies the list p (loop_mu held), then writes what it queued on the connections it touched
+ * (once each: a flush clears dirty). by_loop: the loop thread, which decides whether to poll
+ * for output. */
+static void drain(sbx_worker *w, posted *p, bool by_loop)
+{
+    if (by_loop) {
+        bool output = false;
+        for (posted *q = p; q; q = q->next)
+            output |= q->is_output;
+        /* Output is flowing: poll for more instead of being woken per chunk; a turn that finds
+         * none ends the polling (the next chunk wakes the loop again). */
+        pthread_mutex_lock(&w->lock);
+        w->output_polling = output;
+        pthread_mutex_unlock(&w->lock);
+    }
+    posted *all = p;
+    for (; p; p = p->next) {
         call *c = p->c;
+        p->cn = c->conn;
         if (!c->decided && c->conn) {
             if (p->is_output && !frame_output(p))
                 worker_call_decide(c, SBX_GRPC_INTERNAL, "worker: out of memory framing output");
@@ -298,9 +342,45 @@ void worker_drain_posted(sbx_worker *w)
                 w->describes_running--;
             worker_call_unref(c);
         }
-        free(p->bytes);
-        free(p->grpc_message);
-        free(p);
-        p = next;
     }
+    /* A closed connection stays allocated (kind 0) until the loop frees it after its batch. */
+    for (p = all; p; p = p->next)
+        if (p->cn && p->cn->kind == EV_CONN && p->cn->dirty)
+            worker_conn_flush(p->cn);
+    while (all) {
+        posted *next = all->next;
+        free(all->bytes);
+        free(all->grpc_message);
+        free(all);
+        all = next;
+    }
+}
+
+static posted *take_posted(sbx_worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    posted *p = w->posted_head;
+    w->posted_head = w->posted_tail = NULL;
+    for (posted *q = p; q; q = q->next)
+        if (q->is_output && q->c->open_output == q)
+            q->c->open_output = NULL; /* taken: later chunks start a new run */
+    pthread_mutex_unlock(&w->lock);
+    return p;
+}
+
+void worker_apply_posted(sbx_worker *w)
+{
+    drain(w, take_posted(w), true);
+}
+
+/* Loop thread: applies everything the jobs posted. */
+void worker_drain_posted(sbx_worker *w)
+{
+    uint64_t v;
+    ssize_t r = read(w->wake_fd, &v, sizeof v);
+    (void)r;
+    pthread_mutex_lock(&w->lock);
+    w->wake_pending = false;
+    pthread_mutex_unlock(&w->lock);
+    worker_apply_posted(w);
 }

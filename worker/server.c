@@ -14,10 +14,12 @@
  *
  * Executions never run here: they are posted straight to the thread broker's asynchronous
  * submit (its bounded queue and executors run them, and its task_id dedup applies), whose
- * callbacks post output and completions back through a locked list plus an eventfd wakeup, as
- * libuv's threadpool does (uv__work_submit / uv__work_done). Describe, rare and possibly slow
- * (providers open to report capabilities), runs on a short-lived thread of its own. This
- * thread must never block: no provider calls, no engine calls, no blocking I/O.
+ * callbacks post output back through a locked list plus an eventfd wakeup, as libuv's
+ * threadpool does (uv__work_submit / uv__work_done). A completion that finds the loop asleep
+ * is applied and written by its executor itself, under loop_mu, which the loop lets go of
+ * only while it sleeps in epoll_wait (jobs.c). Describe, rare and possibly slow (providers
+ * open to report capabilities), runs on a short-lived thread of its own. This thread must
+ * never block: no provider calls, no engine calls, no blocking I/O.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -111,6 +113,11 @@ static int expire_deadlines(sbx_worker *w)
         if (next < 0 || left < next)
             next = left;
     }
+    /* A job's thread that answers a call while the loop sleeps (jobs.c) may leave a
+     * connection idle without a word to the loop: sleeping at most one idle period, the loop
+     * still sends its GOAWAY on time, give or take that period. */
+    if (w->conns && (next < 0 || next > w->limits.idle_us))
+        next = w->limits.idle_us;
     if (next < 0)
         return -1;
     return (int)((next + 999) / 1000);
@@ -270,6 +277,7 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     w->broker = broker;
     w->listen_fd = w->epoll_fd = w->wake_fd = -1;
     pthread_mutex_init(&w->lock, NULL);
+    pthread_mutex_init(&w->loop_mu, NULL);
     w->limits = (worker_limits){
         .max_connections = WORKER_MAX_CONNECTIONS,
         .max_unproven_per_peer = WORKER_MAX_UNPROVEN_PER_PEER,
@@ -402,6 +410,8 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
     sbx_status st = SBX_OK;
 
     struct epoll_event events[WORKER_EPOLL_EVENTS];
+    worker_hold(w);
+    w->loop_open = true;
     while (st == SBX_OK) {
         int timeout = expire_deadlines(w);
         for (conn *cn = w->conns; cn;) { /* flush what the deadlines changed */
@@ -424,21 +434,21 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
             }
         }
         /* Only this thread writes output_polling (worker_drain_posted): no lock to read it,
-         * where the lock would make the loop wait for an executor posting a completion. */
+         * where the lock would make the loop wait for an executor posting its output. */
         bool polling = w->output_polling;
         if (polling && (timeout < 0 || timeout > WORKER_OUTPUT_POLL_MS))
             timeout = WORKER_OUTPUT_POLL_MS;
+        /* Asleep, the loop lets go of loop_mu: a job's thread then answers its call itself
+         * (jobs.c). Whatever was posted meanwhile is applied first. */
         int n;
-        /* one caller on one connection with one job: a serial client, the one case where the
-         * completion is the only thing the loop could wake for (with more callers, spinning
-         * takes the CPU their requests need; measured in bench/worker) */
-        bool one_caller = w->conns != NULL && w->conns->next == NULL;
-        if (timeout != 0 && !polling && one_caller && w->jobs_in_flight == 1 &&
-            worker_wait_post(w)) {
-            worker_drain_posted(w);
-            n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, 0); /* what else is ready */
-        } else {
+        if (worker_release(w)) {
             n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
+            int saved = errno;
+            worker_hold(w);
+            errno = saved;
+        } else {
+            worker_apply_posted(w);
+            n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, 0); /* what else is ready */
         }
         if (n == 0 && polling)
             worker_drain_posted(w);
@@ -474,12 +484,22 @@ sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
     while (w->conns)
         worker_conn_close(w->conns);
     free_dead(w);
+    w->loop_open = false; /* from now on, jobs' threads post their finals */
     while (w->jobs_in_flight > 0) {
+        if (!worker_release(w)) {
+            worker_apply_posted(w);
+            continue;
+        }
         struct pollfd pfd = {.fd = w->wake_fd, .events = POLLIN};
-        if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+        int r = poll(&pfd, 1, -1);
+        int saved = errno;
+        worker_hold(w);
+        if (r < 0 && saved != EINTR)
             break;
         worker_drain_posted(w);
     }
+    while (!worker_release(w))
+        worker_apply_posted(w);
     return st;
 }
 
@@ -505,5 +525,6 @@ void sbx_worker_free(sbx_worker *w)
     worker_auth_free(&w->auth);
     free(w->caller_buffered);
     pthread_mutex_destroy(&w->lock);
+    pthread_mutex_destroy(&w->loop_mu);
     free(w);
 }

@@ -10,7 +10,9 @@
  *   call.c    gRPC calls: the HTTP/2 stream callbacks, header checks, authentication, the
  *             request body and its budgets, dispatch, Health, reflection, the response;
  *   jobs.c    the hand-off to the broker and the results it posts back through the eventfd.
- * Everything here belongs to the loop thread unless a field says otherwise. */
+ * Everything here belongs to the loop thread unless a field says otherwise; "the loop thread"
+ * means whoever holds loop_mu: the thread in sbx_worker_run, or an executor answering its own
+ * call while the loop sleeps (jobs.c). */
 #ifndef SBX_WORKER_SERVER_IMPL_H
 #define SBX_WORKER_SERVER_IMPL_H
 
@@ -110,11 +112,6 @@
  * chunk: coalesces a line-by-line printer into a few messages per millisecond and adds at most
  * this much to an interactive stream's latency. */
 #define WORKER_OUTPUT_POLL_MS 1
-/* With one job in flight, the loop waits this long for its completion by watching
- * posted_any before it sleeps in epoll_wait: a quick job (a no-op, an answer from the dedup
- * store) then ends without the eventfd wake-up the loop would sleep for, which a serial caller
- * waits out on every call. With more in flight the loop has other work and sleeps at once. */
-#define WORKER_SPIN_US 30
 /* First buffer of an output run: most programs print lines; it doubles as a run grows. */
 #define WORKER_OUTPUT_FIRST_CAP 256
 /* Describe calls answered at once, each on its own thread: a client asks once per connection,
@@ -225,6 +222,7 @@ typedef struct posted {
     bool final; /* the job is over: bytes is the last message, drop the job reference */
     int grpc_status;
     char *grpc_message;
+    conn *cn; /* the call's connection as the post was applied, to write to after the batch */
 } posted;
 
 struct sbx_worker {
@@ -258,16 +256,19 @@ struct sbx_worker {
     posted *posted_head, *posted_tail;
     bool wake_pending;
     atomic_int posting; /* callbacks inside post(): w outlives them (sbx_worker_free) */
-    /* posted_any: set by post() after the list grew, cleared by the drain; loop_spinning: the
-     * loop watches posted_any (WORKER_SPIN_US) and needs no eventfd write. Both sequentially
-     * consistent: a poster that reads loop_spinning false writes the eventfd, and a loop that
-     * stops spinning reads posted_any once more, so one of the two always sees the other. */
-    atomic_bool posted_any;
-    atomic_bool loop_spinning;
     /* the loop looks at the list within WORKER_OUTPUT_POLL_MS anyway (written by the loop
      * under lock, read by posters under lock and by the loop without) */
     bool output_polling;
-
+    /* Who acts for the loop. loop_mu is held by whoever touches the connections, the calls
+     * and everything else marked "loop thread" here: the loop thread, except while it sleeps
+     * in epoll_wait, or a job's thread that found it free when its final came (jobs.c), which
+     * then applies that final and sends it itself instead of waking the loop. held (under
+     * lock): someone holds loop_mu and looks at the posted list before letting go of it, so a
+     * post needs no eventfd write. loop_open (under loop_mu): sbx_worker_run is serving; a
+     * job's thread only acts for the loop while it is. */
+    pthread_mutex_t loop_mu;
+    bool held;
+    bool loop_open;
     worker_obs *obs;             /* log lines and metrics (observe.c) */
     bool not_serving;            /* shutdown requested: health says NOT_SERVING (loop thread) */
     int64_t notice_deadline_us;  /* end of the drain notice (worker.drain_notice_ms) */
@@ -314,9 +315,13 @@ void worker_health_changed(sbx_worker *w);
 void worker_start_job(sbx_worker *w, call *c);
 /* Applies everything the jobs posted since the last call (loop thread, on the eventfd). */
 void worker_drain_posted(sbx_worker *w);
-/* Loop thread, one job in flight: watches for a post for up to WORKER_SPIN_US; true when one
- * came (drain it: no eventfd wake-up may follow). */
-bool worker_wait_post(sbx_worker *w);
+/* Takes loop_mu for the loop thread (after epoll_wait). */
+void worker_hold(sbx_worker *w);
+/* Lets go of loop_mu before the loop sleeps, unless something was posted meanwhile: then
+ * false, loop_mu still held (apply it with worker_apply_posted and look again). */
+bool worker_release(sbx_worker *w);
+/* Applies the posted list without reading the eventfd (loop_mu held). */
+void worker_apply_posted(sbx_worker *w);
 
 /* ---- conn.c: connections ----------------------------------------------------------------- */
 

@@ -162,6 +162,8 @@ typedef struct h2peer {
     size_t sent;     /* bytes written to the socket */
     h2body *bodies;
     const char *authorization; /* sent as the authorization header when set */
+    bool mute;                 /* sends nothing more (what the session writes is dropped) */
+    bool mute_on_answer;       /* mute from the moment a stream ends */
 } h2peer;
 
 static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
@@ -169,6 +171,8 @@ static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, in
     (void)s;
     (void)flags;
     h2peer *p = arg;
+    if (p->mute)
+        return (ssize_t)len;
     ssize_t n = send(p->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0)
         p->sent += (size_t)n;
@@ -211,6 +215,7 @@ static int peer_close(nghttp2_session *s, int32_t stream_id, uint32_t code, void
     (void)stream_id;
     h2peer *p = arg;
     p->responses++;
+    p->mute |= p->mute_on_answer;
     if (code != NGHTTP2_NO_ERROR)
         p->resets++;
     return 0;
@@ -546,6 +551,45 @@ static void test_worker_idle_connection_gets_goaway_and_is_closed(void **state)
     assert_true(p.goaway);
     assert_true(p.eof);
     peer_free(&p);
+    fixture_stop(&f);
+}
+
+/* The same after an Execute: its answer is written by the executor that ran it while the loop
+ * sleeps (worker/jobs.c), which leaves the connection idle without waking the loop; the loop
+ * must still send the GOAWAY about one idle period later, not never, even when the client
+ * sends nothing more (not even a WINDOW_UPDATE for the answer, which would wake the loop). */
+static void test_worker_idle_connection_after_an_execute_gets_goaway(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    worker_fixture_opts o = {.before_run = short_deadlines};
+    fixture_start(&f, &o);
+    /* 200 ms: the loop is asleep when it ends, so its executor answers the call itself */
+    sbx_request *req = fixture_command("sleep 200", NULL);
+    size_t len = protobuf_c_message_get_packed_size(&req->base);
+    uint8_t *msg = malloc(len);
+    assert_non_null(msg);
+    protobuf_c_message_pack(&req->base, msg);
+    h2peer p;
+    peer_open(&p, "127.0.0.4", f.port);
+    p.mute_on_answer = true;
+    peer_call_data(&p, "/sbx.v1.Execution/Execute", (uint32_t)len, len, BODY_ENDS, msg);
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (p.responses == 0 && now_ms() < until && peer_pump(&p, 50)) {
+    }
+    assert_int_equal(p.grpc_status, 0);
+    int64_t answered = now_ms();
+    while (!p.eof && now_ms() < until && peer_pump(&p, 100)) {
+    }
+    int64_t waited = now_ms() - answered;
+    fprintf(stderr, "idle after an Execute: GOAWAY %s, closed after %lld ms (idle limit 1000)\n",
+            p.goaway ? "sent" : "never sent", (long long)waited);
+    assert_true(p.goaway);
+    assert_true(p.eof);
+    assert_true(waited < 5000); /* one idle period late at most, and slow CI */
+    peer_free(&p);
+    free(msg);
+    sbx_request_free(req);
     fixture_stop(&f);
 }
 
@@ -941,6 +985,7 @@ int main(void)
         cmocka_unit_test(test_worker_at_the_connection_cap_silent_connections_are_shed_first),
         cmocka_unit_test(test_worker_trickling_connection_is_shed_at_the_first_request_deadline),
         cmocka_unit_test(test_worker_idle_connection_gets_goaway_and_is_closed),
+        cmocka_unit_test(test_worker_idle_connection_after_an_execute_gets_goaway),
         cmocka_unit_test(test_worker_unproven_connection_may_hold_only_a_few_streams),
         cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
