@@ -155,6 +155,8 @@ enum { LOCAL_V2_MEMORY = 1u << 0, LOCAL_V2_PIDS = 1u << 1, LOCAL_V2_CPU = 1u << 
 
 /* How long destroy waits for a killed sandbox's PID 1 (and with it the namespace) to go. */
 #define LOCAL_DESTROY_WAIT_MS 10000
+/* How often a close looks again at a reaper it could only track by pid (no pidfd to poll). */
+#define LOCAL_REAPER_POLL_MS 2
 
 /* Longest a sandbox may take to boot, and its agent to accept and answer a ping, when the
  * request's deadline (sbx_provider_step_deadline) allows that much: a loaded 2-core host. */
@@ -173,6 +175,15 @@ enum { LOCAL_V2_MEMORY = 1u << 0, LOCAL_V2_PIDS = 1u << 1, LOCAL_V2_CPU = 1u << 
  * `sbx run` paid. local_sweep (sbx-worker start, sbx_engine_sweep) always sweeps. */
 #define LOCAL_SWEEP_INTERVAL_S 10
 /* LOCAL_MAX_CGROUP_DIR (the longest cgroup directory we create) is in local_meta.h. */
+
+/* The reaper of a per_call sandbox (our child) to wait for: through its pidfd, so a pid reaped
+ * by someone else and reused since is never waited for by mistake; by pid (fd -1) only where
+ * pidfd_open fails (no pidfd on kernels before 5.3, or no descriptor left), where a zombie per
+ * sandbox would be worse. */
+typedef struct local_reaper {
+    int fd;
+    pid_t pid;
+} local_reaper;
 
 typedef struct local_provider {
     char runtime_dir[LOCAL_MAX_RUNTIME_DIR + 1];
@@ -199,7 +210,7 @@ typedef struct local_provider {
     pthread_mutex_t swept_mu;
     sbx_strlist swept; /* removed by the sweep at open, reported by the next local_sweep */
     pthread_mutex_t reap_mu;
-    int *reapers; /* pidfds of the reapers of per_call sandboxes still to wait for */
+    local_reaper *reapers; /* the reapers of per_call sandboxes still to wait for */
     size_t n_reapers, cap_reapers;
 } local_provider;
 
@@ -358,45 +369,61 @@ static void reapers_collect(local_provider *lp, int wait_ms)
     int64_t deadline = sbx_monotonic_ms() + wait_ms;
     pthread_mutex_lock(&lp->reap_mu);
     for (size_t i = 0; i < lp->n_reapers;) {
+        local_reaper *r = &lp->reapers[i];
         int64_t left = deadline - sbx_monotonic_ms();
-        if (left > 0) {
-            struct pollfd pf = {lp->reapers[i], POLLIN, 0};
-            (void)poll(&pf, 1, (int)left);
+        bool ended;
+        if (r->fd >= 0) {
+            if (left > 0) {
+                struct pollfd pf = {r->fd, POLLIN, 0};
+                (void)poll(&pf, 1, (int)left);
+            }
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            int w = waitid((idtype_t)P_PIDFD, (id_t)r->fd, &si, WEXITED | WNOHANG);
+            if (w < 0 && errno == EINTR)
+                continue;
+            /* ended and reaped now, or reaped by someone else (ECHILD) */
+            ended = w != 0 || si.si_pid != 0;
+        } else {
+            pid_t w = waitpid(r->pid, NULL, WNOHANG);
+            if (w < 0 && errno == EINTR)
+                continue;
+            ended = w != 0;
+            if (!ended && left > 0) { /* no descriptor to poll: look again shortly */
+                struct timespec ts = {0, LOCAL_REAPER_POLL_MS * 1000000L};
+                nanosleep(&ts, NULL);
+                continue;
+            }
         }
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        int r = waitid((idtype_t)P_PIDFD, (id_t)lp->reapers[i], &si, WEXITED | WNOHANG);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r == 0 && si.si_pid == 0) { /* still at work */
+        if (!ended) { /* still at work */
             i++;
             continue;
         }
-        close(lp->reapers[i]); /* ended and reaped now, or reaped by someone else (ECHILD) */
+        if (r->fd >= 0)
+            close(r->fd);
         lp->reapers[i] = lp->reapers[--lp->n_reapers];
     }
     pthread_mutex_unlock(&lp->reap_mu);
 }
 
-/* Tracks reaper pid (our child); false when it cannot be (no pidfd, out of memory). */
+/* Tracks reaper pid (our child); false when it cannot be (out of memory). */
 static bool reapers_add(local_provider *lp, pid_t pid)
 {
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (fd < 0)
-        return false;
     pthread_mutex_lock(&lp->reap_mu);
     if (lp->n_reapers == lp->cap_reapers) {
         size_t cap = lp->cap_reapers ? 2 * lp->cap_reapers : 16;
-        int *grown = realloc(lp->reapers, cap * sizeof *grown);
+        local_reaper *grown = realloc(lp->reapers, cap * sizeof *grown);
         if (grown == NULL) {
             pthread_mutex_unlock(&lp->reap_mu);
-            close(fd);
+            if (fd >= 0)
+                close(fd);
             return false;
         }
         lp->reapers = grown;
         lp->cap_reapers = cap;
     }
-    lp->reapers[lp->n_reapers++] = fd;
+    lp->reapers[lp->n_reapers++] = (local_reaper){.fd = fd, .pid = pid};
     pthread_mutex_unlock(&lp->reap_mu);
     return true;
 }

@@ -9,6 +9,12 @@
 #include "providers/common/agent_client.h"
 
 #include <dirent.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -305,6 +311,104 @@ static void test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy(void
 }
 
 #if defined(__x86_64__)
+/* Makes pidfd_open fail with ENOSYS on the calling thread and the processes it starts, as on a
+ * kernel before 5.3 (a filter of this thread only: the others keep theirs). */
+static void refuse_pidfd_open(void)
+{
+    struct sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog fprog = {.len = sizeof prog / sizeof prog[0], .filter = prog};
+    if (getuid() != 0)
+        assert_int_equal(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    assert_int_equal(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog), 0);
+    assert_int_equal(syscall(SYS_pidfd_open, getpid(), 0), -1);
+    assert_int_equal(errno, ENOSYS);
+}
+
+/* The pids of this process's children, zombies too (each thread's children file), up to cap. */
+static size_t children_of_this_process(long *out, size_t cap)
+{
+    size_t n = 0;
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/children", de->d_name);
+        FILE *f = fopen(path, "r");
+        long pid;
+        while (f != NULL && n < cap && fscanf(f, "%ld", &pid) == 1)
+            out[n++] = pid;
+        if (f != NULL)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* What one thread without pidfd_open does: create, run, destroy and close, noting the sandbox. */
+typedef struct no_pidfd_run {
+    lt_env *e;
+    char id[32], dir[PATH_MAX];
+    long reaper;
+} no_pidfd_run;
+
+static void *run_without_pidfd(void *arg)
+{
+    no_pidfd_run *r = arg;
+    refuse_pidfd_open();
+    sbx_sandbox *sb = create_noting(r->e, r->id, r->dir);
+    r->reaper = meta_number(r->dir, "reaper");
+    sbx_result *res = lt_run(r->e, sb, "true");
+    assert_int_equal(res->outcome, SBX__V1__OUTCOME__OUTCOME_OK);
+    sbx_message_free((ProtobufCMessage *)res);
+    r->e->ops->sandbox_close(sb);
+    sbx_error err = {0};
+    assert_int_equal(r->e->ops->destroy(r->e->state, r->id, &err), SBX_OK);
+    r->e->ops->close(r->e->state);
+    return NULL;
+}
+
+/* Where pidfd_open fails (a kernel before 5.3, no descriptor left) a one-shot's reaper is still
+ * waited for, by its pid: before, it was not tracked at all and stayed a zombie of the
+ * provider's process, one per one-shot sandbox, until that process ended. */
+static void test_one_shot_reaper_without_a_pidfd_is_waited_for(void **state)
+{
+    (void)state;
+    lt_env e;
+    lt_open(&e);
+    no_pidfd_run r = {.e = &e};
+    long before[64];
+    size_t n_before = children_of_this_process(before, 64);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, run_without_pidfd, &r), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(all_gone(r.dir, r.id));
+    /* The close waited for it: no child of this process is left of it, not even a zombie. */
+    long after[64];
+    size_t n_after = children_of_this_process(after, 64);
+    for (size_t i = 0; i < n_after; i++) {
+        bool old = false;
+        for (size_t j = 0; j < n_before; j++)
+            old |= before[j] == after[i];
+        if (!old)
+            fail_msg("the provider left child %ld, its one-shot's reaper", after[i]);
+    }
+    assert_true(r.reaper > 1); /* tracked, so named in the meta: its destroy only kills */
+    assert_false(still_there(r.reaper));
+    lt_remove_runtime_dir(e.runtime_dir);
+}
+#endif
+
+#if defined(__x86_64__)
 /* The NUL-terminated string at addr in traced process pid, cut at cap - 1 bytes. */
 static void peek_string(pid_t pid, unsigned long long addr, char *out, size_t cap)
 {
@@ -572,6 +676,9 @@ int main(void)
         cmocka_unit_test(test_one_shot_whose_init_dies_is_removed_by_its_reaper),
         cmocka_unit_test(test_one_shot_teardown_runs_after_destroy_and_close_waits_for_it),
         cmocka_unit_test(test_one_shot_whose_reaper_was_killed_is_removed_by_its_destroy),
+#if defined(__x86_64__)
+        cmocka_unit_test(test_one_shot_reaper_without_a_pidfd_is_waited_for),
+#endif
         cmocka_unit_test(test_create_killed_after_its_cgroups_leaves_none_after_the_sweep),
         cmocka_unit_test(test_create_killed_after_its_go_leaves_nothing),
         cmocka_unit_test(test_create_killed_before_its_launcher_started_leaves_nothing),
