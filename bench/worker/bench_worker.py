@@ -136,6 +136,7 @@ def main():
         servers = (("sbx-worker (thread broker)", worker.pid, wport),
                    ("gRPC C++ 1.51 (callback)", peer.pid, pport))
         rows = {}
+        spread = {}  # label -> server -> (lowest, highest) of the rounds' key figure
         for label, conns, in_flight, calls, same_id in SHAPES:
             runs = {name: [] for name, _, _ in servers}
             for _ in range(args.rounds):
@@ -144,6 +145,8 @@ def main():
                         load(args.load, pid, port, conns, in_flight, calls, same_id))
             key = "mean_us" if in_flight == 1 else "rps"
             rows[label] = {name: median_round(r, key) for name, r in runs.items()}
+            spread[label] = {name: (min(x[key] for x in r), max(x[key] for x in r))
+                             for name, r in runs.items()}
         sbx, peer_name = servers[0][0], servers[1][0]
         print("\nworker: no-op Execute over h2c loopback; gRPC C++ client, a unique task_id per "
               "call (median of %d rounds)" % args.rounds)
@@ -177,6 +180,14 @@ def main():
         print("64-concurrent throughput sbx/peer: %.2f; server CPU per call sbx/peer: %.2f" %
               (s["rps"] / p["rps"], s["cpu_us"] / p["cpu_us"]))
         print("(the dedup rows replay one task_id: sbx answers from its store after the first)")
+        # The rounds' spread, each server's own: the peer swings between two modes from run to
+        # run (its context switches per call 0.2 in one, 1.4-1.8 in the other), which moves a
+        # ratio more than most changes to sbx do; read a ratio with these beside it.
+        for label, unit in (("serial", "mean us"), ("8 concurrent", "calls/s"),
+                            ("64 concurrent", "calls/s")):
+            print("%s %s over the rounds: %s" % (label, unit, "; ".join(
+                "%s %.0f..%.0f" % (name, spread[label][name][0], spread[label][name][1])
+                for name, _, _ in servers)))
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
