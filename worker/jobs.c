@@ -58,6 +58,14 @@ static void post(sbx_worker *w, posted *p)
 static void drain(sbx_worker *w, posted *p, bool by_loop);
 static posted *take_posted(sbx_worker *w);
 
+/* loop_mu was just taken: posts from now on need no wake-up (server_impl.h, held). */
+static void mark_held(sbx_worker *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->held = true;
+    pthread_mutex_unlock(&w->lock);
+}
+
 /* A final, from the job's thread: applied and sent right here when loop_mu is free (the loop
  * sleeps in epoll_wait), else posted for whoever holds it. */
 static void post_or_apply(sbx_worker *w, posted *p)
@@ -65,9 +73,7 @@ static void post_or_apply(sbx_worker *w, posted *p)
     atomic_fetch_add_explicit(&w->posting, 1, memory_order_relaxed);
     if (pthread_mutex_trylock(&w->loop_mu) == 0) {
         if (w->loop_open) {
-            pthread_mutex_lock(&w->lock);
-            w->held = true;
-            pthread_mutex_unlock(&w->lock);
+            mark_held(w);
             posted *q = take_posted(w); /* what was posted before p goes first */
             posted **tail = &q;
             while (*tail)
@@ -267,9 +273,7 @@ void worker_start_job(sbx_worker *w, call *c)
 void worker_hold(sbx_worker *w)
 {
     pthread_mutex_lock(&w->loop_mu);
-    pthread_mutex_lock(&w->lock);
-    w->held = true;
-    pthread_mutex_unlock(&w->lock);
+    mark_held(w);
 }
 
 bool worker_release(sbx_worker *w)
