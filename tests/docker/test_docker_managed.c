@@ -469,6 +469,15 @@ static void test_docker_managed_missing_image_is_provision_with_the_daemons_word
     dt_provider_close(prov);
 }
 
+/* A provider call that must succeed; a failure names its status and the provider's message
+ * (err is the caller's sbx_error). */
+#define ASSERT_OK(call)                                                                            \
+    do {                                                                                           \
+        sbx_status st_ = (call);                                                                   \
+        if (st_ != SBX_OK)                                                                         \
+            fail_msg("%s: %s: %s", #call, sbx_status_name(st_), err.message);                      \
+    } while (0)
+
 /* Paused by the daemon's freezer: inspect says Paused, the session's state survives the resume
  * (a background process, a file), resume reports that it thawed, both are idempotent, and a
  * paused container is neither GONE nor swept, and is still destroyed whole. */
@@ -477,10 +486,11 @@ static void test_docker_managed_pause_keeps_state_and_resume_thaws(void **state)
     fixture *f = *state;
     NEED_AGENT();
     sbx_sandbox *sb = create(f, NULL);
-    char *id = strdup(sb->id);
+    char id[128]; /* not strdup'd: a failed assertion would leak it, and ASan then aborts */
+    snprintf(id, sizeof id, "%s", sb->id);
     sbx_result *r;
-    sbx_error err;
-    assert_int_equal(run_shell(f, sb, "echo kept > /tmp/file", &r, &err), SBX_OK);
+    sbx_error err = {0};
+    ASSERT_OK(run_shell(f, sb, "echo kept > /tmp/file", &r, &err));
     sbx_message_free((ProtobufCMessage *)r);
     /* a detached command: it runs on across the pause */
     Sbx__V1__RunCommand op = SBX__V1__RUN_COMMAND__INIT;
@@ -490,12 +500,12 @@ static void test_docker_managed_pause_keeps_state_and_resume_thaws(void **state)
                        .policy = f->policy,
                        .deadline_mono_ms = sbx_monotonic_ms() + 60000};
     r = sbx_result_new();
-    assert_int_equal(ops->run_command(sb, &op, &o, r, &err), SBX_OK);
+    ASSERT_OK(ops->run_command(sb, &op, &o, r, &err));
     assert_true(r->command_id > 0);
     sbx_message_free((ProtobufCMessage *)r);
     ops->sandbox_close(sb);
-    assert_int_equal(ops->pause(f->provider, id, &err), SBX_OK);
-    assert_int_equal(ops->pause(f->provider, id, &err), SBX_OK); /* idempotent */
+    ASSERT_OK(ops->pause(f->provider, id, &err));
+    ASSERT_OK(ops->pause(f->provider, id, &err)); /* idempotent */
     json_t *j = dt_container_inspect(&f->env, id);
     assert_non_null(j);
     assert_true(json_is_true(json_object_get(json_object_get(j, "State"), "Paused")));
@@ -509,24 +519,21 @@ static void test_docker_managed_pause_keeps_state_and_resume_thaws(void **state)
     assert_false(sbx_strlist_contains(&removed, id));
     sbx_strlist_clear(&removed);
     bool was = false;
-    assert_int_equal(ops->resume(f->provider, id, &was, &err), SBX_OK);
+    ASSERT_OK(ops->resume(f->provider, id, &was, &err));
     assert_true(was);
-    assert_int_equal(ops->resume(f->provider, id, &was, &err), SBX_OK);
+    ASSERT_OK(ops->resume(f->provider, id, &was, &err));
     assert_false(was); /* it ran: nothing to do */
-    assert_int_equal(ops->attach(f->provider, id, f->principal, f->policy, &again, &err), SBX_OK);
-    assert_int_equal(run_shell(f, again,
-                               "cat /tmp/file; grep -qx sleep /proc/[0-9]*/comm && echo alive", &r,
-                               &err),
-                     SBX_OK);
+    ASSERT_OK(ops->attach(f->provider, id, f->principal, f->policy, &again, &err));
+    ASSERT_OK(run_shell(f, again, "cat /tmp/file; grep -qx sleep /proc/[0-9]*/comm && echo alive",
+                        &r, &err));
     assert_stdout(r, "kept\nalive\n");
     sbx_message_free((ProtobufCMessage *)r);
     ops->sandbox_close(again);
     /* paused again, then destroyed: the daemon removes a paused container too */
-    assert_int_equal(ops->pause(f->provider, id, &err), SBX_OK);
-    assert_int_equal(ops->destroy(f->provider, id, &err), SBX_OK);
+    ASSERT_OK(ops->pause(f->provider, id, &err));
+    ASSERT_OK(ops->destroy(f->provider, id, &err));
     assert_null(dt_container_inspect(&f->env, id));
     assert_int_equal(ops->pause(f->provider, id, &err), SBX_E_GONE);
-    free(id);
 }
 
 /* GET path from 127.0.0.1:port; the whole answer into out ("" when the connection fails). */
