@@ -55,8 +55,8 @@ static void post(sbx_worker *w, posted *p)
     atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
 }
 
-static void drain(sbx_worker *w, posted *p, bool by_loop);
-static posted *take_posted(sbx_worker *w);
+static void drain(sbx_worker *w, posted *p);
+static posted *take_posted(sbx_worker *w, bool by_loop);
 
 /* loop_mu was just taken: posts from now on need no wake-up (server_impl.h, held). */
 static void mark_held(sbx_worker *w)
@@ -74,14 +74,14 @@ static void post_or_apply(sbx_worker *w, posted *p)
     if (pthread_mutex_trylock(&w->loop_mu) == 0) {
         if (w->loop_open) {
             mark_held(w);
-            posted *q = take_posted(w); /* what was posted before p goes first */
+            posted *q = take_posted(w, false); /* what was posted before p goes first */
             posted **tail = &q;
             while (*tail)
                 tail = &(*tail)->next;
             *tail = p;
-            drain(w, q, false);
+            drain(w, q);
             while (!worker_release(w))
-                drain(w, take_posted(w), false);
+                drain(w, take_posted(w, false));
             atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
             return;
         }
@@ -301,20 +301,9 @@ bool worker_release(sbx_worker *w)
 }
 
 /* Applies the list p (loop_mu held), then writes what it queued on the connections it touched
- * (once each: a flush clears dirty). by_loop: the loop thread, which decides whether to poll
- * for output. */
-static void drain(sbx_worker *w, posted *p, bool by_loop)
+ * (once each: a flush clears dirty). */
+static void drain(sbx_worker *w, posted *p)
 {
-    if (by_loop) {
-        bool output = false;
-        for (posted *q = p; q; q = q->next)
-            output |= q->is_output;
-        /* Output is flowing: poll for more instead of being woken per chunk; a turn that finds
-         * none ends the polling (the next chunk wakes the loop again). */
-        pthread_mutex_lock(&w->lock);
-        w->output_polling = output;
-        pthread_mutex_unlock(&w->lock);
-    }
     posted *all = p;
     for (; p; p = p->next) {
         call *c = p->c;
@@ -360,21 +349,31 @@ static void drain(sbx_worker *w, posted *p, bool by_loop)
     }
 }
 
-static posted *take_posted(sbx_worker *w)
+/* Takes the posted list. by_loop: the loop thread, which also decides whether to poll for
+ * output (in the same lock round). */
+static posted *take_posted(sbx_worker *w, bool by_loop)
 {
     pthread_mutex_lock(&w->lock);
     posted *p = w->posted_head;
     w->posted_head = w->posted_tail = NULL;
+    bool output = false;
     for (posted *q = p; q; q = q->next)
-        if (q->is_output && q->c->open_output == q)
-            q->c->open_output = NULL; /* taken: later chunks start a new run */
+        if (q->is_output) {
+            output = true;
+            if (q->c->open_output == q)
+                q->c->open_output = NULL; /* taken: later chunks start a new run */
+        }
+    /* Output is flowing: poll for more instead of being woken per chunk; a turn that finds none
+     * ends the polling (the next chunk wakes the loop again). */
+    if (by_loop)
+        w->output_polling = output;
     pthread_mutex_unlock(&w->lock);
     return p;
 }
 
 void worker_apply_posted(sbx_worker *w)
 {
-    drain(w, take_posted(w), true);
+    drain(w, take_posted(w, true));
 }
 
 /* Loop thread: applies everything the jobs posted. */

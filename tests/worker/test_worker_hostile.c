@@ -162,8 +162,7 @@ typedef struct h2peer {
     size_t sent;     /* bytes written to the socket */
     h2body *bodies;
     const char *authorization; /* sent as the authorization header when set */
-    bool mute;                 /* sends nothing more (what the session writes is dropped) */
-    bool mute_on_answer;       /* mute from the moment a stream ends */
+    bool mute_on_answer;       /* sends nothing once a stream ended (what it writes is dropped) */
 } h2peer;
 
 static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
@@ -171,7 +170,7 @@ static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, in
     (void)s;
     (void)flags;
     h2peer *p = arg;
-    if (p->mute)
+    if (p->mute_on_answer && p->responses > 0)
         return (ssize_t)len;
     ssize_t n = send(p->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0)
@@ -215,7 +214,6 @@ static int peer_close(nghttp2_session *s, int32_t stream_id, uint32_t code, void
     (void)stream_id;
     h2peer *p = arg;
     p->responses++;
-    p->mute |= p->mute_on_answer;
     if (code != NGHTTP2_NO_ERROR)
         p->resets++;
     return 0;
