@@ -91,6 +91,8 @@ typedef struct bt_task {
     volatile int cancelled;        /* the relay's cancel flag: the lent flag as last seen */
     bt_waiter *waiters;            /* asynchronous submitters to call back on completion */
     bool owner_runs;               /* thread broker: its blocking submitter runs it when granted */
+    bool run_here;                 /* thread broker: its asynchronous submitter runs it if granted
+                                    * within its submit (sbx_broker_async.run_here) */
     uint32_t granted;              /* thread broker: futex word, 1 once the owner may run it */
     bool async_owner;              /* created by submit_async: its creator waits in waiters */
     int64_t started_at_ms;

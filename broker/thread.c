@@ -428,6 +428,8 @@ static void dispatch(thread_broker *tb)
             grant_owner(tb, t);
             continue;
         }
+        if (t->run_here)
+            continue; /* its submitter, awake, runs it once its enqueue returns */
         if (tb->exec_tail != NULL)
             tb->exec_tail->qnext = t;
         else
@@ -909,7 +911,20 @@ static sbx_status tb_submit_async(sbx_broker *b, const sbx_request *req, const s
         t->own_hooks.cancel = cb->cancel;
         t->hooks = &t->own_hooks;
         t->async_owner = true;
+        t->run_here = cb->run_here;
         enqueue(tb, t);
+        /* Granted at once: this thread runs it, no executor woken. Otherwise an executor runs
+         * it when a later dispatch grants it. */
+        bool here = t->run_here && t->state == BT_RUNNING;
+        t->run_here = false;
+        if (here) {
+            sbx_completion *unused = run_task(tb, t, true); /* its waiter got it, so NULL */
+            if (unused != NULL) {
+                unlock_wake(tb);
+                sbx_completion_free(unused);
+                pthread_mutex_lock(&tb->store.mu);
+            }
+        }
     }
     unlock_wake(tb);
     tb_prep_free(&prep);

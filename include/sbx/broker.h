@@ -85,6 +85,12 @@ typedef struct sbx_broker_async {
     const volatile int *cancel;
     sbx_broker_done_fn on_done;
     void *arg;
+    /* The caller's thread may run the request itself: when the thread broker can grant it a
+     * slot at once (a slot free, its session idle, its principal under its share), it runs
+     * inside submit_async, on_output and on_done on this thread before it returns, and no
+     * executor is woken for it; otherwise it is queued as without. The embedded broker always
+     * runs inline; the others ignore it. */
+    bool run_here;
 } sbx_broker_async;
 
 /* Queues req (borrowed until on_done) and returns without waiting. Dedup and conflicts are as

@@ -907,6 +907,7 @@ typedef struct dones {
     int n;
     sbx_status st[8];
     sbx_completion *c[8];
+    pthread_t thread[8]; /* the thread each on_done ran on */
     chunks out;
 } dones;
 
@@ -931,6 +932,7 @@ static void on_done(void *arg, sbx_status st, sbx_completion *c)
     pthread_mutex_lock(&d->mu);
     assert_true(d->n < 8);
     d->st[d->n] = st;
+    d->thread[d->n] = pthread_self();
     d->c[d->n++] = c;
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
@@ -1017,6 +1019,50 @@ static void test_brokers_thread_async_retry_joins_and_done_task_answers_at_once(
     dones_free(&d);
     sbx_request_free(other);
     sbx_request_free(r);
+    sbx_broker_free(b);
+}
+
+/* run_here (the worker's inline run): with a slot free at once the request runs inside
+ * submit_async, on the caller's thread, and on_done has been called when it returns; with every
+ * slot taken it is queued as without, and an executor runs it later. */
+static void test_brokers_thread_async_run_here_runs_on_the_callers_thread_when_free(void **state)
+{
+    env *t = *state;
+    sbx_fake *f = warm(t, NULL);
+    uint64_t base = sbx_fake_ops(f);
+    sbx_broker *b = thread_broker(t, 1, 16, 16);
+    dones d;
+    dones_init(&d);
+    sbx_broker_async here = {
+        .on_output = on_chunk, .on_done = on_done, .arg = &d, .run_here = true};
+    sbx_request *r1 = fx_shell("default", "echo here");
+    assert_int_equal(sbx_broker_submit_async(b, r1, &here), SBX_OK);
+    assert_int_equal(dones_count(&d), 1); /* ran before submit_async returned */
+    assert_true(pthread_equal(d.thread[0], pthread_self()));
+    assert_int_equal(d.c[0]->status, OK_STATUS);
+    assert_string_equal(fx_stdout(d.c[0]), "here\n");
+    assert_string_equal(d.out.text, "here\n");
+    /* The one slot taken by a task held at the fake's gate: queued, run by the executor. */
+    sbx_fake_set_gate(f, true);
+    sbx_broker_async plain = {.on_done = on_done, .arg = &d};
+    sbx_request *r2 = fx_shell("default", "echo held");
+    sbx_request *r3 = fx_shell("default", "echo queued");
+    assert_int_equal(sbx_broker_submit_async(b, r2, &plain), SBX_OK);
+    wait_ops(f, base + 2);
+    sbx_broker_async here2 = {.on_done = on_done, .arg = &d, .run_here = true};
+    assert_int_equal(sbx_broker_submit_async(b, r3, &here2), SBX_OK);
+    assert_int_equal(dones_count(&d), 1); /* queued, not run here */
+    sbx_fake_set_gate(f, false);
+    wait_dones(&d, 3);
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(d.c[i]->status, OK_STATUS);
+        assert_false(pthread_equal(d.thread[i], pthread_self()));
+    }
+    assert_string_equal(fx_stdout(d.c[2]), "queued\n");
+    dones_free(&d);
+    sbx_request_free(r1);
+    sbx_request_free(r2);
+    sbx_request_free(r3);
     sbx_broker_free(b);
 }
 
@@ -1714,6 +1760,7 @@ int main(void)
         T(test_brokers_embedded_cancelled_task_is_not_the_answer_to_its_retry),
         T(test_brokers_thread_async_streams_output_and_calls_back),
         T(test_brokers_thread_async_retry_joins_and_done_task_answers_at_once),
+        T(test_brokers_thread_async_run_here_runs_on_the_callers_thread_when_free),
         T(test_brokers_thread_async_joiner_of_a_blocking_owners_task),
         T(test_brokers_thread_async_gone_joiners_are_answered_at_the_next_join),
         T(test_brokers_thread_a_cancelled_task_is_not_the_answer_to_its_retry),
