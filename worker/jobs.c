@@ -11,13 +11,25 @@
  * and possibly slow (providers open to report capabilities), runs on a short-lived thread of
  * its own.
  *
+ * Most Executes skip the hand-off altogether: once a turn's I/O is done, the loop thread lets
+ * go of loop_mu and submits the turn's Executes one after the other with run_here, so the
+ * broker runs each on this very thread when a slot is free at once (its final then written by
+ * this thread too). The wake-up of an executor is what a call cost beyond its own work (gRPC's
+ * callback servers avoid it the same way: the poller that reads a request runs its handler).
+ * Before a turn's runs, the loop thread arms the standby's timer: runs that keep it from the
+ * connections past WORKER_INLINE_COVER_US wake the standby, which hands the Executes still
+ * waiting to the executors and serves the connections (as the loop does, under loop_mu) until
+ * the loop thread is back.
+ *
  * post, post_final, on_output, on_job_done and describe_main run off the loop thread (an
- * executor of the broker, a Describe thread); the rest hold loop_mu.
+ * executor of the broker, a Describe thread, the loop thread during an inline run); the rest
+ * hold loop_mu.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "core/grpc_wire.h"
@@ -26,7 +38,7 @@
 
 /* ---- the broker's callbacks (any thread) -> the loop ------------------------------------- */
 
-static void post(sbx_worker *w, posted *p)
+static void post(sbx_worker *w, posted *p, bool quiet)
 {
     /* Counted from before the lock until the last touch of w: sbx_worker_free waits for it. */
     atomic_fetch_add_explicit(&w->posting, 1, memory_order_relaxed);
@@ -39,7 +51,7 @@ static void post(sbx_worker *w, posted *p)
     /* Whoever holds loop_mu looks at the list before letting go of it. Output while the loop
      * polls for it needs no wake-up either: a program printing line by line would otherwise
      * cost a write, a wake-up and a loop turn per line. */
-    bool wake = !w->wake_pending && !w->held && !(p->is_output && w->output_polling);
+    bool wake = !quiet && !w->wake_pending && !w->held && !(p->is_output && w->output_polling);
     if (wake)
         w->wake_pending = true;
     pthread_mutex_unlock(&w->lock);
@@ -67,10 +79,18 @@ static void mark_held(sbx_worker *w)
 }
 
 /* A final, from the job's thread: applied and sent right here when loop_mu is free (the loop
- * sleeps in epoll_wait), else posted for whoever holds it. */
+ * sleeps in epoll_wait), else posted for whoever holds it. The loop thread's own, from an
+ * inline run, is posted without a wake-up: it takes loop_mu and applies the list once its
+ * turn's runs are over, so the answers of one turn go out together (one write per connection,
+ * not one per call), and the standby applies them should a later run of the turn be long. */
 static void post_or_apply(sbx_worker *w, posted *p)
 {
     atomic_fetch_add_explicit(&w->posting, 1, memory_order_relaxed);
+    if (pthread_equal(pthread_self(), w->loop_thread) && w->standby_up) {
+        post(w, p, true);
+        atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
+        return;
+    }
     if (pthread_mutex_trylock(&w->loop_mu) == 0) {
         if (w->loop_open) {
             mark_held(w);
@@ -87,7 +107,7 @@ static void post_or_apply(sbx_worker *w, posted *p)
         }
         pthread_mutex_unlock(&w->loop_mu);
     }
-    post(w, p);
+    post(w, p, false);
     atomic_fetch_sub_explicit(&w->posting, 1, memory_order_release);
 }
 
@@ -156,7 +176,7 @@ static void on_output(void *arg, Sbx__V1__Stream stream, const uint8_t *data, si
     pthread_mutex_lock(&w->lock);
     c->open_output = p; /* only this executor thread posts for c: no race on the choice */
     pthread_mutex_unlock(&w->lock);
-    post(w, p);
+    post(w, p, false);
 }
 
 /* Loop thread: turns a coalesced output run into one framed ExecuteEvent{output}. */
@@ -232,6 +252,20 @@ static void *describe_main(void *arg)
     return NULL;
 }
 
+static void submit(sbx_worker *w, call *c, bool here)
+{
+    sbx_broker_async cb = {
+        .on_output = c->method == RPC_EXECUTE_STREAM ? on_output : NULL,
+        .cancel = &c->cancel,
+        .on_done = on_job_done,
+        .arg = c,
+        .run_here = here,
+    };
+    /* A refusal (queue full, closed) has reached on_job_done already: it is posted like any
+     * completion. */
+    (void)sbx_broker_submit_async(w->broker, c->req, &cb);
+}
+
 /* Starts the call's job (loop thread): the job holds a reference until its final is drained. */
 void worker_start_job(sbx_worker *w, call *c)
 {
@@ -259,15 +293,75 @@ void worker_start_job(sbx_worker *w, call *c)
                            WORKER_MAX_DESCRIBES);
         return;
     }
-    sbx_broker_async cb = {
-        .on_output = c->method == RPC_EXECUTE_STREAM ? on_output : NULL,
-        .cancel = &c->cancel,
-        .on_done = on_job_done,
-        .arg = c,
-    };
-    /* A refusal (queue full, closed) has reached on_job_done already: it is posted like any
-     * completion. */
-    (void)sbx_broker_submit_async(w->broker, c->req, &cb);
+    /* The loop thread keeps the turn's Executes to run itself (worker_run_inline) once the
+     * turn's I/O is done. */
+    if (!w->standby_up || !pthread_equal(pthread_self(), w->loop_thread)) {
+        submit(w, c, false);
+        return;
+    }
+    c->inline_next = NULL;
+    pthread_mutex_lock(&w->lock);
+    if (w->inline_tail)
+        w->inline_tail->inline_next = c;
+    else
+        w->inline_head = c;
+    w->inline_tail = c;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static call *take_inline(sbx_worker *w, bool all)
+{
+    pthread_mutex_lock(&w->lock);
+    call *c = w->inline_head;
+    if (c) {
+        w->inline_head = all ? NULL : c->inline_next;
+        if (!w->inline_head)
+            w->inline_tail = NULL;
+        if (!all)
+            c->inline_next = NULL;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return c;
+}
+
+void worker_run_inline(sbx_worker *w)
+{
+    if (!w->inline_head) /* only this thread adds to it */
+        return;
+    while (!worker_release(w))
+        worker_apply_posted(w);
+    atomic_store_explicit(&w->inline_running, 1, memory_order_release);
+    /* Armed per turn and left armed after it: a standby woken once the turn's runs have ended
+     * sees inline_running at 0 and sleeps again; disarming would cost a syscall per turn. */
+    struct itimerspec cover = {.it_value = {.tv_sec = WORKER_INLINE_COVER_US / 1000000,
+                                            .tv_nsec = WORKER_INLINE_COVER_US % 1000000 * 1000L}};
+    bool covered = timerfd_settime(w->cover_timer_fd, 0, &cover, NULL) == 0;
+    call *c;
+    while ((c = take_inline(w, false)) != NULL) {
+        /* A slot free at once: the broker runs it here. Otherwise it is queued for the
+         * executors. */
+        submit(w, c, covered);
+    }
+    atomic_store_explicit(&w->inline_running, 0, memory_order_release);
+    worker_hold(w);
+    /* The standby serves for us: woken by the eventfd, it sees the runs ended and stops. */
+    while (w->covering) {
+        uint64_t one = 1;
+        ssize_t r = write(w->wake_fd, &one, sizeof one);
+        (void)r;
+        pthread_cond_wait(&w->cover_done, &w->loop_mu);
+    }
+    mark_held(w); /* the standby let go of loop_mu, and with it held, meanwhile */
+}
+
+void worker_hand_off_inline(sbx_worker *w)
+{
+    call *c = take_inline(w, true);
+    while (c) {
+        call *next = c->inline_next;
+        submit(w, c, false);
+        c = next;
+    }
 }
 
 void worker_hold(sbx_worker *w)

@@ -12,14 +12,19 @@
  *   health.c  grpc.health.v1.Health: Check and Watch, and the status changes Watch streams;
  *   jobs.c  the hand-off to the thread broker.
  *
- * Executions never run here: they are posted straight to the thread broker's asynchronous
- * submit (its bounded queue and executors run them, and its task_id dedup applies), whose
- * callbacks post output back through a locked list plus an eventfd wakeup, as libuv's
- * threadpool does (uv__work_submit / uv__work_done). A completion that finds the loop asleep
- * is applied and written by its executor itself, under loop_mu, which the loop lets go of
- * only while it sleeps in epoll_wait (jobs.c). Describe, rare and possibly slow (providers
- * open to report capabilities), runs on a short-lived thread of its own. This thread must
- * never block: no provider calls, no engine calls, no blocking I/O.
+ * Executions are posted straight to the thread broker's asynchronous submit (its bounded
+ * queue and executors run them, and its task_id dedup applies), whose callbacks post output
+ * back through a locked list plus an eventfd wakeup, as libuv's threadpool does
+ * (uv__work_submit / uv__work_done). A completion that finds the loop asleep is applied and
+ * written by its executor itself, under loop_mu, which the loop lets go of only while it
+ * sleeps in epoll_wait (jobs.c). The Executes a turn read are run by the loop thread itself,
+ * one after the other, when the broker has a slot free at once, after the turn's I/O and with
+ * loop_mu let go: should they keep it away past WORKER_INLINE_COVER_US, the standby thread
+ * hands the rest to the executors and serves the connections meanwhile, so no call keeps the
+ * others waiting much longer than that. Describe, rare and possibly slow (providers open to report
+ * capabilities), runs on a short-lived thread of its own. Apart from those inline runs, the
+ * thread that serves the connections never blocks: no provider calls, no engine calls, no
+ * blocking I/O.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +40,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
@@ -275,9 +281,10 @@ sbx_status sbx_worker_new(const sbx_config *cfg, sbx_engine *engine, sbx_broker 
     w->cfg = cfg;
     w->engine = engine;
     w->broker = broker;
-    w->listen_fd = w->epoll_fd = w->wake_fd = -1;
+    w->listen_fd = w->epoll_fd = w->wake_fd = w->cover_timer_fd = -1;
     pthread_mutex_init(&w->lock, NULL);
     pthread_mutex_init(&w->loop_mu, NULL);
+    pthread_cond_init(&w->cover_done, NULL);
     w->limits = (worker_limits){
         .max_connections = WORKER_MAX_CONNECTIONS,
         .max_unproven_per_peer = WORKER_MAX_UNPROVEN_PER_PEER,
@@ -405,79 +412,158 @@ static void free_dead(sbx_worker *w)
     }
 }
 
+static void flush_dirty(sbx_worker *w)
+{
+    for (conn *cn = w->conns; cn;) {
+        conn *next = cn->next;
+        if (cn->dirty)
+            worker_conn_flush(cn);
+        cn = next;
+    }
+}
+
+/* One turn of the loop, by whoever serves the connections (loop_mu held on entry and on
+ * return, let go while asleep): the deadlines and the drain, a wait of at most max_wait_ms
+ * (-1: none but the deadlines'), the events. false: the loop ends (the drain is over, or
+ * *st says why), which only the loop thread (main) acts on; the standby only stops serving. */
+static bool loop_turn(sbx_worker *w, int max_wait_ms, bool main, sbx_status *st, sbx_error *err)
+{
+    struct epoll_event events[WORKER_EPOLL_EVENTS];
+    int timeout = expire_deadlines(w);
+    flush_dirty(w); /* what the deadlines changed */
+    if (w->not_serving && !w->draining && sbx_monotonic_us() >= w->notice_deadline_us)
+        start_drain(w);
+    if (w->draining) {
+        if (main && !w->conns && jobs_idle(w))
+            return false;
+        if (sbx_monotonic_us() >= w->drain_deadline_us) {
+            /* Out of time: cancel what is left and close every connection. */
+            while (w->conns)
+                worker_conn_close(w->conns);
+            free_dead(w);
+            return false;
+        }
+    }
+    /* Only the holder of loop_mu writes output_polling (worker_drain_posted): no lock to read
+     * it, where the lock would make the loop wait for an executor posting its output. */
+    bool polling = w->output_polling;
+    if (polling && (timeout < 0 || timeout > WORKER_OUTPUT_POLL_MS))
+        timeout = WORKER_OUTPUT_POLL_MS;
+    if (max_wait_ms >= 0 && (timeout < 0 || timeout > max_wait_ms))
+        timeout = max_wait_ms;
+    /* Asleep, the loop lets go of loop_mu: a job's thread then answers its call itself
+     * (jobs.c). Whatever was posted meanwhile is applied first. */
+    int n;
+    if (worker_release(w)) {
+        n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
+        int saved = errno;
+        worker_hold(w);
+        errno = saved;
+    } else {
+        worker_apply_posted(w);
+        n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, 0); /* what else is ready */
+    }
+    if (n == 0 && polling)
+        worker_drain_posted(w);
+    if (n < 0 && errno != EINTR) {
+        *st = sbx_error_set(err, SBX_E_INTERNAL, "worker: epoll_wait: %s", strerror(errno));
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        enum ev_kind *kind = events[i].data.ptr;
+        if (*kind == EV_LISTENER && w->listen_fd >= 0) {
+            worker_accept_all(w);
+        } else if (*kind == EV_WAKEUP) {
+            worker_drain_posted(w);
+            if (atomic_exchange(&w->reopen_requested, 0))
+                reopen_files(w);
+            if (atomic_load(&w->shutdown_requested) && !w->not_serving)
+                begin_shutdown(w);
+        } else if (*kind == EV_CONN) {
+            worker_conn_event((conn *)(void *)kind, events[i].events);
+        }
+    }
+    flush_dirty(w);
+    free_dead(w);
+    return true;
+}
+
+/* The standby thread: asleep on the cover timer until the loop thread's inline runs outlast
+ * it, then serves the connections until they end (jobs.c). Never while the loop thread serves
+ * them: one thread at a time waits in epoll_wait and handles what it returned (the events
+ * point at connections, which the thread that serves frees after its turn). */
+static void *standby_main(void *arg)
+{
+    sbx_worker *w = arg;
+    while (!atomic_load(&w->standby_stop)) {
+        uint64_t expirations;
+        if (read(w->cover_timer_fd, &expirations, sizeof expirations) < 0 && errno != EINTR)
+            break;
+        if (!atomic_load(&w->inline_running))
+            continue; /* the runs it was armed for have ended */
+        worker_hold(w);
+        /* Still running, with loop_mu held here: the loop thread cannot be serving, and will
+         * not until covering is over (worker_run_inline waits for it). */
+        if (atomic_load(&w->inline_running) && w->loop_open) {
+            w->covering = true;
+            worker_hand_off_inline(w);
+            sbx_status st = SBX_OK;
+            sbx_error err = {0};
+            while (atomic_load(&w->inline_running) && !atomic_load(&w->standby_stop) &&
+                   loop_turn(w, WORKER_COVER_POLL_MS, false, &st, &err))
+                ;
+            w->covering = false;
+            pthread_cond_broadcast(&w->cover_done);
+        }
+        while (!worker_release(w))
+            worker_apply_posted(w);
+    }
+    return NULL;
+}
+
+/* Starts the standby (loop_mu held). Without a timer or a thread, every Execute goes to the
+ * broker's executors, as before inline runs. */
+static void standby_start(sbx_worker *w)
+{
+    w->loop_thread = pthread_self();
+    w->cover_timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    atomic_store(&w->standby_stop, 0);
+    w->standby_up =
+        w->cover_timer_fd >= 0 && pthread_create(&w->standby_thread, NULL, standby_main, w) == 0;
+}
+
+/* Ends the standby (loop_mu held on entry and on return, let go while it is joined). */
+static void standby_stop(sbx_worker *w)
+{
+    if (w->standby_up) {
+        atomic_store(&w->standby_stop, 1);
+        struct itimerspec now = {.it_value = {.tv_nsec = 1}};
+        timerfd_settime(w->cover_timer_fd, 0, &now, NULL);
+        while (!worker_release(w))
+            worker_apply_posted(w);
+        pthread_join(w->standby_thread, NULL);
+        worker_hold(w);
+        w->standby_up = false;
+    }
+    if (w->cover_timer_fd >= 0)
+        close(w->cover_timer_fd);
+    w->cover_timer_fd = -1;
+}
+
 sbx_status sbx_worker_run(sbx_worker *w, sbx_error *err)
 {
     sbx_status st = SBX_OK;
 
-    struct epoll_event events[WORKER_EPOLL_EVENTS];
     worker_hold(w);
     w->loop_open = true;
-    while (st == SBX_OK) {
-        int timeout = expire_deadlines(w);
-        for (conn *cn = w->conns; cn;) { /* flush what the deadlines changed */
-            conn *next = cn->next;
-            if (cn->dirty)
-                worker_conn_flush(cn);
-            cn = next;
-        }
-        if (w->not_serving && !w->draining && sbx_monotonic_us() >= w->notice_deadline_us)
-            start_drain(w);
-        if (w->draining) {
-            if (!w->conns && jobs_idle(w))
-                break;
-            if (sbx_monotonic_us() >= w->drain_deadline_us) {
-                /* Out of time: cancel what is left and close every connection. */
-                while (w->conns)
-                    worker_conn_close(w->conns);
-                free_dead(w);
-                break;
-            }
-        }
-        /* Only this thread writes output_polling (worker_drain_posted): no lock to read it,
-         * where the lock would make the loop wait for an executor posting its output. */
-        bool polling = w->output_polling;
-        if (polling && (timeout < 0 || timeout > WORKER_OUTPUT_POLL_MS))
-            timeout = WORKER_OUTPUT_POLL_MS;
-        /* Asleep, the loop lets go of loop_mu: a job's thread then answers its call itself
-         * (jobs.c). Whatever was posted meanwhile is applied first. */
-        int n;
-        if (worker_release(w)) {
-            n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, timeout);
-            int saved = errno;
-            worker_hold(w);
-            errno = saved;
-        } else {
-            worker_apply_posted(w);
-            n = epoll_wait(w->epoll_fd, events, WORKER_EPOLL_EVENTS, 0); /* what else is ready */
-        }
-        if (n == 0 && polling)
-            worker_drain_posted(w);
-        if (n < 0 && errno != EINTR) {
-            st = sbx_error_set(err, SBX_E_INTERNAL, "worker: epoll_wait: %s", strerror(errno));
+    standby_start(w);
+    for (;;) {
+        bool go = loop_turn(w, -1, true, &st, err);
+        worker_run_inline(w); /* the turn's Executes, if it kept any */
+        if (!go)
             break;
-        }
-        for (int i = 0; i < n; i++) {
-            enum ev_kind *kind = events[i].data.ptr;
-            if (*kind == EV_LISTENER && w->listen_fd >= 0) {
-                worker_accept_all(w);
-            } else if (*kind == EV_WAKEUP) {
-                worker_drain_posted(w);
-                if (atomic_exchange(&w->reopen_requested, 0))
-                    reopen_files(w);
-                if (atomic_load(&w->shutdown_requested) && !w->not_serving)
-                    begin_shutdown(w);
-            } else if (*kind == EV_CONN) {
-                worker_conn_event((conn *)(void *)kind, events[i].events);
-            }
-        }
-        for (conn *cn = w->conns; cn;) {
-            conn *next = cn->next;
-            if (cn->dirty)
-                worker_conn_flush(cn);
-            cn = next;
-        }
-        free_dead(w);
     }
+    standby_stop(w);
     /* Closing the connections cancels every job still in the broker (queued ones complete at
      * once as cancelled, running ones through the engine's cancel); wait for their finals, which
      * hold references to the calls. */
@@ -526,5 +612,6 @@ void sbx_worker_free(sbx_worker *w)
     free(w->caller_buffered);
     pthread_mutex_destroy(&w->lock);
     pthread_mutex_destroy(&w->loop_mu);
+    pthread_cond_destroy(&w->cover_done);
     free(w);
 }

@@ -121,6 +121,15 @@
 #define WORKER_DESCRIBE_STACK (1 << 20)
 /* Bytes read and dropped from a refused (non-HTTP/2) connection before it is closed anyway. */
 #define WORKER_LINGER_MAX (64 << 10)
+/* The loop thread runs the Executes of each turn itself when the broker can grant each a slot
+ * at once (no executor woken, no thread hand-off: most calls end in microseconds). Should its
+ * runs keep it from the connections longer than this, the standby thread wakes, hands those
+ * still waiting to the executors and serves the connections meanwhile, so a slow call delays
+ * the others by at most about this much. */
+#define WORKER_INLINE_COVER_US 500
+/* While the standby serves for a loop thread running a call, it looks this often whether that
+ * call has ended (the loop thread then serves again and the standby goes back to sleep). */
+#define WORKER_COVER_POLL_MS 5
 /* epoll events handled per wakeup. */
 #define WORKER_EPOLL_EVENTS 64
 /* listen(2) backlog. */
@@ -175,6 +184,7 @@ struct call {
     sbx_request *req;
     volatile int cancel;
     struct posted *open_output; /* output still accepting appends (guarded by w->lock) */
+    call *inline_next;          /* in w's inline list (guarded by w->lock) */
     worker_call_obs obs;        /* for the log line and metrics (observe.h) */
     bool watch_known;           /* Health/Watch of a service we serve (loop thread) */
 };
@@ -269,6 +279,24 @@ struct sbx_worker {
     pthread_mutex_t loop_mu;
     bool held;
     bool loop_open;
+    /* Inline runs (jobs.c): inline_head/tail (under lock), the Executes this turn's loop thread
+     * runs itself, one after the other, once the turn's I/O is done; loop_thread, the caller of
+     * sbx_worker_run, the only thread that keeps any; standby_up, whether the standby thread
+     * (server.c) exists, without which none is kept. The standby sleeps on cover_timer_fd,
+     * which the loop thread arms for WORKER_INLINE_COVER_US before a turn's runs; woken while
+     * they go on (inline_running), it hands the list's rest to the executors and serves the
+     * connections (holding loop_mu, as the loop does) until they end; covering (under
+     * loop_mu) says it does, and the loop thread waits on cover_done for it to stop before it
+     * serves again. standby_stop ends it. */
+    call *inline_head, *inline_tail;
+    pthread_t loop_thread;
+    pthread_t standby_thread;
+    bool standby_up;
+    int cover_timer_fd;
+    atomic_int inline_running;
+    atomic_int standby_stop;
+    bool covering;
+    pthread_cond_t cover_done;
     worker_obs *obs;             /* log lines and metrics (observe.c) */
     bool not_serving;            /* shutdown requested: health says NOT_SERVING (loop thread) */
     int64_t notice_deadline_us;  /* end of the drain notice (worker.drain_notice_ms) */
@@ -313,6 +341,13 @@ void worker_health_changed(sbx_worker *w);
 /* Starts c's job (Execute, ExecuteStream on the broker; Describe on a thread of its own); the
  * job holds a reference to c until its final is drained. */
 void worker_start_job(sbx_worker *w, call *c);
+/* Runs the turn's inline Executes, if any, on this (the loop) thread, loop_mu let go meanwhile
+ * and the standby armed to take over should one run long; loop_mu held on entry and on
+ * return. */
+void worker_run_inline(sbx_worker *w);
+/* The standby, about to serve for a long inline run: the Executes still waiting behind it go
+ * to the executors. */
+void worker_hand_off_inline(sbx_worker *w);
 /* Applies everything the jobs posted since the last call (loop thread, on the eventfd). */
 void worker_drain_posted(sbx_worker *w);
 /* Takes loop_mu for the loop thread (after epoll_wait). */

@@ -138,6 +138,43 @@ static void test_worker_same_task_id_runs_once(void **state)
     fixture_stop(&f);
 }
 
+/* The loop thread runs one Execute per turn itself (worker/jobs.c). A slow one must not keep
+ * the other connections waiting: once it outlasts WORKER_INLINE_COVER_US the standby serves
+ * them. Checked by order, not by time: the quick call on the second connection is answered
+ * while the slow one, started first (and so run by the loop thread), still runs. Without the
+ * standby the quick call waited for the slow one to end. */
+static void test_worker_slow_call_does_not_hold_up_another_connection(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b1 = fixture_client(&f, NULL, NULL, NULL);
+    sbx_broker *b2 = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *slow = fixture_command("sleep 4000; echo slow", NULL);
+    sbx_request *quick = fixture_command("echo quick", NULL);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b1, slow, 0, NULL, &c), SBX_OK);
+    assert_null(c);
+    usleep(200 * 1000); /* the slow call is running */
+    sbx_completion *q = run(b2, quick, NULL);
+    assert_memory_equal(q->result->stdout.data, "quick\n", 6);
+    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(slow), slow->task_id, 0, &c),
+                     SBX_OK);
+    assert_null(c); /* still running when the quick one was answered */
+    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(slow), slow->task_id, 60000, &c),
+                     SBX_OK);
+    assert_non_null(c);
+    assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
+    assert_memory_equal(c->result->stdout.data, "slow\n", 5);
+    sbx_completion_free(c);
+    sbx_completion_free(q);
+    sbx_request_free(slow);
+    sbx_request_free(quick);
+    sbx_broker_free(b1);
+    sbx_broker_free(b2);
+    fixture_stop(&f);
+}
+
 /* The worker's dedup store is keyed by (principal subject, task_id): tenant-b sending tenant-a's
  * task_id with its own command runs its own command and never receives tenant-a's completion;
  * tenant-a reusing its id with another command is refused, never answered with the first. */
@@ -750,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_worker_failed_completion_keeps_its_code),
         cmocka_unit_test(test_worker_execute_stream_delivers_output_then_completion),
         cmocka_unit_test(test_worker_same_task_id_runs_once),
+        cmocka_unit_test(test_worker_slow_call_does_not_hold_up_another_connection),
         cmocka_unit_test(test_worker_task_id_is_scoped_by_principal_and_request),
         cmocka_unit_test(test_worker_deadline_exceeded_cancels_the_execution),
         cmocka_unit_test(test_worker_oversized_request_is_resource_exhausted),
