@@ -1,7 +1,13 @@
 // grpc_peer.cc - the benchmark peer: a C++ gRPC server (Debian's libgrpc++, callback API, the
 // fastest server style gRPC offers) that answers sbx.v1.Execution/Execute with a no-op
-// completion, so h2load can drive it exactly like sbx-worker. Prints "peer listening on port N"
-// and serves until SIGTERM/SIGINT. Benchmark code only: no auth, loopback only.
+// completion, so the load generator drives it exactly like sbx-worker. The completion has the
+// shape and size of sbx-worker's for a no-op on a per_call profile of the fake provider: the
+// task id, SUCCEEDED, an OK result, and the session handle (a new session id per call, profile,
+// provider, node, a 32-byte binding, two timestamps, CLOSED), so the client parses the same
+// bytes from both servers and the figures compare the servers. Prints "peer listening on port
+// N" and serves until SIGTERM/SIGINT. Benchmark code only: no auth, loopback only.
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -16,6 +22,8 @@
 namespace
 {
 
+std::atomic<unsigned long long> sessions{0};
+
 class NoopExecution final : public sbx::v1::Execution::CallbackService
 {
     grpc::ServerUnaryReactor *Execute(grpc::CallbackServerContext *ctx,
@@ -25,6 +33,22 @@ class NoopExecution final : public sbx::v1::Execution::CallbackService
         resp->set_task_id(req->task_id());
         resp->set_status(sbx::v1::COMPLETION_STATUS_SUCCEEDED);
         resp->mutable_result()->set_outcome(sbx::v1::OUTCOME_OK);
+        char id[40];
+        unsigned long long n = sessions.fetch_add(1, std::memory_order_relaxed);
+        std::snprintf(id, sizeof id, "%08llx-0000-4000-8000-%012llx", n >> 48,
+                      n & 0xffffffffffffULL);
+        long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+        auto *session = resp->mutable_session();
+        session->set_session_id(id);
+        session->set_profile("fake");
+        session->set_provider("fake");
+        session->set_node("vm");
+        session->set_binding(std::string(32, '\x5a'));
+        session->set_created_at_ms(now);
+        session->set_last_used_at_ms(now);
+        session->set_status(sbx::v1::SESSION_STATUS_CLOSED);
         auto *reactor = ctx->DefaultReactor();
         reactor->Finish(grpc::Status::OK);
         return reactor;
