@@ -163,6 +163,7 @@ typedef struct h2peer {
     h2body *bodies;
     const char *authorization; /* sent as the authorization header when set */
     bool mute_on_answer;       /* sends nothing once a stream ended (what it writes is dropped) */
+    int32_t first_closed;      /* the stream the worker ended first, 0 none */
 } h2peer;
 
 static ssize_t peer_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *arg)
@@ -211,9 +212,9 @@ static int peer_header(nghttp2_session *s, const nghttp2_frame *frame, const uin
 static int peer_close(nghttp2_session *s, int32_t stream_id, uint32_t code, void *arg)
 {
     (void)s;
-    (void)stream_id;
     h2peer *p = arg;
-    p->responses++;
+    if (p->responses++ == 0)
+        p->first_closed = stream_id;
     if (code != NGHTTP2_NO_ERROR)
         p->resets++;
     return 0;
@@ -588,6 +589,53 @@ static void test_worker_idle_connection_after_an_execute_gets_goaway(void **stat
     peer_free(&p);
     free(msg);
     sbx_request_free(req);
+    fixture_stop(&f);
+}
+
+/* A packed Execute request for shell, in *msg (the caller frees it); its length. */
+static size_t packed_command(const char *shell, uint8_t **msg)
+{
+    sbx_request *req = fixture_command(shell, NULL);
+    size_t len = protobuf_c_message_get_packed_size(&req->base);
+    *msg = malloc(len);
+    assert_non_null(*msg);
+    protobuf_c_message_pack(&req->base, *msg);
+    sbx_request_free(req);
+    return len;
+}
+
+/* The loop thread runs the Executes a turn read itself, one after the other (worker/jobs.c).
+ * A slow one first must not hold up a quick one read with it: once the slow one outlasts the
+ * cover, the standby hands the quick one to an executor. Both are sent in one write, so the
+ * worker reads them together; checked by order, not by time: the quick call's stream ends
+ * first. Without the hand-off the quick call waited for the slow one's 4 s. */
+static void test_worker_call_read_behind_a_slow_one_is_not_held_up(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    uint8_t *slow, *quick;
+    size_t slow_len = packed_command("sleep 4000; echo slow", &slow);
+    size_t quick_len = packed_command("echo quick", &quick);
+    h2peer p;
+    peer_open(&p, "127.0.0.5", f.port);
+    assert_true(peer_health_check(&p)); /* the handshake done: what follows goes out at once */
+    int32_t slow_id = peer_call_data(&p, "/sbx.v1.Execution/Execute", (uint32_t)slow_len, slow_len,
+                                     BODY_ENDS, slow);
+    int32_t quick_id = peer_call_data(&p, "/sbx.v1.Execution/Execute", (uint32_t)quick_len,
+                                      quick_len, BODY_ENDS, quick);
+    p.first_closed = 0;
+    p.responses = 0;
+    int64_t until = now_ms() + HOSTILE_WAIT_MS;
+    while (p.responses < 2 && now_ms() < until && peer_pump(&p, 50)) {
+    }
+    assert_int_equal(p.responses, 2);
+    assert_int_equal(p.grpc_status, 0);
+    assert_int_equal(p.first_closed, quick_id);
+    assert_true(slow_id != quick_id);
+    peer_free(&p);
+    free(slow);
+    free(quick);
     fixture_stop(&f);
 }
 
@@ -984,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_worker_trickling_connection_is_shed_at_the_first_request_deadline),
         cmocka_unit_test(test_worker_idle_connection_gets_goaway_and_is_closed),
         cmocka_unit_test(test_worker_idle_connection_after_an_execute_gets_goaway),
+        cmocka_unit_test(test_worker_call_read_behind_a_slow_one_is_not_held_up),
         cmocka_unit_test(test_worker_unproven_connection_may_hold_only_a_few_streams),
         cmocka_unit_test(test_worker_streams_that_never_end_pin_bounded_memory),
         cmocka_unit_test(test_worker_held_requests_on_many_connections_stay_within_the_total),
