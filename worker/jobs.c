@@ -345,13 +345,18 @@ void worker_run_inline(sbx_worker *w)
     atomic_store_explicit(&w->inline_running, 0, memory_order_release);
     worker_hold(w);
     /* The standby serves for us: woken by the eventfd, it sees the runs ended and stops. */
-    while (w->covering) {
-        uint64_t one = 1;
-        ssize_t r = write(w->wake_fd, &one, sizeof one);
-        (void)r;
-        pthread_cond_wait(&w->cover_done, &w->loop_mu);
+    if (w->covering) {
+        while (w->covering) {
+            uint64_t one = 1;
+            ssize_t r = write(w->wake_fd, &one, sizeof one);
+            (void)r;
+            pthread_cond_wait(&w->cover_done, &w->loop_mu);
+        }
+        mark_held(w); /* the standby let go of loop_mu, and with it held, meanwhile */
     }
-    mark_held(w); /* the standby let go of loop_mu, and with it held, meanwhile */
+    /* The answers of the runs go out now, not after the next turn's deadlines and an epoll_wait
+     * that would only find them posted. */
+    worker_apply_posted(w);
 }
 
 void worker_hand_off_inline(sbx_worker *w)
