@@ -46,6 +46,8 @@
 #define REMOTE_UPLOAD_BUFFER_MIN (64 * 1024)
 /* ...up to libcurl's largest (CURLOPT_UPLOAD_BUFFERSIZE accepts at most 2 MiB). */
 #define REMOTE_UPLOAD_BUFFER_MAX (2 * 1024 * 1024)
+/* The h2c probe's gRPC deadline: a Health Check answers at once from any worker that runs. */
+#define REMOTE_PROBE_TIMEOUT_MS 5000
 
 typedef struct rtask rtask;
 
@@ -61,6 +63,7 @@ struct rtask {
     uint8_t *body;                          /* the framed request */
     size_t body_len;
     bool stream; /* ExecuteStream (hooks with on_output) */
+    bool probe;  /* the h2c probe: a Health Check of the transfer thread's own, no caller's */
     sbx_engine_hooks hooks;
     bool hooks_valid;    /* false once submit() returned: never call them again */
     bt_waiter *waiters;  /* submit_async callers to call back with a copy of the completion */
@@ -116,9 +119,14 @@ typedef struct remote_broker {
     /* h2c only (transfer thread): libcurl 7.88 breaks when a request with HTTP/2 prior
      * knowledge reuses a connection (curl/curl#10634, fixed in 8.0). So one "probe" transfer
      * opens the connection with prior knowledge while the others wait, and once it answered,
-     * later transfers ask for plain HTTP/2, which reuses (multiplexes on) that connection. */
+     * later transfers ask for plain HTTP/2, which reuses (multiplexes on) that connection. The
+     * probe is a Health Check of its own (probe_start), answered at once: when it was the first
+     * request itself, a command that ran for minutes held every request after it back until it
+     * ended. probe_failed: the last such check got no HTTP/2 answer, so the requests open the
+     * connection themselves, and their own errors and retries say why it fails. */
     enum { H2C_NONE, H2C_PROBING, H2C_READY } h2c;
     rtask *h2c_probe;
+    bool probe_failed;
 } remote_broker;
 
 static void task_free(rtask *t)
@@ -543,7 +551,9 @@ static bool task_start(remote_broker *r, rtask *t)
     t->easy = e;
     char url[1024];
     snprintf(url, sizeof url, "%s%s", r->url_base,
-             t->stream ? "/sbx.v1.Execution/ExecuteStream" : "/sbx.v1.Execution/Execute");
+             t->probe    ? "/grpc.health.v1.Health/Check"
+             : t->stream ? "/sbx.v1.Execution/ExecuteStream"
+                         : "/sbx.v1.Execution/Execute");
     struct curl_slist *h = NULL;
     h = curl_slist_append(h, "content-type: application/grpc");
     h = curl_slist_append(h, "te: trailers");
@@ -574,7 +584,8 @@ static bool task_start(remote_broker *r, rtask *t)
         else
             snprintf(line, sizeof line, "grpc-timeout: %lldS", (long long)(left / 1000));
         h = curl_slist_append(h, line);
-        total_timeout_ms = (long)(left + REMOTE_DEADLINE_GRACE_MS);
+        /* the probe's deadline is its own: a request held behind it waits for nothing more */
+        total_timeout_ms = (long)(left + (t->probe ? 0 : REMOTE_DEADLINE_GRACE_MS));
     }
     t->headers = h;
     curl_easy_setopt(e, CURLOPT_URL, url);
@@ -618,6 +629,32 @@ static bool task_start(remote_broker *r, rtask *t)
     set_transport(r, e);
     t->attempts++;
     return curl_multi_add_handle(r->multi, e) == CURLM_OK;
+}
+
+/* Opens the h2c connection with a Health Check (see h2c in remote_broker): r->h2c is
+ * H2C_PROBING once it returns true. */
+static bool probe_start(remote_broker *r)
+{
+    rtask *p = calloc(1, sizeof *p);
+    if (!p)
+        return false;
+    p->r = r;
+    p->probe = true;
+    p->body = malloc(SBX_GRPC_PREFIX_LEN); /* an empty HealthCheckRequest: the whole server */
+    p->body_len = SBX_GRPC_PREFIX_LEN;
+    p->deadline_ms = sbx_now_ms() + REMOTE_PROBE_TIMEOUT_MS;
+    if (p->body)
+        sbx_grpc_frame_prefix(p->body, 0);
+    if (p->body && task_start(r, p))
+        return true;
+    if (r->h2c_probe == p) { /* task_start made it the probe before libcurl refused it */
+        r->h2c = H2C_NONE;
+        r->h2c_probe = NULL;
+    }
+    if (p->easy)
+        curl_easy_cleanup(p->easy);
+    task_free(p);
+    return false;
 }
 
 /* Marks t done with c (lock held). Returns its asynchronous waiters, each with a copy of c, for
@@ -705,6 +742,8 @@ static void *transfer_main(void *arg)
         }
         for (rtask *t = ordered; t;) {
             rtask *n = t->queue_next;
+            if (!r->tls && r->h2c == H2C_NONE && !r->probe_failed && !probe_start(r))
+                r->probe_failed = true;
             if (!r->tls && r->h2c == H2C_PROBING) {
                 t->queue_next = held;
                 held = t;
@@ -752,6 +791,8 @@ static void *transfer_main(void *arg)
                 continue;
             rtask *t = NULL;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            if (!t)
+                continue; /* every easy handle here is a task's (task_start) */
             CURLcode cc = msg->data.result;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &t->http_status);
             curl_multi_remove_handle(r->multi, msg->easy_handle);
@@ -763,11 +804,18 @@ static void *transfer_main(void *arg)
                 if (r->h2c_probe == t) {
                     r->h2c = h2_answer ? H2C_READY : H2C_NONE;
                     r->h2c_probe = NULL;
+                    r->probe_failed = !h2_answer && t->probe;
                 } else if (!h2_answer && t->grpc_status < 0) {
                     r->h2c = H2C_NONE;
                 }
                 if (held)
                     wait_ms = 0;
+                if (t->probe) { /* whatever its grpc-status: an HTTP/2 answer proves the link */
+                    curl_easy_cleanup(t->easy);
+                    t->easy = NULL;
+                    task_free(t);
+                    continue;
+                }
             }
             pthread_mutex_lock(&r->lock);
             bool discarded = t->discarded && t->blocked == 0 && !t->waiters; /* nobody waits */

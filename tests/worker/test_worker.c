@@ -175,6 +175,37 @@ static void test_worker_slow_call_does_not_hold_up_another_connection(void **sta
     fixture_stop(&f);
 }
 
+/* A fresh client over h2c opens its connection with a probe the others wait for (libcurl
+ * 7.88 cannot reuse a prior-knowledge connection: broker/remote.c). The probe is a Health Check
+ * of its own: when it was the first request itself, a slow first call held every call after it
+ * back until it ended, here 4 s. The quick call is answered while the slow one runs. */
+static void test_remote_first_call_on_a_new_connection_does_not_hold_up_the_next(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
+    sbx_request *slow = fixture_command("sleep 4000; echo slow", NULL);
+    sbx_request *quick = fixture_command("echo quick", NULL);
+    sbx_completion *c = NULL;
+    assert_int_equal(sbx_broker_submit(b, slow, 0, NULL, &c), SBX_OK);
+    assert_null(c);
+    sbx_completion *q = run(b, quick, NULL);
+    assert_memory_equal(q->result->stdout.data, "quick\n", 6);
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(slow), slow->task_id, 0, &c), SBX_OK);
+    assert_null(c); /* still running when the quick one was answered */
+    assert_int_equal(sbx_broker_result(b, sbx_request_subject(slow), slow->task_id, 60000, &c),
+                     SBX_OK);
+    assert_non_null(c);
+    assert_memory_equal(c->result->stdout.data, "slow\n", 5);
+    sbx_completion_free(c);
+    sbx_completion_free(q);
+    sbx_request_free(slow);
+    sbx_request_free(quick);
+    sbx_broker_free(b);
+    fixture_stop(&f);
+}
+
 /* The worker's dedup store is keyed by (principal subject, task_id): tenant-b sending tenant-a's
  * task_id with its own command runs its own command and never receives tenant-a's completion;
  * tenant-a reusing its id with another command is refused, never answered with the first. */
@@ -788,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_worker_execute_stream_delivers_output_then_completion),
         cmocka_unit_test(test_worker_same_task_id_runs_once),
         cmocka_unit_test(test_worker_slow_call_does_not_hold_up_another_connection),
+        cmocka_unit_test(test_remote_first_call_on_a_new_connection_does_not_hold_up_the_next),
         cmocka_unit_test(test_worker_task_id_is_scoped_by_principal_and_request),
         cmocka_unit_test(test_worker_deadline_exceeded_cancels_the_execution),
         cmocka_unit_test(test_worker_oversized_request_is_resource_exhausted),
