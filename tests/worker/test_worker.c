@@ -138,31 +138,25 @@ static void test_worker_same_task_id_runs_once(void **state)
     fixture_stop(&f);
 }
 
-/* The loop thread runs one Execute per turn itself (worker/jobs.c). A slow one must not keep
- * the other connections waiting: once it outlasts WORKER_INLINE_COVER_US the standby serves
- * them. Checked by order, not by time: the quick call on the second connection is answered
- * while the slow one, started first (and so run by the loop thread), still runs. Without the
- * standby the quick call waited for the slow one to end. */
-static void test_worker_slow_call_does_not_hold_up_another_connection(void **state)
+/* Starts a 4 s call on slow_b, waits pause_ms, then runs a quick call on quick_b (another
+ * client, or the same): the quick one must be answered while the slow one still runs. Checked
+ * by order, not by time; the slow one then ends as it should. */
+static void assert_quick_call_passes_a_slow_one(sbx_broker *slow_b, sbx_broker *quick_b,
+                                                int pause_ms)
 {
-    (void)state;
-    worker_fixture f;
-    fixture_start(&f, NULL);
-    sbx_broker *b1 = fixture_client(&f, NULL, NULL, NULL);
-    sbx_broker *b2 = fixture_client(&f, NULL, NULL, NULL);
     sbx_request *slow = fixture_command("sleep 4000; echo slow", NULL);
     sbx_request *quick = fixture_command("echo quick", NULL);
     sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_submit(b1, slow, 0, NULL, &c), SBX_OK);
+    assert_int_equal(sbx_broker_submit(slow_b, slow, 0, NULL, &c), SBX_OK);
     assert_null(c);
-    usleep(200 * 1000); /* the slow call is running */
-    sbx_completion *q = run(b2, quick, NULL);
+    if (pause_ms > 0)
+        usleep((useconds_t)pause_ms * 1000);
+    sbx_completion *q = run(quick_b, quick, NULL);
     assert_memory_equal(q->result->stdout.data, "quick\n", 6);
-    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(slow), slow->task_id, 0, &c),
-                     SBX_OK);
+    const char *subject = sbx_request_subject(slow);
+    assert_int_equal(sbx_broker_result(slow_b, subject, slow->task_id, 0, &c), SBX_OK);
     assert_null(c); /* still running when the quick one was answered */
-    assert_int_equal(sbx_broker_result(b1, sbx_request_subject(slow), slow->task_id, 60000, &c),
-                     SBX_OK);
+    assert_int_equal(sbx_broker_result(slow_b, subject, slow->task_id, 60000, &c), SBX_OK);
     assert_non_null(c);
     assert_int_equal(c->status, SBX__V1__COMPLETION_STATUS__COMPLETION_STATUS_SUCCEEDED);
     assert_memory_equal(c->result->stdout.data, "slow\n", 5);
@@ -170,6 +164,21 @@ static void test_worker_slow_call_does_not_hold_up_another_connection(void **sta
     sbx_completion_free(q);
     sbx_request_free(slow);
     sbx_request_free(quick);
+}
+
+/* The loop thread runs the Executes it reads itself (worker/jobs.c). A slow one must not keep
+ * the other connections waiting: once it outlasts WORKER_INLINE_COVER_US the standby serves
+ * them, and the quick call on the second connection is answered while the slow one, started
+ * first (and so run by the loop thread), still runs. Without the standby the quick call waited
+ * for the slow one to end. */
+static void test_worker_slow_call_does_not_hold_up_another_connection(void **state)
+{
+    (void)state;
+    worker_fixture f;
+    fixture_start(&f, NULL);
+    sbx_broker *b1 = fixture_client(&f, NULL, NULL, NULL);
+    sbx_broker *b2 = fixture_client(&f, NULL, NULL, NULL);
+    assert_quick_call_passes_a_slow_one(b1, b2, 200); /* the slow call running by then */
     sbx_broker_free(b1);
     sbx_broker_free(b2);
     fixture_stop(&f);
@@ -178,30 +187,14 @@ static void test_worker_slow_call_does_not_hold_up_another_connection(void **sta
 /* A fresh client over h2c opens its connection with a probe the others wait for (libcurl
  * 7.88 cannot reuse a prior-knowledge connection: broker/remote.c). The probe is a Health Check
  * of its own: when it was the first request itself, a slow first call held every call after it
- * back until it ended, here 4 s. The quick call is answered while the slow one runs. */
+ * on the client back until it ended, here 4 s. */
 static void test_remote_first_call_on_a_new_connection_does_not_hold_up_the_next(void **state)
 {
     (void)state;
     worker_fixture f;
     fixture_start(&f, NULL);
     sbx_broker *b = fixture_client(&f, NULL, NULL, NULL);
-    sbx_request *slow = fixture_command("sleep 4000; echo slow", NULL);
-    sbx_request *quick = fixture_command("echo quick", NULL);
-    sbx_completion *c = NULL;
-    assert_int_equal(sbx_broker_submit(b, slow, 0, NULL, &c), SBX_OK);
-    assert_null(c);
-    sbx_completion *q = run(b, quick, NULL);
-    assert_memory_equal(q->result->stdout.data, "quick\n", 6);
-    assert_int_equal(sbx_broker_result(b, sbx_request_subject(slow), slow->task_id, 0, &c), SBX_OK);
-    assert_null(c); /* still running when the quick one was answered */
-    assert_int_equal(sbx_broker_result(b, sbx_request_subject(slow), slow->task_id, 60000, &c),
-                     SBX_OK);
-    assert_non_null(c);
-    assert_memory_equal(c->result->stdout.data, "slow\n", 5);
-    sbx_completion_free(c);
-    sbx_completion_free(q);
-    sbx_request_free(slow);
-    sbx_request_free(quick);
+    assert_quick_call_passes_a_slow_one(b, b, 0);
     sbx_broker_free(b);
     fixture_stop(&f);
 }
