@@ -527,6 +527,25 @@ static bool header_safe(const char *value)
     return n > 0 && n <= 100;
 }
 
+/* HTTP/2 over TLS (ALPN), or on h2c: plain HTTP/2 over the proven connection, or prior
+ * knowledge on a fresh one, t then being the probe the others wait for (h2c in remote_broker). */
+static void set_http_version(remote_broker *r, rtask *t, CURL *e)
+{
+    long version = (long)CURL_HTTP_VERSION_2TLS;
+    if (!r->tls && r->h2c == H2C_READY) {
+        version = (long)CURL_HTTP_VERSION_2_0;
+    } else if (!r->tls) {
+        version = (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+        r->h2c = H2C_PROBING;
+        r->h2c_probe = t;
+        /* never over a pooled connection (the libcurl bug above): after a cancelled transfer
+         * (an interrupted sbx run/exec/attach) the next request would otherwise fail in the
+         * framing layer on the connection the cancelled one left, every retry too */
+        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    }
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
+}
+
 static bool task_start(remote_broker *r, rtask *t)
 {
     t->resp_len = 0;
@@ -601,19 +620,7 @@ static bool task_start(remote_broker *r, rtask *t)
         curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE,
                          (long)(t->body_len < REMOTE_UPLOAD_BUFFER_MAX ? t->body_len
                                                                        : REMOTE_UPLOAD_BUFFER_MAX));
-    long version = (long)CURL_HTTP_VERSION_2TLS;
-    if (!r->tls && r->h2c == H2C_READY) {
-        version = (long)CURL_HTTP_VERSION_2_0;
-    } else if (!r->tls) {
-        version = (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
-        r->h2c = H2C_PROBING;
-        r->h2c_probe = t;
-        /* never over a pooled connection (the libcurl bug above): after a cancelled transfer
-         * (an interrupted sbx run/exec/attach) the next request would otherwise fail in the
-         * framing layer on the connection the cancelled one left, every retry too */
-        curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
-    }
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, version);
+    set_http_version(r, t, e);
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L); /* wait to multiplex, never a 2nd connection */
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, total_timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
@@ -628,7 +635,13 @@ static bool task_start(remote_broker *r, rtask *t)
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_detail);
     set_transport(r, e);
     t->attempts++;
-    return curl_multi_add_handle(r->multi, e) == CURLM_OK;
+    if (curl_multi_add_handle(r->multi, e) == CURLM_OK)
+        return true;
+    if (r->h2c_probe == t) { /* made the probe above: held requests must not wait for it */
+        r->h2c = H2C_NONE;
+        r->h2c_probe = NULL;
+    }
+    return false;
 }
 
 /* Opens the h2c connection with a Health Check (see h2c in remote_broker): r->h2c is
@@ -647,10 +660,6 @@ static bool probe_start(remote_broker *r)
         sbx_grpc_frame_prefix(p->body, 0);
     if (p->body && task_start(r, p))
         return true;
-    if (r->h2c_probe == p) { /* task_start made it the probe before libcurl refused it */
-        r->h2c = H2C_NONE;
-        r->h2c_probe = NULL;
-    }
     if (p->easy)
         curl_easy_cleanup(p->easy);
     task_free(p);
